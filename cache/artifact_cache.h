@@ -1,0 +1,123 @@
+// ArtifactCache: the artifact workspace as one object: blob store + SQLite index + per-key
+// file locks + start-up recovery + verification + LRU size limit. Several processes may share
+// one folder: <dir>/index.sqlite, <dir>/blobs, <dir>/locks, <dir>/tmp, <dir>/quarantine.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache/blob_store.h"
+#include "cache/cache_index.h"
+#include "cache/file_lock.h"
+
+namespace kiln::cache {
+
+struct CacheOptions {
+  std::string dir;
+  uint64_t max_bytes = 10ull << 30;  // LRU eviction above this
+  // Orphan blobs (no index row) younger than this are left alone: another process may be
+  // between its blob rename and its index insert.
+  std::chrono::seconds orphan_grace = std::chrono::minutes(10);
+};
+
+// What a lookup expects of an entry, from the request; any difference is a corrupt or stale
+// row (the key covers all of these), never served.
+struct Compatibility {
+  std::string uri;
+  std::string arch;
+  std::vector<std::string> options;
+  uint32_t format_version = 0;
+  std::string kiln_version;
+  std::string nvrtc_version;
+  std::string nvjitlink_version;
+};
+
+struct CachedArtifact {
+  EntryRecord record;
+  std::shared_ptr<const std::string> cubin;  // verified against record.sha256
+  std::string blob_path;
+};
+
+struct RecoveryReport {
+  int stale_temps_removed = 0;
+  int rows_without_blob_removed = 0;
+  int orphan_blobs_removed = 0;
+};
+
+struct VerifyReport {
+  struct Problem {
+    std::string key;  // empty for an orphan blob
+    std::string sha256;
+    std::string problem;
+    std::string action;
+    std::string quarantine_path;
+  };
+  uint64_t entries_checked = 0;
+  uint64_t blobs_checked = 0;
+  std::vector<Problem> problems;
+};
+
+struct EvictReport {
+  std::vector<std::string> evicted;
+  uint64_t bytes_freed = 0;
+};
+
+class ArtifactCache {
+ public:
+  // Opens (creating folders 0755 and the index), then runs Recover().
+  static absl::StatusOr<std::unique_ptr<ArtifactCache>> Open(const CacheOptions& options);
+  ~ArtifactCache();  // flushes buffered hits
+
+  // Row → compatibility check → blob read → SHA-256 check. Returns nullopt on a miss. A row
+  // that fails a check is removed and its blob quarantined (reported through `on_problem`),
+  // and the lookup is a miss, so the caller recompiles transparently.
+  absl::StatusOr<std::optional<CachedArtifact>> Lookup(
+      const std::string& key, const Compatibility& expect,
+      const std::function<void(const std::string&)>& on_problem = nullptr);
+
+  // The cross-process compile lock of one key (<dir>/locks/<aa>/<key>.lock).
+  absl::StatusOr<FileLock> LockKey(const std::string& key, std::chrono::milliseconds timeout);
+
+  // Writes the blob, then the row (record.sha256/size_bytes/created/last_used are filled in
+  // here); then evicts least-recently-used entries while over max_bytes, never this one.
+  absl::StatusOr<EntryRecord> Commit(EntryRecord record, std::string_view cubin);
+
+  // Counts a hit in memory; FlushHits (called every second by the daemon and at close)
+  // writes the counts and last-use times in one transaction.
+  void RecordHit(const std::string& key);
+  absl::Status FlushHits();
+
+  absl::StatusOr<RecoveryReport> Recover();
+  absl::StatusOr<VerifyReport> Verify();  // re-hashes every blob; quarantines bad ones
+  absl::StatusOr<EvictReport> Evict(const EntryFilter& filter, bool dry_run);
+  absl::StatusOr<EvictReport> EnforceSizeLimit(const std::string& keep_key = "");
+
+  CacheIndex& index() { return *index_; }
+  BlobStore& blobs() { return *blobs_; }
+  const CacheOptions& options() const { return options_; }
+  uint64_t evictions() const;
+  uint64_t quarantined() const;
+
+ private:
+  ArtifactCache() = default;
+  absl::Status RemoveEntry(const EntryRecord& record);  // row, then blob when unreferenced
+
+  CacheOptions options_;
+  std::unique_ptr<BlobStore> blobs_;
+  std::unique_ptr<CacheIndex> index_;
+  std::mutex hits_mu_;
+  std::map<std::string, std::pair<uint64_t, int64_t>> pending_hits_;
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> quarantined_{0};
+};
+
+}  // namespace kiln::cache

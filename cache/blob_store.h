@@ -1,0 +1,55 @@
+// BlobStore: immutable cubins addressed by their SHA-256, under <root>/blobs/<aa>/<sha256>.
+// Writes go temp file (<root>/tmp/<pid>-<random>) → fsync → rename → fsync of the folder, so
+// a crash at any point leaves no half blob under blobs/.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::cache {
+
+class BlobStore {
+ public:
+  // Creates <root>/blobs, tmp and quarantine (0755) when missing.
+  static absl::StatusOr<std::unique_ptr<BlobStore>> Open(const std::string& root);
+
+  // Stores bytes; returns their SHA-256. Storing bytes that are already there is a no-op.
+  absl::StatusOr<std::string> Put(std::string_view bytes);
+
+  // Reads a blob and checks its hash: NOT_FOUND when absent, DATA_LOSS (naming the blob, the
+  // expected and the actual hash) when the bytes do not match.
+  absl::StatusOr<std::string> Read(std::string_view sha256) const;
+
+  std::string PathOf(std::string_view sha256) const;
+  bool Exists(std::string_view sha256) const;
+
+  // Moves a blob to <root>/quarantine/<sha256>.<unix-ms> with a .why file beside it; returns
+  // the new path. NOT_FOUND when absent.
+  absl::StatusOr<std::string> Quarantine(std::string_view sha256, std::string_view reason);
+  absl::Status Remove(std::string_view sha256);  // OK when already absent
+
+  struct BlobInfo {
+    std::string sha256;
+    uint64_t size = 0;
+    std::chrono::system_clock::time_point modified;
+  };
+  absl::StatusOr<std::vector<BlobInfo>> List() const;
+
+  // Removes temp files whose writer is gone: the pid in the name is not alive on this host,
+  // or the file is older than `max_age` (another host or pid namespace may share the folder).
+  // Returns how many were removed.
+  absl::StatusOr<int> SweepStaleTemps(std::chrono::seconds max_age = std::chrono::hours(1));
+
+  const std::string& root() const { return root_; }
+
+ private:
+  explicit BlobStore(std::string root) : root_(std::move(root)) {}
+  std::string root_;
+};
+
+}  // namespace kiln::cache
