@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "cache/blob_store.h"
 #include "cache/cache_index.h"
+#include "cache/cache_key.h"
 #include "cache/file_lock.h"
 
 namespace kiln::cache {
@@ -35,7 +36,7 @@ struct Compatibility {
   std::string uri;
   std::string arch;
   std::vector<std::string> options;
-  uint32_t format_version = 0;
+  uint32_t format_version = kCacheFormatVersion;
   std::string kiln_version;
   std::string nvrtc_version;
   std::string nvjitlink_version;
@@ -73,22 +74,28 @@ struct EvictReport {
 
 class ArtifactCache {
  public:
-  // Opens (creating folders 0755 and the index), then runs Recover().
+  // Opens (creating folders 0755 and the index), then runs Recover() (its report is kept in
+  // last_recovery()).
   static absl::StatusOr<std::unique_ptr<ArtifactCache>> Open(const CacheOptions& options);
   ~ArtifactCache();  // flushes buffered hits
 
   // Row → compatibility check → blob read → SHA-256 check. Returns nullopt on a miss. A row
   // that fails a check is removed and its blob quarantined (reported through `on_problem`),
-  // and the lookup is a miss, so the caller recompiles transparently.
+  // and the lookup is a miss, so the caller recompiles transparently. Errors only when the
+  // index or the blob cannot be read at all (busy, permissions, I/O). Does not count a hit:
+  // call RecordHit for every hit served (from memory too), which also feeds LRU eviction.
   absl::StatusOr<std::optional<CachedArtifact>> Lookup(
       const std::string& key, const Compatibility& expect,
       const std::function<void(const std::string&)>& on_problem = nullptr);
 
-  // The cross-process compile lock of one key (<dir>/locks/<aa>/<key>.lock).
+  // The cross-process compile lock of one key (<dir>/locks/<aa>/<key>.lock). Keys are
+  // [A-Za-z0-9._-], at least 2 characters, not starting with '.' (INVALID_ARGUMENT otherwise).
   absl::StatusOr<FileLock> LockKey(const std::string& key, std::chrono::milliseconds timeout);
 
   // Writes the blob, then the row (record.sha256/size_bytes/created/last_used are filled in
-  // here); then evicts least-recently-used entries while over max_bytes, never this one.
+  // here); then evicts least-recently-used entries while over max_bytes, never this one. A
+  // failing eviction does not fail the commit (the entry is stored); the next commit or
+  // EnforceSizeLimit call retries it.
   absl::StatusOr<EntryRecord> Commit(EntryRecord record, std::string_view cubin);
 
   // Counts a hit in memory; FlushHits (called every second by the daemon and at close)
@@ -96,9 +103,18 @@ class ArtifactCache {
   void RecordHit(const std::string& key);
   absl::Status FlushHits();
 
+  // Sweeps stale temps, removes rows whose blob is missing, removes orphan blobs older than
+  // orphan_grace. Safe while other processes use the folder.
   absl::StatusOr<RecoveryReport> Recover();
-  absl::StatusOr<VerifyReport> Verify();  // re-hashes every blob; quarantines bad ones
+  // Re-hashes every blob (of every row, and every orphan). A corrupt blob is quarantined and
+  // its rows removed; a missing blob's rows are removed; a row whose size disagrees with its
+  // blob is removed. Good orphans are left to Recover.
+  absl::StatusOr<VerifyReport> Verify();
+  // Removes every entry matching `filter` (an empty filter matches all). With dry_run, only
+  // reports what would go. bytes_freed counts blobs no remaining row uses.
   absl::StatusOr<EvictReport> Evict(const EntryFilter& filter, bool dry_run);
+  // Flushes hits, then removes least-recently-used entries (never keep_key) while the bytes of
+  // distinct blobs exceed max_bytes.
   absl::StatusOr<EvictReport> EnforceSizeLimit(const std::string& keep_key = "");
 
   CacheIndex& index() { return *index_; }
@@ -106,10 +122,20 @@ class ArtifactCache {
   const CacheOptions& options() const { return options_; }
   uint64_t evictions() const;
   uint64_t quarantined() const;
+  const RecoveryReport& last_recovery() const { return last_recovery_; }
 
  private:
   ArtifactCache() = default;
-  absl::Status RemoveEntry(const EntryRecord& record);  // row, then blob when unreferenced
+  struct Removal {
+    bool removed = false;      // false: the row was gone or replaced meanwhile
+    uint64_t bytes_freed = 0;  // the blob's size when no other row used it
+  };
+  // Row, then blob when unreferenced (in the row's write transaction).
+  absl::StatusOr<Removal> RemoveEntry(const EntryRecord& record);
+  // Lookup's failure path: removes the row, quarantines the blob (always when `blob_corrupt`,
+  // else when no other row uses it), reports through on_problem.
+  void DropUnusableEntry(const EntryRecord& record, const std::string& problem, bool blob_corrupt,
+                         const std::function<void(const std::string&)>& on_problem);
 
   CacheOptions options_;
   std::unique_ptr<BlobStore> blobs_;
@@ -118,6 +144,7 @@ class ArtifactCache {
   std::map<std::string, std::pair<uint64_t, int64_t>> pending_hits_;
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> quarantined_{0};
+  RecoveryReport last_recovery_;
 };
 
 }  // namespace kiln::cache

@@ -1,6 +1,8 @@
 // BlobStore: immutable cubins addressed by their SHA-256, under <root>/blobs/<aa>/<sha256>.
-// Writes go temp file (<root>/tmp/<pid>-<random>) → fsync → rename → fsync of the folder, so
-// a crash at any point leaves no half blob under blobs/.
+// Writes go temp file (<root>/tmp/<pid>-<random>-<host>.tmp, flock'ed by its writer) → fsync
+// → rename → fsync of the folder, so a crash at any point leaves no half blob under blobs/.
+// Blobs are made read-only (0444). Thread-safe and safe across processes: it holds no state
+// besides the root.
 #pragma once
 
 #include <chrono>
@@ -18,7 +20,8 @@ class BlobStore {
   // Creates <root>/blobs, tmp and quarantine (0755) when missing.
   static absl::StatusOr<std::unique_ptr<BlobStore>> Open(const std::string& root);
 
-  // Stores bytes; returns their SHA-256. Storing bytes that are already there is a no-op.
+  // Stores bytes; returns their SHA-256. Storing bytes that are already there is a no-op (a
+  // blob already there whose bytes do not match its name is replaced).
   absl::StatusOr<std::string> Put(std::string_view bytes);
 
   // Reads a blob and checks its hash: NOT_FOUND when absent, DATA_LOSS (naming the blob, the
@@ -42,8 +45,13 @@ class BlobStore {
 
   // Removes temp files whose writer is gone: the pid in the name is not alive on this host,
   // or the file is older than `max_age` (another host or pid namespace may share the folder).
+  // A temp whose writer still holds its flock is never removed, whatever its age or pid.
   // Returns how many were removed.
   absl::StatusOr<int> SweepStaleTemps(std::chrono::seconds max_age = std::chrono::hours(1));
+
+  // A fresh temp file path under <root>/tmp for a writer with process id `pid` on this host
+  // (tests use it to stage the temps of other processes).
+  std::string NewTempPath(long pid) const;
 
   const std::string& root() const { return root_; }
 

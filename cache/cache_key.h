@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace kiln::cache {
 
 // Bumped whenever the blob/index layout or the key encoding changes.
@@ -19,7 +21,7 @@ struct KeySource {
 };
 
 struct KeyInputs {
-  std::string op;   // op family or "source"
+  std::string op;  // op family or "source"
   std::string uri;
   std::map<std::string, std::string> params;
   std::vector<KeySource> sources;    // every header and unit of the spec, in spec order
@@ -35,10 +37,18 @@ struct KeyInputs {
   uint32_t format_version = kCacheFormatVersion;
 };
 
-// The exact bytes that are hashed (exposed for tests and for the manifest).
+// The exact bytes that are hashed (exposed for tests and for the manifest). A readable text:
+// one line per field, "<tag> <length>:<bytes>", lists and maps as "<tag> <count>" followed by
+// one length-prefixed line per item (maps in key order). Tags are fixed, every variable part
+// carries its length, so two different inputs never encode to the same bytes.
 std::string CanonicalEncoding(const KeyInputs& inputs);
 
 // Lowercase hex SHA-256 of CanonicalEncoding(inputs).
 std::string ComputeCacheKey(const KeyInputs& inputs);
+
+// INVALID_ARGUMENT when the inputs cannot make a portable key: a missing op, URI or arch, a
+// source without a name or whose hash is not 64 lowercase hex digits, or an absolute path in
+// a source name or an option (a moved warm cache would miss on every entry).
+absl::Status ValidateKeyInputs(const KeyInputs& inputs);
 
 }  // namespace kiln::cache

@@ -35,6 +35,7 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
                            "KILN_DISABLE_JIT", "KILN_NO_CACHE", "KILN_ARCH_LIST"}) {
     if (!p.set_env.count(name)) p.unset_env.push_back(name);
   }
+  p.run_as_uid = options_.run_as_uid;
   process_ = std::make_unique<Subprocess>(std::move(p));
   if (options_.wait_ready && !WaitReady(options_.ready_timeout))
     throw std::runtime_error("kilnd did not become ready; its log:\n" + Log());

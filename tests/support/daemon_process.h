@@ -28,6 +28,7 @@ struct DaemonOptions {
   std::vector<std::string> extra_args;
   std::map<std::string, std::string> env;
   std::vector<std::string> unset_env;
+  int run_as_uid = -1;  // see SubprocessOptions
   bool wait_ready = true;
   std::chrono::milliseconds ready_timeout = std::chrono::seconds(30);
 };

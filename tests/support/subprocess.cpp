@@ -1,6 +1,7 @@
 #include "tests/support/subprocess.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -57,6 +58,10 @@ Subprocess::Subprocess(SubprocessOptions options) {
     dup2(out_fd, 2);
     close(in_pipe[1]);
     if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) _exit(126);
+    if (options.run_as_uid >= 0 && geteuid() == 0) {
+      gid_t gid = options.run_as_gid >= 0 ? gid_t(options.run_as_gid) : gid_t(options.run_as_uid);
+      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid_t(options.run_as_uid)) != 0) _exit(125);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -19,6 +19,10 @@ struct SubprocessOptions {
   std::string output_path;                             // stdout+stderr; empty: a temp file
   std::string working_dir;                             // empty: inherit
   std::string stdin_text;                              // fed on stdin, then closed
+  // When >= 0 and we are root: the child drops to this uid/gid before exec (root ignores
+  // file permissions, so read-only tests need an unprivileged process).
+  int run_as_uid = -1;
+  int run_as_gid = -1;
 };
 
 class Subprocess {

@@ -1,0 +1,226 @@
+// ArtifactCache maintenance: start-up recovery, full verification, eviction by filter and
+// by size (LRU), and entry removal that frees a blob only when no row uses it any more.
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "cache/artifact_cache.h"
+
+namespace kiln::cache {
+namespace {
+
+constexpr int kEvictionBatch = 64;
+constexpr int kListPage = 1000;
+
+}  // namespace
+
+absl::StatusOr<ArtifactCache::Removal> ArtifactCache::RemoveEntry(const EntryRecord& record) {
+  Removal removal;
+  auto removed = index_->RemoveIfBlob(
+      record.key, record.sha256, [&](const std::string& sha, uint64_t rows_left) -> absl::Status {
+        if (rows_left > 0) return absl::OkStatus();
+        auto status = blobs_->Remove(sha);
+        if (status.ok()) removal.bytes_freed = record.size_bytes;
+        return status;
+      });
+  if (!removed.ok())
+    return absl::Status(removed.status().code(), absl::StrCat("removing cache entry ", record.key,
+                                                              ": ", removed.status().message()));
+  removal.removed = *removed;
+  if (!removal.removed) removal.bytes_freed = 0;
+  return removal;
+}
+
+absl::StatusOr<RecoveryReport> ArtifactCache::Recover() {
+  RecoveryReport report;
+  auto swept = blobs_->SweepStaleTemps();
+  if (!swept.ok()) return swept.status();
+  report.stale_temps_removed = *swept;
+
+  auto rows = index_->All();
+  if (!rows.ok()) return rows.status();
+  std::set<std::string> referenced;
+  for (const auto& row : *rows) {
+    if (blobs_->Exists(row.sha256)) {
+      referenced.insert(row.sha256);
+      continue;
+    }
+    auto removed = index_->RemoveIfBlob(row.key, row.sha256, nullptr);
+    if (!removed.ok()) return removed.status();
+    if (*removed) ++report.rows_without_blob_removed;
+  }
+
+  auto blobs = blobs_->List();
+  if (!blobs.ok()) return blobs.status();
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& blob : *blobs) {
+    if (referenced.count(blob.sha256) > 0) continue;
+    // NOTES: a young orphan may be a commit between its blob rename and its row insert.
+    if (now - blob.modified < options_.orphan_grace) continue;
+    // Decided inside a write transaction: a committer checks its blob in one too.
+    auto ran = index_->RunIfUnreferenced(blob.sha256, [&] { return blobs_->Remove(blob.sha256); });
+    if (!ran.ok()) return ran.status();
+    if (*ran) ++report.orphan_blobs_removed;
+  }
+  return report;
+}
+
+absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
+  VerifyReport report;
+  auto rows = index_->All();
+  if (!rows.ok()) return rows.status();
+  std::map<std::string, std::vector<EntryRecord>> by_blob;
+  for (auto& row : *rows) by_blob[row.sha256].push_back(std::move(row));
+
+  auto remove_rows = [&](const std::vector<EntryRecord>& group, const std::string& problem,
+                         const std::string& action, const std::string& quarantine_path) {
+    for (const auto& row : group) {
+      ++report.entries_checked;
+      auto removed = index_->RemoveIfBlob(row.key, row.sha256, nullptr);
+      std::string done =
+          !removed.ok() ? absl::StrCat("could not remove the entry: ", removed.status().message())
+          : *removed    ? action
+                        : "the entry was already replaced or removed meanwhile";
+      report.problems.push_back({row.key, row.sha256, problem, done, quarantine_path});
+    }
+  };
+
+  for (const auto& [sha, group] : by_blob) {
+    auto bytes = blobs_->Read(sha);
+    if (bytes.ok()) {
+      ++report.blobs_checked;
+      for (const auto& row : group) {
+        ++report.entries_checked;
+        if (row.size_bytes == bytes->size()) continue;
+        auto removal = RemoveEntry(row);
+        report.problems.push_back(
+            {row.key, sha,
+             absl::StrCat("the index says ", row.size_bytes, " bytes, the blob has ",
+                          bytes->size()),
+             removal.ok()
+                 ? "removed the entry; the next request recompiles it"
+                 : absl::StrCat("could not remove the entry: ", removal.status().message()),
+             ""});
+      }
+      continue;
+    }
+    const absl::Status& error = bytes.status();
+    if (error.code() == absl::StatusCode::kDataLoss) {
+      ++report.blobs_checked;
+      auto moved = blobs_->Quarantine(sha, std::string(error.message()));
+      if (moved.ok()) quarantined_.fetch_add(1);
+      remove_rows(group, std::string(error.message()),
+                  moved.ok()
+                      ? absl::StrCat("quarantined the blob to ", *moved,
+                                     " and removed the entry; the next request recompiles it")
+                      : absl::StrCat("removed the entry; could not quarantine the blob: ",
+                                     moved.status().message()),
+                  moved.ok() ? *moved : "");
+    } else if (error.code() == absl::StatusCode::kNotFound ||
+               error.code() == absl::StatusCode::kInvalidArgument) {
+      remove_rows(group, absl::StrCat("blob missing: ", error.message()),
+                  "removed the entry; the next request recompiles it", "");
+    } else {
+      for (const auto& row : group) {
+        ++report.entries_checked;
+        report.problems.push_back({row.key, sha, absl::StrCat("blob unreadable: ", error.message()),
+                                   "nothing: fix the cause and verify again", ""});
+      }
+    }
+  }
+
+  // Orphans: blobs no row named when the rows were read.
+  auto blobs = blobs_->List();
+  if (!blobs.ok()) return blobs.status();
+  for (const auto& blob : *blobs) {
+    if (by_blob.count(blob.sha256) > 0) continue;
+    auto bytes = blobs_->Read(blob.sha256);
+    if (bytes.status().code() == absl::StatusCode::kNotFound) continue;  // removed meanwhile
+    ++report.blobs_checked;
+    if (bytes.ok()) continue;  // a good orphan: Recover removes it once past orphan_grace
+    if (bytes.status().code() != absl::StatusCode::kDataLoss) {
+      report.problems.push_back({"", blob.sha256,
+                                 absl::StrCat("orphan blob unreadable: ", bytes.status().message()),
+                                 "nothing: fix the cause and verify again", ""});
+      continue;
+    }
+    auto moved = blobs_->Quarantine(blob.sha256, std::string(bytes.status().message()));
+    if (moved.ok()) quarantined_.fetch_add(1);
+    report.problems.push_back(
+        {"", blob.sha256, absl::StrCat("orphan blob: ", bytes.status().message()),
+         moved.ok() ? absl::StrCat("quarantined the blob to ", *moved)
+                    : absl::StrCat("could not quarantine the blob: ", moved.status().message()),
+         moved.ok() ? *moved : ""});
+  }
+  return report;
+}
+
+absl::StatusOr<EvictReport> ArtifactCache::Evict(const EntryFilter& filter, bool dry_run) {
+  std::vector<EntryRecord> matching;
+  std::string token;
+  do {
+    auto page = index_->List(filter, kListPage, token);
+    if (!page.ok()) return page.status();
+    for (auto& entry : page->entries) matching.push_back(std::move(entry));
+    token = page->next_page_token;
+  } while (!token.empty());
+
+  EvictReport report;
+  if (dry_run) {
+    std::map<std::string, std::pair<uint64_t, uint64_t>> per_blob;  // sha → (matching rows, size)
+    for (const auto& entry : matching) {
+      report.evicted.push_back(entry.key);
+      auto& blob = per_blob[entry.sha256];
+      ++blob.first;
+      blob.second = entry.size_bytes;
+    }
+    for (const auto& [sha, blob] : per_blob) {
+      auto rows = index_->CountRowsWithBlob(sha);
+      if (!rows.ok()) return rows.status();
+      if (*rows <= blob.first) report.bytes_freed += blob.second;
+    }
+    return report;
+  }
+  for (const auto& entry : matching) {
+    auto removal = RemoveEntry(entry);
+    if (!removal.ok()) return removal.status();
+    if (!removal->removed) continue;
+    report.evicted.push_back(entry.key);
+    report.bytes_freed += removal->bytes_freed;
+    evictions_.fetch_add(1);
+  }
+  return report;
+}
+
+absl::StatusOr<EvictReport> ArtifactCache::EnforceSizeLimit(const std::string& keep_key) {
+  // Recent hits decide what is least recently used; a failed flush keeps them for later.
+  (void)FlushHits();
+  EvictReport report;
+  // NOTES: bounded rounds: other processes may commit meanwhile, and a limit smaller than
+  // keep_key alone can never be met.
+  for (int round = 0; round < 10000; ++round) {
+    auto totals = index_->GetTotals();
+    if (!totals.ok()) return totals.status();
+    if (totals->bytes <= options_.max_bytes) break;
+    uint64_t excess = totals->bytes - options_.max_bytes;
+    auto oldest = index_->LeastRecentlyUsed(kEvictionBatch);
+    if (!oldest.ok()) return oldest.status();
+    bool progressed = false;
+    for (const auto& entry : *oldest) {
+      if (entry.key == keep_key) continue;
+      auto removal = RemoveEntry(entry);
+      if (!removal.ok()) return removal.status();
+      if (!removal->removed) continue;
+      progressed = true;
+      report.evicted.push_back(entry.key);
+      report.bytes_freed += removal->bytes_freed;
+      evictions_.fetch_add(1);
+      if (removal->bytes_freed >= excess) break;
+      excess -= removal->bytes_freed;
+    }
+    if (!progressed) break;
+  }
+  return report;
+}
+
+}  // namespace kiln::cache

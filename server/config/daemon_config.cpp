@@ -1,0 +1,268 @@
+#include "server/config/daemon_config.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "proto/endpoint.h"
+
+namespace kiln::server {
+namespace fs = std::filesystem;
+
+const std::vector<FlagInfo>& FlagTable() {
+  static const std::vector<FlagInfo> table = {
+      {"--socket PATH", "KILN_SOCKET",
+       "root: /run/kiln/kilnd.sock; others: $XDG_RUNTIME_DIR/kiln/kilnd.sock or /tmp/kiln-$UID/kilnd.sock",
+       "Unix socket to serve on (the folder is created 0700, the socket is 0660)"},
+      {"--listen HOST:PORT", "KILN_LISTEN", "off", "Also serve on TCP (plaintext; for trusted networks)"},
+      {"--cache-dir DIR", "KILN_CACHE_DIR", "root: /var/cache/kiln; others: $XDG_CACHE_HOME/kiln or ~/.cache/kiln",
+       "Artifact workspace: index, blobs, locks (may be shared by several daemons)"},
+      {"--gen-dir DIR", "KILN_GEN_DIR", "<cache-dir>/generated",
+       "Generated-sources workspace: one folder of exact sources per URI"},
+      {"--kernels-dir DIR", "KILN_KERNELS_DIR", "installed share/kiln/kernels, else the source tree's kernels/",
+       "The kernel library's device code; read-only to kilnd"},
+      {"--cuda-home DIR", "KILN_CUDA_HOME", "$CUDA_HOME or /usr/local/cuda", "CUDA toolkit whose headers NVRTC uses"},
+      {"--disable-jit", "KILN_DISABLE_JIT=1", "off", "Serve only cached entries; a miss is refused naming the spec"},
+      {"--no-cache", "KILN_NO_CACHE=1", "off", "Diagnostics: compile every request, store nothing"},
+      {"--arch \"sm_80 sm_90a\"", "KILN_ARCH_LIST", "every arch this NVRTC supports",
+       "Compute capabilities this daemon compiles for; other targets are refused"},
+      {"--max-jobs N", "KILN_MAX_JOBS", "number of CPUs", "Concurrent compiles at most"},
+      {"--compile-memory-mb N", "KILN_COMPILE_MEMORY_MB", "half of MemAvailable at start",
+       "Memory budget of concurrent compiles (each spec states its estimate)"},
+      {"--cache-max-mb N", "KILN_CACHE_MAX_MB", "10240", "Cache size limit; least recently used entries go first"},
+      {"--job-timeout-s N", "KILN_JOB_TIMEOUT_S", "600", "A compile job's time limit, queueing and lock wait included"},
+      {"--shutdown-grace-s N", "KILN_SHUTDOWN_GRACE_S", "30",
+       "On SIGTERM/SIGINT, how long running compiles may finish before they are abandoned"},
+      {"--log-level LEVEL", "KILN_LOG_LEVEL", "info", "trace, debug, info, warn, error, critical, off"},
+  };
+  return table;
+}
+
+std::string UsageText() {
+  std::ostringstream out;
+  out << "kilnd: the Kiln daemon (JIT compilation and cache of CUDA kernels)\n\n"
+         "usage: kilnd [flags]      (no flag is needed; each has an environment variable)\n\n";
+  for (const auto& f : FlagTable()) {
+    out << "  " << f.flag << "\n      " << f.help << "\n      env " << f.env << "; default "
+        << f.default_text << "\n";
+  }
+  out << "  --help, --version\n";
+  return out.str();
+}
+
+std::string FlagTableMarkdown() {
+  std::ostringstream out;
+  out << "| flag | environment variable | default | meaning |\n| --- | --- | --- | --- |\n";
+  for (const auto& f : FlagTable())
+    out << "| `" << f.flag << "` | `" << f.env << "` | " << f.default_text << " | " << f.help << " |\n";
+  return out.str();
+}
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+absl::StatusOr<bool> ParseBool(const std::string& where, const std::string& value) {
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off" || value.empty()) return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, "=", value, " is not a boolean; use 1/true/yes/on or 0/false/no/off"));
+}
+
+absl::StatusOr<int64_t> ParseInt(const std::string& where, const std::string& value, int64_t min,
+                                 int64_t max) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v < min || v > max)
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " \"", value, "\" must be an integer from ", min, " to ", max));
+  return v;
+}
+
+int64_t MemAvailableMb() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb / 1024;
+  }
+  return 4096;
+}
+
+bool IsDir(const std::string& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+}  // namespace
+
+std::string DefaultCacheDir() {
+  if (geteuid() == 0) return "/var/cache/kiln";
+  std::string xdg = Env("XDG_CACHE_HOME");
+  if (!xdg.empty() && xdg[0] == '/') return xdg + "/kiln";
+  std::string home = Env("HOME");
+  if (home.empty()) home = "/tmp/kiln-" + std::to_string(geteuid());
+  return home + "/.cache/kiln";
+}
+
+std::string DefaultKernelsDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path installed = exe.parent_path().parent_path() / "share" / "kiln" / "kernels";
+    if (IsDir(installed.string())) return installed.string();
+  }
+#ifdef KILN_SOURCE_KERNELS_DIR
+  if (IsDir(KILN_SOURCE_KERNELS_DIR)) return KILN_SOURCE_KERNELS_DIR;
+#endif
+  return "";
+}
+
+absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args) {
+  // Flags first: collect "--name value" / "--name=value" / boolean "--name".
+  static const std::map<std::string, bool> kTakesValue = {
+      {"--socket", true},       {"--listen", true},       {"--cache-dir", true},
+      {"--gen-dir", true},      {"--kernels-dir", true},  {"--cuda-home", true},
+      {"--disable-jit", false}, {"--no-cache", false},    {"--arch", true},
+      {"--max-jobs", true},     {"--compile-memory-mb", true}, {"--cache-max-mb", true},
+      {"--job-timeout-s", true}, {"--shutdown-grace-s", true}, {"--log-level", true}};
+  std::map<std::string, std::string> flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    auto eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    auto it = kTakesValue.find(name);
+    if (it == kTakesValue.end())
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument \"", args[i], "\"; see kilnd --help"));
+    if (it->second && eq == std::string::npos) {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
+      value = args[++i];
+    } else if (!it->second) {
+      if (eq != std::string::npos) {
+        auto b = ParseBool(name, value);
+        if (!b.ok()) return b.status();
+        value = *b ? "1" : "0";
+      } else {
+        value = "1";
+      }
+    }
+    flags[name] = value;
+  }
+  // A flag wins over its variable; `where` names whichever was used, for error messages.
+  auto pick = [&](const char* flag, const char* env, std::string* where) -> std::optional<std::string> {
+    if (auto it = flags.find(flag); it != flags.end()) {
+      *where = flag;
+      return it->second;
+    }
+    const char* v = std::getenv(env);
+    if (v != nullptr && v[0] != '\0') {
+      *where = env;
+      return std::string(v);
+    }
+    return std::nullopt;
+  };
+
+  DaemonConfig c;
+  std::string where;
+  c.socket = pick("--socket", proto::kSocketEnv, &where).value_or(proto::DefaultSocketPath());
+  if (c.socket.empty() || c.socket[0] != '/')
+    return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.socket, "\" must be an absolute path"));
+  if (c.socket.size() > 100)
+    return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.socket,
+                                                   "\" is longer than a unix socket path may be (~107 bytes)"));
+  c.listen = pick("--listen", "KILN_LISTEN", &where).value_or("");
+  if (!c.listen.empty()) {
+    auto colon = c.listen.rfind(':');
+    if (colon == std::string::npos || colon + 1 == c.listen.size())
+      return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.listen, "\" must be HOST:PORT"));
+    auto port = ParseInt(where + " port", c.listen.substr(colon + 1), 1, 65535);
+    if (!port.ok()) return port.status();
+  }
+  c.cache_dir = pick("--cache-dir", "KILN_CACHE_DIR", &where).value_or(DefaultCacheDir());
+  if (c.cache_dir.empty() || c.cache_dir[0] != '/')
+    return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.cache_dir, "\" must be an absolute path"));
+  c.gen_dir = pick("--gen-dir", "KILN_GEN_DIR", &where).value_or(c.cache_dir + "/generated");
+  if (c.gen_dir.empty() || c.gen_dir[0] != '/')
+    return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.gen_dir, "\" must be an absolute path"));
+  auto kernels = pick("--kernels-dir", "KILN_KERNELS_DIR", &where);
+  c.kernels_dir = kernels.value_or(DefaultKernelsDir());
+  if (c.kernels_dir.empty())
+    return absl::InvalidArgumentError(
+        "no kernels folder found (looked for <prefix>/share/kiln/kernels beside kilnd and the source "
+        "tree); pass --kernels-dir or set KILN_KERNELS_DIR");
+  if (!IsDir(c.kernels_dir + "/include"))
+    return absl::InvalidArgumentError(absl::StrCat(kernels ? where : "the default kernels folder", " \"",
+                                                   c.kernels_dir, "\" has no include/ folder of device code"));
+  std::string cuda_default = Env("CUDA_HOME").empty() ? "/usr/local/cuda" : Env("CUDA_HOME");
+  c.cuda_home = pick("--cuda-home", "KILN_CUDA_HOME", &where).value_or(cuda_default);
+  if (!fs::exists(c.cuda_home + "/include/cuda.h"))
+    return absl::InvalidArgumentError(absl::StrCat("CUDA toolkit \"", c.cuda_home,
+                                                   "\" has no include/cuda.h; pass --cuda-home or KILN_CUDA_HOME"));
+  for (auto [flag, env, out] : {std::tuple{"--disable-jit", "KILN_DISABLE_JIT", &c.disable_jit},
+                                std::tuple{"--no-cache", "KILN_NO_CACHE", &c.no_cache}}) {
+    if (auto v = pick(flag, env, &where)) {
+      auto b = ParseBool(where, *v);
+      if (!b.ok()) return b.status();
+      *out = *b;
+    }
+  }
+  if (auto v = pick("--arch", "KILN_ARCH_LIST", &where)) {
+    for (auto part : absl::StrSplit(*v, absl::ByAnyChar(" ,;"), absl::SkipEmpty()))
+      c.arch_list.emplace_back(part);
+    if (c.arch_list.empty())
+      return absl::InvalidArgumentError(absl::StrCat(where, " is empty; name archs like \"sm_80 sm_90a\""));
+  }
+  struct IntSetting {
+    const char* flag;
+    const char* env;
+    int64_t min, max, def;
+    int64_t* out;
+  };
+  int64_t max_jobs = 0, mem = 0, cache_max = 0, timeout = 0, grace = 0;
+  int64_t cpus = std::max(1u, std::thread::hardware_concurrency());
+  for (const IntSetting& s : {
+           IntSetting{"--max-jobs", "KILN_MAX_JOBS", 1, 256, cpus, &max_jobs},
+           IntSetting{"--compile-memory-mb", "KILN_COMPILE_MEMORY_MB", 64, 1 << 24,
+                      std::max<int64_t>(512, MemAvailableMb() / 2), &mem},
+           IntSetting{"--cache-max-mb", "KILN_CACHE_MAX_MB", 1, int64_t(1) << 30, 10240, &cache_max},
+           IntSetting{"--job-timeout-s", "KILN_JOB_TIMEOUT_S", 1, 86400, 600, &timeout},
+           IntSetting{"--shutdown-grace-s", "KILN_SHUTDOWN_GRACE_S", 0, 3600, 30, &grace}}) {
+    *s.out = s.def;
+    if (auto v = pick(s.flag, s.env, &where)) {
+      auto n = ParseInt(where, *v, s.min, s.max);
+      if (!n.ok()) return n.status();
+      *s.out = *n;
+    }
+  }
+  c.max_jobs = int(max_jobs);
+  c.compile_memory_mb = mem;
+  c.cache_max_mb = cache_max;
+  c.job_timeout_s = int(timeout);
+  c.shutdown_grace_s = int(grace);
+  c.log_level = pick("--log-level", "KILN_LOG_LEVEL", &where).value_or("info");
+  static const std::vector<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  if (std::find(kLevels.begin(), kLevels.end(), c.log_level) == kLevels.end())
+    return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.log_level, "\" is not one of ",
+                                                   absl::StrJoin(kLevels, ", ")));
+  return c;
+}
+
+}  // namespace kiln::server

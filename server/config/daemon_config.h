@@ -1,0 +1,58 @@
+// DaemonConfig: every setting of kilnd, from flags, then environment variables, then
+// defaults that need no flags at all. The table in docs/configuration.md is generated from
+// kFlagTable below, the one list of flags and variables.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::server {
+
+struct DaemonConfig {
+  std::string socket;          // unix socket path
+  std::string listen;          // optional TCP host:port
+  std::string cache_dir;       // artifact workspace (index, blobs, locks)
+  std::string gen_dir;         // generated-sources workspace
+  std::string kernels_dir;     // the kernel library's device code (read-only)
+  std::string cuda_home;       // CUDA toolkit (headers for NVRTC)
+  bool disable_jit = false;
+  bool no_cache = false;
+  std::vector<std::string> arch_list;  // empty: every arch NVRTC supports
+  int max_jobs = 0;
+  int64_t compile_memory_mb = 0;
+  int64_t cache_max_mb = 0;
+  int job_timeout_s = 0;
+  int shutdown_grace_s = 0;
+  std::string log_level;
+
+  std::string cuda_include_dir() const { return cuda_home + "/include"; }
+};
+
+// One row of the flag table: flag, variable, default (as documented), meaning.
+struct FlagInfo {
+  const char* flag;
+  const char* env;
+  const char* default_text;
+  const char* help;
+};
+const std::vector<FlagInfo>& FlagTable();
+
+// Parses argv (after argv[0]) and the environment. INVALID_ARGUMENT naming the flag or the
+// variable, the bad value and what is allowed. `--help` and `--version` are handled by the
+// caller (see WantsHelp).
+absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args);
+
+std::string UsageText();  // for --help
+// The flag table as Markdown, exactly as docs/configuration.md holds it (a test compares).
+std::string FlagTableMarkdown();
+
+// The default workspace base: /var/cache/kiln for root, else $XDG_CACHE_HOME/kiln or
+// $HOME/.cache/kiln.
+std::string DefaultCacheDir();
+// The kernels folder an installed or build-tree kilnd uses when none is given.
+std::string DefaultKernelsDir();
+
+}  // namespace kiln::server

@@ -1,0 +1,142 @@
+// kilnd: the per-node Kiln daemon. Serves KernelService, CacheService and JobService (plus
+// health and reflection) on a unix socket, and optionally on TCP.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/config/daemon_config.h"
+#include "server/daemon/socket_guard.h"
+#include "server/engine/kernel_engine.h"
+#include "server/jit/toolchain.h"
+#include "server/rpc/cache_service.h"
+#include "server/rpc/health_service.h"
+#include "server/rpc/job_service.h"
+#include "server/rpc/kernel_service.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitStartup = 1;
+
+int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
+  using namespace kiln::server;
+  auto guard = SocketGuard::Claim(config.socket);
+  if (!guard.ok()) {
+    spdlog::critical("{}", std::string(guard.status().message()));
+    return kExitStartup;
+  }
+  auto engine = KernelEngine::Create(config);
+  if (!engine.ok()) {
+    spdlog::critical("{}", std::string(engine.status().message()));
+    return kExitStartup;
+  }
+  KernelServiceImpl kernel_service(engine->get());
+  CacheServiceImpl cache_service(engine->get());
+  JobServiceImpl job_service(engine->get());
+  HealthServiceImpl health_service;
+
+  // Our own grpc.health.v1 service: reflection can describe it (the built-in one it cannot).
+  grpc::EnableDefaultHealthCheckService(false);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC turns SO_REUSEPORT on by default: a second daemon would share our TCP port silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(8 << 20);
+  builder.SetMaxSendMessageSize(256 << 20);
+  builder.AddListeningPort("unix:" + config.socket, grpc::InsecureServerCredentials());
+  int tcp_port = 0;
+  if (!config.listen.empty()) builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &tcp_port);
+  builder.RegisterService(&kernel_service);
+  builder.RegisterService(&cache_service);
+  builder.RegisterService(&job_service);
+  builder.RegisterService(&health_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || (!config.listen.empty() && tcp_port == 0)) {
+    spdlog::critical("could not listen on {}{}: the address may be in use by another process (a second kilnd?) "
+                     "or not be ours to bind",
+                     config.socket, config.listen.empty() ? "" : " and " + config.listen);
+    return kExitStartup;
+  }
+  if (auto s = (*guard)->SetSocketPermissions(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
+
+  const auto& tc = (*engine)->toolchain();
+  spdlog::info("kilnd {} serving on {}{} (pid {}); cache {}{}, generated sources {}, kernels {}; "
+               "NVRTC {}, nvJitLink {}, CUDA headers {}; JIT {}; up to {} compiles within {} MB",
+               tc.kiln, config.socket, config.listen.empty() ? "" : " and " + config.listen, getpid(),
+               config.cache_dir, config.no_cache ? " (disabled: --no-cache)" : "", config.gen_dir,
+               config.kernels_dir, tc.nvrtc, tc.nvjitlink, tc.cuda_headers,
+               config.disable_jit ? "disabled" : "enabled", config.max_jobs, config.compile_memory_mb);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("{} received: shutting down (running compiles get {} s to finish)", strsignal(sig),
+               config.shutdown_grace_s);
+  auto grace = std::chrono::seconds(config.shutdown_grace_s);
+  auto deadline = std::chrono::system_clock::now() + grace;
+  health_service.Shutdown();
+  (*engine)->BeginShutdown();
+  // Requests waiting on running compiles get their answers until the grace period ends.
+  server->Shutdown(deadline);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
+  bool idle = (*engine)->FinishShutdown(std::max(left, std::chrono::milliseconds(0)));
+  if (!idle) {
+    // NVRTC cannot be interrupted: leave now. Commits are atomic, so nothing is half written.
+    spdlog::warn("compiles still running after the grace period are abandoned");
+    guard->reset();
+    spdlog::shutdown();
+    std::_Exit(0);
+  }
+  server->Wait();
+  engine->reset();
+  guard->reset();
+  spdlog::info("kilnd stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << kiln::server::UsageText();
+      return 0;
+    }
+    if (a == "--print-flag-table") {  // regenerates the table in docs/configuration.md
+      std::cout << kiln::server::FlagTableMarkdown();
+      return 0;
+    }
+    if (a == "--version") {
+      std::cout << "kilnd " << kiln::server::KilnVersion() << "\n";
+      return 0;
+    }
+  }
+  auto logger = spdlog::stderr_color_mt("kilnd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  auto config = kiln::server::LoadDaemonConfig(args);
+  if (!config.ok()) {
+    std::cerr << "kilnd: " << config.status().message() << "\n";
+    return kExitUsage;
+  }
+  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  spdlog::flush_on(spdlog::level::info);
+
+  // Block the stop signals before any thread starts, so only sigwait sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return Serve(*config, signals);
+}

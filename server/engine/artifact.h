@@ -1,0 +1,33 @@
+// Artifact: one compiled kernel as the daemon serves it from memory.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/jit/kernel_attributes.h"
+
+namespace kiln::server {
+
+struct Artifact {
+  std::string key;
+  std::string uri;
+  std::string op;
+  std::map<std::string, std::string> params;
+  std::string arch;
+  std::string sha256;
+  std::shared_ptr<const std::string> cubin;
+  std::string blob_path;  // empty when nothing was stored (--no-cache)
+  std::vector<KernelAttributes> kernels;
+  std::map<std::string, std::string> launch;
+  std::string job_id;  // the job that built it
+};
+
+// JSON forms stored in the cache index (EntryRecord::kernels_json / launch_json).
+std::string KernelsToJson(const std::vector<KernelAttributes>& kernels);
+std::vector<KernelAttributes> KernelsFromJson(const std::string& json);
+std::string MapToJson(const std::map<std::string, std::string>& map);
+std::map<std::string, std::string> MapFromJson(const std::string& json);
+
+}  // namespace kiln::server

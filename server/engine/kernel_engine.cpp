@@ -1,0 +1,385 @@
+#include "server/engine/kernel_engine.h"
+#include "server/engine/clock.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cache/cache_key.h"
+#include "cache/sha256.h"
+#include "kernels/jit/generation_workspace.h"
+#include "server/engine/hit_flusher.h"
+
+namespace kiln::server {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string DaemonName() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, ":", getpid());
+}
+
+// A status of the same code with `suffix` appended to its message (payloads kept).
+absl::Status WithSuffix(const absl::Status& s, const std::string& suffix) {
+  absl::Status out(s.code(), absl::StrCat(s.message(), suffix));
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
+// PCH files are only valid in the process (and NVRTC instance) that made them: each daemon
+// gets its own folder, and folders of daemons that are gone are removed at start.
+std::string MakePchDir(const std::string& gen_dir) {
+  std::string base = gen_dir + "/pch";
+  std::error_code ec;
+  fs::create_directories(base, ec);
+  for (auto& entry : fs::directory_iterator(base, ec)) {
+    std::string name = entry.path().filename().string();
+    int pid = std::atoi(name.c_str());
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+  }
+  std::string tmpl = base + "/" + std::to_string(getpid()) + "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) return "";
+  return tmpl;
+}
+
+}  // namespace
+
+KernelEngine::KernelEngine(const DaemonConfig& config)
+    : config_(config), memory_(uint64_t(1) << 30) {}
+
+KernelEngine::~KernelEngine() {
+  hit_flusher_.reset();
+  if (scheduler_) scheduler_->Stop(std::chrono::milliseconds(0));
+  if (!pch_dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(pch_dir_, ec);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const DaemonConfig& config) {
+  std::unique_ptr<KernelEngine> engine(new KernelEngine(config));
+  for (const auto& text : config.arch_list) {
+    auto arch = kernels::GpuArch::Parse(text);
+    if (!arch.ok()) return WithSuffix(arch.status(), " (in --arch / KILN_ARCH_LIST)");
+    engine->allowed_cc_.push_back(arch->cc);
+  }
+  std::error_code ec;
+  fs::create_directories(config.gen_dir, ec);
+  if (ec || access(config.gen_dir.c_str(), W_OK) != 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the generated-sources workspace \"", config.gen_dir,
+        "\" cannot be created or written (", ec ? ec.message() : "not writable",
+        "); pass --gen-dir or set KILN_GEN_DIR to a writable folder"));
+  auto tree = kernels::KernelTree::Open(config.kernels_dir);
+  if (!tree.ok()) return tree.status();
+  engine->tree_ = std::move(*tree);
+  engine->pch_dir_ = MakePchDir(config.gen_dir);
+  engine->compiler_ = std::make_unique<NvrtcCompiler>(
+      CompilerOptions{config.cuda_include_dir(), engine->pch_dir_});
+  if (!config.no_cache) {
+    cache::CacheOptions options;
+    options.dir = config.cache_dir;
+    options.max_bytes = uint64_t(config.cache_max_mb) << 20;
+    auto cache = cache::ArtifactCache::Open(options);
+    if (!cache.ok())
+      return WithSuffix(cache.status(), absl::StrCat(" (artifact workspace \"", config.cache_dir,
+                                                     "\"; pass --cache-dir or set KILN_CACHE_DIR)"));
+    engine->cache_ = std::move(*cache);
+    engine->hit_flusher_ = std::make_unique<HitFlusher>(engine->cache_.get(), std::chrono::seconds(1));
+  }
+  engine->scheduler_ = std::make_unique<CompileScheduler>(config.max_jobs, config.compile_memory_mb);
+  return engine;
+}
+
+absl::StatusOr<KernelEngine::Prepared> KernelEngine::Prepare(const KernelQuery& query) const {
+  Prepared p;
+  auto t = Clock::now();
+  if (query.target_arch.empty())
+    return absl::InvalidArgumentError(
+        "target.arch is required: the compute capability of the device that will run the kernel, "
+        "e.g. \"sm_90a\" or \"sm_80\"");
+  auto requested = kernels::GpuArch::Parse(query.target_arch);
+  if (!requested.ok()) return requested.status();
+  if (!allowed_cc_.empty() &&
+      std::find(allowed_cc_.begin(), allowed_cc_.end(), requested->cc) == allowed_cc_.end())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this daemon compiles only for ", absl::StrJoin(config_.arch_list, " "), " (--arch / KILN_ARCH_LIST); ",
+        query.target_arch, " was requested"));
+
+  p.tree = tree_->Current();
+  absl::StatusOr<kernels::JitSpec> spec =
+      query.is_source ? kernels::SpecFromRawSource(query.source, *p.tree, config_.cuda_include_dir())
+                      : kernels::OpRegistry::Builtin().Generate(query.op, query.params, *p.tree);
+  if (!spec.ok()) return spec.status();
+  p.spec = std::move(*spec);
+  auto arch = kernels::ResolveArch(*requested, p.spec.arch_families, p.spec.uri);
+  if (!arch.ok()) return arch.status();
+  p.arch = *arch;
+  if (query.lineinfo) p.extra_options.push_back("-lineinfo");
+  if (query.device_debug) p.extra_options.push_back("-G");
+  p.verbose_log = query.verbose_log;
+  p.spec_ms = MsSince(t);
+
+  t = Clock::now();
+  CompileRequest request{&p.spec, p.tree.get(), p.arch, p.extra_options, p.verbose_log, ""};
+  p.key_options = NvrtcCompiler::KeyOptions(request);
+  const Toolchain& tc = compiler_->toolchain();
+  cache::KeyInputs in;
+  in.op = p.spec.op;
+  in.uri = p.spec.uri;
+  in.params = p.spec.params;
+  for (const auto* list : {&p.spec.headers, &p.spec.units})
+    for (const auto& f : *list) in.sources.push_back({f.name, cache::Sha256Hex(f.content)});
+  in.kernels_tree_digest = p.tree->digest;
+  in.options = p.key_options;
+  in.link_options = p.spec.link_options;
+  in.entries = p.spec.entries;
+  in.arch = p.arch.str();
+  in.nvrtc_version = tc.nvrtc;
+  in.nvjitlink_version = tc.nvjitlink;
+  in.cuda_headers_version = tc.cuda_headers;
+  in.kiln_version = tc.kiln;
+  p.key = cache::ComputeCacheKey(in);
+  p.compat = cache::Compatibility{in.uri,          in.arch,          in.options,         in.format_version,
+                                  in.kiln_version, in.nvrtc_version, in.nvjitlink_version};
+  p.key_ms = MsSince(t);
+  return p;
+}
+
+absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, Clock::time_point deadline,
+                                                     const std::function<bool()>& cancelled) {
+  const auto t0 = Clock::now();
+  auto prepared = Prepare(query);
+  if (!prepared.ok()) return prepared.status();
+  Prepared& p = *prepared;
+
+  ServedKernel served;
+  served.timings.set_spec_ms(p.spec_ms);
+  served.timings.set_key_ms(p.key_ms);
+  auto hit = [&](std::shared_ptr<const Artifact> artifact, v1::Origin origin, Clock::time_point t_lookup) {
+    served.timings.set_lookup_ms(MsSince(t_lookup));
+    served.timings.set_total_ms(MsSince(t0));
+    served.artifact = std::move(artifact);
+    served.origin = origin;
+    served.job_id = served.artifact->job_id;
+    if (cache_) cache_->RecordHit(p.key);
+    stats_.RecordHitLatency(served.timings.total_ms() * 1000.0);
+    return served;
+  };
+
+  auto t_lookup = Clock::now();
+  if (!config_.no_cache) {
+    if (auto artifact = memory_.Get(p.key)) {
+      stats_.memory_hits++;
+      return hit(std::move(artifact), v1::ORIGIN_MEMORY, t_lookup);
+    }
+    auto found = cache_->Lookup(p.key, p.compat, [&](const std::string& problem) {
+      spdlog::warn("{}", problem);
+    });
+    if (!found.ok()) return found.status();
+    if (found->has_value()) {
+      auto artifact = ArtifactFromRecord(p, **found);
+      memory_.Put(artifact);
+      stats_.disk_hits++;
+      return hit(std::move(artifact), v1::ORIGIN_DISK, t_lookup);
+    }
+  }
+  served.timings.set_lookup_ms(MsSince(t_lookup));
+  stats_.misses++;
+
+  if (config_.disable_jit)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "JIT is disabled on this daemon (--disable-jit / KILN_DISABLE_JIT) and no cached kernel exists for ",
+        p.spec.uri, " on ", p.arch.str(), " (key ", p.key,
+        "); warm the cache on a daemon with JIT enabled, or start this one without --disable-jit"));
+  if (shutting_down_)
+    return absl::UnavailableError("kilnd is shutting down and takes no new compiles; retry once it is back");
+
+  bool started = false;
+  auto flight = StartOrJoin(std::move(p), query.client, &started);
+  if (!flight.ok()) return flight.status();
+  auto& f = **flight;
+
+  // Wait for the job, waking now and then to notice a caller that gave up.
+  std::unique_lock<std::mutex> lock(f.mu);
+  while (!f.done) {
+    auto now = Clock::now();
+    if (now >= f.job_deadline) {
+      lock.unlock();
+      AbandonForTimeout(*flight);
+      lock.lock();
+      continue;
+    }
+    if (now >= deadline)
+      return absl::DeadlineExceededError(absl::StrCat(
+          "gave up waiting for compile job ", f.job_id, " (the request's deadline passed); the job goes on, ",
+          "and asking again later returns its result"));
+    if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the request");
+    f.cv.wait_until(lock, std::min({deadline, f.job_deadline, now + std::chrono::milliseconds(100)}));
+  }
+  if (!f.result.ok()) return f.result.status();
+  served.artifact = *f.result;
+  served.origin = f.origin;
+  served.job_id = f.job_id;
+  for (auto [set, value] : {std::pair{&v1::Timings::set_queue_ms, f.timings.queue_ms()},
+                            std::pair{&v1::Timings::set_lock_ms, f.timings.lock_ms()},
+                            std::pair{&v1::Timings::set_compile_ms, f.timings.compile_ms()},
+                            std::pair{&v1::Timings::set_link_ms, f.timings.link_ms()},
+                            std::pair{&v1::Timings::set_commit_ms, f.timings.commit_ms()}})
+    (served.timings.*set)(value);
+  served.timings.set_total_ms(MsSince(t0));
+  return served;
+}
+
+std::shared_ptr<const Artifact> KernelEngine::ArtifactFromRecord(const Prepared& p,
+                                                                 const cache::CachedArtifact& found) const {
+  auto a = std::make_shared<Artifact>();
+  a->key = p.key;
+  a->uri = p.spec.uri;
+  a->op = p.spec.op;
+  a->params = p.spec.params;
+  a->arch = p.arch.str();
+  a->sha256 = found.record.sha256;
+  a->cubin = found.cubin;
+  a->blob_path = found.blob_path;
+  a->kernels = KernelsFromJson(found.record.kernels_json);
+  a->launch = p.spec.launch;
+  a->job_id = found.record.job_id;
+  return a;
+}
+
+v1::Job KernelEngine::NewJob(const Prepared& p) const {
+  v1::Job job;
+  job.set_state(v1::JOB_STATE_QUEUED);
+  job.set_uri(p.spec.uri);
+  job.set_cache_key(p.key);
+  job.set_arch(p.arch.str());
+  job.set_daemon(DaemonName());
+  SetTimestampNow(job.mutable_created());
+  auto* m = job.mutable_manifest();
+  m->set_uri(p.spec.uri);
+  m->set_op(p.spec.op);
+  for (const auto& [k, v] : p.spec.params) (*m->mutable_params())[k] = v;
+  for (const auto* list : {&p.spec.headers, &p.spec.units}) {
+    for (const auto& f : *list) {
+      auto* s = m->add_sources();
+      s->set_name(f.name);
+      s->set_sha256(cache::Sha256Hex(f.content));
+      s->set_size_bytes(f.content.size());
+      s->set_origin(kernels::OriginName(f.origin));
+      s->set_path(f.origin == kernels::SourceFile::Origin::kKernels ? f.tree_path
+                                                                    : config_.gen_dir + "/" + p.spec.uri + "/" + f.name);
+    }
+  }
+  m->set_kernels_tree_sha256(p.tree->digest);
+  for (const auto& o : p.key_options) m->add_options(o);
+  for (const auto& o : p.spec.link_options) m->add_link_options(o);
+  for (const auto& e : p.spec.entries) m->add_entries(e);
+  m->set_arch(p.arch.str());
+  const Toolchain& tc = compiler_->toolchain();
+  m->mutable_toolchain()->set_nvrtc(tc.nvrtc);
+  m->mutable_toolchain()->set_nvjitlink(tc.nvjitlink);
+  m->mutable_toolchain()->set_cuda_headers(tc.cuda_headers);
+  m->mutable_toolchain()->set_kiln(tc.kiln);
+  m->mutable_toolchain()->set_cache_format(cache::kCacheFormatVersion);
+  m->set_generated_dir(config_.gen_dir + "/" + p.spec.uri);
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<KernelEngine::Flight>> KernelEngine::StartOrJoin(Prepared prepared,
+                                                                               const std::string& client,
+                                                                               bool* started) {
+  std::lock_guard<std::mutex> lock(flights_mu_);
+  // With --no-cache every request compiles on its own: nothing is shared, nothing is stored.
+  if (!config_.no_cache) {
+    if (auto it = flights_.find(prepared.key); it != flights_.end()) {
+      jobs_.AddWaiter(it->second->job_id, client);
+      *started = false;
+      return it->second;
+    }
+  }
+  auto flight = std::make_shared<Flight>();
+  flight->key = prepared.key;
+  flight->submitted = Clock::now();
+  flight->job_deadline = flight->submitted + std::chrono::seconds(config_.job_timeout_s);
+  flight->job_id = jobs_.Create(NewJob(prepared));
+  jobs_.AddWaiter(flight->job_id, client);
+  auto shared = std::make_shared<Prepared>(std::move(prepared));
+  bool queued = scheduler_->Submit(
+      shared->spec.compile_memory_mb, [this, flight, shared] { RunJob(flight, shared); },
+      [this, flight] {
+        jobs_.Update(flight->job_id, [](v1::Job& j) {
+          j.set_state(v1::JOB_STATE_ABANDONED);
+          j.set_error("the daemon shut down before the job started");
+          SetTimestampNow(j.mutable_finished());
+        });
+        Finish(flight, absl::UnavailableError("kilnd shut down before the compile started; retry once it is back"),
+               v1::ORIGIN_COMPILED);
+      });
+  if (!queued) {
+    jobs_.Update(flight->job_id, [](v1::Job& j) {
+      j.set_state(v1::JOB_STATE_ABANDONED);
+      j.set_error("the daemon is shutting down");
+    });
+    return absl::UnavailableError("kilnd is shutting down and takes no new compiles; retry once it is back");
+  }
+  if (!config_.no_cache) flights_[flight->key] = flight;
+  *started = true;
+  return flight;
+}
+
+void KernelEngine::AbandonForTimeout(const std::shared_ptr<Flight>& flight) {
+  if (flight->abandoned.exchange(true)) return;
+  std::string why = absl::StrCat("compile job ", flight->job_id, " ran past its ", config_.job_timeout_s,
+                                 " s limit (--job-timeout-s) and was abandoned; NVRTC cannot be interrupted, so it "
+                                 "finishes in the background and its result is discarded");
+  jobs_.Update(flight->job_id, [&](v1::Job& j) {
+    j.set_state(v1::JOB_STATE_ABANDONED);
+    j.set_error(why);
+    SetTimestampNow(j.mutable_finished());
+  });
+  spdlog::error("{}", why);
+  Finish(flight, absl::DeadlineExceededError(why), v1::ORIGIN_COMPILED);
+}
+
+void KernelEngine::Finish(const std::shared_ptr<Flight>& flight,
+                          absl::StatusOr<std::shared_ptr<const Artifact>> result, v1::Origin origin) {
+  {
+    std::lock_guard<std::mutex> lock(flights_mu_);
+    auto it = flights_.find(flight->key);
+    if (it != flights_.end() && it->second == flight) flights_.erase(it);
+  }
+  {
+    std::lock_guard<std::mutex> lock(flight->mu);
+    if (flight->done) return;
+    flight->result = std::move(result);
+    flight->origin = origin;
+    flight->done = true;
+  }
+  flight->cv.notify_all();
+}
+
+void KernelEngine::BeginShutdown() {
+  shutting_down_ = true;
+  jobs_.Close();
+  // Queued jobs are abandoned at once; running ones may finish within the grace period.
+  scheduler_->StopAccepting();
+}
+
+bool KernelEngine::FinishShutdown(std::chrono::milliseconds grace) {
+  bool idle = scheduler_->Stop(grace);
+  hit_flusher_.reset();  // flushes buffered hit counts one last time
+  return idle;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,113 @@
+// KernelEngine: the one build-and-load lifecycle every kernel request goes through:
+//   spec (op generator or raw-source policy) → arch context → cache key →
+//   memory → disk (verified) → [JIT disabled: refuse] → single-flight join or new job →
+//   job: compile slot → per-key file lock → disk again → compile → commit → serve.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache/artifact_cache.h"
+#include "kernels/jit/kernel_tree.h"
+#include "kernels/jit/op_generator.h"
+#include "kernels/jit/raw_source.h"
+#include "kiln/v1/kernel.pb.h"
+#include "server/config/daemon_config.h"
+#include "server/engine/artifact.h"
+#include "server/engine/compile_flight.h"
+#include "server/engine/compile_scheduler.h"
+#include "server/engine/engine_stats.h"
+#include "server/engine/hit_flusher.h"
+#include "server/engine/job_registry.h"
+#include "server/engine/memory_cache.h"
+#include "server/jit/nvrtc_compiler.h"
+
+namespace kiln::server {
+
+struct KernelQuery {
+  bool is_source = false;
+  std::string op;  // when !is_source
+  kernels::Params params;
+  kernels::RawSource source;  // when is_source
+  std::string target_arch;
+  bool lineinfo = false;
+  bool device_debug = false;
+  bool verbose_log = false;
+  std::string client;  // who asks: shown in the job's waiter list
+};
+
+struct ServedKernel {
+  std::shared_ptr<const Artifact> artifact;
+  v1::Origin origin = v1::ORIGIN_UNSPECIFIED;
+  std::string job_id;
+  v1::Timings timings;
+};
+
+class KernelEngine {
+ public:
+  static absl::StatusOr<std::unique_ptr<KernelEngine>> Create(const DaemonConfig& config);
+  ~KernelEngine();
+
+  // `deadline` is the caller's; `cancelled` says whether the caller gave up. Neither stops a
+  // compile other requests may be waiting on.
+  absl::StatusOr<ServedKernel> GetKernel(const KernelQuery& query,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         const std::function<bool()>& cancelled);
+
+  // Refuses new compiles, abandons queued jobs, ends job watchers. Hits are still served.
+  void BeginShutdown();
+  // Waits up to `grace` for running compiles; false when some were still running.
+  bool FinishShutdown(std::chrono::milliseconds grace);
+
+  // Drops an entry from the in-memory cache (after an eviction through CacheService).
+  void ForgetInMemory(const std::string& key) { memory_.Erase(key); }
+
+  cache::ArtifactCache* cache() { return cache_.get(); }  // null with --no-cache
+  JobRegistry& jobs() { return jobs_; }
+  EngineStats& stats() { return stats_; }
+  MemoryCache& memory() { return memory_; }
+  const DaemonConfig& config() const { return config_; }
+  const Toolchain& toolchain() const { return compiler_->toolchain(); }
+  kernels::KernelTree& tree() { return *tree_; }
+
+ private:
+  using Flight = CompileFlight;
+  using Prepared = PreparedRequest;
+  explicit KernelEngine(const DaemonConfig& config);
+
+  absl::StatusOr<Prepared> Prepare(const KernelQuery& query) const;
+  absl::StatusOr<std::shared_ptr<Flight>> StartOrJoin(Prepared prepared, const std::string& client,
+                                                      bool* started);
+  void RunJob(const std::shared_ptr<Flight>& flight, const std::shared_ptr<Prepared>& prepared);
+  void AbandonForTimeout(const std::shared_ptr<Flight>& flight);
+  std::shared_ptr<const Artifact> ArtifactFromRecord(const Prepared& prepared,
+                                                     const cache::CachedArtifact& found) const;
+  void Finish(const std::shared_ptr<Flight>& flight,
+              absl::StatusOr<std::shared_ptr<const Artifact>> result, v1::Origin origin);
+  v1::Job NewJob(const Prepared& prepared) const;
+
+  DaemonConfig config_;
+  std::vector<int> allowed_cc_;  // from --arch; empty: all
+  std::unique_ptr<kernels::KernelTree> tree_;
+  std::unique_ptr<NvrtcCompiler> compiler_;
+  std::unique_ptr<cache::ArtifactCache> cache_;
+  std::string pch_dir_;
+  MemoryCache memory_;
+  JobRegistry jobs_;
+  EngineStats stats_;
+  std::unique_ptr<CompileScheduler> scheduler_;
+  std::unique_ptr<HitFlusher> hit_flusher_;
+  std::atomic<bool> shutting_down_{false};
+
+  std::mutex flights_mu_;
+  std::map<std::string, std::shared_ptr<Flight>> flights_;  // by cache key
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,172 @@
+#include "server/rpc/cache_service.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "server/engine/clock.h"
+#include "server/rpc/grpc_status.h"
+
+namespace kiln::server {
+namespace {
+
+void SetMillis(google::protobuf::Timestamp* ts, int64_t unix_ms) {
+  ts->set_seconds(unix_ms / 1000);
+  ts->set_nanos(int32_t((unix_ms % 1000) * 1000000));
+}
+
+bool IsHex(const std::string& s) {
+  for (char c : s)
+    if (!absl::ascii_isxdigit(c) || absl::ascii_isupper(c)) return false;
+  return true;
+}
+
+}  // namespace
+
+void EntryToProto(const cache::EntryRecord& r, const std::string& blob_path, v1::CacheEntry* out) {
+  out->set_cache_key(r.key);
+  out->set_uri(r.uri);
+  out->set_op(r.op);
+  for (const auto& [k, v] : r.params) (*out->mutable_params())[k] = v;
+  out->set_arch(r.arch);
+  out->set_sha256(r.sha256);
+  out->set_size_bytes(r.size_bytes);
+  for (const auto& o : r.options) out->add_options(o);
+  out->set_format_version(r.format_version);
+  out->set_kiln_version(r.kiln_version);
+  out->set_nvrtc_version(r.nvrtc_version);
+  out->set_nvjitlink_version(r.nvjitlink_version);
+  SetMillis(out->mutable_created(), r.created_unix_ms);
+  SetMillis(out->mutable_last_used(), r.last_used_unix_ms);
+  out->set_hit_count(r.hit_count);
+  out->set_compile_ms(r.compile_ms);
+  for (const auto& k : KernelsFromJson(r.kernels_json)) {
+    auto* a = out->add_kernels();
+    a->set_name(k.name);
+    a->set_registers(k.registers);
+    a->set_static_shared_bytes(k.static_shared_bytes);
+    a->set_max_dynamic_shared_bytes(k.max_dynamic_shared_bytes);
+    a->set_max_threads_per_block(k.max_threads_per_block);
+    a->set_stack_bytes(k.stack_bytes);
+    a->set_spill_store_bytes(k.spill_store_bytes);
+    a->set_spill_load_bytes(k.spill_load_bytes);
+    a->set_const_bytes(k.const_bytes);
+  }
+  out->set_job_id(r.job_id);
+  out->set_blob_path(blob_path);
+  for (const auto& [k, v] : MapFromJson(r.launch_json)) (*out->mutable_launch())[k] = v;
+}
+
+grpc::Status CacheServiceImpl::RequireCache() const {
+  if (engine_->cache() != nullptr) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "this daemon runs with the cache disabled (--no-cache / KILN_NO_CACHE); it stores nothing");
+}
+
+grpc::Status CacheServiceImpl::ListEntries(grpc::ServerContext*, const v1::ListEntriesRequest* request,
+                                           v1::ListEntriesResponse* response) {
+  if (auto s = RequireCache(); !s.ok()) return s;
+  if (request->page_size() < 0 || request->page_size() > 1000)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("page_size ", request->page_size(), " must be from 0 (default 100) to 1000"));
+  cache::EntryFilter filter{request->op(), request->uri_prefix(), request->arch(), {}};
+  auto* cache = engine_->cache();
+  auto page = cache->index().List(filter, request->page_size() == 0 ? 100 : request->page_size(),
+                                  request->page_token());
+  if (!page.ok()) return ToGrpc(page.status());
+  for (const auto& r : page->entries) EntryToProto(r, cache->blobs().PathOf(r.sha256), response->add_entries());
+  response->set_next_page_token(page->next_page_token);
+  response->set_total_matching(page->total_matching);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheServiceImpl::GetEntry(grpc::ServerContext*, const v1::GetEntryRequest* request,
+                                        v1::CacheEntry* response) {
+  if (auto s = RequireCache(); !s.ok()) return s;
+  const std::string& key = request->cache_key();
+  if (key.size() < 8 || key.size() > 64 || !IsHex(key))
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("cache_key \"", key,
+                                     "\" must be a key or a prefix of one: 8 to 64 lowercase hex digits"));
+  auto* cache = engine_->cache();
+  auto matches = cache->index().FindByPrefix(key, 2);
+  if (!matches.ok()) return ToGrpc(matches.status());
+  if (matches->empty())
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no cache entry has a key starting with ", key));
+  if (matches->size() > 1)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("several entries have keys starting with ", key, "; give more digits"));
+  EntryToProto(matches->front(), cache->blobs().PathOf(matches->front().sha256), response);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheServiceImpl::EvictEntries(grpc::ServerContext*, const v1::EvictEntriesRequest* request,
+                                            v1::EvictEntriesResponse* response) {
+  if (auto s = RequireCache(); !s.ok()) return s;
+  cache::EntryFilter filter{request->op(), request->uri_prefix(), request->arch(),
+                            {request->cache_keys().begin(), request->cache_keys().end()}};
+  bool has_filter = !filter.op.empty() || !filter.uri_prefix.empty() || !filter.arch.empty() || !filter.keys.empty();
+  if (!has_filter && !request->all())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "name what to evict (cache_keys, op, uri_prefix or arch), or set all: true to empty the cache");
+  if (has_filter && request->all())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "all: true cannot be combined with a filter");
+  for (const auto& k : filter.keys)
+    if (k.size() != 64 || !IsHex(k))
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("cache_keys must be full keys (64 lowercase hex digits); got \"", k, "\""));
+  auto report = engine_->cache()->Evict(filter, request->dry_run());
+  if (!report.ok()) return ToGrpc(report.status());
+  for (const auto& key : report->evicted) {
+    response->add_evicted(key);
+    if (!request->dry_run()) engine_->ForgetInMemory(key);
+  }
+  response->set_bytes_freed(report->bytes_freed);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheServiceImpl::Verify(grpc::ServerContext*, const v1::VerifyRequest*, v1::VerifyResponse* response) {
+  if (auto s = RequireCache(); !s.ok()) return s;
+  auto t = Clock::now();
+  auto report = engine_->cache()->Verify();
+  if (!report.ok()) return ToGrpc(report.status());
+  response->set_entries_checked(report->entries_checked);
+  response->set_blobs_checked(report->blobs_checked);
+  for (const auto& p : report->problems) {
+    auto* out = response->add_problems();
+    out->set_cache_key(p.key);
+    out->set_sha256(p.sha256);
+    out->set_problem(p.problem);
+    out->set_action(p.action);
+    out->set_quarantine_path(p.quarantine_path);
+    if (!p.key.empty()) engine_->ForgetInMemory(p.key);
+  }
+  response->set_elapsed_ms(MsSince(t));
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheServiceImpl::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*, v1::CacheStats* response) {
+  auto& stats = engine_->stats();
+  if (auto* cache = engine_->cache()) {
+    auto totals = cache->index().GetTotals();
+    if (!totals.ok()) return ToGrpc(totals.status());
+    response->set_entries(totals->entries);
+    response->set_bytes(totals->bytes);
+    response->set_max_bytes(cache->options().max_bytes);
+    response->set_evictions(cache->evictions());
+    response->set_quarantined(cache->quarantined());
+  }
+  response->set_memory_entries(engine_->memory().size());
+  response->set_memory_hits(stats.memory_hits);
+  response->set_disk_hits(stats.disk_hits);
+  response->set_misses(stats.misses);
+  response->set_compiles(stats.compiles);
+  response->set_compile_failures(stats.compile_failures);
+  auto latency = stats.HitLatency();
+  response->set_hit_latency_p50_us(latency.p50_us);
+  response->set_hit_latency_p99_us(latency.p99_us);
+  response->set_cache_dir(engine_->config().cache_dir);
+  response->set_jit_enabled(!engine_->config().disable_jit);
+  response->set_cache_enabled(!engine_->config().no_cache);
+  return grpc::Status::OK;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,49 @@
+#include "server/rpc/job_service.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::server {
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+                                      v1::ListJobsResponse* response) {
+  if (request->limit() < 0 || request->limit() > 10000)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("limit ", request->limit(), " must be from 0 (default 100) to 10000"));
+  if (!v1::JobState_IsValid(request->state()))
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("unknown job state ", request->state()));
+  size_t limit = request->limit() == 0 ? 100 : size_t(request->limit());
+  for (auto& job : engine_->jobs().List(request->state(), limit, request->include_log()))
+    *response->add_jobs() = std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request, v1::Job* response) {
+  if (request->id().empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "id is empty; ListJobs shows the ids");
+  auto job = engine_->jobs().Get(request->id());
+  if (!job)
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no job \"", request->id(),
+                                     "\" on this daemon (it keeps the last 1000 finished jobs; "
+                                     "a job of another daemon sharing the cache is only known to that one)"));
+  *response = std::move(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
+                                       grpc::ServerWriter<v1::JobEvent>* writer) {
+  auto watcher = engine_->jobs().Watch(request->include_existing());
+  v1::JobEvent event;
+  while (!context->IsCancelled()) {
+    if (watcher->Next(event.mutable_job(), Clock::now() + std::chrono::milliseconds(200))) {
+      event.mutable_job()->clear_log();  // logs are fetched with GetJob; events stay small
+      if (!writer->Write(event)) break;
+    } else if (watcher->closed()) {
+      break;
+    }
+  }
+  engine_->jobs().Unwatch(watcher);
+  return grpc::Status::OK;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,88 @@
+#include "server/rpc/kernel_service.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/rpc/grpc_status.h"
+
+namespace kiln::server {
+
+absl::StatusOr<KernelQuery> QueryFromRequest(const v1::GetKernelRequest& request, const std::string& peer) {
+  KernelQuery q;
+  switch (request.what_case()) {
+    case v1::GetKernelRequest::kOp:
+      if (request.op().name().empty())
+        return absl::InvalidArgumentError("op.name is empty; name an op of the library, e.g. \"rmsnorm\"");
+      q.op = request.op().name();
+      q.params = kernels::Params(request.op().params().begin(), request.op().params().end());
+      break;
+    case v1::GetKernelRequest::kSource: {
+      const auto& s = request.source();
+      q.is_source = true;
+      q.source.name = s.name();
+      q.source.code = s.code();
+      q.source.entries.assign(s.entries().begin(), s.entries().end());
+      q.source.options.assign(s.options().begin(), s.options().end());
+      for (const auto& u : s.extra_units()) q.source.extra_units.push_back({u.name(), u.code()});
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          "the request names no kernel: set \"op\" ({\"name\": \"rmsnorm\", \"params\": {...}}) or \"source\" "
+          "({\"name\", \"code\", \"entries\"})");
+  }
+  q.target_arch = request.target().arch();
+  q.lineinfo = request.debug().lineinfo();
+  q.device_debug = request.debug().device_debug();
+  q.verbose_log = request.debug().verbose_log();
+  q.client = request.client_id().empty() ? peer : absl::StrCat(request.client_id(), " (", peer, ")");
+  return q;
+}
+
+grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
+                                          v1::GetKernelResponse* response) {
+  auto query = QueryFromRequest(*request, context->peer());
+  if (!query.ok()) return ToGrpc(query.status());
+
+  // The caller's deadline, on the steady clock the engine waits with.
+  auto deadline = Clock::time_point::max();
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    auto left = context->deadline() - std::chrono::system_clock::now();
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+  }
+  auto served = engine_->GetKernel(*query, deadline, [context] { return context->IsCancelled(); });
+  if (!served.ok()) return ToGrpc(served.status());
+
+  const Artifact& a = *served->artifact;
+  // Only a client on this node (unix socket) can open the blob; others get the bytes.
+  bool local = absl::StartsWith(context->peer(), "unix:");
+  if (request->prefer_blob_path() && local && !a.blob_path.empty()) {
+    response->set_blob_path(a.blob_path);
+  } else {
+    response->set_cubin(*a.cubin);
+  }
+  response->set_cubin_size(a.cubin->size());
+  response->set_sha256(a.sha256);
+  response->set_cache_key(a.key);
+  response->set_uri(a.uri);
+  response->set_arch(a.arch);
+  for (const auto& k : a.kernels) {
+    auto* out = response->add_kernels();
+    out->set_name(k.name);
+    out->set_registers(k.registers);
+    out->set_static_shared_bytes(k.static_shared_bytes);
+    out->set_max_dynamic_shared_bytes(k.max_dynamic_shared_bytes);
+    out->set_max_threads_per_block(k.max_threads_per_block);
+    out->set_stack_bytes(k.stack_bytes);
+    out->set_spill_store_bytes(k.spill_store_bytes);
+    out->set_spill_load_bytes(k.spill_load_bytes);
+    out->set_const_bytes(k.const_bytes);
+  }
+  response->set_origin(served->origin);
+  response->set_job_id(served->job_id);
+  *response->mutable_timings() = served->timings;
+  for (const auto& [k, v] : a.launch) (*response->mutable_launch())[k] = v;
+  for (const auto& [k, v] : a.params) (*response->mutable_params())[k] = v;
+  return grpc::Status::OK;
+}
+
+}  // namespace kiln::server

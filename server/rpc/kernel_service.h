@@ -1,0 +1,23 @@
+// kiln.v1.KernelService: GetKernel by op and params or by raw source, for a target arch.
+#pragma once
+
+#include "kiln/v1/kernel.grpc.pb.h"
+#include "server/engine/kernel_engine.h"
+
+namespace kiln::server {
+
+class KernelServiceImpl final : public v1::KernelService::Service {
+ public:
+  explicit KernelServiceImpl(KernelEngine* engine) : engine_(engine) {}
+
+  grpc::Status GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
+                         v1::GetKernelResponse* response) override;
+
+ private:
+  KernelEngine* engine_;
+};
+
+// Request → engine query, with the checks that belong to the wire format.
+absl::StatusOr<KernelQuery> QueryFromRequest(const v1::GetKernelRequest& request, const std::string& peer);
+
+}  // namespace kiln::server

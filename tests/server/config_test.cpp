@@ -1,0 +1,105 @@
+// DaemonConfig: flags over variables over defaults, and a clear error for every bad value.
+#include <catch2/catch.hpp>
+#include <stdlib.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "server/config/daemon_config.h"
+
+using kiln::server::LoadDaemonConfig;
+
+namespace {
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+const std::string kKernels = KILN_TEST_KERNELS_DIR;
+}  // namespace
+
+TEST_CASE("defaults need no flags", "[config]") {
+  auto c = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE(c.ok());
+  CHECK(!c->socket.empty());
+  CHECK(c->socket[0] == '/');
+  CHECK(c->gen_dir == c->cache_dir + "/generated");
+  CHECK(c->listen.empty());
+  CHECK(!c->disable_jit);
+  CHECK(!c->no_cache);
+  CHECK(c->arch_list.empty());
+  CHECK(c->max_jobs >= 1);
+  CHECK(c->compile_memory_mb >= 512);
+  CHECK(c->log_level == "info");
+}
+
+TEST_CASE("a flag wins over its environment variable, which wins over the default", "[config]") {
+  ScopedEnv socket("KILN_SOCKET", "/tmp/from-env.sock");
+  ScopedEnv jobs("KILN_MAX_JOBS", "3");
+  ScopedEnv jit("KILN_DISABLE_JIT", "1");
+  ScopedEnv arch("KILN_ARCH_LIST", "sm_80 sm_90a");
+  auto c = LoadDaemonConfig({"--kernels-dir", kKernels, "--socket", "/tmp/from-flag.sock"});
+  REQUIRE(c.ok());
+  CHECK(c->socket == "/tmp/from-flag.sock");
+  CHECK(c->max_jobs == 3);
+  CHECK(c->disable_jit);
+  CHECK(c->arch_list == std::vector<std::string>{"sm_80", "sm_90a"});
+  auto d = LoadDaemonConfig({"--kernels-dir=" + kKernels, "--max-jobs=5", "--disable-jit=false"});
+  REQUIRE(d.ok());
+  CHECK(d->max_jobs == 5);
+  CHECK(!d->disable_jit);
+}
+
+TEST_CASE("bad flags and variables are refused naming what was wrong", "[config]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  for (const auto& c : std::vector<Case>{
+           {{"--bogus"}, "unknown argument \"--bogus\""},
+           {{"--max-jobs", "0"}, "--max-jobs \"0\" must be an integer from 1"},
+           {{"--max-jobs", "two"}, "--max-jobs \"two\""},
+           {{"--socket", "relative.sock"}, "must be an absolute path"},
+           {{"--listen", "nohostport"}, "must be HOST:PORT"},
+           {{"--listen", "localhost:99999"}, "port"},
+           {{"--log-level", "loud"}, "\"loud\" is not one of"},
+           {{"--kernels-dir", "/nonexistent/kernels"}, "has no include/ folder"},
+           {{"--cuda-home", "/nonexistent"}, "has no include/cuda.h"},
+           {{"--cache-max-mb"}, "--cache-max-mb needs a value"},
+       }) {
+    std::vector<std::string> args = {"--kernels-dir", kKernels};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto r = LoadDaemonConfig(args);
+    INFO(c.expect);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains(c.expect));
+  }
+  ScopedEnv bad("KILN_NO_CACHE", "maybe");
+  auto r = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("KILN_NO_CACHE=maybe is not a boolean"));
+}
+
+TEST_CASE("every flag has an environment variable in the one table", "[config]") {
+  for (const auto& f : kiln::server::FlagTable()) {
+    CHECK(std::string(f.flag).rfind("--", 0) == 0);
+    CHECK(std::string(f.env).rfind("KILN_", 0) == 0);
+    CHECK(std::string(f.help).size() > 10);
+  }
+  CHECK(kiln::server::FlagTable().size() >= 13);
+}
+
+TEST_CASE("docs/configuration.md holds the flag table exactly as the daemon defines it", "[config][docs]") {
+  std::ifstream in(std::string(KILN_TEST_SOURCE_DIR) + "/docs/configuration.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  INFO("regenerate with: kilnd --print-flag-table");
+  CHECK_THAT(doc.str(), Catch::Contains(kiln::server::FlagTableMarkdown()));
+}

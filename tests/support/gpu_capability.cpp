@@ -1,0 +1,52 @@
+#include "tests/support/gpu_capability.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "client/driver/cuda_driver.h"
+#include "client/driver/devices.h"
+
+namespace kiln::testing {
+namespace {
+
+std::string Probe(int min_cc, GpuInfo* info) {
+  auto driver = client::CudaDriver::Get();
+  if (!driver.ok()) return driver.status().message();
+  auto count = client::DeviceCount(**driver);
+  if (!count.ok()) return count.status().message();
+  if (*count == 0) return "the CUDA driver sees no GPU";
+  auto device = client::DescribeDevice(**driver, 0);
+  if (!device.ok()) return device.status().message();
+  info->ordinal = 0;
+  info->name = device->name;
+  info->cc = device->cc();
+  info->arch = device->arch();
+  info->total_memory = device->total_memory;
+  info->multiprocessors = device->multiprocessors;
+  info->driver_version = (*driver)->version();
+  if (info->cc < min_cc)
+    return "needs compute capability " + std::to_string(min_cc / 10) + "." +
+           std::to_string(min_cc % 10) + " or newer; cuda:0 (" + device->name + ") is " +
+           std::to_string(device->cc_major) + "." + std::to_string(device->cc_minor);
+  return "";
+}
+
+}  // namespace
+
+std::string GpuUnavailableReason(int min_cc) {
+  GpuInfo info;
+  return Probe(min_cc, &info);
+}
+
+GpuInfo RequireGpu(int min_cc) {
+  GpuInfo info;
+  const std::string reason = Probe(min_cc, &info);
+  if (!reason.empty()) {
+    std::printf("SKIPPED: %s\n", reason.c_str());
+    std::fflush(stdout);
+    std::exit(KILN_TEST_SKIP_CODE);
+  }
+  return info;
+}
+
+}  // namespace kiln::testing
