@@ -13,6 +13,17 @@ std::string DefaultSocketPath() {
   return "/tmp/kiln-" + std::to_string(geteuid()) + "/kilnd.sock";
 }
 
+std::string DefaultCacheDir() {
+  if (geteuid() == 0) return "/var/cache/kiln";
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/kiln";
+  const char* home = std::getenv("HOME");
+  std::string base = home != nullptr && home[0] != '\0' ? home : "/tmp/kiln-" + std::to_string(geteuid());
+  return base + "/.cache/kiln";
+}
+
+std::string DefaultGenDir(const std::string& cache_dir) { return cache_dir + "/generated"; }
+
 std::string ResolveSocketPath() {
   const char* env = std::getenv(kSocketEnv);
   if (env != nullptr && env[0] != '\0') return env;

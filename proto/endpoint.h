@@ -1,4 +1,5 @@
-// Where kilnd listens by default: the one rule both the daemon and every client follow.
+// Where kilnd listens and keeps its workspaces by default: the one rule both the daemon and
+// every client (the CLI's doctor among them) follow.
 #pragma once
 
 #include <string>
@@ -13,6 +14,12 @@ inline constexpr const char* kSocketEnv = "KILN_SOCKET";
 //   others: $XDG_RUNTIME_DIR/kiln/kilnd.sock      (when XDG_RUNTIME_DIR is set)
 //           /tmp/kiln-<uid>/kilnd.sock            (otherwise)
 std::string DefaultSocketPath();
+
+// The default artifact workspace (kilnd --cache-dir), before KILN_CACHE_DIR is considered:
+//   root: /var/cache/kiln; others: $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln.
+std::string DefaultCacheDir();
+// The default generated-sources workspace for a cache folder: <cache_dir>/generated.
+std::string DefaultGenDir(const std::string& cache_dir);
 
 // KILN_SOCKET when set and non-empty, else DefaultSocketPath().
 std::string ResolveSocketPath();

@@ -111,15 +111,6 @@ bool IsDir(const std::string& p) {
 
 }  // namespace
 
-std::string DefaultCacheDir() {
-  if (geteuid() == 0) return "/var/cache/kiln";
-  std::string xdg = Env("XDG_CACHE_HOME");
-  if (!xdg.empty() && xdg[0] == '/') return xdg + "/kiln";
-  std::string home = Env("HOME");
-  if (home.empty()) home = "/tmp/kiln-" + std::to_string(geteuid());
-  return home + "/.cache/kiln";
-}
-
 std::string DefaultKernelsDir() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -196,10 +187,10 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     auto port = ParseInt(where + " port", c.listen.substr(colon + 1), 1, 65535);
     if (!port.ok()) return port.status();
   }
-  c.cache_dir = pick("--cache-dir", "KILN_CACHE_DIR", &where).value_or(DefaultCacheDir());
+  c.cache_dir = pick("--cache-dir", "KILN_CACHE_DIR", &where).value_or(proto::DefaultCacheDir());
   if (c.cache_dir.empty() || c.cache_dir[0] != '/')
     return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.cache_dir, "\" must be an absolute path"));
-  c.gen_dir = pick("--gen-dir", "KILN_GEN_DIR", &where).value_or(c.cache_dir + "/generated");
+  c.gen_dir = pick("--gen-dir", "KILN_GEN_DIR", &where).value_or(proto::DefaultGenDir(c.cache_dir));
   if (c.gen_dir.empty() || c.gen_dir[0] != '/')
     return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.gen_dir, "\" must be an absolute path"));
   auto kernels = pick("--kernels-dir", "KILN_KERNELS_DIR", &where);

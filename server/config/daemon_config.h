@@ -49,9 +49,6 @@ std::string UsageText();  // for --help
 // The flag table as Markdown, exactly as docs/configuration.md holds it (a test compares).
 std::string FlagTableMarkdown();
 
-// The default workspace base: /var/cache/kiln for root, else $XDG_CACHE_HOME/kiln or
-// $HOME/.cache/kiln.
-std::string DefaultCacheDir();
 // The kernels folder an installed or build-tree kilnd uses when none is given.
 std::string DefaultKernelsDir();
 

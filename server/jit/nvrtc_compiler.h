@@ -5,6 +5,7 @@
 // are exactly the bytes compiled. Thread-safe: many compiles may run at once.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,8 @@ struct CompileResult {
   std::string cubin;
   std::string log;                       // NVRTC (+ nvJitLink) log, ptxas info included
   std::vector<KernelAttributes> kernels; // one per spec entry, from ptxas' report
-  double compile_ms = 0;
-  double link_ms = 0;
+  double compile_ms = 0;                 // NVRTC, all units
+  double link_ms = 0;                    // nvJitLink (0 on the direct path)
 };
 
 struct CompilerOptions {
@@ -43,17 +44,30 @@ class NvrtcCompiler {
  public:
   explicit NvrtcCompiler(CompilerOptions options);
 
+  // The direct path (one unit, !spec.link): NVRTC --gpu-architecture=<arch>
+  // --ptxas-options=-v → nvrtcGetCUBIN. The LTO path (several units, or spec.link): each
+  // unit with -dlto -rdc=true → nvrtcGetLTOIR; nvJitLink -arch=<arch> -lto -Xptxas=-v plus
+  // the spec's link options (and -lineinfo / -g for the extra options -lineinfo / -G) →
+  // nvJitLinkGetLinkedCubin. Every spec entry must be a kernel of the result.
+  //
   // Compile errors are INVALID_ARGUMENT for raw sources sent by a client and
   // FAILED_PRECONDITION for library ops (the library itself is broken), with a message that
   // names the URI, the arch, the generated folder and the first error lines of the log;
-  // the full log is in the status payload "kiln.log" and in CompileError below.
+  // the full log is in the status payload "kiln.log" (read it with CompileLog()). A bad
+  // request (no spec, no units, no arch) is INVALID_ARGUMENT; a toolchain failure that is
+  // not about the code is INTERNAL.
   absl::StatusOr<CompileResult> Compile(const CompileRequest& request) const;
 
   // The options that define the output (what goes into the cache key, in order): the spec's
-  // options, then the extra options. Never include paths or PCH options.
+  // options, then the extra options, then "-dlto" when the spec takes the LTO path. Never
+  // include paths, PCH or diagnostics-only options (--ptxas-options=-v).
   static std::vector<std::string> KeyOptions(const CompileRequest& request);
 
+  // Whether `spec` compiles through LTO + nvJitLink.
+  static bool UsesLinkPath(const kernels::JitSpec& spec);
+
   const Toolchain& toolchain() const { return toolchain_; }
+  const CompilerOptions& options() const { return options_; }
 
  private:
   CompilerOptions options_;
@@ -62,5 +76,8 @@ class NvrtcCompiler {
 
 // The status payload type URL under which Compile puts the full compile log.
 inline constexpr const char* kCompileLogPayload = "kiln.log";
+
+// The full compile log carried by a status from Compile, if any.
+std::optional<std::string> CompileLog(const absl::Status& status);
 
 }  // namespace kiln::server

@@ -142,7 +142,7 @@ TEST_CASE("read-only kernels, unwritable $HOME: overrides work and nothing is wr
   // Root ignores permissions; the daemon runs as an unprivileged user so read-only means it.
   const int nobody = 65534;
   std::string kernels = dir / "kernels", home = dir / "home", work = dir / "work";
-  fs::copy(KILN_TEST_KERNELS_DIR, kernels, fs::copy_options::recursive);
+  fs::copy(KernelsDir(), kernels, fs::copy_options::recursive);
   fs::create_directories(home);
   fs::create_directories(work);
   if (geteuid() == 0) REQUIRE(chown(work.c_str(), nobody, nobody) == 0);

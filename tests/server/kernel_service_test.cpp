@@ -158,7 +158,7 @@ TEST_CASE("a target no family of the spec supports fails before compiling, namin
   CHECK(Jobs(rpc).empty());
 }
 
-TEST_CASE("--arch restricts the targets a daemon compiles for", "[kernel]") {
+TEST_CASE("a daemon started with --arch compiles only for those targets", "[kernel]") {
   TempDir dir;
   DaemonProcess d({.root = dir.path(), .extra_args = {"--arch", "sm_90a"}});
   Rpc rpc(d.channel());
@@ -247,7 +247,7 @@ TEST_CASE("a compile error returns the NVRTC log and the generated source folder
 TEST_CASE("editing a kernel header changes the key and recompiles with no restart", "[kernel]") {
   TempDir dir;
   std::string kernels = dir / "kernels";
-  fs::copy(KILN_TEST_KERNELS_DIR, kernels, fs::copy_options::recursive);
+  fs::copy(KernelsDir(), kernels, fs::copy_options::recursive);
   DaemonProcess d({.root = dir.path(), .kernels_dir = kernels});
   Rpc rpc(d.channel());
   auto before = Get(rpc, OpRequest("rmsnorm", kBf16_4096));

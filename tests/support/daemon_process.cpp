@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
@@ -13,8 +14,16 @@
 
 namespace kiln::testing {
 
-std::string KilndPath() { return std::string(KILN_TEST_BINARY_DIR) + "/server/kilnd"; }
-std::string KilnCliPath() { return std::string(KILN_TEST_BINARY_DIR) + "/client/kiln"; }
+namespace {
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? v : fallback;
+}
+}  // namespace
+
+std::string KilndPath() { return EnvOr("KILN_TEST_KILND", std::string(KILN_TEST_BINARY_DIR) + "/server/kilnd"); }
+std::string KilnCliPath() { return EnvOr("KILN_TEST_CLI", std::string(KILN_TEST_BINARY_DIR) + "/client/kiln"); }
+std::string KernelsDir() { return EnvOr("KILN_TEST_KERNELS_DIR", KILN_TEST_KERNELS_DIR); }
 
 DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options)) {
   if (options_.root.empty() && (options_.socket.empty() || options_.cache_dir.empty()))
@@ -22,7 +31,7 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
   if (options_.socket.empty()) options_.socket = options_.root + "/run/kilnd.sock";
   if (options_.cache_dir.empty()) options_.cache_dir = options_.root + "/cache";
   if (options_.gen_dir.empty()) options_.gen_dir = options_.root + "/gen";
-  if (options_.kernels_dir.empty()) options_.kernels_dir = KILN_TEST_KERNELS_DIR;
+  if (options_.kernels_dir.empty()) options_.kernels_dir = KernelsDir();
 
   SubprocessOptions p;
   p.argv = {KilndPath(), "--socket", options_.socket, "--cache-dir", options_.cache_dir,

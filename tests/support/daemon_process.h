@@ -16,8 +16,11 @@ class Channel;
 
 namespace kiln::testing {
 
-std::string KilndPath();    // the kilnd under test (build tree)
-std::string KilnCliPath();  // the kiln CLI under test (build tree)
+// The binaries and kernels under test: the build tree's, unless KILN_TEST_KILND,
+// KILN_TEST_CLI or KILN_TEST_KERNELS_DIR name others (a bundle on the GPU machine).
+std::string KilndPath();
+std::string KilnCliPath();
+std::string KernelsDir();
 
 struct DaemonOptions {
   std::string root;         // folder holding run/, cache/, gen/ unless overridden below

@@ -1,0 +1,108 @@
+// The C ABI (kiln/kiln.h): DLTensor arguments in, kiln_status and a thread-local message out.
+// No exception crosses it.
+#include "kiln/kiln.h"
+
+#include <chrono>
+#include <exception>
+#include <string>
+
+#include "client/capi/dlpack_tensor.h"
+#include "client/ops/api_log.h"
+#include "client/ops/norm_launcher.h"
+#include "client/ops/norm_plan.h"
+#include "kiln/client.h"
+
+namespace {
+
+thread_local std::string last_error;
+
+kiln_status Finish(const kiln::Status& status) {
+  if (status.ok()) {
+    last_error.clear();
+    return KILN_OK;
+  }
+  last_error = status.message();
+  return static_cast<kiln_status>(status.code());
+}
+
+kiln_status Crashed(const char* api, const char* what) {
+  last_error = std::string(api) + ": internal error: " + what;
+  return KILN_ERROR_INTERNAL;
+}
+
+template <typename Body>
+kiln_status Guard(const char* api, Body body) {
+  try {
+    return Finish(body());
+  } catch (const std::exception& e) {
+    return Crashed(api, e.what());
+  } catch (...) {
+    return Crashed(api, "unknown exception");
+  }
+}
+
+kiln::Status RunNormC(kiln::client::NormOp op, const char* api, const DLTensor* t0,
+                      const char* n0, const DLTensor* t1, const char* n1, const DLTensor* weight,
+                      double eps, void* stream) {
+  auto a = kiln::client::FromDLTensor(t0, n0);
+  if (!a.ok()) return a.status().WithContext(api);
+  auto b = kiln::client::FromDLTensor(t1, n1);
+  if (!b.ok()) return b.status().WithContext(api);
+  auto w = kiln::client::FromDLTensor(weight, "weight");
+  if (!w.ok()) return w.status().WithContext(api);
+  if (kiln::client::ApiLogLevel() > 0)
+    kiln::client::LogOpCall(api, {{n0, &*a}, {n1, &*b}, {"weight", &*w}}, eps, stream);
+  auto plan = op == kiln::client::NormOp::kRmsNorm
+                  ? kiln::client::PlanRmsNorm(*a, *b, *w, eps, api)
+                  : kiln::client::PlanFusedAddRmsNorm(*a, *b, *w, eps, api);
+  if (!plan.ok()) return plan.status();
+  return kiln::client::RunNorm(*plan, stream);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* kiln_last_error(void) { return last_error.c_str(); }
+
+const char* kiln_status_name(kiln_status status) {
+  if (status < KILN_OK || status > KILN_ERROR_UNKNOWN) return "UNKNOWN_STATUS";
+  return kiln::StatusCodeName(static_cast<kiln::StatusCode>(status));
+}
+
+const char* kiln_version(void) { return kiln::Version(); }
+
+kiln_status kiln_set_socket(const char* socket) {
+  return Guard("kiln_set_socket", [&] {
+    kiln::ClientOptions options = kiln::CurrentOptions();
+    options.socket = socket != nullptr ? socket : "";
+    return kiln::Configure(options);
+  });
+}
+
+kiln_status kiln_connect(const char* socket, int timeout_ms) {
+  return Guard("kiln_connect", [&] {
+    kiln::ClientOptions options = kiln::CurrentOptions();
+    options.socket = socket != nullptr ? socket : "";
+    KILN_RETURN_IF_ERROR(kiln::Configure(options));
+    return kiln::Ping(std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 5000));
+  });
+}
+
+kiln_status kiln_rms_norm(DLTensor* out, const DLTensor* input, const DLTensor* weight,
+                          double eps, void* stream) {
+  return Guard("kiln_rms_norm", [&] {
+    return RunNormC(kiln::client::NormOp::kRmsNorm, "kiln_rms_norm", out, "out", input, "input",
+                    weight, eps, stream);
+  });
+}
+
+kiln_status kiln_fused_add_rms_norm(DLTensor* input, DLTensor* residual, const DLTensor* weight,
+                                    double eps, void* stream) {
+  return Guard("kiln_fused_add_rms_norm", [&] {
+    return RunNormC(kiln::client::NormOp::kFusedAddRmsNorm, "kiln_fused_add_rms_norm", input,
+                    "input", residual, "residual", weight, eps, stream);
+  });
+}
+
+}  // extern "C"

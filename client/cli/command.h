@@ -1,0 +1,99 @@
+// What every `kiln` command shares: its declaration (name, options, help), the parsed
+// invocation it runs with, and the exit codes.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln::client {
+class DaemonConnection;
+}
+
+namespace kiln::cli {
+
+// Documented in `kiln --help`; scripts rely on them.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitDaemonError = 1,  // the daemon answered with an error (compile error, unknown op, ...)
+  kExitUsage = 2,        // bad command line
+  kExitUnreachable = 3,  // the daemon could not be reached
+  kExitProblem = 4,      // doctor or cache verify found something wrong
+};
+
+// Thrown for a bad command line; main prints it with the command's usage and exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct OptionSpec {
+  std::string name;        // "--arch"
+  std::string value_name;  // "ARCH"; empty for a flag
+  std::string help;
+  bool repeatable = false;
+};
+
+class Invocation;
+
+struct CommandSpec {
+  std::string path;        // "cache ls"
+  std::string arguments;   // "OP [KEY=VALUE...]" (for the usage line)
+  std::string summary;     // one line
+  std::string details;     // paragraphs after the options in --help
+  std::vector<OptionSpec> options;
+  int min_positionals = 0;
+  int max_positionals = 0;  // -1: unlimited
+  std::function<int(Invocation&)> run;
+};
+
+class Invocation {
+ public:
+  Invocation(const CommandSpec& spec, std::ostream& out, std::ostream& err)
+      : out(out), err(err), spec_(spec) {}
+
+  const CommandSpec& spec() const { return spec_; }
+  bool Has(const std::string& option) const { return values_.count(option) > 0; }
+  std::string Get(const std::string& option, const std::string& fallback = "") const;
+  const std::vector<std::string>& All(const std::string& option) const;
+  const std::vector<std::string>& positionals() const { return positionals_; }
+
+  // Global options.
+  std::string socket;  // --socket, else "" (KILN_SOCKET or the default)
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+
+  // The daemon connection for --socket (made on first use).
+  const client::DaemonConnection& Connection();
+  std::chrono::system_clock::time_point Deadline() const {
+    return std::chrono::system_clock::now() + timeout;
+  }
+
+  // Prints "kiln <command>: <message>" and returns the exit code for `status`:
+  // UNAVAILABLE → 3, anything else → 1.
+  int Fail(const Status& status);
+
+  std::ostream& out;
+  std::ostream& err;
+
+ private:
+  friend class ArgumentParser;
+  const CommandSpec& spec_;
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> positionals_;
+  std::shared_ptr<client::DaemonConnection> connection_;
+};
+
+// Each command group adds its commands (one file each).
+void AddGetCommand(std::vector<CommandSpec>& commands);
+void AddCompileCommand(std::vector<CommandSpec>& commands);
+void AddCacheCommands(std::vector<CommandSpec>& commands);
+void AddJobsCommands(std::vector<CommandSpec>& commands);
+void AddDoctorCommand(std::vector<CommandSpec>& commands);
+
+}  // namespace kiln::cli

@@ -1,0 +1,29 @@
+#include <ostream>
+
+#include "client/cli/command.h"
+#include "client/rpc/daemon_connection.h"
+
+namespace kiln::cli {
+
+std::string Invocation::Get(const std::string& option, const std::string& fallback) const {
+  auto it = values_.find(option);
+  return it == values_.end() || it->second.empty() ? fallback : it->second.back();
+}
+
+const std::vector<std::string>& Invocation::All(const std::string& option) const {
+  static const std::vector<std::string> none;
+  auto it = values_.find(option);
+  return it == values_.end() ? none : it->second;
+}
+
+const client::DaemonConnection& Invocation::Connection() {
+  if (connection_ == nullptr) connection_ = std::make_shared<client::DaemonConnection>(socket);
+  return *connection_;
+}
+
+int Invocation::Fail(const Status& status) {
+  err << "kiln " << spec_.path << ": " << status.message() << std::endl;
+  return status.code() == StatusCode::kUnavailable ? kExitUnreachable : kExitDaemonError;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,53 @@
+// The process-wide client: which daemon to ask, how long to wait, and what it has done so far.
+// Nothing here is required: the first op or load connects to KILN_SOCKET, or to the default
+// socket of kilnd (/run/kiln/kilnd.sock for root, $XDG_RUNTIME_DIR/kiln/kilnd.sock or
+// /tmp/kiln-<uid>/kilnd.sock otherwise).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "kiln/export.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+struct ClientOptions {
+  // A unix socket path ("/run/kiln/kilnd.sock") or a gRPC target ("unix:/path",
+  // "localhost:7070"). Empty: KILN_SOCKET when set, else kilnd's default socket.
+  std::string socket;
+  // How long one kernel request may take, a compile on the daemon included.
+  std::chrono::milliseconds rpc_timeout = std::chrono::minutes(5);
+  // On a unix socket, read the daemon's read-only blob file instead of receiving the bytes.
+  bool prefer_blob_path = true;
+  // Shown in the daemon's job waiter lists. Empty: "<process name>[<pid>]".
+  std::string client_id;
+};
+
+// Replaces the options for later requests. Kernels already loaded stay loaded and cached.
+KILN_API Status Configure(const ClientOptions& options);
+KILN_API ClientOptions CurrentOptions();
+
+// The gRPC target requests go to now ("unix:/tmp/kiln-1000/kilnd.sock").
+KILN_API std::string DaemonTarget();
+
+// Asks the daemon for its cache stats: OK when it answers within `timeout`, UNAVAILABLE with
+// the socket and how to start kilnd otherwise.
+KILN_API Status Ping(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+// Counters since the process started (for tests, logs and metrics).
+struct ClientStats {
+  uint64_t get_kernel_rpcs = 0;    // GetKernel calls sent to the daemon
+  uint64_t rpc_failures = 0;       // of those, the ones that failed
+  uint64_t modules_loaded = 0;     // cuLibraryLoadData calls
+  uint64_t blob_path_reads = 0;    // cubins read from the daemon's blob files
+  uint64_t op_fast_hits = 0;       // ops calls served from the in-process launch cache
+  uint64_t op_fast_misses = 0;     // ops calls that had to resolve their kernel first
+};
+KILN_API ClientStats GetClientStats();
+
+// The library's version ("0.1.0"); compare with KILN_VERSION_STRING of the headers.
+KILN_API const char* Version();
+
+}  // namespace kiln

@@ -1,0 +1,105 @@
+#include "client/loader/cubin_fetch.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "client/loader/sha256.h"
+#include "client/rpc/client_counters.h"
+#include "client/rpc/client_settings.h"
+#include "client/rpc/kernel_rpc.h"
+
+namespace kiln::client {
+namespace {
+
+StatusOr<std::string> ReadBlob(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status(StatusCode::kNotFound, "cannot open " + path + ": " + std::strerror(errno));
+  std::string bytes;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status error(StatusCode::kDataLoss, "cannot read " + path + ": " + std::strerror(errno));
+      close(fd);
+      return error;
+    }
+    if (n == 0) break;
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return bytes;
+}
+
+// OK when `bytes` are what the reply promised.
+Status Verify(const v1::GetKernelResponse& reply, const std::string& bytes,
+              const std::string& where) {
+  if (reply.sha256().empty())
+    return Status(StatusCode::kDataLoss, "the daemon sent no SHA-256 for " + reply.uri() +
+                                             " (key " + reply.cache_key() + "); refusing to load");
+  if (bytes.empty())
+    return Status(StatusCode::kDataLoss, "the cubin of " + reply.uri() + " from " + where +
+                                             " is empty");
+  const std::string actual = Sha256Hex(bytes);
+  if (actual != reply.sha256())
+    return Status(StatusCode::kDataLoss,
+                  "checksum mismatch for the cubin of " + reply.uri() + " (key " +
+                      reply.cache_key() + ") from " + where + ": expected sha256 " +
+                      reply.sha256() + ", got " + actual + " over " +
+                      std::to_string(bytes.size()) + " bytes");
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
+                                  v1::GetKernelRequest request, const FetchOptions& options) {
+  request.set_client_id(options.client_id);
+  request.set_prefer_blob_path(options.prefer_blob_path && connection.is_local());
+  auto reply = CallGetKernel(connection, request, options.timeout);
+  if (!reply.ok()) return reply.status();
+
+  FetchedCubin fetched;
+  if (!reply->blob_path().empty()) {
+    auto bytes = ReadBlob(reply->blob_path());
+    Status good = bytes.ok() ? Verify(*reply, *bytes, reply->blob_path()) : bytes.status();
+    if (good.ok()) {
+      Bump(Counters().blob_path_reads);
+      fetched.blob_path = reply->blob_path();
+      fetched.cubin = std::move(bytes).value();
+      fetched.reply = std::move(reply).value();
+      return fetched;
+    }
+    // The file went away (evicted between reply and read) or is damaged: ask for the bytes.
+    request.set_prefer_blob_path(false);
+    reply = CallGetKernel(connection, request, options.timeout);
+    if (!reply.ok())
+      return reply.status().WithContext("after the blob file failed (" + good.message() + ")");
+    if (!reply->blob_path().empty() && reply->cubin().empty())
+      return Status(StatusCode::kInternal,
+                    "the daemon sent a blob path although the bytes were asked for (" +
+                        DescribeRequest(request) + ")");
+  }
+  fetched.cubin = std::move(*reply->mutable_cubin());
+  reply->clear_cubin();
+  KILN_RETURN_IF_ERROR(Verify(*reply, fetched.cubin, "the daemon's reply"));
+  fetched.reply = std::move(reply).value();
+  return fetched;
+}
+
+StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request) {
+  auto settings = CurrentSettings();
+  FetchOptions options;
+  options.timeout = settings->options.rpc_timeout;
+  options.prefer_blob_path = settings->options.prefer_blob_path;
+  options.client_id = settings->client_id;
+  return FetchCubin(*settings->connection, request, options);
+}
+
+}  // namespace kiln::client

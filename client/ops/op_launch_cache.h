@@ -1,0 +1,53 @@
+// OpLaunchCache: what an op call needs to launch — the function in this context and the
+// launch shape — keyed by (op, dtype, sizes, vec, context) in plain integers, so a repeat call
+// is one hash lookup under a shared lock: no RPC, no string, no allocation.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "client/loader/loaded_library.h"
+
+namespace kiln::client {
+
+struct OpLaunchKey {
+  CUcontext context = nullptr;
+  uint16_t op = 0;
+  uint8_t dtype = 0;
+  uint8_t vec = 0;
+  int64_t size0 = 0;  // the op's specialization sizes (hidden, ...)
+  int64_t size1 = 0;
+  bool operator==(const OpLaunchKey&) const = default;
+};
+
+struct OpLaunch {
+  CUfunction function = nullptr;
+  unsigned block = 0;
+  unsigned dynamic_smem = 0;
+  int64_t rows_per_block = 1;
+  std::shared_ptr<const detail::LoadedLibrary> library;  // keeps `function` loaded
+};
+
+class OpLaunchCache {
+ public:
+  static OpLaunchCache& Global();
+
+  // Null on a miss. The pointer stays valid for the life of the process.
+  const OpLaunch* Find(const OpLaunchKey& key) const;
+  // Inserts (or keeps the entry another thread inserted first) and returns it.
+  const OpLaunch* Insert(const OpLaunchKey& key, OpLaunch launch);
+
+ private:
+  struct Hash {
+    size_t operator()(const OpLaunchKey& k) const;
+  };
+  mutable std::shared_mutex mu_;
+  std::unordered_map<OpLaunchKey, OpLaunch, Hash> map_;  // node-based: entries never move
+};
+
+}  // namespace kiln::client

@@ -1,0 +1,126 @@
+#include "client/ops/row_view.h"
+
+#include <cstdio>
+#include <string>
+
+namespace kiln::client {
+namespace {
+
+Status Invalid(const char* name, const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, std::string(name) + ": " + what);
+}
+
+std::string Hex(uintptr_t p) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(p));
+  return buffer;
+}
+
+std::string StridesText(const TensorView& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.strides[d]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string ShapeText(const TensorView& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim && d < kMaxTensorDims; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + "]";
+}
+
+uintptr_t RowView::end() const {
+  if (empty()) return begin();
+  return begin() + static_cast<uintptr_t>(((rows - 1) * row_stride + hidden) * element_size);
+}
+
+StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
+  if (t.ndim < 1 || t.ndim > kMaxTensorDims)
+    return Invalid(name, "expected a tensor of rank 1 to " + std::to_string(kMaxTensorDims) +
+                             " ([..., hidden]), found rank " + std::to_string(t.ndim));
+  if (t.device.type != DeviceType::kCUDA)
+    return Invalid(name, "expected a CUDA device tensor, found one on " + DeviceName(t.device));
+  if (t.device.index < 0)
+    return Invalid(name, "device ordinal " + std::to_string(t.device.index) + " is negative");
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] < 0)
+      return Invalid(name, "dim " + std::to_string(d) + " has negative size " +
+                               std::to_string(t.shape[d]) + " (shape " + ShapeText(t) + ")");
+    if (t.strides[d] < 0)
+      return Invalid(name, "dim " + std::to_string(d) + " has negative stride " +
+                               std::to_string(t.strides[d]) + " (strides " + StridesText(t) +
+                               "); only non-negative strides are supported");
+  }
+  RowView v;
+  v.name = name;
+  v.tensor = &t;
+  v.data = static_cast<char*>(t.data);
+  v.element_size = DTypeSize(t.dtype);
+  const int last = t.ndim - 1;
+  v.hidden = t.shape[last];
+  v.rows = 1;
+  for (int d = 0; d < last; ++d) v.rows *= t.shape[d];
+
+  if (t.shape[last] > 1 && t.strides[last] != 1)
+    return Invalid(name, "the last dim must be contiguous (stride 1), found stride " +
+                             std::to_string(t.strides[last]) + " in " + t.Describe());
+
+  // Leading dims flatten into rows when each (of size > 1) steps over exactly the next one.
+  v.row_stride = v.hidden;
+  if (v.rows > 1) {
+    int inner = -1;  // the innermost leading dim of size > 1
+    for (int d = last - 1; d >= 0; --d) {
+      if (t.shape[d] == 1) continue;
+      if (inner < 0) {
+        inner = d;
+        v.row_stride = t.strides[d];
+      } else {
+        int64_t expected = 1;
+        // stride of dim d must equal stride(inner-most so far) * product of sizes in between
+        for (int e = d + 1; e <= inner; ++e) expected *= t.shape[e];
+        expected *= t.strides[inner];
+        if (t.strides[d] != expected)
+          return Invalid(name, "leading dims " + ShapeText(t) + " with strides " +
+                                   StridesText(t) + " cannot be flattened into rows: dim " +
+                                   std::to_string(d) + " has stride " +
+                                   std::to_string(t.strides[d]) + ", flattening needs " +
+                                   std::to_string(expected) + "; make the tensor contiguous");
+      }
+    }
+  }
+
+  if (!v.empty() && v.data == nullptr)
+    return Invalid(name, "data is NULL, but the tensor " + ShapeText(t) + " is not empty");
+  if (v.element_size > 1 && v.begin() % v.element_size != 0)
+    return Invalid(name, "data pointer " + Hex(v.begin()) + " is not aligned to " +
+                             std::to_string(v.element_size) + " bytes (the size of one " +
+                             DTypeName(t.dtype) + " element)");
+  return v;
+}
+
+Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok) {
+  if (a.empty() || b.empty()) return OkStatus();
+  if (a.end() <= b.begin() || b.end() <= a.begin()) return OkStatus();
+  if (same_is_ok && a.data == b.data && a.row_stride == b.row_stride && a.hidden == b.hidden)
+    return OkStatus();
+  // Interleaved rows of one buffer (e.g. the two halves of [rows, 2*hidden]) share no element
+  // when every row of one lies in the gap between two rows of the other.
+  if (a.row_stride == b.row_stride && a.element_size == b.element_size) {
+    const int64_t stride = a.row_stride * static_cast<int64_t>(a.element_size);
+    const int64_t a_bytes = a.hidden * static_cast<int64_t>(a.element_size);
+    const int64_t b_bytes = b.hidden * static_cast<int64_t>(b.element_size);
+    int64_t offset = (static_cast<int64_t>(b.begin()) - static_cast<int64_t>(a.begin())) % stride;
+    if (offset < 0) offset += stride;
+    if (offset >= a_bytes && stride - offset >= b_bytes) return OkStatus();
+  }
+  return Status(StatusCode::kInvalidArgument,
+                std::string(a.name) + " and " + b.name + " overlap in memory (" + a.name + " " +
+                    Hex(a.begin()) + "..." + Hex(a.end()) + ", " + b.name + " " +
+                    Hex(b.begin()) + "..." + Hex(b.end()) + ")" +
+                    (same_is_ok ? "; " + std::string(a.name) + " must be " + b.name +
+                                      " itself (same pointer and strides) or separate memory"
+                                : "; they must be separate memory"));
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,40 @@
+// RowView: a tensor argument of a row-wise op, checked and seen as [rows, hidden] — leading
+// dims flattened (only where their strides allow it), the last dim contiguous.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::client {
+
+struct RowView {
+  const char* name = "";  // the argument: "input", "out", ...
+  const TensorView* tensor = nullptr;
+  char* data = nullptr;
+  size_t element_size = 0;
+  int64_t rows = 0;
+  int64_t hidden = 0;
+  int64_t row_stride = 0;  // elements between row starts; `hidden` when rows <= 1
+
+  bool empty() const { return rows == 0 || hidden == 0; }
+  // The bytes the view spans, [begin, end): rows of `hidden` elements, `row_stride` apart.
+  uintptr_t begin() const { return reinterpret_cast<uintptr_t>(data); }
+  uintptr_t end() const;
+};
+
+// INVALID_ARGUMENT "<name>: ..." for: a rank outside 1..kMaxTensorDims, a negative size or
+// stride, a last dim that is not contiguous, leading dims that cannot be flattened, a NULL
+// pointer for a non-empty tensor, a pointer not aligned to the element size, or a device that
+// is not CUDA.
+StatusOr<RowView> ViewAsRows(const TensorView& tensor, const char* name);
+
+// "[7, 4096]"
+std::string ShapeText(const TensorView& tensor);
+
+// OK when the two views share no element, or are the very same view (same pointer and row
+// stride) and `same_is_ok`. Otherwise INVALID_ARGUMENT naming both.
+Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok);
+
+}  // namespace kiln::client

@@ -1,0 +1,25 @@
+// The process-wide counters behind kiln::GetClientStats (relaxed atomics: counts, not order).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace kiln::client {
+
+struct ClientCounters {
+  std::atomic<uint64_t> get_kernel_rpcs{0};
+  std::atomic<uint64_t> rpc_failures{0};
+  std::atomic<uint64_t> modules_loaded{0};
+  std::atomic<uint64_t> blob_path_reads{0};
+  std::atomic<uint64_t> op_fast_hits{0};
+  std::atomic<uint64_t> op_fast_misses{0};
+};
+
+inline ClientCounters& Counters() {
+  static ClientCounters counters;
+  return counters;
+}
+
+inline void Bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace kiln::client

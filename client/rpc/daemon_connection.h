@@ -1,0 +1,39 @@
+// DaemonConnection: where kilnd is (a unix socket, or a gRPC target), the channel to it, and
+// how a failed call is explained to a person: which socket, and how to start kilnd.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kiln/status.h"
+
+namespace grpc {
+class Channel;
+class Status;
+}  // namespace grpc
+
+namespace kiln::client {
+
+class DaemonConnection {
+ public:
+  // A socket path ("/run/kiln/kilnd.sock") or gRPC target ("unix:/x", "localhost:7070").
+  // Empty: KILN_SOCKET, else kilnd's default socket (proto/endpoint.h).
+  explicit DaemonConnection(const std::string& socket_or_target);
+
+  const std::string& target() const { return target_; }       // "unix:/run/kiln/kilnd.sock"
+  const std::string& socket_path() const { return socket_; }  // empty unless a unix socket
+  bool is_local() const { return !socket_.empty(); }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+  // A failed call as a kiln::Status: "<what>: <why>". UNAVAILABLE says whether the socket file
+  // exists, whether we may connect to it, and how to start kilnd or point at another socket.
+  Status Explain(const grpc::Status& status, std::string_view what) const;
+
+ private:
+  std::string target_;
+  std::string socket_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+}  // namespace kiln::client

@@ -1,0 +1,123 @@
+// The client when kilnd is not there: every request fails at once (no hang) with UNAVAILABLE,
+// naming the socket and saying how to start kilnd or point at another one.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kiln/client.h"
+#include "kiln/kernel.h"
+#include "kiln/kiln.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using kiln::StatusCode;
+
+struct UseSocket {
+  explicit UseSocket(const std::string& socket) {
+    kiln::ClientOptions options;
+    options.socket = socket;
+    REQUIRE(kiln::Configure(options).ok());
+  }
+  ~UseSocket() { kiln::Configure(kiln::ClientOptions{}); }
+};
+
+kiln::OpRequest Rmsnorm() { return {"rmsnorm", {{"dtype", "bf16"}, {"hidden", "4096"}}}; }
+
+TEST_CASE("no socket file: UNAVAILABLE naming the socket and how to start kilnd", "[client][rpc]") {
+  kiln::testing::TempDir dir("kiln-client");
+  const std::string socket = dir / "kilnd.sock";
+  UseSocket use(socket);
+  CHECK(kiln::DaemonTarget() == "unix:" + socket);
+
+  const auto before = kiln::GetClientStats();
+  auto info = kiln::Prefetch(Rmsnorm(), "sm_90a");
+  REQUIRE_FALSE(info.ok());
+  const std::string& m = info.status().message();
+  INFO(m);
+  CHECK(info.status().code() == StatusCode::kUnavailable);
+  CHECK(m.find("GetKernel op rmsnorm {dtype=bf16, hidden=4096} for sm_90a") == 0);
+  CHECK(m.find("kilnd is not reachable at unix:" + socket) != std::string::npos);
+  CHECK(m.find("no socket file " + socket) != std::string::npos);
+  CHECK(m.find("kilnd --socket " + socket) != std::string::npos);
+  CHECK(m.find("KILN_SOCKET") != std::string::npos);
+  const auto after = kiln::GetClientStats();
+  CHECK(after.get_kernel_rpcs == before.get_kernel_rpcs + 1);
+  CHECK(after.rpc_failures == before.rpc_failures + 1);
+
+  auto ping = kiln::Ping();
+  CHECK(ping.code() == StatusCode::kUnavailable);
+  CHECK(ping.message().find("no socket file") != std::string::npos);
+}
+
+TEST_CASE("a stale socket file nobody listens on is explained as such", "[client][rpc]") {
+  kiln::testing::TempDir dir("kiln-client");
+  const std::string socket = dir / "kilnd.sock";
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", socket.c_str());
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  close(fd);  // the file stays, nobody listens
+
+  UseSocket use(socket);
+  auto info = kiln::Prefetch(Rmsnorm(), "sm_90");
+  REQUIRE_FALSE(info.ok());
+  INFO(info.status().message());
+  CHECK(info.status().code() == StatusCode::kUnavailable);
+  CHECK(info.status().message().find("exists but nobody answers") != std::string::npos);
+}
+
+TEST_CASE("a TCP target nobody listens on is UNAVAILABLE too", "[client][rpc]") {
+  UseSocket use("localhost:1");
+  CHECK(kiln::DaemonTarget() == "localhost:1");
+  auto info = kiln::Prefetch(Rmsnorm(), "sm_90");
+  REQUIRE_FALSE(info.ok());
+  INFO(info.status().message());
+  CHECK(info.status().code() == StatusCode::kUnavailable);
+  CHECK(info.status().message().find("kilnd is not reachable at localhost:1") != std::string::npos);
+}
+
+TEST_CASE("KILN_SOCKET chooses the socket when none is configured", "[client][rpc]") {
+  kiln::testing::TempDir dir("kiln-client");
+  const std::string socket = dir / "from-env.sock";
+  setenv("KILN_SOCKET", socket.c_str(), 1);
+  REQUIRE(kiln::Configure(kiln::ClientOptions{}).ok());
+  CHECK(kiln::DaemonTarget() == "unix:" + socket);
+  unsetenv("KILN_SOCKET");
+  kiln::Configure(kiln::ClientOptions{});
+}
+
+TEST_CASE("kiln_connect reports an absent daemon through the C ABI", "[client][rpc][capi]") {
+  kiln::testing::TempDir dir("kiln-client");
+  const std::string socket = dir / "kilnd.sock";
+  CHECK(kiln_connect(socket.c_str(), 2000) == KILN_ERROR_UNAVAILABLE);
+  std::string error = kiln_last_error();
+  INFO(error);
+  CHECK(error.find("kilnd is not reachable at unix:" + socket) != std::string::npos);
+  CHECK(kiln_set_socket(nullptr) == KILN_OK);
+}
+
+TEST_CASE("Configure refuses a non-positive timeout", "[client][rpc]") {
+  kiln::ClientOptions options;
+  options.rpc_timeout = std::chrono::milliseconds(0);
+  auto status = kiln::Configure(options);
+  CHECK(status.code() == StatusCode::kInvalidArgument);
+  CHECK(status.message().find("rpc_timeout must be positive") != std::string::npos);
+}
+
+TEST_CASE("raw sources are described by name in errors", "[client][rpc]") {
+  kiln::testing::TempDir dir("kiln-client");
+  UseSocket use(dir / "kilnd.sock");
+  kiln::SourceRequest source{"axpy", "extern \"C\" __global__ void axpy() {}", {"axpy"}, {}, {}};
+  auto info = kiln::Prefetch(source, "sm_90a");
+  REQUIRE_FALSE(info.ok());
+  CHECK(info.status().message().rfind("GetKernel source 'axpy' for sm_90a: ", 0) == 0);
+  auto no_arch = kiln::Prefetch(source, "");
+  CHECK(no_arch.status().code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace

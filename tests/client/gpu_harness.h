@@ -1,0 +1,88 @@
+// What the [gpu] tests of the client share: a GPU session (skipped visibly without a suitable
+// GPU; a real kilnd in temp folders; the client pointed at it; the device's primary context
+// current), device buffers through the client's driver loader (no cudart), host-side dtype
+// conversions, random data, and the per-dtype tolerances of the float64 references.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/driver/cuda_driver.h"
+#include "kiln/tensor_view.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/gpu_capability.h"
+#include "tests/support/temp_dir.h"
+
+namespace kiln::testing {
+
+// Every driver call of a test is checked; a failure fails the test with the driver's words.
+void CheckCuda(CUresult result, const char* what);
+#define KILN_CU(expr) ::kiln::testing::CheckCuda((expr), #expr)
+
+const client::CudaDriver& Driver();
+
+class GpuSession {
+ public:
+  explicit GpuSession(int min_cc = 80);  // rmsnorm's bf16 needs sm_80
+  ~GpuSession();
+  const GpuInfo& gpu() const { return gpu_; }
+  DaemonProcess& daemon() { return *daemon_; }
+  CUcontext context() const { return context_; }
+
+ private:
+  GpuInfo gpu_;
+  TempDir dir_{"kiln-gpu"};
+  std::unique_ptr<DaemonProcess> daemon_;
+  CUcontext context_ = nullptr;
+};
+
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  char* data() const { return reinterpret_cast<char*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+  void Upload(const std::vector<uint8_t>& host);
+  std::vector<uint8_t> Download() const;
+  void Poison();  // every byte 0xFF: NaN in fp32, fp16 and bf16
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+// Round-to-nearest-even conversions, as the kernels' FromFloat.
+uint16_t FloatToHalf(float value);
+float HalfToFloat(uint16_t bits);
+uint16_t FloatToBf16(float value);
+float Bf16ToFloat(uint16_t bits);
+
+// Elements of one dtype in host memory.
+struct HostTensor {
+  DType dtype = DType::kFloat32;
+  std::vector<uint8_t> bytes;
+  size_t size() const { return bytes.size() / DTypeSize(dtype); }
+  float Get(size_t i) const;
+  void Set(size_t i, float value);  // rounded to the dtype
+};
+
+HostTensor MakeHostTensor(DType dtype, size_t count);
+// Uniform in [lo, hi), never all zeros; rounded to the dtype.
+HostTensor RandomTensor(DType dtype, size_t count, std::mt19937& rng, float lo = -2.f, float hi = 2.f);
+
+struct Tolerance {
+  double abs;
+  double rel;
+};
+// One output rounding to the dtype plus fp32 accumulation: fp32 1e-5, fp16 2e-3, bf16 1.6e-2.
+Tolerance ToleranceFor(DType dtype);
+bool Close(double got, double want, Tolerance t);
+
+}  // namespace kiln::testing
