@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "client/loader/sha256.h"
@@ -62,13 +63,20 @@ StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
                                   v1::GetKernelRequest request, const FetchOptions& options) {
   request.set_client_id(options.client_id);
   request.set_prefer_blob_path(options.prefer_blob_path && connection.is_local());
+  FetchedCubin fetched;
+  auto t = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point from) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
+  };
   auto reply = CallGetKernel(connection, request, options.timeout);
+  fetched.rpc_ms = ms_since(t);
   if (!reply.ok()) return reply.status();
 
-  FetchedCubin fetched;
   if (!reply->blob_path().empty()) {
+    t = std::chrono::steady_clock::now();
     auto bytes = ReadBlob(reply->blob_path());
     Status good = bytes.ok() ? Verify(*reply, *bytes, reply->blob_path()) : bytes.status();
+    fetched.verify_ms = ms_since(t);
     if (good.ok()) {
       Bump(Counters().blob_path_reads);
       fetched.blob_path = reply->blob_path();
@@ -78,7 +86,9 @@ StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
     }
     // The file went away (evicted between reply and read) or is damaged: ask for the bytes.
     request.set_prefer_blob_path(false);
+    t = std::chrono::steady_clock::now();
     reply = CallGetKernel(connection, request, options.timeout);
+    fetched.rpc_ms += ms_since(t);
     if (!reply.ok())
       return reply.status().WithContext("after the blob file failed (" + good.message() + ")");
     if (!reply->blob_path().empty() && reply->cubin().empty())
@@ -88,7 +98,9 @@ StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
   }
   fetched.cubin = std::move(*reply->mutable_cubin());
   reply->clear_cubin();
+  t = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(Verify(*reply, fetched.cubin, "the daemon's reply"));
+  fetched.verify_ms += ms_since(t);
   fetched.reply = std::move(reply).value();
   return fetched;
 }

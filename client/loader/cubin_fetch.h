@@ -22,6 +22,8 @@ struct FetchedCubin {
   v1::GetKernelResponse reply;  // as the daemon sent it, less the cubin bytes
   std::string cubin;            // SHA-256 verified against reply.sha256()
   std::string blob_path;        // the file it was read from, or empty
+  double rpc_ms = 0;            // GetKernel round trip(s)
+  double verify_ms = 0;         // blob read and SHA-256 check
 };
 
 StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,

@@ -1,6 +1,7 @@
 #include "client/loader/loaded_library.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "client/rpc/client_counters.h"
 
@@ -15,6 +16,7 @@ constexpr unsigned kDefaultDynamicSmemLimit = 48 * 1024;
 StatusOr<std::shared_ptr<const LoadedLibrary>> LoadedLibrary::Load(
     const client::CudaDriver& driver, const std::string& cubin, ModuleInfo info,
     const std::vector<std::string>& entries) {
+  const auto start = std::chrono::steady_clock::now();
   auto lib = std::make_shared<LoadedLibrary>();
   lib->driver = &driver;
   lib->info = std::move(info);
@@ -43,6 +45,7 @@ StatusOr<std::shared_ptr<const LoadedLibrary>> LoadedLibrary::Load(
     KILN_RETURN_IF_ERROR(driver.Check(r, "cuLibraryGetKernel(" + name + ")"));
     lib->entries.push_back({name, kernel});
   }
+  lib->info.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return std::shared_ptr<const LoadedLibrary>(std::move(lib));
 }
 

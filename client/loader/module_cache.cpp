@@ -56,8 +56,10 @@ StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(
       return it->second;
     }
   }
-  auto loaded = detail::LoadedLibrary::Load(driver, fetched->cubin, ToModuleInfo(fetched->reply),
-                                            entries);
+  ModuleInfo info = ToModuleInfo(fetched->reply);
+  info.rpc_ms = fetched->rpc_ms;
+  info.verify_ms = fetched->verify_ms;
+  auto loaded = detail::LoadedLibrary::Load(driver, fetched->cubin, std::move(info), entries);
   if (!loaded.ok()) return loaded.status();
   std::lock_guard<std::mutex> lock(mu_);
   if (!reuse) {

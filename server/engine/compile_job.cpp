@@ -23,7 +23,7 @@ std::string LogOf(const absl::Status& s) {
 
 }  // namespace
 
-void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shared_ptr<Prepared>& shared) {
+void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shared_ptr<const Prepared>& shared) {
   const Prepared& p = *shared;
   if (flight->abandoned) return;
   const auto started = Clock::now();

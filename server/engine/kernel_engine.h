@@ -27,6 +27,7 @@
 #include "server/engine/hit_flusher.h"
 #include "server/engine/job_registry.h"
 #include "server/engine/memory_cache.h"
+#include "server/engine/prepared_memo.h"
 #include "server/jit/nvrtc_compiler.h"
 
 namespace kiln::server {
@@ -82,10 +83,13 @@ class KernelEngine {
   using Prepared = PreparedRequest;
   explicit KernelEngine(const DaemonConfig& config);
 
-  absl::StatusOr<Prepared> Prepare(const KernelQuery& query) const;
-  absl::StatusOr<std::shared_ptr<Flight>> StartOrJoin(Prepared prepared, const std::string& client,
-                                                      bool* started);
-  void RunJob(const std::shared_ptr<Flight>& flight, const std::shared_ptr<Prepared>& prepared);
+  // The spec, arch and key of a request: memoized per request and kernels-tree generation.
+  absl::StatusOr<std::shared_ptr<const Prepared>> Prepare(const KernelQuery& query, bool* memoized);
+  absl::StatusOr<Prepared> PrepareUncached(const KernelQuery& query,
+                                           std::shared_ptr<const kernels::TreeSnapshot> tree) const;
+  absl::StatusOr<std::shared_ptr<Flight>> StartOrJoin(std::shared_ptr<const Prepared> prepared,
+                                                      const std::string& client, bool* started);
+  void RunJob(const std::shared_ptr<Flight>& flight, const std::shared_ptr<const Prepared>& prepared);
   void AbandonForTimeout(const std::shared_ptr<Flight>& flight);
   std::shared_ptr<const Artifact> ArtifactFromRecord(const Prepared& prepared,
                                                      const cache::CachedArtifact& found) const;
@@ -100,6 +104,7 @@ class KernelEngine {
   std::unique_ptr<cache::ArtifactCache> cache_;
   std::string pch_dir_;
   MemoryCache memory_;
+  PreparedMemo prepared_memo_;
   JobRegistry jobs_;
   EngineStats stats_;
   std::unique_ptr<CompileScheduler> scheduler_;

@@ -68,6 +68,9 @@ struct ModuleInfo {
   Origin origin = Origin::kUnspecified;  // of the fetch that brought it into this process
   std::string job_id;                    // the compile job, when that fetch waited on one
   double daemon_ms = 0;                  // the daemon's time for that fetch
+  double rpc_ms = 0;                     // this process: the GetKernel round trip
+  double verify_ms = 0;                  // this process: blob read + SHA-256 check
+  double load_ms = 0;                    // this process: cuLibraryLoadData + kernel lookups
   std::map<std::string, std::string> params;  // canonical op params (empty for sources)
   std::map<std::string, std::string> launch;  // launch hints of the op generator
   std::vector<KernelAttributes> kernels;
