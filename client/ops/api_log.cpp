@@ -8,7 +8,7 @@ namespace kiln::client {
 
 int ApiLogLevel() {
   static const int level = [] {
-    const char* value = std::getenv("KILN_API_LOG");
+    const char* value = std::getenv("KILN_LOGLEVEL");
     return value != nullptr ? std::atoi(value) : 0;
   }();
   return level;
@@ -20,7 +20,7 @@ void LogOpCall(const char* api,
   const int level = ApiLogLevel();
   if (level <= 0) return;
   std::string line = std::string("[kiln api] ") + api;
-  if (level >= 2) {
+  if (level >= 3) {
     line += "(";
     for (const auto& [name, t] : tensors) {
       char pointer[32];
