@@ -203,8 +203,8 @@ int RunEvict(Invocation& inv) {
 }  // namespace
 
 void AddCacheCommands(std::vector<CommandSpec>& commands) {
-  const OptionSpec json = {"--json", "", "print the reply as JSON (as grpcurl would)"};
-  commands.push_back({"cache ls", "", "list cache entries, newest use first", "",
+  const OptionSpec json = {"--json", "", "print the reply as proto3 JSON (cacheKey, blobPath: the JSON names)"};
+  commands.push_back({"cache ls", "", "list cache entries, ordered by cache key", "",
                       {{"--op", "OP", "only this op family (\"source\" for raw sources)"},
                        {"--uri-prefix", "PREFIX", "only URIs starting with PREFIX"},
                        {"--arch", "ARCH", "only this arch"},
@@ -225,7 +225,7 @@ void AddCacheCommands(std::vector<CommandSpec>& commands) {
       {"cache evict", "", "remove entries (by key, op, URI prefix, arch, or all)",
        "At least one filter, or --all, is required. Entries in use by a running process stay\n"
        "loaded there; the next request compiles them again.",
-       {{"--key", "KEY", "a cache key, or a unique prefix of at least 8 hex digits", true},
+       {{"--key", "KEY", "a full cache key (64 hex digits; `kiln cache get PREFIX` finds one)", true},
         {"--op", "OP", "every entry of this op family"},
         {"--uri-prefix", "PREFIX", "every entry whose URI starts with PREFIX"},
         {"--arch", "ARCH", "every entry of this arch"},

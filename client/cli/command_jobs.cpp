@@ -204,7 +204,7 @@ int RunWatch(Invocation& inv) {
 }  // namespace
 
 void AddJobsCommands(std::vector<CommandSpec>& commands) {
-  const OptionSpec json = {"--json", "", "print JSON (as grpcurl would)"};
+  const OptionSpec json = {"--json", "", "print proto3 JSON (the JSON names: jobId, cacheKey)"};
   commands.push_back(
       {"jobs ls", "", "list compile jobs, newest first", "",
        {{"--state", "STATE",

@@ -20,11 +20,11 @@ std::string LocalArch() {
   auto driver = client::CudaDriver::Get();
   if (!driver.ok())
     throw UsageError("no --arch given, and no GPU here to take it from (" +
-                     driver.status().message() + "); pass one, e.g. --arch sm_90a");
+                     driver.status().message() + "); pass one, e.g. --arch sm_90");
   auto device = client::DescribeDevice(**driver, 0);
   if (!device.ok())
     throw UsageError("no --arch given, and no GPU here to take it from (" +
-                     device.status().message() + "); pass one, e.g. --arch sm_90a");
+                     device.status().message() + "); pass one, e.g. --arch sm_90");
   return device->arch();
 }
 
@@ -96,8 +96,8 @@ void PrintHuman(std::ostream& out, const client::FetchedCubin& f, const std::str
 
 std::vector<OptionSpec> KernelFetchOptions() {
   return {
-      {"--arch", "ARCH", "target arch, e.g. sm_90a (default: the local GPU 0's)"},
-      {"--json", "", "print the daemon's reply as JSON (as grpcurl would, less the cubin bytes)"},
+      {"--arch", "ARCH", "target arch: sm_90 for an H100/H200 (what its clients ask for), sm_80 for an A100, sm_90a for Hopper-only code (default: the local GPU 0's)"},
+      {"--json", "", "print the daemon's reply as proto3 JSON (cacheKey, jobId; less the cubin bytes)"},
       {"--out", "FILE", "write the cubin to FILE"},
       {"--lineinfo", "", "compile with -lineinfo (a separate cache entry)"},
       {"--device-debug", "", "compile with -G for cuda-gdb (a separate cache entry)"},

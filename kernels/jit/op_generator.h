@@ -34,7 +34,8 @@ class OpGenerator {
 
 class OpRegistry {
  public:
-  // The built-in library. Adding an op family = one line in op_registry.cpp.
+  // The built-in library. Adding an op family: its generator in op_registry.cpp and its .cpp in
+  // kernels/CMakeLists.txt (docs/adding-a-kernel.md).
   static const OpRegistry& Builtin();
 
   const OpGenerator* Find(std::string_view name) const;

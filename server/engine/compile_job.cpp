@@ -102,16 +102,8 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
   }
 
   // 5. Commit: blob then index row, atomically visible to every process.
-  auto artifact = std::make_shared<Artifact>();
-  artifact->key = p.key;
-  artifact->uri = p.spec.uri;
-  artifact->op = p.spec.op;
-  artifact->params = p.spec.params;
-  artifact->arch = p.arch.str();
-  artifact->cubin = std::make_shared<const std::string>(std::move(compiled->cubin));
+  auto artifact = NewArtifact(p, std::make_shared<const std::string>(std::move(compiled->cubin)), flight->job_id);
   artifact->kernels = compiled->kernels;
-  artifact->launch = p.spec.launch;
-  artifact->job_id = flight->job_id;
   auto t_commit = Clock::now();
   if (cache_) {
     cache::EntryRecord record;

@@ -258,20 +258,26 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
   return served;
 }
 
-std::shared_ptr<const Artifact> KernelEngine::ArtifactFromRecord(const Prepared& p,
-                                                                 const cache::CachedArtifact& found) const {
+std::shared_ptr<Artifact> KernelEngine::NewArtifact(const Prepared& p, std::shared_ptr<const std::string> cubin,
+                                                    std::string job_id) {
   auto a = std::make_shared<Artifact>();
   a->key = p.key;
   a->uri = p.spec.uri;
   a->op = p.spec.op;
   a->params = p.spec.params;
   a->arch = p.arch.str();
+  a->launch = p.spec.launch;
+  a->cubin = std::move(cubin);
+  a->job_id = std::move(job_id);
+  return a;
+}
+
+std::shared_ptr<const Artifact> KernelEngine::ArtifactFromRecord(const Prepared& p,
+                                                                 const cache::CachedArtifact& found) const {
+  auto a = NewArtifact(p, found.cubin, found.record.job_id);
   a->sha256 = found.record.sha256;
-  a->cubin = found.cubin;
   a->blob_path = found.blob_path;
   a->kernels = KernelsFromJson(found.record.kernels_json);
-  a->launch = p.spec.launch;
-  a->job_id = found.record.job_id;
   return a;
 }
 

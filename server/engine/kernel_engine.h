@@ -91,6 +91,9 @@ class KernelEngine {
                                                       const std::string& client, bool* started);
   void RunJob(const std::shared_ptr<Flight>& flight, const std::shared_ptr<const Prepared>& prepared);
   void AbandonForTimeout(const std::shared_ptr<Flight>& flight);
+  // An artifact of `prepared`'s spec, arch and key, for the cubin of `job_id`.
+  static std::shared_ptr<Artifact> NewArtifact(const Prepared& prepared, std::shared_ptr<const std::string> cubin,
+                                               std::string job_id);
   std::shared_ptr<const Artifact> ArtifactFromRecord(const Prepared& prepared,
                                                      const cache::CachedArtifact& found) const;
   void Finish(const std::shared_ptr<Flight>& flight,

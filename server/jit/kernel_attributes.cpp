@@ -8,17 +8,6 @@
 namespace kiln::server {
 namespace {
 
-// Lines of a log (Debian's abseil splits only its own absl::string_view).
-std::vector<std::string_view> Lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  while (!text.empty()) {
-    size_t end = text.find('\n');
-    lines.push_back(text.substr(0, end));
-    if (end == std::string_view::npos) break;
-    text.remove_prefix(end + 1);
-  }
-  return lines;
-}
 
 // The integer right before `suffix` in `line` ("... 12 bytes smem" → 12); -1 when absent.
 int NumberBefore(std::string_view line, std::string_view suffix) {
@@ -70,7 +59,7 @@ int MaxOptInSharedBytes(int cc) {
 
 std::vector<std::string> PtxasEntryFunctions(std::string_view log) {
   std::vector<std::string> names;
-  for (std::string_view line : Lines(log)) {
+  for (std::string_view line : LogLines(log)) {
     if (line.find(kCompilingEntry) == std::string_view::npos) continue;
     std::string_view name = QuotedAfter(line, kCompilingEntry);
     if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.emplace_back(name);
@@ -87,7 +76,7 @@ std::vector<KernelAttributes> ParsePtxasInfo(std::string_view log,
   // functions of -rdc code too), then "Used N registers..." for the function compiled last.
   std::string_view compiling;   // the entry function whose "Used" line comes next
   std::string_view properties;  // the function whose stack/spill line comes next
-  for (std::string_view line : Lines(log)) {
+  for (std::string_view line : LogLines(log)) {
     if (line.find(kCompilingEntry) != std::string_view::npos) {
       compiling = QuotedAfter(line, kCompilingEntry);
       properties = {};
@@ -132,6 +121,17 @@ std::vector<KernelAttributes> ParsePtxasInfo(std::string_view log,
     result.push_back(std::move(a));
   }
   return result;
+}
+
+std::vector<std::string_view> LogLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    lines.push_back(text.substr(0, end));
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return lines;
 }
 
 }  // namespace kiln::server

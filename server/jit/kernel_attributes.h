@@ -22,6 +22,10 @@ struct KernelAttributes {
   int const_bytes = 0;               // cmem[0]
 };
 
+// The lines of a compile log, without their newlines (Debian's abseil splits only its own
+// absl::string_view, so this is ours).
+std::vector<std::string_view> LogLines(std::string_view log);
+
 // Parses "ptxas info : Compiling entry function 'x' for 'sm_90a'", "Function properties for
 // x: N bytes stack frame, N bytes spill stores, N bytes spill loads" and "Used N registers,
 // N bytes smem, N bytes cmem[0]" lines for each of `entries`. Returns one element per entry

@@ -20,18 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Lines of a log (Debian's abseil splits only its own absl::string_view).
-std::vector<std::string_view> Lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  while (!text.empty()) {
-    size_t end = text.find('\n');
-    lines.push_back(text.substr(0, end));
-    if (end == std::string_view::npos) break;
-    text.remove_prefix(end + 1);
-  }
-  return lines;
-}
-
 double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
@@ -122,7 +110,7 @@ std::string LinkerLog(nvJitLinkHandle handle) {
 std::string FirstErrorLines(std::string_view log) {
   constexpr size_t kMaxLines = 8;
   std::vector<std::string_view> lines;
-  for (std::string_view line : Lines(log)) {
+  for (std::string_view line : LogLines(log)) {
     if (line.find_first_not_of(" \t\r") != std::string_view::npos) lines.push_back(line);
   }
   size_t first = lines.size();
@@ -143,7 +131,7 @@ std::string FirstErrorLines(std::string_view log) {
 
 std::string WithoutPtxasInfo(std::string_view log) {
   std::string kept;
-  for (std::string_view line : Lines(log)) {
+  for (std::string_view line : LogLines(log)) {
     if (line.starts_with("ptxas info") || line.starts_with("ptxas         .")) continue;
     kept.append(line);
     kept += "\n";

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "cache/sha256.h"
 #include "tests/support/daemon_process.h"
@@ -285,4 +286,37 @@ TEST_CASE("a local client may take the read-only blob path instead of the bytes"
   CHECK(bytes.size() == r.response.cubin_size());
   CHECK(kiln::cache::Sha256Hex(bytes) == r.response.sha256());
   CHECK(r.response.kernels(0).name() == "kiln_fused_add_rmsnorm");
+}
+
+TEST_CASE("a compile past --job-timeout-s is abandoned: waiters told, result discarded", "[kernel]") {
+  TempDir dir;
+  // 3 s: enough for a small compile beside the big one on two busy cores.
+  DaemonProcess d({.root = dir.path(), .extra_args = {"--job-timeout-s", "3", "--shutdown-grace-s", "0"}});
+  Rpc rpc(d.channel());
+  // Two thousand unrolled kernels: ~20 s of NVRTC here, several seconds on a fast CPU.
+  std::string slow =
+      "template <int K> __device__ __forceinline__ float chain(float x) {\n"
+      "#pragma unroll\n"
+      "  for (int i = 0; i < 64; ++i) x = fmaf(x, 1.0001f + K * 1e-6f, 0.5f * (i + K));\n"
+      "  return x;\n}\n";
+  for (int k = 0; k < 2000; ++k)
+    slow += "extern \"C\" __global__ void k" + std::to_string(k) +
+            "(float* x) { x[threadIdx.x] = chain<" + std::to_string(k) + ">(x[threadIdx.x]); }\n";
+  auto r = Get(rpc, SourceRequest("slow", slow, {"k0"}));
+  REQUIRE(r.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+  CHECK_THAT(r.status.error_message(), Catch::Contains("--job-timeout-s"));
+  auto jobs = Jobs(rpc);
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0].state() == v1::JOB_STATE_ABANDONED);
+  // The daemon keeps serving while NVRTC grinds on in its slot.
+  auto other = Get(rpc, OpRequest("rmsnorm", {{"dtype", "fp16"}, {"hidden", "128"}}));
+  INFO(other.status.error_message() << "\n" << d.Log());
+  CHECK(other.status.ok());
+  // When NVRTC finally returns, the abandoned job's cubin is thrown away, not committed.
+  const std::string discarded = "finished after it was abandoned; its cubin is discarded";
+  for (int i = 0; i < 1800 && d.Log().find(discarded) == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_THAT(d.Log(), Catch::Contains(discarded));
+  CHECK(Stats(rpc).entries() == 1);
+  CHECK(Jobs(rpc).back().state() == v1::JOB_STATE_ABANDONED);
 }

@@ -60,7 +60,7 @@ enum class Origin { kUnspecified = 0, kMemory = 1, kDisk = 2, kPrebuilt = 3, kCo
 KILN_API const char* OriginName(Origin origin);  // "memory", "disk", "prebuilt", "compiled"
 
 struct ModuleInfo {
-  std::string uri;        // "rmsnorm_bf16_h4096_v8"
+  std::string uri;        // "rmsnorm_bf16_h4096" (a non-default vec adds "_v<N>")
   std::string cache_key;  // SHA-256 hex of everything that shapes the cubin
   std::string arch;       // what it was compiled for ("sm_90a")
   std::string sha256;     // of the cubin (verified before loading)
