@@ -35,13 +35,6 @@ int FreeTcpPort() {
   return ntohs(addr.sin_port);
 }
 
-// Every file under `root` with its size and modification time.
-std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> Snapshot(const std::string& root) {
-  std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> out;
-  for (auto& e : fs::recursive_directory_iterator(root))
-    out[e.path().string()] = {e.is_regular_file() ? e.file_size() : 0, e.last_write_time()};
-  return out;
-}
 }  // namespace
 
 TEST_CASE("a second daemon on the same socket refuses to start and the first keeps serving", "[daemon]") {
@@ -154,7 +147,7 @@ TEST_CASE("read-only kernels, unwritable $HOME: overrides work and nothing is wr
                   fs::perm_options::remove);
   fs::permissions(home, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
                   fs::perm_options::remove);
-  auto kernels_before = Snapshot(kernels);
+  auto kernels_before = SnapshotTree(kernels);
   {
     DaemonProcess d({.root = work,
                      .kernels_dir = kernels,
@@ -167,6 +160,6 @@ TEST_CASE("read-only kernels, unwritable $HOME: overrides work and nothing is wr
     CHECK(r.response.origin() == v1::ORIGIN_COMPILED);
     CHECK(fs::exists(d.gen_dir() + "/fused_add_rmsnorm_bf16_h2048"));
   }
-  CHECK(Snapshot(kernels) == kernels_before);
+  CHECK(SnapshotTree(kernels) == kernels_before);
   CHECK(fs::is_empty(home));
 }

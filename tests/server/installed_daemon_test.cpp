@@ -21,12 +21,6 @@ namespace v1 = kiln::v1;
 namespace fs = std::filesystem;
 
 namespace {
-std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> Snapshot(const std::string& root) {
-  std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> out;
-  for (auto& e : fs::recursive_directory_iterator(root))
-    out[e.path().string()] = {e.is_regular_file() ? e.file_size() : 0, e.last_write_time()};
-  return out;
-}
 }  // namespace
 
 TEST_CASE("an installed kilnd finds its kernels in the prefix and writes nothing into it", "[daemon][install]") {
@@ -48,7 +42,7 @@ TEST_CASE("an installed kilnd finds its kernels in the prefix and writes nothing
   fs::permissions(dir.path(), fs::perms::others_exec | fs::perms::others_read, fs::perm_options::add);
   fs::create_directories(work);
   if (geteuid() == 0) REQUIRE(chown(work.c_str(), nobody, nobody) == 0);
-  auto before = Snapshot(prefix);
+  auto before = SnapshotTree(prefix);
 
   // No --kernels-dir and no KILN_KERNELS_DIR: the default must find <prefix>/share/kiln/kernels.
   SubprocessOptions p;
@@ -69,5 +63,5 @@ TEST_CASE("an installed kilnd finds its kernels in the prefix and writes nothing
   CHECK_THAT(daemon.Output(), Catch::Contains(prefix + "/share/kiln/kernels"));
   daemon.Signal(SIGTERM);
   CHECK(daemon.Wait(std::chrono::seconds(30)) == 0);
-  CHECK(Snapshot(prefix) == before);
+  CHECK(SnapshotTree(prefix) == before);
 }

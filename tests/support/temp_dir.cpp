@@ -32,6 +32,13 @@ void RemoveTree(const std::string& path) {
   fs::remove_all(path, ec);
 }
 
+FileTreeSnapshot SnapshotTree(const std::string& root) {
+  FileTreeSnapshot out;
+  for (auto& e : fs::recursive_directory_iterator(root))
+    out[e.path().string()] = {e.is_regular_file() ? e.file_size() : 0, e.last_write_time()};
+  return out;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);
