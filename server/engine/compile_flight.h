@@ -25,6 +25,7 @@ struct PreparedRequest {
   kernels::GpuArch arch;
   std::vector<std::string> extra_options;
   std::vector<std::string> key_options;
+  std::vector<std::string> source_sha256;  // of spec.headers then spec.units, as keyed
   bool verbose_log = false;
   std::string key;
   cache::Compatibility compat;

@@ -153,8 +153,12 @@ absl::StatusOr<KernelEngine::Prepared> KernelEngine::PrepareUncached(
   in.op = p.spec.op;
   in.uri = p.spec.uri;
   in.params = p.spec.params;
-  for (const auto* list : {&p.spec.headers, &p.spec.units})
-    for (const auto& f : *list) in.sources.push_back({f.name, cache::Sha256Hex(f.content)});
+  for (const auto* list : {&p.spec.headers, &p.spec.units}) {
+    for (const auto& f : *list) {
+      p.source_sha256.push_back(cache::Sha256Hex(f.content));
+      in.sources.push_back({f.name, p.source_sha256.back()});
+    }
+  }
   in.kernels_tree_digest = p.tree->digest;
   in.options = p.key_options;
   in.link_options = p.spec.link_options;
@@ -293,11 +297,12 @@ v1::Job KernelEngine::NewJob(const Prepared& p) const {
   m->set_uri(p.spec.uri);
   m->set_op(p.spec.op);
   for (const auto& [k, v] : p.spec.params) (*m->mutable_params())[k] = v;
+  size_t index = 0;  // hashes were taken once, for the key, in the same order
   for (const auto* list : {&p.spec.headers, &p.spec.units}) {
     for (const auto& f : *list) {
       auto* s = m->add_sources();
       s->set_name(f.name);
-      s->set_sha256(cache::Sha256Hex(f.content));
+      s->set_sha256(p.source_sha256[index++]);
       s->set_size_bytes(f.content.size());
       s->set_origin(kernels::OriginName(f.origin));
       s->set_path(f.origin == kernels::SourceFile::Origin::kKernels ? f.tree_path
