@@ -3,9 +3,9 @@
 #include "kiln/kiln.h"
 
 #include <chrono>
-#include <exception>
 #include <string>
 
+#include "client/capi/c_status.h"
 #include "client/capi/dlpack_tensor.h"
 #include "client/ops/api_log.h"
 #include "client/ops/norm_launcher.h"
@@ -14,32 +14,7 @@
 
 namespace {
 
-thread_local std::string last_error;
-
-kiln_status Finish(const kiln::Status& status) {
-  if (status.ok()) {
-    last_error.clear();
-    return KILN_OK;
-  }
-  last_error = status.message();
-  return static_cast<kiln_status>(status.code());
-}
-
-kiln_status Crashed(const char* api, const char* what) {
-  last_error = std::string(api) + ": internal error: " + what;
-  return KILN_ERROR_INTERNAL;
-}
-
-template <typename Body>
-kiln_status Guard(const char* api, Body body) {
-  try {
-    return Finish(body());
-  } catch (const std::exception& e) {
-    return Crashed(api, e.what());
-  } catch (...) {
-    return Crashed(api, "unknown exception");
-  }
-}
+using kiln::client::GuardC;
 
 kiln::Status RunNormC(kiln::client::NormOp op, const char* api, const DLTensor* t0,
                       const char* n0, const DLTensor* t1, const char* n1, const DLTensor* weight,
@@ -63,7 +38,7 @@ kiln::Status RunNormC(kiln::client::NormOp op, const char* api, const DLTensor* 
 
 extern "C" {
 
-const char* kiln_last_error(void) { return last_error.c_str(); }
+const char* kiln_last_error(void) { return kiln::client::LastErrorC(); }
 
 const char* kiln_status_name(kiln_status status) {
   if (status < KILN_OK || status > KILN_ERROR_UNKNOWN) return "UNKNOWN_STATUS";
@@ -73,7 +48,7 @@ const char* kiln_status_name(kiln_status status) {
 const char* kiln_version(void) { return kiln::Version(); }
 
 kiln_status kiln_set_socket(const char* socket) {
-  return Guard("kiln_set_socket", [&] {
+  return GuardC("kiln_set_socket", [&] {
     kiln::ClientOptions options = kiln::CurrentOptions();
     options.socket = socket != nullptr ? socket : "";
     return kiln::Configure(options);
@@ -81,7 +56,7 @@ kiln_status kiln_set_socket(const char* socket) {
 }
 
 kiln_status kiln_connect(const char* socket, int timeout_ms) {
-  return Guard("kiln_connect", [&] {
+  return GuardC("kiln_connect", [&] {
     kiln::ClientOptions options = kiln::CurrentOptions();
     options.socket = socket != nullptr ? socket : "";
     KILN_RETURN_IF_ERROR(kiln::Configure(options));
@@ -91,7 +66,7 @@ kiln_status kiln_connect(const char* socket, int timeout_ms) {
 
 kiln_status kiln_rms_norm(DLTensor* out, const DLTensor* input, const DLTensor* weight,
                           double eps, void* stream) {
-  return Guard("kiln_rms_norm", [&] {
+  return GuardC("kiln_rms_norm", [&] {
     return RunNormC(kiln::client::NormOp::kRmsNorm, "kiln_rms_norm", out, "out", input, "input",
                     weight, eps, stream);
   });
@@ -99,7 +74,7 @@ kiln_status kiln_rms_norm(DLTensor* out, const DLTensor* input, const DLTensor* 
 
 kiln_status kiln_fused_add_rms_norm(DLTensor* input, DLTensor* residual, const DLTensor* weight,
                                     double eps, void* stream) {
-  return Guard("kiln_fused_add_rms_norm", [&] {
+  return GuardC("kiln_fused_add_rms_norm", [&] {
     return RunNormC(kiln::client::NormOp::kFusedAddRmsNorm, "kiln_fused_add_rms_norm", input,
                     "input", residual, "residual", weight, eps, stream);
   });

@@ -55,7 +55,23 @@ namespace kiln::client {
   X(cuMemGetInfo, 3020)               \
   X(cuStreamCreate, 2000)             \
   X(cuStreamDestroy, 4000)            \
-  X(cuStreamSynchronize, 2000)
+  X(cuStreamSynchronize, 2000)       \
+  X(cuMemcpyDtoDAsync, 3020)          \
+  X(cuMemHostAlloc, 2020)             \
+  X(cuMemHostGetDevicePointer, 3020)  \
+  X(cuMemFreeHost, 2000)              \
+  X(cuDeviceGetUuid, 11040)           \
+  X(cuDeviceCanAccessPeer, 4000)      \
+  X(cuMemGetAllocationGranularity, 10020) \
+  X(cuMemCreate, 10020)               \
+  X(cuMemRelease, 10020)              \
+  X(cuMemExportToShareableHandle, 10020) \
+  X(cuMemImportFromShareableHandle, 10020) \
+  X(cuMemAddressReserve, 10020)       \
+  X(cuMemAddressFree, 10020)          \
+  X(cuMemMap, 10020)                  \
+  X(cuMemUnmap, 10020)                \
+  X(cuMemSetAccess, 10020)
 
 // The oldest driver that has every function above (the cuLibrary API came with 12.0).
 inline constexpr int kMinDriverVersion = 12000;

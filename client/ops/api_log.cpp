@@ -1,5 +1,6 @@
 #include "client/ops/api_log.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,7 +29,10 @@ void LogOpCall(const char* api,
       line += std::string(name) + "=" + t->Describe() + " @" + pointer + ", ";
     }
     char rest[96];
-    std::snprintf(rest, sizeof(rest), "eps=%g, stream=%p)", eps, stream);
+    if (std::isnan(eps))  // an op without eps
+      std::snprintf(rest, sizeof(rest), "stream=%p)", stream);
+    else
+      std::snprintf(rest, sizeof(rest), "eps=%g, stream=%p)", eps, stream);
     line += rest;
   }
   line += "\n";

@@ -15,6 +15,7 @@ namespace kiln::client {
 
 int ApiLogLevel();  // read from the environment once
 
+// `eps`: NaN for an op that has none.
 void LogOpCall(const char* api,
                std::initializer_list<std::pair<const char*, const TensorView*>> tensors,
                double eps, void* stream);

@@ -1,6 +1,5 @@
 #include "client/ops/norm_launcher.h"
 
-#include <charconv>
 #include <climits>
 #include <string>
 
@@ -9,6 +8,7 @@
 #include "client/driver/devices.h"
 #include "client/loader/arch_compat.h"
 #include "client/loader/kernel_launch.h"
+#include "client/loader/launch_hint.h"
 #include "client/loader/module_cache.h"
 #include "client/ops/op_launch_cache.h"
 #include "client/rpc/client_counters.h"
@@ -16,24 +16,6 @@
 
 namespace kiln::client {
 namespace {
-
-// A launch hint of the op generator (GetKernelResponse.launch) as an integer in [lo, hi].
-StatusOr<int64_t> LaunchHint(const ModuleInfo& info, const char* key, int64_t lo, int64_t hi) {
-  auto it = info.launch.find(key);
-  if (it == info.launch.end())
-    return Status(StatusCode::kFailedPrecondition,
-                  "the daemon's reply for " + info.uri + " has no launch hint \"" + key +
-                      "\"; the op generator must send block, rows_per_block and dynamic_smem");
-  int64_t value = 0;
-  const std::string& text = it->second;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi)
-    return Status(StatusCode::kFailedPrecondition,
-                  "the daemon's launch hint " + std::string(key) + "=\"" + text + "\" for " +
-                      info.uri + " is not an integer in " + std::to_string(lo) + ".." +
-                      std::to_string(hi));
-  return value;
-}
 
 StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const NormPlan& plan,
                            const ContextInfo& ctx) {

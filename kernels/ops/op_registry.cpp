@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/jit/op_generator.h"
+#include "kernels/ops/comm/all_reduce_generator.h"
 #include "kernels/ops/norm/rmsnorm_generator.h"
 
 namespace kiln::kernels {
@@ -14,6 +15,8 @@ const OpRegistry& OpRegistry::Builtin() {
     auto* r = new OpRegistry();
     r->Add(MakeRmsNormGenerator());
     r->Add(MakeFusedAddRmsNormGenerator());
+    r->Add(MakeAllReduceGenerator());
+    r->Add(MakeAllReduceAddRmsNormGenerator());
     return r;
   }();
   return *registry;

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "kiln/kiln.h"
-#include "tests/client/gpu_harness.h"
+#include "tests/support/gpu_harness.h"
 
 namespace {
 

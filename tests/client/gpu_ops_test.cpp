@@ -15,7 +15,7 @@
 #include "client/ops/op_launch_cache.h"
 #include "kiln/client.h"
 #include "kiln/ops.h"
-#include "tests/client/gpu_harness.h"
+#include "tests/support/gpu_harness.h"
 
 namespace {
 

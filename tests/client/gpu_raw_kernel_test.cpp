@@ -6,7 +6,7 @@
 
 #include "kiln/client.h"
 #include "kiln/kernel.h"
-#include "tests/client/gpu_harness.h"
+#include "tests/support/gpu_harness.h"
 #include "tests/support/kiln_rpc.h"
 
 namespace {

@@ -38,6 +38,37 @@ std::string GpuUnavailableReason(int min_cc) {
   return Probe(min_cc, &info);
 }
 
+std::string GpusUnavailableReason(int count, int min_cc) {
+  GpuInfo info;
+  const std::string reason = Probe(min_cc, &info);
+  if (!reason.empty()) return reason;
+  auto driver = client::CudaDriver::Get();
+  auto devices = client::DeviceCount(**driver);
+  if (!devices.ok()) return devices.status().message();
+  if (*devices < count)
+    return "needs " + std::to_string(count) + " GPUs; the CUDA driver sees " +
+           std::to_string(*devices);
+  for (int d = 1; d < count; ++d) {
+    auto device = client::DescribeDevice(**driver, d);
+    if (!device.ok()) return device.status().message();
+    if (device->cc() < min_cc)
+      return "needs compute capability " + std::to_string(min_cc / 10) + "." +
+             std::to_string(min_cc % 10) + " or newer on every GPU; cuda:" + std::to_string(d) +
+             " (" + device->name + ") is " + std::to_string(device->cc_major) + "." +
+             std::to_string(device->cc_minor);
+  }
+  return "";
+}
+
+void RequireGpus(int count, int min_cc) {
+  const std::string reason = GpusUnavailableReason(count, min_cc);
+  if (!reason.empty()) {
+    std::printf("SKIPPED: %s\n", reason.c_str());
+    std::fflush(stdout);
+    std::exit(KILN_TEST_SKIP_CODE);
+  }
+}
+
 GpuInfo RequireGpu(int min_cc) {
   GpuInfo info;
   const std::string reason = Probe(min_cc, &info);

@@ -26,4 +26,9 @@ GpuInfo RequireGpu(int min_cc = 0);
 // The same question without exiting: the reason it cannot run, or "" when it can.
 std::string GpuUnavailableReason(int min_cc = 0);
 
+// For multi-GPU tests: devices 0..count-1 exist and each has at least `min_cc`; otherwise
+// skipped visibly as above ("needs 2 GPUs; the CUDA driver sees 1").
+std::string GpusUnavailableReason(int count, int min_cc = 0);
+void RequireGpus(int count, int min_cc = 0);
+
 }  // namespace kiln::testing

@@ -1,4 +1,4 @@
-#include "tests/client/gpu_harness.h"
+#include "tests/support/gpu_harness.h"
 
 #include <catch2/catch.hpp>
 

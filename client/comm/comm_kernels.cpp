@@ -1,0 +1,60 @@
+#include "client/comm/comm_kernels.h"
+
+#include "client/comm/comm_abi.h"
+#include "client/driver/devices.h"
+#include "client/loader/arch_compat.h"
+#include "client/loader/launch_hint.h"
+#include "client/loader/module_cache.h"
+#include "client/rpc/kernel_request.h"
+
+namespace kiln::client::comm {
+
+StatusOr<const CommKernel*> CommKernels::AllReduce(DType dtype, int vec, const char* entry) {
+  return Get({entry, static_cast<int>(dtype), 0, vec}, "all_reduce",
+             {{"dtype", DTypeName(dtype)},
+              {"world_size", std::to_string(world_size_)},
+              {"vec", std::to_string(vec)}});
+}
+
+StatusOr<const CommKernel*> CommKernels::AddRmsNorm(DType dtype, int64_t hidden, int vec) {
+  return Get({kAddRmsNormEntry, static_cast<int>(dtype), hidden, vec}, "all_reduce_add_rmsnorm",
+             {{"dtype", DTypeName(dtype)},
+              {"world_size", std::to_string(world_size_)},
+              {"hidden", std::to_string(hidden)},
+              {"vec", std::to_string(vec)}});
+}
+
+StatusOr<const CommKernel*> CommKernels::Get(const Key& key, const std::string& op_name,
+                                             std::map<std::string, std::string> params) {
+  if (auto it = kernels_.find(key); it != kernels_.end()) return &it->second;
+  const std::string& entry = std::get<0>(key);
+
+  OpRequest op{op_name, std::move(params)};
+  auto request =
+      MakeKernelRequest(op, ArchForComputeCapability(context_.cc_major, context_.cc_minor));
+  auto library = ModuleCache::Global().GetOrLoad(driver_, request, {entry},
+                                                 ModuleCache::RequestIdentity(request));
+  if (!library.ok()) return library.status();
+  const ModuleInfo& info = (*library)->info;
+  if (!CubinRunsOn(info.arch, context_.cc_major, context_.cc_minor))
+    return Status(StatusCode::kFailedPrecondition,
+                  "the daemon built " + info.uri + " for " + info.arch +
+                      ", which cannot run on cuda:" + std::to_string(context_.device));
+  auto block = LaunchHint(info, "block", 32, 1024);
+  if (!block.ok()) return block.status();
+  auto max_blocks = LaunchHint(info, "max_blocks", 1, kMaxBlocks);
+  if (!max_blocks.ok()) return max_blocks.status();
+  int index = (*library)->FindEntry(entry);
+  if (index < 0) return Status(StatusCode::kNotFound, info.uri + " has no kernel " + entry);
+  auto function = (*library)->Function(static_cast<size_t>(index), context_.context, 0);
+  if (!function.ok()) return function.status();
+
+  CommKernel kernel;
+  kernel.function = *function;
+  kernel.block = static_cast<unsigned>(*block);
+  kernel.max_blocks = static_cast<unsigned>(*max_blocks);
+  kernel.library = std::move(library).value();
+  return &kernels_.emplace(key, std::move(kernel)).first->second;
+}
+
+}  // namespace kiln::client::comm
