@@ -86,6 +86,7 @@ struct Communicator::Impl {
   KernelControl* control = nullptr;  // host-mapped pinned memory
   CUdeviceptr control_device = 0;
   std::unique_ptr<client::comm::CommKernels> kernels;
+  Scratch in_scratch{*driver};
   Scratch out_scratch{*driver};
   Scratch residual_scratch{*driver};
   Scratch weight_scratch{*driver};
@@ -268,8 +269,9 @@ Status Communicator::Impl::AllReduce(const client::comm::AllReducePlan& plan, vo
     }
   }
 
-  // The staging path, in pieces of at most the staging buffer.
-  const int64_t piece = static_cast<int64_t>(StagingBytes() / es) / vec * vec;
+  // The staging path: every rank pushes its input into slot `rank` of each peer's staging
+  // buffer (the kernels' copy_input mode), in pieces of at most a slot.
+  const int64_t piece = static_cast<int64_t>(StagingBytes() / es / static_cast<size_t>(world)) / vec * vec;
   const std::vector<CUdeviceptr> staging = Staging();
   const KernelPeers peers = Peers(staging);
   const bool in_aligned = Aligned(plan.in, kVectorBytes);
@@ -283,11 +285,12 @@ Status Communicator::Impl::AllReduce(const client::comm::AllReducePlan& plan, vo
                                                                   : client::comm::kTwoShotEntry;
     auto kernel = kernels->AllReduce(plan.dtype, vec, entry);
     if (!kernel.ok()) return kernel.status();
-    bool copy_input = true;
-    if (!in_aligned) {
-      KILN_RETURN_IF_ERROR(Copy(staging[static_cast<size_t>(rank)],
-                                reinterpret_cast<CUdeviceptr>(src), piece_bytes, stream));
-      copy_input = false;
+    const void* kernel_in = src;
+    if (!in_aligned) {  // an aligned local copy: the same kernel as on every other rank
+      auto scratch = in_scratch.Get(piece_bytes);
+      if (!scratch.ok()) return scratch.status();
+      KILN_RETURN_IF_ERROR(Copy(*scratch, reinterpret_cast<CUdeviceptr>(src), piece_bytes, stream));
+      kernel_in = reinterpret_cast<const void*>(*scratch);
     }
     void* out = dst;
     if (!out_aligned) {
@@ -295,8 +298,8 @@ Status Communicator::Impl::AllReduce(const client::comm::AllReducePlan& plan, vo
       if (!scratch.ok()) return scratch.status();
       out = reinterpret_cast<void*>(*scratch);
     }
-    KILN_RETURN_IF_ERROR(
-        LaunchAllReduce(**kernel, entry, peers, src, out, count, vec, copy_input, stream));
+    KILN_RETURN_IF_ERROR(LaunchAllReduce(**kernel, entry, peers, kernel_in, out, count, vec,
+                                         /*copy_input=*/true, stream));
     if (!out_aligned)
       KILN_RETURN_IF_ERROR(Copy(reinterpret_cast<CUdeviceptr>(dst),
                                 reinterpret_cast<CUdeviceptr>(out), piece_bytes, stream));

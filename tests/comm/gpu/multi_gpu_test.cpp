@@ -3,6 +3,7 @@
 // once; see comm_rank_tests.cpp), and the launcher's exit status and output judged here.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -27,7 +28,11 @@ RunResult LaunchRanks(DaemonProcess& daemon, int ranks, const std::string& filte
   options.argv = {comm::testing::KilnLaunchPath(), "-n", std::to_string(ranks), "--grace-s", std::to_string(grace_s),
                   RankTestsPath(), filter};
   options.set_env = {{"KILN_SOCKET", daemon.socket()}};
-  return Run(options, std::chrono::seconds(590));
+  RunResult result = Run(options, std::chrono::seconds(590));
+  // The ranks' own reports (test counts, timings) belong in the log even when all pass.
+  std::printf("--- kiln-launch -n %d %s: exit %d ---\n%s--- end ---\n", ranks, filter.c_str(),
+              result.exit_code, result.output.c_str());
+  return result;
 }
 
 TEST_CASE("all-reduce across 2 GPUs: sizes, dtypes, algorithms, pieces, registered buffers, "
