@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -44,6 +45,17 @@ Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgu
 bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 const char* kAllReduceApi = "kiln::comm::Communicator::AllReduce";
+
+// A forced algorithm is a diagnostic control: said once per process and algorithm, on stderr.
+void NoteForcedAlgorithm(AllReduceAlgorithm algorithm) {
+  static std::atomic<unsigned> noted{0};
+  const unsigned bit = 1u << static_cast<unsigned>(algorithm);
+  if (noted.fetch_or(bit) & bit) return;
+  std::fprintf(stderr,
+               "[kiln] all-reduce algorithm forced to %s (a diagnostic control; the default "
+               "auto picks by size, docs/comm.md)\n",
+               AllReduceAlgorithmName(algorithm));
+}
 const char* kAddRmsNormApi = "kiln::comm::Communicator::AllReduceAddRmsNorm";
 
 }  // namespace
@@ -507,6 +519,7 @@ Status Communicator::AllReduce(const TensorView& out, const TensorView& in, void
                                AllReduceAlgorithm algorithm) {
   if (client::ApiLogLevel() > 0)
     client::LogOpCall(kAllReduceApi, {{"out", &out}, {"in", &in}}, std::nan(""), stream);
+  if (algorithm != AllReduceAlgorithm::kAuto) NoteForcedAlgorithm(algorithm);
   auto plan = client::comm::PlanAllReduce(out, in);
   if (!plan.ok()) return plan.status().WithContext(kAllReduceApi);
   if (plan->device != impl_->context.device)
