@@ -132,13 +132,7 @@ __device__ __forceinline__ Vec<T, N> SumPushed(const T* own_region, long long st
   for (int j = 0; j < kWorld; ++j)
     x[j] = j == rank ? mine : LoadPeerVec<N>(own_region + j * stride + offset);
   float acc[N];
-#pragma unroll
-  for (int e = 0; e < N; ++e) acc[e] = ToFloat(x[0].v[e]);
-#pragma unroll
-  for (int j = 1; j < kWorld; ++j) {
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc[e] += ToFloat(x[j].v[e]);
-  }
+  SumInRankOrder<kWorld, N, T>(x, acc);
   return RoundToVec<T>(acc);
 }
 

@@ -11,13 +11,9 @@
 namespace kiln {
 namespace comm {
 
-// acc[e] = float(data_0[offset + e]) + float(data_1[offset + e]) + ... (ranks 0..kWorld-1).
-// All kWorld loads are issued before the first add, so they are in flight together.
+// acc[e] = float(x[0].v[e]) + float(x[1].v[e]) + ... in ascending rank order.
 template <int kWorld, int N, typename T>
-__device__ __forceinline__ void SumOverRanks(const KilnCommPeers& peers, long long offset, float (&acc)[N]) {
-  Vec<T, N> x[kWorld];
-#pragma unroll
-  for (int j = 0; j < kWorld; ++j) x[j] = LoadPeerVec<N>(static_cast<const T*>(peers.data[j]) + offset);
+__device__ __forceinline__ void SumInRankOrder(const Vec<T, N> (&x)[kWorld], float (&acc)[N]) {
 #pragma unroll
   for (int e = 0; e < N; ++e) acc[e] = ToFloat(x[0].v[e]);
 #pragma unroll
@@ -25,6 +21,16 @@ __device__ __forceinline__ void SumOverRanks(const KilnCommPeers& peers, long lo
 #pragma unroll
     for (int e = 0; e < N; ++e) acc[e] += ToFloat(x[j].v[e]);
   }
+}
+
+// acc[e] = float(data_0[offset + e]) + float(data_1[offset + e]) + ... (ranks 0..kWorld-1).
+// All kWorld loads are issued before the first add, so they are in flight together.
+template <int kWorld, int N, typename T>
+__device__ __forceinline__ void SumOverRanks(const KilnCommPeers& peers, long long offset, float (&acc)[N]) {
+  Vec<T, N> x[kWorld];
+#pragma unroll
+  for (int j = 0; j < kWorld; ++j) x[j] = LoadPeerVec<N>(static_cast<const T*>(peers.data[j]) + offset);
+  SumInRankOrder<kWorld, N, T>(x, acc);
 }
 
 // Round to nearest even, element by element (two 16-bit elements per instruction where the
