@@ -86,7 +86,9 @@ class Scratch {
   size_t size_ = 0;
 };
 
-struct Communicator::Impl {
+namespace detail {
+
+struct CommunicatorState {
   const CudaDriver* driver = nullptr;
   int rank = 0;
   int world = 1;
@@ -107,8 +109,8 @@ struct Communicator::Impl {
   mutable std::mutex error_mu;
   Status lost;  // set once, by the rendezvous thread, when a peer is lost
 
-  explicit Impl(const CudaDriver& d) : driver(&d) {}
-  ~Impl();
+  explicit CommunicatorState(const CudaDriver& d) : driver(&d) {}
+  ~CommunicatorState();
 
   size_t StagingBytes() const { return main->size() - client::comm::kDataOffset; }
   unsigned long long TimeoutNs() const {
@@ -216,7 +218,7 @@ struct Communicator::Impl {
   Status AddRmsNorm(const client::comm::AddRmsNormPlan& plan, void* stream);
 };
 
-Communicator::Impl::~Impl() {
+CommunicatorState::~CommunicatorState() {
   if (driver == nullptr) return;
   CUcontext previous = nullptr;
   driver->cuCtxGetCurrent(&previous);
@@ -234,7 +236,7 @@ Communicator::Impl::~Impl() {
   driver->cuCtxSetCurrent(previous);
 }
 
-Status Communicator::Impl::AllReduce(const client::comm::AllReducePlan& plan, void* stream,
+Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, void* stream,
                                      AllReduceAlgorithm requested) {
   const size_t es = plan.element_size;
   const size_t bytes = static_cast<size_t>(plan.n) * es;
@@ -319,7 +321,7 @@ Status Communicator::Impl::AllReduce(const client::comm::AllReducePlan& plan, vo
   return OkStatus();
 }
 
-Status Communicator::Impl::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, void* stream) {
+Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, void* stream) {
   const size_t es = plan.element_size;
   int vec = static_cast<int>(kVectorBytes / es);
   while (vec > 1 && plan.hidden % vec != 0) vec /= 2;  // from hidden only: equal on every rank
@@ -393,6 +395,8 @@ Status Communicator::Impl::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, 
   }
   return OkStatus();
 }
+
+}  // namespace detail
 
 // --- the public class ---
 

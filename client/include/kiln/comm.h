@@ -29,6 +29,10 @@
 
 namespace kiln::comm {
 
+namespace detail {
+struct CommunicatorState;  // the implementation (not exported)
+}
+
 enum class AllReduceAlgorithm {
   kAuto,     // by message size and world size (ChooseAllReduceAlgorithm)
   kOneShot,  // every rank reads every peer's whole buffer: fewest steps, for small messages
@@ -103,7 +107,7 @@ class KILN_API Communicator {
   // Waits for `stream`, then returns AsyncError().
   Status Synchronize(void* stream = nullptr);
 
-  struct Impl;
+  using Impl = detail::CommunicatorState;
 
  private:
   explicit Communicator(std::unique_ptr<Impl> impl);
