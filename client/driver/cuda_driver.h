@@ -71,7 +71,13 @@ namespace kiln::client {
   X(cuMemAddressFree, 10020)          \
   X(cuMemMap, 10020)                  \
   X(cuMemUnmap, 10020)                \
-  X(cuMemSetAccess, 10020)
+  X(cuMemSetAccess, 10020)            \
+  X(cuEventCreate, 2000)              \
+  X(cuEventRecord, 2000)              \
+  X(cuEventSynchronize, 2000)         \
+  X(cuEventElapsedTime, 2000)         \
+  X(cuEventDestroy, 4000)             \
+  X(cuMemsetD8Async, 3020)
 
 // The oldest driver that has every function above (the cuLibrary API came with 12.0).
 inline constexpr int kMinDriverVersion = 12000;

@@ -30,6 +30,7 @@ struct OpLaunch {
   unsigned block = 0;
   unsigned dynamic_smem = 0;
   int64_t rows_per_block = 1;
+  int64_t cols_per_block = 0;  // activation ops: columns of a row one block covers
   std::shared_ptr<const detail::LoadedLibrary> library;  // keeps `function` loaded
 };
 

@@ -5,8 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/jit/op_generator.h"
+#include "kernels/ops/activation/act_and_mul_generator.h"
 #include "kernels/ops/comm/all_reduce_generator.h"
+#include "kernels/ops/decode/append_paged_kv_generator.h"
+#include "kernels/ops/decode/batch_decode_generator.h"
 #include "kernels/ops/norm/rmsnorm_generator.h"
+#include "kernels/ops/rope/rope_generator.h"
+#include "kernels/ops/sampling/sampling_generator.h"
 
 namespace kiln::kernels {
 
@@ -17,6 +22,18 @@ const OpRegistry& OpRegistry::Builtin() {
     r->Add(MakeFusedAddRmsNormGenerator());
     r->Add(MakeAllReduceGenerator());
     r->Add(MakeAllReduceAddRmsNormGenerator());
+    r->Add(MakeBatchDecodeGenerator());
+    r->Add(MakeAppendPagedKvGenerator());
+    r->Add(MakeApplyRopeGenerator());
+    r->Add(MakeApplyRopeWithCosSinCacheGenerator());
+    r->Add(MakeSiluAndMulGenerator());
+    r->Add(MakeGeluAndMulGenerator());
+    r->Add(MakeGeluTanhAndMulGenerator());
+    r->Add(MakeTopKSamplingGenerator());
+    r->Add(MakeTopPSamplingGenerator());
+    r->Add(MakeTopKTopPSamplingGenerator());
+    r->Add(MakeMinPSamplingGenerator());
+    r->Add(MakeArgmaxGenerator());
     return r;
   }();
   return *registry;

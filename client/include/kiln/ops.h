@@ -12,6 +12,10 @@
 #include "kiln/export.h"
 #include "kiln/status.h"
 #include "kiln/tensor_view.h"
+#include "kiln/ops/activation.h"
+#include "kiln/ops/decode.h"
+#include "kiln/ops/rope.h"
+#include "kiln/ops/sampling.h"
 
 namespace kiln::ops {
 

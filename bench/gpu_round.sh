@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole GPU round of the kernel library, on the device machine from the repository root
+# with the bundle in .gpu/ (docs/building.md, docs/benchmarking.md): every [gpu] test of the
+# client, then kiln-bench on the default test list and bench/compare_torch.py (via
+# bench/op/gpu_round.sh). With two GPUs (nvidia-h200-x2) also the multi-GPU comm tests.
+# Logs, JSON and CSV go to $OUT.
+#   bash bench/gpu_round.sh [tests|bench|all]
+set -u
+what=${1:-all}
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+source .gpu/env.sh
+export KILN_TEST_KILND=$PWD/.gpu/bin/kilnd KILN_TEST_CLI=$PWD/.gpu/bin/kiln \
+  KILN_TEST_KERNELS_DIR=$PWD/kernels KILN_TEST_LAUNCH=$PWD/.gpu/bin/kiln-launch \
+  KILN_TEST_COMM_RANK_TESTS=$PWD/.gpu/bin/kiln_comm_rank_tests
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+chmod -R a+rX .gpu kernels
+
+if [[ $what == tests || $what == all ]]; then
+  for family in ops activation rope sampling decode; do
+    filter="[gpu][$family]"
+    [[ $family == ops ]] && filter="[gpu][ops]~[activation]~[rope]~[sampling]~[decode]"
+    timeout 240 kiln_client_tests "$filter" -d yes > "$OUT/gpu-tests-$family.log" 2>&1
+    echo "kiln_client_tests $filter rc=$?"
+    grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gpu-tests-$family.log" | tail -12
+  done
+  rest="[gpu]~[ops]~[activation]~[rope]~[sampling]~[decode]"
+  timeout 120 kiln_client_tests "$rest" -d yes > "$OUT/gpu-tests-rest.log" 2>&1; echo "kiln_client_tests $rest rc=$?"
+  grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gpu-tests-rest.log" | tail -8
+  if [[ -x .gpu/bin/kiln_comm_gpu_tests ]]; then
+    timeout 400 kiln_comm_gpu_tests -d yes > "$OUT/comm-gpu-tests.log" 2>&1; echo "kiln_comm_gpu_tests rc=$?"
+    grep -E "test cases|passed|FAILED|error after|after [0-9.]+ s" "$OUT/comm-gpu-tests.log" | head -12
+  fi
+fi
+
+if [[ $what == bench || $what == all ]]; then
+  bash bench/op/gpu_round.sh all 2>&1 | tail -120
+fi

@@ -1,0 +1,458 @@
+#include "bench/op/case_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <set>
+
+namespace kiln::bench {
+namespace {
+
+constexpr size_t kAlignment = 256;  // every tensor of a set starts on a 256-byte boundary
+
+size_t AlignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+// FNV-1a: a case's random data depends on the seed and the case, never on the run order.
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+TensorView ContiguousView(CUdeviceptr ptr, const TensorSpec& t, int device) {
+  TensorView v;
+  v.data = reinterpret_cast<void*>(ptr);
+  v.dtype = t.dtype;
+  v.ndim = static_cast<int>(t.shape.size());
+  int64_t stride = 1;
+  for (int i = v.ndim - 1; i >= 0; --i) {
+    v.shape[i] = t.shape[static_cast<size_t>(i)];
+    v.strides[i] = stride;
+    stride *= t.shape[static_cast<size_t>(i)];
+  }
+  v.device = Device::CUDA(device);
+  return v;
+}
+
+bool Written(const TensorSpec& t) { return t.role != TensorRole::kInput; }
+bool Read(const TensorSpec& t) { return t.role != TensorRole::kOutput; }
+
+std::string Format(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+std::string Megabytes(double bytes) { return Format("%.0f MB", bytes / 1e6); }
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// A copy kernel of 16-byte vectors, several in flight per thread: on an H200 it moves about
+// 4.2 TB/s (read + write) where cuMemcpyDtoDAsync moves about 2.8, so the baseline is the
+// faster of the two — "% of copy" must not flatter the ops.
+constexpr const char* kCopySource = R"(
+extern "C" __global__ void __launch_bounds__(512) kiln_bench_copy(const uint4* __restrict__ src,
+                                                                  uint4* __restrict__ dst,
+                                                                  unsigned long long n) {
+  const unsigned long long stride = 4ull * gridDim.x * blockDim.x;
+  for (unsigned long long i = blockIdx.x * 4ull * blockDim.x + threadIdx.x; i < n; i += stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i + k * blockDim.x < n) v[k] = __ldcs(src + i + k * blockDim.x);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i + k * blockDim.x < n) __stcs(dst + i + k * blockDim.x, v[k]);
+  }
+}
+)";
+
+}  // namespace
+
+StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& timer) {
+  // 512 MiB each way: far beyond L2, long enough (about 250 us on an H200) to time well.
+  const size_t bytes = std::min<size_t>(size_t{512} << 20, device.free_bytes() / 4) / 16 * 16;
+  auto src = DeviceMemory::Allocate(device, bytes);
+  if (!src.ok()) return src.status();
+  auto dst = DeviceMemory::Allocate(device, bytes);
+  if (!dst.ok()) return dst.status();
+  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuMemsetD8(src->ptr(), 0x5A, bytes), "cuMemsetD8"));
+  const auto& d = device.driver();
+  auto measure = [&](const std::function<Status(int)>& copy) -> StatusOr<double> {
+    for (int i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(copy(i));
+    auto run = timer.Measure(20, [](int) { return OkStatus(); }, copy);
+    if (!run.ok()) return run.status();
+    return SummarizeTimes(run->us).median;
+  };
+  auto memcpy_us = measure([&](int) {
+    return device.Check(d.cuMemcpyDtoDAsync(dst->ptr(), src->ptr(), bytes, device.stream()), "cuMemcpyDtoDAsync");
+  });
+  if (!memcpy_us.ok()) return memcpy_us.status();
+
+  CopyBaseline b;
+  b.bytes = bytes;
+  b.median_us = *memcpy_us;
+  b.what = "cuMemcpyDtoDAsync";
+  SourceRequest source;
+  source.name = "kiln_bench_copy";
+  source.code = kCopySource;
+  source.entries = {"kiln_bench_copy"};
+  auto module = LoadSource(source);
+  if (module.ok()) {
+    auto kernel = module->kernel("kiln_bench_copy");
+    if (!kernel.ok()) return kernel.status();
+    const unsigned long long vectors = bytes / 16;
+    LaunchConfig config;
+    config.block.x = 512;
+    config.grid.x = static_cast<unsigned>(std::min<unsigned long long>((vectors + 2047) / 2048, 132ull * 8));
+    config.stream = device.stream();
+    auto kernel_us = measure([&](int) {
+      return (*kernel)(config, reinterpret_cast<const void*>(src->ptr()), reinterpret_cast<void*>(dst->ptr()), vectors);
+    });
+    if (!kernel_us.ok()) return kernel_us.status();
+    if (*kernel_us < b.median_us) {
+      b.median_us = *kernel_us;
+      b.what = "copy kernel (16-byte vectors)";
+    }
+  } else {
+    std::fprintf(stderr, "# copy kernel unavailable (%s); the baseline is cuMemcpyDtoDAsync\n",
+                 module.status().ToString().c_str());
+  }
+  b.gbps = 2.0 * static_cast<double>(bytes) / (b.median_us * 1e3);
+  b.mechanism = timer.mechanism();
+  return b;
+}
+
+CaseRunner::CaseRunner(const BenchOptions& options, const BenchDevice& device, Timer* cupti, Timer& events,
+                       CopyBaseline copy)
+    : options_(options), device_(device), cupti_(cupti), events_(events), copy_(copy) {}
+
+const CaseRunner::CheckedReference& CaseRunner::ReferenceOnCpu(const Routine& routine, DType dtype) {
+  const std::string key = std::string(routine.name()) + "/" + DTypeName(dtype);
+  auto it = reference_checked_.find(key);
+  if (it != reference_checked_.end()) return it->second;
+  CheckedReference& result = reference_checked_[key];
+  const ShapeAxes small = routine.SmallShape();
+  const std::string where = "the reference backend of " + key + " at " + FormatShape(small);
+  auto fail = [&](const Status& s) -> const CheckedReference& {
+    result.status = Status(s.code(), where + ": " + s.message());
+    return result;
+  };
+  auto spec = routine.Describe(small, dtype);
+  if (!spec.ok()) return fail(spec.status());
+  std::mt19937_64 rng(options_.seed ^ Fnv1a("cpu-check " + key));
+  std::vector<HostTensor> host;
+  std::vector<DeviceMemory> memory;
+  TensorSet set;
+  for (const auto& t : spec->tensors) {
+    host.push_back(Read(t) ? RandomHostTensor(t.dtype, t.numel(), rng, t.lo, t.hi) : HostTensor::Zeros(t.dtype, t.numel()));
+    auto m = DeviceMemory::Allocate(device_, t.bytes());
+    if (!m.ok()) return fail(m.status());
+    set.push_back(ContiguousView(m->ptr(), t, device_.info().ordinal));
+    memory.push_back(std::move(*m));
+  }
+  auto fn = routine.Prepare("reference", *spec, small, dtype);
+  if (!fn.ok()) return fail(fn.status());
+  auto got = RunOnce(*fn, *spec, host, set);
+  if (!got.ok()) return fail(got.status());
+  std::map<size_t, std::vector<double>> expected;
+  if (Status s = routine.CpuReference(*spec, host, &expected); !s.ok()) return fail(s);
+  double max_err = 0, worst = 0;
+  for (size_t i = 0; i < spec->tensors.size(); ++i) {
+    if (!Written(spec->tensors[i])) continue;
+    auto want = expected.find(i);
+    if (want == expected.end())
+      return fail(Status(StatusCode::kInternal, "the routine's CPU reference gives nothing for '" + spec->tensors[i].name + "'"));
+    const Comparison c = Compare((*got)[i], want->second, Float64Tolerance(dtype));
+    if (!c.ok)
+      return fail(Status(StatusCode::kInternal, "'" + spec->tensors[i].name + "' differs from float64: " +
+                                                    std::to_string(c.mismatches) + " of " + std::to_string(c.count) +
+                                                    " elements outside tolerance; first " + c.first_mismatch));
+    max_err = std::max(max_err, c.max_abs_err);
+    worst = std::max(worst, c.worst_fraction);
+  }
+  result.detail = "reference checked against float64 on the CPU at " + FormatShape(small) + ": max abs err " +
+                  Format("%.3g", max_err) + " (" + Format("%.2f", worst) + " of the tolerance)";
+  return result;
+}
+
+StatusOr<std::vector<HostTensor>> CaseRunner::RunOnce(const BackendFn& fn, const CaseSpec& spec,
+                                                      const std::vector<HostTensor>& host, const TensorSet& set) {
+  const auto& d = device_.driver();
+  for (size_t i = 0; i < spec.tensors.size(); ++i) {
+    const CUdeviceptr p = reinterpret_cast<CUdeviceptr>(set[i].data);
+    if (Read(spec.tensors[i]))
+      KILN_RETURN_IF_ERROR(device_.Check(d.cuMemcpyHtoD(p, host[i].bytes.data(), host[i].bytes.size()), "cuMemcpyHtoD"));
+    else  // poison: 0xFF is NaN in every float dtype, so an element never written fails the check
+      KILN_RETURN_IF_ERROR(device_.Check(d.cuMemsetD8(p, 0xFF, spec.tensors[i].bytes()), "cuMemsetD8"));
+  }
+  KILN_RETURN_IF_ERROR(fn(set, device_.stream()));
+  KILN_RETURN_IF_ERROR(device_.Synchronize());
+  std::vector<HostTensor> out(spec.tensors.size());
+  for (size_t i = 0; i < spec.tensors.size(); ++i) {
+    if (!Written(spec.tensors[i])) continue;
+    out[i] = HostTensor::Zeros(spec.tensors[i].dtype, spec.tensors[i].numel());
+    KILN_RETURN_IF_ERROR(device_.Check(
+        d.cuMemcpyDtoH(out[i].bytes.data(), reinterpret_cast<CUdeviceptr>(set[i].data), out[i].bytes.size()),
+        "cuMemcpyDtoH"));
+  }
+  return out;
+}
+
+Status CaseRunner::Time(const BackendFn& fn, const CaseSpec& spec, ResultRow* row) {
+  const auto& d = device_.driver();
+  const int nsets = static_cast<int>(sets_.size());
+  // Every set starts from the same pristine inputs (in-place ops drift them while timed).
+  for (size_t i = 0; i < spec.tensors.size(); ++i)
+    if (Read(spec.tensors[i]))
+      KILN_RETURN_IF_ERROR(device_.Check(d.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(sets_[0][i].data),
+                                                        pristine_[i].bytes.data(), pristine_[i].bytes.size()),
+                                         "cuMemcpyHtoD"));
+  for (int s = 1; s < nsets; ++s)
+    KILN_RETURN_IF_ERROR(device_.Check(d.cuMemcpyDtoDAsync(pool_.ptr() + s * set_stride_, pool_.ptr(), set_stride_,
+                                                           device_.stream()),
+                                       "cuMemcpyDtoDAsync"));
+  // Those copies left the sets in L2; a set must be cold at its first timed use too.
+  if (options_.l2 != L2Mode::kWarm)
+    KILN_RETURN_IF_ERROR(device_.Check(d.cuMemsetD8Async(flush_.ptr(), 0, flush_.bytes(), device_.stream()),
+                                       "cuMemsetD8Async (L2 flush)"));
+  KILN_RETURN_IF_ERROR(device_.Synchronize());
+
+  // Warm-up, which also estimates a call's time for the --max-seconds budget.
+  const int warmup = std::max(options_.warmup, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < warmup; ++i) KILN_RETURN_IF_ERROR(fn(sets_[i % nsets], device_.stream()));
+  KILN_RETURN_IF_ERROR(device_.Synchronize());
+  const double per_call_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / warmup;
+  int iterations = options_.iters;
+  if (per_call_s * iterations > options_.max_seconds) {
+    iterations = std::max(10, static_cast<int>(options_.max_seconds / per_call_s));
+    if (iterations < options_.iters)
+      row->message += "iterations cut from " + std::to_string(options_.iters) + " to " + std::to_string(iterations) +
+                      " by --max-seconds; ";
+    else
+      iterations = options_.iters;
+  }
+
+  auto between = [&](int) -> Status {
+    if (options_.l2 != L2Mode::kFlush) return OkStatus();
+    return device_.Check(d.cuMemsetD8Async(flush_.ptr(), 0, flush_.bytes(), device_.stream()), "cuMemsetD8Async (L2 flush)");
+  };
+  auto call = [&](int i) { return fn(sets_[(warmup + i) % nsets], device_.stream()); };
+
+  Timer* timer = cupti_ != nullptr ? cupti_ : &events_;
+  auto run = timer->Measure(iterations, between, call);
+  if (!run.ok() && timer != &events_ && run.status().code() == StatusCode::kUnavailable &&
+      options_.timer != TimerChoice::kCupti) {
+    row->message += run.status().message() + "; timed with CUDA events instead; ";
+    timer = &events_;
+    run = timer->Measure(iterations, between, call);
+  }
+  if (!run.ok()) return run.status();
+  row->stats = SummarizeTimes(run->us);
+  row->warmup = warmup;
+  row->mechanism = timer->mechanism();
+  row->kernels = run->kernels;
+  if (!run->warning.empty()) row->message += run->warning + "; ";
+  return OkStatus();
+}
+
+std::vector<ResultRow> CaseRunner::Run(const BenchCase& c) {
+  ResultRow base;
+  base.routine = c.routine;
+  base.label = c.label;
+  base.shape = FormatShape(c.shape);
+  base.dtype = c.dtype;
+  base.arch = device_.arch();
+  base.gpu = device_.info().name;
+  base.copy_gbps = copy_.gbps;
+  std::vector<ResultRow> rows;
+  auto all_fail = [&](const std::string& status, const std::string& message, const std::vector<std::string>& backends) {
+    for (const auto& b : backends.empty() ? std::vector<std::string>{"-"} : backends) {
+      ResultRow r = base;
+      r.backend = b;
+      r.status = status;
+      r.message = c.origin + ": " + message;
+      if (b != "-") r.reproduce = ReproduceCommand(options_, c, b);
+      rows.push_back(r);
+    }
+    return rows;
+  };
+
+  const Routine* routine = RoutineRegistry::Global().Find(c.routine);
+  if (routine == nullptr) {
+    std::vector<std::string> names;
+    for (const Routine* r : RoutineRegistry::Global().All()) names.emplace_back(r->name());
+    return all_fail("skipped", "kiln-bench has no routine '" + c.routine + "' (routines: " + Join(names) +
+                                   "; add one in bench/op/routines/, docs/benchmarking.md)", {});
+  }
+  std::vector<std::string> backends;
+  for (const auto& b : c.backends) {
+    if (b == "all") {
+      for (const auto& info : routine->backends())
+        if (std::find(backends.begin(), backends.end(), info.name) == backends.end()) backends.push_back(info.name);
+    } else if (std::find(backends.begin(), backends.end(), b) == backends.end()) {
+      backends.push_back(b);
+    }
+  }
+  auto dtype = ParseDType(c.dtype);
+  if (!dtype.ok()) return all_fail("error", dtype.status().message(), backends);
+  std::vector<std::string> dtype_names;
+  for (DType d : routine->dtypes()) dtype_names.emplace_back(DTypeName(d));
+  if (std::find(dtype_names.begin(), dtype_names.end(), c.dtype) == dtype_names.end())
+    return all_fail("error", c.routine + " takes dtype " + Join(dtype_names) + ", not " + c.dtype, backends);
+  const std::vector<std::string> axes = routine->axes();
+  std::set<std::string> given;
+  for (const auto& [name, value] : c.shape) given.insert(name);
+  if (given != std::set<std::string>(axes.begin(), axes.end()))
+    return all_fail("error", c.routine + " takes the axes " + Join(axes) + "; the case gives " + FormatShape(c.shape),
+                    backends);
+  auto spec = routine->Describe(c.shape, *dtype);
+  if (!spec.ok()) return all_fail("error", spec.status().message(), backends);
+
+  const CheckedReference& checked = ReferenceOnCpu(*routine, *dtype);
+  if (!checked.status.ok())
+    return all_fail("refcheck_failed", "REFERENCE BROKEN: " + checked.status.message(), backends);
+
+  // The rotation sets: enough copies of every tensor that a set's data left L2 before it is
+  // used again (2x L2 of other sets' traffic in between), at most one per call, within half
+  // of the free memory.
+  set_stride_ = 0;
+  for (const auto& t : spec->tensors) set_stride_ += AlignUp(t.bytes());
+  const double l2 = static_cast<double>(device_.l2_bytes());
+  int nsets = 1;
+  if (options_.l2 == L2Mode::kRotate) {
+    const int needed = static_cast<int>(std::ceil(2.0 * l2 / static_cast<double>(set_stride_))) + 1;
+    const int calls = std::max(options_.warmup, 1) + options_.iters;
+    const size_t fit = device_.free_bytes() / 2 / set_stride_;
+    nsets = std::max(1, std::min<int>({needed, calls, static_cast<int>(std::min<size_t>(fit, 1 << 20))}));
+  }
+  if (set_stride_ * static_cast<size_t>(nsets) > device_.free_bytes() / 2 && nsets == 1)
+    return all_fail("error", "one set of tensors (" + Megabytes(static_cast<double>(set_stride_)) +
+                                 ") needs more than half of the free device memory", backends);
+  sets_.clear();
+  pool_ = DeviceMemory();
+  auto pool = DeviceMemory::Allocate(device_, set_stride_ * static_cast<size_t>(nsets));
+  if (!pool.ok()) return all_fail("error", pool.status().message(), backends);
+  pool_ = std::move(*pool);
+  for (int s = 0; s < nsets; ++s) {
+    TensorSet set;
+    size_t offset = static_cast<size_t>(s) * set_stride_;
+    for (const auto& t : spec->tensors) {
+      set.push_back(ContiguousView(pool_.ptr() + offset, t, device_.info().ordinal));
+      offset += AlignUp(t.bytes());
+    }
+    sets_.push_back(std::move(set));
+  }
+  if (options_.l2 != L2Mode::kWarm && flush_.bytes() == 0) {
+    auto flush = DeviceMemory::Allocate(device_, 2 * device_.l2_bytes());
+    if (!flush.ok()) return all_fail("error", flush.status().message(), backends);
+    flush_ = std::move(*flush);
+  }
+  std::string l2_mode;
+  switch (options_.l2) {
+    case L2Mode::kRotate:
+      l2_mode = "rotate " + std::to_string(nsets) + " sets (" + Megabytes(static_cast<double>(set_stride_) * nsets) + ")";
+      if (static_cast<double>(set_stride_) * (nsets - 1) < 2 * l2 && nsets < std::max(options_.warmup, 1) + options_.iters)
+        l2_mode += ", less than 2x L2: partly warm";
+      break;
+    case L2Mode::kFlush: l2_mode = "flush (memset of " + Megabytes(2 * l2) + " before each call)"; break;
+    case L2Mode::kWarm: l2_mode = "warm (one set, may stay in L2)"; break;
+  }
+
+  std::mt19937_64 rng(options_.seed ^ Fnv1a(c.routine + " " + c.dtype + " " + FormatShape(c.shape)));
+  pristine_.clear();
+  for (const auto& t : spec->tensors)
+    pristine_.push_back(Read(t) ? RandomHostTensor(t.dtype, t.numel(), rng, t.lo, t.hi) : HostTensor::Zeros(t.dtype, t.numel()));
+
+  // The baseline: the reference backend's outputs on set 0.
+  auto reference = routine->Prepare("reference", *spec, c.shape, *dtype);
+  if (!reference.ok()) return all_fail("error", "reference backend: " + reference.status().message(), backends);
+  auto want = RunOnce(*reference, *spec, pristine_, sets_[0]);
+  if (!want.ok()) return all_fail("error", "reference backend: " + want.status().message(), backends);
+
+  for (const auto& b : backends) {
+    ResultRow row = base;
+    row.backend = b;
+    row.reproduce = ReproduceCommand(options_, c, b);
+    row.bytes = spec->bytes;
+    row.flops = spec->flops;
+    row.l2 = l2_mode;
+    auto finish = [&](const std::string& status, const std::string& message) {
+      row.status = status;
+      row.message = c.origin + ": " + message;
+      rows.push_back(row);
+    };
+    if (!HasBackend(*routine, b)) {
+      std::vector<std::string> names;
+      for (const auto& info : routine->backends()) names.push_back(info.name);
+      finish("error", c.routine + " has no backend '" + b + "' (backends: " + Join(names) + ")");
+      continue;
+    }
+    BackendFn fn;
+    if (b == "reference") {
+      fn = *reference;
+      row.refcheck = "baseline";
+      row.refcheck_detail = checked.detail;
+    } else {
+      auto prepared = routine->Prepare(b, *spec, c.shape, *dtype);
+      if (!prepared.ok()) {
+        finish("error", prepared.status().message());
+        continue;
+      }
+      fn = *prepared;
+      auto got = RunOnce(fn, *spec, pristine_, sets_[0]);
+      if (!got.ok()) {
+        finish("error", got.status().message());
+        continue;
+      }
+      double max_err = 0, worst = 0;
+      std::string failures;
+      size_t elements = 0;
+      for (size_t i = 0; i < spec->tensors.size(); ++i) {
+        if (!Written(spec->tensors[i])) continue;
+        const Comparison cmp = Compare((*got)[i], (*want)[i], CrossTolerance(*dtype));
+        elements += cmp.count;
+        max_err = std::max(max_err, cmp.max_abs_err);
+        worst = std::max(worst, cmp.worst_fraction);
+        if (!cmp.ok)
+          failures += "'" + spec->tensors[i].name + "': " + std::to_string(cmp.mismatches) + " of " +
+                      std::to_string(cmp.count) + " elements differ from the reference, first " + cmp.first_mismatch + "; ";
+      }
+      row.max_abs_err = max_err;
+      if (!failures.empty()) {
+        row.refcheck = "FAIL";
+        row.refcheck_detail = failures;
+        std::fprintf(stderr, "kiln-bench: REFCHECK FAILED: %s %s %s %s: %s(not timed)\n", c.routine.c_str(), b.c_str(),
+                     c.dtype.c_str(), base.shape.c_str(), failures.c_str());
+        finish("refcheck_failed", "output differs from the reference backend; not timed");
+        continue;
+      }
+      row.refcheck = "pass";
+      row.refcheck_detail = "max abs err " + Format("%.3g", max_err) + " (" + Format("%.2f", worst) +
+                            " of the tolerance) over " + std::to_string(elements) + " elements";
+    }
+    if (Status s = Time(fn, *spec, &row); !s.ok()) {
+      finish("error", row.message + s.message());
+      continue;
+    }
+    if (!row.message.empty()) row.message = c.origin + ": " + row.message;
+    rows.push_back(row);
+  }
+  // Free the case's memory before the next one allocates its own.
+  sets_.clear();
+  pool_ = DeviceMemory();
+  return rows;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,66 @@
+// CaseRunner: one test-list case from shape to result rows — the tensors allocated and filled
+// with fresh random data, every backend run once and checked against the reference backend
+// (itself checked against the routine's float64 CPU reference once per routine and dtype),
+// then each passing backend timed with the L2 defeated, in rows that say how.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/op/bench_device.h"
+#include "bench/op/bench_options.h"
+#include "bench/op/result_row.h"
+#include "bench/op/routine.h"
+#include "bench/op/stream_gate.h"
+#include "bench/op/test_list.h"
+#include "bench/op/timer.h"
+
+namespace kiln::bench {
+
+struct CopyBaseline {
+  double gbps = NAN;  // (read + write) bytes / median time
+  double median_us = NAN;
+  size_t bytes = 0;   // copied per call
+  std::string mechanism;
+  std::string what;  // the faster of cuMemcpyDtoDAsync and a copy kernel
+};
+
+// The device-to-device copy bandwidth the rows are compared with: the faster of a large
+// cuMemcpyDtoDAsync and a 16-byte-vector copy kernel, timed with `timer`.
+StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& timer);
+
+class CaseRunner {
+ public:
+  // `cupti` may be null (events only); `events` is the fallback when CUPTI fails for a row.
+  CaseRunner(const BenchOptions& options, const BenchDevice& device, Timer* cupti, Timer& events,
+             CopyBaseline copy);
+
+  std::vector<ResultRow> Run(const BenchCase& c);
+
+ private:
+  struct CheckedReference {
+    Status status;
+    std::string detail;
+  };
+  const CheckedReference& ReferenceOnCpu(const Routine& routine, DType dtype);
+  StatusOr<std::vector<HostTensor>> RunOnce(const BackendFn& fn, const CaseSpec& spec, const std::vector<HostTensor>& host,
+                                            const TensorSet& set);
+  Status Time(const BackendFn& fn, const CaseSpec& spec, ResultRow* row);
+
+  const BenchOptions& options_;
+  const BenchDevice& device_;
+  Timer* cupti_;
+  Timer& events_;
+  CopyBaseline copy_;
+  std::map<std::string, CheckedReference> reference_checked_;  // "routine/dtype"
+  // The case being run: its rotation sets of tensors in one allocation.
+  DeviceMemory pool_;
+  size_t set_stride_ = 0;
+  std::vector<TensorSet> sets_;
+  std::vector<HostTensor> pristine_;
+  DeviceMemory flush_;  // --l2 flush: 2x L2
+};
+
+}  // namespace kiln::bench

@@ -1,0 +1,42 @@
+#include "bench/op/default_list.h"
+
+#include "bench/op/test_list.h"
+
+namespace kiln::bench {
+
+std::string GenerateDefaultList(const std::vector<traces::TraceDefinition>& definitions) {
+  std::string out =
+      "# kiln-bench's default test list, generated from the examples of kernels/traces/*.json by\n"
+      "#   kiln-bench --generate-list kernels/traces --out bench/definitions/default.list\n"
+      "# Do not edit: add an example to a trace definition and regenerate; a test fails when\n"
+      "# this file differs from what the definitions generate.\n"
+      "#\n"
+      "# routine              dtype shape                            backends         label\n";
+  for (const auto& def : definitions) {
+    out += "\n# " + def.name + " (" + def.api_cpp + ")";
+    if (def.HasTag("multi_gpu")) {
+      out += ": multi-GPU, not run by kiln-bench (see bench/comm/compare_nccl.py)\n";
+      continue;
+    }
+    out += "\n";
+    for (const auto& example : def.examples) {
+      BenchCase c;
+      c.routine = def.name;
+      c.dtype = example.dtype;
+      c.shape = example.axes;
+      c.backends = {"kiln", "reference"};
+      c.label = example.name;
+      out += FormatCase(c) + "\n";
+    }
+  }
+  return out;
+}
+
+StatusOr<std::string> GenerateDefaultListFromDir(const std::string& traces_dir) {
+  auto definitions = traces::LoadTraceDefinitions(traces_dir);
+  if (!definitions.ok())
+    return Status(StatusCode::kInvalidArgument, std::string(definitions.status().message()));
+  return GenerateDefaultList(*definitions);
+}
+
+}  // namespace kiln::bench

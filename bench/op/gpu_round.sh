@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One benchmark round on the H200 (device tool, kind nvidia-h200), from the repository root
+# with the bundle in .gpu/ (docs/benchmarking.md has the bundle recipe): a kilnd of its own,
+# kiln-bench on a test list (default: bench/definitions/default.list, generated from the trace
+# definitions), then bench/compare_torch.py. Logs, JSON and CSV go to $OUT.
+#   bash bench/op/gpu_round.sh [bench|torch|all] [LIST]
+set -u
+what=${1:-all}
+list=${2:-bench/definitions/default.list}
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+source .gpu/env.sh
+chmod -R a+rX .gpu kernels
+nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,clocks.max.mem --format=csv > "$OUT/gpu.csv" 2>&1
+
+dir=$(mktemp -d)
+kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
+  --kernels-dir "$PWD/kernels" > "$OUT/kilnd-bench.log" 2>&1 &
+daemon=$!
+for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
+export KILN_SOCKET=$dir/kilnd.sock
+
+if [[ $what == bench || $what == all ]]; then
+  timeout 400 kiln-bench --list "$list" --out "$OUT/kiln-bench.json" --out "$OUT/kiln-bench.csv" \
+    > "$OUT/kiln-bench.log" 2>&1
+  echo "kiln-bench rc=$?"
+  cat "$OUT/kiln-bench.log"
+fi
+
+if [[ $what == torch || $what == all ]]; then
+  lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
+  timeout 400 python3 bench/compare_torch.py --lib "$lib" --out "$OUT/compare-torch.json" \
+    > "$OUT/compare-torch.log" 2>&1
+  echo "compare_torch rc=$?"
+  cat "$OUT/compare-torch.log"
+fi
+
+kill $daemon; wait $daemon 2>/dev/null

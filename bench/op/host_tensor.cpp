@@ -1,0 +1,186 @@
+#include "bench/op/host_tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace kiln::bench {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <typename T>
+T Load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void Store(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+}  // namespace
+
+uint16_t FloatToBf16(float value) {
+  if (std::isnan(value)) return 0x7FC0;
+  uint32_t u = Bits(value);
+  u += 0x7FFF + ((u >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float Bf16ToFloat(uint16_t bits) { return FromBits(static_cast<uint32_t>(bits) << 16); }
+
+uint16_t FloatToHalf(float value) {
+  const uint32_t sign = (Bits(value) >> 16) & 0x8000;
+  if (std::isnan(value)) return 0x7E00;
+  const float a = std::fabs(value);
+  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00);  // rounds to infinity
+  if (a < 6.103515625e-05f)  // subnormal: a multiple of 2^-24, rounded to nearest even
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  const uint32_t mag = Bits(a);
+  const uint32_t exponent = ((mag >> 23) & 0xFF) - 127 + 15;
+  const uint32_t mantissa = mag & 0x7FFFFF;
+  uint32_t half = (exponent << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1FFF;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;  // may carry into the exponent
+  return static_cast<uint16_t>(sign | half);
+}
+
+float HalfToFloat(uint16_t bits) {
+  const uint32_t sign = (bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1F;
+  const uint32_t mantissa = bits & 0x3FF;
+  if (exponent == 0) {
+    const float value = static_cast<float>(mantissa) / 16777216.0f;
+    return sign ? -value : value;
+  }
+  if (exponent == 31) return FromBits(sign | 0x7F800000u | (mantissa << 13));
+  return FromBits(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
+}
+
+HostTensor HostTensor::Zeros(DType dtype, size_t count) {
+  HostTensor t;
+  t.dtype = dtype;
+  t.bytes.assign(count * DTypeSize(dtype), 0);
+  return t;
+}
+
+double HostTensor::Get(size_t i) const {
+  const uint8_t* p = bytes.data() + i * DTypeSize(dtype);
+  switch (dtype) {
+    case DType::kFloat32: return Load<float>(p);
+    case DType::kFloat16: return HalfToFloat(Load<uint16_t>(p));
+    case DType::kBFloat16: return Bf16ToFloat(Load<uint16_t>(p));
+    case DType::kInt8: return Load<int8_t>(p);
+    case DType::kUInt8: return Load<uint8_t>(p);
+    case DType::kInt32: return Load<int32_t>(p);
+    case DType::kInt64: return static_cast<double>(Load<int64_t>(p));
+  }
+  return 0;
+}
+
+void HostTensor::Set(size_t i, double value) {
+  uint8_t* p = bytes.data() + i * DTypeSize(dtype);
+  switch (dtype) {
+    case DType::kFloat32: Store(p, static_cast<float>(value)); break;
+    case DType::kFloat16: Store(p, FloatToHalf(static_cast<float>(value))); break;
+    case DType::kBFloat16: Store(p, FloatToBf16(static_cast<float>(value))); break;
+    case DType::kInt8: Store(p, static_cast<int8_t>(value)); break;
+    case DType::kUInt8: Store(p, static_cast<uint8_t>(value)); break;
+    case DType::kInt32: Store(p, static_cast<int32_t>(value)); break;
+    case DType::kInt64: Store(p, static_cast<int64_t>(value)); break;
+  }
+}
+
+bool IsFloatDType(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+}
+
+HostTensor RandomHostTensor(DType dtype, size_t count, std::mt19937_64& rng, double lo, double hi) {
+  HostTensor t = HostTensor::Zeros(dtype, count);
+  if (IsFloatDType(dtype)) {
+    std::uniform_real_distribution<double> uniform(lo, hi);
+    for (size_t i = 0; i < count; ++i) {
+      double v = uniform(rng);
+      t.Set(i, v);
+      if (t.Get(i) == 0) t.Set(i, 0.5);  // also catches values that round to zero
+    }
+  } else {
+    std::uniform_int_distribution<int64_t> uniform(static_cast<int64_t>(lo), static_cast<int64_t>(hi) - 1);
+    for (size_t i = 0; i < count; ++i) t.Set(i, static_cast<double>(uniform(rng)));
+  }
+  return t;
+}
+
+Tolerance Float64Tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return {1e-5, 1e-5};
+    case DType::kFloat16: return {2e-3, 2e-3};
+    case DType::kBFloat16: return {1.6e-2, 1.6e-2};
+    default: return {0, 0};
+  }
+}
+
+Tolerance CrossTolerance(DType dtype) {
+  const Tolerance t = Float64Tolerance(dtype);
+  return {2 * t.abs, 2 * t.rel};
+}
+
+namespace {
+
+template <typename WantAt>
+Comparison CompareWith(const HostTensor& got, size_t count, WantAt want_at, Tolerance tolerance) {
+  Comparison c;
+  c.count = got.size();
+  if (count != c.count) {
+    c.ok = false;
+    c.mismatches = c.count;
+    c.first_mismatch = "sizes differ: got " + std::to_string(c.count) + " elements, want " + std::to_string(count);
+    return c;
+  }
+  for (size_t i = 0; i < c.count; ++i) {
+    const double g = got.Get(i);
+    const double w = want_at(i);
+    const double err = std::fabs(g - w);
+    const bool pass = std::isfinite(g) && std::isfinite(w) && err <= tolerance.abs + tolerance.rel * std::fabs(w);
+    if (std::isfinite(err)) {
+      c.max_abs_err = std::max(c.max_abs_err, err);
+      const double allowed = tolerance.abs + tolerance.rel * std::fabs(w);
+      const double fraction = allowed > 0 ? err / allowed : (err > 0 ? HUGE_VAL : 0.0);
+      c.worst_fraction = std::max(c.worst_fraction, fraction);
+    }
+    if (!pass && c.mismatches++ == 0) {
+      std::ostringstream s;
+      s.precision(7);
+      s << "[" << i << "] got " << g << ", want " << w;
+      c.first_mismatch = s.str();
+    }
+  }
+  c.ok = c.mismatches == 0;
+  return c;
+}
+
+}  // namespace
+
+Comparison Compare(const HostTensor& got, const std::vector<double>& want, Tolerance tolerance) {
+  return CompareWith(got, want.size(), [&](size_t i) { return want[i]; }, tolerance);
+}
+
+Comparison Compare(const HostTensor& got, const HostTensor& want, Tolerance tolerance) {
+  return CompareWith(got, want.size(), [&](size_t i) { return want.Get(i); }, tolerance);
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,200 @@
+// kiln-bench: the unified benchmark of Kiln's ops (docs/benchmarking.md). Every case is
+// checked against the reference backend before anything is timed; the rows say how each
+// figure was measured. Needs a GPU and a running kilnd; without a GPU it exits with 77.
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "bench/op/bench_device.h"
+#include "bench/op/bench_options.h"
+#include "bench/op/case_runner.h"
+#include "bench/op/default_list.h"
+#include "bench/op/result_row.h"
+#include "bench/op/routine.h"
+#include "bench/op/stream_gate.h"
+#include "bench/op/timer.h"
+#include "client/driver/cuda_driver.h"
+#include "kiln/client.h"
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::bench;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNoGpu = 77;
+
+int Fail(const std::string& message, int code = kExitFailed) {
+  std::fprintf(stderr, "kiln-bench: %s\n", message.c_str());
+  return code;
+}
+
+std::string UtcNow() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+int ListRoutines() {
+  for (const Routine* r : RoutineRegistry::Global().All()) {
+    std::string axes, dtypes;
+    for (const auto& a : r->axes()) axes += (axes.empty() ? "" : ",") + a + "=N";
+    for (DType d : r->dtypes()) dtypes += (dtypes.empty() ? "" : ",") + std::string(DTypeName(d));
+    std::printf("%s: %s\n  --shapes %s   --dtype %s\n  backends:\n", std::string(r->name()).c_str(),
+                std::string(r->description()).c_str(), axes.c_str(), dtypes.c_str());
+    for (const auto& b : r->backends()) std::printf("    %-12s %s\n", b.name.c_str(), b.help.c_str());
+  }
+  return 0;
+}
+
+int GenerateList(const BenchOptions& options) {
+  auto text = GenerateDefaultListFromDir(options.traces_dir);
+  if (!text.ok()) return Fail(text.status().message());
+  if (options.outs.empty()) {
+    std::fputs(text->c_str(), stdout);
+    return 0;
+  }
+  std::ofstream out(options.outs[0], std::ios::binary | std::ios::trunc);
+  out << *text;
+  out.close();
+  if (!out) return Fail("cannot write " + options.outs[0]);
+  return 0;
+}
+
+int Run(const BenchOptions& options, const std::string& command_line) {
+  std::vector<BenchCase> cases;
+  if (options.mode == BenchMode::kList) {
+    std::ifstream in(options.list_file, std::ios::binary);
+    if (!in) return Fail("--list " + options.list_file + ": cannot read the file", kExitUsage);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = ParseTestList(text.str(), options.list_file);
+    if (!parsed.ok()) return Fail(parsed.status().message(), kExitUsage);
+    cases = std::move(*parsed);
+  } else {
+    cases = CommandLineCases(options);
+  }
+
+  // A GPU first: without one there is nothing to measure, and that is a skip, not a failure.
+  auto driver = client::CudaDriver::Get();
+  if (!driver.ok()) {
+    std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", driver.status().message().c_str());
+    return kExitNoGpu;
+  }
+  // CUPTI before the context exists, as its activity API prefers.
+  Status cupti = options.timer == TimerChoice::kEvents
+                     ? Status(StatusCode::kUnavailable, "not asked for (--timer events)")
+                     : StartCupti();
+  if (options.timer == TimerChoice::kCupti && !cupti.ok()) return Fail("--timer cupti: " + cupti.message());
+  auto device = BenchDevice::Open(options.device);
+  if (!device.ok()) {
+    if (device.status().code() == StatusCode::kNoDriver) {
+      std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", device.status().message().c_str());
+      return kExitNoGpu;
+    }
+    return Fail(device.status().message());
+  }
+  BenchDevice& d = **device;
+
+  ClientOptions client = CurrentOptions();
+  if (!options.socket.empty()) client.socket = options.socket;
+  if (Status s = Configure(client); !s.ok()) return Fail(s.ToString());
+  if (Status s = Ping(std::chrono::seconds(10)); !s.ok()) return Fail("kilnd: " + s.ToString());
+
+  auto gate = StreamGate::Create(d);
+  if (!gate.ok()) return Fail(gate.status().ToString());
+  std::unique_ptr<Timer> events = MakeEventTimer(d, **gate);
+  std::unique_ptr<Timer> cupti_timer;
+  if (cupti.ok()) {
+    auto t = MakeCuptiTimer(d, **gate);
+    if (t.ok()) cupti_timer = std::move(*t);
+    else cupti = t.status();
+  }
+  if (!cupti.ok() && options.timer == TimerChoice::kAuto)
+    std::fprintf(stderr, "kiln-bench: timing with CUDA events: %s\n", cupti.message().c_str());
+
+  auto copy = MeasureCopyBandwidth(d, cupti_timer ? *cupti_timer : *events);
+  if (!copy.ok() && cupti_timer) copy = MeasureCopyBandwidth(d, *events);
+  if (!copy.ok()) return Fail("device-to-device copy baseline: " + copy.status().ToString());
+
+  if (!options.quiet) {
+    std::printf("# %s (%s, %d SMs, L2 %zu MB), driver for CUDA %s; kilnd %s\n", d.info().name.c_str(),
+                d.arch().c_str(), d.info().multiprocessors, d.l2_bytes() >> 20,
+                client::CudaVersionString(d.driver().version()).c_str(), DaemonTarget().c_str());
+    std::printf("# timer: %s; L2: %s; device-to-device copy: %.0f GB/s (%zu MiB, %.1f us)\n",
+                cupti_timer ? "cupti_activity" : "cuda_events", L2ModeName(options.l2), copy->gbps,
+                copy->bytes >> 20, copy->median_us);
+    std::printf("%s\n", TableHeader().c_str());
+  }
+
+  CaseRunner runner(options, d, cupti_timer.get(), *events, *copy);
+  std::vector<ResultRow> rows;
+  int failed = 0, skipped = 0;
+  for (const auto& c : cases) {
+    for (auto& row : runner.Run(c)) {
+      if (!options.quiet) std::printf("%s\n", RowToTableLine(row).c_str());
+      std::fflush(stdout);
+      if (row.status == "skipped") ++skipped;
+      else if (row.status != "ok") ++failed;
+      rows.push_back(std::move(row));
+    }
+  }
+
+  nlohmann::json meta = {
+      {"tool", "kiln-bench"},
+      {"kiln_version", Version()},
+      {"date", UtcNow()},
+      {"command", command_line},
+      {"gpu", d.info().name},
+      {"arch", d.arch()},
+      {"multiprocessors", d.info().multiprocessors},
+      {"l2_bytes", d.l2_bytes()},
+      {"memory_bytes", d.info().total_memory},
+      {"driver_cuda_version", client::CudaVersionString(d.driver().version())},
+      {"daemon", DaemonTarget()},
+      {"timer", {{"requested", TimerChoiceName(options.timer)},
+                 {"cupti", cupti.ok() ? std::string("used") : cupti.message()}}},
+      {"l2", L2ModeName(options.l2)},
+      {"iters", options.iters},
+      {"warmup", options.warmup},
+      {"max_seconds", options.max_seconds},
+      {"seed", options.seed},
+      {"copy_baseline", {{"bytes", copy->bytes}, {"median_us", copy->median_us}, {"gbps", copy->gbps},
+                         {"mechanism", copy->mechanism}, {"what", copy->what + "; GB/s counts read + write"}}},
+  };
+  if (options.mode == BenchMode::kList) meta["list"] = options.list_file;
+  for (const auto& out : options.outs)
+    if (Status s = WriteRows(out, meta, rows); !s.ok()) return Fail(s.message());
+
+  std::printf("# %zu rows: %zu ok, %d failed, %d skipped\n", rows.size(), rows.size() - failed - skipped, failed,
+              skipped);
+  return failed > 0 ? kExitFailed : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string command_line = "kiln-bench";
+  for (const auto& a : args) command_line += " " + a;
+  auto options = ParseBenchOptions(args);
+  if (!options.ok()) return Fail(options.status().message() + "\n(kiln-bench --help shows the usage)", kExitUsage);
+  switch (options->mode) {
+    case BenchMode::kHelp:
+      std::fputs(BenchUsage().c_str(), stdout);
+      return 0;
+    case BenchMode::kListRoutines:
+      return ListRoutines();
+    case BenchMode::kGenerateList:
+      return GenerateList(*options);
+    case BenchMode::kRun:
+    case BenchMode::kList:
+      return Run(*options, command_line);
+  }
+  return kExitUsage;
+}

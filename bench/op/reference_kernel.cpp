@@ -1,0 +1,49 @@
+#include "bench/op/reference_kernel.h"
+
+namespace kiln::bench {
+
+const char* CudaTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float";
+    case DType::kFloat16: return "__half";
+    case DType::kBFloat16: return "__nv_bfloat16";
+    case DType::kInt8: return "signed char";
+    case DType::kUInt8: return "unsigned char";
+    case DType::kInt32: return "int";
+    case DType::kInt64: return "long long";
+  }
+  return "void";
+}
+
+const std::string& ReferencePrelude() {
+  static const std::string kPrelude = R"(// kiln-bench reference prelude
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+typedef KILN_REF_T T;
+
+__device__ __forceinline__ float ToF(float x) { return x; }
+__device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename U> __device__ __forceinline__ U FromF(float x);
+template <> __device__ __forceinline__ float FromF<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half FromF<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+)";
+  return kPrelude;
+}
+
+StatusOr<Kernel> LoadReferenceKernel(const std::string& name, const std::string& source, const std::string& entry,
+                                     DType dtype) {
+  SourceRequest request;
+  request.name = name + "_" + DTypeName(dtype);
+  request.code = ReferencePrelude() + source;
+  request.entries = {entry};
+  request.options = {std::string("-DKILN_REF_T=") + CudaTypeName(dtype)};
+  auto module = LoadSource(request);
+  if (!module.ok()) return module.status().WithContext("reference kernel " + request.name);
+  return module->kernel(entry);
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,53 @@
+#include "bench/op/routine.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace kiln::bench {
+
+size_t TensorSpec::numel() const {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+RoutineRegistry& RoutineRegistry::Global() {
+  static RoutineRegistry* registry = new RoutineRegistry();
+  return *registry;
+}
+
+bool RoutineRegistry::Add(std::unique_ptr<Routine> routine) {
+  const std::string name(routine->name());
+  if (!routines_.emplace(name, std::move(routine)).second) {
+    std::fprintf(stderr, "kiln-bench: two routines are named '%s'\n", name.c_str());
+    std::abort();
+  }
+  return true;
+}
+
+const Routine* RoutineRegistry::Find(std::string_view name) const {
+  auto it = routines_.find(name);
+  return it == routines_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const Routine*> RoutineRegistry::All() const {
+  std::vector<const Routine*> out;
+  for (const auto& [name, routine] : routines_) out.push_back(routine.get());
+  return out;
+}
+
+StatusOr<DType> ParseDType(std::string_view name) {
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32,
+                  DType::kInt64})
+    if (name == DTypeName(d)) return d;
+  return Status(StatusCode::kInvalidArgument,
+                "dtype '" + std::string(name) + "' is not a dtype (fp32, fp16, bf16, int8, uint8, int32, int64)");
+}
+
+bool HasBackend(const Routine& routine, std::string_view backend) {
+  for (const auto& b : routine.backends())
+    if (b.name == backend) return true;
+  return false;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,69 @@
+// The tensor arguments of the decode family (kiln/ops/decode.h), checked and seen as what the
+// kernels take: a paged KV cache, a tensor of heads [rows, heads, head_dim], an int32 vector.
+// Pure (no driver call): every check runs, and is tested, without a GPU. Each failure is
+// INVALID_ARGUMENT "<argument>: <expected>, found <found>"; callers add the API's name.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::client {
+
+// Where a tensor's elements lie: [begin, end) bytes; empty when it has no element.
+struct ByteExtent {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+};
+ByteExtent ExtentOf(const TensorView& t);
+
+// k_cache / v_cache: [num_pages, page_size, num_kv_heads, head_dim], fp16 or bf16, dense
+// inside a page, page stride a multiple of 8 elements and >= the page's size, data 16-byte
+// aligned (the kernels copy 16-byte chunks), at least one page.
+struct PagedCacheView {
+  const char* name = "";
+  const TensorView* tensor = nullptr;
+  char* data = nullptr;
+  int64_t num_pages = 0;
+  int64_t page_size = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t page_stride = 0;  // elements
+};
+StatusOr<PagedCacheView> ViewPagedCache(const TensorView& t, const char* name);
+
+// v_cache like k_cache: same dtype, shape and device (page strides may differ).
+Status CheckCachePair(const PagedCacheView& k, const PagedCacheView& v);
+
+// q, out, k, v: [rows, heads, head_dim] with head_dim contiguous; rows and heads strides free
+// (non-negative). A CUDA tensor, a non-NULL pointer aligned to its element when non-empty.
+struct HeadsView {
+  const char* name = "";
+  const TensorView* tensor = nullptr;
+  char* data = nullptr;
+  int64_t rows = 0;
+  int64_t heads = 0;
+  int64_t head_dim = 0;
+  int64_t row_stride = 0;   // elements
+  int64_t head_stride = 0;  // elements
+};
+StatusOr<HeadsView> ViewHeads(const TensorView& t, const char* name);
+
+// An int32 vector on a CUDA device, contiguous, NULL only when empty.
+struct Int32Vector {
+  const int32_t* data = nullptr;
+  int64_t size = 0;
+};
+StatusOr<Int32Vector> ViewInt32Vector(const TensorView& t, const char* name);
+
+// OK when the extents share no byte; INVALID_ARGUMENT naming both otherwise.
+Status CheckDisjoint(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name);
+
+// OK when every tensor is on `device`; INVALID_ARGUMENT naming the first that is not.
+Status CheckSameDevice(const Device& device, const char* device_owner,
+                       std::initializer_list<std::pair<const TensorView*, const char*>> tensors);
+
+}  // namespace kiln::client

@@ -1,0 +1,376 @@
+// The sampling ops over probs [rows, vocab] fp32 (row-major, rows `row_stride` floats apart),
+// one block of kThreads per row, one token index per row out:
+//
+//   top_k         sample from the tokens whose value is at least the k-th largest value
+//   top_p         ... whose value v has (mass of the tokens > v) < p * (row mass)
+//   top_k_top_p   top-k, then top-p over what is left: (mass > v) < p * (mass of the top-k set)
+//   min_p         ... whose value is >= fp32(min_p * max value)
+//   argmax        the largest value; ties (and NaN, as torch) to the lowest index
+//
+// "Sample" is the exponential race of kiln/sampling/race.cuh over the allowed tokens, so rows
+// need not be normalized (any non-negative values; a zero is never drawn; negatives and NaN
+// read as 0). Ties at a threshold are all in: top_k may keep more than k tokens. The allowed
+// set is exact: the thresholds come from kiln/sampling/value_select.cuh, on bits, with exact
+// integer masses. A row with no positive value gives token 0.
+//
+// Per-row parameters come from k_values[row] / p_values[row] when those are not null, else
+// from the scalars. k <= 0 or k >= vocab: no top-k. p >= 1: no top-p; p <= 0 or NaN keeps
+// only the largest value's tokens. min_p is clamped to [0, 1] (NaN: 0).
+//
+// Passes over the row (each a read of 4 * vocab bytes; they alternate direction for L2 reuse):
+//   argmax 1; min_p 2 (max, race); top_k/top_p with no limit in effect 1 (race);
+//   top_k, top_p, top_k_top_p: 2 when the tokens of the threshold's level-0 bin (an 11-bit
+//   value prefix: one exponent and 3 significand bits, values within 12.5%) fit the gather
+//   list, else up to 4 (top_k_top_p up to 8).
+// Philox runs only for tokens that take part in the race.
+#pragma once
+
+#include "kiln/sampling/race.cuh"
+#include "kiln/sampling/row_pass.cuh"
+#include "kiln/sampling/value_select.cuh"
+
+namespace kiln {
+namespace sampling {
+
+enum class SamplingOp { kTopK, kTopP, kTopKTopP, kMinP, kArgmax };
+
+template <typename Out_, int kVec_, int kThreads_>
+struct SamplingShape {
+  using Out = Out_;  // int or long long
+  static constexpr int kVec = kVec_;
+  static constexpr int kThreads = kThreads_;
+  static_assert(sizeof(Out) == 4 || sizeof(Out) == 8, "samples are int32 or int64");
+  static_assert(kVec == 1 || kVec == 2 || kVec == 4, "vec is 1, 2 or 4 floats (at most 16 bytes)");
+  static_assert(kThreads == 1024, "the value histograms take two bins per thread of 1024");
+};
+
+// Tokens of the region around a threshold kept in shared memory, so the finer levels and the
+// race among them need no further pass over the row.
+constexpr int kListCapacity = 4096;
+
+// Dynamic shared memory of top_k / top_p / top_k_top_p (64 KiB: the launch hint).
+struct SelectSmem {
+  unsigned long long hist0[kHistBins];  // level 0 of the row, kept for top_k_top_p's 2nd selection
+  unsigned long long hist1[kHistBins];  // levels 1 and 2
+  unsigned int list_bits[kListCapacity];
+  int list_token[kListCapacity];
+};
+
+template <int kThreads>
+struct BlockScratch {
+  SelectScratch<kThreads> select;
+  unsigned long long warp_best[kThreads / 32];
+  unsigned int list_count;
+  unsigned int list_lo, list_hi;  // the list holds every token with bits in [lo, hi]
+  bool list_raced_above;          // and the allowed tokens above hi have been raced
+};
+
+// The largest value over the block, in every thread.
+template <int kThreads>
+__device__ __forceinline__ unsigned long long BlockMax(unsigned long long v, unsigned long long* warp_best) {
+  __syncthreads();  // earlier readers of warp_best are done
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = other > v ? other : v;
+  }
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = 0;
+#pragma unroll 8
+  for (int w = 0; w < kThreads / 32; ++w) v = warp_best[w] > v ? warp_best[w] : v;
+  return v;
+}
+
+// Where a selection stands: the next histogram is of region (level, prefix), over the tokens
+// at or above `floor`; `above` counts the visible tokens above the region.
+struct SelectState {
+  int level;
+  unsigned int prefix;
+  Stats above;
+  unsigned int floor;
+};
+
+// The end of a selection: the threshold's bits, the visible tokens above it and those at it.
+struct Threshold {
+  unsigned int bits;
+  Stats above;
+  Stats at;
+};
+
+// One row's selection and race. Every thread of the block runs every method (they contain
+// barriers); all decisions are on values every thread holds alike.
+template <class Shape>
+class RowSampler {
+ public:
+  static constexpr int kThreads = Shape::kThreads;
+
+  __device__ RowSampler(const float* row, int vocab, RaceSeed seed, SelectSmem* smem, BlockScratch<kThreads>& s)
+      : row_(row), vocab_(vocab), seed_(seed), smem_(smem), s_(s) {
+    if (threadIdx.x == 0) {
+      s_.list_count = 0;
+      s_.list_lo = 1;  // empty
+      s_.list_hi = 0;
+      s_.list_raced_above = false;
+    }
+    __syncthreads();
+  }
+
+  // The histogram of region (level, prefix) over tokens >= floor, from a pass over the row.
+  __device__ void PassHistogram(unsigned long long* hist, int level, unsigned int prefix, unsigned int floor) {
+    ClearHistogram(hist);
+    HistogramRun run;
+    ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int, const unsigned int(&u)[4], int n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (j < n && u[j] >= floor && InRegion(u[j], level, prefix)) run.Add(hist, Digit(u[j], level), HistEntry(u[j]));
+      }
+    });
+    run.Flush(hist);
+    reverse_ = !reverse_;
+    __syncthreads();
+  }
+
+  // A pass that puts every token with bits in [lo, hi] on the list (the caller knows they
+  // fit) and, with race_above, races the tokens above hi (the caller knows they are allowed).
+  __device__ void PassGather(unsigned int lo, unsigned int hi, bool race_above) {
+    __syncthreads();  // earlier readers of the list are done
+    if (threadIdx.x == 0) {
+      s_.list_count = 0;
+      s_.list_lo = lo;
+      s_.list_hi = hi;
+      s_.list_raced_above = race_above;
+    }
+    __syncthreads();
+    unsigned long long best = best_;  // in a register through the loop
+    unsigned int* list_bits = smem_->list_bits;
+    int* list_token = smem_->list_token;
+    ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int g, const unsigned int(&u)[4], int n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (j < n && u[j] >= lo && u[j] <= hi) {
+          const unsigned int slot = atomicAdd(&s_.list_count, 1u);
+          list_bits[slot] = u[j];
+          list_token[slot] = g * kGroupTokens + j;
+        }
+      }
+      if (race_above) RaceGroup(seed_, g, u, n, hi + 1u, best);
+    });
+    best_ = best;
+    reverse_ = !reverse_;
+    __syncthreads();
+  }
+
+  // A pass that races every token >= lo.
+  __device__ void PassRace(unsigned int lo) {
+    unsigned long long best = best_;
+    const RaceSeed seed = seed_;
+    ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int g, const unsigned int(&u)[4], int n) {
+      RaceGroup(seed, g, u, n, lo, best);
+    });
+    best_ = best;
+    reverse_ = !reverse_;
+  }
+
+  // The largest sanitized value of the row (one pass).
+  __device__ unsigned int PassMaxBits() {
+    unsigned int m = 0;
+    ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int, const unsigned int(&u)[4], int n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) m = j < n && u[j] > m ? u[j] : m;
+    });
+    reverse_ = !reverse_;
+    return static_cast<unsigned int>(BlockMax<kThreads>(m, s_.warp_best));
+  }
+
+  // The index of the largest raw value, ties and NaN as torch.argmax (one pass).
+  __device__ int PassArgmax() {
+    unsigned long long best = 0;
+    ForEachGroup<kThreads, Shape::kVec, false>(row_, vocab_, false, [&](int g, const unsigned int(&u)[4], int n) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (j >= n) continue;
+        const bool nan = (u[j] & 0x7fffffffu) > 0x7f800000u;
+        const unsigned int key = nan ? 0xffffffffu : OrderedBits(__uint_as_float(u[j]));
+        const unsigned long long entry =
+            (static_cast<unsigned long long>(key) << 32) | static_cast<unsigned int>(~(g * kGroupTokens + j));
+        best = entry > best ? entry : best;
+      }
+    });
+    return RaceWinner(BlockMax<kThreads>(best, s_.warp_best));
+  }
+
+  // The level-0 histogram of the whole row into hist0, and its scan.
+  __device__ BinScan Level0() {
+    PassHistogram(smem_->hist0, 0, 0, 0);
+    return ScanBins<kThreads>(HistView{smem_->hist0, 0, 0}, {0, 0.0}, s_.select);
+  }
+
+  __device__ BinChoice Find(const BinScan& scan, const Criterion& c) { return FindBin<kThreads>(scan, c, s_.select); }
+
+  __device__ SelectScratch<kThreads>& scratch() { return s_.select; }
+
+  // Moves `st` into the chosen bin's region, one level down. When the list does not hold
+  // that region and its visible tokens fit, a pass gathers them (racing above with race_above).
+  __device__ void Advance(SelectState& st, const BinChoice& choice, bool race_above) {
+    st.above = choice.above;
+    st.prefix = (st.prefix << LevelBits(st.level)) | static_cast<unsigned int>(choice.bin);
+    st.level += 1;
+    if (!ListCovers(st) && choice.own.count <= kListCapacity) {
+      const unsigned int lo = RegionLo(st.level, st.prefix);
+      PassGather(lo > st.floor ? lo : st.floor, RegionHi(st.level, st.prefix), race_above);
+    }
+  }
+
+  // Finishes a selection from `st` (level 1 or 2): the exact threshold.
+  __device__ Threshold Refine(SelectState st, const Criterion& c, bool race_above) {
+    for (;;) {
+      unsigned long long* hist = smem_->hist1;
+      if (ListCovers(st)) {
+        HistogramFromList(hist, st.level, st.prefix, st.floor);
+      } else {
+        PassHistogram(hist, st.level, st.prefix, st.floor);
+      }
+      const BinScan scan = ScanBins<kThreads>(HistView{hist, st.level, st.prefix}, st.above, s_.select);
+      const BinChoice choice = Find(scan, c);
+      if (st.level == 2) return {RegionLo(2, st.prefix) | static_cast<unsigned int>(choice.bin), choice.above, choice.own};
+      Advance(st, choice, race_above);
+    }
+  }
+
+  // Races the tokens >= t not raced yet and returns the winner (0 when none is positive).
+  __device__ int FinishRace(unsigned int t) {
+    if (s_.list_raced_above && s_.list_lo <= t && t <= s_.list_hi) {
+      const int count = static_cast<int>(s_.list_count);
+      for (int i = threadIdx.x; i < count; i += kThreads) {
+        const unsigned int u = smem_->list_bits[i];
+        if (u >= t && u != 0u) {
+          const unsigned long long entry = RaceOne(seed_, u, smem_->list_token[i]);
+          best_ = entry > best_ ? entry : best_;
+        }
+      }
+    } else {
+      PassRace(t);
+    }
+    const unsigned long long best = BlockMax<kThreads>(best_, s_.warp_best);
+    return best != 0 ? RaceWinner(best) : 0;
+  }
+
+  __device__ bool ListCovers(const SelectState& st) const {
+    const unsigned int lo = RegionLo(st.level, st.prefix);
+    return s_.list_lo <= (lo > st.floor ? lo : st.floor) && RegionHi(st.level, st.prefix) <= s_.list_hi;
+  }
+
+ private:
+  __device__ void ClearHistogram(unsigned long long* hist) {
+    __syncthreads();  // earlier readers of hist are done
+    for (int i = threadIdx.x; i < kHistBins; i += kThreads) hist[i] = 0;
+    __syncthreads();
+  }
+
+  __device__ void HistogramFromList(unsigned long long* hist, int level, unsigned int prefix, unsigned int floor) {
+    ClearHistogram(hist);
+    const int count = static_cast<int>(s_.list_count);
+    for (int i = threadIdx.x; i < count; i += kThreads) {
+      const unsigned int u = smem_->list_bits[i];
+      if (u >= floor && InRegion(u, level, prefix)) atomicAdd(hist + Digit(u, level), HistEntry(u));
+    }
+    __syncthreads();
+  }
+
+  const float* row_;
+  int vocab_;
+  RaceSeed seed_;
+  SelectSmem* smem_;
+  BlockScratch<kThreads>& s_;
+  bool reverse_ = false;
+  unsigned long long best_ = 0;  // this thread's race so far
+};
+
+// top_k, top_p (one criterion): level 0 from a pass, then down to the exact threshold.
+template <class Shape>
+__device__ __forceinline__ unsigned int SelectOne(RowSampler<Shape>& r, const Criterion& given, bool top_p, double p) {
+  const BinScan scan = r.Level0();
+  Criterion c = given;
+  if (top_p) c.bound = p * scan.total.mass;
+  SelectState st = {0, 0u, {0, 0.0}, 0u};
+  r.Advance(st, r.Find(scan, c), true);
+  return r.Refine(st, c, true).bits;
+}
+
+// top_k_top_p: the k-th value t_k exactly, the mass M_k of the tokens >= t_k, then the top-p
+// threshold over those with bound p * M_k. Tokens in level-0 bins above g_hi are allowed
+// whatever t_k is (their mass above is below p times a lower bound of M_k), so when the bins
+// from t_k's up to g_hi fit the list, one gather pass serves both selections.
+template <class Shape>
+__device__ __forceinline__ unsigned int SelectTopKTopP(RowSampler<Shape>& r, SelectSmem* smem, long long k, double p) {
+  const BinScan scan = r.Level0();
+  const BinChoice at_k = r.Find(scan, {k, kNoBound});
+  const BinChoice at_p_low = r.Find(scan, {0, p * at_k.above.mass});
+  const int g_hi = at_p_low.bin > at_k.bin ? at_p_low.bin : at_k.bin;
+  const Stats& above_g_hi = g_hi == at_k.bin ? at_k.above : at_p_low.above;
+  const unsigned int span = at_k.above.count + at_k.own.count - above_g_hi.count;
+  if (span <= kListCapacity) {
+    r.PassGather(static_cast<unsigned int>(at_k.bin) << 20, (static_cast<unsigned int>(g_hi + 1) << 20) - 1u, true);
+  }
+
+  SelectState st1 = {0, 0u, {0, 0.0}, 0u};
+  r.Advance(st1, at_k, false);  // its gather (fallback) must not race: the top-p cut is unknown
+  const Threshold t_k = r.Refine(st1, {k, kNoBound}, false);
+  const double mass_k = t_k.above.mass + t_k.at.mass;
+
+  // Level 0 again from hist0: nothing below t_k's bin, and that bin only its tokens >= t_k.
+  HistView view{smem->hist0, 0, 0u};
+  view.floor_bin = at_k.bin;
+  view.override_bin = at_k.bin;
+  view.override_stats = {t_k.above.count - at_k.above.count + t_k.at.count,
+                         (t_k.above.mass - at_k.above.mass) + t_k.at.mass};
+  const BinScan scan2 = ScanBins<Shape::kThreads>(view, {0, 0.0}, r.scratch());
+  const Criterion c2 = {0, p * mass_k};
+  SelectState st2 = {0, 0u, {0, 0.0}, t_k.bits};
+  r.Advance(st2, r.Find(scan2, c2), true);
+  return r.Refine(st2, c2, true).bits;
+}
+
+// One row: the op's allowed set, the race, samples[row].
+template <class Shape, SamplingOp kOp>
+__device__ __forceinline__ void SampleRow(void* samples, const float* probs, long long vocab, long long row_stride,
+                                          const int* k_values, long long k_scalar, const float* p_values,
+                                          double p_scalar, unsigned long long seed, unsigned long long offset,
+                                          SelectSmem* smem, BlockScratch<Shape::kThreads>& scratch) {
+  const long long row = blockIdx.x;
+  const int v = static_cast<int>(vocab);
+  const RaceSeed race_seed = {static_cast<unsigned int>(seed), static_cast<unsigned int>(seed >> 32),
+                              static_cast<unsigned int>(row), static_cast<unsigned int>(offset),
+                              static_cast<unsigned int>(offset >> 32)};
+  RowSampler<Shape> r(probs + row * row_stride, v, race_seed, smem, scratch);
+  int token = 0;
+  if constexpr (kOp == SamplingOp::kArgmax) {
+    token = r.PassArgmax();
+  } else if constexpr (kOp == SamplingOp::kMinP) {
+    float min_p = p_values != nullptr ? p_values[row] : static_cast<float>(p_scalar);
+    min_p = fminf(fmaxf(min_p, 0.0f), 1.0f);  // NaN: 0
+    const float threshold = min_p * __uint_as_float(r.PassMaxBits());
+    token = r.FinishRace(__float_as_uint(threshold));
+  } else {
+    constexpr bool kUsesK = kOp == SamplingOp::kTopK || kOp == SamplingOp::kTopKTopP;
+    constexpr bool kUsesP = kOp == SamplingOp::kTopP || kOp == SamplingOp::kTopKTopP;
+    const long long k = kUsesK ? (k_values != nullptr ? k_values[row] : k_scalar) : 0;
+    const double p = kUsesP ? (p_values != nullptr ? static_cast<double>(p_values[row]) : p_scalar) : 1.0;
+    const bool k_on = kUsesK && k > 0 && k < vocab;
+    const bool p_on = kUsesP && !(p >= 1.0);
+    unsigned int threshold = 0;  // no limit: every positive token races
+    if (k_on && p_on) {
+      threshold = SelectTopKTopP(r, smem, k, p);
+    } else if (k_on) {
+      threshold = SelectOne(r, {k, kNoBound}, false, 1.0);
+    } else if (p_on) {
+      threshold = SelectOne(r, {0, kNoBound}, true, p);
+    }
+    token = r.FinishRace(threshold);
+  }
+  if (threadIdx.x == 0) static_cast<typename Shape::Out*>(samples)[row] = static_cast<typename Shape::Out>(token);
+}
+
+}  // namespace sampling
+}  // namespace kiln

@@ -1,0 +1,40 @@
+// The compilation unit of the sampling family (ops top_k_sampling, top_p_sampling,
+// top_k_top_p_sampling, min_p_sampling, argmax). kiln_config.cuh, rendered per specialization
+// by kernels/ops/sampling/sampling_generator.cpp, chooses the op, the samples' dtype and the
+// vector width. Contract: kiln/sampling/sampling.cuh, docs/kernels-sampling.md.
+#include "kiln/sampling/sampling.cuh"
+
+// The declaration below ends the precompiled-header prefix (the leading block of
+// directives), so every specialization shares one PCH of the headers above, and the
+// per-specialization kiln_config.cuh stays out of it: NVRTC 13.0 does not compare in-memory
+// header contents before it reuses a PCH (see server/jit/pch_key.h).
+namespace kiln_sampling_unit {}
+
+#include "kiln_config.cuh"
+
+#if !defined(KILN_SAMPLING_OP) || !defined(KILN_SAMPLING_ENTRY) || !defined(KILN_SAMPLING_OUT) || \
+    !defined(KILN_SAMPLING_VEC) || !defined(KILN_SAMPLING_THREADS) || !defined(KILN_SAMPLING_USES_LIST)
+#error "kiln_config.cuh must define every KILN_SAMPLING_* parameter (see sampling_generator.cpp)"
+#endif
+
+using Shape = kiln::sampling::SamplingShape<KILN_SAMPLING_OUT, KILN_SAMPLING_VEC, KILN_SAMPLING_THREADS>;
+
+// Launch: grid.x = rows (one block per row), block.x = KILN_SAMPLING_THREADS, dynamic shared
+// memory sizeof(SelectSmem) = 64 KiB when KILN_SAMPLING_USES_LIST, else none (the "block" and
+// "dynamic_smem" launch hints). samples [rows] of KILN_SAMPLING_OUT; probs [rows, vocab] fp32,
+// rows row_stride floats apart; k_values [rows] int32 or null (then k_scalar); p_values [rows]
+// fp32 or null (then p_scalar: top_p or min_p); Philox key seed, counter offset.
+extern "C" __global__ void __launch_bounds__(KILN_SAMPLING_THREADS, 1)
+    KILN_SAMPLING_ENTRY(void* samples, const float* probs, long long vocab, long long row_stride,
+                        const int* k_values, long long k_scalar, const float* p_values, double p_scalar,
+                        unsigned long long seed, unsigned long long offset) {
+  __shared__ kiln::sampling::BlockScratch<KILN_SAMPLING_THREADS> scratch;
+#if KILN_SAMPLING_USES_LIST
+  extern __shared__ __align__(16) unsigned char kiln_sampling_dynamic_smem[];
+  auto* smem = reinterpret_cast<kiln::sampling::SelectSmem*>(kiln_sampling_dynamic_smem);
+#else
+  kiln::sampling::SelectSmem* smem = nullptr;
+#endif
+  kiln::sampling::SampleRow<Shape, kiln::sampling::SamplingOp::KILN_SAMPLING_OP>(
+      samples, probs, vocab, row_stride, k_values, k_scalar, p_values, p_scalar, seed, offset, smem, scratch);
+}

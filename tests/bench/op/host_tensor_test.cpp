@@ -1,0 +1,76 @@
+#include "bench/op/host_tensor.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+namespace kiln::bench {
+namespace {
+
+TEST_CASE("host dtype conversions round to nearest even", "[bench]") {
+  CHECK(Bf16ToFloat(FloatToBf16(1.0f)) == 1.0f);
+  CHECK(FloatToBf16(1.0f + 1.0f / 256) == FloatToBf16(1.0f));  // a tie rounds to even
+  CHECK(Bf16ToFloat(FloatToBf16(1.0f + 3.0f / 256)) == 1.0f + 4.0f / 256);
+  CHECK(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
+  CHECK(HalfToFloat(FloatToHalf(1.0f)) == 1.0f);
+  CHECK(HalfToFloat(FloatToHalf(65504.0f)) == 65504.0f);
+  CHECK(std::isinf(HalfToFloat(FloatToHalf(70000.0f))));
+  CHECK(HalfToFloat(FloatToHalf(5.960464477539063e-08f)) == 5.960464477539063e-08f);  // the smallest subnormal
+  CHECK(HalfToFloat(0xFFFF) != HalfToFloat(0xFFFF));  // the poison pattern is NaN
+  CHECK(std::isnan(Bf16ToFloat(0xFFFF)));
+}
+
+TEST_CASE("random host tensors: in range, rounded to the dtype, never zero", "[bench]") {
+  std::mt19937_64 rng(1);
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    const HostTensor t = RandomHostTensor(d, 10000, rng);
+    REQUIRE(t.size() == 10000);
+    for (size_t i = 0; i < t.size(); ++i) {
+      const double v = t.Get(i);
+      CHECK(v != 0);
+      CHECK(v >= -2);
+      CHECK(v <= 2);
+    }
+  }
+  const HostTensor ints = RandomHostTensor(DType::kInt32, 1000, rng, 0, 10);
+  for (size_t i = 0; i < ints.size(); ++i) {
+    CHECK(ints.Get(i) >= 0);
+    CHECK(ints.Get(i) < 10);
+  }
+}
+
+TEST_CASE("comparisons: tolerance per dtype, NaN always fails, the first mismatch named", "[bench]") {
+  HostTensor got = HostTensor::Zeros(DType::kBFloat16, 4);
+  for (size_t i = 0; i < 4; ++i) got.Set(i, 1.0);
+  const Tolerance t = CrossTolerance(DType::kBFloat16);
+  CHECK(t.abs == Approx(3.2e-2));
+  Comparison ok = Compare(got, std::vector<double>{1.0, 1.01, 0.99, 1.02}, t);
+  CHECK(ok.ok);
+  CHECK(ok.max_abs_err == Approx(0.02));
+  CHECK(ok.worst_fraction < 1);
+
+  Comparison bad = Compare(got, std::vector<double>{1.0, 1.0, 2.0, 1.0}, t);
+  CHECK(!bad.ok);
+  CHECK(bad.mismatches == 1);
+  CHECK(bad.first_mismatch == "[2] got 1, want 2");
+
+  got.bytes[0] = 0xFF;  // NaN (poison) in element 0
+  got.bytes[1] = 0xFF;
+  Comparison nan = Compare(got, std::vector<double>{1.0, 1.0, 1.0, 1.0}, t);
+  CHECK(!nan.ok);
+  CHECK(nan.first_mismatch.rfind("[0] got ", 0) == 0);
+  CHECK(nan.first_mismatch.find("nan") != std::string::npos);
+
+  HostTensor want = HostTensor::Zeros(DType::kBFloat16, 3);
+  CHECK(!Compare(got, want, t).ok);  // sizes differ
+
+  HostTensor a = HostTensor::Zeros(DType::kInt32, 2), b = HostTensor::Zeros(DType::kInt32, 2);
+  a.Set(0, 5);
+  b.Set(0, 5);
+  CHECK(Compare(a, b, Float64Tolerance(DType::kInt32)).ok);  // integers: exact
+  b.Set(1, 1);
+  CHECK(!Compare(a, b, Float64Tolerance(DType::kInt32)).ok);
+}
+
+}  // namespace
+}  // namespace kiln::bench
