@@ -11,6 +11,7 @@
 #include "client/loader/kernel_launch.h"
 #include "client/loader/launch_hint.h"
 #include "client/loader/module_cache.h"
+#include "client/ops/op_dispatch.h"
 #include "client/ops/op_launch_cache.h"
 #include "client/rpc/client_counters.h"
 #include "client/rpc/kernel_request.h"
@@ -21,59 +22,6 @@ namespace {
 constexpr const char* kDecodeEntry = "kiln_batch_decode";
 constexpr const char* kMergeEntry = "kiln_batch_decode_merge";
 constexpr const char* kAppendEntry = "kiln_append_paged_kv";
-
-// The current context, which must be on the call's device.
-StatusOr<ContextInfo> ContextFor(const CudaDriver& driver, int device, const char* api) {
-  auto ctx = CurrentContext(driver, device);
-  if (!ctx.ok()) return ctx.status().WithContext(api);
-  if (ctx->device != device)
-    return Status(StatusCode::kInvalidArgument,
-                  std::string(api) + ": the tensors are on cuda:" + std::to_string(device) +
-                      ", but the current CUDA context is on cuda:" + std::to_string(ctx->device) +
-                      "; make a context of cuda:" + std::to_string(device) + " current first (e.g. cudaSetDevice(" +
-                      std::to_string(device) + "))");
-  return ctx;
-}
-
-// Fetches (or finds) the module of `op` for this device, checked to run here.
-StatusOr<std::shared_ptr<const detail::LoadedLibrary>> FetchModule(const CudaDriver& driver, const OpRequest& op,
-                                                                   const std::vector<std::string>& entries,
-                                                                   const ContextInfo& ctx) {
-  auto request = MakeKernelRequest(op, ArchForComputeCapability(ctx.cc_major, ctx.cc_minor));
-  auto library = ModuleCache::Global().GetOrLoad(driver, request, entries, ModuleCache::RequestIdentity(request));
-  if (!library.ok()) return library.status();
-  const ModuleInfo& info = (*library)->info;
-  if (!CubinRunsOn(info.arch, ctx.cc_major, ctx.cc_minor))
-    return Status(StatusCode::kFailedPrecondition,
-                  "the daemon built " + info.uri + " for " + info.arch + ", which cannot run on cuda:" +
-                      std::to_string(ctx.device) + " (" + ArchForComputeCapability(ctx.cc_major, ctx.cc_minor) + ")");
-  return library;
-}
-
-// One entry of a loaded module as an OpLaunch: its function in this context (opted in to
-// `smem` bytes of dynamic shared memory) and a block the function can run.
-StatusOr<OpLaunch> EntryLaunch(const CudaDriver& driver, const std::shared_ptr<const detail::LoadedLibrary>& library,
-                               const char* entry, const ContextInfo& ctx, int64_t block, int64_t smem) {
-  const ModuleInfo& info = library->info;
-  int index = library->FindEntry(entry);
-  if (index < 0) return Status(StatusCode::kNotFound, info.uri + " has no kernel " + entry);
-  auto function = library->Function(static_cast<size_t>(index), ctx.context, static_cast<unsigned>(smem));
-  if (!function.ok()) return function.status();
-  int max_threads = 0;
-  KILN_RETURN_IF_ERROR(driver.Check(
-      driver.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *function),
-      "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)"));
-  if (block > max_threads)
-    return Status(StatusCode::kFailedPrecondition, "the launch hint block=" + std::to_string(block) + " of " +
-                                                       info.uri + " (" + entry + ") exceeds what the kernel can run "
-                                                       "per block (" + std::to_string(max_threads) + " threads)");
-  OpLaunch launch;
-  launch.function = *function;
-  launch.block = static_cast<unsigned>(block);
-  launch.dynamic_smem = static_cast<unsigned>(smem);
-  launch.library = library;
-  return launch;
-}
 
 OpLaunchKey DecodeKey(CUcontext context, DecodeOp op, const ops::BatchDecodePlan::State& plan) {
   OpLaunchKey key;
@@ -94,7 +42,7 @@ Status ResolveBatchDecode(const CudaDriver& driver, const ops::BatchDecodePlan::
                {"group", std::to_string(plan.group)},
                {"page_size", std::to_string(plan.page_size)},
                {"soft_cap", plan.options.logits_soft_cap > 0 ? "1" : "0"}};
-  auto library = FetchModule(driver, op, {kDecodeEntry, kMergeEntry}, ctx);
+  auto library = FetchOpModule(driver, op, {kDecodeEntry, kMergeEntry}, ctx);
   if (!library.ok()) return library.status();
   const ModuleInfo& info = (*library)->info;
   auto block = LaunchHint(info, "block", 32, 1024);
@@ -123,13 +71,10 @@ StatusOr<OpLaunch> ResolveAppend(const CudaDriver& driver, const AppendPagedKvCa
   op.params = {{"dtype", DTypeName(call.dtype)},
                {"head_dim", std::to_string(call.head_dim)},
                {"vec", std::to_string(call.vec)}};
-  auto library = FetchModule(driver, op, {kAppendEntry}, ctx);
+  auto library = FetchOpModule(driver, op, {kAppendEntry}, ctx);
   if (!library.ok()) return library.status();
   const ModuleInfo& info = (*library)->info;
-  auto vec = info.params.find("vec");
-  if (vec != info.params.end() && vec->second != std::to_string(call.vec))
-    return Status(StatusCode::kFailedPrecondition, "the daemon built " + info.uri + " with vec=" + vec->second +
-                                                       " for a request of vec=" + std::to_string(call.vec));
+  KILN_RETURN_IF_ERROR(CheckModuleParam(info, "vec", std::to_string(call.vec)));
   auto block = LaunchHint(info, "block", 32, 1024);
   if (!block.ok()) return block.status();
   auto max_blocks = LaunchHint(info, "max_blocks", 1, INT_MAX);
@@ -147,7 +92,7 @@ Status RunBatchDecode(const BatchDecodeCall& call, void* stream) {
   const ops::BatchDecodePlan::State& plan = *call.plan;
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = ContextFor(**driver, call.device, api);
+  auto ctx = ContextForDevice(**driver, call.device, api);
   if (!ctx.ok()) return ctx.status();
 
   OpLaunchCache& cache = OpLaunchCache::Global();
@@ -186,7 +131,7 @@ Status RunAppendPagedKv(const AppendPagedKvCall& call, void* stream) {
   const char* api = call.api;
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = ContextFor(**driver, call.device, api);
+  auto ctx = ContextForDevice(**driver, call.device, api);
   if (!ctx.ok()) return ctx.status();
 
   OpLaunchKey key;

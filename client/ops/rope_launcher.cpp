@@ -10,6 +10,7 @@
 #include "client/loader/kernel_launch.h"
 #include "client/loader/launch_hint.h"
 #include "client/loader/module_cache.h"
+#include "client/ops/op_dispatch.h"
 #include "client/ops/op_launch_cache.h"
 #include "client/rpc/client_counters.h"
 #include "client/rpc/kernel_request.h"
@@ -26,19 +27,10 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const RopePlan& plan, const
                {"pos_dtype", DTypeName(plan.pos_dtype)},
                {"vec", std::to_string(plan.vec)}};
   const char* entry = RopeOpEntry(plan.op);
-  auto request = MakeKernelRequest(op, ArchForComputeCapability(ctx.cc_major, ctx.cc_minor));
-  auto library = ModuleCache::Global().GetOrLoad(driver, request, {entry}, ModuleCache::RequestIdentity(request));
+  auto library = FetchOpModule(driver, op, {entry}, ctx);
   if (!library.ok()) return library.status();
   const ModuleInfo& info = (*library)->info;
-
-  if (!CubinRunsOn(info.arch, ctx.cc_major, ctx.cc_minor))
-    return Status(StatusCode::kFailedPrecondition,
-                  "the daemon built " + info.uri + " for " + info.arch + ", which cannot run on cuda:" +
-                      std::to_string(ctx.device) + " (" + ArchForComputeCapability(ctx.cc_major, ctx.cc_minor) + ")");
-  auto vec = info.params.find("vec");
-  if (vec != info.params.end() && vec->second != std::to_string(plan.vec))
-    return Status(StatusCode::kFailedPrecondition, "the daemon built " + info.uri + " with vec=" + vec->second +
-                                                       " for a request of vec=" + std::to_string(plan.vec));
+  KILN_RETURN_IF_ERROR(CheckModuleParam(info, "vec", std::to_string(plan.vec)));
 
   auto block = LaunchHint(info, "block", 1, 1024);
   if (!block.ok()) return block.status();
@@ -55,25 +47,9 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const RopePlan& plan, const
                       " is not threads_per_token=" + std::to_string(*threads_per_token) +
                       " x tokens_per_block=" + std::to_string(*tokens_per_block));
 
-  int index = (*library)->FindEntry(entry);
-  if (index < 0) return Status(StatusCode::kNotFound, info.uri + " has no kernel " + entry);
-  auto function = (*library)->Function(static_cast<size_t>(index), ctx.context, static_cast<unsigned>(*smem));
-  if (!function.ok()) return function.status();
-  int max_threads = 0;
-  KILN_RETURN_IF_ERROR(driver.Check(
-      driver.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *function),
-      "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)"));
-  if (*block > max_threads)
-    return Status(StatusCode::kFailedPrecondition,
-                  "the launch hint block=" + std::to_string(*block) + " of " + info.uri +
-                      " exceeds what the kernel can run per block (" + std::to_string(max_threads) + " threads)");
-
-  OpLaunch launch;
-  launch.function = *function;
-  launch.block = static_cast<unsigned>(*block);
-  launch.dynamic_smem = static_cast<unsigned>(*smem);
-  launch.rows_per_block = *tokens_per_block;
-  launch.library = std::move(library).value();
+  auto launch = EntryLaunch(driver, *library, entry, ctx, *block, *smem);
+  if (!launch.ok()) return launch.status();
+  launch->rows_per_block = *tokens_per_block;
   return launch;
 }
 
@@ -85,14 +61,8 @@ Status RunRope(const RopePlan& plan, void* stream) {
   const char* api = plan.api;
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = CurrentContext(**driver, plan.device);
-  if (!ctx.ok()) return ctx.status().WithContext(api);
-  if (ctx->device != plan.device)
-    return Status(StatusCode::kInvalidArgument,
-                  std::string(api) + ": the tensors are on cuda:" + std::to_string(plan.device) +
-                      ", but the current CUDA context is on cuda:" + std::to_string(ctx->device) +
-                      "; make a context of cuda:" + std::to_string(plan.device) +
-                      " current first (e.g. cudaSetDevice(" + std::to_string(plan.device) + "))");
+  auto ctx = ContextForDevice(**driver, plan.device, api);
+  if (!ctx.ok()) return ctx.status();
 
   OpLaunchKey key;
   key.context = ctx->context;
@@ -101,16 +71,9 @@ Status RunRope(const RopePlan& plan, void* stream) {
   key.vec = static_cast<uint8_t>(plan.vec);
   key.size0 = plan.rotary_dim;
   key.size1 = (plan.interleaved ? 1 : 0) | (plan.pos_dtype == DType::kInt64 ? 2 : 0);
-  OpLaunchCache& cache = OpLaunchCache::Global();
-  const OpLaunch* launch = cache.Find(key);
-  if (launch != nullptr) {
-    Bump(Counters().op_fast_hits);
-  } else {
-    Bump(Counters().op_fast_misses);
-    auto resolved = Resolve(**driver, plan, *ctx);
-    if (!resolved.ok()) return resolved.status().WithContext(api);
-    launch = cache.Insert(key, std::move(resolved).value());
-  }
+  auto found = FindOrResolveLaunch(key, [&] { return Resolve(**driver, plan, *ctx); });
+  if (!found.ok()) return found.status().WithContext(api);
+  const OpLaunch* launch = *found;
 
   const int64_t tokens_per_block = launch->rows_per_block;
   const int64_t grid_x = (plan.tokens + tokens_per_block - 1) / tokens_per_block;

@@ -13,6 +13,7 @@
 #include "client/loader/launch_hint.h"
 #include "client/loader/module_cache.h"
 #include "client/ops/api_log.h"
+#include "client/ops/op_dispatch.h"
 #include "client/ops/op_launch_cache.h"
 #include "client/rpc/client_counters.h"
 #include "client/rpc/kernel_request.h"
@@ -25,21 +26,10 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const SamplingPlan& plan, c
   op.name = SamplingOpName(plan.op);
   op.params = {{"out_dtype", DTypeName(plan.out_dtype)}, {"vec", std::to_string(plan.vec)}};
   const char* entry = SamplingOpEntry(plan.op);
-  auto request = MakeKernelRequest(op, ArchForComputeCapability(ctx.cc_major, ctx.cc_minor));
-  auto library = ModuleCache::Global().GetOrLoad(driver, request, {entry}, ModuleCache::RequestIdentity(request));
+  auto library = FetchOpModule(driver, op, {entry}, ctx);
   if (!library.ok()) return library.status();
   const ModuleInfo& info = (*library)->info;
-
-  if (!CubinRunsOn(info.arch, ctx.cc_major, ctx.cc_minor))
-    return Status(StatusCode::kFailedPrecondition,
-                  "the daemon built " + info.uri + " for " + info.arch + ", which cannot run on " +
-                      "cuda:" + std::to_string(ctx.device) + " (" +
-                      ArchForComputeCapability(ctx.cc_major, ctx.cc_minor) + ")");
-  auto vec = info.params.find("vec");
-  if (vec != info.params.end() && vec->second != std::to_string(plan.vec))
-    return Status(StatusCode::kFailedPrecondition,
-                  "the daemon built " + info.uri + " with vec=" + vec->second +
-                      " for a request of vec=" + std::to_string(plan.vec));
+  KILN_RETURN_IF_ERROR(CheckModuleParam(info, "vec", std::to_string(plan.vec)));
 
   auto block = LaunchHint(info, "block", 1, 1024);
   if (!block.ok()) return block.status();
@@ -48,26 +38,10 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const SamplingPlan& plan, c
   auto smem = LaunchHint(info, "dynamic_smem", 0, INT_MAX);
   if (!smem.ok()) return smem.status();
 
-  int index = (*library)->FindEntry(entry);
-  if (index < 0) return Status(StatusCode::kNotFound, info.uri + " has no kernel " + entry);
-  auto function = (*library)->Function(static_cast<size_t>(index), ctx.context, static_cast<unsigned>(*smem));
-  if (!function.ok()) return function.status();
-  int max_threads = 0;
-  KILN_RETURN_IF_ERROR(driver.Check(
-      driver.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *function),
-      "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)"));
-  if (*block > max_threads)
-    return Status(StatusCode::kFailedPrecondition,
-                  "the launch hint block=" + std::to_string(*block) + " of " + info.uri +
-                      " exceeds what the kernel can run per block (" + std::to_string(max_threads) +
-                      " threads)");
-
-  OpLaunch launch;
-  launch.function = *function;
-  launch.block = static_cast<unsigned>(*block);
-  launch.dynamic_smem = static_cast<unsigned>(*smem);
+  auto entry_launch = EntryLaunch(driver, *library, entry, ctx, *block, *smem);
+  if (!entry_launch.ok()) return entry_launch.status();
+  OpLaunch launch = std::move(entry_launch).value();
   launch.rows_per_block = 1;
-  launch.library = std::move(library).value();
   return launch;
 }
 
@@ -123,14 +97,8 @@ Status RunSampling(const SamplingPlan& plan, void* stream) {
   const char* api = plan.api;
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = CurrentContext(**driver, plan.device);
-  if (!ctx.ok()) return ctx.status().WithContext(api);
-  if (ctx->device != plan.device)
-    return Status(StatusCode::kInvalidArgument,
-                  std::string(api) + ": the tensors are on cuda:" + std::to_string(plan.device) +
-                      ", but the current CUDA context is on cuda:" + std::to_string(ctx->device) +
-                      "; make a context of cuda:" + std::to_string(plan.device) +
-                      " current first (e.g. cudaSetDevice(" + std::to_string(plan.device) + "))");
+  auto ctx = ContextForDevice(**driver, plan.device, api);
+  if (!ctx.ok()) return ctx.status();
 
   // vocab is a launch argument, not part of the specialization: one entry per (op, out, vec).
   OpLaunchKey key;
@@ -138,16 +106,9 @@ Status RunSampling(const SamplingPlan& plan, void* stream) {
   key.op = static_cast<uint16_t>(plan.op);
   key.dtype = static_cast<uint8_t>(plan.out_dtype);
   key.vec = static_cast<uint8_t>(plan.vec);
-  OpLaunchCache& cache = OpLaunchCache::Global();
-  const OpLaunch* launch = cache.Find(key);
-  if (launch != nullptr) {
-    Bump(Counters().op_fast_hits);
-  } else {
-    Bump(Counters().op_fast_misses);
-    auto resolved = Resolve(**driver, plan, *ctx);
-    if (!resolved.ok()) return resolved.status().WithContext(api);
-    launch = cache.Insert(key, std::move(resolved).value());
-  }
+  auto found = FindOrResolveLaunch(key, [&] { return Resolve(**driver, plan, *ctx); });
+  if (!found.ok()) return found.status().WithContext(api);
+  const OpLaunch* launch = *found;
 
   if (plan.rows > INT_MAX)
     return Status(StatusCode::kInvalidArgument,
