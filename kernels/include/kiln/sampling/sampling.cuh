@@ -19,11 +19,9 @@
 //
 // Passes over the row (each a read of 4 * vocab bytes; they alternate direction for L2 reuse):
 //   argmax 1; min_p 2 (max, race); top_k/top_p with no limit in effect 1 (race);
-//   top_k and top_k_top_p with k <= kStreamMaxK: 1 (the streaming candidate list below), unless
-//   ties at the k-th value overflow the list;
-//   top_p, larger k and those overflows: 2 when the tokens of the threshold's level-0 bin (an
-//   11-bit value prefix: one exponent and 3 significand bits, values within 12.5%) fit the
-//   gather list, else up to 4 (top_k_top_p up to 8).
+//   top_k, top_p, top_k_top_p: 2 when the tokens of the threshold's level-0 bin (an 11-bit
+//   value prefix: one exponent and 3 significand bits, values within 12.5%) fit the gather
+//   list, else up to 4 (top_k_top_p up to 8).
 // Philox runs only for tokens that take part in the race.
 #pragma once
 
@@ -46,21 +44,14 @@ struct SamplingShape {
   static_assert(kThreads == 1024, "the value histograms take two bins per thread of 1024");
 };
 
-// Tokens kept in shared memory: the region around a threshold (so the finer levels and the
-// race among them need no further pass over the row), or top-k's streaming candidates.
-constexpr int kListCapacity = 8192;
-// Tokens one step of a block adds at most (one group of four per thread).
-template <int kThreads>
-constexpr int StepTokens() { return kThreads * kGroupTokens; }
-// top-k in one pass up to this k: the list then keeps at least k tokens after a compaction and
-// still has room for a step (ties at the k-th value beyond the slack fall back to the
-// histogram passes).
-constexpr long long kStreamMaxK = 2048;
+// Tokens of the region around a threshold kept in shared memory, so the finer levels and the
+// race among them need no further pass over the row.
+constexpr int kListCapacity = 4096;
 
-// Dynamic shared memory of top_k / top_p / top_k_top_p (112 KiB: the launch hint).
+// Dynamic shared memory of top_k / top_p / top_k_top_p (64 KiB: the launch hint).
 struct SelectSmem {
-  Histogram hist0;  // level 0 of the row, kept for top_k_top_p's 2nd selection
-  Histogram hist1;  // levels 1 and 2, and the list's levels
+  unsigned long long hist0[kHistBins];  // level 0 of the row, kept for top_k_top_p's 2nd selection
+  unsigned long long hist1[kHistBins];  // levels 1 and 2
   unsigned int list_bits[kListCapacity];
   int list_token[kListCapacity];
 };
@@ -69,12 +60,9 @@ template <int kThreads>
 struct BlockScratch {
   SelectScratch<kThreads> select;
   unsigned long long warp_best[kThreads / 32];
-  int warp_sum[kThreads / 32];
   unsigned int list_count;
   unsigned int list_lo, list_hi;  // the list holds every token with bits in [lo, hi]
   bool list_raced_above;          // and the allowed tokens above hi have been raced
-  unsigned int stream_lo;         // streaming top-k: the list holds every positive token seen >= this
-  bool stream_failed;             // ... until ties at the k-th value left no room
 };
 
 // The largest value over the block, in every thread.
@@ -92,29 +80,6 @@ __device__ __forceinline__ unsigned long long BlockMax(unsigned long long v, uns
 #pragma unroll 8
   for (int w = 0; w < kThreads / 32; ++w) v = warp_best[w] > v ? warp_best[w] : v;
   return v;
-}
-
-// The sum of `v` over the threads before this one, and the block total, in every thread.
-template <int kThreads>
-__device__ __forceinline__ int BlockExclusiveSum(int v, int* warp_sum, int* total) {
-  __syncthreads();  // earlier readers of warp_sum are done
-  const int lane = threadIdx.x % 32;
-  int inclusive = v;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += other;
-  }
-  if (lane == 31) warp_sum[threadIdx.x / 32] = inclusive;
-  __syncthreads();
-  int before = 0, all = 0;
-#pragma unroll 8
-  for (int w = 0; w < kThreads / 32; ++w) {
-    if (w < static_cast<int>(threadIdx.x / 32)) before += warp_sum[w];
-    all += warp_sum[w];
-  }
-  *total = all;
-  return before + inclusive - v;
 }
 
 // Where a selection stands: the next histogram is of region (level, prefix), over the tokens
@@ -152,13 +117,13 @@ class RowSampler {
   }
 
   // The histogram of region (level, prefix) over tokens >= floor, from a pass over the row.
-  __device__ void PassHistogram(Histogram& hist, int level, unsigned int prefix, unsigned int floor) {
+  __device__ void PassHistogram(unsigned long long* hist, int level, unsigned int prefix, unsigned int floor) {
     ClearHistogram(hist);
     HistogramRun run;
     ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int, const unsigned int(&u)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if (j < n && u[j] >= floor && InRegion(u[j], level, prefix)) run.Add(hist, Digit(u[j], level), u[j]);
+        if (j < n && u[j] >= floor && InRegion(u[j], level, prefix)) run.Add(hist, Digit(u[j], level), HistEntry(u[j]));
       }
     });
     run.Flush(hist);
@@ -238,7 +203,7 @@ class RowSampler {
   // The level-0 histogram of the whole row into hist0, and its scan.
   __device__ BinScan Level0() {
     PassHistogram(smem_->hist0, 0, 0, 0);
-    return ScanBins<kThreads>(HistView{&smem_->hist0, 0, 0}, {0, 0.0}, s_.select);
+    return ScanBins<kThreads>(HistView{smem_->hist0, 0, 0}, {0, 0.0}, s_.select);
   }
 
   __device__ BinChoice Find(const BinScan& scan, const Criterion& c) { return FindBin<kThreads>(scan, c, s_.select); }
@@ -260,13 +225,13 @@ class RowSampler {
   // Finishes a selection from `st` (level 1 or 2): the exact threshold.
   __device__ Threshold Refine(SelectState st, const Criterion& c, bool race_above) {
     for (;;) {
-      Histogram& hist = smem_->hist1;
+      unsigned long long* hist = smem_->hist1;
       if (ListCovers(st)) {
         HistogramFromList(hist, st.level, st.prefix, st.floor);
       } else {
         PassHistogram(hist, st.level, st.prefix, st.floor);
       }
-      const BinScan scan = ScanBins<kThreads>(HistView{&hist, st.level, st.prefix}, st.above, s_.select);
+      const BinScan scan = ScanBins<kThreads>(HistView{hist, st.level, st.prefix}, st.above, s_.select);
       const BinChoice choice = Find(scan, c);
       if (st.level == 2) return {RegionLo(2, st.prefix) | static_cast<unsigned int>(choice.bin), choice.above, choice.own};
       Advance(st, choice, race_above);
@@ -291,174 +256,24 @@ class RowSampler {
     return best != 0 ? RaceWinner(best) : 0;
   }
 
-  // top-k in one pass (0 < k <= kStreamMaxK): every positive token at or above stream_lo goes
-  // on the list, stream_lo being a lower bound of the k-th largest value (that of the tokens
-  // seen so far). When a step leaves the list too full for the next, the list's own k-th
-  // largest value raises the bound and what lies below is dropped. At the end the list holds
-  // every positive token >= t_k. The pass is block-synchronous (a barrier per step), so the
-  // bound is the same in every thread; false when ties at the k-th value left no room.
-  __device__ bool PassStreamTopK(long long k) {
-    __syncthreads();  // earlier readers of the list are done
-    if (threadIdx.x == 0) {
-      s_.list_count = 0;
-      s_.list_lo = 1;  // covers no region: the selections below read the list explicitly
-      s_.list_hi = 0;
-      s_.list_raced_above = false;
-      s_.stream_lo = 1u;  // positive tokens only: a zero is never drawn
-      s_.stream_failed = false;
-    }
-    __syncthreads();
-    const int groups = (vocab_ + kGroupTokens - 1) / kGroupTokens;
-    const int lane = threadIdx.x % 32;
-    const unsigned int lanes_below = (1u << lane) - 1u;
-    for (int base = 0; base < groups; base += kThreads * kGroupsInFlight) {  // the same trips in every thread
-      unsigned int u[kGroupsInFlight][4];
-      int n[kGroupsInFlight];
-#pragma unroll
-      for (int r = 0; r < kGroupsInFlight; ++r) {
-        const int g = base + r * kThreads + static_cast<int>(threadIdx.x);
-        n[r] = g < groups ? TokensInGroup(g, vocab_) : 0;
-        if (n[r] > 0) LoadGroup<Shape::kVec>(row_, vocab_, g, u[r]);
-      }
-#pragma unroll
-      for (int r = 0; r < kGroupsInFlight; ++r) {
-        const unsigned int lo = s_.stream_lo;
-        const bool open = !s_.stream_failed;
-        const int g = base + r * kThreads + static_cast<int>(threadIdx.x);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const unsigned int v = SanitizedBits(__uint_as_float(u[r][j]));
-          const bool take = open && j < n[r] && v >= lo;
-          const unsigned int mask = __ballot_sync(0xffffffffu, take);
-          if (mask == 0) continue;
-          const int leader = __ffs(mask) - 1;
-          unsigned int first = 0;
-          if (lane == leader) first = atomicAdd(&s_.list_count, static_cast<unsigned int>(__popc(mask)));
-          first = __shfl_sync(0xffffffffu, first, leader);
-          if (take) {
-            const unsigned int slot = first + static_cast<unsigned int>(__popc(mask & lanes_below));
-            smem_->list_bits[slot] = v;
-            smem_->list_token[slot] = g * kGroupTokens + j;
-          }
-        }
-        __syncthreads();
-        if (!s_.stream_failed && s_.list_count > static_cast<unsigned int>(kListCapacity - StepTokens<kThreads>()))
-          CompactStream(k);
-      }
-    }
-    __syncthreads();
-    return !s_.stream_failed;
-  }
-
-  // Levels 0..2 over the list alone (its tokens >= floor): the exact threshold of `c`.
-  __device__ Threshold SelectInList(const Criterion& c, unsigned int floor) {
-    SelectState st = {0, 0u, {0, 0.0}, floor};
-    for (;;) {
-      HistogramFromList(smem_->hist1, st.level, st.prefix, st.floor);
-      const BinScan scan = ScanBins<kThreads>(HistView{&smem_->hist1, st.level, st.prefix}, st.above, s_.select);
-      const BinChoice choice = Find(scan, c);
-      if (st.level == 2) return {RegionLo(2, st.prefix) | static_cast<unsigned int>(choice.bin), choice.above, choice.own};
-      st.above = choice.above;
-      st.prefix = (st.prefix << LevelBits(st.level)) | static_cast<unsigned int>(choice.bin);
-      st.level += 1;
-    }
-  }
-
-  // Races the list's positive tokens >= t and returns the winner (0 when there is none).
-  __device__ int RaceList(unsigned int t) {
-    const int count = static_cast<int>(s_.list_count);
-    for (int i = threadIdx.x; i < count; i += kThreads) {
-      const unsigned int u = smem_->list_bits[i];
-      if (u >= t && u != 0u) {
-        const unsigned long long entry = RaceOne(seed_, u, smem_->list_token[i]);
-        best_ = entry > best_ ? entry : best_;
-      }
-    }
-    const unsigned long long best = BlockMax<kThreads>(best_, s_.warp_best);
-    return best != 0 ? RaceWinner(best) : 0;
-  }
-
   __device__ bool ListCovers(const SelectState& st) const {
     const unsigned int lo = RegionLo(st.level, st.prefix);
     return s_.list_lo <= (lo > st.floor ? lo : st.floor) && RegionHi(st.level, st.prefix) <= s_.list_hi;
   }
 
  private:
-  // Raises stream_lo to the lower edge of the band (level 0, else finer) holding the list's
-  // k-th largest value, the coarsest that leaves room for a step, and drops the tokens below.
-  __device__ void CompactStream(long long k) {
-    const Criterion c = {k, kNoBound};
-    SelectState st = {0, 0u, {0, 0.0}, 0u};
-    for (;;) {
-      HistogramFromList(smem_->hist1, st.level, st.prefix, 0u);
-      const BinScan scan = ScanBins<kThreads>(HistView{&smem_->hist1, st.level, st.prefix}, st.above, s_.select);
-      const BinChoice choice = Find(scan, c);
-      const unsigned int prefix = (st.prefix << LevelBits(st.level)) | static_cast<unsigned int>(choice.bin);
-      const unsigned int lo = st.level == 2 ? prefix : RegionLo(st.level + 1, prefix);
-      if (choice.above.count + choice.own.count <= static_cast<unsigned int>(kListCapacity - StepTokens<kThreads>())) {
-        CompactList(lo);
-        if (threadIdx.x == 0 && lo > s_.stream_lo) s_.stream_lo = lo;
-        __syncthreads();
-        return;
-      }
-      if (st.level == 2) {
-        if (threadIdx.x == 0) s_.stream_failed = true;
-        __syncthreads();
-        return;
-      }
-      st.above = choice.above;
-      st.prefix = prefix;
-      st.level += 1;
-    }
-  }
-
-  // Keeps the list's tokens with bits >= lo, moved to its front (order is free: the list is a set).
-  __device__ void CompactList(unsigned int lo) {
-    constexpr int kPerThread = kListCapacity / kThreads;
-    __syncthreads();
-    const int count = static_cast<int>(s_.list_count);
-    unsigned int bits[kPerThread];
-    int token[kPerThread];
-    bool keep[kPerThread];
-    int kept = 0;
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const int i = static_cast<int>(threadIdx.x) * kPerThread + j;
-      keep[j] = i < count && smem_->list_bits[i] >= lo;
-      bits[j] = keep[j] ? smem_->list_bits[i] : 0u;
-      token[j] = keep[j] ? smem_->list_token[i] : 0;
-      kept += keep[j] ? 1 : 0;
-    }
-    int total = 0;
-    int slot = BlockExclusiveSum<kThreads>(kept, s_.warp_sum, &total);  // its barriers end the reads
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      if (keep[j]) {
-        smem_->list_bits[slot] = bits[j];
-        smem_->list_token[slot] = token[j];
-        ++slot;
-      }
-    }
-    if (threadIdx.x == 0) s_.list_count = static_cast<unsigned int>(total);
-    __syncthreads();
-  }
-
-  __device__ void ClearHistogram(Histogram& hist) {
+  __device__ void ClearHistogram(unsigned long long* hist) {
     __syncthreads();  // earlier readers of hist are done
-    for (int i = threadIdx.x; i < kHistBins; i += kThreads) hist.count[i] = hist.sig_hi[i] = hist.sig_lo[i] = 0;
+    for (int i = threadIdx.x; i < kHistBins; i += kThreads) hist[i] = 0;
     __syncthreads();
   }
 
-  __device__ void HistogramFromList(Histogram& hist, int level, unsigned int prefix, unsigned int floor) {
+  __device__ void HistogramFromList(unsigned long long* hist, int level, unsigned int prefix, unsigned int floor) {
     ClearHistogram(hist);
     const int count = static_cast<int>(s_.list_count);
     for (int i = threadIdx.x; i < count; i += kThreads) {
       const unsigned int u = smem_->list_bits[i];
-      if (u >= floor && InRegion(u, level, prefix)) {
-        HistogramRun one;
-        one.Add(hist, Digit(u, level), u);
-        one.Flush(hist);
-      }
+      if (u >= floor && InRegion(u, level, prefix)) atomicAdd(hist + Digit(u, level), HistEntry(u));
     }
     __syncthreads();
   }
@@ -505,7 +320,7 @@ __device__ __forceinline__ unsigned int SelectTopKTopP(RowSampler<Shape>& r, Sel
   const double mass_k = t_k.above.mass + t_k.at.mass;
 
   // Level 0 again from hist0: nothing below t_k's bin, and that bin only its tokens >= t_k.
-  HistView view{&smem->hist0, 0, 0u};
+  HistView view{smem->hist0, 0, 0u};
   view.floor_bin = at_k.bin;
   view.override_bin = at_k.bin;
   view.override_stats = {t_k.above.count - at_k.above.count + t_k.at.count,

@@ -12,12 +12,10 @@
 // grows, so the allowed values are those at or above one threshold.
 //
 // Masses are exact and deterministic: a bin holds one exponent, so it sums the 24-bit integer
-// significands of its tokens, split in 12-bit halves so that count and both sums are native
-// 32-bit shared atomic adds (one set per token, or per run of equal bins in a thread; 64-bit
-// shared atomic adds are compare-and-swap loops in hardware, several times slower under the
-// contention of a crowded value band: measured on an H200, a level-0 pass over 128256 tokens
-// took ~165 us that way). Bins are scaled to fp64 and summed in a fixed order. The sums are
-// exact for rows of at most 2^20 - 1 tokens (kMaxVocab).
+// significands of its tokens (next to the count, one 64-bit shared atomic per token, or per
+// run of equal bins in a thread); bins are scaled to fp64 and summed in a fixed order.
+// Count and sum share the word: count in bits 63..44, sum in 43..0, exact for rows of at most
+// 2^20 - 1 tokens (kMaxVocab).
 #pragma once
 
 namespace kiln {
@@ -63,50 +61,37 @@ __device__ __forceinline__ int Digit(unsigned int u, int level) {
   return static_cast<int>((u >> LevelShift(level)) & ((1u << LevelBits(level)) - 1u));
 }
 
-// A level's histogram in shared memory: per bin, the tokens and the halves of their
-// significand sum (each < 2^32 for kMaxVocab tokens of 12-bit halves).
-struct Histogram {
-  unsigned int count[kHistBins];
-  unsigned int sig_hi[kHistBins];  // sum of significand >> 12
-  unsigned int sig_lo[kHistBins];  // sum of significand & 0xfff
-};
-
-// The 24-bit integer significand of a non-negative float's bits (the implicit 1 included).
-__device__ __forceinline__ unsigned int Significand(unsigned int u) {
-  return (u & 0x7fffffu) | ((u >> 23) != 0 ? 0x800000u : 0u);
+// The histogram word of one token.
+__device__ __forceinline__ unsigned long long HistEntry(unsigned int u) {
+  const unsigned int exponent = u >> 23;
+  const unsigned int significand = (u & 0x7fffffu) | (exponent != 0 ? 0x800000u : 0u);
+  return (1ull << 44) | significand;
 }
 
-// Count and mass of bin b, whose tokens share the exponent of `bits`.
-__device__ __forceinline__ Stats BinStats(const Histogram& h, int b, unsigned int bits) {
+// Count and mass of a histogram word whose tokens share the exponent of `bits`.
+__device__ __forceinline__ Stats BinStats(unsigned long long word, unsigned int bits) {
   const int exponent = static_cast<int>(bits >> 23);
-  const unsigned long long sum = (static_cast<unsigned long long>(h.sig_hi[b]) << 12) + h.sig_lo[b];
-  return {h.count[b], ldexp(static_cast<double>(sum), (exponent != 0 ? exponent : 1) - 150)};
+  const unsigned long long sum = word & ((1ull << 44) - 1);
+  return {static_cast<unsigned int>(word >> 44), ldexp(static_cast<double>(sum), (exponent != 0 ? exponent : 1) - 150)};
 }
 
-// Adds tokens to a shared histogram, merging runs of one bin in a thread into one set of
-// atomics (rows where many tokens share a value, e.g. uniform rows, would otherwise serialize
-// on one address).
+// Adds tokens to a shared histogram, merging runs of one bin in a thread into one atomic
+// (rows where many tokens share a value, e.g. uniform rows, would otherwise serialize on one
+// address).
 struct HistogramRun {
   int bin = -1;
-  unsigned int count = 0, hi = 0, lo = 0;
+  unsigned long long sum = 0;
 
-  __device__ __forceinline__ void Add(Histogram& h, int b, unsigned int u) {
+  __device__ __forceinline__ void Add(unsigned long long* hist, int b, unsigned long long entry) {
     if (b != bin) {
-      Flush(h);
+      Flush(hist);
       bin = b;
     }
-    const unsigned int sig = Significand(u);
-    count += 1;
-    hi += sig >> 12;
-    lo += sig & 0xfffu;
+    sum += entry;
   }
-  __device__ __forceinline__ void Flush(Histogram& h) {
-    if (count != 0) {
-      atomicAdd(&h.count[bin], count);
-      atomicAdd(&h.sig_hi[bin], hi);
-      atomicAdd(&h.sig_lo[bin], lo);
-    }
-    count = hi = lo = 0;
+  __device__ __forceinline__ void Flush(unsigned long long* hist) {
+    if (sum != 0) atomicAdd(hist + bin, sum);
+    sum = 0;
   }
 };
 
@@ -133,7 +118,7 @@ struct BinScan {
 // top_k_top_p reuses the level-0 histogram): bins below floor_bin read as empty, bin
 // override_bin reads as override_stats.
 struct HistView {
-  const Histogram* hist;
+  const unsigned long long* hist;
   int level;
   unsigned int prefix;
   int floor_bin = 0;
@@ -143,7 +128,7 @@ struct HistView {
   __device__ __forceinline__ Stats Bin(int b) const {
     if (b >= LevelBins(level) || b < floor_bin) return {0, 0.0};
     if (b == override_bin) return override_stats;
-    return BinStats(*hist, b, RegionLo(level, prefix) | (static_cast<unsigned int>(b) << LevelShift(level)));
+    return BinStats(hist[b], RegionLo(level, prefix) | (static_cast<unsigned int>(b) << LevelShift(level)));
   }
 };
 
