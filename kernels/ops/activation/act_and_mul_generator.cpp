@@ -3,20 +3,15 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/ops/generator_params.h"
 
 namespace kiln::kernels {
 namespace {
 
-struct DType {
-  const char* name;       // param value
-  const char* cuda_type;  // the device type (kiln/common/numeric.cuh)
-  int bytes;
-};
 // fp16 and bf16 only: the ops exist for the gated MLPs of 16-bit models.
-constexpr DType kDTypes[] = {{"fp16", "__half", 2}, {"bf16", "__nv_bfloat16", 2}};
+constexpr DTypeInfo kDTypes[] = {kFp16Info, kBf16Info};
 
 // One op of the family: its name, the activation the unit's config selects, its entry.
 struct Activation {
@@ -44,26 +39,13 @@ constexpr const char* kConfigName = "kiln_config.cuh";
 // 50 MB, as rmsnorm's 40-52 MB; so the same 128 MB, with its headroom for -pch.
 constexpr int64_t kCompileMemoryMb = 128;
 
-bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
-// Decimal digits only (no sign, no spaces), value in [lo, hi].
-bool ParseBoundedInt(std::string_view text, int lo, int hi, int* value) {
-  if (text.empty() || text.size() > 9) return false;
-  if (!std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); })) return false;
-  int n = 0;
-  for (char c : text) n = n * 10 + (c - '0');
-  if (n < lo || n > hi) return false;
-  *value = n;
-  return true;
-}
-
 std::string AllowedVecs(int dtype_bytes) {
   std::vector<std::string> allowed;
   for (int vec = 1; vec * dtype_bytes <= 16; vec *= 2) allowed.push_back(std::to_string(vec));
   return absl::StrJoin(allowed, ", ");
 }
 
-std::string RenderConfig(const JitSpec& spec, const Activation& act, const DType& dtype,
+std::string RenderConfig(const JitSpec& spec, const Activation& act, const DTypeInfo& dtype,
                          const ActAndMulLaunchShape& shape) {
   return absl::StrCat(
       "// ", kConfigName, " of ", spec.uri, ", rendered by the ", act.op, " generator\n",
@@ -96,27 +78,13 @@ class ActAndMulGenerator : public OpGenerator {
 
   absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    for (const auto& [key, value] : params) {
-      if (key != "dtype" && key != "vec") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": unknown param '", key, "' (= '", value,
-            "'); params are dtype (fp16|bf16, required) and vec (optional); d is not a param, "
-            "the kernel takes it at launch"));
-      }
-    }
-
-    auto dtype_it = params.find("dtype");
-    if (dtype_it == params.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' is required; allowed: fp16, bf16"));
-    }
-    const DType* dtype = nullptr;
-    for (const DType& d : kDTypes) {
-      if (dtype_it->second == d.name) dtype = &d;
-    }
-    if (dtype == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' = '", dtype_it->second,
-                                                     "' is not allowed; allowed: fp16, bf16"));
-    }
+    absl::Status known = CheckKnownParams(op, params, {"dtype", "vec"},
+                                          "params are dtype (fp16|bf16, required) and vec (optional); d is "
+                                          "not a param, the kernel takes it at launch");
+    if (!known.ok()) return known;
+    absl::StatusOr<const DTypeInfo*> found = RequiredDType(op, params, kDTypes);
+    if (!found.ok()) return found.status();
+    const DTypeInfo* dtype = *found;
 
     const int default_vec = DefaultActAndMulVec(dtype->bytes);
     int vec = default_vec;

@@ -3,19 +3,14 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/ops/generator_params.h"
 
 namespace kiln::kernels {
 namespace {
 
-struct DType {
-  const char* name;       // param value
-  const char* cuda_type;  // the device type (kiln/common/numeric.cuh)
-  int bytes;
-};
-constexpr DType kDTypes[] = {{"fp32", "float", 4}, {"fp16", "__half", 2}, {"bf16", "__nv_bfloat16", 2}};
+constexpr DTypeInfo kDTypes[] = {kFp32Info, kFp16Info, kBf16Info};
 
 constexpr const char* kAllReduceUnitPath = "src/comm/all_reduce.cu";
 constexpr const char* kAddRmsNormUnitPath = "src/comm/all_reduce_add_rmsnorm.cu";
@@ -27,20 +22,7 @@ constexpr const char* kConfigName = "kiln_config.cuh";
 // so the same 128 MB as rmsnorm, with its headroom for -pch.
 constexpr int64_t kCompileMemoryMb = 128;
 
-bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
 int CeilDiv(int a, int b) { return (a + b - 1) / b; }
-
-// Decimal digits only (no sign, no spaces), value in [lo, hi].
-bool ParseBoundedInt(std::string_view text, int lo, int hi, int* value) {
-  if (text.empty() || text.size() > 9) return false;
-  if (!std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); })) return false;
-  int n = 0;
-  for (char c : text) n = n * 10 + (c - '0');
-  if (n < lo || n > hi) return false;
-  *value = n;
-  return true;
-}
 
 // The vecs allowed for a dtype (and, when hidden > 0, dividing hidden).
 std::string AllowedVecs(int dtype_bytes, int hidden) {
@@ -108,18 +90,9 @@ class AllReduceGenerator : public OpGenerator {
       }
     }
 
-    auto dtype_it = params.find("dtype");
-    if (dtype_it == params.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' is required; allowed: fp32, fp16, bf16"));
-    }
-    const DType* dtype = nullptr;
-    for (const DType& d : kDTypes) {
-      if (dtype_it->second == d.name) dtype = &d;
-    }
-    if (dtype == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' = '", dtype_it->second,
-                                                     "' is not allowed; allowed: fp32, fp16, bf16"));
-    }
+    absl::StatusOr<const DTypeInfo*> found = RequiredDType(op, params, kDTypes);
+    if (!found.ok()) return found.status();
+    const DTypeInfo* dtype = *found;
 
     auto world_it = params.find("world_size");
     if (world_it == params.end()) {

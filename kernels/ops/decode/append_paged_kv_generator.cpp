@@ -4,17 +4,13 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/ops/generator_params.h"
 
 namespace kiln::kernels {
 namespace {
 
-struct DType {
-  const char* name;       // param value
-  const char* cuda_type;  // the device type (kiln/common/numeric.cuh)
-};
-constexpr DType kDTypes[] = {{"fp16", "__half"}, {"bf16", "__nv_bfloat16"}};
+constexpr DTypeInfo kDTypes[] = {kFp16Info, kBf16Info};
 
 constexpr const char* kUnitPath = "src/decode/append_paged_kv.cu";
 constexpr const char* kConfigName = "kiln_config.cuh";
@@ -22,16 +18,6 @@ constexpr int kDefaultVec = 8;  // 16 bytes of a 2-byte type
 
 // A small copy kernel: the same budget as rmsnorm's (whose compiles grow ru_maxrss by 40-52 MB).
 constexpr int64_t kCompileMemoryMb = 128;
-
-bool ParseBoundedInt(std::string_view text, int lo, int hi, int* value) {
-  if (text.empty() || text.size() > 9) return false;
-  if (!std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); })) return false;
-  int n = 0;
-  for (char c : text) n = n * 10 + (c - '0');
-  if (n < lo || n > hi) return false;
-  *value = n;
-  return true;
-}
 
 class AppendPagedKvGenerator : public OpGenerator {
  public:
@@ -56,25 +42,13 @@ class AppendPagedKvGenerator : public OpGenerator {
 
   absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    for (const auto& [key, value] : params) {
-      if (key != "dtype" && key != "head_dim" && key != "vec") {
-        return absl::InvalidArgumentError(absl::StrCat(op, ": unknown param '", key, "' (= '", value,
-                                                       "'); params are dtype (fp16|bf16, required), head_dim "
-                                                       "(64|128|256, required) and vec (optional)"));
-      }
-    }
-    auto dtype_it = params.find("dtype");
-    if (dtype_it == params.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' is required; allowed: fp16, bf16"));
-    }
-    const DType* dtype = nullptr;
-    for (const DType& d : kDTypes) {
-      if (dtype_it->second == d.name) dtype = &d;
-    }
-    if (dtype == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' = '", dtype_it->second,
-                                                     "' is not allowed; allowed: fp16, bf16"));
-    }
+    absl::Status known = CheckKnownParams(
+        op, params, {"dtype", "head_dim", "vec"},
+        "params are dtype (fp16|bf16, required), head_dim (64|128|256, required) and vec (optional)");
+    if (!known.ok()) return known;
+    absl::StatusOr<const DTypeInfo*> found = RequiredDType(op, params, kDTypes);
+    if (!found.ok()) return found.status();
+    const DTypeInfo* dtype = *found;
     auto head_dim_it = params.find("head_dim");
     if (head_dim_it == params.end()) {
       return absl::InvalidArgumentError(absl::StrCat(op, ": param 'head_dim' is required; allowed: 64, 128, 256"));

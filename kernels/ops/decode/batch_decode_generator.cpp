@@ -4,17 +4,13 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/ops/generator_params.h"
 
 namespace kiln::kernels {
 namespace {
 
-struct DType {
-  const char* name;       // param value
-  const char* cuda_type;  // the device type (kiln/common/numeric.cuh)
-};
-constexpr DType kDTypes[] = {{"fp16", "__half"}, {"bf16", "__nv_bfloat16"}};
+constexpr DTypeInfo kDTypes[] = {kFp16Info, kBf16Info};
 
 constexpr const char* kUnitPath = "src/decode/batch_decode.cu";
 constexpr const char* kConfigName = "kiln_config.cuh";
@@ -23,19 +19,6 @@ constexpr const char* kConfigName = "kiln_config.cuh";
 // NVRTC compiles one specialization (both entries) for sm_90a on CUDA 13.0; 192 MB leaves
 // headroom for -pch and for the largest (head_dim 256) unrolling.
 constexpr int64_t kCompileMemoryMb = 192;
-
-// Decimal digits only (no sign, no spaces), value in [lo, hi].
-bool ParseBoundedInt(std::string_view text, int lo, int hi, int* value) {
-  if (text.empty() || text.size() > 9) return false;
-  if (!std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); })) return false;
-  int n = 0;
-  for (char c : text) n = n * 10 + (c - '0');
-  if (n < lo || n > hi) return false;
-  *value = n;
-  return true;
-}
-
-bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 class BatchDecodeGenerator : public OpGenerator {
  public:
@@ -61,14 +44,11 @@ class BatchDecodeGenerator : public OpGenerator {
 
   absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    for (const auto& [key, value] : params) {
-      if (key != "dtype" && key != "head_dim" && key != "group" && key != "page_size" && key != "soft_cap") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": unknown param '", key, "' (= '", value, "'); params are dtype (fp16|bf16), head_dim "
-            "(64|128|256), group (1|2|4|8), page_size (a power of two, 1..256), all required, and "
-            "soft_cap (0|1, default 0)"));
-      }
-    }
+    absl::Status known = CheckKnownParams(op, params, {"dtype", "head_dim", "group", "page_size", "soft_cap"},
+                                          "params are dtype (fp16|bf16), head_dim (64|128|256), group "
+                                          "(1|2|4|8), page_size (a power of two, 1..256), all required, and "
+                                          "soft_cap (0|1, default 0)");
+    if (!known.ok()) return known;
     auto required = [&](const char* param, const char* allowed) -> absl::StatusOr<std::string> {
       auto it = params.find(param);
       if (it == params.end()) {
@@ -77,17 +57,10 @@ class BatchDecodeGenerator : public OpGenerator {
       return it->second;
     };
 
-    auto dtype_text = required("dtype", "fp16, bf16");
-    if (!dtype_text.ok()) return dtype_text.status();
-    const DType* dtype = nullptr;
-    for (const DType& d : kDTypes) {
-      if (*dtype_text == d.name) dtype = &d;
-    }
-    if (dtype == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' = '", *dtype_text,
-                                                     "' is not allowed; allowed: fp16, bf16 (the kernel "
-                                                     "runs on fp16/bf16 tensor-core MMAs)"));
-    }
+    absl::StatusOr<const DTypeInfo*> found =
+        RequiredDType(op, params, kDTypes, " (the kernel runs on fp16/bf16 tensor-core MMAs)");
+    if (!found.ok()) return found.status();
+    const DTypeInfo* dtype = *found;
 
     auto head_dim_text = required("head_dim", "64, 128, 256");
     if (!head_dim_text.ok()) return head_dim_text.status();

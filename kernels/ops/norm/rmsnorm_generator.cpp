@@ -3,19 +3,14 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/ops/generator_params.h"
 
 namespace kiln::kernels {
 namespace {
 
-struct DType {
-  const char* name;       // param value
-  const char* cuda_type;  // the device type (kiln/common/numeric.cuh)
-  int bytes;
-};
-constexpr DType kDTypes[] = {{"fp32", "float", 4}, {"fp16", "__half", 2}, {"bf16", "__nv_bfloat16", 2}};
+constexpr DTypeInfo kDTypes[] = {kFp32Info, kFp16Info, kBf16Info};
 
 constexpr const char* kUnitPath = "src/norm/rmsnorm.cu";
 constexpr const char* kConfigName = "kiln_config.cuh";
@@ -27,20 +22,7 @@ constexpr const char* kConfigName = "kiln_config.cuh";
 // larger specializations.
 constexpr int64_t kCompileMemoryMb = 128;
 
-bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
 int CeilDiv(int a, int b) { return (a + b - 1) / b; }
-
-// Decimal digits only (no sign, no spaces), value in [lo, hi].
-bool ParseBoundedInt(std::string_view text, int lo, int hi, int* value) {
-  if (text.empty() || text.size() > 9) return false;
-  if (!std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); })) return false;
-  int n = 0;
-  for (char c : text) n = n * 10 + (c - '0');
-  if (n < lo || n > hi) return false;
-  *value = n;
-  return true;
-}
 
 std::string AllowedVecs(int hidden, int dtype_bytes) {
   std::vector<std::string> allowed;
@@ -50,7 +32,7 @@ std::string AllowedVecs(int hidden, int dtype_bytes) {
   return absl::StrJoin(allowed, ", ");
 }
 
-std::string RenderConfig(const JitSpec& spec, const DType& dtype, int hidden,
+std::string RenderConfig(const JitSpec& spec, const DTypeInfo& dtype, int hidden,
                          const RmsNormLaunchShape& shape, bool fused_add) {
   return absl::StrCat(
       "// ", kConfigName, " of ", spec.uri, ", rendered by the rmsnorm generator\n",
@@ -92,26 +74,14 @@ class RmsNormGenerator : public OpGenerator {
 
   absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    for (const auto& [key, value] : params) {
-      if (key != "dtype" && key != "hidden" && key != "vec") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": unknown param '", key, "' (= '", value, "'); params are dtype (fp32|fp16|bf16, "
-            "required), hidden (1..", kRmsNormMaxHidden, ", required) and vec (optional)"));
-      }
-    }
+    absl::Status known = CheckKnownParams(op, params, {"dtype", "hidden", "vec"},
+                                          absl::StrCat("params are dtype (fp32|fp16|bf16, required), hidden (1..",
+                                                       kRmsNormMaxHidden, ", required) and vec (optional)"));
+    if (!known.ok()) return known;
 
-    auto dtype_it = params.find("dtype");
-    if (dtype_it == params.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' is required; allowed: fp32, fp16, bf16"));
-    }
-    const DType* dtype = nullptr;
-    for (const DType& d : kDTypes) {
-      if (dtype_it->second == d.name) dtype = &d;
-    }
-    if (dtype == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' = '", dtype_it->second,
-                                                     "' is not allowed; allowed: fp32, fp16, bf16"));
-    }
+    absl::StatusOr<const DTypeInfo*> found = RequiredDType(op, params, kDTypes);
+    if (!found.ok()) return found.status();
+    const DTypeInfo* dtype = *found;
 
     auto hidden_it = params.find("hidden");
     if (hidden_it == params.end()) {

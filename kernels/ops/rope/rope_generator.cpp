@@ -3,20 +3,15 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/ops/generator_params.h"
 
 namespace kiln::kernels {
 namespace {
 
-struct DType {
-  const char* name;       // param value
-  const char* cuda_type;  // the device type (kiln/common/numeric.cuh)
-  int bytes;
-};
 // fp32 q/k are not served: the family is for fp16/bf16 activations (vLLM, FlashInfer alike).
-constexpr DType kDTypes[] = {{"fp16", "__half", 2}, {"bf16", "__nv_bfloat16", 2}};
+constexpr DTypeInfo kDTypes[] = {kFp16Info, kBf16Info};
 
 struct PosType {
   const char* name;       // param value
@@ -32,19 +27,6 @@ constexpr const char* kConfigName = "kiln_config.cuh";
 // rmsnorm's (one kernel, no loops over large register arrays), whose compiles grew a fresh
 // process's ru_maxrss by 40-52 MB; the same 128 MB budget holds.
 constexpr int64_t kCompileMemoryMb = 128;
-
-bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
-// Decimal digits only (no sign, no spaces), value in [lo, hi].
-bool ParseBoundedInt(std::string_view text, int lo, int hi, int* value) {
-  if (text.empty() || text.size() > 9) return false;
-  if (!std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); })) return false;
-  int n = 0;
-  for (char c : text) n = n * 10 + (c - '0');
-  if (n < lo || n > hi) return false;
-  *value = n;
-  return true;
-}
 
 std::string AllowedVecs(int rotary_dim, int dtype_bytes) {
   std::vector<std::string> allowed;
@@ -94,27 +76,15 @@ class RopeGenerator : public OpGenerator {
 
   absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    for (const auto& [key, value] : params) {
-      if (key != "dtype" && key != "rotary_dim" && key != "style" && key != "pos_dtype" && key != "vec") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": unknown param '", key, "' (= '", value, "'); params are dtype (fp16|bf16, required), "
-            "rotary_dim (even, 2..", kRopeMaxRotaryDim, ", required), style (neox|gptj), pos_dtype "
-            "(int32|int64) and vec (optional)"));
-      }
-    }
+    absl::Status known = CheckKnownParams(
+        op, params, {"dtype", "rotary_dim", "style", "pos_dtype", "vec"},
+        absl::StrCat("params are dtype (fp16|bf16, required), rotary_dim (even, 2..", kRopeMaxRotaryDim,
+                     ", required), style (neox|gptj), pos_dtype (int32|int64) and vec (optional)"));
+    if (!known.ok()) return known;
 
-    auto dtype_it = params.find("dtype");
-    if (dtype_it == params.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'dtype' is required; allowed: fp16, bf16"));
-    }
-    const DType* dtype = nullptr;
-    for (const DType& d : kDTypes) {
-      if (dtype_it->second == d.name) dtype = &d;
-    }
-    if (dtype == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": param 'dtype' = '", dtype_it->second, "' is not allowed; allowed: fp16, bf16"));
-    }
+    absl::StatusOr<const DTypeInfo*> found = RequiredDType(op, params, kDTypes);
+    if (!found.ok()) return found.status();
+    const DTypeInfo* dtype = *found;
 
     auto rotary_it = params.find("rotary_dim");
     if (rotary_it == params.end()) {
