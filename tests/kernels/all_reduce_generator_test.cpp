@@ -5,34 +5,12 @@
 #include <string>
 
 #include "kernels/jit/op_generator.h"
+#include "tests/kernels/generator_fixture.h"
 
 namespace kiln::kernels {
 namespace {
 
-const TreeSnapshot& Tree() {
-  static std::shared_ptr<const TreeSnapshot> snapshot = [] {
-    auto tree = KernelTree::Open(KILN_TEST_KERNELS_DIR);
-    REQUIRE(tree.ok());
-    return (*tree)->Current();
-  }();
-  return *snapshot;
-}
-
-absl::StatusOr<JitSpec> Generate(const std::string& op, const Params& params) {
-  return OpRegistry::Builtin().Generate(op, params, Tree());
-}
-
-JitSpec MustGenerate(const std::string& op, const Params& params) {
-  auto spec = Generate(op, params);
-  INFO(spec.status().ToString());
-  REQUIRE(spec.ok());
-  return *spec;
-}
-
-template <typename Text>
-bool Contains(const Text& text, std::string_view part) {
-  return std::string_view(text.data(), text.size()).find(part) != std::string_view::npos;
-}
+using namespace generator_test;
 
 TEST_CASE("the builtin registry serves all_reduce and all_reduce_add_rmsnorm", "[comm]") {
   const OpRegistry& registry = OpRegistry::Builtin();
