@@ -26,9 +26,26 @@ Rows: op, backend, case, dtype, shape, median/std/min us, GB/s (the bytes an op 
 time), % of the device-to-device copy bandwidth measured in the same run, and the time ratio
 to Kiln (backend / kiln: above 1 means Kiln is faster). Ops whose C function the library
 does not export are skipped with a note.
+
+Decode and sampling:
+  - batch_decode: Kiln's plan is made once per case (kiln_batch_decode_plan_create), the run
+    step is timed; PyTorch's SDPA reads the same K and V stored densely ([B, Hk, L, D], copied
+    from the paged cache once, not timed: bench/decode/sdpa_baseline.py). V has a +-1 pattern
+    per 256-position region so that a lost chunk of a long request shows, and out is checked
+    with the GPU tests' tolerance for long requests (bf16 abs 2e-3, rel 1.6e-2).
+  - append_paged_kv: a copy, so both caches must be bit-identical to PyTorch's (index_put with
+    the slots computed per call, and index_copy_ with vLLM's precomputed slot mapping).
+  - top_k / top_p / top_k_top_p / min_p sampling: a draw is random, so Kiln's tokens must lie
+    in the allowed sets computed in float64 from the same probabilities (checked against the
+    plain-Python definition, bench/sampling/allowed_set.py, on a row of every case), and a
+    second call with the same seed must give the same tokens. PyTorch's eager samplers
+    (bench/sampling/torch_baseline.py: topk / sort + cumsum filters, torch.multinomial) are
+    timed; their draws are checked the same way but only reported (their filters are fp32).
+    argmax is exact.
 """
 import argparse
 import ctypes
+import importlib.util
 import inspect
 import json
 import math
@@ -40,6 +57,24 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def bench_module(relative_path):
+    """A module of bench/ by its file path (bench/decode and bench/sampling are scripts' folders,
+    not packages)."""
+    name = "kiln_bench_" + relative_path.replace("/", "_").removesuffix(".py")
+    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCH_DIR, relative_path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PAGED = bench_module("decode/paged_table.py")        # the page table (plain Python)
+SDPA = bench_module("decode/sdpa_baseline.py")       # dense K/V and PyTorch's decode attention
+ALLOWED = bench_module("sampling/allowed_set.py")    # the samplers' allowed sets (plain Python)
+SAMPLERS = bench_module("sampling/torch_baseline.py")  # PyTorch's eager samplers
 
 # ---- DLPack through ctypes ------------------------------------------------------------------
 
@@ -98,6 +133,15 @@ def load_kiln(path):
     lib = ctypes.CDLL(path)
     lib.kiln_last_error.restype = ctypes.c_char_p
     lib.kiln_connect.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    if hasattr(lib, "kiln_batch_decode_plan_create"):
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        lib.kiln_batch_decode_plan_create.argtypes = [
+            i32p, i32p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, DLDataType,
+            ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+        lib.kiln_batch_decode_plan_workspace_bytes.argtypes = [ctypes.c_void_p]
+        lib.kiln_batch_decode_plan_workspace_bytes.restype = ctypes.c_size_t
+        lib.kiln_batch_decode_plan_destroy.argtypes = [ctypes.c_void_p]
+        lib.kiln_batch_decode_plan_destroy.restype = None
     return lib
 
 
@@ -178,9 +222,22 @@ class Op:
     outputs = ()      # tensors the op writes, compared
     pure_outputs = ()  # of those, the ones it does not read (poisoned with NaN before a check)
     scalars = {}      # the trace reference's keyword arguments
+    exact = False     # outputs compared bit for bit (a copy)
+    tolerance = {}    # output -> (abs, rel) against float64 where the dtype's does not fit
+    draws = False     # outputs are random draws: checked by check_draws, not compared
 
     def make(self, axes, dtype, gen):
         raise NotImplementedError
+
+    def prepare(self, lib, t):
+        """After make: what the Kiln call needs once per case (a plan)."""
+
+    def release(self, lib):
+        """At the end of a case: what prepare made."""
+
+    def footprint(self, t):
+        """The bytes one call touches, where far less than its tensors (None: all of them)."""
+        return None
 
     def kiln(self, lib, dl):
         raise NotImplementedError
@@ -322,20 +379,297 @@ class ApplyRopeWithCosSinCache(Op):
         return 2 * nbytes(t["q"], t["k"]) + nbytes(t["positions"]) + t["q"].shape[0] * r * 4
 
 
+
+def int32(values):
+    return torch.tensor(values, dtype=torch.int32, device="cuda")
+
+
+DECODE_REGION = 256  # positions per +-1 region of V (as kiln-bench's batch_decode routine)
+
+
+class BatchDecode(Op):
+    """batch_decode's run step; the plan is made once per case in prepare()."""
+    name, trace, c_function = "batch_decode", "batch_decode", "kiln_batch_decode"
+    outputs, pure_outputs = ("out", "lse"), ("out", "lse")
+    # out averages many values, far below 1: the dtype's abs tolerance would hide a lost region.
+    # Kiln rounds the softmax weights to the dtype; these bound it (the GPU tests' figures).
+    OUT_TOLERANCE = {torch.bfloat16: (2e-3, 1.6e-2), torch.float16: (5e-4, 3e-3)}
+
+    def __init__(self):
+        self.plan = None
+
+    def make(self, a, dtype, gen):
+        self.axes, self.dtype = a, dtype
+        self.tolerance = {"lse": (1e-3, 1e-5)}
+        if dtype in self.OUT_TOLERANCE:
+            self.tolerance["out"] = self.OUT_TOLERANCE[dtype]
+        self.table = table = PAGED.PagedTable(a, seed=gen.initial_seed())
+        b, length, hq, hk, d = a["batch"], a["kv_len"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"]
+        rows = torch.tensor(table.rows(), dtype=torch.int64, device="cuda")
+        shape = (a["num_pages"], a["page_size"], hk, d)
+        # Slots no request owns stay NaN: a kernel that reads one fails the check.
+        k_cache = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+        v_cache = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+        k_cache.view(-1, hk, d)[rows] = uniform((b * length, hk, d), dtype, gen)
+        # V: noise in [-0.5, 0.5) plus +-1 by (request, region of 256 positions, head, dim), so
+        # every region moves the output by about 1 / regions.
+        regions = -(-length // DECODE_REGION)
+        signs = torch.randint(0, 2, (b, regions, hk, d), device="cuda", generator=gen).float() * 2 - 1
+        region_of = torch.arange(length, device="cuda") // DECODE_REGION
+        v = uniform((b, length, hk, d), torch.float32, gen, -0.5, 0.5) + signs[:, region_of]
+        v_cache.view(-1, hk, d)[rows] = v.reshape(b * length, hk, d).to(dtype)
+        del v, signs
+        return {"out": torch.empty(b, hq, d, dtype=dtype, device="cuda"),
+                "lse": torch.empty(b, hq, dtype=torch.float32, device="cuda"),
+                "q": uniform((b, hq, d), dtype, gen),
+                "k_cache": k_cache, "v_cache": v_cache,
+                "kv_indptr": int32(table.indptr), "kv_indices": int32(table.indices),
+                "kv_last_page_len": int32(table.last),
+                # The same K and V stored densely, as SDPA reads them (copied once, not timed).
+                "k_dense": SDPA.dense_kv(k_cache, rows, b, length),
+                "v_dense": SDPA.dense_kv(v_cache, rows, b, length)}
+
+    def prepare(self, lib, t):
+        a, table = self.axes, self.table
+        indptr = (ctypes.c_int32 * len(table.indptr))(*table.indptr)
+        last = (ctypes.c_int32 * len(table.last))(*table.last)
+        code, bits = DL_CODES[self.dtype]
+        plan = ctypes.c_void_p()
+        kiln_check(lib, lib.kiln_batch_decode_plan_create(
+            indptr, last, a["batch"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"], a["page_size"],
+            DLDataType(code, bits, 1), 0.0, 0.0, -1, -1, ctypes.byref(plan)), "kiln_batch_decode_plan_create")
+        self.plan = plan
+        self.workspace_bytes = lib.kiln_batch_decode_plan_workspace_bytes(plan)
+        self.workspace = torch.empty(max(self.workspace_bytes, 16), dtype=torch.uint8, device="cuda")
+
+    def release(self, lib):
+        if self.plan is not None:
+            lib.kiln_batch_decode_plan_destroy(self.plan)
+            self.plan = None
+
+    def kiln(self, lib, dl):
+        workspace = ctypes.c_void_p(self.workspace.data_ptr() if self.workspace_bytes else None)
+        return lib.kiln_batch_decode(self.plan, dl["out"].ref(), dl["lse"].ref(), dl["q"].ref(), dl["k_cache"].ref(),
+                                     dl["v_cache"].ref(), dl["kv_indptr"].ref(), dl["kv_indices"].ref(),
+                                     dl["kv_last_page_len"].ref(), workspace, ctypes.c_size_t(self.workspace_bytes),
+                                     stream_handle())
+
+    def torch_backends(self):
+        return {"torch_sdpa_dense": lambda t: (SDPA.sdpa_decode(t["q"], t["k_dense"], t["v_dense"]),)}
+
+    def bytes(self, t):
+        return PAGED.decode_bytes(self.axes, t["q"].element_size())
+
+
+class AppendPagedKv(Op):
+    name, trace, c_function = "append_paged_kv", "append_paged_kv", "kiln_append_paged_kv"
+    outputs, exact = ("k_cache", "v_cache"), True
+
+    def make(self, a, dtype, gen):
+        self.axes = a
+        table = PAGED.PagedTable(a, seed=gen.initial_seed())
+        batch_indices, positions = PAGED.append_tokens(table, a["nnz"])
+        nnz, hk, d = a["nnz"], a["num_kv_heads"], a["head_dim"]
+        shape = (a["num_pages"], a["page_size"], hk, d)
+        return {"k_cache": uniform(shape, dtype, gen), "v_cache": uniform(shape, dtype, gen),
+                "k": uniform((nnz, hk, d), dtype, gen), "v": uniform((nnz, hk, d), dtype, gen),
+                "batch_indices": int32(batch_indices), "positions": int32(positions),
+                "kv_indptr": int32(table.indptr), "kv_indices": int32(table.indices),
+                "kv_last_page_len": int32(table.last),
+                # vLLM's slot mapping: each new token's cache row, made once per step for every layer.
+                "slot_mapping": torch.tensor([table.cache_row(b, p) for b, p in zip(batch_indices, positions)],
+                                             dtype=torch.int64, device="cuda")}
+
+    def kiln(self, lib, dl):
+        return lib.kiln_append_paged_kv(dl["k_cache"].ref(), dl["v_cache"].ref(), dl["k"].ref(), dl["v"].ref(),
+                                        dl["batch_indices"].ref(), dl["positions"].ref(), dl["kv_indptr"].ref(),
+                                        dl["kv_indices"].ref(), dl["kv_last_page_len"].ref(), stream_handle())
+
+    def torch_backends(self):
+        def index_put(t):
+            # The slots from the page table in every call, then one index_put per cache.
+            page_size, pos = t["k_cache"].shape[1], t["positions"].long()
+            entry = t["kv_indptr"][t["batch_indices"].long()].long() + pos // page_size
+            page = t["kv_indices"][entry].long()
+            t["k_cache"][page, pos % page_size] = t["k"]
+            t["v_cache"][page, pos % page_size] = t["v"]
+            return t["k_cache"], t["v_cache"]
+
+        def slot_mapping(t):
+            # vLLM's reshape_and_cache in PyTorch: the precomputed slots, index_copy_ into the rows.
+            hk, d = t["k"].shape[1], t["k"].shape[2]
+            t["k_cache"].view(-1, hk, d).index_copy_(0, t["slot_mapping"], t["k"])
+            t["v_cache"].view(-1, hk, d).index_copy_(0, t["slot_mapping"], t["v"])
+            return t["k_cache"], t["v_cache"]
+
+        return {"torch_index_put": index_put, "torch_index_copy_slots": slot_mapping}
+
+    def bytes(self, t):
+        return PAGED.append_bytes(self.axes, t["k"].element_size())
+
+    def footprint(self, t):
+        return self.bytes(t)  # 64 new tokens touch a sliver of a 2 GB cache
+
+
+# The per-request parameters of every row (the trace definitions' defaults, torch_baseline's).
+SAMPLING_PARAMS = {"top_k": (50, torch.int32), "top_p": (0.9, torch.float32), "min_p": (0.1, torch.float32)}
+SAMPLING_SEED = 0x5EED
+
+
+def clean_probs(probs):
+    p = probs.double()
+    return torch.where(p > 0, p, torch.zeros_like(p))  # negatives and NaN count as 0
+
+
+def mass_above(p):
+    """For each entry, the sum of its row's values strictly greater than it (float64)."""
+    asc = p.sort(dim=-1).values
+    suffix = asc.flip(-1).cumsum(-1).flip(-1)
+    suffix = torch.cat([suffix, torch.zeros_like(suffix[:, :1])], dim=-1)
+    return suffix.gather(-1, torch.searchsorted(asc, p, right=True))
+
+
+def allowed_mask(rule, t):
+    """[B, V] bool: the tokens `rule` may draw from t["probs"] with t's per-request parameters,
+    in float64 (bench/sampling/allowed_set.py is the same definition in plain Python)."""
+    p = clean_probs(t["probs"])
+    vocab = p.shape[-1]
+    largest = p.max(dim=-1, keepdim=True).values
+    keep = p > 0
+    if rule in ("top_k", "top_k_top_p"):
+        k = t["top_k"].long().view(-1, 1)
+        kth = p.sort(dim=-1, descending=True).values.gather(-1, k.clamp(1, vocab) - 1)
+        keep &= (k <= 0) | (k >= vocab) | (p >= kth)
+    if rule in ("top_p", "top_k_top_p"):
+        top_p = t["top_p"].double().view(-1, 1)
+        mass = torch.where(keep, p, torch.zeros_like(p)).sum(dim=-1, keepdim=True)
+        inside = (top_p >= 1) | (mass_above(p) < top_p * mass)
+        keep &= torch.where(top_p > 0, inside, p == largest)  # p <= 0 or NaN: the largest only
+    if rule == "min_p":
+        m = t["min_p"].double().nan_to_num(0.0).clamp(0, 1).view(-1, 1)
+        keep &= p >= (m * largest).float().double()  # one rounding to fp32, as the op's
+    return keep
+
+
+def membership(samples, mask):
+    """(ok, detail): every row's token inside its allowed set (0 for a row with none)."""
+    s = samples.long().view(-1)
+    vocab = mask.shape[-1]
+    inside = (s >= 0) & (s < vocab) & mask.gather(-1, s.clamp(0, vocab - 1).view(-1, 1)).view(-1)
+    inside = torch.where(mask.any(dim=-1), inside, s == 0)
+    bad = (~inside).nonzero().view(-1)
+    if bad.numel() == 0:
+        sizes = mask.sum(dim=-1).double()
+        return True, f"{s.numel()} draws inside; allowed sets of {int(sizes.min())}..{int(sizes.max())} tokens"
+    r = int(bad[0])
+    return False, f"{bad.numel()} of {s.numel()} draws outside the allowed sets; first row {r}: token {int(s[r])}"
+
+
+class Sampler(Op):
+    """The samplers and argmax: one token per row of probs [B, V] fp32."""
+    outputs, pure_outputs = ("samples",), ()
+    scalars = {"seed": SAMPLING_SEED, "offset": 0}
+
+    def __init__(self, name, rule, params, torch_fn):
+        self.name = self.trace = name
+        self.c_function = "kiln_" + name
+        self.rule, self.params, self.torch_fn = rule, params, torch_fn
+        self.draws = rule is not None
+
+    def make(self, a, dtype, gen):
+        # As torch_baseline.py: softmax(3 z), z standard normal; the mass on a few thousand tokens.
+        logits = torch.randn(a["batch"], a["vocab"], device="cuda", generator=gen, dtype=torch.float64) * 3
+        t = {"samples": torch.full((a["batch"],), -1, dtype=torch.int32, device="cuda"),  # -1: never written
+             "probs": torch.softmax(logits, dim=-1).float()}
+        for name in self.params:
+            value, param_dtype = SAMPLING_PARAMS[name]
+            t[name] = torch.full((a["batch"],), value, dtype=param_dtype, device="cuda")
+        return t
+
+    def kiln(self, lib, dl):
+        seed, offset, stream = ctypes.c_uint64(SAMPLING_SEED), ctypes.c_uint64(0), stream_handle()
+        samples, probs = dl["samples"].ref(), dl["probs"].ref()
+        k, p, m = (ctypes.c_int64(50), ctypes.c_double(0.9), ctypes.c_double(0.1))  # unused: tensors given
+        if self.name == "top_k_sampling":
+            return lib.kiln_top_k_sampling(samples, probs, dl["top_k"].ref(), k, seed, offset, stream)
+        if self.name == "top_p_sampling":
+            return lib.kiln_top_p_sampling(samples, probs, dl["top_p"].ref(), p, seed, offset, stream)
+        if self.name == "top_k_top_p_sampling":
+            return lib.kiln_top_k_top_p_sampling(samples, probs, dl["top_k"].ref(), k, dl["top_p"].ref(), p, seed,
+                                                 offset, stream)
+        if self.name == "min_p_sampling":
+            return lib.kiln_min_p_sampling(samples, probs, dl["min_p"].ref(), m, seed, offset, stream)
+        return lib.kiln_argmax(samples, probs, stream)
+
+    def torch_backends(self):
+        return {"torch": lambda t: (self.torch_fn(t["probs"]).view(-1),)}
+
+    def bytes(self, t):
+        return nbytes(t["probs"], t["samples"], *(t[name] for name in self.params))
+
+    def check_draws(self, lib, base, fresh, kiln_out, trace):
+        """Kiln's draws inside the float64 allowed sets and reproducible; the vectorized sets equal
+        the plain-Python definition on row 0; the trace reference's draws inside too; PyTorch's
+        backends' draws reported (their filters are fp32)."""
+        mask = allowed_mask(self.rule, base)
+        checks = {}
+        good, detail = membership(kiln_out["samples"], mask)
+        checks["kiln draws inside the allowed sets"] = {"ok": good, "detail": detail}
+
+        t = fresh()
+        kiln_check(lib, self.kiln(lib, {k: DL(v) for k, v in t.items()}), self.c_function)
+        torch.cuda.synchronize()
+        same = torch.equal(t["samples"], kiln_out["samples"])
+        checks["kiln reproduces its draws with the same seed"] = {
+            "ok": same, "detail": "" if same else f"{int((t['samples'] != kiln_out['samples']).sum())} rows differ"}
+
+        params = {name: base[name][0].item() for name in self.params}
+        want = ALLOWED.allowed(self.rule, base["probs"][0].tolist(), **params)
+        got = mask[0].nonzero().view(-1).tolist()
+        checks["row 0: allowed set equals bench/sampling/allowed_set.py's"] = {
+            "ok": got == want, "detail": f"{len(got)} tokens" if got == want else
+            f"vectorized {len(got)} tokens, plain Python {len(want)} (first differing: "
+            f"{next((a for a, b in zip(got, want) if a != b), None)})"}
+
+        if trace is not None:
+            try:
+                good, detail = membership(call_trace_reference(self, trace, base)["samples"], mask)
+                checks["trace reference draws inside the allowed sets"] = {"ok": good, "detail": detail}
+            except Exception as e:  # noqa: BLE001 - a reference that cannot run is a failure, reported
+                checks["trace reference"] = {"ok": False, "detail": f"{type(e).__name__}: {e}"}
+        for backend, fn in self.torch_backends().items():
+            good, detail = membership(fn(fresh())[0], mask)
+            checks[f"{backend} draws inside the allowed sets (reported only)"] = {
+                "ok": True, "detail": detail + ("" if good else " (PyTorch's fp32 filter; not a failure)")}
+        return checks
+
+
 OPS = [RmsNorm(), FusedAddRmsNorm(),
        ActAndMul("silu_and_mul", F.silu), ActAndMul("gelu_and_mul", F.gelu),
        ActAndMul("gelu_tanh_and_mul", lambda x: F.gelu(x, approximate="tanh")),
-       ApplyRope(), ApplyRopeWithCosSinCache()]
+       ApplyRope(), ApplyRopeWithCosSinCache(),
+       AppendPagedKv(), BatchDecode(),
+       Sampler("top_k_sampling", "top_k", ("top_k",), lambda x: SAMPLERS.top_k(x, 50)),
+       Sampler("top_p_sampling", "top_p", ("top_p",), lambda x: SAMPLERS.top_p(x, 0.9)),
+       Sampler("top_k_top_p_sampling", "top_k_top_p", ("top_k", "top_p"), lambda x: SAMPLERS.top_k_top_p(x, 50, 0.9)),
+       Sampler("min_p_sampling", "min_p", ("min_p",), lambda x: SAMPLERS.min_p(x, 0.1)),
+       Sampler("argmax", None, (), lambda x: torch.argmax(x, -1))]
 
 # ---- checks -------------------------------------------------------------------------------------
 
 
-def agree(got, want, dtype_name):
-    """(ok, max abs err, first mismatch) of got against want within twice the dtype's tolerance."""
-    tol = 2 * TOLERANCE.get(dtype_name, 0.0)
+def agree(got, want, dtype_name, tolerance=None):
+    """(ok, max abs err, first mismatch) of got against want within twice the dtype's tolerance
+    (or twice `tolerance`, (abs, rel) against float64); integers (indices) exactly."""
+    if not got.is_floating_point():
+        abs_tol = rel_tol = 0.0
+    elif tolerance is not None:
+        abs_tol, rel_tol = 2 * tolerance[0], 2 * tolerance[1]
+    else:
+        abs_tol = rel_tol = 2 * TOLERANCE.get(dtype_name, 0.0)
     g, w = got.double(), want.double()
     err = (g - w).abs()
-    bad = ~torch.isfinite(g) | ~torch.isfinite(w) | (err > tol + tol * w.abs())
+    bad = ~torch.isfinite(g) | ~torch.isfinite(w) | (err > abs_tol + rel_tol * w.abs())
     finite = err[torch.isfinite(err)]
     max_err = finite.max().item() if finite.numel() else None
     if not bool(bad.any()):
@@ -343,6 +677,24 @@ def agree(got, want, dtype_name):
     i = int(bad.flatten().nonzero()[0])
     return False, max_err, (f"{int(bad.sum())} of {bad.numel()} elements differ; first [{i}] got "
                             f"{g.flatten()[i].item():.6g}, want {w.flatten()[i].item():.6g}")
+
+
+def identical(got, want):
+    """(ok, None, first mismatch): bit for bit, for a copy."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False, None, f"got {tuple(got.shape)} {got.dtype}, want {tuple(want.shape)} {want.dtype}"
+    if torch.equal(got, want):
+        return True, 0.0, ""
+    differ = (got != want).flatten()
+    i = int(differ.nonzero()[0])
+    return False, None, (f"{int(differ.sum())} of {differ.numel()} elements differ; first [{i}] got "
+                         f"{got.flatten()[i].item():.6g}, want {want.flatten()[i].item():.6g}")
+
+
+def compare(op, name, got, want, dtype_name):
+    if op.exact:
+        return identical(got, want)
+    return agree(got, want, dtype_name, op.tolerance.get(name))
 
 
 def load_trace(traces_dir, name):
@@ -365,11 +717,16 @@ def trace_reference(trace):
 
 def call_trace_reference(op, trace, t):
     """Inputs positionally in the definition's order, scalars as keyword arguments; the outputs
-    come back in the order of its "outputs"."""
+    come back in the order of its "outputs". Where the function names every input as a
+    parameter, the inputs go by name instead: optional per-request tensors may sit between
+    scalars (top_k_top_p_sampling(probs, top_k=None, top_k_scalar=50, top_p=None, ...))."""
     fn = trace_reference(trace)
     accepted = inspect.signature(fn).parameters
     args = [t[name].clone() for name in trace["inputs"]]
     kwargs = {k: v for k, v in op.scalars.items() if k in accepted}
+    if all(name in accepted for name in trace["inputs"]):
+        kwargs.update(zip(trace["inputs"], args))
+        args = []
     result = fn(*args, **kwargs)
     if not isinstance(result, (tuple, list)):
         result = (result,)
@@ -446,6 +803,14 @@ def run_case(lib, op, trace, label, axes, dtype_name, args, l2_bytes, copy_gbps,
     seed = args.seed + sum(ord(c) for c in f"{op.name}{label}{dtype_name}")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     base = op.make(axes, dtype, gen)
+    op.prepare(lib, base)
+    try:
+        return measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_gbps, failures)
+    finally:
+        op.release(lib)
+
+
+def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_gbps, failures):
     shape = ",".join(f"{k}={v}" for k, v in axes.items())
     common = {"op": op.name, "case": label, "dtype": dtype_name, "shape": shape,
               "gpu": torch.cuda.get_device_name(), "arch": "sm_%d%d" % torch.cuda.get_device_capability()}
@@ -463,34 +828,42 @@ def run_case(lib, op, trace, label, axes, dtype_name, args, l2_bytes, copy_gbps,
     kiln_check(lib, op.kiln(lib, dl), op.c_function)
     torch.cuda.synchronize()
     kiln_out = {name: t[name].clone() for name in op.outputs}
+    del t, dl
     checks, ok = {}, True
-    for backend, fn in op.torch_backends().items():
-        got = fn(fresh())
-        torch.cuda.synchronize()
-        for name, value in zip(op.outputs, got):
-            good, err, first = agree(kiln_out[name], value, dtype_name)
-            checks[f"kiln vs {backend}: {name}"] = {"ok": good, "max_abs_err": err, "detail": first}
-            ok = ok and good
-    if trace is not None:
-        try:
-            ref = call_trace_reference(op, trace, base)
-            for name, value in ref.items():
-                if name in kiln_out:
-                    good, err, first = agree(kiln_out[name], value, dtype_name)
-                    checks[f"kiln vs trace reference: {name}"] = {"ok": good, "max_abs_err": err, "detail": first}
-                    ok = ok and good
-        except Exception as e:  # noqa: BLE001 - a reference that cannot run is a failure, reported
-            checks["trace reference"] = {"ok": False, "detail": f"{type(e).__name__}: {e}"}
-            ok = False
+    if op.draws:
+        checks = op.check_draws(lib, base, fresh, kiln_out, trace)
+        ok = all(v["ok"] for v in checks.values())
+    else:
+        for backend, fn in op.torch_backends().items():
+            got = fn(fresh())
+            torch.cuda.synchronize()
+            for name, value in zip(op.outputs, got):
+                good, err, first = compare(op, name, kiln_out[name], value, dtype_name)
+                checks[f"kiln vs {backend}: {name}"] = {"ok": good, "max_abs_err": err, "detail": first}
+                ok = ok and good
+        if trace is not None:
+            try:
+                ref = call_trace_reference(op, trace, base)
+                for name, value in ref.items():
+                    if name in kiln_out:
+                        good, err, first = compare(op, name, kiln_out[name], value, dtype_name)
+                        checks[f"kiln vs trace reference: {name}"] = {"ok": good, "max_abs_err": err, "detail": first}
+                        ok = ok and good
+            except Exception as e:  # noqa: BLE001 - a reference that cannot run is a failure, reported
+                checks["trace reference"] = {"ok": False, "detail": f"{type(e).__name__}: {e}"}
+                ok = False
     if not ok:
         bad = "; ".join(f"{k}: {v['detail']}" for k, v in checks.items() if not v["ok"])
         print(f"REFCHECK FAILED {op.name} {dtype_name} {shape} ({label}): {bad}", file=sys.stderr, flush=True)
         failures.append(f"{op.name} {dtype_name} {shape}")
         return [dict(common, backend="kiln", refcheck="FAIL", checks=checks)]
+    torch.cuda.empty_cache()
 
-    # 2. Timing, on rotating copies of the inputs.
+    # 2. Timing, on rotating copies of the inputs: enough that twice the L2 of other data goes
+    # by between two uses of what a call touches (all of a set, or op.footprint of it).
     set_bytes = nbytes(*base.values())
-    needed = math.ceil(2 * l2_bytes / set_bytes) + 1
+    touched = min(op.footprint(base) or set_bytes, set_bytes)
+    needed = math.ceil(2 * l2_bytes / touched) + 1
     free, _ = torch.cuda.mem_get_info()
     calls = max(args.calls, min(needed, args.max_calls))
     sets = max(1, min(needed, calls, int(free * 0.4 // set_bytes)))

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole GPU round of the kernel library, on the device machine from the repository root
 # with the bundle in .gpu/ (docs/building.md, docs/benchmarking.md): every [gpu] test of the
-# client, then kiln-bench on the default test list and bench/compare_torch.py (via
-# bench/op/gpu_round.sh). With two GPUs (nvidia-h200-x2) also the multi-GPU comm tests.
-# Logs, JSON and CSV go to $OUT.
-#   bash bench/gpu_round.sh [tests|bench|all]
+# client, then kiln-bench on the default test list (every op: norms, activations, rope,
+# decode, append, sampling) with the op-call overhead benchmark, and bench/compare_torch.py
+# (via bench/op/gpu_round.sh). With two GPUs (nvidia-h200-x2) also the multi-GPU comm tests.
+# Logs, JSON and CSV go to $OUT. A device command runs at most 10 minutes: run `tests`,
+# `bench` and `torch` as separate commands.
+#   bash bench/gpu_round.sh [tests|bench|torch|all]
 set -u
 what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
@@ -12,19 +14,20 @@ mkdir -p "$OUT"
 source .gpu/env.sh
 export KILN_TEST_KILND=$PWD/.gpu/bin/kilnd KILN_TEST_CLI=$PWD/.gpu/bin/kiln \
   KILN_TEST_KERNELS_DIR=$PWD/kernels KILN_TEST_LAUNCH=$PWD/.gpu/bin/kiln-launch \
-  KILN_TEST_COMM_RANK_TESTS=$PWD/.gpu/bin/kiln_comm_rank_tests
+  KILN_TEST_COMM_RANK_TESTS=$PWD/.gpu/bin/kiln_comm_rank_tests \
+  KILN_TEST_DIAG_CHILD=$PWD/.gpu/bin/kiln_diag_child
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 chmod -R a+rX .gpu kernels
 
 if [[ $what == tests || $what == all ]]; then
-  for family in ops activation rope sampling decode; do
+  for family in ops activation rope sampling decode diag; do
     filter="[gpu][$family]"
-    [[ $family == ops ]] && filter="[gpu][ops]~[activation]~[rope]~[sampling]~[decode]"
+    [[ $family == ops ]] && filter="[gpu][ops]~[activation]~[rope]~[sampling]~[decode]~[diag]"
     timeout 240 kiln_client_tests "$filter" -d yes > "$OUT/gpu-tests-$family.log" 2>&1
     echo "kiln_client_tests $filter rc=$?"
     grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gpu-tests-$family.log" | tail -12
   done
-  rest="[gpu]~[ops]~[activation]~[rope]~[sampling]~[decode]"
+  rest="[gpu]~[ops]~[activation]~[rope]~[sampling]~[decode]~[diag]"
   timeout 120 kiln_client_tests "$rest" -d yes > "$OUT/gpu-tests-rest.log" 2>&1; echo "kiln_client_tests $rest rc=$?"
   grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gpu-tests-rest.log" | tail -8
   if [[ -x .gpu/bin/kiln_comm_gpu_tests ]]; then
@@ -34,5 +37,9 @@ if [[ $what == tests || $what == all ]]; then
 fi
 
 if [[ $what == bench || $what == all ]]; then
-  bash bench/op/gpu_round.sh all 2>&1 | tail -120
+  bash bench/op/gpu_round.sh bench 2>&1 | tail -150
+fi
+
+if [[ $what == torch || $what == all ]]; then
+  bash bench/op/gpu_round.sh torch 2>&1 | tail -150
 fi

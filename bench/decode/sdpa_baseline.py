@@ -18,6 +18,20 @@ import torch.nn.functional as F
 SHAPES = [(64, 8192), (16, 32768), (1, 32768), (1, 100000), (128, 2048), (32, 4096)]
 
 
+def dense_kv(cache, rows, batch, kv_len):
+    """A paged cache [num_pages, page_size, Hk, D] stored densely as SDPA reads it: [B, Hk, L, D],
+    from the cache rows (page * page_size + slot) of every position, request by request
+    (bench/decode/paged_table.py's PagedTable.rows(), as a tensor on the cache's device)."""
+    hk, d = cache.shape[2], cache.shape[3]
+    return cache.reshape(-1, hk, d)[rows].reshape(batch, kv_len, hk, d).transpose(1, 2).contiguous()
+
+
+def sdpa_decode(q, k, v):
+    """One query token per request: q [B, Hq, D] against dense k, v [B, Hk, L, D] (GQA through
+    enable_gqa); out [B, Hq, D]."""
+    return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, enable_gqa=True).squeeze(2)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
@@ -26,10 +40,10 @@ def main():
     rows = []
     for batch, length in SHAPES:
         hq, hk, d = 32, 8, 128
-        q = torch.randn(batch, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+        q = torch.randn(batch, hq, d, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(batch, hk, length, d, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(batch, hk, length, d, device="cuda", dtype=torch.bfloat16)
-        run = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # noqa: E731
+        run = lambda: sdpa_decode(q, k, v)  # noqa: E731
         out = run()
         ref = torch.softmax((q[0].float().reshape(hk, hq // hk, d) @ k[0].float().transpose(-1, -2)) / d ** 0.5, -1) \
             @ v[0].float()

@@ -43,10 +43,14 @@ size_t BenchDevice::free_bytes() const {
 }
 
 StatusOr<DeviceMemory> DeviceMemory::Allocate(const BenchDevice& device, size_t bytes) {
+  return Allocate(device.driver(), bytes);
+}
+
+StatusOr<DeviceMemory> DeviceMemory::Allocate(const client::CudaDriver& driver, size_t bytes) {
   DeviceMemory m;
-  m.driver_ = &device.driver();
+  m.driver_ = &driver;
   m.bytes_ = bytes;
-  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuMemAlloc(&m.ptr_, bytes > 0 ? bytes : 1),
+  KILN_RETURN_IF_ERROR(driver.Check(driver.cuMemAlloc(&m.ptr_, bytes > 0 ? bytes : 1),
                                     "cuMemAlloc(" + std::to_string(bytes) + " bytes)"));
   return m;
 }

@@ -49,6 +49,9 @@ class DeviceMemory {
  public:
   DeviceMemory() = default;
   static StatusOr<DeviceMemory> Allocate(const BenchDevice& device, size_t bytes);
+  // In the calling thread's current context: for a routine's workspace or scratch, made in
+  // Prepare (where kiln-bench's context is current).
+  static StatusOr<DeviceMemory> Allocate(const client::CudaDriver& driver, size_t bytes);
   ~DeviceMemory();
   DeviceMemory(DeviceMemory&& other) noexcept;
   DeviceMemory& operator=(DeviceMemory&& other) noexcept;

@@ -56,9 +56,13 @@ std::string BenchUsage() {
   kiln-bench --list-routines             routines, their axes, dtypes and backends
   kiln-bench --generate-list TRACES_DIR  the default test list from the trace definitions'
                                          examples (kernels/traces), to stdout or --out FILE
+  kiln-bench --overhead [options]        host time per call of kiln::ops calls (silu_and_mul
+                                         1x8, rms_norm 1x128) against a raw cuLaunchKernelEx of
+                                         the same kernel (routine call_overhead)
 options:
-  --iters N          timed calls per row (default 100; fewer when --max-seconds is reached)
-  --warmup N         untimed calls first (default 10)
+  --iters N          timed calls per row (default 100; fewer when --max-seconds is reached);
+                     --overhead: timed batches of 1000 calls per backend
+  --warmup N         untimed calls first (default 10); --overhead: untimed batches
   --max-seconds S    time budget of one row's timed calls (default 2; at least 10 calls)
   --l2 MODE          rotate (default): rotate through copies of every tensor totalling over
                      twice the L2; flush: memset a 2x-L2 buffer before each call; warm: no
@@ -83,7 +87,7 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
   std::string shapes_text;
   auto set_mode = [&](BenchMode mode, const std::string& flag) -> Status {
     if (have_mode && o.mode != mode)
-      return Invalid(flag + ": give one of --routine, --list, --list-routines, --generate-list, --help");
+      return Invalid(flag + ": give one of --routine, --list, --list-routines, --generate-list, --overhead, --help");
     have_mode = true;
     o.mode = mode;
     return OkStatus();
@@ -117,6 +121,9 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
     } else if (flag == "--list-routines") {
       KILN_RETURN_IF_ERROR(no_value());
       KILN_RETURN_IF_ERROR(set_mode(BenchMode::kListRoutines, flag));
+    } else if (flag == "--overhead") {
+      KILN_RETURN_IF_ERROR(no_value());
+      KILN_RETURN_IF_ERROR(set_mode(BenchMode::kOverhead, flag));
     } else if (flag == "--quiet") {
       KILN_RETURN_IF_ERROR(no_value());
       o.quiet = true;
@@ -201,7 +208,8 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
     }
   }
 
-  if (!have_mode) return Invalid("nothing to do: give --routine, --list, --list-routines or --generate-list (see --help)");
+  if (!have_mode)
+    return Invalid("nothing to do: give --routine, --list, --list-routines, --generate-list or --overhead (see --help)");
   if (o.mode != BenchMode::kRun && have_run_flags)
     return Invalid("--shapes, --dtype, --backends and --label go with --routine (a list file names them per line)");
   if (o.mode == BenchMode::kRun) {

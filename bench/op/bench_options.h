@@ -15,6 +15,7 @@ enum class BenchMode {
   kList,           // --list FILE
   kListRoutines,   // --list-routines
   kGenerateList,   // --generate-list TRACES_DIR: the default test list from trace examples
+  kOverhead,       // --overhead: host time of an op call against a raw launch (call_overhead.h)
   kHelp,
 };
 
@@ -43,7 +44,7 @@ struct BenchOptions {
   // kList / kGenerateList
   std::string list_file;
   std::string traces_dir;
-  // measurement
+  // measurement (--overhead: batches of 1000 calls)
   int iters = 100;
   int warmup = 10;
   double max_seconds = 2.0;  // per row: fewer iterations (at least 10) when one call is slow

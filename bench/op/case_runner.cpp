@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <set>
+#include <type_traits>
 
 namespace kiln::bench {
 namespace {
@@ -50,6 +51,41 @@ std::string Megabytes(double bytes) { return Format("%.0f MB", bytes / 1e6); }
 std::string Join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// A case's host inputs: random data for every read tensor the routine does not fill itself,
+// zeros for the rest, then the routine's own (page tables, probabilities, patterns).
+StatusOr<std::vector<HostTensor>> HostInputs(const Routine& routine, const CaseSpec& spec, const ShapeAxes& shape,
+                                             std::mt19937_64& rng) {
+  std::vector<HostTensor> host;
+  for (const auto& t : spec.tensors)
+    host.push_back(Read(t) && !t.routine_fills ? RandomHostTensor(t.dtype, t.numel(), rng, t.lo, t.hi)
+                                               : HostTensor::Zeros(t.dtype, t.numel()));
+  KILN_RETURN_IF_ERROR(routine.FillInputs(spec, shape, rng, &host));
+  return host;
+}
+
+// Written tensor i of `got` against `want` (another GPU result, or float64 values).
+template <typename Want>
+Comparison CompareOutput(const TensorSpec& t, const HostTensor& got, const Want& want, DType dtype, bool cross) {
+  if constexpr (std::is_same_v<Want, HostTensor>) {
+    if (t.exact) return CompareBits(got, want);
+  }
+  return Compare(got, want, t.exact ? Tolerance{0, 0} : ToleranceFor(t, dtype, cross));
+}
+
+// "" when two runs of a backend on the same inputs wrote the same bits, else what differs.
+std::string Reproducible(const CaseSpec& spec, const std::vector<HostTensor>& first,
+                         const std::vector<HostTensor>& second) {
+  std::string out;
+  for (size_t i = 0; i < spec.tensors.size(); ++i) {
+    if (!Written(spec.tensors[i])) continue;
+    const Comparison c = CompareBits(second[i], first[i]);
+    if (!c.ok)
+      out += "'" + spec.tensors[i].name + "' differs between two calls on the same inputs (" +
+             std::to_string(c.mismatches) + " of " + std::to_string(c.count) + ", first " + c.first_mismatch + "); ";
+  }
   return out;
 }
 
@@ -151,11 +187,12 @@ const CaseRunner::CheckedReference& CaseRunner::ReferenceOnCpu(const Routine& ro
   auto spec = routine.Describe(small, dtype);
   if (!spec.ok()) return fail(spec.status());
   std::mt19937_64 rng(options_.seed ^ Fnv1a("cpu-check " + key));
-  std::vector<HostTensor> host;
+  auto inputs = HostInputs(routine, *spec, small, rng);
+  if (!inputs.ok()) return fail(inputs.status());
+  const std::vector<HostTensor>& host = *inputs;
   std::vector<DeviceMemory> memory;
   TensorSet set;
   for (const auto& t : spec->tensors) {
-    host.push_back(Read(t) ? RandomHostTensor(t.dtype, t.numel(), rng, t.lo, t.hi) : HostTensor::Zeros(t.dtype, t.numel()));
     auto m = DeviceMemory::Allocate(device_, t.bytes());
     if (!m.ok()) return fail(m.status());
     set.push_back(ContiguousView(m->ptr(), t, device_.info().ordinal));
@@ -165,6 +202,24 @@ const CaseRunner::CheckedReference& CaseRunner::ReferenceOnCpu(const Routine& ro
   if (!fn.ok()) return fail(fn.status());
   auto got = RunOnce(*fn, *spec, host, set);
   if (!got.ok()) return fail(got.status());
+
+  if (routine.ChecksDraws()) {
+    // Draws: inside the float64 allowed sets, and the same draws again on the same inputs.
+    auto validity = routine.DrawCheck(*spec, host);
+    if (!validity.ok()) return fail(validity.status());
+    const Comparison c = validity->check(*got);
+    if (!c.ok)
+      return fail(Status(StatusCode::kInternal, std::to_string(c.mismatches) + " of " + std::to_string(c.count) +
+                                                    " draws outside the allowed sets; first " + c.first_mismatch));
+    auto again = RunOnce(*fn, *spec, host, set);
+    if (!again.ok()) return fail(again.status());
+    if (std::string diff = Reproducible(*spec, *got, *again); !diff.empty())
+      return fail(Status(StatusCode::kInternal, "not deterministic: " + diff));
+    result.detail = "reference's draws checked against float64 allowed sets on the CPU at " + FormatShape(small) +
+                    " (" + validity->what + "), reproducible";
+    return result;
+  }
+
   std::map<size_t, std::vector<double>> expected;
   if (Status s = routine.CpuReference(*spec, host, &expected); !s.ok()) return fail(s);
   double max_err = 0, worst = 0;
@@ -173,7 +228,7 @@ const CaseRunner::CheckedReference& CaseRunner::ReferenceOnCpu(const Routine& ro
     auto want = expected.find(i);
     if (want == expected.end())
       return fail(Status(StatusCode::kInternal, "the routine's CPU reference gives nothing for '" + spec->tensors[i].name + "'"));
-    const Comparison c = Compare((*got)[i], want->second, Float64Tolerance(dtype));
+    const Comparison c = CompareOutput(spec->tensors[i], (*got)[i], want->second, dtype, /*cross=*/false);
     if (!c.ok)
       return fail(Status(StatusCode::kInternal, "'" + spec->tensors[i].name + "' differs from float64: " +
                                                     std::to_string(c.mismatches) + " of " + std::to_string(c.count) +
@@ -245,7 +300,7 @@ Status CaseRunner::Time(const BackendFn& fn, const CaseSpec& spec, ResultRow* ro
   }
 
   auto between = [&](int) -> Status {
-    if (options_.l2 != L2Mode::kFlush) return OkStatus();
+    if (l2_mode_ != L2Mode::kFlush) return OkStatus();
     return device_.Check(d.cuMemsetD8Async(flush_.ptr(), 0, flush_.bytes(), device_.stream()), "cuMemsetD8Async (L2 flush)");
   };
   auto call = [&](int i) { return fn(sets_[(warmup + i) % nsets], device_.stream()); };
@@ -326,16 +381,26 @@ std::vector<ResultRow> CaseRunner::Run(const BenchCase& c) {
 
   // The rotation sets: enough copies of every tensor that a set's data left L2 before it is
   // used again (2x L2 of other sets' traffic in between), at most one per call, within half
-  // of the free memory.
+  // of the free memory. What must leave L2 is what a call touches (spec->footprint): when
+  // that is a sliver of a huge set (64 tokens appended to a 2 GB cache) and the sets that
+  // rotation would need do not fit, a flush before each call defeats L2 instead.
   set_stride_ = 0;
   for (const auto& t : spec->tensors) set_stride_ += AlignUp(t.bytes());
   const double l2 = static_cast<double>(device_.l2_bytes());
+  const double touched = spec->footprint > 0 ? std::min(spec->footprint, static_cast<double>(set_stride_))
+                                             : static_cast<double>(set_stride_);
+  const int calls = std::max(options_.warmup, 1) + options_.iters;
   int nsets = 1;
+  int needed = 1;
+  l2_mode_ = options_.l2;
   if (options_.l2 == L2Mode::kRotate) {
-    const int needed = static_cast<int>(std::ceil(2.0 * l2 / static_cast<double>(set_stride_))) + 1;
-    const int calls = std::max(options_.warmup, 1) + options_.iters;
+    needed = static_cast<int>(std::min(std::ceil(2.0 * l2 / touched) + 1, 1e6));
     const size_t fit = device_.free_bytes() / 2 / set_stride_;
     nsets = std::max(1, std::min<int>({needed, calls, static_cast<int>(std::min<size_t>(fit, 1 << 20))}));
+    if (nsets < needed && nsets < calls && touched < static_cast<double>(set_stride_)) {
+      nsets = 1;
+      l2_mode_ = L2Mode::kFlush;
+    }
   }
   if (set_stride_ * static_cast<size_t>(nsets) > device_.free_bytes() / 2 && nsets == 1)
     return all_fail("error", "one set of tensors (" + Megabytes(static_cast<double>(set_stride_)) +
@@ -360,20 +425,31 @@ std::vector<ResultRow> CaseRunner::Run(const BenchCase& c) {
     flush_ = std::move(*flush);
   }
   std::string l2_mode;
-  switch (options_.l2) {
+  switch (l2_mode_) {
     case L2Mode::kRotate:
       l2_mode = "rotate " + std::to_string(nsets) + " sets (" + Megabytes(static_cast<double>(set_stride_) * nsets) + ")";
-      if (static_cast<double>(set_stride_) * (nsets - 1) < 2 * l2 && nsets < std::max(options_.warmup, 1) + options_.iters)
-        l2_mode += ", less than 2x L2: partly warm";
+      if (touched * (nsets - 1) < 2 * l2 && nsets < calls) l2_mode += ", less than 2x L2: partly warm";
       break;
-    case L2Mode::kFlush: l2_mode = "flush (memset of " + Megabytes(2 * l2) + " before each call)"; break;
+    case L2Mode::kFlush:
+      l2_mode = "flush (memset of " + Megabytes(2 * l2) + " before each call)";
+      if (options_.l2 == L2Mode::kRotate)
+        l2_mode += ": a call touches " + Megabytes(touched) + " of a " + Megabytes(static_cast<double>(set_stride_)) +
+                   " set; rotation would need " + std::to_string(needed) + " sets";
+      break;
     case L2Mode::kWarm: l2_mode = "warm (one set, may stay in L2)"; break;
   }
 
   std::mt19937_64 rng(options_.seed ^ Fnv1a(c.routine + " " + c.dtype + " " + FormatShape(c.shape)));
-  pristine_.clear();
-  for (const auto& t : spec->tensors)
-    pristine_.push_back(Read(t) ? RandomHostTensor(t.dtype, t.numel(), rng, t.lo, t.hi) : HostTensor::Zeros(t.dtype, t.numel()));
+  auto inputs = HostInputs(*routine, *spec, c.shape, rng);
+  if (!inputs.ok()) return all_fail("error", inputs.status().message(), backends);
+  pristine_ = std::move(*inputs);
+  // Draws are checked against the allowed sets of these inputs (computed once, for every backend).
+  DrawValidity validity;
+  if (routine->ChecksDraws()) {
+    auto v = routine->DrawCheck(*spec, pristine_);
+    if (!v.ok()) return all_fail("error", "draw check: " + v.status().message(), backends);
+    validity = std::move(*v);
+  }
 
   // The baseline: the reference backend's outputs on set 0.
   auto reference = routine->Prepare("reference", *spec, c.shape, *dtype);
@@ -400,10 +476,10 @@ std::vector<ResultRow> CaseRunner::Run(const BenchCase& c) {
       continue;
     }
     BackendFn fn;
+    std::vector<HostTensor> got;
     if (b == "reference") {
       fn = *reference;
-      row.refcheck = "baseline";
-      row.refcheck_detail = checked.detail;
+      if (routine->ChecksDraws()) got = *want;  // (a copy only where it is checked: caches are gigabytes)
     } else {
       auto prepared = routine->Prepare(b, *spec, c.shape, *dtype);
       if (!prepared.ok()) {
@@ -411,36 +487,67 @@ std::vector<ResultRow> CaseRunner::Run(const BenchCase& c) {
         continue;
       }
       fn = *prepared;
-      auto got = RunOnce(fn, *spec, pristine_, sets_[0]);
-      if (!got.ok()) {
-        finish("error", got.status().message());
+      auto out = RunOnce(fn, *spec, pristine_, sets_[0]);
+      if (!out.ok()) {
+        finish("error", out.status().message());
         continue;
       }
+      got = std::move(*out);
+    }
+
+    std::string failures;
+    if (routine->ChecksDraws()) {
+      // Every backend, the reference included: its draws inside the allowed sets, and the
+      // same draws again from a second call on the same inputs.
+      const Comparison cmp = validity.check(got);
+      if (!cmp.ok)
+        failures += std::to_string(cmp.mismatches) + " of " + std::to_string(cmp.count) +
+                    " draws outside the float64 allowed sets, first " + cmp.first_mismatch + "; ";
+      auto again = RunOnce(fn, *spec, pristine_, sets_[0]);
+      if (!again.ok()) {
+        finish("error", again.status().message());
+        continue;
+      }
+      failures += Reproducible(*spec, got, *again);
+      row.max_abs_err = 0;
+      if (failures.empty()) {
+        row.refcheck = b == "reference" ? "baseline" : "pass";
+        row.refcheck_detail = "every draw inside its float64 allowed set (" + validity.what +
+                              "); a second call reproduced them" +
+                              (b == "reference" ? "; " + checked.detail : std::string());
+      }
+    } else if (b == "reference") {
+      row.refcheck = "baseline";
+      row.refcheck_detail = checked.detail;
+    } else {
       double max_err = 0, worst = 0;
-      std::string failures;
       size_t elements = 0;
       for (size_t i = 0; i < spec->tensors.size(); ++i) {
         if (!Written(spec->tensors[i])) continue;
-        const Comparison cmp = Compare((*got)[i], (*want)[i], CrossTolerance(*dtype));
+        const Comparison cmp = CompareOutput(spec->tensors[i], got[i], (*want)[i], *dtype, /*cross=*/true);
         elements += cmp.count;
         max_err = std::max(max_err, cmp.max_abs_err);
         worst = std::max(worst, cmp.worst_fraction);
         if (!cmp.ok)
           failures += "'" + spec->tensors[i].name + "': " + std::to_string(cmp.mismatches) + " of " +
-                      std::to_string(cmp.count) + " elements differ from the reference, first " + cmp.first_mismatch + "; ";
+                      std::to_string(cmp.count) + " elements differ from the reference" +
+                      (spec->tensors[i].exact ? " (bit for bit)" : "") + ", first " + cmp.first_mismatch + "; ";
       }
       row.max_abs_err = max_err;
-      if (!failures.empty()) {
-        row.refcheck = "FAIL";
-        row.refcheck_detail = failures;
-        std::fprintf(stderr, "kiln-bench: REFCHECK FAILED: %s %s %s %s: %s(not timed)\n", c.routine.c_str(), b.c_str(),
-                     c.dtype.c_str(), base.shape.c_str(), failures.c_str());
-        finish("refcheck_failed", "output differs from the reference backend; not timed");
-        continue;
+      if (failures.empty()) {
+        row.refcheck = "pass";
+        row.refcheck_detail = "max abs err " + Format("%.3g", max_err) + " (" + Format("%.2f", worst) +
+                              " of the tolerance) over " + std::to_string(elements) + " elements";
       }
-      row.refcheck = "pass";
-      row.refcheck_detail = "max abs err " + Format("%.3g", max_err) + " (" + Format("%.2f", worst) +
-                            " of the tolerance) over " + std::to_string(elements) + " elements";
+    }
+    if (!failures.empty()) {
+      row.refcheck = "FAIL";
+      row.refcheck_detail = failures;
+      std::fprintf(stderr, "kiln-bench: REFCHECK FAILED: %s %s %s %s: %s(not timed)\n", c.routine.c_str(), b.c_str(),
+                   c.dtype.c_str(), base.shape.c_str(), failures.c_str());
+      finish("refcheck_failed", routine->ChecksDraws() ? "draws invalid or not reproducible; not timed"
+                                                       : "output differs from the reference backend; not timed");
+      continue;
     }
     if (Status s = Time(fn, *spec, &row); !s.ok()) {
       finish("error", row.message + s.message());

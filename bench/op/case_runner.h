@@ -60,7 +60,8 @@ class CaseRunner {
   size_t set_stride_ = 0;
   std::vector<TensorSet> sets_;
   std::vector<HostTensor> pristine_;
-  DeviceMemory flush_;  // --l2 flush: 2x L2
+  DeviceMemory flush_;  // --l2 flush, and rotate's fallback to it: 2x L2
+  L2Mode l2_mode_ = L2Mode::kRotate;  // the case's: --l2, or flush where rotation cannot work
 };
 
 }  // namespace kiln::bench

@@ -13,6 +13,9 @@ std::string GenerateDefaultList(const std::vector<traces::TraceDefinition>& defi
       "#\n"
       "# routine              dtype shape                            backends         label\n";
   for (const auto& def : definitions) {
+    // No examples: nothing to measure (an internal op's definition); not even its name, so
+    // such a definition never changes the list.
+    if (def.examples.empty()) continue;
     out += "\n# " + def.name + " (" + def.api_cpp + ")";
     if (def.HasTag("multi_gpu")) {
       out += ": multi-GPU, not run by kiln-bench (see bench/comm/compare_nccl.py)\n";

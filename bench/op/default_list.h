@@ -1,7 +1,8 @@
 // The default test list of kiln-bench (bench/definitions/default.list), generated from the
 // trace definitions' examples: one case per example, backends "kiln,reference", labelled with
 // the example's name. Ops tagged "multi_gpu" appear as a comment only (kiln-bench drives one
-// GPU; bench/comm/compare_nccl.py measures them). Deterministic: the same traces give the
+// GPU; bench/comm/compare_nccl.py measures them); a definition without examples is left out.
+// Deterministic: the same traces give the
 // same bytes, which is what the "regenerating yields no diff" test compares.
 #pragma once
 

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # One benchmark round on the H200 (device tool, kind nvidia-h200), from the repository root
 # with the bundle in .gpu/ (docs/benchmarking.md has the bundle recipe): a kilnd of its own,
-# kiln-bench on a test list (default: bench/definitions/default.list, generated from the trace
-# definitions), then bench/compare_torch.py. Logs, JSON and CSV go to $OUT.
-#   bash bench/op/gpu_round.sh [bench|torch|all] [LIST]
+# then kiln-bench on a test list (default: bench/definitions/default.list, generated from the
+# trace definitions), kiln-bench --overhead (op-call overhead against a raw cuLaunchKernelEx),
+# and bench/compare_torch.py. Logs, JSON and CSV go to $OUT.
+#   bash bench/op/gpu_round.sh [bench|overhead|torch|all] [LIST] [COMPARE_TORCH_ARGS...]
+# One device command runs at most 10 minutes: give `bench` and `torch` a command each (`all`
+# may not fit); a LIST of some routines (grep the default list) runs a part.
 set -u
 what=${1:-all}
 list=${2:-bench/definitions/default.list}
+shift $(( $# < 2 ? $# : 2 ))
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
@@ -21,15 +25,23 @@ for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
 export KILN_SOCKET=$dir/kilnd.sock
 
 if [[ $what == bench || $what == all ]]; then
-  timeout 400 kiln-bench --list "$list" --out "$OUT/kiln-bench.json" --out "$OUT/kiln-bench.csv" \
+  timeout 520 kiln-bench --list "$list" --out "$OUT/kiln-bench.json" --out "$OUT/kiln-bench.csv" \
     > "$OUT/kiln-bench.log" 2>&1
   echo "kiln-bench rc=$?"
   cat "$OUT/kiln-bench.log"
 fi
 
+if [[ $what == overhead || $what == bench || $what == all ]]; then
+  # Logging off: the target is "within 0.2 us of a raw cuLaunchKernelEx" with KILN_LOGLEVEL unset.
+  env -u KILN_LOGLEVEL timeout 120 kiln-bench --overhead --out "$OUT/kiln-bench-overhead.json" \
+    --out "$OUT/kiln-bench-overhead.csv" > "$OUT/kiln-bench-overhead.log" 2>&1
+  echo "kiln-bench --overhead rc=$?"
+  cat "$OUT/kiln-bench-overhead.log"
+fi
+
 if [[ $what == torch || $what == all ]]; then
   lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
-  timeout 400 python3 bench/compare_torch.py --lib "$lib" --out "$OUT/compare-torch.json" \
+  timeout 520 python3 bench/compare_torch.py --lib "$lib" --out "$OUT/compare-torch.json" "$@" \
     > "$OUT/compare-torch.log" 2>&1
   echo "compare_torch rc=$?"
   cat "$OUT/compare-torch.log"

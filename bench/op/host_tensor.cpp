@@ -5,6 +5,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "bench/op/host_parallel.h"
+
 namespace kiln::bench {
 namespace {
 
@@ -111,18 +113,72 @@ bool IsFloatDType(DType dtype) {
 
 HostTensor RandomHostTensor(DType dtype, size_t count, std::mt19937_64& rng, double lo, double hi) {
   HostTensor t = HostTensor::Zeros(dtype, count);
-  if (IsFloatDType(dtype)) {
-    std::uniform_real_distribution<double> uniform(lo, hi);
-    for (size_t i = 0; i < count; ++i) {
-      double v = uniform(rng);
-      t.Set(i, v);
-      if (t.Get(i) == 0) t.Set(i, 0.5);  // also catches values that round to zero
+  // Chunks of 1M elements, each from its own generator seeded in order from `rng`: the data
+  // depends on the seed only, not on the number of threads that filled it (gigabytes of KV
+  // cache take seconds instead of a minute).
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::vector<uint64_t> seeds((count + kChunk - 1) / kChunk);
+  for (auto& s : seeds) s = rng();
+  uint8_t* bytes = t.bytes.data();
+  ForEachChunk(count, kChunk, [&](size_t chunk, size_t begin, size_t end) {
+    std::mt19937_64 gen(seeds[chunk]);
+    if (!IsFloatDType(dtype)) {
+      std::uniform_int_distribution<int64_t> uniform(static_cast<int64_t>(lo), static_cast<int64_t>(hi) - 1);
+      for (size_t i = begin; i < end; ++i) t.Set(i, static_cast<double>(uniform(gen)));
+      return;
     }
-  } else {
-    std::uniform_int_distribution<int64_t> uniform(static_cast<int64_t>(lo), static_cast<int64_t>(hi) - 1);
-    for (size_t i = 0; i < count; ++i) t.Set(i, static_cast<double>(uniform(rng)));
-  }
+    std::uniform_real_distribution<double> uniform(lo, hi);
+    for (size_t i = begin; i < end; ++i) {
+      const float v = static_cast<float>(uniform(gen));
+      // Never zero (a zero would hide a missing write), also after rounding to the dtype.
+      switch (dtype) {
+        case DType::kFloat16: {
+          uint16_t h = FloatToHalf(v);
+          if ((h & 0x7FFF) == 0) h = FloatToHalf(0.5f);
+          Store(bytes + 2 * i, h);
+          break;
+        }
+        case DType::kBFloat16: {
+          uint16_t b = FloatToBf16(v);
+          if ((b & 0x7FFF) == 0) b = FloatToBf16(0.5f);
+          Store(bytes + 2 * i, b);
+          break;
+        }
+        default:
+          Store(bytes + 4 * i, v == 0.0f ? 0.5f : v);
+          break;
+      }
+    }
+  });
   return t;
+}
+
+Comparison CompareBits(const HostTensor& got, const HostTensor& want) {
+  Comparison c;
+  c.count = got.size();
+  if (got.dtype != want.dtype || got.bytes.size() != want.bytes.size()) {
+    c.ok = false;
+    c.mismatches = c.count;
+    c.first_mismatch = "sizes or dtypes differ: got " + std::to_string(c.count) + " " + DTypeName(got.dtype) +
+                       " elements, want " + std::to_string(want.size()) + " " + DTypeName(want.dtype);
+    return c;
+  }
+  if (std::memcmp(got.bytes.data(), want.bytes.data(), got.bytes.size()) == 0) return c;
+  const size_t es = DTypeSize(got.dtype);
+  for (size_t i = 0; i < c.count; ++i) {
+    if (std::memcmp(got.bytes.data() + i * es, want.bytes.data() + i * es, es) == 0) continue;
+    const double err = std::fabs(got.Get(i) - want.Get(i));
+    if (std::isfinite(err)) c.max_abs_err = std::max(c.max_abs_err, err);
+    if (c.mismatches++ == 0) {
+      std::ostringstream s;
+      s.precision(7);
+      s << "[" << i << "] got " << got.Get(i) << ", want " << want.Get(i) << " (bits differ)";
+      c.first_mismatch = s.str();
+    }
+  }
+  c.ok = c.mismatches == 0;
+  c.worst_fraction = c.ok ? 0.0 : HUGE_VAL;
+  return c;
 }
 
 Tolerance Float64Tolerance(DType dtype) {

@@ -30,7 +30,8 @@ struct HostTensor {
 bool IsFloatDType(DType dtype);
 
 // Uniform in [lo, hi), rounded to the dtype, never zero (a zero would hide a missing write);
-// integer dtypes draw integers in [lo, hi).
+// integer dtypes draw integers in [lo, hi). Filled on all cores; the same rng state gives the
+// same data on any machine.
 HostTensor RandomHostTensor(DType dtype, size_t count, std::mt19937_64& rng, double lo = -2, double hi = 2);
 
 struct Tolerance {
@@ -57,5 +58,7 @@ struct Comparison {
 // Element i passes when got is finite and |got - want| <= abs + rel * |want|.
 Comparison Compare(const HostTensor& got, const std::vector<double>& want, Tolerance tolerance);
 Comparison Compare(const HostTensor& got, const HostTensor& want, Tolerance tolerance);
+// Bit for bit (a copy: bits in, bits out); the first differing element is named.
+Comparison CompareBits(const HostTensor& got, const HostTensor& want);
 
 }  // namespace kiln::bench

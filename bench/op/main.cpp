@@ -10,6 +10,7 @@
 
 #include "bench/op/bench_device.h"
 #include "bench/op/bench_options.h"
+#include "bench/op/call_overhead.h"
 #include "bench/op/case_runner.h"
 #include "bench/op/default_list.h"
 #include "bench/op/result_row.h"
@@ -176,6 +177,68 @@ int Run(const BenchOptions& options, const std::string& command_line) {
   return failed > 0 ? kExitFailed : 0;
 }
 
+// kiln-bench --overhead: the op-call overhead rows (call_overhead.h). No CUPTI: its activity
+// records would slow down every launch this measures.
+int Overhead(const BenchOptions& options, const std::string& command_line) {
+  auto driver = client::CudaDriver::Get();
+  if (!driver.ok()) {
+    std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", driver.status().message().c_str());
+    return kExitNoGpu;
+  }
+  auto device = BenchDevice::Open(options.device);
+  if (!device.ok()) {
+    if (device.status().code() == StatusCode::kNoDriver) {
+      std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", device.status().message().c_str());
+      return kExitNoGpu;
+    }
+    return Fail(device.status().message());
+  }
+  BenchDevice& d = **device;
+  ClientOptions client = CurrentOptions();
+  if (!options.socket.empty()) client.socket = options.socket;
+  if (Status s = Configure(client); !s.ok()) return Fail(s.ToString());
+  if (Status s = Ping(std::chrono::seconds(10)); !s.ok()) return Fail("kilnd: " + s.ToString());
+
+  if (!options.quiet) {
+    std::printf("# %s (%s), driver for CUDA %s; kilnd %s\n", d.info().name.c_str(), d.arch().c_str(),
+                client::CudaVersionString(d.driver().version()).c_str(), DaemonTarget().c_str());
+    std::printf("# op-call overhead: host time per call, %d batches of %d calls per backend (%d untimed first); %s\n",
+                options.iters, kOverheadCallsPerBatch, options.warmup, LoggingState().c_str());
+    std::printf("%s %10s\n", TableHeader().c_str(), "vs raw us");
+  }
+  const std::vector<ResultRow> rows = MeasureCallOverhead(options, d);
+  int failed = 0;
+  for (const auto& row : rows) {
+    if (row.status != "ok") ++failed;
+    if (!options.quiet && row.status == "ok")
+      std::printf("%s %+10.3f\n", RowToTableLine(row).c_str(), row.overhead_us);
+    else if (!options.quiet)
+      std::printf("%s\n", RowToTableLine(row).c_str());
+    if (row.backend == "kiln" && row.status == "ok") std::printf("# %s: %s\n", row.label.c_str(), row.message.c_str());
+  }
+  nlohmann::json meta = {
+      {"tool", "kiln-bench"},
+      {"mode", "overhead"},
+      {"kiln_version", Version()},
+      {"date", UtcNow()},
+      {"command", command_line},
+      {"gpu", d.info().name},
+      {"arch", d.arch()},
+      {"driver_cuda_version", client::CudaVersionString(d.driver().version())},
+      {"daemon", DaemonTarget()},
+      {"timer", "host steady_clock around each call; cupti not started"},
+      {"calls_per_batch", kOverheadCallsPerBatch},
+      {"batches", options.iters},
+      {"warmup_batches", options.warmup},
+      {"seed", options.seed},
+      {"logging", LoggingState()},
+  };
+  for (const auto& out : options.outs)
+    if (Status s = WriteRows(out, meta, rows); !s.ok()) return Fail(s.message());
+  std::printf("# %zu rows: %zu ok, %d failed\n", rows.size(), rows.size() - failed, failed);
+  return failed > 0 ? kExitFailed : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,6 +255,8 @@ int main(int argc, char** argv) {
       return ListRoutines();
     case BenchMode::kGenerateList:
       return GenerateList(*options);
+    case BenchMode::kOverhead:
+      return Overhead(*options, command_line);
     case BenchMode::kRun:
     case BenchMode::kList:
       return Run(*options, command_line);

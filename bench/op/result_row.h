@@ -36,6 +36,9 @@ struct ResultRow {
   double bytes = NAN;        // bytes one call must read and write
   double flops = NAN;        // floating-point operations of one call, where meaningful
   double copy_gbps = NAN;    // device-to-device copy bandwidth (read + write) of this run
+  // call_overhead rows (kiln-bench --overhead): median host time per call minus that of a raw
+  // cuLaunchKernelEx of the same kernel.
+  double overhead_us = NAN;
   std::string kernels;       // the kernels timed (CUPTI names them)
   std::string message;       // why a row failed or was skipped, and warnings
   std::string reproduce;     // the command line of this row alone

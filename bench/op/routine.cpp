@@ -11,6 +11,13 @@ size_t TensorSpec::numel() const {
   return n;
 }
 
+Tolerance ToleranceFor(const TensorSpec& t, DType dtype, bool cross) {
+  if (!IsFloatDType(t.dtype)) return {0, 0};  // indices and counts: exact, whatever the case's dtype
+  Tolerance tol = t.tolerance.abs > 0 || t.tolerance.rel > 0 ? t.tolerance : Float64Tolerance(dtype);
+  if (cross) tol = {2 * tol.abs, 2 * tol.rel};
+  return tol;
+}
+
 RoutineRegistry& RoutineRegistry::Global() {
   static RoutineRegistry* registry = new RoutineRegistry();
   return *registry;

@@ -10,6 +10,7 @@
 #include "client/loader/loaded_library.h"
 #include "client/loader/module_cache.h"
 #include "client/loader/module_info.h"
+#include "client/rpc/debug_compile.h"
 #include "client/rpc/kernel_request.h"
 #include "client/rpc/kernel_rpc.h"
 
@@ -45,10 +46,13 @@ StatusOr<Target> TargetFor(const LoadOptions& options) {
 }
 
 // An op's identity in the module cache, built without protobuf: a repeat LoadOp of a loaded
-// op costs a string and a hash lookup (requests differ from sources by the leading tag).
+// op costs a string and a hash lookup (requests differ from sources by the leading tag). A
+// debug compile (KILN_DEBUG_COMPILE) is another module, so it is part of the identity.
 std::string OpIdentity(const OpRequest& op, const std::string& arch) {
   std::string id = "op\n" + op.name + "\n" + arch;
   for (const auto& [k, v] : op.params) id.append("\n").append(k).append("=").append(v);
+  if (const client::DebugCompile& debug = client::ProcessDebugCompile(); debug.any())
+    id.append("\ndebug ").append(debug.Describe());
   return id;
 }
 

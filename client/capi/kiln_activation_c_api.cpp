@@ -1,12 +1,8 @@
 // The C ABI of the activation ops (kiln/kiln.h): DLTensor arguments in, kiln_status and a
 // thread-local message out. No exception crosses it.
-#include <cmath>
-
 #include "client/capi/c_status.h"
 #include "client/capi/dlpack_tensor.h"
-#include "client/ops/activation_launcher.h"
-#include "client/ops/activation_plan.h"
-#include "client/ops/api_log.h"
+#include "client/ops/activation_ops.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -20,10 +16,7 @@ kiln::Status RunActAndMulC(ActivationOp op, const char* api, const DLTensor* out
   if (!o.ok()) return o.status().WithContext(api);
   auto i = kiln::client::FromDLTensor(input, "input");
   if (!i.ok()) return i.status().WithContext(api);
-  if (kiln::client::ApiLogLevel() > 0) kiln::client::LogOpCall(api, {{"out", &*o}, {"input", &*i}}, NAN, stream);
-  auto plan = kiln::client::PlanActAndMul(op, *o, *i, api);
-  if (!plan.ok()) return plan.status();
-  return kiln::client::RunActAndMul(*plan, stream);
+  return kiln::client::ActAndMulWithApi(op, api, *o, *i, stream);
 }
 
 }  // namespace

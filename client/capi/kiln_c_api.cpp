@@ -7,8 +7,7 @@
 
 #include "client/capi/c_status.h"
 #include "client/capi/dlpack_tensor.h"
-#include "client/ops/api_log.h"
-#include "client/ops/norm_launcher.h"
+#include "client/ops/norm_ops.h"
 #include "client/ops/norm_plan.h"
 #include "kiln/client.h"
 
@@ -25,13 +24,8 @@ kiln::Status RunNormC(kiln::client::NormOp op, const char* api, const DLTensor* 
   if (!b.ok()) return b.status().WithContext(api);
   auto w = kiln::client::FromDLTensor(weight, "weight");
   if (!w.ok()) return w.status().WithContext(api);
-  if (kiln::client::ApiLogLevel() > 0)
-    kiln::client::LogOpCall(api, {{n0, &*a}, {n1, &*b}, {"weight", &*w}}, eps, stream);
-  auto plan = op == kiln::client::NormOp::kRmsNorm
-                  ? kiln::client::PlanRmsNorm(*a, *b, *w, eps, api)
-                  : kiln::client::PlanFusedAddRmsNorm(*a, *b, *w, eps, api);
-  if (!plan.ok()) return plan.status();
-  return kiln::client::RunNorm(*plan, stream);
+  return op == kiln::client::NormOp::kRmsNorm ? kiln::client::RmsNormWithApi(api, *a, *b, *w, eps, stream)
+                                              : kiln::client::FusedAddRmsNormWithApi(api, *a, *b, *w, eps, stream);
 }
 
 }  // namespace

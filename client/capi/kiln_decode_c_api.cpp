@@ -1,14 +1,11 @@
 // The C ABI of the decode family (kiln/kiln.h, "Paged KV cache and batch decode"): an opaque
 // kiln_batch_decode_plan around a kiln::ops::BatchDecodePlan, DLTensor arguments, kiln_status
 // and kiln_last_error out. No exception crosses it.
-#include <cmath>
 #include <string>
 
 #include "client/capi/c_status.h"
 #include "client/capi/dlpack_tensor.h"
-#include "client/ops/api_log.h"
-#include "client/ops/decode_call.h"
-#include "client/ops/decode_launcher.h"
+#include "client/ops/decode_ops.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/decode.h"
 
@@ -66,15 +63,7 @@ kiln_status kiln_append_paged_kv(DLTensor* k_cache, DLTensor* v_cache, const DLT
                                  "kv_last_page_len"};
     TensorView t[9];
     KILN_RETURN_IF_ERROR(Convert(kApi, in, names, t));
-    if (kiln::client::ApiLogLevel() > 0)
-      kiln::client::LogOpCall(kApi,
-                              {{names[0], &t[0]}, {names[1], &t[1]}, {names[2], &t[2]}, {names[3], &t[3]},
-                               {names[4], &t[4]}, {names[5], &t[5]}, {names[6], &t[6]}, {names[7], &t[7]},
-                               {names[8], &t[8]}},
-                              NAN, stream);
-    auto call = kiln::client::CheckAppendPagedKv(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], kApi);
-    if (!call.ok()) return call.status();
-    return kiln::client::RunAppendPagedKv(*call, stream);
+    return kiln::client::AppendPagedKvWithApi(kApi, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], stream);
   });
 }
 
@@ -131,16 +120,8 @@ kiln_status kiln_batch_decode(const kiln_batch_decode_plan* plan, DLTensor* out,
       if (!view.ok()) return view.status().WithContext(kApi);
       lse_view = *view;
     }
-    if (kiln::client::ApiLogLevel() > 0)
-      kiln::client::LogOpCall(kApi,
-                              {{"out", &t[0]}, {"lse", &lse_view}, {"q", &t[1]}, {"k_cache", &t[2]},
-                               {"v_cache", &t[3]}, {"kv_indptr", &t[4]}, {"kv_indices", &t[5]},
-                               {"kv_last_page_len", &t[6]}},
-                              NAN, stream);
-    auto call = kiln::client::CheckBatchDecode(plan->plan, t[0], lse != nullptr ? &lse_view : nullptr, t[1], t[2],
-                                               t[3], t[4], t[5], t[6], workspace, workspace_bytes, kApi);
-    if (!call.ok()) return call.status();
-    return kiln::client::RunBatchDecode(*call, stream);
+    return kiln::client::BatchDecodeWithApi(kApi, plan->plan, t[0], lse != nullptr ? &lse_view : nullptr, t[1], t[2],
+                                            t[3], t[4], t[5], t[6], workspace, workspace_bytes, stream);
   });
 }
 

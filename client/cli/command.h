@@ -94,6 +94,8 @@ void AddGetCommand(std::vector<CommandSpec>& commands);
 void AddCompileCommand(std::vector<CommandSpec>& commands);
 void AddCacheCommands(std::vector<CommandSpec>& commands);
 void AddJobsCommands(std::vector<CommandSpec>& commands);
+void AddInspectCommand(std::vector<CommandSpec>& commands);
+void AddReplayCommand(std::vector<CommandSpec>& commands);
 void AddDoctorCommand(std::vector<CommandSpec>& commands);
 
 }  // namespace kiln::cli

@@ -101,7 +101,7 @@ std::vector<OptionSpec> KernelFetchOptions() {
       {"--out", "FILE", "write the cubin to FILE"},
       {"--lineinfo", "", "compile with -lineinfo (a separate cache entry)"},
       {"--device-debug", "", "compile with -G for cuda-gdb (a separate cache entry)"},
-      {"--verbose-log", "", "keep ptxas' verbose output in the job log"},
+      {"--verbose-log", "", "keep ptxas' verbose report in the compile log (a separate cache entry; see kiln inspect)"},
   };
 }
 

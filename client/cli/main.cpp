@@ -48,6 +48,8 @@ int Run(const std::vector<std::string>& args) {
   kiln::cli::AddCompileCommand(commands);
   kiln::cli::AddCacheCommands(commands);
   kiln::cli::AddJobsCommands(commands);
+  kiln::cli::AddInspectCommand(commands);
+  kiln::cli::AddReplayCommand(commands);
   kiln::cli::AddDoctorCommand(commands);
 
   kiln::cli::GlobalOptions global;

@@ -19,11 +19,11 @@
 #include "client/comm/peer_check.h"
 #include "client/comm/rendezvous.h"
 #include "client/comm/symmetric_memory.h"
+#include "client/diag/call_trace.h"
 #include "client/driver/cuda_driver.h"
 #include "client/driver/current_context.h"
 #include "client/driver/devices.h"
 #include "client/loader/kernel_launch.h"
-#include "client/ops/api_log.h"
 #include "kiln/comm.h"
 
 namespace kiln::comm {
@@ -210,7 +210,10 @@ struct CommunicatorState {
     int copy = copy_input ? 1 : 0;
     unsigned long long timeout = TimeoutNs();
     void* args[] = {&p, &epochs, &control_arg, &input, &output, &count, &rank_arg, &copy, &timeout};
-    return client::LaunchFunction(*driver, kernel.function, config, args, entry);
+    if (KILN_UNLIKELY(client::diag::Level() != 0) && client::diag::InTracedCall())
+      client::diag::NoteBackend(std::string(two_shot ? "two_shot" : "one_shot") +
+                                (copy_input ? ":staging" : ":registered-input"));
+    return client::LaunchFunction(*driver, kernel.function, config, args, entry, &kernel.library->info);
   }
 
   Status AllReduce(const client::comm::AllReducePlan& plan, void* stream,
@@ -385,7 +388,7 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
     void* args[] = {&p,           &epochs,   &control_arg, &in_arg, &kernel_residual, &weight,
                     &kernel_out, &rows_arg, &eps,         &rank_arg, &copy,          &timeout};
     KILN_RETURN_IF_ERROR(client::LaunchFunction(*driver, (*kernel)->function, config, args,
-                                                client::comm::kAddRmsNormEntry));
+                                                client::comm::kAddRmsNormEntry, &(*kernel)->library->info));
     if (kernel_residual != residual)
       KILN_RETURN_IF_ERROR(Copy(reinterpret_cast<CUdeviceptr>(residual),
                                 reinterpret_cast<CUdeviceptr>(kernel_residual), bytes, stream));
@@ -519,48 +522,75 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment(const Comm
   return Create(*rank, *world, address, resolved);
 }
 
-Status Communicator::AllReduce(const TensorView& out, const TensorView& in, void* stream,
-                               AllReduceAlgorithm algorithm) {
-  if (client::ApiLogLevel() > 0)
-    client::LogOpCall(kAllReduceApi, {{"out", &out}, {"in", &in}}, std::nan(""), stream);
+namespace {
+
+// The calls themselves (check, lock, launch); the members below add the call tracing.
+Status RunAllReduce(detail::CommunicatorState& impl, const TensorView& out, const TensorView& in, void* stream,
+                    AllReduceAlgorithm algorithm) {
   if (algorithm != AllReduceAlgorithm::kAuto) NoteForcedAlgorithm(algorithm);
   auto plan = client::comm::PlanAllReduce(out, in);
   if (!plan.ok()) return plan.status().WithContext(kAllReduceApi);
-  if (plan->device != impl_->context.device)
+  if (plan->device != impl.context.device)
     return Invalid(std::string(kAllReduceApi) + ": in is on cuda:" + std::to_string(plan->device) +
-                   ", the communicator on cuda:" + std::to_string(impl_->context.device));
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  KILN_RETURN_IF_ERROR(impl_->AsyncError());
+                   ", the communicator on cuda:" + std::to_string(impl.context.device));
+  std::lock_guard<std::mutex> lock(impl.mu);
+  KILN_RETURN_IF_ERROR(impl.AsyncError());
   if (plan->n == 0) return OkStatus();
-  KILN_RETURN_IF_ERROR(impl_->CheckContext(kAllReduceApi));
-  Status status = impl_->AllReduce(*plan, stream, algorithm);
+  KILN_RETURN_IF_ERROR(impl.CheckContext(kAllReduceApi));
+  Status status = impl.AllReduce(*plan, stream, algorithm);
   return status.ok() ? status : status.WithContext(kAllReduceApi);
+}
+
+Status RunAllReduceAddRmsNorm(detail::CommunicatorState& impl, const TensorView& out, const TensorView& in,
+                              const TensorView& residual, const TensorView& weight, double eps, void* stream) {
+  auto plan = client::comm::PlanAddRmsNorm(out, in, residual, weight, eps);
+  if (!plan.ok()) return plan.status().WithContext(kAddRmsNormApi);
+  if (plan->device != impl.context.device)
+    return Invalid(std::string(kAddRmsNormApi) + ": in is on cuda:" +
+                   std::to_string(plan->device) + ", the communicator on cuda:" +
+                   std::to_string(impl.context.device));
+  if (impl.world == 1)
+    return Status(StatusCode::kUnimplemented,
+                  std::string(kAddRmsNormApi) +
+                      ": a world of one rank has nothing to reduce; use "
+                      "kiln::ops::fused_add_rms_norm");
+  std::lock_guard<std::mutex> lock(impl.mu);
+  KILN_RETURN_IF_ERROR(impl.AsyncError());
+  if (plan->rows == 0) return OkStatus();
+  KILN_RETURN_IF_ERROR(impl.CheckContext(kAddRmsNormApi));
+  Status status = impl.AddRmsNorm(*plan, stream);
+  return status.ok() ? status : status.WithContext(kAddRmsNormApi);
+}
+
+}  // namespace
+
+Status Communicator::AllReduce(const TensorView& out, const TensorView& in, void* stream,
+                               AllReduceAlgorithm algorithm) {
+  if (KILN_UNLIKELY(client::diag::Level() != 0))
+    return client::diag::Traced(
+        "all_reduce", kAllReduceApi, stream,
+        [&](client::diag::OpCall& c) {
+          c.Out("out", out).In("in", in);
+          c.Param("algorithm", std::string(AllReduceAlgorithmName(algorithm)))
+              .Param("rank", impl_->rank)
+              .Param("world_size", impl_->world);
+        },
+        [&] { return RunAllReduce(*impl_, out, in, stream, algorithm); });
+  return RunAllReduce(*impl_, out, in, stream, algorithm);
 }
 
 Status Communicator::AllReduceAddRmsNorm(const TensorView& out, const TensorView& in,
                                          const TensorView& residual, const TensorView& weight,
                                          double eps, void* stream) {
-  if (client::ApiLogLevel() > 0)
-    client::LogOpCall(kAddRmsNormApi,
-                      {{"out", &out}, {"in", &in}, {"residual", &residual}, {"weight", &weight}},
-                      eps, stream);
-  auto plan = client::comm::PlanAddRmsNorm(out, in, residual, weight, eps);
-  if (!plan.ok()) return plan.status().WithContext(kAddRmsNormApi);
-  if (plan->device != impl_->context.device)
-    return Invalid(std::string(kAddRmsNormApi) + ": in is on cuda:" +
-                   std::to_string(plan->device) + ", the communicator on cuda:" +
-                   std::to_string(impl_->context.device));
-  if (impl_->world == 1)
-    return Status(StatusCode::kUnimplemented,
-                  std::string(kAddRmsNormApi) +
-                      ": a world of one rank has nothing to reduce; use "
-                      "kiln::ops::fused_add_rms_norm");
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  KILN_RETURN_IF_ERROR(impl_->AsyncError());
-  if (plan->rows == 0) return OkStatus();
-  KILN_RETURN_IF_ERROR(impl_->CheckContext(kAddRmsNormApi));
-  Status status = impl_->AddRmsNorm(*plan, stream);
-  return status.ok() ? status : status.WithContext(kAddRmsNormApi);
+  if (KILN_UNLIKELY(client::diag::Level() != 0))
+    return client::diag::Traced(
+        "all_reduce_add_rms_norm", kAddRmsNormApi, stream,
+        [&](client::diag::OpCall& c) {
+          c.Out("out", out).In("in", in).InOut("residual", residual).In("weight", weight);
+          c.Param("eps", eps).Param("rank", impl_->rank).Param("world_size", impl_->world);
+        },
+        [&] { return RunAllReduceAddRmsNorm(*impl_, out, in, residual, weight, eps, stream); });
+  return RunAllReduceAddRmsNorm(*impl_, out, in, residual, weight, eps, stream);
 }
 
 StatusOr<void*> Communicator::AllocateRegistered(size_t bytes) {

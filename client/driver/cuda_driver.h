@@ -77,7 +77,16 @@ namespace kiln::client {
   X(cuEventSynchronize, 2000)         \
   X(cuEventElapsedTime, 2000)         \
   X(cuEventDestroy, 4000)             \
-  X(cuMemsetD8Async, 3020)
+  X(cuMemsetD8Async, 3020)           \
+  X(cuStreamIsCapturing, 10000)       \
+  X(cuMemcpyDtoHAsync, 3020)          \
+  X(cuMemcpyHtoDAsync, 3020)          \
+  X(cuStreamBeginCapture, 10010)      \
+  X(cuStreamEndCapture, 10000)        \
+  X(cuGraphInstantiateWithFlags, 11040) \
+  X(cuGraphLaunch, 10000)             \
+  X(cuGraphExecDestroy, 10000)        \
+  X(cuGraphDestroy, 10000)
 
 // The oldest driver that has every function above (the cuLibrary API came with 12.0).
 inline constexpr int kMinDriverVersion = 12000;

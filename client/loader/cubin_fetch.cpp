@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "client/loader/loader_log.h"
 #include "client/loader/sha256.h"
 #include "client/rpc/client_counters.h"
 #include "client/rpc/client_settings.h"
@@ -57,13 +58,11 @@ Status Verify(const v1::GetKernelResponse& reply, const std::string& bytes,
   return OkStatus();
 }
 
-}  // namespace
-
-StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
-                                  v1::GetKernelRequest request, const FetchOptions& options) {
+// The fetch itself; `fetched` has its timings even when it fails (for the loader log).
+Status Fetch(const DaemonConnection& connection, v1::GetKernelRequest request, const FetchOptions& options,
+             FetchedCubin& fetched) {
   request.set_client_id(options.client_id);
   request.set_prefer_blob_path(options.prefer_blob_path && connection.is_local());
-  FetchedCubin fetched;
   auto t = std::chrono::steady_clock::now();
   auto ms_since = [](std::chrono::steady_clock::time_point from) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
@@ -82,7 +81,7 @@ StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
       fetched.blob_path = reply->blob_path();
       fetched.cubin = std::move(bytes).value();
       fetched.reply = std::move(reply).value();
-      return fetched;
+      return OkStatus();
     }
     // The file went away (evicted between reply and read) or is damaged: ask for the bytes.
     request.set_prefer_blob_path(false);
@@ -102,15 +101,31 @@ StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
   KILN_RETURN_IF_ERROR(Verify(*reply, fetched.cubin, "the daemon's reply"));
   fetched.verify_ms += ms_since(t);
   fetched.reply = std::move(reply).value();
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection, v1::GetKernelRequest request,
+                                  const FetchOptions& options) {
+  FetchedCubin fetched;
+  Status status = Fetch(connection, request, options, fetched);
+  if (!status.ok()) {
+    if (LoaderLogEnabled()) WriteLoaderLine(LoaderLogFailure(fetched.rpc_ms, status));
+    return status;
+  }
+  if (!options.caller_loads && LoaderLogEnabled())
+    WriteLoaderLine(LoaderLogLine(LoaderEvent::kFetched, request, fetched, 0));
   return fetched;
 }
 
-StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request) {
+StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request, bool caller_loads) {
   auto settings = CurrentSettings();
   FetchOptions options;
   options.timeout = settings->options.rpc_timeout;
   options.prefer_blob_path = settings->options.prefer_blob_path;
   options.client_id = settings->client_id;
+  options.caller_loads = caller_loads;
   return FetchCubin(*settings->connection, request, options);
 }
 

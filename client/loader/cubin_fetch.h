@@ -16,6 +16,9 @@ struct FetchOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
   bool prefer_blob_path = true;  // only honoured on a unix socket
   std::string client_id;
+  // The caller loads the module and writes its one loader-log line itself (ModuleCache);
+  // otherwise a fetch writes its own (KILN_LOADER_LOG, client/loader/loader_log.h).
+  bool caller_loads = false;
 };
 
 struct FetchedCubin {
@@ -30,6 +33,6 @@ StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
                                   v1::GetKernelRequest request, const FetchOptions& options);
 
 // FetchCubin through the process-wide client settings (kiln::Configure).
-StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request);
+StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request, bool caller_loads = false);
 
 }  // namespace kiln::client

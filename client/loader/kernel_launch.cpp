@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "client/diag/call_trace.h"
+#include "client/diag/diag_config.h"
+
 namespace kiln::client {
 namespace {
 
@@ -12,7 +15,7 @@ std::string Dims(const Dim3& d) {
 }  // namespace
 
 Status LaunchFunction(const CudaDriver& driver, CUfunction function, const LaunchConfig& config,
-                      void** args, std::string_view kernel_name) {
+                      void** args, std::string_view kernel_name, const ModuleInfo* module) {
   const Dim3& g = config.grid;
   const Dim3& b = config.block;
   if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)
@@ -37,6 +40,7 @@ Status LaunchFunction(const CudaDriver& driver, CUfunction function, const Launc
     launch.attrs = &cluster;
     launch.numAttrs = 1;
   }
+  if (KILN_UNLIKELY(diag::Level() != 0)) diag::BeforeLaunch(module, kernel_name, config);
   CUresult r = driver.cuLaunchKernelEx(&launch, function, args, nullptr);
   if (r == CUDA_SUCCESS) return OkStatus();
   return Status(StatusCode::kCudaError,

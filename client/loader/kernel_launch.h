@@ -1,5 +1,8 @@
 // One cuLaunchKernelEx on the caller's stream, with the grid, block, shared memory and
 // (optionally) cluster shape of a kiln::LaunchConfig, and a message that names the kernel.
+// Every launch of the op library goes through here, which makes it the place where call
+// tracing (client/diag/call_trace.h) learns the kernel and launch config of a call, right
+// before the launch; with tracing off that costs one branch on a cached integer.
 #pragma once
 
 #include <string_view>
@@ -9,7 +12,9 @@
 
 namespace kiln::client {
 
+// `module`: the loaded module the function comes from (its URI, cache key and arch go into the
+// call log); null for a launch without one.
 Status LaunchFunction(const CudaDriver& driver, CUfunction function, const LaunchConfig& config,
-                      void** args, std::string_view kernel_name);
+                      void** args, std::string_view kernel_name, const ModuleInfo* module = nullptr);
 
 }  // namespace kiln::client

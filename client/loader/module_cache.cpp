@@ -4,6 +4,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "client/loader/cubin_fetch.h"
+#include "client/loader/loader_log.h"
 #include "client/loader/module_info.h"
 
 namespace kiln::client {
@@ -42,7 +43,7 @@ StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(
   }
   // Fetch and load outside the lock: a compile can take seconds, and other kernels must not
   // wait for it. Two threads racing for the same kernel both fetch; the first to finish wins.
-  auto fetched = FetchCubin(request);
+  auto fetched = FetchCubin(request, /*caller_loads=*/true);
   if (!fetched.ok()) return fetched.status();
 
   // Equal keys mean equal cubins; a daemon that sends no key gets one module per request.
@@ -53,6 +54,7 @@ StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(
     auto it = by_key_.find(key);
     if (it != by_key_.end()) {
       by_request_.emplace(identity, it->second);
+      if (LoaderLogEnabled()) WriteLoaderLine(LoaderLogLine(LoaderEvent::kAlreadyLoaded, request, *fetched, 0));
       return it->second;
     }
   }
@@ -60,7 +62,14 @@ StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(
   info.rpc_ms = fetched->rpc_ms;
   info.verify_ms = fetched->verify_ms;
   auto loaded = detail::LoadedLibrary::Load(driver, fetched->cubin, std::move(info), entries);
-  if (!loaded.ok()) return loaded.status();
+  if (!loaded.ok()) {
+    if (LoaderLogEnabled())
+      WriteLoaderLine(LoaderLogLine(LoaderEvent::kLoadFailed, request, *fetched, 0) + ": " +
+                      loaded.status().message());
+    return loaded.status();
+  }
+  if (LoaderLogEnabled())
+    WriteLoaderLine(LoaderLogLine(LoaderEvent::kLoaded, request, *fetched, (*loaded)->info.load_ms));
   std::lock_guard<std::mutex> lock(mu_);
   if (!reuse) {
     by_key_[key] = *loaded;

@@ -83,7 +83,8 @@ Status RunActAndMul(const ActivationPlan& plan, void* stream) {
   long long out_stride = plan.out_stride;
   long long in_stride = plan.in_stride;
   void* args[] = {&out, &input, &rows, &d, &out_stride, &in_stride};
-  return LaunchFunction(**driver, launch->function, config, args, ActivationOpEntry(plan.op));
+  return LaunchFunction(**driver, launch->function, config, args, ActivationOpEntry(plan.op),
+                        &launch->library->info);
 }
 
 }  // namespace kiln::client

@@ -4,6 +4,7 @@
 #include <climits>
 #include <string>
 
+#include "client/diag/call_trace.h"
 #include "client/driver/cuda_driver.h"
 #include "client/driver/current_context.h"
 #include "client/driver/devices.h"
@@ -107,6 +108,12 @@ Status RunBatchDecode(const BatchDecodeCall& call, void* stream) {
     merge = cache.Find(DecodeKey(ctx->context, DecodeOp::kBatchDecodeMerge, plan));
   }
 
+  // The schedule is this op's tactic: the call log and dumps name it (a replay on a GPU with
+  // another SM count may choose differently).
+  if (KILN_UNLIKELY(diag::Level() != 0) && diag::InTracedCall())
+    diag::NoteBackend(plan.schedule.split ? "split-kv:" + std::to_string(plan.schedule.num_items) + "-items-of-" +
+                                                std::to_string(plan.schedule.chunk_tokens) + "-positions+merge"
+                                          : std::string("single-pass:no-split"));
   // The kernel contract (kiln/decode/batch_decode.cu): one KilnBatchDecodeParams by value.
   BatchDecodeParamsAbi params = call.params;
   void* args[] = {&params};
@@ -115,7 +122,8 @@ Status RunBatchDecode(const BatchDecodeCall& call, void* stream) {
   config.block.x = decode->block;
   config.dynamic_smem_bytes = decode->dynamic_smem;
   config.stream = stream;
-  KILN_RETURN_IF_ERROR(LaunchFunction(**driver, decode->function, config, args, kDecodeEntry).WithContext(api));
+  KILN_RETURN_IF_ERROR(LaunchFunction(**driver, decode->function, config, args, kDecodeEntry, &decode->library->info)
+                           .WithContext(api));
   if (!plan.schedule.split) return OkStatus();
 
   LaunchConfig merge_config;
@@ -123,7 +131,8 @@ Status RunBatchDecode(const BatchDecodeCall& call, void* stream) {
   merge_config.grid.y = static_cast<unsigned>((plan.num_qo_heads + merge->rows_per_block - 1) / merge->rows_per_block);
   merge_config.block.x = merge->block;
   merge_config.stream = stream;
-  return LaunchFunction(**driver, merge->function, merge_config, args, kMergeEntry).WithContext(api);
+  return LaunchFunction(**driver, merge->function, merge_config, args, kMergeEntry, &merge->library->info)
+      .WithContext(api);
 }
 
 Status RunAppendPagedKv(const AppendPagedKvCall& call, void* stream) {
@@ -140,16 +149,9 @@ Status RunAppendPagedKv(const AppendPagedKvCall& call, void* stream) {
   key.dtype = static_cast<uint8_t>(call.dtype);
   key.vec = static_cast<uint8_t>(call.vec);
   key.size0 = call.head_dim;
-  OpLaunchCache& cache = OpLaunchCache::Global();
-  const OpLaunch* launch = cache.Find(key);
-  if (launch != nullptr) {
-    Bump(Counters().op_fast_hits);
-  } else {
-    Bump(Counters().op_fast_misses);
-    auto resolved = ResolveAppend(**driver, call, *ctx);
-    if (!resolved.ok()) return resolved.status().WithContext(api);
-    launch = cache.Insert(key, std::move(resolved).value());
-  }
+  auto found = FindOrResolveLaunch(key, [&] { return ResolveAppend(**driver, call, *ctx); });
+  if (!found.ok()) return found.status().WithContext(api);
+  const OpLaunch* launch = *found;
 
   const int64_t threads = call.params.nnz * call.params.num_kv_heads * (call.head_dim / call.vec);
   const int64_t blocks = std::min<int64_t>((threads + launch->block - 1) / launch->block, launch->rows_per_block);
@@ -159,7 +161,8 @@ Status RunAppendPagedKv(const AppendPagedKvCall& call, void* stream) {
   config.grid.x = static_cast<unsigned>(blocks);
   config.block.x = launch->block;
   config.stream = stream;
-  return LaunchFunction(**driver, launch->function, config, args, kAppendEntry).WithContext(api);
+  return LaunchFunction(**driver, launch->function, config, args, kAppendEntry, &launch->library->info)
+      .WithContext(api);
 }
 
 }  // namespace kiln::client

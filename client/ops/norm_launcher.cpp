@@ -83,7 +83,7 @@ Status RunNorm(const NormPlan& plan, void* stream) {
   long long b_stride = plan.b_stride;
   float eps = plan.eps;
   void* args[] = {&a, &b, &weight, &rows, &a_stride, &b_stride, &eps};
-  return LaunchFunction(**driver, launch->function, config, args, NormOpEntry(plan.op));
+  return LaunchFunction(**driver, launch->function, config, args, NormOpEntry(plan.op), &launch->library->info);
 }
 
 }  // namespace kiln::client

@@ -39,17 +39,26 @@ StatusOr<OpLaunch> EntryLaunch(const CudaDriver& driver,
 
 // The cached launch of `key`, or `resolve()`'s, inserted (counted as a fast-path hit or miss).
 // A template, so the hit path builds no std::function (no allocation on a repeat call).
+// A thread first asks its own OpLaunchMemo (no lock), then the global cache.
 template <typename Resolve>
 StatusOr<const OpLaunch*> FindOrResolveLaunch(const OpLaunchKey& key, Resolve&& resolve) {
+  thread_local OpLaunchMemo memo;
+  if (const OpLaunch* launch = memo.Find(key)) {
+    Bump(Counters().op_fast_hits);
+    return launch;
+  }
   OpLaunchCache& cache = OpLaunchCache::Global();
   if (const OpLaunch* launch = cache.Find(key)) {
     Bump(Counters().op_fast_hits);
+    memo.Remember(key, launch);
     return launch;
   }
   Bump(Counters().op_fast_misses);
   StatusOr<OpLaunch> resolved = resolve();
   if (!resolved.ok()) return resolved.status();
-  return cache.Insert(key, std::move(resolved).value());
+  const OpLaunch* launch = cache.Insert(key, std::move(resolved).value());
+  memo.Remember(key, launch);
+  return launch;
 }
 
 }  // namespace kiln::client

@@ -43,12 +43,35 @@ class OpLaunchCache {
   // Inserts (or keeps the entry another thread inserted first) and returns it.
   const OpLaunch* Insert(const OpLaunchKey& key, OpLaunch launch);
 
- private:
   struct Hash {
     size_t operator()(const OpLaunchKey& k) const;
   };
+
+ private:
   mutable std::shared_mutex mu_;
   std::unordered_map<OpLaunchKey, OpLaunch, Hash> map_;  // node-based: entries never move
+};
+
+// A thread's memo of launches it has found in OpLaunchCache::Global(): direct-mapped, 8 slots,
+// no lock, no atomic. A repeat call on the same thread then skips the shared lock and the
+// table lookup (about 50 ns of the op-call overhead, docs/benchmarking.md). Safe because
+// the global cache never erases or moves an entry: a remembered pointer stays valid.
+class OpLaunchMemo {
+ public:
+  const OpLaunch* Find(const OpLaunchKey& key) const {
+    const Slot& slot = slots_[Index(key)];
+    return slot.launch != nullptr && slot.key == key ? slot.launch : nullptr;
+  }
+  void Remember(const OpLaunchKey& key, const OpLaunch* launch) { slots_[Index(key)] = {key, launch}; }
+
+ private:
+  static constexpr size_t kSlots = 8;
+  static size_t Index(const OpLaunchKey& key) { return OpLaunchCache::Hash{}(key) % kSlots; }
+  struct Slot {
+    OpLaunchKey key;
+    const OpLaunch* launch = nullptr;
+  };
+  Slot slots_[kSlots];
 };
 
 }  // namespace kiln::client

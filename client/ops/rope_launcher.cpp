@@ -101,13 +101,15 @@ Status RunRope(const RopePlan& plan, void* stream) {
     double high = plan.high_freq_factor, original = plan.original_max_position;
     void* args[] = {&q, &k, &positions, &tokens, &q_token_stride, &q_head_stride, &q_heads,
                     &k_token_stride, &k_head_stride, &k_heads, &log2_theta, &factor, &low, &high, &original};
-    return LaunchFunction(**driver, launch->function, config, args, RopeOpEntry(plan.op));
+    return LaunchFunction(**driver, launch->function, config, args, RopeOpEntry(plan.op),
+                          &launch->library->info);
   }
   const void* cache_ptr = plan.cos_sin_cache;
   long long max_position = plan.max_position, cache_stride = plan.cache_stride;
   void* args[] = {&q, &k, &positions, &tokens, &q_token_stride, &q_head_stride, &q_heads,
                   &k_token_stride, &k_head_stride, &k_heads, &cache_ptr, &max_position, &cache_stride};
-  return LaunchFunction(**driver, launch->function, config, args, RopeOpEntry(plan.op));
+  return LaunchFunction(**driver, launch->function, config, args, RopeOpEntry(plan.op),
+                          &launch->library->info);
 }
 
 }  // namespace kiln::client

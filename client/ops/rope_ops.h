@@ -1,6 +1,6 @@
 // The one path of both rope APIs (kiln::ops::apply_rope* and the C ABI's kiln_apply_rope*):
-// log the call (KILN_LOGLEVEL, before anything is checked), plan, launch. `api` names the
-// caller in messages and log lines, and must be a string literal.
+// trace the call when KILN_LOGLEVEL asks for it (client/diag/call_trace.h), plan, launch.
+// `api` names the caller in messages and log lines, and must be a string literal.
 #pragma once
 
 #include "kiln/ops/rope.h"

@@ -1,10 +1,9 @@
 #include "client/ops/sampling_launcher.h"
 
 #include <climits>
-#include <cmath>
-#include <cstdio>
 #include <string>
 
+#include "client/diag/call_trace.h"
 #include "client/driver/cuda_driver.h"
 #include "client/driver/current_context.h"
 #include "client/driver/devices.h"
@@ -12,7 +11,6 @@
 #include "client/loader/kernel_launch.h"
 #include "client/loader/launch_hint.h"
 #include "client/loader/module_cache.h"
-#include "client/ops/api_log.h"
 #include "client/ops/op_dispatch.h"
 #include "client/ops/op_launch_cache.h"
 #include "client/rpc/client_counters.h"
@@ -45,49 +43,25 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const SamplingPlan& plan, c
   return launch;
 }
 
-// One line before validation and launch (api_log.h levels): the name, and at level 3 every
-// tensor and scalar.
-void LogSamplingCall(SamplingOp op, const SamplingArgs& a, const char* api, void* stream) {
-  const int level = ApiLogLevel();
-  if (level <= 0) return;
-  if (level < 3) {
-    LogOpCall(api, {}, NAN, stream);
-    return;
-  }
-  std::string line = std::string("[kiln api] ") + api + "(";
-  auto tensor = [&](const char* name, const TensorView* t) {
-    char pointer[32];
-    std::snprintf(pointer, sizeof(pointer), "%p", t != nullptr ? t->data : nullptr);
-    line += std::string(name) + "=" + (t != nullptr ? t->Describe() + " @" + pointer : std::string("null")) + ", ";
-  };
-  tensor("samples", a.samples);
-  tensor("probs", a.probs);
-  char text[160];
+// The call record: a null tensor pointer is left out (the validation names it); a per-row
+// parameter is a tensor or a scalar param, under the name the API gives it.
+void DescribeSamplingCall(SamplingOp op, const SamplingArgs& a, diag::OpCall& c) {
+  if (a.samples != nullptr) c.Out("samples", *a.samples);
+  if (a.probs != nullptr) c.In("probs", *a.probs);
   if (op == SamplingOp::kTopK || op == SamplingOp::kTopKTopP) {
-    if (a.k_values != nullptr) {
-      tensor("top_k", a.k_values);
-    } else {
-      std::snprintf(text, sizeof(text), "top_k=%lld, ", static_cast<long long>(a.k_scalar));
-      line += text;
-    }
+    if (a.k_values != nullptr)
+      c.In("top_k", *a.k_values);
+    else
+      c.Param("top_k", a.k_scalar);
   }
   if (op != SamplingOp::kTopK && op != SamplingOp::kArgmax) {
     const char* name = op == SamplingOp::kMinP ? "min_p" : "top_p";
-    if (a.p_values != nullptr) {
-      tensor(name, a.p_values);
-    } else {
-      std::snprintf(text, sizeof(text), "%s=%g, ", name, a.p_scalar);
-      line += text;
-    }
+    if (a.p_values != nullptr)
+      c.In(name, *a.p_values);
+    else
+      c.Param(name, a.p_scalar);
   }
-  if (op != SamplingOp::kArgmax) {
-    std::snprintf(text, sizeof(text), "seed=%llu, offset=%llu, ", static_cast<unsigned long long>(a.seed),
-                  static_cast<unsigned long long>(a.offset));
-    line += text;
-  }
-  std::snprintf(text, sizeof(text), "stream=%p)\n", stream);
-  line += text;
-  std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines of threads don't mix
+  if (op != SamplingOp::kArgmax) c.Param("seed", a.seed).Param("offset", a.offset);
 }
 
 }  // namespace
@@ -132,14 +106,20 @@ Status RunSampling(const SamplingPlan& plan, void* stream) {
   unsigned long long seed = plan.seed;
   unsigned long long offset = plan.offset;
   void* args[] = {&samples, &probs, &vocab, &row_stride, &k_values, &k_scalar, &p_values, &p_scalar, &seed, &offset};
-  return LaunchFunction(**driver, launch->function, config, args, SamplingOpEntry(plan.op));
+  return LaunchFunction(**driver, launch->function, config, args, SamplingOpEntry(plan.op),
+                        &launch->library->info);
 }
 
 Status SampleWithApi(SamplingOp op, const SamplingArgs& args, const char* api, void* stream) {
-  LogSamplingCall(op, args, api, stream);
-  auto plan = PlanSampling(op, args, api);
-  if (!plan.ok()) return plan.status();
-  return RunSampling(*plan, stream);
+  auto body = [&]() -> Status {
+    auto plan = PlanSampling(op, args, api);
+    if (!plan.ok()) return plan.status();
+    return RunSampling(*plan, stream);
+  };
+  if (KILN_UNLIKELY(diag::Level() != 0))
+    return diag::Traced(SamplingOpName(op), api, stream, [&](diag::OpCall& c) { DescribeSamplingCall(op, args, c); },
+                        body);
+  return body();
 }
 
 }  // namespace kiln::client

@@ -2,15 +2,17 @@
 
 namespace kiln::client {
 
-v1::GetKernelRequest MakeKernelRequest(const OpRequest& op, const std::string& arch) {
+v1::GetKernelRequest MakeKernelRequest(const OpRequest& op, const std::string& arch, const DebugCompile& debug) {
   v1::GetKernelRequest request;
   request.mutable_op()->set_name(op.name);
   for (const auto& [k, v] : op.params) (*request.mutable_op()->mutable_params())[k] = v;
   request.mutable_target()->set_arch(arch);
+  debug.ApplyTo(&request);
   return request;
 }
 
-v1::GetKernelRequest MakeKernelRequest(const SourceRequest& source, const std::string& arch) {
+v1::GetKernelRequest MakeKernelRequest(const SourceRequest& source, const std::string& arch,
+                                       const DebugCompile& debug) {
   v1::GetKernelRequest request;
   v1::SourceRequest* s = request.mutable_source();
   s->set_name(source.name);
@@ -23,7 +25,16 @@ v1::GetKernelRequest MakeKernelRequest(const SourceRequest& source, const std::s
     unit->set_code(u.code);
   }
   request.mutable_target()->set_arch(arch);
+  debug.ApplyTo(&request);
   return request;
+}
+
+v1::GetKernelRequest MakeKernelRequest(const OpRequest& op, const std::string& arch) {
+  return MakeKernelRequest(op, arch, ProcessDebugCompile());
+}
+
+v1::GetKernelRequest MakeKernelRequest(const SourceRequest& source, const std::string& arch) {
+  return MakeKernelRequest(source, arch, ProcessDebugCompile());
 }
 
 }  // namespace kiln::client

@@ -9,6 +9,7 @@
 #include "kernels/ops/comm/all_reduce_generator.h"
 #include "kernels/ops/decode/append_paged_kv_generator.h"
 #include "kernels/ops/decode/batch_decode_generator.h"
+#include "kernels/ops/diag/tensor_stats_generator.h"
 #include "kernels/ops/norm/rmsnorm_generator.h"
 #include "kernels/ops/rope/rope_generator.h"
 #include "kernels/ops/sampling/sampling_generator.h"
@@ -34,6 +35,7 @@ const OpRegistry& OpRegistry::Builtin() {
     r->Add(MakeTopKTopPSamplingGenerator());
     r->Add(MakeMinPSamplingGenerator());
     r->Add(MakeArgmaxGenerator());
+    r->Add(MakeTensorStatsGenerator());
     return r;
   }();
   return *registry;

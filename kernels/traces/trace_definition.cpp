@@ -112,9 +112,17 @@ absl::Status ParseDtype(const Checker& c, const Json& value, const std::string& 
                            std::string(output ? ", or \"same_as:<input>\"" : ""));
 }
 
+const std::set<std::string>& ScalarDtypes() {
+  static const std::set<std::string> kScalarTypes = {"float32", "float64", "int32", "int64", "uint32", "uint64", "bool"};
+  return kScalarTypes;
+}
+
+// `may_be_empty`: outputs of an API that returns its results (see "returns").
 absl::Status ParseTensors(const Checker& c, const Json& object, const char* section,
-                          const TraceDefinition& def, std::vector<TraceTensor>* out) {
-  if (object.empty()) return c.Fail(section, "must name at least one tensor");
+                          const TraceDefinition& def, std::vector<TraceTensor>* out, bool may_be_empty = false) {
+  if (object.empty() && !may_be_empty)
+    return c.Fail(section, std::string("must name at least one tensor") +
+                               (std::string(section) == "outputs" ? " (or be {} beside \"returns\")" : ""));
   for (auto it = object.begin(); it != object.end(); ++it) {
     const std::string where = absl::StrCat(section, ".", it.key());
     if (!IsIdentifier(it.key())) return c.Fail(where, "the name must be an argument name (an identifier)");
@@ -177,8 +185,35 @@ absl::Status CheckOutputs(const Checker& c, TraceDefinition* def) {
   return absl::OkStatus();
 }
 
+absl::Status ParseReturns(const Checker& c, const Json& returns, TraceDefinition* def) {
+  if (auto s = c.OnlyKeys(returns, "returns", {"type", "fields", "description"}); !s.ok()) return s;
+  KILN_ASSIGN_OR_RETURN_STATUS(type, c.Member(returns, "returns", "type", true, Json::value_t::string));
+  def->returns.type = type->get<std::string>();
+  if (!IsIdentifier(def->returns.type))
+    return c.Fail("returns.type", "must be the name of the C++ struct the API returns, found '" + def->returns.type + "'");
+  KILN_ASSIGN_OR_RETURN_STATUS(fields, c.Member(returns, "returns", "fields", true, Json::value_t::object));
+  if (fields->empty()) return c.Fail("returns.fields", "must name at least one member");
+  for (auto it = fields->begin(); it != fields->end(); ++it) {
+    const std::string where = "returns.fields." + it.key();
+    if (!IsIdentifier(it.key())) return c.Fail(where, "a member name is an identifier");
+    if (!it->is_string() || ScalarDtypes().count(it->get<std::string>()) == 0)
+      return c.Fail(where, absl::StrCat("must be a scalar dtype (", absl::StrJoin(ScalarDtypes(), ", "), "), found ",
+                                        it->dump()));
+    def->returns.fields.emplace_back(it.key(), it->get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseExamples(const Checker& c, const Json& examples, TraceDefinition* def) {
-  if (examples.empty()) return c.Fail("examples", "must hold at least one example");
+  if (examples.empty()) {
+    if (!def->IsInternal())
+      return c.Fail("examples", "must hold at least one example (only an internal op may have none, saying why in "
+                                "\"no_examples\")");
+    if (def->no_examples.empty())
+      return c.Fail("examples", "an internal op without examples must say why in \"no_examples\"");
+    return absl::OkStatus();
+  }
+  if (!def->no_examples.empty()) return c.Fail("no_examples", "is only for a definition without examples");
   std::set<std::string> names;
   const std::vector<std::string> op_dtypes = def->OpDtypes();
   for (size_t i = 0; i < examples.size(); ++i) {
@@ -237,7 +272,8 @@ absl::Status ParseExamples(const Checker& c, const Json& examples, TraceDefiniti
 absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   if (!doc.is_object()) return c.Fail("document", "must be a JSON object");
   if (auto s = c.OnlyKeys(doc, "document", {"name", "op_type", "description", "api", "axes", "inputs", "outputs",
-                                            "scalars", "constraints", "tags", "reference", "examples", "notes"});
+                                            "returns", "scalars", "constraints", "tags", "reference", "examples",
+                                            "no_examples", "notes"});
       !s.ok())
     return s;
   for (auto [key, field] : {std::pair{"name", &def->name}, std::pair{"op_type", &def->op_type},
@@ -249,16 +285,29 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   if (!IsIdentifier(def->name)) return c.Fail("name", "must be the registry op name (letters, digits, _)");
 
   KILN_ASSIGN_OR_RETURN_STATUS(api, c.Member(doc, "document", "api", true, Json::value_t::object));
-  if (auto s = c.OnlyKeys(*api, "api", {"cpp", "c"}); !s.ok()) return s;
+  if (auto s = c.OnlyKeys(*api, "api", {"cpp", "c", "internal"}); !s.ok()) return s;
   KILN_ASSIGN_OR_RETURN_STATUS(cpp, c.Member(*api, "api", "cpp", true, Json::value_t::string));
-  KILN_ASSIGN_OR_RETURN_STATUS(capi, c.Member(*api, "api", "c", true, Json::value_t::string));
+  KILN_ASSIGN_OR_RETURN_STATUS(internal, c.Member(*api, "api", "internal", false, Json::value_t::string));
   def->api_cpp = cpp->get<std::string>();
-  def->api_c = capi->get<std::string>();
   if (!absl::StartsWith(def->api_cpp, "kiln::") || absl::EndsWith(def->api_cpp, ":"))
     return c.Fail("api.cpp", "must be a qualified name in namespace kiln (\"kiln::ops::rms_norm\"), found '" +
                                  def->api_cpp + "'");
-  if (!absl::StartsWith(def->api_c, "kiln_") || !IsIdentifier(def->api_c))
-    return c.Fail("api.c", "must be a C function name starting with kiln_, found '" + def->api_c + "'");
+  if (internal != nullptr) {
+    // An internal op: declared in a header of the library's own tree, exported nowhere.
+    def->api_internal_header = internal->get<std::string>();
+    const std::string& h = def->api_internal_header;
+    if (h.empty() || h.front() == '/' || h.find("..") != std::string::npos || !absl::EndsWith(h, ".h") ||
+        absl::StartsWith(h, "client/include/"))
+      return c.Fail("api.internal", "must be the path from the repository root of a header outside the public "
+                                    "client/include/ (\"client/diag/tensor_stats.h\"), found '" + h + "'");
+    if (api->contains("c"))
+      return c.Fail("api.c", "an internal op (api.internal) has no C ABI export; leave api.c out");
+  } else {
+    KILN_ASSIGN_OR_RETURN_STATUS(capi, c.Member(*api, "api", "c", true, Json::value_t::string));
+    def->api_c = capi->get<std::string>();
+    if (!absl::StartsWith(def->api_c, "kiln_") || !IsIdentifier(def->api_c))
+      return c.Fail("api.c", "must be a C function name starting with kiln_, found '" + def->api_c + "'");
+  }
 
   KILN_ASSIGN_OR_RETURN_STATUS(axes, c.Member(doc, "document", "axes", true, Json::value_t::object));
   if (axes->empty()) return c.Fail("axes", "must name at least one axis");
@@ -284,13 +333,16 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
 
   KILN_ASSIGN_OR_RETURN_STATUS(inputs, c.Member(doc, "document", "inputs", true, Json::value_t::object));
   if (auto s = ParseTensors(c, *inputs, "inputs", *def, &def->inputs); !s.ok()) return s;
+  KILN_ASSIGN_OR_RETURN_STATUS(returns, c.Member(doc, "document", "returns", false, Json::value_t::object));
+  if (returns != nullptr)
+    if (auto s = ParseReturns(c, *returns, def); !s.ok()) return s;
   KILN_ASSIGN_OR_RETURN_STATUS(outputs, c.Member(doc, "document", "outputs", true, Json::value_t::object));
-  if (auto s = ParseTensors(c, *outputs, "outputs", *def, &def->outputs); !s.ok()) return s;
+  if (auto s = ParseTensors(c, *outputs, "outputs", *def, &def->outputs, returns != nullptr); !s.ok()) return s;
   if (auto s = CheckOutputs(c, def); !s.ok()) return s;
 
   KILN_ASSIGN_OR_RETURN_STATUS(scalars, c.Member(doc, "document", "scalars", false, Json::value_t::object));
   if (scalars != nullptr) {
-    static const std::set<std::string> kScalarTypes = {"float32", "float64", "int32", "int64", "uint32", "uint64", "bool"};
+    const std::set<std::string>& kScalarTypes = ScalarDtypes();
     for (auto it = scalars->begin(); it != scalars->end(); ++it) {
       const std::string where = "scalars." + it.key();
       if (!IsIdentifier(it.key())) return c.Fail(where, "a scalar name is an argument name (an identifier)");
@@ -345,6 +397,11 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   if (colon == std::string::npos || colon == 0 || colon + 1 == def->reference_cpp.size())
     return c.Fail("reference.cpp", "must be \"<file>:<function>\", found '" + def->reference_cpp + "'");
 
+  KILN_ASSIGN_OR_RETURN_STATUS(no_examples, c.Member(doc, "document", "no_examples", false, Json::value_t::string));
+  if (no_examples != nullptr) {
+    def->no_examples = no_examples->get<std::string>();
+    if (def->no_examples.empty()) return c.Fail("no_examples", "must say why there are no examples");
+  }
   KILN_ASSIGN_OR_RETURN_STATUS(examples, c.Member(doc, "document", "examples", true, Json::value_t::array));
   return ParseExamples(c, *examples, def);
 }

@@ -44,6 +44,13 @@ struct TraceScalar {
   bool has_default = false;
 };
 
+// What an API returns instead of writing tensors (an internal diagnostics API returns a struct
+// of counts and values): the C++ struct's name and its members with their scalar dtypes.
+struct TraceReturn {
+  std::string type;  // "TensorStats"
+  std::vector<std::pair<std::string, std::string>> fields;  // {"count", "int64"}, in file order
+};
+
 struct TraceExample {
   std::string name;
   std::vector<std::pair<std::string, int64_t>> axes;  // in the order of the definition's axes
@@ -56,7 +63,10 @@ struct TraceDefinition {
   std::string op_type;
   std::string description;
   std::string api_cpp;  // "kiln::ops::rms_norm"
-  std::string api_c;    // "kiln_rms_norm"
+  std::string api_c;    // "kiln_rms_norm"; empty for an internal op
+  // An internal op (no public API, no C ABI: diagnostics): the header, from the repository
+  // root, that declares api_cpp ("client/diag/tensor_stats.h"). Empty for a public op.
+  std::string api_internal_header;
   std::vector<TraceAxis> axes;
   std::vector<TraceTensor> inputs;
   std::vector<TraceTensor> outputs;
@@ -65,13 +75,16 @@ struct TraceDefinition {
   std::vector<std::string> tags;
   std::string reference_torch;
   std::string reference_cpp;  // "<file>:<function>"
+  TraceReturn returns;  // type empty: the API returns only a status
   std::vector<TraceExample> examples;
+  std::string no_examples;  // why an internal op has no examples (and so no benchmark cases)
 
   const TraceAxis* FindAxis(std::string_view axis) const;
   std::vector<std::string> VarAxes() const;  // in definition order
   // The dtypes the op takes: the union of the list-valued input dtypes, in first-seen order.
   std::vector<std::string> OpDtypes() const;
   bool HasTag(std::string_view tag) const;
+  bool IsInternal() const { return !api_internal_header.empty(); }
   // Every axis value of an example, const axes included.
   std::map<std::string, int64_t> AxisValues(const TraceExample& example) const;
 };

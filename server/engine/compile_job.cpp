@@ -10,6 +10,7 @@
 #include "kernels/jit/generation_workspace.h"
 #include "server/engine/kernel_engine.h"
 #include "server/engine/clock.h"
+#include "server/engine/debug_controls.h"
 
 namespace kiln::server {
 namespace {
@@ -149,8 +150,12 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
     jt->set_total_ms(MsSince(flight->submitted));
     SetTimestampNow(j.mutable_finished());
   });
-  spdlog::info("compiled {} for {} in {:.1f} ms (job {}, key {})", p.spec.uri, p.arch.str(),
-               t.compile_ms() + t.link_ms(), flight->job_id, p.key.substr(0, 16));
+  const v1::DebugControls debug = DebugControlsOf(p.key_options);
+  std::string controls = absl::StrCat(debug.lineinfo() ? " lineinfo" : "", debug.device_debug() ? " device-debug" : "",
+                                      debug.verbose_log() ? " verbose-log" : "");
+  spdlog::info("compiled {} for {} in {:.1f} ms (job {}, key {}){}", p.spec.uri, p.arch.str(),
+               t.compile_ms() + t.link_ms(), flight->job_id, p.key.substr(0, 16),
+               controls.empty() ? "" : absl::StrCat("; debug compile:", controls));
   Finish(flight, std::shared_ptr<const Artifact>(artifact), v1::ORIGIN_COMPILED);
 }
 

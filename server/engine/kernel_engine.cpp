@@ -1,5 +1,6 @@
 #include "server/engine/kernel_engine.h"
 #include "server/engine/clock.h"
+#include "server/engine/debug_controls.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -86,6 +87,9 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const DaemonC
   engine->pch_dir_ = MakePchDir(config.gen_dir);
   engine->compiler_ = std::make_unique<NvrtcCompiler>(
       CompilerOptions{config.cuda_include_dir(), engine->pch_dir_});
+  if (config.no_cache)
+    spdlog::warn("the cache is OFF (--no-cache / KILN_NO_CACHE): every request compiles and nothing is stored "
+                 "(a diagnostic control; default: cached entries are reused)");
   if (!config.no_cache) {
     cache::CacheOptions options;
     options.dir = config.cache_dir;
@@ -140,14 +144,21 @@ absl::StatusOr<KernelEngine::Prepared> KernelEngine::PrepareUncached(
   auto arch = kernels::ResolveArch(*requested, p.spec.arch_families, p.spec.uri);
   if (!arch.ok()) return arch.status();
   p.arch = *arch;
-  if (query.lineinfo) p.extra_options.push_back("-lineinfo");
-  if (query.device_debug) p.extra_options.push_back("-G");
+  if (query.lineinfo) p.extra_options.emplace_back(kLineinfoOption);
+  if (query.device_debug) p.extra_options.emplace_back(kDeviceDebugOption);
   p.verbose_log = query.verbose_log;
   p.spec_ms = MsSince(t);
 
   t = Clock::now();
   CompileRequest request{&p.spec, p.tree.get(), p.arch, p.extra_options, p.verbose_log, ""};
   p.key_options = NvrtcCompiler::KeyOptions(request);
+  // NOTES: a verbose log is its own entry, as -lineinfo and -G are: were it not part of the
+  // key, a verbose request for a cached kernel would get the cached entry and no log at all
+  // (the alternative, recompiling every verbose request beside the entry, pays NVRTC each
+  // time and keeps the log only in the job history). The mark goes into the key options only:
+  // NVRTC's arguments are the same (ptxas -v always runs), so the cubin is too, and the blob
+  // store keeps it once.
+  if (query.verbose_log) p.key_options.emplace_back(kVerboseLogOption);
   const Toolchain& tc = compiler_->toolchain();
   cache::KeyInputs in;
   in.op = p.spec.op;

@@ -1,8 +1,12 @@
 #include "server/rpc/cache_service.h"
 
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/engine/clock.h"
+#include "server/engine/debug_controls.h"
 #include "server/rpc/grpc_status.h"
 
 namespace kiln::server {
@@ -53,6 +57,20 @@ void EntryToProto(const cache::EntryRecord& r, const std::string& blob_path, v1:
   out->set_job_id(r.job_id);
   out->set_blob_path(blob_path);
   for (const auto& [k, v] : MapFromJson(r.launch_json)) (*out->mutable_launch())[k] = v;
+  *out->mutable_debug() = DebugControlsOf(r.options);
+  out->set_cuda_headers_version(r.cuda_headers_version);
+  // The heavy fields are only read by GetEntry (a listing selects them as empty strings).
+  if (!r.manifest_json.empty()) {
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;  // a row written by a newer kilnd sharing the cache
+    auto parsed = google::protobuf::util::JsonStringToMessage(r.manifest_json, out->mutable_manifest(), options);
+    if (!parsed.ok()) {
+      out->clear_manifest();
+      spdlog::warn("cache entry {}: its stored manifest is unreadable ({}); GetEntry leaves it out", r.key,
+                   std::string(parsed.message()));
+    }
+  }
+  out->set_compile_log(r.compile_log);
 }
 
 grpc::Status CacheServiceImpl::RequireCache() const {

@@ -24,6 +24,53 @@ std::vector<std::string> Split(const std::string& s, const std::string& sep) {
   }
 }
 
+bool IsIdentifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// The text from the end of the previous statement, block or access label to `name_at`: the
+// return type with its specifiers; preprocessor lines and specifiers dropped, spaces collapsed.
+std::string ReturnType(const std::string& text, size_t name_at) {
+  size_t begin = name_at;
+  while (begin > 0) {
+    const char c = text[begin - 1];
+    if (c == ';' || c == '{' || c == '}') break;
+    if (c == ':' && !(begin >= 2 && text[begin - 2] == ':') && !(begin < text.size() && text[begin] == ':')) break;
+    --begin;
+  }
+  std::string kept;
+  size_t line = begin;
+  while (line < name_at) {
+    size_t end = text.find('\n', line);
+    if (end == std::string::npos || end > name_at) end = name_at;
+    const std::string piece = text.substr(line, end - line);
+    if (Trim(piece).rfind("#", 0) != 0) kept += piece + " ";
+    line = end + 1;
+  }
+  std::string out;
+  std::string word;
+  auto flush = [&] {
+    static const char* const kSpecifiers[] = {"KILN_API", "inline", "static", "virtual", "constexpr", "explicit", "extern"};
+    bool specifier = false;
+    for (const char* s : kSpecifiers) specifier = specifier || word == s;
+    if (!word.empty() && !specifier) out += (out.empty() || out.back() == '<' || out.back() == ':' ? "" : " ") + word;
+    word.clear();
+  };
+  for (char c : kept) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      word += c;
+    } else {
+      flush();
+      if (!std::isspace(static_cast<unsigned char>(c))) out += c;
+    }
+  }
+  flush();
+  return out;
+}
+
 bool ScopeDeclared(const std::string& text, const std::string& scope) {
   const std::regex ns("namespace\\s+([A-Za-z_][A-Za-z0-9_]*::)*" + scope + "\\b");
   const std::regex type("\\b(class|struct)\\s+(KILN_API\\s+)?" + scope + "\\b");
@@ -164,7 +211,14 @@ std::vector<ApiParam> StructFields(const std::vector<std::pair<std::string, std:
             st.rfind("using", 0) == 0 || st.rfind("static", 0) == 0)
           continue;
         auto parsed = ParseParams(st.substr(0, st.find('{')));
-        if (parsed.size() == 1 && !parsed[0].name.empty()) fields.push_back(parsed[0]);
+        if (parsed.empty() || parsed[0].name.empty()) continue;
+        // "double min = 0, max = 0": the later declarators parse as a bare name (no type).
+        bool declarators = true;
+        for (size_t k = 1; k < parsed.size(); ++k)
+          declarators = declarators && IsIdentifier(parsed[k].type) && parsed[k].name.empty();
+        if (!declarators) continue;
+        fields.push_back(parsed[0]);
+        for (size_t k = 1; k < parsed.size(); ++k) fields.push_back({parsed[0].type, parsed[k].type});
         continue;
       }
       statement += c;
@@ -219,6 +273,7 @@ ApiSignature FindDeclaration(const std::vector<std::pair<std::string, std::strin
       ApiSignature sig;
       sig.file = path;
       sig.params = ParseParams(std::string_view(text).substr(open + 1, close - open - 1));
+      sig.return_type = ReturnType(text, name_at);
       return sig;
     }
   }

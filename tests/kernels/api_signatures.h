@@ -19,6 +19,9 @@ struct ApiParam {
 struct ApiSignature {
   std::string file;  // the header it was found in
   std::vector<ApiParam> params;
+  // As declared, without specifiers (KILN_API, inline, static, virtual, constexpr, explicit)
+  // and with whitespace collapsed: "Status", "StatusOr<TensorStats>", "kiln_status".
+  std::string return_type;
 };
 
 // The text of `code` with // and /* */ comments replaced by spaces.
@@ -32,7 +35,8 @@ std::string StripComments(std::string_view code);
 ApiSignature FindDeclaration(const std::vector<std::pair<std::string, std::string>>& headers,
                              std::string_view qualified);
 
-// The data members of the struct named by `type` ("const RopeOptions&",
+// The data members of the struct named by `type` (each name of a multi-declarator member,
+// "double min = 0, max = 0;", with the member's type) ("const RopeOptions&",
 // "const kiln_llama31_rope_scaling*", "std::optional<Llama31RopeScaling>": qualifiers,
 // pointers, references and std::optional are looked through) as one of `headers` defines it
 // (struct X {...}; or typedef struct ... {...} X;). Empty when it is no struct defined there.

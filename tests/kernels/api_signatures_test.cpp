@@ -18,11 +18,22 @@ struct Options {
   std::optional<Scaling> scaling;
   bool Valid() const { return theta > 0; }
   int rotary{0};
+  double lo = 0, hi = 1;
 };
 KILN_API Status rms_norm(const TensorView& out, const TensorView& input,
                          const TensorView& weight, double eps, void* stream = nullptr);
 KILN_API Status with_options(const TensorView& q, const Options& options, void* stream = nullptr);
 }  // namespace kiln::ops
+)"},
+    {"c.h", R"(
+#pragma once
+#include "kiln/status.h"
+
+namespace kiln::client::diag {
+struct Stats { int64_t count = 0; double min = 0, max = 0, mean = 0; };
+StatusOr<Stats> ComputeStats(const TensorView& t, void* stream);
+inline const std::map<std::string, int>& Table();
+}
 )"},
     {"b.h", R"(
 namespace kiln::comm {
@@ -61,12 +72,29 @@ TEST_CASE("api signatures: a declaration's parameters, not a call's or a comment
   CHECK(method.file == "b.h");
   CHECK(Names(method.params) == std::vector<std::string>{"out", "in", "stream", "algorithm"});
 
+  CHECK(cpp.return_type == "Status");
+  CHECK(c.return_type == "kiln_status");
+  CHECK(method.return_type == "Status");  // after "public:"
+  const ApiSignature internal = FindDeclaration(kHeaders, "kiln::client::diag::ComputeStats");
+  CHECK(internal.file == "c.h");
+  CHECK(internal.return_type == "StatusOr<Stats>");  // after #include lines and a struct
+  CHECK(Names(internal.params) == std::vector<std::string>{"t", "stream"});
+  CHECK(FindDeclaration(kHeaders, "kiln::client::diag::Table").return_type == "const std::map<std::string, int>&");
+
   CHECK(FindDeclaration(kHeaders, "kiln::ops::missing").file.empty());
   CHECK(FindDeclaration(kHeaders, "kiln::other::rms_norm").file.empty());  // no such namespace
 }
 
 TEST_CASE("api signatures: the members of options structs, C and C++", "[traces]") {
-  CHECK(Names(StructFields(kHeaders, "const Options&")) == std::vector<std::string>{"theta", "scaling", "rotary"});
+  CHECK(Names(StructFields(kHeaders, "const Options&")) ==
+        std::vector<std::string>{"theta", "scaling", "rotary", "lo", "hi"});
+  // Each name of a multi-declarator member has the member's type.
+  const std::vector<ApiParam> stats = StructFields(kHeaders, "Stats");
+  CHECK(Names(stats) == std::vector<std::string>{"count", "min", "max", "mean"});
+  REQUIRE(stats.size() == 4);
+  CHECK(stats[0].type == "int64_t");
+  CHECK(stats[2].type == "double");
+  CHECK(stats[3].type == "double");
   CHECK(Names(StructFields(kHeaders, "std::optional<Scaling>")) == std::vector<std::string>{"factor", "original"});
   CHECK(Names(StructFields(kHeaders, "const kiln_scaling*")) == std::vector<std::string>{"factor", "original"});
   CHECK(StructFields(kHeaders, "double").empty());

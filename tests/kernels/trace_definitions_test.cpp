@@ -2,10 +2,13 @@
 // registered op and none for an op that does not exist; each well-formed per the schema
 // (kernels/traces/README.md); tensors, scalars and in/out roles as the public C++ and C
 // declarations of its API have them (read from client/include, the headers users compile
-// with); example dtypes the op's generator takes; a C++ reference that exists.
+// with) — or, for an internal op (api.internal), as the one internal header it names declares
+// its C++ API and returned struct, while no public header declares it; example dtypes the
+// op's generator takes; a C++ reference that exists.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -52,6 +55,39 @@ const std::vector<std::pair<std::string, std::string>>& PublicHeaders() {
   return headers;
 }
 
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Where an op's API is declared: the public headers, or for an internal op only the header its
+// definition names (empty when that file does not exist).
+Headers ApiHeaders(const TraceDefinition& def) {
+  if (!def.IsInternal()) return PublicHeaders();
+  const fs::path path = fs::path(kSource) / def.api_internal_header;
+  if (!fs::is_regular_file(path)) return {};
+  return {{def.api_internal_header, ReadFile(path)}};
+}
+
+// The trace scalar dtype of a C++ member type ("" for any other type).
+std::string ScalarDtypeOf(const std::string& type) {
+  if (type == "int64_t") return "int64";
+  if (type == "int32_t" || type == "int") return "int32";
+  if (type == "uint64_t") return "uint64";
+  if (type == "uint32_t" || type == "unsigned") return "uint32";
+  if (type == "double") return "float64";
+  if (type == "float") return "float32";
+  if (type == "bool") return "bool";
+  return "";
+}
+
+bool HasWord(const std::string& text, const std::string& word) {
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const auto boundary = [&](size_t i) {
+      return i >= text.size() || !(std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_');
+    };
+    if ((at == 0 || boundary(at - 1)) && boundary(at + word.size())) return true;
+  }
+  return false;
+}
+
 std::string Join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -63,14 +99,14 @@ bool IsFloating(const std::string& type) { return type == "double" || type == "f
 // The names a trace scalar may take for the non-tensor arguments of an API: the argument
 // itself, and the members of an options struct (one level down too), bare or prefixed by
 // their path: options.theta -> "theta", options.llama31->factor -> "llama31_factor".
-void AddScalarNames(const std::vector<testing::ApiParam>& params, std::set<std::string>* names) {
+void AddScalarNames(const std::vector<testing::ApiParam>& params, const Headers& headers, std::set<std::string>* names) {
   for (const auto& p : params) {
     if (p.type.find("TensorView") != std::string::npos || p.type.find("DLTensor") != std::string::npos) continue;
     names->insert(p.name);
-    for (const auto& f : testing::StructFields(PublicHeaders(), p.type)) {
+    for (const auto& f : testing::StructFields(headers, p.type)) {
       names->insert(f.name);
       names->insert(p.name + "_" + f.name);
-      for (const auto& g : testing::StructFields(PublicHeaders(), f.type)) {
+      for (const auto& g : testing::StructFields(headers, f.type)) {
         names->insert(f.name + "_" + g.name);
         names->insert(p.name + "_" + f.name + "_" + g.name);
       }
@@ -99,7 +135,10 @@ TEST_CASE("every trace definition is well-formed: schema, axes, shapes, examples
   CHECK(Definitions().size() == json_files);
   for (const auto& def : Definitions()) {
     INFO(def.file);
-    CHECK(!def.examples.empty());
+    if (def.examples.empty()) {  // only an internal op, saying why (it has no benchmark cases)
+      CHECK(def.IsInternal());
+      CHECK(!def.no_examples.empty());
+    }
     CHECK(!def.VarAxes().empty());
     for (const auto& example : def.examples) CHECK(example.axes.size() == def.VarAxes().size());
   }
@@ -107,7 +146,7 @@ TEST_CASE("every trace definition is well-formed: schema, axes, shapes, examples
 
 TEST_CASE("trace definitions match the public C++ and C declarations of their API", "[traces]") {
   for (const auto& def : Definitions()) {
-    INFO(def.file << ": api " << def.api_cpp << " / " << def.api_c);
+    INFO(def.file << ": api " << def.api_cpp << " / " << (def.IsInternal() ? "internal, " + def.api_internal_header : def.api_c));
     std::vector<std::string> problems;
     std::set<std::string> tensors, scalars, outputs;
     for (const auto& t : def.inputs) tensors.insert(t.name);
@@ -117,19 +156,25 @@ TEST_CASE("trace definitions match the public C++ and C declarations of their AP
     }
     for (const auto& s : def.scalars) scalars.insert(s.name);
 
-    const testing::ApiSignature cpp = testing::FindDeclaration(PublicHeaders(), def.api_cpp);
-    const testing::ApiSignature c = testing::FindDeclaration(PublicHeaders(), def.api_c);
-    if (cpp.file.empty()) problems.push_back(def.api_cpp + " is declared in no header of client/include/kiln");
-    if (c.file.empty()) problems.push_back(def.api_c + " is declared in no header of client/include/kiln");
+    const Headers headers = ApiHeaders(def);
+    const testing::ApiSignature cpp = testing::FindDeclaration(headers, def.api_cpp);
+    // An internal op has no C function: its C checks below see no parameters.
+    const testing::ApiSignature c = def.IsInternal() ? testing::ApiSignature{} : testing::FindDeclaration(headers, def.api_c);
+    if (cpp.file.empty())
+      problems.push_back(def.api_cpp + " is declared in no header of " +
+                         (def.IsInternal() ? def.api_internal_header : std::string("client/include/kiln")));
+    if (!def.IsInternal() && c.file.empty()) problems.push_back(def.api_c + " is declared in no header of client/include/kiln");
+    if (def.IsInternal() && !testing::FindDeclaration(PublicHeaders(), def.api_cpp).file.empty())
+      problems.push_back(def.api_cpp + " is declared in a public header, so the op is not internal: give api.c, not api.internal");
 
     std::set<std::string> cpp_tensors, cpp_optional, c_tensors, params;
-    AddScalarNames(cpp.params, &params);
-    AddScalarNames(c.params, &params);
+    AddScalarNames(cpp.params, headers, &params);
+    AddScalarNames(c.params, headers, &params);
     for (const auto& p : cpp.params) {
       if (p.type.find("TensorView") == std::string::npos) {
         // A parameter struct holding an optional tensor (sampling's PerRequestInt: a per-request
         // [B] tensor or one scalar) is an optional tensor argument under the parameter's name.
-        for (const auto& field : testing::StructFields(PublicHeaders(), p.type)) {
+        for (const auto& field : testing::StructFields(headers, p.type)) {
           if (field.type.find("TensorView") != std::string::npos && field.type.find('*') != std::string::npos) {
             cpp_tensors.insert(p.name);
             cpp_optional.insert(p.name);
@@ -167,6 +212,25 @@ TEST_CASE("trace definitions match the public C++ and C declarations of their AP
         if (IsFloating(p.type) && scalars.count(p.name) == 0)
           problems.push_back("the argument '" + p.type + " " + p.name + "' of " +
                              (sig == &cpp ? def.api_cpp : def.api_c) + " is not in \"scalars\"");
+    if (!def.returns.type.empty()) {
+      // "returns": the C++ function returns the struct (StatusOr<...>), whose members are the
+      // fields, in order, with their dtypes.
+      if (!cpp.file.empty() && !HasWord(cpp.return_type, def.returns.type))
+        problems.push_back(def.api_cpp + " returns '" + cpp.return_type + "', not the struct " + def.returns.type +
+                           " of \"returns\"");
+      const auto members = testing::StructFields(headers, def.returns.type);
+      std::vector<std::string> declared, defined;
+      for (const auto& m : members) declared.push_back(m.name + ": " + ScalarDtypeOf(m.type) + " (" + m.type + ")");
+      for (const auto& [name, dtype] : def.returns.fields) {
+        std::string type;
+        for (const auto& m : members)
+          if (m.name == name) type = m.type;
+        defined.push_back(name + ": " + dtype + " (" + type + ")");
+      }
+      if (declared != defined)
+        problems.push_back("\"returns\" lists " + Join(defined) + "; the struct " + def.returns.type + " declares " +
+                           (members.empty() ? std::string("nothing (no such struct)") : Join(declared)));
+    }
     INFO("C++: " << cpp.file << ", C: " << c.file);
     INFO("problems: " << Join(problems));
     CHECK(problems.empty());

@@ -119,6 +119,87 @@ TEST_CASE("each broken schema rule is refused with a message naming the place", 
   }
 }
 
+// An internal op (diagnostics): its C++ API in a non-public header, no C ABI, results returned
+// as a struct rather than written to tensors, and no examples (so no benchmark cases), saying why.
+Json ValidInternal() {
+  return Json::parse(R"({
+    "name": "stats", "op_type": "diag", "description": "counts and extremes of one tensor",
+    "api": {"cpp": "kiln::client::diag::ComputeStats", "internal": "client/diag/stats.h"},
+    "axes": {"numel": {"type": "var"}},
+    "inputs": {"t": {"shape": ["numel"], "dtype": ["fp32", "int8"]}},
+    "outputs": {},
+    "returns": {"type": "Stats", "fields": {"count": "int64", "min": "float64"}},
+    "reference": {"torch": "import torch\ndef stats(t): ...", "cpp": "tests/x.cpp:Ref"},
+    "examples": [],
+    "no_examples": "logging calls it, never a benchmark"
+  })");
+}
+
+TEST_CASE("an internal op's definition: header, no C ABI, returned fields, no examples with a reason", "[traces]") {
+  auto def = ParseTraceDefinition(ValidInternal().dump(), "stats.json");
+  INFO(def.status().ToString());
+  REQUIRE(def.ok());
+  CHECK(def->IsInternal());
+  CHECK(def->api_internal_header == "client/diag/stats.h");
+  CHECK(def->api_c.empty());
+  CHECK(def->outputs.empty());
+  CHECK(def->returns.type == "Stats");
+  CHECK(def->returns.fields ==
+        std::vector<std::pair<std::string, std::string>>{{"count", "int64"}, {"min", "float64"}});
+  CHECK(def->examples.empty());
+  CHECK(def->no_examples == "logging calls it, never a benchmark");
+  // A public op is none of that.
+  auto pub = ParseTraceDefinition(Valid().dump(), "act.json");
+  REQUIRE(pub.ok());
+  CHECK(!pub->IsInternal());
+  CHECK(pub->returns.type.empty());
+  CHECK(pub->no_examples.empty());
+
+  struct Case {
+    const char* what;
+    void (*edit)(Json&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {"internal with a C name", [](Json& d) { d["api"]["c"] = "kiln_stats"; }, "has no C ABI export"},
+      {"internal header public", [](Json& d) { d["api"]["internal"] = "client/include/kiln/stats.h"; }, "api.internal"},
+      {"internal header absolute", [](Json& d) { d["api"]["internal"] = "/work/client/diag/stats.h"; }, "api.internal"},
+      {"internal header outside", [](Json& d) { d["api"]["internal"] = "../stats.h"; }, "api.internal"},
+      {"internal header not a header", [](Json& d) { d["api"]["internal"] = "client/diag/stats.cpp"; }, "api.internal"},
+      {"no examples without a reason", [](Json& d) { d.erase("no_examples"); }, "must say why in \"no_examples\""},
+      {"an empty reason", [](Json& d) { d["no_examples"] = ""; }, "no_examples: must say why"},
+      {"a reason beside examples",
+       [](Json& d) { d["examples"].push_back(Json::parse(R"({"name": "x", "axes": {"numel": 4}, "dtype": "fp32"})")); },
+       "only for a definition without examples"},
+      {"no outputs and no returns", [](Json& d) { d.erase("returns"); }, "outputs: must name at least one tensor"},
+      {"returns without fields", [](Json& d) { d["returns"]["fields"] = Json::object(); }, "at least one member"},
+      {"returns a field of no scalar dtype", [](Json& d) { d["returns"]["fields"]["min"] = "double"; },
+       "returns.fields.min: must be a scalar dtype"},
+      {"returns a qualified type", [](Json& d) { d["returns"]["type"] = "diag::Stats"; }, "returns.type"},
+      {"returns an unknown key", [](Json& d) { d["returns"]["kind"] = "struct"; }, "unknown key 'kind'"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    Json doc = ValidInternal();
+    c.edit(doc);
+    auto broken = ParseTraceDefinition(doc.dump(), "stats.json");
+    REQUIRE(!broken.ok());
+    const std::string message(broken.status().message());
+    INFO(message);
+    CHECK(Contains(message, "stats.json: "));
+    CHECK(Contains(message, c.message));
+  }
+
+  // A public op keeps every rule: a C name, examples, and no reason for having none.
+  Json no_c = Valid();
+  no_c["api"].erase("c");
+  CHECK(Contains(Error(no_c), "missing required key 'c'"));
+  Json no_examples = Valid();
+  no_examples["examples"] = Json::array();
+  no_examples["no_examples"] = "not benchmarked";
+  CHECK(Contains(Error(no_examples), "only an internal op may have none"));
+}
+
 TEST_CASE("a definitions folder: sorted, and each name equals its file's stem", "[traces]") {
   kiln::testing::TempDir dir("kiln-traces");
   auto write = [&](const std::string& name, const Json& doc) { std::ofstream(dir / name) << doc.dump(2); };

@@ -104,3 +104,30 @@ TEST_CASE("grpcurl lists the services through reflection and the health check sa
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.output, Catch::Contains("nope"));
 }
+
+TEST_CASE("grpcurl GetEntry by a key prefix shows the entry's manifest, as documented", "[grpcurl]") {
+  std::string grpcurl = RequireGrpcurl();
+  TempDir dir;
+  DaemonProcess d({.root = dir.path()});
+  auto got = Shell(
+      R"(grpcurl -plaintext -unix -d '{"op": {"name": "rmsnorm", "params": {"dtype": "bf16", "hidden": "4096"}}, "target": {"arch": "sm_90a"}}' $SOCK kiln.v1.KernelService/GetKernel)",
+      d.socket(), grpcurl);
+  REQUIRE(got.exit_code == 0);
+  const std::string key = nlohmann::json::parse(got.output)["cache_key"].get<std::string>();
+  // The recipe of docs/operations.md, with this entry's key prefix.
+  auto r = Shell("grpcurl -plaintext -unix -d '{\"cacheKey\": \"" + key.substr(0, 8) +
+                     "\"}' $SOCK kiln.v1.CacheService/GetEntry",
+                 d.socket(), grpcurl);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.output);
+  CHECK(j["cache_key"] == key);
+  const auto& m = j["manifest"];
+  CHECK(m["uri"] == "rmsnorm_bf16_h4096");
+  CHECK(m["arch"] == "sm_90a");
+  REQUIRE(m["sources"].size() >= 2);
+  for (const auto& s : m["sources"]) CHECK(s["sha256"].get<std::string>().size() == 64);
+  CHECK(m["toolchain"].contains("nvrtc"));
+  CHECK(m["generated_dir"].get<std::string>().find("rmsnorm_bf16_h4096") != std::string::npos);
+  CHECK(j.contains("debug"));  // all false: printed as an empty object by grpcurl
+}

@@ -23,6 +23,9 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 
 std::string KilndPath() { return EnvOr("KILN_TEST_KILND", std::string(KILN_TEST_BINARY_DIR) + "/server/kilnd"); }
 std::string KilnCliPath() { return EnvOr("KILN_TEST_CLI", std::string(KILN_TEST_BINARY_DIR) + "/client/kiln"); }
+std::string DiagChildPath() {
+  return EnvOr("KILN_TEST_DIAG_CHILD", std::string(KILN_TEST_BINARY_DIR) + "/tests/client/kiln_diag_child");
+}
 std::string KernelsDir() { return EnvOr("KILN_TEST_KERNELS_DIR", KILN_TEST_KERNELS_DIR); }
 
 DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options)) {

@@ -17,9 +17,12 @@ class Channel;
 namespace kiln::testing {
 
 // The binaries and kernels under test: the build tree's, unless KILN_TEST_KILND,
-// KILN_TEST_CLI or KILN_TEST_KERNELS_DIR name others (a bundle on the GPU machine).
+// KILN_TEST_CLI, KILN_TEST_DIAG_CHILD or KILN_TEST_KERNELS_DIR name others (a bundle on the GPU
+// machine).
 std::string KilndPath();
 std::string KilnCliPath();
+// kiln_diag_child, the child process of the API call logging tests (KILN_TEST_DIAG_CHILD).
+std::string DiagChildPath();
 std::string KernelsDir();
 
 struct DaemonOptions {

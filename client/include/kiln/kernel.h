@@ -143,6 +143,8 @@ struct LoadOptions {
 };
 
 // Fetches (the daemon compiles on a miss), verifies and loads a module for the device's arch.
+// Under KILN_DEBUG_COMPILE (a diagnostic control, docs/diagnostic-controls.md) these and
+// Prefetch ask for that debug compile instead; KILN_LOADER_LOG=1 logs each fetch and load.
 KILN_API StatusOr<Module> LoadOp(const OpRequest& op, const LoadOptions& options = {});
 KILN_API StatusOr<Module> LoadSource(const SourceRequest& source, const LoadOptions& options = {});
 

@@ -43,6 +43,9 @@ class KILN_API Status {
 
   // Puts `context` in front of the message ("loading rmsnorm: " + message); OK stays OK.
   Status WithContext(const std::string& context) const;
+  // The same for a literal, inline so that an OK status (every successful op call) builds no
+  // std::string from it.
+  Status WithContext(const char* context) const { return ok() ? *this : WithContext(std::string(context)); }
 
   friend bool operator==(const Status& a, const Status& b) {
     return a.code_ == b.code_ && a.message_ == b.message_;

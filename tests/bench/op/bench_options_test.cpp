@@ -66,6 +66,17 @@ TEST_CASE("kiln-bench options: defaults and the other modes", "[bench]") {
   CHECK(Parse({"--list-routines"})->mode == BenchMode::kListRoutines);
   CHECK(Parse({"--help"})->mode == BenchMode::kHelp);
   CHECK(Contains(BenchUsage(), "--routine"));
+
+  // --overhead: --iters and --warmup count batches of 1000 calls.
+  auto overhead = Parse({"--overhead", "--iters", "20", "--warmup", "2", "--out", "o.json"});
+  REQUIRE(overhead.ok());
+  CHECK(overhead->mode == BenchMode::kOverhead);
+  CHECK(overhead->iters == 20);
+  CHECK(overhead->warmup == 2);
+  CHECK(Contains(BenchUsage(), "--overhead"));
+  CHECK(Contains(ErrorOf({"--overhead", "--shapes", "rows=1"}), "go with --routine"));
+  CHECK(Contains(ErrorOf({"--overhead=1"}), "--overhead takes no value"));
+  CHECK(Contains(ErrorOf({"--overhead", "--list-routines"}), "give one of --routine"));
 }
 
 TEST_CASE("kiln-bench options: every bad flag is refused, naming it and what is allowed", "[bench]") {

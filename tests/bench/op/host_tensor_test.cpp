@@ -39,6 +39,47 @@ TEST_CASE("random host tensors: in range, rounded to the dtype, never zero", "[b
   }
 }
 
+TEST_CASE("random host tensors: the seed decides, not the threads; chunks differ", "[bench]") {
+  // Three chunks of 1M elements and a part: filled on several threads.
+  const size_t n = (size_t{3} << 20) + 12345;
+  std::mt19937_64 a(42), b(42), c(43);
+  const HostTensor x = RandomHostTensor(DType::kBFloat16, n, a);
+  const HostTensor y = RandomHostTensor(DType::kBFloat16, n, b);
+  const HostTensor z = RandomHostTensor(DType::kBFloat16, n, c);
+  CHECK(x.bytes == y.bytes);
+  CHECK(x.bytes != z.bytes);
+  CHECK(a() == b());  // the generator advanced alike
+  size_t same = 0;  // chunks are not copies of each other
+  for (size_t i = 0; i < 1000; ++i) same += x.Get(i) == x.Get(i + (size_t{1} << 20));
+  CHECK(same < 100);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += x.Get(i);
+  CHECK(std::fabs(sum / static_cast<double>(n)) < 0.01);  // uniform in [-2, 2): mean 0
+}
+
+TEST_CASE("bit-for-bit comparisons: equal bytes pass, any other bits fail", "[bench]") {
+  HostTensor a = HostTensor::Zeros(DType::kBFloat16, 5), b = HostTensor::Zeros(DType::kBFloat16, 5);
+  for (size_t i = 0; i < 5; ++i) {
+    a.Set(i, 0.25 * static_cast<double>(i));
+    b.Set(i, 0.25 * static_cast<double>(i));
+  }
+  const Comparison same = CompareBits(a, b);
+  CHECK(same.ok);
+  CHECK(same.count == 5);
+  b.bytes[6] ^= 1;  // the last mantissa bit of element 3
+  const Comparison off = CompareBits(a, b);
+  CHECK(!off.ok);
+  CHECK(off.mismatches == 1);
+  CHECK(off.first_mismatch.rfind("[3] got 0.75, want 0.7", 0) == 0);
+  a.bytes[6] ^= 1;
+  CHECK(CompareBits(a, b).ok);
+  a.bytes[0] = b.bytes[0] = 0xFF;  // the same NaN bits: a copy is exact
+  a.bytes[1] = b.bytes[1] = 0xFF;
+  CHECK(CompareBits(a, b).ok);
+  CHECK(!CompareBits(a, HostTensor::Zeros(DType::kBFloat16, 4)).ok);
+  CHECK(!CompareBits(a, HostTensor::Zeros(DType::kFloat16, 5)).ok);
+}
+
 TEST_CASE("comparisons: tolerance per dtype, NaN always fails, the first mismatch named", "[bench]") {
   HostTensor got = HostTensor::Zeros(DType::kBFloat16, 4);
   for (size_t i = 0; i < 4; ++i) got.Set(i, 1.0);

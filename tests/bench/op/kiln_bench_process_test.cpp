@@ -35,6 +35,11 @@ TEST_CASE("kiln-bench without a GPU says so and exits with 77", "[bench]") {
   auto list = RunBench({"--list", dir / "one.list"}, {{"CUDA_VISIBLE_DEVICES", ""}});
   INFO(list.output);
   CHECK(list.exit_code == 77);
+
+  auto overhead = RunBench({"--overhead", "--iters", "1"}, {{"CUDA_VISIBLE_DEVICES", ""}});
+  INFO(overhead.output);
+  CHECK(overhead.exit_code == 77);
+  CHECK(Contains(overhead.output, "kiln-bench: SKIPPED: no GPU"));
 }
 
 TEST_CASE("kiln-bench usage errors exit with 2 and name the problem", "[bench]") {
@@ -62,6 +67,14 @@ TEST_CASE("kiln-bench --help, --list-routines and --generate-list need no GPU", 
   CHECK(routines.exit_code == 0);
   CHECK(Contains(routines.output, "rmsnorm: "));
   CHECK(Contains(routines.output, "--shapes rows=N,hidden=N"));
+  // One runner for every op: the decode and sampling families too.
+  for (const char* name : {"append_paged_kv: ", "batch_decode: ", "top_k_sampling: ", "top_p_sampling: ",
+                           "top_k_top_p_sampling: ", "min_p_sampling: ", "argmax: "})
+    CHECK(Contains(routines.output, name));
+  CHECK(Contains(routines.output,
+                 "--shapes batch=N,kv_len=N,num_qo_heads=N,num_kv_heads=N,head_dim=N,page_size=N,num_pages=N,"
+                 "nnz_pages=N,indptr_len=N   --dtype fp16,bf16"));
+  CHECK(Contains(routines.output, "--shapes batch=N,vocab=N   --dtype fp32"));
 
   testing::TempDir dir("kiln-bench-gen");
   const std::string traces = std::string(KILN_TEST_SOURCE_DIR) + "/kernels/traces";

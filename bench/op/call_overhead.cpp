@@ -1,0 +1,361 @@
+#include "bench/op/call_overhead.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+
+#include "bench/op/host_tensor.h"
+#include "bench/op/timing_stats.h"
+#include "client/ops/activation_plan.h"
+#include "client/ops/norm_plan.h"
+#include "client/ops/op_launch_cache.h"
+#include "kiln/kernel.h"
+#include "kiln/ops.h"
+
+namespace kiln::bench {
+namespace {
+
+constexpr double kEps = 1e-6;
+
+std::string Format(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+// One case: its tensors, the op call, and the hand-made launches of the op's kernel.
+struct OverheadCase {
+  std::string op;     // "silu_and_mul", the row's label
+  std::string shape;  // "rows=1,d=8,d2=16"
+  std::vector<DeviceMemory> memory;
+  std::vector<HostTensor> host;
+  std::vector<TensorView> views;  // in the op's argument order
+  size_t out = 0;                 // which view the kernel writes
+  std::function<Status(CUstream)> op_call;
+  std::string uri;  // the module the op launches
+
+  // The raw launch: built once, reused by every call.
+  CUfunction function = nullptr;
+  CUlaunchConfig config = {};
+  std::vector<long long> integers;  // argument storage (pointers and sizes widened as needed)
+  std::vector<void*> pointers;
+  int int_arg = 0;
+  float float_arg = 0;
+  std::vector<void*> args;  // what cuLaunchKernelEx and Kernel::Launch read
+
+  Kernel kernel;  // the public API's handle to the same entry
+  LaunchConfig kernel_config;
+};
+
+TensorView Contiguous(const DeviceMemory& m, DType dtype, std::vector<int64_t> shape, int device) {
+  TensorView v;
+  v.data = m.data();
+  v.dtype = dtype;
+  v.ndim = static_cast<int>(shape.size());
+  int64_t stride = 1;
+  for (int i = v.ndim - 1; i >= 0; --i) {
+    v.shape[i] = shape[static_cast<size_t>(i)];
+    v.strides[i] = stride;
+    stride *= shape[static_cast<size_t>(i)];
+  }
+  v.device = Device::CUDA(device);
+  return v;
+}
+
+Status AddTensor(const BenchDevice& device, OverheadCase* c, DType dtype, std::vector<int64_t> shape,
+                 std::mt19937_64& rng) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  HostTensor h = RandomHostTensor(dtype, n, rng);
+  auto m = DeviceMemory::Allocate(device, h.bytes.size());
+  if (!m.ok()) return m.status();
+  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuMemcpyHtoD(m->ptr(), h.bytes.data(), h.bytes.size()), "cuMemcpyHtoD"));
+  c->views.push_back(Contiguous(*m, dtype, std::move(shape), device.info().ordinal));
+  c->memory.push_back(std::move(*m));
+  c->host.push_back(std::move(h));
+  return OkStatus();
+}
+
+// The op's launch-cache entry for `key` (the launcher's own key: client/ops/*_launcher.cpp).
+StatusOr<const client::OpLaunch*> OpLaunchOf(client::OpLaunchKey key, const std::string& op) {
+  const client::OpLaunch* launch = client::OpLaunchCache::Global().Find(key);
+  if (launch == nullptr)
+    return Status(StatusCode::kInternal,
+                  op + ": the op's launch cache has no entry for the key its launcher uses (after a call of the op); "
+                       "has the launcher's key changed? (client/ops/op_launch_cache.h)");
+  return launch;
+}
+
+// The public fetch of the same op and params: must be the module the op launches.
+Status FetchPublic(OverheadCase* c, const client::OpLaunch& launch, const OpRequest& request, const char* entry) {
+  auto module = LoadOp(request);
+  if (!module.ok()) return module.status().WithContext("kiln::LoadOp(" + request.name + ")");
+  const ModuleInfo& op_info = launch.library->info;
+  if (module->info().uri != op_info.uri || module->info().cache_key != op_info.cache_key)
+    return Status(StatusCode::kFailedPrecondition,
+                  c->op + ": kiln::LoadOp gave " + module->info().uri + " (key " + module->info().cache_key.substr(0, 12) +
+                      "), but the op launches " + op_info.uri + " (key " + op_info.cache_key.substr(0, 12) + ")");
+  auto kernel = module->kernel(entry);
+  if (!kernel.ok()) return kernel.status();
+  c->kernel = *kernel;
+  c->uri = op_info.uri;
+  return OkStatus();
+}
+
+void SetLaunch(OverheadCase* c, const client::OpLaunch& launch, unsigned grid, CUstream stream) {
+  c->function = launch.function;
+  c->config = {};
+  c->config.gridDimX = grid;
+  c->config.gridDimY = c->config.gridDimZ = 1;
+  c->config.blockDimX = launch.block;
+  c->config.blockDimY = c->config.blockDimZ = 1;
+  c->config.sharedMemBytes = launch.dynamic_smem;
+  c->config.hStream = stream;
+  c->kernel_config.grid.x = grid;
+  c->kernel_config.block.x = launch.block;
+  c->kernel_config.dynamic_smem_bytes = launch.dynamic_smem;
+  c->kernel_config.stream = stream;
+}
+
+// silu_and_mul, bf16, input [1, 16] -> out [1, 8].
+StatusOr<std::unique_ptr<OverheadCase>> SiluCase(const BenchDevice& device, std::mt19937_64& rng) {
+  auto c = std::make_unique<OverheadCase>();
+  c->op = "silu_and_mul";
+  c->shape = "rows=1,d=8,d2=16";
+  KILN_RETURN_IF_ERROR(AddTensor(device, c.get(), DType::kBFloat16, {1, 8}, rng));
+  KILN_RETURN_IF_ERROR(AddTensor(device, c.get(), DType::kBFloat16, {1, 16}, rng));
+  const TensorView out = c->views[0], input = c->views[1];
+  c->op_call = [out, input](CUstream s) { return ops::silu_and_mul(out, input, s); };
+  KILN_RETURN_IF_ERROR(c->op_call(device.stream()));  // resolves and caches the launch
+  KILN_RETURN_IF_ERROR(device.Synchronize());
+
+  auto plan = client::PlanActAndMul(client::ActivationOp::kSiluAndMul, out, input, "kiln-bench --overhead");
+  if (!plan.ok()) return plan.status();
+  CUcontext context = nullptr;
+  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuCtxGetCurrent(&context), "cuCtxGetCurrent"));
+  client::OpLaunchKey key;  // as client/ops/activation_launcher.cpp makes it
+  key.context = context;
+  key.op = static_cast<uint16_t>(plan->op);
+  key.dtype = static_cast<uint8_t>(plan->dtype);
+  key.vec = static_cast<uint8_t>(plan->vec);
+  auto launch = OpLaunchOf(key, c->op);
+  if (!launch.ok()) return launch.status();
+  KILN_RETURN_IF_ERROR(FetchPublic(c.get(), **launch, {"silu_and_mul", {{"dtype", "bf16"}, {"vec", std::to_string(plan->vec)}}},
+                                   "kiln_silu_and_mul"));
+  // The launcher's grid and arguments: (out, input, rows, d, out_row_stride, in_row_stride),
+  // one block per (row, chunk of cols_per_block columns).
+  const int64_t chunks = (plan->d + (*launch)->cols_per_block - 1) / (*launch)->cols_per_block;
+  SetLaunch(c.get(), **launch, static_cast<unsigned>(plan->rows * chunks), device.stream());
+  c->pointers = {plan->out, const_cast<void*>(plan->input)};
+  c->integers = {plan->rows, plan->out_stride, plan->in_stride};
+  c->int_arg = static_cast<int>(plan->d);
+  c->args = {&c->pointers[0], &c->pointers[1], &c->integers[0], &c->int_arg, &c->integers[1], &c->integers[2]};
+  c->out = 0;
+  return c;
+}
+
+// rms_norm, bf16, input [1, 128], weight [128] -> out [1, 128].
+StatusOr<std::unique_ptr<OverheadCase>> RmsNormCase(const BenchDevice& device, std::mt19937_64& rng) {
+  auto c = std::make_unique<OverheadCase>();
+  c->op = "rmsnorm";
+  c->shape = "rows=1,hidden=128";
+  KILN_RETURN_IF_ERROR(AddTensor(device, c.get(), DType::kBFloat16, {1, 128}, rng));
+  KILN_RETURN_IF_ERROR(AddTensor(device, c.get(), DType::kBFloat16, {1, 128}, rng));
+  KILN_RETURN_IF_ERROR(AddTensor(device, c.get(), DType::kBFloat16, {128}, rng));
+  const TensorView out = c->views[0], input = c->views[1], weight = c->views[2];
+  c->op_call = [out, input, weight](CUstream s) { return ops::rms_norm(out, input, weight, kEps, s); };
+  KILN_RETURN_IF_ERROR(c->op_call(device.stream()));
+  KILN_RETURN_IF_ERROR(device.Synchronize());
+
+  auto plan = client::PlanRmsNorm(out, input, weight, kEps, "kiln-bench --overhead");
+  if (!plan.ok()) return plan.status();
+  CUcontext context = nullptr;
+  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuCtxGetCurrent(&context), "cuCtxGetCurrent"));
+  client::OpLaunchKey key;  // as client/ops/norm_launcher.cpp makes it
+  key.context = context;
+  key.op = static_cast<uint16_t>(plan->op);
+  key.dtype = static_cast<uint8_t>(plan->dtype);
+  key.vec = static_cast<uint8_t>(plan->vec);
+  key.size0 = plan->hidden;
+  auto launch = OpLaunchOf(key, c->op);
+  if (!launch.ok()) return launch.status();
+  KILN_RETURN_IF_ERROR(FetchPublic(
+      c.get(), **launch,
+      {"rmsnorm", {{"dtype", "bf16"}, {"hidden", std::to_string(plan->hidden)}, {"vec", std::to_string(plan->vec)}}},
+      "kiln_rmsnorm"));
+  // (a, b, weight, rows, a_row_stride, b_row_stride, eps), rows_per_block rows per block.
+  const int64_t grid = (plan->rows + (*launch)->rows_per_block - 1) / (*launch)->rows_per_block;
+  SetLaunch(c.get(), **launch, static_cast<unsigned>(grid), device.stream());
+  c->pointers = {plan->a, plan->b, const_cast<void*>(plan->weight)};
+  c->integers = {plan->rows, plan->a_stride, plan->b_stride};
+  c->float_arg = plan->eps;
+  c->args = {&c->pointers[0], &c->pointers[1], &c->pointers[2], &c->integers[0],
+             &c->integers[1], &c->integers[2], &c->float_arg};
+  c->out = 0;
+  return c;
+}
+
+// Poisons the output, runs `launch` once, and compares the output with the op's, bit for bit.
+Status SameOutput(const BenchDevice& device, OverheadCase& c, const HostTensor& want, const std::string& what,
+                  const std::function<Status()>& launch) {
+  const auto& d = device.driver();
+  const DeviceMemory& out = c.memory[c.out];
+  KILN_RETURN_IF_ERROR(device.Check(d.cuMemsetD8(out.ptr(), 0xFF, out.bytes()), "cuMemsetD8"));
+  KILN_RETURN_IF_ERROR(launch());
+  KILN_RETURN_IF_ERROR(device.Synchronize());
+  HostTensor got = HostTensor::Zeros(want.dtype, want.size());
+  KILN_RETURN_IF_ERROR(device.Check(d.cuMemcpyDtoH(got.bytes.data(), out.ptr(), got.bytes.size()), "cuMemcpyDtoH"));
+  const Comparison cmp = CompareBits(got, want);
+  if (!cmp.ok)
+    return Status(StatusCode::kInternal, what + " wrote another output than the op: " + std::to_string(cmp.mismatches) +
+                                             " of " + std::to_string(cmp.count) + " elements differ, first " +
+                                             cmp.first_mismatch + " (the grid or the arguments differ from the op's)");
+  return OkStatus();
+}
+
+// One batch: kOverheadCallsPerBatch calls of `call`, each timed on the host (ns appended to
+// `samples` when `keep`); the total in ns. A template, so every backend is called the same way
+// (no std::function in the timed loop).
+template <typename Call>
+StatusOr<double> TimeBatch(Call&& call, bool keep, std::vector<double>* samples) {
+  using Clock = std::chrono::steady_clock;
+  double total = 0;
+  for (int i = 0; i < kOverheadCallsPerBatch; ++i) {
+    const auto t0 = Clock::now();
+    const bool ok = call();
+    const auto t1 = Clock::now();
+    if (!ok) return Status(StatusCode::kInternal, "a call failed");
+    const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
+    total += ns;
+    if (keep) samples->push_back(ns / 1000.0);
+  }
+  return total;
+}
+
+}  // namespace
+
+std::string LoggingState() {
+  const char* level = std::getenv("KILN_LOGLEVEL");
+  return level == nullptr || *level == '\0' ? "KILN_LOGLEVEL unset" : std::string("KILN_LOGLEVEL=") + level;
+}
+
+std::vector<ResultRow> MeasureCallOverhead(const BenchOptions& options, const BenchDevice& device) {
+  std::vector<ResultRow> rows;
+  const char* kBackends[] = {"kiln", "raw_cuLaunchKernelEx", "kiln_Kernel_Launch"};
+  std::mt19937_64 rng(options.seed);
+  using Builder = StatusOr<std::unique_ptr<OverheadCase>> (*)(const BenchDevice&, std::mt19937_64&);
+  const std::pair<const char*, Builder> kCases[] = {{"silu_and_mul", &SiluCase}, {"rmsnorm", &RmsNormCase}};
+  const std::string reproduce = "kiln-bench --overhead --iters " + std::to_string(options.iters) + " --warmup " +
+                                std::to_string(options.warmup);
+
+  for (const auto& [name, build] : kCases) {
+    ResultRow base;
+    base.routine = "call_overhead";
+    base.label = name;
+    base.dtype = "bf16";
+    base.arch = device.arch();
+    base.gpu = device.info().name;
+    base.mechanism = "host_steady_clock";
+    base.l2 = "n/a (host time)";
+    base.reproduce = reproduce;
+    auto fail = [&](const std::string& status, const std::string& message) {
+      for (const char* b : kBackends) {
+        ResultRow r = base;
+        r.backend = b;
+        r.status = status;
+        r.message = message;
+        rows.push_back(r);
+      }
+    };
+    auto made = build(device, rng);
+    if (!made.ok()) {
+      fail("error", made.status().ToString());
+      continue;
+    }
+    OverheadCase& c = **made;
+    base.shape = c.shape;
+    const auto& d = device.driver();
+    const CUstream stream = device.stream();
+
+    // The op's output, then the same from both hand-made launches.
+    HostTensor want = HostTensor::Zeros(c.host[c.out].dtype, c.host[c.out].size());
+    Status checked = c.op_call(stream);
+    if (checked.ok()) checked = device.Synchronize();
+    if (checked.ok())
+      checked = device.Check(d.cuMemcpyDtoH(want.bytes.data(), c.memory[c.out].ptr(), want.bytes.size()), "cuMemcpyDtoH");
+    if (checked.ok())
+      checked = SameOutput(device, c, want, "cuLaunchKernelEx of the op's CUfunction", [&] {
+        return device.Check(d.cuLaunchKernelEx(&c.config, c.function, c.args.data(), nullptr), "cuLaunchKernelEx");
+      });
+    if (checked.ok())
+      checked = SameOutput(device, c, want, "kiln::Kernel::Launch", [&] { return c.kernel.Launch(c.kernel_config, c.args.data()); });
+    if (!checked.ok()) {
+      std::fprintf(stderr, "kiln-bench: REFCHECK FAILED: call_overhead %s: %s\n", name, checked.ToString().c_str());
+      fail("refcheck_failed", checked.ToString());
+      continue;
+    }
+
+    // The backends take turns, batch by batch (the first one rotating), so drift in the
+    // machine's state falls on all of them alike.
+    auto op = [&] { return c.op_call(stream).ok(); };
+    auto raw = [&] { return d.cuLaunchKernelEx(&c.config, c.function, c.args.data(), nullptr) == CUDA_SUCCESS; };
+    auto launch = [&] { return c.kernel.Launch(c.kernel_config, c.args.data()).ok(); };
+    std::vector<double> samples[3], batch_means[3];
+    Status timed = OkStatus();
+    const int total = options.warmup + options.iters;
+    for (int rep = 0; rep < total && timed.ok(); ++rep) {
+      const bool keep = rep >= options.warmup;
+      for (int k = 0; k < 3 && timed.ok(); ++k) {
+        const int which = (rep + k) % 3;
+        StatusOr<double> ns = which == 0 ? TimeBatch(op, keep, &samples[0])
+                              : which == 1 ? TimeBatch(raw, keep, &samples[1])
+                                           : TimeBatch(launch, keep, &samples[2]);
+        if (!ns.ok()) {
+          timed = Status(StatusCode::kInternal, std::string(kBackends[which]) + ": " + ns.status().message());
+          break;
+        }
+        if (keep) batch_means[which].push_back(*ns / 1000.0 / kOverheadCallsPerBatch);
+        timed = device.Synchronize();  // bounds the launch queue; not timed
+      }
+    }
+    if (!timed.ok()) {
+      fail("error", timed.ToString());
+      continue;
+    }
+
+    TimingStats stats[3];
+    double batch_median[3];
+    for (int k = 0; k < 3; ++k) {
+      stats[k] = SummarizeTimes(samples[k]);
+      batch_median[k] = SummarizeTimes(batch_means[k]).median;
+    }
+    for (int k = 0; k < 3; ++k) {
+      ResultRow r = base;
+      r.backend = kBackends[k];
+      r.stats = stats[k];
+      r.warmup = options.warmup * kOverheadCallsPerBatch;
+      r.overhead_us = stats[k].median - stats[1].median;
+      r.refcheck = k == 0 ? "baseline" : "pass";
+      r.refcheck_detail = k == 0 ? "the op's output; its kernel " + c.uri
+                                 : "output bit-identical to the op's (same CUfunction, grid and arguments)";
+      r.kernels = c.uri;
+      r.message = "per call: median " + Format("%.3f", stats[k].median) + " us, batch mean " +
+                  Format("%.3f", batch_median[k]) + " us (" + std::to_string(options.iters) + " batches of " +
+                  std::to_string(kOverheadCallsPerBatch) + " calls, " + LoggingState() + ")";
+      if (k == 0)
+        r.message += "; op call - raw cuLaunchKernelEx = " + Format("%+.3f", r.overhead_us) +
+                     " us per call (median; batch means " + Format("%+.3f", batch_median[0] - batch_median[1]) +
+                     " us); target <= 0.2 us with logging off";
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+}  // namespace kiln::bench

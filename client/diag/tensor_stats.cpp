@@ -1,0 +1,337 @@
+#include "client/diag/tensor_stats.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/driver/cuda_driver.h"
+#include "client/driver/current_context.h"
+#include "client/loader/kernel_launch.h"
+#include "client/loader/launch_hint.h"
+#include "client/ops/op_dispatch.h"
+#include "client/ops/op_launch_cache.h"
+
+namespace kiln::client::diag {
+namespace {
+
+constexpr const char* kApi = "kiln::client::diag::ComputeTensorStats";
+constexpr const char* kOp = "tensor_stats";
+constexpr const char* kEntry = "kiln_tensor_stats";
+
+// OpLaunchKey::op number of the diagnostics family (90-99), far from the op families' 1-49.
+constexpr uint16_t kTensorStatsOp = 90;
+
+// numel and the span of addresses a view covers stay below these, so that no index, offset or
+// byte address of the kernel (64-bit, signed) can overflow.
+constexpr int64_t kMaxNumel = int64_t{1} << 62;
+constexpr int64_t kMaxSpanBytes = int64_t{1} << 60;
+
+// The host's copies of the kernel's parameter and record structs (kiln::diag::TensorStatsLayout
+// and TensorStatsPartial in kernels/include/kiln/diag/tensor_stats.cuh). The client cannot
+// include device headers (NVRTC reads them at run time), so the layouts are repeated here and
+// pinned on both sides by static_asserts; a change on either side must change both.
+constexpr int kMaxStatsDims = 8;  // kiln::diag::kMaxStatsDims
+static_assert(kMaxTensorDims <= kMaxStatsDims, "the kernel's layout must hold every TensorView rank");
+
+struct LayoutAbi {
+  int64_t shape[kMaxStatsDims];
+  int64_t strides[kMaxStatsDims];
+  int32_t ndim;
+  int32_t reserved;
+};
+static_assert(sizeof(LayoutAbi) == 136, "TensorStatsLayout is 136 bytes on the device");
+static_assert(offsetof(LayoutAbi, strides) == 64 && offsetof(LayoutAbi, ndim) == 128, "shape, strides, ndim");
+
+struct PartialAbi {
+  int64_t nan_count;
+  int64_t inf_count;
+  int64_t finite_count;
+  double min;
+  double max;
+  double sum;
+};
+static_assert(sizeof(PartialAbi) == 48, "TensorStatsPartial is 48 bytes on the device");
+
+Status Invalid(const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, std::string(kApi) + ": t: " + what);
+}
+
+std::string Hex(uintptr_t p) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(p));
+  return buffer;
+}
+
+bool KnownDType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kInt32:
+    case DType::kInt64: return true;
+  }
+  return false;
+}
+
+// What the kernel is launched on: the view's first address after negative strides are
+// flipped, numel, and the normalized layout.
+struct StatsView {
+  uintptr_t data = 0;
+  int64_t numel = 0;
+  LayoutAbi layout = {};
+};
+
+// Every check that needs no driver, then the layout the kernel reads. The statistics do not
+// depend on the order of the elements, so the layout is normalized for speed with the same
+// multiset of element addresses: size-1 dims dropped, a negative stride flipped (the base
+// moves to the dim's last element), dims ordered outer to inner (broadcast stride-0 dims
+// outermost, then by decreasing stride, so the innermost dim is the densest), and each dim
+// merged into the one outside it when that one steps over it exactly. A dense tensor, also a
+// transposed or flipped one, becomes ndim 1, stride 1: the kernel's contiguous path.
+StatusOr<StatsView> PrepareView(const TensorView& t) {
+  if (t.ndim < 0 || t.ndim > kMaxTensorDims)
+    return Invalid("expected a tensor of rank 0 to " + std::to_string(kMaxTensorDims) + ", found rank " +
+                   std::to_string(t.ndim) +
+                   (t.ndim < 0 ? " (TensorView::Contiguous and ::Strided give -1 for more than " +
+                                     std::to_string(kMaxTensorDims) + " dims or a strides count unlike the shape's)"
+                               : std::string()));
+  if (!KnownDType(t.dtype))
+    return Invalid("unknown dtype (kiln::DType value " + std::to_string(static_cast<int>(t.dtype)) +
+                   "); expected fp32, fp16, bf16, int8, uint8, int32 or int64");
+  if (t.device.type != DeviceType::kCUDA)
+    return Invalid("expected a CUDA device tensor, found one on " + DeviceName(t.device) +
+                   " (statistics run on the tensor's GPU)");
+  if (t.device.index < 0) return Invalid("device ordinal " + std::to_string(t.device.index) + " is negative");
+
+  __int128 numel = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] < 0)
+      return Invalid("dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) + " in " +
+                     t.Describe());
+    numel = std::min<__int128>(numel * t.shape[d], __int128{kMaxNumel} + 1);  // saturates: no overflow
+  }
+  if (numel > kMaxNumel) return Invalid("more than 2^62 elements in " + t.Describe());
+  StatsView view;
+  view.numel = static_cast<int64_t>(numel);
+  if (view.numel == 0) return view;
+
+  const int64_t element = static_cast<int64_t>(DTypeSize(t.dtype));
+  const uintptr_t data = reinterpret_cast<uintptr_t>(t.data);
+  if (data == 0) return Invalid("data is null, but the tensor has " + std::to_string(view.numel) + " elements");
+  if (data % static_cast<uintptr_t>(element) != 0)
+    return Invalid("data " + Hex(data) + " is not aligned to the element size (" + std::to_string(element) +
+                   " bytes of " + DTypeName(t.dtype) + ")");
+
+  struct Dim {
+    int64_t size;
+    int64_t stride;
+  };
+  Dim dims[kMaxTensorDims];
+  int ndim = 0;
+  __int128 span = 0;       // elements between the lowest and the highest address
+  __int128 base_shift = 0;  // elements from t.data to the lowest address
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] == 1) continue;  // its stride is never used
+    const __int128 stride = t.strides[d];
+    const __int128 reach = (t.shape[d] - 1) * (stride < 0 ? -stride : stride);
+    span += reach;  // < 2^127: each reach is below 2^126, and the sum is checked each step
+    if (span > kMaxSpanBytes / element)
+      return Invalid("the strides span more than 2^60 bytes: " + t.Describe());
+    if (stride < 0) base_shift -= reach;
+    dims[ndim++] = {t.shape[d], static_cast<int64_t>(stride < 0 ? -stride : stride)};
+  }
+  std::stable_sort(dims, dims + ndim, [](const Dim& a, const Dim& b) {
+    if ((a.stride == 0) != (b.stride == 0)) return a.stride == 0;  // broadcast dims outermost
+    return a.stride > b.stride;
+  });
+  int merged = 0;
+  for (int d = 0; d < ndim; ++d) {
+    // stride * size <= 2 * span < 2^61: no overflow.
+    if (merged > 0 && dims[merged - 1].stride == dims[d].stride * dims[d].size) {
+      dims[merged - 1] = {dims[merged - 1].size * dims[d].size, dims[d].stride};
+    } else {
+      dims[merged++] = dims[d];
+    }
+  }
+  if (merged == 0) dims[merged++] = {1, 1};  // one element: a 0-d tensor or only size-1 dims
+
+  view.data = data + static_cast<uintptr_t>(static_cast<int64_t>(base_shift) * element);
+  view.layout.ndim = merged;
+  for (int d = 0; d < merged; ++d) {
+    view.layout.shape[d] = dims[d].size;
+    view.layout.strides[d] = dims[d].stride;
+  }
+  return view;
+}
+
+// Device memory for the kernel's partial records, reused across calls rather than allocated
+// and freed each time: cuMemFree synchronizes the whole device (other streams' work
+// included), and neither call is allowed while another thread captures a CUDA graph in
+// global mode. A mutex guards only the free list, never a launch, so calls of two threads on
+// two streams run side by side, each with its own buffer. Buffers live as long as the
+// process, like loaded modules, keyed by context like OpLaunchCache; one is max_blocks × 48 B
+// (48 KiB), and a context holds as many as statistics calls ever ran at once in it.
+class PartialsPool {
+ public:
+  static PartialsPool& Global() {
+    static PartialsPool* pool = new PartialsPool();  // never destroyed: used until exit
+    return *pool;
+  }
+
+  // A buffer of at least `bytes` in `context`, which is current on this thread.
+  StatusOr<CUdeviceptr> Take(const CudaDriver& driver, CUcontext context, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < free_.size(); ++i) {
+        if (free_[i].context == context && free_[i].bytes >= bytes) {
+          const CUdeviceptr ptr = free_[i].ptr;
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          return ptr;
+        }
+      }
+    }
+    CUdeviceptr ptr = 0;
+    KILN_RETURN_IF_ERROR(driver.Check(driver.cuMemAlloc(&ptr, bytes),
+                                      "cuMemAlloc(" + std::to_string(bytes) + " B for the partial records)"));
+    return ptr;
+  }
+
+  void Give(CUcontext context, CUdeviceptr ptr, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back({context, ptr, bytes});
+  }
+
+ private:
+  struct Buffer {
+    CUcontext context;
+    CUdeviceptr ptr;
+    size_t bytes;
+  };
+  std::mutex mu_;
+  std::vector<Buffer> free_;
+};
+
+StatusOr<OpLaunch> Resolve(const CudaDriver& driver, DType dtype, const ContextInfo& ctx) {
+  OpRequest op;
+  op.name = kOp;
+  op.params = {{"dtype", DTypeName(dtype)}};
+  auto library = FetchOpModule(driver, op, {kEntry}, ctx);
+  if (!library.ok()) return library.status();
+  const ModuleInfo& info = (*library)->info;
+  KILN_RETURN_IF_ERROR(CheckModuleParam(info, "dtype", DTypeName(dtype)));
+  auto block = LaunchHint(info, "block", 32, 1024);
+  if (!block.ok()) return block.status();
+  auto max_blocks = LaunchHint(info, "max_blocks", 1, 1 << 20);  // 48 MiB of records at most
+  if (!max_blocks.ok()) return max_blocks.status();
+  auto smem = LaunchHint(info, "dynamic_smem", 0, std::numeric_limits<int32_t>::max());
+  if (!smem.ok()) return smem.status();
+  auto launch = EntryLaunch(driver, *library, kEntry, ctx, *block, *smem);
+  if (!launch.ok()) return launch.status();
+  launch->rows_per_block = *max_blocks;  // the grid's cap (the kernel loops over the rest)
+  return launch;
+}
+
+// The blocks' records, in block order (deterministic), into the caller's statistics.
+Status Combine(const std::vector<PartialAbi>& partials, int64_t numel, TensorStats* stats) {
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  double sum = 0;
+  for (const PartialAbi& p : partials) {
+    stats->nan_count += p.nan_count;
+    stats->inf_count += p.inf_count;
+    stats->finite_count += p.finite_count;
+    if (p.finite_count > 0) {
+      min = std::min(min, p.min);
+      max = std::max(max, p.max);
+      sum += p.sum;
+    }
+  }
+  // Every element lands in exactly one count: anything else is a kernel or layout bug.
+  if (stats->nan_count + stats->inf_count + stats->finite_count != numel)
+    return Status(StatusCode::kInternal, std::string(kApi) + ": the kernel classified " +
+                                             std::to_string(stats->nan_count + stats->inf_count + stats->finite_count) +
+                                             " elements of " + std::to_string(numel));
+  stats->count = numel;
+  if (stats->finite_count > 0) {
+    stats->min = min;
+    stats->max = max;
+    stats->mean = sum / static_cast<double>(stats->finite_count);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
+  auto view = PrepareView(t);
+  if (!view.ok()) return view.status();
+  TensorStats stats;
+  if (view->numel == 0) return stats;  // nothing to look at, and nothing to launch
+
+  auto driver_or = CudaDriver::Get();
+  if (!driver_or.ok()) return driver_or.status().WithContext(kApi);
+  const CudaDriver& driver = **driver_or;
+  auto ctx = ContextForDevice(driver, t.device.index, kApi);
+  if (!ctx.ok()) return ctx.status();
+
+  // The caller promises no capture; a capture that slipped through is refused rather than
+  // invalidated by the synchronization below.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  KILN_RETURN_IF_ERROR(
+      driver.Check(driver.cuStreamIsCapturing(static_cast<CUstream>(stream), &capture), "cuStreamIsCapturing")
+          .WithContext(kApi));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(kApi) + ": the stream is capturing a CUDA graph; statistics wait for the stream, "
+                                      "which a capture does not allow");
+
+  OpLaunchKey key;
+  key.context = ctx->context;
+  key.op = kTensorStatsOp;
+  key.dtype = static_cast<uint8_t>(t.dtype);
+  auto found = FindOrResolveLaunch(key, [&] { return Resolve(driver, t.dtype, *ctx); });
+  if (!found.ok()) return found.status().WithContext(kApi);
+  const OpLaunch* launch = *found;
+
+  const int64_t blocks = std::min<int64_t>((view->numel + launch->block - 1) / launch->block, launch->rows_per_block);
+  const size_t bytes = static_cast<size_t>(blocks) * sizeof(PartialAbi);
+  PartialsPool& pool = PartialsPool::Global();
+  auto buffer = pool.Take(driver, ctx->context, bytes);
+  if (!buffer.ok()) return buffer.status().WithContext(kApi);
+
+  // The kernel contract (kiln/diag/tensor_stats.cuh): (partials, data, numel, layout).
+  CUdeviceptr partials_ptr = *buffer;
+  const void* data = reinterpret_cast<const void*>(view->data);
+  long long numel = view->numel;
+  LayoutAbi layout = view->layout;
+  void* args[] = {&partials_ptr, &data, &numel, &layout};
+  LaunchConfig config;
+  config.grid.x = static_cast<unsigned>(blocks);
+  config.block.x = launch->block;
+  config.dynamic_smem_bytes = launch->dynamic_smem;
+  config.stream = stream;
+  if (Status s = LaunchFunction(driver, launch->function, config, args, kEntry, &launch->library->info); !s.ok()) {
+    pool.Give(ctx->context, *buffer, bytes);  // nothing was launched
+    return s.WithContext(kApi);
+  }
+  std::vector<PartialAbi> partials(static_cast<size_t>(blocks));
+  const Status copied = driver.Check(
+      driver.cuMemcpyDtoHAsync(partials.data(), partials_ptr, bytes, static_cast<CUstream>(stream)),
+      "cuMemcpyDtoHAsync(partial records)");
+  const Status synced = driver.Check(driver.cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+  // After a failed wait the kernel may still write the buffer: it is not reused (48 KiB lost).
+  if (!synced.ok()) return synced.WithContext(kApi);
+  pool.Give(ctx->context, *buffer, bytes);
+  if (!copied.ok()) return copied.WithContext(kApi);
+  KILN_RETURN_IF_ERROR(Combine(partials, view->numel, &stats));
+  return stats;
+}
+
+}  // namespace kiln::client::diag
