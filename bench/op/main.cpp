@@ -67,6 +67,25 @@ int GenerateList(const BenchOptions& options) {
   return 0;
 }
 
+// The device and the daemon both modes measure with: the device (or the exit code that says
+// why there is none: 77 without a GPU) and a reachable kilnd.
+int OpenDeviceAndDaemon(const BenchOptions& options, std::unique_ptr<BenchDevice>* device) {
+  auto opened = BenchDevice::Open(options.device);
+  if (!opened.ok()) {
+    if (opened.status().code() == StatusCode::kNoDriver) {
+      std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", opened.status().message().c_str());
+      return kExitNoGpu;
+    }
+    return Fail(opened.status().message());
+  }
+  *device = std::move(opened).value();
+  ClientOptions client = CurrentOptions();
+  if (!options.socket.empty()) client.socket = options.socket;
+  if (Status s = Configure(client); !s.ok()) return Fail(s.ToString());
+  if (Status s = Ping(std::chrono::seconds(10)); !s.ok()) return Fail("kilnd: " + s.ToString());
+  return 0;
+}
+
 int Run(const BenchOptions& options, const std::string& command_line) {
   std::vector<BenchCase> cases;
   if (options.mode == BenchMode::kList) {
@@ -92,20 +111,9 @@ int Run(const BenchOptions& options, const std::string& command_line) {
                      ? Status(StatusCode::kUnavailable, "not asked for (--timer events)")
                      : StartCupti();
   if (options.timer == TimerChoice::kCupti && !cupti.ok()) return Fail("--timer cupti: " + cupti.message());
-  auto device = BenchDevice::Open(options.device);
-  if (!device.ok()) {
-    if (device.status().code() == StatusCode::kNoDriver) {
-      std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", device.status().message().c_str());
-      return kExitNoGpu;
-    }
-    return Fail(device.status().message());
-  }
-  BenchDevice& d = **device;
-
-  ClientOptions client = CurrentOptions();
-  if (!options.socket.empty()) client.socket = options.socket;
-  if (Status s = Configure(client); !s.ok()) return Fail(s.ToString());
-  if (Status s = Ping(std::chrono::seconds(10)); !s.ok()) return Fail("kilnd: " + s.ToString());
+  std::unique_ptr<BenchDevice> device;
+  if (int code = OpenDeviceAndDaemon(options, &device); code != 0) return code;
+  BenchDevice& d = *device;
 
   auto gate = StreamGate::Create(d);
   if (!gate.ok()) return Fail(gate.status().ToString());
@@ -185,19 +193,9 @@ int Overhead(const BenchOptions& options, const std::string& command_line) {
     std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", driver.status().message().c_str());
     return kExitNoGpu;
   }
-  auto device = BenchDevice::Open(options.device);
-  if (!device.ok()) {
-    if (device.status().code() == StatusCode::kNoDriver) {
-      std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", device.status().message().c_str());
-      return kExitNoGpu;
-    }
-    return Fail(device.status().message());
-  }
-  BenchDevice& d = **device;
-  ClientOptions client = CurrentOptions();
-  if (!options.socket.empty()) client.socket = options.socket;
-  if (Status s = Configure(client); !s.ok()) return Fail(s.ToString());
-  if (Status s = Ping(std::chrono::seconds(10)); !s.ok()) return Fail("kilnd: " + s.ToString());
+  std::unique_ptr<BenchDevice> device;
+  if (int code = OpenDeviceAndDaemon(options, &device); code != 0) return code;
+  BenchDevice& d = *device;
 
   if (!options.quiet) {
     std::printf("# %s (%s), driver for CUDA %s; kilnd %s\n", d.info().name.c_str(), d.arch().c_str(),

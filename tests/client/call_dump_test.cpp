@@ -25,6 +25,7 @@
 #include "client/diag/dumped_call.h"
 #include "client/diag/safetensors.h"
 #include "client/diag/tensor_copy.h"
+#include "tests/client/diag_test_support.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -37,19 +38,9 @@ using kiln::TensorView;
 using kiln::testing::RunResult;
 using kiln::testing::TempDir;
 
-const char* kDiagVariables[] = {"KILN_LOGLEVEL",       "KILN_LOGDEST",      "KILN_DUMP_DIR",
-                                "KILN_DUMP_MAX_COUNT", "KILN_DUMP_MAX_BYTES", "KILN_DUMP_INCLUDE",
-                                "KILN_DUMP_EXCLUDE",   "KILN_DUMP_TEST_PAUSE_MS", "KILN_SOCKET"};
-
 kiln::testing::SubprocessOptions ChildOptions(std::vector<std::string> args, std::map<std::string, std::string> env) {
-  kiln::testing::SubprocessOptions p;
-  p.argv = {kiln::testing::DiagChildPath()};
-  for (auto& a : args) p.argv.push_back(std::move(a));
-  for (const char* name : kDiagVariables)
-    if (!env.count(name)) p.unset_env.push_back(name);
-  env["CUDA_VISIBLE_DEVICES"] = "";
-  p.set_env = std::move(env);
-  return p;
+  env["CUDA_VISIBLE_DEVICES"] = "";  // the host calls need no GPU, and must not find one
+  return kiln::testing::DiagChildOptions(std::move(args), std::move(env));
 }
 
 RunResult Child(std::vector<std::string> args, std::map<std::string, std::string> env) {
@@ -57,24 +48,10 @@ RunResult Child(std::vector<std::string> args, std::map<std::string, std::string
 }
 
 RunResult Replay(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-  kiln::testing::SubprocessOptions p;
-  p.argv = {kiln::testing::KilnCliPath(), "replay"};
-  for (auto& a : args) p.argv.push_back(std::move(a));
-  for (const char* name : kDiagVariables) p.unset_env.push_back(name);
-  p.set_env = std::move(env);
-  return kiln::testing::Run(std::move(p), std::chrono::seconds(60));
+  return kiln::testing::Run(kiln::testing::ReplayOptions({}, std::move(args), std::move(env)), std::chrono::seconds(60));
 }
 
-std::vector<std::string> Folders(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> Folders(const std::string& dir) { return kiln::testing::FolderEntries(dir); }
 
 int Mode(const std::string& path) {
   struct stat st = {};

@@ -17,6 +17,7 @@
 #include "client/diag/diag_config.h"
 #include "client/diag/op_call.h"
 #include "client/diag/op_filter.h"
+#include "tests/client/diag_test_support.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -28,43 +29,16 @@ using kiln::client::diag::ParseDiagConfig;
 using kiln::testing::RunResult;
 using kiln::testing::TempDir;
 
-const char* kDiagVariables[] = {"KILN_LOGLEVEL",       "KILN_LOGDEST",      "KILN_DUMP_DIR",
-                                "KILN_DUMP_MAX_COUNT", "KILN_DUMP_MAX_BYTES", "KILN_DUMP_INCLUDE",
-                                "KILN_DUMP_EXCLUDE",   "KILN_DUMP_TEST_PAUSE_MS", "KILN_SOCKET"};
-
 // The child with exactly `env` of the diagnostics variables, and no visible GPU.
 RunResult Child(std::vector<std::string> args, std::map<std::string, std::string> env) {
-  kiln::testing::SubprocessOptions p;
-  p.argv = {kiln::testing::DiagChildPath()};
-  for (auto& a : args) p.argv.push_back(std::move(a));
-  for (const char* name : kDiagVariables)
-    if (!env.count(name)) p.unset_env.push_back(name);
   env["CUDA_VISIBLE_DEVICES"] = "";
-  p.set_env = std::move(env);
-  return kiln::testing::Run(std::move(p), std::chrono::seconds(60));
+  return kiln::testing::Run(kiln::testing::DiagChildOptions(std::move(args), std::move(env)),
+                            std::chrono::seconds(60));
 }
 
-std::vector<std::string> Files(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
-    closedir(d);
-  }
-  return names;
-}
+std::vector<std::string> Files(const std::string& dir) { return kiln::testing::FolderEntries(dir); }
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
-}
+std::vector<std::string> Lines(const std::string& text) { return kiln::testing::TextLines(text); }
 
 bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/client/diag_test_support.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/gpu_harness.h"
 #include "tests/support/subprocess.h"
@@ -37,19 +38,10 @@ using kiln::testing::GpuSession;
 using kiln::testing::RunResult;
 using kiln::testing::TempDir;
 
-const char* kDiagVariables[] = {"KILN_LOGLEVEL",       "KILN_LOGDEST",      "KILN_DUMP_DIR",
-                                "KILN_DUMP_MAX_COUNT", "KILN_DUMP_MAX_BYTES", "KILN_DUMP_INCLUDE",
-                                "KILN_DUMP_EXCLUDE",   "KILN_DUMP_TEST_PAUSE_MS"};
-
 kiln::testing::SubprocessOptions ChildOptions(GpuSession& session, const std::string& mode,
                                               std::map<std::string, std::string> env) {
-  kiln::testing::SubprocessOptions p;
-  p.argv = {kiln::testing::DiagChildPath(), mode};
-  for (const char* name : kDiagVariables)
-    if (!env.count(name)) p.unset_env.push_back(name);
   env["KILN_SOCKET"] = session.daemon().socket();
-  p.set_env = std::move(env);
-  return p;
+  return kiln::testing::DiagChildOptions({mode}, std::move(env));
 }
 
 RunResult Child(GpuSession& session, const std::string& mode, std::map<std::string, std::string> env) {
@@ -57,30 +49,13 @@ RunResult Child(GpuSession& session, const std::string& mode, std::map<std::stri
 }
 
 RunResult Replay(GpuSession& session, std::vector<std::string> args) {
-  kiln::testing::SubprocessOptions p;
-  p.argv = {kiln::testing::KilnCliPath(), "--socket", session.daemon().socket(), "replay"};
-  for (auto& a : args) p.argv.push_back(std::move(a));
-  for (const char* name : kDiagVariables) p.unset_env.push_back(name);
-  return kiln::testing::Run(std::move(p), std::chrono::seconds(300));
+  return kiln::testing::Run(kiln::testing::ReplayOptions({"--socket", session.daemon().socket()}, std::move(args)),
+                            std::chrono::seconds(300));
 }
 
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> Entries(const std::string& dir) { return kiln::testing::FolderEntries(dir); }
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+std::vector<std::string> Lines(const std::string& text) { return kiln::testing::TextLines(text); }
 
 bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -12,23 +12,12 @@
 #include "kernels/ops/activation/act_and_mul_generator.h"
 #include "server/jit/nvrtc_compiler.h"
 #include "server/jit/pch_key.h"
+#include "tests/kernels/compile_fixture.h"
 
 namespace kiln::kernels {
 namespace {
 
-std::shared_ptr<const TreeSnapshot> Tree() {
-  static std::shared_ptr<const TreeSnapshot> snapshot = [] {
-    auto tree = KernelTree::Open(KILN_TEST_KERNELS_DIR);
-    REQUIRE(tree.ok());
-    return (*tree)->Current();
-  }();
-  return snapshot;
-}
-
-const server::NvrtcCompiler& Compiler() {
-  static server::NvrtcCompiler compiler(server::CompilerOptions{KILN_TEST_CUDA_INCLUDE_DIR, ""});
-  return compiler;
-}
+using namespace compile_test;
 
 void CompileAndCheck(const std::string& op, const std::string& dtype, int vec, const char* arch_text) {
   Params params = {{"dtype", dtype}, {"vec", std::to_string(vec)}};

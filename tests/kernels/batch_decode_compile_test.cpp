@@ -12,23 +12,12 @@
 #include "kernels/ops/decode/batch_decode_generator.h"
 #include "server/jit/nvrtc_compiler.h"
 #include "server/jit/pch_key.h"
+#include "tests/kernels/compile_fixture.h"
 
 namespace kiln::kernels {
 namespace {
 
-std::shared_ptr<const TreeSnapshot> Tree() {
-  static std::shared_ptr<const TreeSnapshot> snapshot = [] {
-    auto tree = KernelTree::Open(KILN_TEST_KERNELS_DIR);
-    REQUIRE(tree.ok());
-    return (*tree)->Current();
-  }();
-  return snapshot;
-}
-
-const server::NvrtcCompiler& Compiler() {
-  static server::NvrtcCompiler compiler(server::CompilerOptions{KILN_TEST_CUDA_INCLUDE_DIR, ""});
-  return compiler;
-}
+using namespace compile_test;
 
 server::CompileResult MustCompile(const std::string& op, const Params& params, const char* arch_text) {
   auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());

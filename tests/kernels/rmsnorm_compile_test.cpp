@@ -9,23 +9,12 @@
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/norm/rmsnorm_generator.h"
 #include "server/jit/nvrtc_compiler.h"
+#include "tests/kernels/compile_fixture.h"
 
 namespace kiln::kernels {
 namespace {
 
-std::shared_ptr<const TreeSnapshot> Tree() {
-  static std::shared_ptr<const TreeSnapshot> snapshot = [] {
-    auto tree = KernelTree::Open(KILN_TEST_KERNELS_DIR);
-    REQUIRE(tree.ok());
-    return (*tree)->Current();
-  }();
-  return snapshot;
-}
-
-const server::NvrtcCompiler& Compiler() {
-  static server::NvrtcCompiler compiler(server::CompilerOptions{KILN_TEST_CUDA_INCLUDE_DIR, ""});
-  return compiler;
-}
+using namespace compile_test;
 
 int DtypeBytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
 

@@ -12,25 +12,14 @@
 #include "kernels/ops/diag/tensor_stats_generator.h"
 #include "server/jit/nvrtc_compiler.h"
 #include "server/jit/pch_key.h"
+#include "tests/kernels/compile_fixture.h"
 
 namespace kiln::kernels {
 namespace {
 
 const char* const kDTypes[] = {"fp32", "fp16", "bf16", "int8", "uint8", "int32", "int64"};
 
-std::shared_ptr<const TreeSnapshot> Tree() {
-  static std::shared_ptr<const TreeSnapshot> snapshot = [] {
-    auto tree = KernelTree::Open(KILN_TEST_KERNELS_DIR);
-    REQUIRE(tree.ok());
-    return (*tree)->Current();
-  }();
-  return snapshot;
-}
-
-const server::NvrtcCompiler& Compiler() {
-  static server::NvrtcCompiler compiler(server::CompilerOptions{KILN_TEST_CUDA_INCLUDE_DIR, ""});
-  return compiler;
-}
+using namespace compile_test;
 
 void CompileAndCheck(const std::string& dtype, const char* arch_text) {
   auto spec = OpRegistry::Builtin().Generate("tensor_stats", {{"dtype", dtype}}, *Tree());

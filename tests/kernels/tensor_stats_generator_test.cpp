@@ -9,36 +9,19 @@
 #include <string>
 
 #include "kernels/jit/op_generator.h"
+#include "tests/kernels/generator_fixture.h"
 
 namespace kiln::kernels {
 namespace {
 
 const char* const kDTypes[] = {"fp32", "fp16", "bf16", "int8", "uint8", "int32", "int64"};
 
-const TreeSnapshot& Tree() {
-  static std::shared_ptr<const TreeSnapshot> snapshot = [] {
-    auto tree = KernelTree::Open(KILN_TEST_KERNELS_DIR);
-    REQUIRE(tree.ok());
-    return (*tree)->Current();
-  }();
-  return *snapshot;
-}
+using generator_test::Contains;
+using generator_test::Tree;
 
-absl::StatusOr<JitSpec> Generate(const Params& params) {
-  return OpRegistry::Builtin().Generate("tensor_stats", params, Tree());
-}
+absl::StatusOr<JitSpec> Generate(const Params& params) { return generator_test::Generate("tensor_stats", params); }
 
-JitSpec MustGenerate(const Params& params) {
-  auto spec = Generate(params);
-  INFO(spec.status().ToString());
-  REQUIRE(spec.ok());
-  return *spec;
-}
-
-template <typename Text>
-bool Contains(const Text& text, std::string_view part) {
-  return std::string_view(text.data(), text.size()).find(part) != std::string_view::npos;
-}
+JitSpec MustGenerate(const Params& params) { return generator_test::MustGenerate("tensor_stats", params); }
 
 TEST_CASE("the builtin registry serves tensor_stats with one param, dtype, over every dtype", "[diag]") {
   const OpGenerator* generator = OpRegistry::Builtin().Find("tensor_stats");
