@@ -718,8 +718,8 @@ def trace_reference(trace):
 def call_trace_reference(op, trace, t):
     """Inputs positionally in the definition's order, scalars as keyword arguments; the outputs
     come back in the order of its "outputs". Where the function names every input as a
-    parameter, the inputs go by name instead: optional per-request tensors may sit between
-    scalars (top_k_top_p_sampling(probs, top_k=None, top_k_scalar=50, top_p=None, ...))."""
+    parameter, the inputs go by name instead, so a reference that puts an optional per-request
+    tensor after a scalar parameter still gets each tensor in its place."""
     fn = trace_reference(trace)
     accepted = inspect.signature(fn).parameters
     args = [t[name].clone() for name in trace["inputs"]]
