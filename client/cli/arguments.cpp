@@ -127,7 +127,7 @@ std::string GroupHelp(const std::vector<CommandSpec>& commands, const std::strin
   std::ostringstream s;
   if (group.empty()) {
     s << "kiln: the command line of Kiln, a JIT compilation service for CUDA kernels.\n"
-         "It talks to the daemon kilnd over its unix socket and needs no GPU.\n\n"
+         "It talks to the daemon kilnd over its unix socket and needs no GPU (replay runs a call on one).\n\n"
          "Usage: kiln [--socket PATH] [--timeout SECONDS] COMMAND [ARGS...]\n\n"
          "Commands:\n";
   } else {
