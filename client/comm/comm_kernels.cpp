@@ -1,11 +1,8 @@
 #include "client/comm/comm_kernels.h"
 
 #include "client/comm/comm_abi.h"
-#include "client/driver/devices.h"
-#include "client/loader/arch_compat.h"
 #include "client/loader/launch_hint.h"
-#include "client/loader/module_cache.h"
-#include "client/rpc/kernel_request.h"
+#include "client/ops/op_dispatch.h"
 
 namespace kiln::client::comm {
 
@@ -30,30 +27,21 @@ StatusOr<const CommKernel*> CommKernels::Get(const Key& key, const std::string& 
   const std::string& entry = std::get<0>(key);
 
   OpRequest op{op_name, std::move(params)};
-  auto request =
-      MakeKernelRequest(op, ArchForComputeCapability(context_.cc_major, context_.cc_minor));
-  auto library = ModuleCache::Global().GetOrLoad(driver_, request, {entry},
-                                                 ModuleCache::RequestIdentity(request));
+  auto library = FetchOpModule(driver_, op, {entry}, context_);
   if (!library.ok()) return library.status();
   const ModuleInfo& info = (*library)->info;
-  if (!CubinRunsOn(info.arch, context_.cc_major, context_.cc_minor))
-    return Status(StatusCode::kFailedPrecondition,
-                  "the daemon built " + info.uri + " for " + info.arch +
-                      ", which cannot run on cuda:" + std::to_string(context_.device));
   auto block = LaunchHint(info, "block", 32, 1024);
   if (!block.ok()) return block.status();
   auto max_blocks = LaunchHint(info, "max_blocks", 1, kMaxBlocks);
   if (!max_blocks.ok()) return max_blocks.status();
-  int index = (*library)->FindEntry(entry);
-  if (index < 0) return Status(StatusCode::kNotFound, info.uri + " has no kernel " + entry);
-  auto function = (*library)->Function(static_cast<size_t>(index), context_.context, 0);
-  if (!function.ok()) return function.status();
+  auto launch = EntryLaunch(driver_, *library, entry.c_str(), context_, *block, 0);
+  if (!launch.ok()) return launch.status();
 
   CommKernel kernel;
-  kernel.function = *function;
-  kernel.block = static_cast<unsigned>(*block);
+  kernel.function = launch->function;
+  kernel.block = launch->block;
   kernel.max_blocks = static_cast<unsigned>(*max_blocks);
-  kernel.library = std::move(library).value();
+  kernel.library = std::move(launch->library);
   return &kernels_.emplace(key, std::move(kernel)).first->second;
 }
 

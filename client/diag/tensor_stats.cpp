@@ -226,13 +226,9 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, DType dtype, const ContextI
   if (!library.ok()) return library.status();
   const ModuleInfo& info = (*library)->info;
   KILN_RETURN_IF_ERROR(CheckModuleParam(info, "dtype", DTypeName(dtype)));
-  auto block = LaunchHint(info, "block", 32, 1024);
-  if (!block.ok()) return block.status();
   auto max_blocks = LaunchHint(info, "max_blocks", 1, 1 << 20);  // 48 MiB of records at most
   if (!max_blocks.ok()) return max_blocks.status();
-  auto smem = LaunchHint(info, "dynamic_smem", 0, std::numeric_limits<int32_t>::max());
-  if (!smem.ok()) return smem.status();
-  auto launch = EntryLaunch(driver, *library, kEntry, ctx, *block, *smem);
+  auto launch = HintedEntryLaunch(driver, *library, kEntry, ctx, /*min_block=*/32);
   if (!launch.ok()) return launch.status();
   launch->rows_per_block = *max_blocks;  // the grid's cap (the kernel loops over the rest)
   return launch;
@@ -278,11 +274,8 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   auto driver_or = CudaDriver::Get();
   if (!driver_or.ok()) return driver_or.status().WithContext(kApi);
   const CudaDriver& driver = **driver_or;
-  auto ctx = ContextForDevice(driver, t.device.index, kApi);
-  if (!ctx.ok()) return ctx.status();
-
-  // The caller promises no capture; a capture that slipped through is refused rather than
-  // invalidated by the synchronization below.
+  // The caller promises no capture; a capture that slipped through is refused (before any
+  // module load) rather than invalidated by the synchronization below.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   KILN_RETURN_IF_ERROR(
       driver.Check(driver.cuStreamIsCapturing(static_cast<CUstream>(stream), &capture), "cuStreamIsCapturing")
@@ -293,17 +286,19 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
                                       "which a capture does not allow");
 
   OpLaunchKey key;
-  key.context = ctx->context;
   key.op = kTensorStatsOp;
   key.dtype = static_cast<uint8_t>(t.dtype);
-  auto found = FindOrResolveLaunch(key, [&] { return Resolve(driver, t.dtype, *ctx); });
-  if (!found.ok()) return found.status().WithContext(kApi);
-  const OpLaunch* launch = *found;
+  auto ready = PrepareOpLaunch(t.device.index, kApi, key, [&](const CudaDriver& d, const ContextInfo& ctx) {
+    return Resolve(d, t.dtype, ctx);
+  });
+  if (!ready.ok()) return ready.status();
+  const CUcontext context = ready->context;
+  const OpLaunch* launch = ready->launch;
 
   const int64_t blocks = std::min<int64_t>((view->numel + launch->block - 1) / launch->block, launch->rows_per_block);
   const size_t bytes = static_cast<size_t>(blocks) * sizeof(PartialAbi);
   PartialsPool& pool = PartialsPool::Global();
-  auto buffer = pool.Take(driver, ctx->context, bytes);
+  auto buffer = pool.Take(driver, context, bytes);
   if (!buffer.ok()) return buffer.status().WithContext(kApi);
 
   // The kernel contract (kiln/diag/tensor_stats.cuh): (partials, data, numel, layout).
@@ -318,7 +313,7 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   config.dynamic_smem_bytes = launch->dynamic_smem;
   config.stream = stream;
   if (Status s = LaunchFunction(driver, launch->function, config, args, kEntry, &launch->library->info); !s.ok()) {
-    pool.Give(ctx->context, *buffer, bytes);  // nothing was launched
+    pool.Give(context, *buffer, bytes);  // nothing was launched
     return s.WithContext(kApi);
   }
   std::vector<PartialAbi> partials(static_cast<size_t>(blocks));
@@ -328,7 +323,7 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   const Status synced = driver.Check(driver.cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
   // After a failed wait the kernel may still write the buffer: it is not reused (48 KiB lost).
   if (!synced.ok()) return synced.WithContext(kApi);
-  pool.Give(ctx->context, *buffer, bytes);
+  pool.Give(context, *buffer, bytes);
   if (!copied.ok()) return copied.WithContext(kApi);
   KILN_RETURN_IF_ERROR(Combine(partials, view->numel, &stats));
   return stats;

@@ -28,17 +28,11 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const ActivationPlan& plan,
   const ModuleInfo& info = (*library)->info;
   KILN_RETURN_IF_ERROR(CheckModuleParam(info, "vec", std::to_string(plan.vec)));
 
-  auto block = LaunchHint(info, "block", 1, 1024);
-  if (!block.ok()) return block.status();
   auto cols_per_block = LaunchHint(info, "cols_per_block", 1, INT_MAX);
   if (!cols_per_block.ok()) return cols_per_block.status();
-  auto smem = LaunchHint(info, "dynamic_smem", 0, INT_MAX);
-  if (!smem.ok()) return smem.status();
-
-  auto entry_launch = EntryLaunch(driver, *library, entry, ctx, *block, *smem);
-  if (!entry_launch.ok()) return entry_launch.status();
-  OpLaunch launch = std::move(entry_launch).value();
-  launch.cols_per_block = *cols_per_block;
+  auto launch = HintedEntryLaunch(driver, *library, entry, ctx);
+  if (!launch.ok()) return launch.status();
+  launch->cols_per_block = *cols_per_block;
   return launch;
 }
 
@@ -47,20 +41,16 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const ActivationPlan& plan,
 Status RunActAndMul(const ActivationPlan& plan, void* stream) {
   if (plan.rows == 0) return OkStatus();  // nothing to do, and nothing to launch
   const char* api = plan.api;
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = ContextForDevice(**driver, plan.device, api);
-  if (!ctx.ok()) return ctx.status();
-
   // d is a launch argument, not part of the specialization: one entry per (op, dtype, vec).
   OpLaunchKey key;
-  key.context = ctx->context;
   key.op = static_cast<uint16_t>(plan.op);
   key.dtype = static_cast<uint8_t>(plan.dtype);
   key.vec = static_cast<uint8_t>(plan.vec);
-  auto found = FindOrResolveLaunch(key, [&] { return Resolve(**driver, plan, *ctx); });
-  if (!found.ok()) return found.status().WithContext(api);
-  const OpLaunch* launch = *found;
+  auto ready = PrepareOpLaunch(plan.device, api, key, [&](const CudaDriver& driver, const ContextInfo& ctx) {
+    return Resolve(driver, plan, ctx);
+  });
+  if (!ready.ok()) return ready.status();
+  const OpLaunch* launch = ready->launch;
 
   // One block per (row, chunk of cols_per_block columns of d): the rule of the device code.
   const int64_t chunks = (plan.d + launch->cols_per_block - 1) / launch->cols_per_block;
@@ -83,7 +73,7 @@ Status RunActAndMul(const ActivationPlan& plan, void* stream) {
   long long out_stride = plan.out_stride;
   long long in_stride = plan.in_stride;
   void* args[] = {&out, &input, &rows, &d, &out_stride, &in_stride};
-  return LaunchFunction(**driver, launch->function, config, args, ActivationOpEntry(plan.op),
+  return LaunchFunction(*ready->driver, launch->function, config, args, ActivationOpEntry(plan.op),
                         &launch->library->info);
 }
 

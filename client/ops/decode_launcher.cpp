@@ -76,11 +76,9 @@ StatusOr<OpLaunch> ResolveAppend(const CudaDriver& driver, const AppendPagedKvCa
   if (!library.ok()) return library.status();
   const ModuleInfo& info = (*library)->info;
   KILN_RETURN_IF_ERROR(CheckModuleParam(info, "vec", std::to_string(call.vec)));
-  auto block = LaunchHint(info, "block", 32, 1024);
-  if (!block.ok()) return block.status();
   auto max_blocks = LaunchHint(info, "max_blocks", 1, INT_MAX);
   if (!max_blocks.ok()) return max_blocks.status();
-  auto launch = EntryLaunch(driver, *library, kAppendEntry, ctx, *block, 0);
+  auto launch = HintedEntryLaunch(driver, *library, kAppendEntry, ctx, /*min_block=*/32);
   if (!launch.ok()) return launch.status();
   launch->rows_per_block = *max_blocks;  // the grid's cap (the kernel loops over the rest)
   return launch;
@@ -138,20 +136,16 @@ Status RunBatchDecode(const BatchDecodeCall& call, void* stream) {
 Status RunAppendPagedKv(const AppendPagedKvCall& call, void* stream) {
   if (call.params.nnz == 0) return OkStatus();  // nothing to write, and nothing to launch
   const char* api = call.api;
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = ContextForDevice(**driver, call.device, api);
-  if (!ctx.ok()) return ctx.status();
-
   OpLaunchKey key;
-  key.context = ctx->context;
   key.op = static_cast<uint16_t>(DecodeOp::kAppendPagedKv);
   key.dtype = static_cast<uint8_t>(call.dtype);
   key.vec = static_cast<uint8_t>(call.vec);
   key.size0 = call.head_dim;
-  auto found = FindOrResolveLaunch(key, [&] { return ResolveAppend(**driver, call, *ctx); });
-  if (!found.ok()) return found.status().WithContext(api);
-  const OpLaunch* launch = *found;
+  auto ready = PrepareOpLaunch(call.device, api, key, [&](const CudaDriver& driver, const ContextInfo& ctx) {
+    return ResolveAppend(driver, call, ctx);
+  });
+  if (!ready.ok()) return ready.status();
+  const OpLaunch* launch = ready->launch;
 
   const int64_t threads = call.params.nnz * call.params.num_kv_heads * (call.head_dim / call.vec);
   const int64_t blocks = std::min<int64_t>((threads + launch->block - 1) / launch->block, launch->rows_per_block);
@@ -161,7 +155,7 @@ Status RunAppendPagedKv(const AppendPagedKvCall& call, void* stream) {
   config.grid.x = static_cast<unsigned>(blocks);
   config.block.x = launch->block;
   config.stream = stream;
-  return LaunchFunction(**driver, launch->function, config, args, kAppendEntry, &launch->library->info)
+  return LaunchFunction(*ready->driver, launch->function, config, args, kAppendEntry, &launch->library->info)
       .WithContext(api);
 }
 

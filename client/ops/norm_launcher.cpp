@@ -31,14 +31,9 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const NormPlan& plan,
   const ModuleInfo& info = (*library)->info;
   KILN_RETURN_IF_ERROR(CheckModuleParam(info, "vec", std::to_string(plan.vec)));
 
-  auto block = LaunchHint(info, "block", 1, 1024);
-  if (!block.ok()) return block.status();
   auto rows_per_block = LaunchHint(info, "rows_per_block", 1, INT_MAX);
   if (!rows_per_block.ok()) return rows_per_block.status();
-  auto smem = LaunchHint(info, "dynamic_smem", 0, INT_MAX);
-  if (!smem.ok()) return smem.status();
-
-  auto launch = EntryLaunch(driver, *library, entry, ctx, *block, *smem);
+  auto launch = HintedEntryLaunch(driver, *library, entry, ctx);
   if (!launch.ok()) return launch.status();
   launch->rows_per_block = *rows_per_block;
   return launch;
@@ -49,20 +44,16 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const NormPlan& plan,
 Status RunNorm(const NormPlan& plan, void* stream) {
   if (plan.rows == 0) return OkStatus();  // nothing to do, and nothing to launch
   const char* api = plan.api;
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = ContextForDevice(**driver, plan.device, api);
-  if (!ctx.ok()) return ctx.status();
-
   OpLaunchKey key;
-  key.context = ctx->context;
   key.op = static_cast<uint16_t>(plan.op);
   key.dtype = static_cast<uint8_t>(plan.dtype);
   key.vec = static_cast<uint8_t>(plan.vec);
   key.size0 = plan.hidden;
-  auto found = FindOrResolveLaunch(key, [&] { return Resolve(**driver, plan, *ctx); });
-  if (!found.ok()) return found.status().WithContext(api);
-  const OpLaunch* launch = *found;
+  auto ready = PrepareOpLaunch(plan.device, api, key, [&](const CudaDriver& driver, const ContextInfo& ctx) {
+    return Resolve(driver, plan, ctx);
+  });
+  if (!ready.ok()) return ready.status();
+  const OpLaunch* launch = ready->launch;
 
   const int64_t grid = (plan.rows + launch->rows_per_block - 1) / launch->rows_per_block;
   if (grid > INT_MAX)
@@ -83,7 +74,7 @@ Status RunNorm(const NormPlan& plan, void* stream) {
   long long b_stride = plan.b_stride;
   float eps = plan.eps;
   void* args[] = {&a, &b, &weight, &rows, &a_stride, &b_stride, &eps};
-  return LaunchFunction(**driver, launch->function, config, args, NormOpEntry(plan.op), &launch->library->info);
+  return LaunchFunction(*ready->driver, launch->function, config, args, NormOpEntry(plan.op), &launch->library->info);
 }
 
 }  // namespace kiln::client

@@ -1,7 +1,10 @@
 #include "client/ops/op_dispatch.h"
 
+#include <climits>
+
 #include "client/driver/devices.h"
 #include "client/loader/arch_compat.h"
+#include "client/loader/launch_hint.h"
 #include "client/loader/module_cache.h"
 #include "client/rpc/kernel_request.h"
 
@@ -42,6 +45,17 @@ Status CheckModuleParam(const ModuleInfo& info, const char* key, const std::stri
                   "the daemon built " + info.uri + " with " + key + "=" + it->second +
                       " for a request of " + key + "=" + value);
   return OkStatus();
+}
+
+StatusOr<OpLaunch> HintedEntryLaunch(const CudaDriver& driver,
+                                     const std::shared_ptr<const detail::LoadedLibrary>& library,
+                                     const char* entry, const ContextInfo& ctx, int64_t min_block) {
+  const ModuleInfo& info = library->info;
+  auto block = LaunchHint(info, "block", min_block, 1024);
+  if (!block.ok()) return block.status();
+  auto smem = LaunchHint(info, "dynamic_smem", 0, INT_MAX);
+  if (!smem.ok()) return smem.status();
+  return EntryLaunch(driver, library, entry, ctx, *block, *smem);
 }
 
 StatusOr<OpLaunch> EntryLaunch(const CudaDriver& driver,

@@ -27,6 +27,12 @@ StatusOr<std::shared_ptr<const detail::LoadedLibrary>> FetchOpModule(
     const CudaDriver& driver, const OpRequest& op, const std::vector<std::string>& entries,
     const ContextInfo& ctx);
 
+// EntryLaunch with the block and the dynamic shared memory that the op's generator sent as the
+// launch hints "block" (in [min_block, 1024]) and "dynamic_smem".
+StatusOr<OpLaunch> HintedEntryLaunch(const CudaDriver& driver,
+                                     const std::shared_ptr<const detail::LoadedLibrary>& library,
+                                     const char* entry, const ContextInfo& ctx, int64_t min_block = 1);
+
 // FAILED_PRECONDITION when the module's canonical param `key` is not `value` (the daemon
 // answered another specialization than the one asked for).
 Status CheckModuleParam(const ModuleInfo& info, const char* key, const std::string& value);
@@ -59,6 +65,29 @@ StatusOr<const OpLaunch*> FindOrResolveLaunch(const OpLaunchKey& key, Resolve&& 
   const OpLaunch* launch = cache.Insert(key, std::move(resolved).value());
   memo.Remember(key, launch);
   return launch;
+}
+
+// What a launcher holds once its launch is ready: the driver, the current context of the
+// call's device, and the launch of the op's specialization there.
+struct PreparedLaunch {
+  const CudaDriver* driver = nullptr;
+  CUcontext context = nullptr;
+  const OpLaunch* launch = nullptr;
+};
+
+// The steps before every op launch: the driver, the current context (which must be on
+// `device`), and the launch of `key` in it (key.context is filled in here), resolved once by
+// `resolve(driver, ctx)` -> StatusOr<OpLaunch>. Errors name `api`.
+template <typename Resolve>
+StatusOr<PreparedLaunch> PrepareOpLaunch(int device, const char* api, OpLaunchKey key, Resolve&& resolve) {
+  auto driver = CudaDriver::Get();
+  if (!driver.ok()) return driver.status().WithContext(api);
+  auto ctx = ContextForDevice(**driver, device, api);
+  if (!ctx.ok()) return ctx.status();
+  key.context = ctx->context;
+  auto found = FindOrResolveLaunch(key, [&] { return resolve(**driver, *ctx); });
+  if (!found.ok()) return found.status().WithContext(api);
+  return PreparedLaunch{*driver, ctx->context, *found};
 }
 
 }  // namespace kiln::client

@@ -38,8 +38,6 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const RopePlan& plan, const
   if (!tokens_per_block.ok()) return tokens_per_block.status();
   auto threads_per_token = LaunchHint(info, "threads_per_token", 1, 1024);
   if (!threads_per_token.ok()) return threads_per_token.status();
-  auto smem = LaunchHint(info, "dynamic_smem", 0, INT_MAX);
-  if (!smem.ok()) return smem.status();
   // The launch derives threads_per_token as block / tokens_per_block (OpLaunch keeps two).
   if (*block != *threads_per_token * *tokens_per_block)
     return Status(StatusCode::kFailedPrecondition,
@@ -47,7 +45,7 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const RopePlan& plan, const
                       " is not threads_per_token=" + std::to_string(*threads_per_token) +
                       " x tokens_per_block=" + std::to_string(*tokens_per_block));
 
-  auto launch = EntryLaunch(driver, *library, entry, ctx, *block, *smem);
+  auto launch = HintedEntryLaunch(driver, *library, entry, ctx);
   if (!launch.ok()) return launch.status();
   launch->rows_per_block = *tokens_per_block;
   return launch;
@@ -59,21 +57,17 @@ Status RunRope(const RopePlan& plan, void* stream) {
   const int64_t heads = plan.q_heads + plan.k_heads;
   if (plan.tokens == 0 || heads == 0) return OkStatus();  // nothing to do, and nothing to launch
   const char* api = plan.api;
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = ContextForDevice(**driver, plan.device, api);
-  if (!ctx.ok()) return ctx.status();
-
   OpLaunchKey key;
-  key.context = ctx->context;
   key.op = static_cast<uint16_t>(plan.op);
   key.dtype = static_cast<uint8_t>(plan.dtype);
   key.vec = static_cast<uint8_t>(plan.vec);
   key.size0 = plan.rotary_dim;
   key.size1 = (plan.interleaved ? 1 : 0) | (plan.pos_dtype == DType::kInt64 ? 2 : 0);
-  auto found = FindOrResolveLaunch(key, [&] { return Resolve(**driver, plan, *ctx); });
-  if (!found.ok()) return found.status().WithContext(api);
-  const OpLaunch* launch = *found;
+  auto ready = PrepareOpLaunch(plan.device, api, key, [&](const CudaDriver& driver, const ContextInfo& ctx) {
+    return Resolve(driver, plan, ctx);
+  });
+  if (!ready.ok()) return ready.status();
+  const OpLaunch* launch = ready->launch;
 
   const int64_t tokens_per_block = launch->rows_per_block;
   const int64_t grid_x = (plan.tokens + tokens_per_block - 1) / tokens_per_block;
@@ -101,14 +95,14 @@ Status RunRope(const RopePlan& plan, void* stream) {
     double high = plan.high_freq_factor, original = plan.original_max_position;
     void* args[] = {&q, &k, &positions, &tokens, &q_token_stride, &q_head_stride, &q_heads,
                     &k_token_stride, &k_head_stride, &k_heads, &log2_theta, &factor, &low, &high, &original};
-    return LaunchFunction(**driver, launch->function, config, args, RopeOpEntry(plan.op),
+    return LaunchFunction(*ready->driver, launch->function, config, args, RopeOpEntry(plan.op),
                           &launch->library->info);
   }
   const void* cache_ptr = plan.cos_sin_cache;
   long long max_position = plan.max_position, cache_stride = plan.cache_stride;
   void* args[] = {&q, &k, &positions, &tokens, &q_token_stride, &q_head_stride, &q_heads,
                   &k_token_stride, &k_head_stride, &k_heads, &cache_ptr, &max_position, &cache_stride};
-  return LaunchFunction(**driver, launch->function, config, args, RopeOpEntry(plan.op),
+  return LaunchFunction(*ready->driver, launch->function, config, args, RopeOpEntry(plan.op),
                           &launch->library->info);
 }
 

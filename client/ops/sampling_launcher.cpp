@@ -29,17 +29,11 @@ StatusOr<OpLaunch> Resolve(const CudaDriver& driver, const SamplingPlan& plan, c
   const ModuleInfo& info = (*library)->info;
   KILN_RETURN_IF_ERROR(CheckModuleParam(info, "vec", std::to_string(plan.vec)));
 
-  auto block = LaunchHint(info, "block", 1, 1024);
-  if (!block.ok()) return block.status();
   auto rows_per_block = LaunchHint(info, "rows_per_block", 1, 1);  // the kernel takes one row per block
   if (!rows_per_block.ok()) return rows_per_block.status();
-  auto smem = LaunchHint(info, "dynamic_smem", 0, INT_MAX);
-  if (!smem.ok()) return smem.status();
-
-  auto entry_launch = EntryLaunch(driver, *library, entry, ctx, *block, *smem);
-  if (!entry_launch.ok()) return entry_launch.status();
-  OpLaunch launch = std::move(entry_launch).value();
-  launch.rows_per_block = 1;
+  auto launch = HintedEntryLaunch(driver, *library, entry, ctx);
+  if (!launch.ok()) return launch.status();
+  launch->rows_per_block = 1;
   return launch;
 }
 
@@ -69,20 +63,16 @@ void DescribeSamplingCall(SamplingOp op, const SamplingArgs& a, diag::OpCall& c)
 Status RunSampling(const SamplingPlan& plan, void* stream) {
   if (plan.rows == 0) return OkStatus();  // nothing to do, and nothing to launch
   const char* api = plan.api;
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = ContextForDevice(**driver, plan.device, api);
-  if (!ctx.ok()) return ctx.status();
-
   // vocab is a launch argument, not part of the specialization: one entry per (op, out, vec).
   OpLaunchKey key;
-  key.context = ctx->context;
   key.op = static_cast<uint16_t>(plan.op);
   key.dtype = static_cast<uint8_t>(plan.out_dtype);
   key.vec = static_cast<uint8_t>(plan.vec);
-  auto found = FindOrResolveLaunch(key, [&] { return Resolve(**driver, plan, *ctx); });
-  if (!found.ok()) return found.status().WithContext(api);
-  const OpLaunch* launch = *found;
+  auto ready = PrepareOpLaunch(plan.device, api, key, [&](const CudaDriver& driver, const ContextInfo& ctx) {
+    return Resolve(driver, plan, ctx);
+  });
+  if (!ready.ok()) return ready.status();
+  const OpLaunch* launch = ready->launch;
 
   if (plan.rows > INT_MAX)
     return Status(StatusCode::kInvalidArgument,
@@ -106,7 +96,7 @@ Status RunSampling(const SamplingPlan& plan, void* stream) {
   unsigned long long seed = plan.seed;
   unsigned long long offset = plan.offset;
   void* args[] = {&samples, &probs, &vocab, &row_stride, &k_values, &k_scalar, &p_values, &p_scalar, &seed, &offset};
-  return LaunchFunction(**driver, launch->function, config, args, SamplingOpEntry(plan.op),
+  return LaunchFunction(*ready->driver, launch->function, config, args, SamplingOpEntry(plan.op),
                         &launch->library->info);
 }
 

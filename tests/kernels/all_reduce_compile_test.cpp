@@ -153,20 +153,8 @@ TEST_CASE("every comm specialization of one op shares one PCH folder", "[comm][p
 }
 
 TEST_CASE("a broken comm header fails the all_reduce compile with the log attached", "[comm][compile]") {
-  TreeSnapshot broken = *Tree();
-  broken.files["include/kiln/comm/peer_barrier.cuh"] += "\nthis is not C++;\n";
-  auto spec = OpRegistry::Builtin().Generate("all_reduce", {{"dtype", "bf16"}, {"world_size", "8"}}, broken);
-  REQUIRE(spec.ok());
-  auto result = Compiler().Compile(
-      server::CompileRequest{&*spec, &broken, *GpuArch::Parse("sm_90a"), {}, false, "/gen/all_reduce_bf16_w8"});
-  REQUIRE(!result.ok());
-  CHECK(result.status().code() == absl::StatusCode::kFailedPrecondition);
-  const std::string message(result.status().message());
-  CHECK(message.find("all_reduce_bf16_w8") != std::string::npos);
-  CHECK(message.find("kiln/comm/peer_barrier.cuh") != std::string::npos);
-  auto log = server::CompileLog(result.status());
-  REQUIRE(log.has_value());
-  CHECK(log->find("error") != std::string::npos);
+  CheckBrokenHeaderFailsWithLog("all_reduce", {{"dtype", "bf16"}, {"world_size", "8"}},
+                                "include/kiln/comm/peer_barrier.cuh", "all_reduce_bf16_w8");
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "kernels/jit/jit_spec.h"
 #include "kernels/jit/kernel_tree.h"
 #include "server/jit/nvrtc_compiler.h"
 
@@ -12,5 +14,11 @@ namespace kiln::kernels::compile_test {
 std::shared_ptr<const TreeSnapshot> Tree();
 
 const server::NvrtcCompiler& Compiler();
+
+// Appends a line that is not C++ to `header` (a path below kernels/, "include/kiln/...") and
+// checks that compiling `op` with `params` for sm_90a then fails with FAILED_PRECONDITION, a
+// message that names the spec's URI `uri` and the header, and the compiler log attached.
+void CheckBrokenHeaderFailsWithLog(const std::string& op, const Params& params, const std::string& header,
+                                   const std::string& uri);
 
 }  // namespace kiln::kernels::compile_test

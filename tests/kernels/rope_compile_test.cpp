@@ -114,20 +114,8 @@ TEST_CASE("every rope specialization of one op shares one PCH folder", "[rope][p
 }
 
 TEST_CASE("a broken rope header fails the compile with the log attached", "[rope][compile]") {
-  TreeSnapshot broken = *Tree();
-  broken.files["include/kiln/rope/rope.cuh"] += "\nthis is not C++;\n";
-  auto spec = OpRegistry::Builtin().Generate("apply_rope", {{"dtype", "bf16"}, {"rotary_dim", "128"}}, broken);
-  REQUIRE(spec.ok());
-  auto result = Compiler().Compile(
-      server::CompileRequest{&*spec, &broken, *GpuArch::Parse("sm_90a"), {}, false, "/gen/apply_rope_bf16_r128_neox_i64"});
-  REQUIRE(!result.ok());
-  CHECK(result.status().code() == absl::StatusCode::kFailedPrecondition);
-  const std::string message(result.status().message());
-  CHECK(message.find("apply_rope_bf16_r128_neox_i64") != std::string::npos);
-  CHECK(message.find("kiln/rope/rope.cuh") != std::string::npos);
-  auto log = server::CompileLog(result.status());
-  REQUIRE(log.has_value());
-  CHECK(log->find("error") != std::string::npos);
+  CheckBrokenHeaderFailsWithLog("apply_rope", {{"dtype", "bf16"}, {"rotary_dim", "128"}}, "include/kiln/rope/rope.cuh",
+                                "apply_rope_bf16_r128_neox_i64");
 }
 
 }  // namespace
