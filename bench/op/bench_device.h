@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "client/driver/cuda_driver.h"
-#include "client/driver/devices.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/devices.h"
 #include "kiln/status.h"
 
 namespace kiln::bench {

@@ -12,11 +12,18 @@
 
 #include "bench/op/host_tensor.h"
 #include "bench/op/timing_stats.h"
-#include "client/ops/activation_plan.h"
-#include "client/ops/norm_plan.h"
-#include "client/ops/op_launch_cache.h"
+#include "client/core/driver/current_context.h"
+#include "client/core/driver/devices.h"
+#include "client/core/loader/loaded_library.h"
+#include "client/core/loader/module_cache.h"
+#include "client/core/rpc/kernel_request.h"
+#include "client/ops/activation/activation_plan.h"
+#include "client/ops/norm/norm_plan.h"
+#include "kiln/activation/activation_contract.h"
 #include "kiln/kernel.h"
-#include "kiln/ops.h"
+#include "kiln/norm/norm_contract.h"
+#include "kiln/ops/activation.h"
+#include "kiln/ops/norm.h"
 
 namespace kiln::bench {
 namespace {
@@ -40,13 +47,12 @@ struct OverheadCase {
   std::function<Status(CUstream)> op_call;
   std::string uri;  // the module the op launches
 
-  // The raw launch: built once, reused by every call.
+  // The raw launch: built once, reused by every call. Every kernel takes one parameter struct
+  // (its op contract), kept here.
   CUfunction function = nullptr;
   CUlaunchConfig config = {};
-  std::vector<long long> integers;  // argument storage (pointers and sizes widened as needed)
-  std::vector<void*> pointers;
-  int int_arg = 0;
-  float float_arg = 0;
+  activation::ActAndMulParams act_params = {};
+  norm::RmsNormParams norm_params = {};
   std::vector<void*> args;  // what cuLaunchKernelEx and Kernel::Launch read
 
   Kernel kernel;  // the public API's handle to the same entry
@@ -82,44 +88,57 @@ Status AddTensor(const BenchDevice& device, OverheadCase* c, DType dtype, std::v
   return OkStatus();
 }
 
-// The op's launch-cache entry for `key` (the launcher's own key: client/ops/*_launcher.cpp).
-StatusOr<const client::OpLaunch*> OpLaunchOf(client::OpLaunchKey key, const std::string& op) {
-  const client::OpLaunch* launch = client::OpLaunchCache::Global().Find(key);
-  if (launch == nullptr)
-    return Status(StatusCode::kInternal,
-                  op + ": the op's launch cache has no entry for the key its launcher uses (after a call of the op); "
-                       "has the launcher's key changed? (client/ops/op_launch_cache.h)");
-  return launch;
-}
+// After a call of the op: the module it launches — its request's entry in the process's module
+// cache, which the op's first call filled — and the CUfunction of `entry` in this context (the
+// very function object the op launches), with the block and items per block of the module's
+// launch hint. Also the public API's handle to the same entry (kiln::LoadOp, which must give
+// the same cubin).
+StatusOr<const EntryLaunch*> UseOpModule(OverheadCase* c, int device, const OpRequest& request, const char* entry) {
+  auto driver = client::CudaDriver::Get();
+  if (!driver.ok()) return driver.status();
+  auto ctx = client::CurrentContext(**driver, device);
+  if (!ctx.ok()) return ctx.status();
+  const v1::GetKernelRequest wire =
+      client::MakeKernelRequest(request, client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor));
+  auto library = client::ModuleCache::Global().Find(client::ModuleCache::RequestIdentity(wire));
+  if (library == nullptr)
+    return Status(StatusCode::kInternal, c->op + ": the module cache has no entry for the request the op makes (" +
+                                             request.name + "); has the op's request changed?");
+  const ModuleInfo& info = library->info;
+  const EntryLaunch* hint = nullptr;
+  for (const EntryLaunch& l : info.launch)
+    if (l.entry == entry) hint = &l;
+  if (hint == nullptr) return Status(StatusCode::kInternal, info.uri + " has no launch hint for " + entry);
+  const int index = library->FindEntry(entry);
+  if (index < 0) return Status(StatusCode::kInternal, info.uri + " has no kernel " + entry);
+  auto function = library->Function(static_cast<size_t>(index), ctx->context, static_cast<unsigned>(hint->dynamic_smem));
+  if (!function.ok()) return function.status();
+  c->function = *function;
+  c->uri = info.uri;
 
-// The public fetch of the same op and params: must be the module the op launches.
-Status FetchPublic(OverheadCase* c, const client::OpLaunch& launch, const OpRequest& request, const char* entry) {
   auto module = LoadOp(request);
   if (!module.ok()) return module.status().WithContext("kiln::LoadOp(" + request.name + ")");
-  const ModuleInfo& op_info = launch.library->info;
-  if (module->info().uri != op_info.uri || module->info().cache_key != op_info.cache_key)
+  if (module->info().uri != info.uri || module->info().cache_key != info.cache_key)
     return Status(StatusCode::kFailedPrecondition,
                   c->op + ": kiln::LoadOp gave " + module->info().uri + " (key " + module->info().cache_key.substr(0, 12) +
-                      "), but the op launches " + op_info.uri + " (key " + op_info.cache_key.substr(0, 12) + ")");
+                      "), but the op launches " + info.uri + " (key " + info.cache_key.substr(0, 12) + ")");
   auto kernel = module->kernel(entry);
   if (!kernel.ok()) return kernel.status();
   c->kernel = *kernel;
-  c->uri = op_info.uri;
-  return OkStatus();
+  return hint;
 }
 
-void SetLaunch(OverheadCase* c, const client::OpLaunch& launch, unsigned grid, CUstream stream) {
-  c->function = launch.function;
+void SetLaunch(OverheadCase* c, const EntryLaunch& hint, unsigned grid, CUstream stream) {
   c->config = {};
   c->config.gridDimX = grid;
   c->config.gridDimY = c->config.gridDimZ = 1;
-  c->config.blockDimX = launch.block;
+  c->config.blockDimX = static_cast<unsigned>(hint.block);
   c->config.blockDimY = c->config.blockDimZ = 1;
-  c->config.sharedMemBytes = launch.dynamic_smem;
+  c->config.sharedMemBytes = static_cast<unsigned>(hint.dynamic_smem);
   c->config.hStream = stream;
   c->kernel_config.grid.x = grid;
-  c->kernel_config.block.x = launch.block;
-  c->kernel_config.dynamic_smem_bytes = launch.dynamic_smem;
+  c->kernel_config.block.x = static_cast<unsigned>(hint.block);
+  c->kernel_config.dynamic_smem_bytes = static_cast<unsigned>(hint.dynamic_smem);
   c->kernel_config.stream = stream;
 }
 
@@ -135,27 +154,17 @@ StatusOr<std::unique_ptr<OverheadCase>> SiluCase(const BenchDevice& device, std:
   KILN_RETURN_IF_ERROR(c->op_call(device.stream()));  // resolves and caches the launch
   KILN_RETURN_IF_ERROR(device.Synchronize());
 
-  auto plan = client::PlanActAndMul(client::ActivationOp::kSiluAndMul, out, input, "kiln-bench --overhead");
-  if (!plan.ok()) return plan.status();
-  CUcontext context = nullptr;
-  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuCtxGetCurrent(&context), "cuCtxGetCurrent"));
-  client::OpLaunchKey key;  // as client/ops/activation_launcher.cpp makes it
-  key.context = context;
-  key.op = static_cast<uint16_t>(plan->op);
-  key.dtype = static_cast<uint8_t>(plan->dtype);
-  key.vec = static_cast<uint8_t>(plan->vec);
-  auto launch = OpLaunchOf(key, c->op);
-  if (!launch.ok()) return launch.status();
-  KILN_RETURN_IF_ERROR(FetchPublic(c.get(), **launch, {"silu_and_mul", {{"dtype", "bf16"}, {"vec", std::to_string(plan->vec)}}},
-                                   "kiln_silu_and_mul"));
-  // The launcher's grid and arguments: (out, input, rows, d, out_row_stride, in_row_stride),
-  // one block per (row, chunk of cols_per_block columns).
-  const int64_t chunks = (plan->d + (*launch)->cols_per_block - 1) / (*launch)->cols_per_block;
-  SetLaunch(c.get(), **launch, static_cast<unsigned>(plan->rows * chunks), device.stream());
-  c->pointers = {plan->out, const_cast<void*>(plan->input)};
-  c->integers = {plan->rows, plan->out_stride, plan->in_stride};
-  c->int_arg = static_cast<int>(plan->d);
-  c->args = {&c->pointers[0], &c->pointers[1], &c->integers[0], &c->int_arg, &c->integers[1], &c->integers[2]};
+  KILN_ASSIGN_OR_RETURN(const client::ActivationPlan plan,
+                        client::PlanActAndMul(client::ActivationOp::kSiluAndMul, out, input, "kiln-bench --overhead"));
+  KILN_ASSIGN_OR_RETURN(
+      const EntryLaunch* hint,
+      UseOpModule(c.get(), device.info().ordinal, {activation::kSiluAndMulOp, {{kParamDType, "bf16"}, {kParamVec, std::to_string(plan.vec)}}},
+                  activation::kSiluAndMulEntry));
+  // The op's grid: one block per (row, chunk of items_per_block columns).
+  const int64_t chunks = (plan.d + hint->items_per_block - 1) / hint->items_per_block;
+  SetLaunch(c.get(), *hint, static_cast<unsigned>(plan.rows * chunks), device.stream());
+  c->act_params = {plan.out, plan.input, plan.rows, static_cast<int>(plan.d), plan.out_stride, plan.in_stride};
+  c->args = {&c->act_params};
   c->out = 0;
   return c;
 }
@@ -173,30 +182,20 @@ StatusOr<std::unique_ptr<OverheadCase>> RmsNormCase(const BenchDevice& device, s
   KILN_RETURN_IF_ERROR(c->op_call(device.stream()));
   KILN_RETURN_IF_ERROR(device.Synchronize());
 
-  auto plan = client::PlanRmsNorm(out, input, weight, kEps, "kiln-bench --overhead");
-  if (!plan.ok()) return plan.status();
-  CUcontext context = nullptr;
-  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuCtxGetCurrent(&context), "cuCtxGetCurrent"));
-  client::OpLaunchKey key;  // as client/ops/norm_launcher.cpp makes it
-  key.context = context;
-  key.op = static_cast<uint16_t>(plan->op);
-  key.dtype = static_cast<uint8_t>(plan->dtype);
-  key.vec = static_cast<uint8_t>(plan->vec);
-  key.size0 = plan->hidden;
-  auto launch = OpLaunchOf(key, c->op);
-  if (!launch.ok()) return launch.status();
-  KILN_RETURN_IF_ERROR(FetchPublic(
-      c.get(), **launch,
-      {"rmsnorm", {{"dtype", "bf16"}, {"hidden", std::to_string(plan->hidden)}, {"vec", std::to_string(plan->vec)}}},
-      "kiln_rmsnorm"));
-  // (a, b, weight, rows, a_row_stride, b_row_stride, eps), rows_per_block rows per block.
-  const int64_t grid = (plan->rows + (*launch)->rows_per_block - 1) / (*launch)->rows_per_block;
-  SetLaunch(c.get(), **launch, static_cast<unsigned>(grid), device.stream());
-  c->pointers = {plan->a, plan->b, const_cast<void*>(plan->weight)};
-  c->integers = {plan->rows, plan->a_stride, plan->b_stride};
-  c->float_arg = plan->eps;
-  c->args = {&c->pointers[0], &c->pointers[1], &c->pointers[2], &c->integers[0],
-             &c->integers[1], &c->integers[2], &c->float_arg};
+  KILN_ASSIGN_OR_RETURN(const client::NormPlan plan,
+                        client::PlanRmsNorm(out, input, weight, kEps, "kiln-bench --overhead"));
+  KILN_ASSIGN_OR_RETURN(const EntryLaunch* hint,
+                        UseOpModule(c.get(), device.info().ordinal,
+                                    {norm::kRmsNormOp,
+                                     {{kParamDType, "bf16"},
+                                      {norm::kParamHidden, std::to_string(plan.hidden)},
+                                      {kParamVec, std::to_string(plan.vec)}}},
+                                    norm::kRmsNormEntry));
+  // items_per_block rows per block; the plan's a is out, b is input.
+  const int64_t grid = (plan.rows + hint->items_per_block - 1) / hint->items_per_block;
+  SetLaunch(c.get(), *hint, static_cast<unsigned>(grid), device.stream());
+  c->norm_params = {plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride, plan.eps};
+  c->args = {&c->norm_params};
   c->out = 0;
   return c;
 }

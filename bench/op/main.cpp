@@ -17,7 +17,7 @@
 #include "bench/op/routine.h"
 #include "bench/op/stream_gate.h"
 #include "bench/op/timer.h"
-#include "client/driver/cuda_driver.h"
+#include "client/core/driver/cuda_driver.h"
 #include "kiln/client.h"
 
 namespace {

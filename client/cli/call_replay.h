@@ -1,8 +1,9 @@
 // CallReplay: the device side of `kiln replay` — a dumped call's tensors made again on a GPU
 // (recorded strides and pointer alignment kept, so the op picks the same specialization;
 // tensors that were the same memory share one buffer again), the op called once more through
-// its public kiln::ops function, and its outputs read back. One invoker per op name, for
-// every op that traces its calls; collectives need every rank and are not replayed.
+// its invoker in the op table (client/ops/op_table.h: its public path, with the arguments read
+// back from the dump), and its outputs read back. Collectives need every rank and are not
+// replayed.
 #pragma once
 
 #include <cuda.h>
@@ -14,6 +15,7 @@
 
 #include "client/diag/dumped_call.h"
 #include "client/diag/op_call.h"
+#include "client/ops/op_args.h"
 #include "kiln/status.h"
 #include "kiln/tensor_view.h"
 
@@ -22,12 +24,12 @@ namespace kiln::cli {
 // "" when `op` can be replayed, else why not.
 std::string NotReplayableReason(const std::string& op);
 
-class CallReplay {
+class CallReplay : public client::NamedArgs {
  public:
   // Allocates and fills the call's tensors on `device`, whose context is current. Needs the
   // dump's inputs.
   static StatusOr<std::unique_ptr<CallReplay>> Prepare(const client::diag::DumpedCall& dump, int device);
-  ~CallReplay();
+  ~CallReplay() override;
   CallReplay(const CallReplay&) = delete;
   CallReplay& operator=(const CallReplay&) = delete;
 
@@ -41,13 +43,14 @@ class CallReplay {
   // A tensor's elements after Run(), dense and row-major.
   StatusOr<std::vector<uint8_t>> Read(const std::string& name) const;
 
-  // For the invokers.
+  // The dump's arguments, as the op's invoker reads them (client::NamedArgs).
   const client::diag::DumpedCall& dump() const { return dump_; }
-  const TensorView* Find(const std::string& name) const;
-  StatusOr<TensorView> Need(const std::string& name) const;
-  void Note(std::string note) { notes_.push_back(std::move(note)); }
-  int device() const { return device_; }
-  StatusOr<void*> Scratch(size_t bytes);  // device memory freed with the replay
+  const TensorView* Tensor(std::string_view name) const override;
+  const std::string* Param(std::string_view name) const override;
+  const std::vector<uint8_t>* HostBytes(std::string_view name) const override;
+  void Note(std::string note) override { notes_.push_back(std::move(note)); }
+  int device() const override { return device_; }
+  StatusOr<void*> Scratch(size_t bytes) override;  // device memory freed with the replay
 
  private:
   struct Buffer {

@@ -8,7 +8,7 @@
 
 #include "client/cli/command.h"
 #include "client/cli/output.h"
-#include "client/rpc/daemon_connection.h"
+#include "client/core/rpc/daemon_connection.h"
 #include "kiln/v1/cache.grpc.pb.h"
 
 namespace kiln::cli {
@@ -92,7 +92,7 @@ int RunGet(Invocation& inv) {
       {"created", HumanTime(e.created()) + (e.job_id().empty() ? "" : " by job " + e.job_id()) +
                       " in " + HumanMs(e.compile_ms())},
       {"used", std::to_string(e.hit_count()) + " hits, last " + HumanTime(e.last_used())},
-      {"launch", MapText(e.launch())},
+      {"launch", LaunchText(e.launch())},
   };
   for (int i = 0; i < e.kernels_size(); ++i)
     rows.push_back({i == 0 ? "kernels" : "", e.kernels(i).name() + ": " + std::to_string(e.kernels(i).registers()) +

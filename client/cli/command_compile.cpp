@@ -6,7 +6,7 @@
 
 #include "client/cli/command.h"
 #include "client/cli/kernel_fetch.h"
-#include "client/rpc/kernel_request.h"
+#include "client/core/rpc/kernel_request.h"
 
 namespace kiln::cli {
 namespace {

@@ -14,9 +14,9 @@
 #include "client/cli/command.h"
 #include "client/cli/output.h"
 #include "client/cli/toolchain_probe.h"
-#include "client/driver/cuda_driver.h"
-#include "client/driver/devices.h"
-#include "client/rpc/daemon_connection.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/devices.h"
+#include "client/core/rpc/daemon_connection.h"
 #include "kiln/v1/cache.grpc.pb.h"
 #include "proto/endpoint.h"
 

@@ -1,7 +1,7 @@
 // kiln get OP KEY=VALUE...: one op of the kernel library from the daemon.
 #include "client/cli/command.h"
 #include "client/cli/kernel_fetch.h"
-#include "client/rpc/kernel_request.h"
+#include "client/core/rpc/kernel_request.h"
 
 namespace kiln::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include "client/cli/command.h"
 #include "client/cli/inspect_view.h"
 #include "client/cli/output.h"
-#include "client/rpc/daemon_connection.h"
+#include "client/core/rpc/daemon_connection.h"
 #include "kiln/v1/cache.grpc.pb.h"
 #include "kiln/v1/job.grpc.pb.h"
 

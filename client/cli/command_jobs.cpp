@@ -13,7 +13,7 @@
 
 #include "client/cli/command.h"
 #include "client/cli/output.h"
-#include "client/rpc/daemon_connection.h"
+#include "client/core/rpc/daemon_connection.h"
 #include "kiln/v1/job.grpc.pb.h"
 
 namespace kiln::cli {

@@ -11,9 +11,9 @@
 #include "client/cli/call_replay.h"
 #include "client/cli/command.h"
 #include "client/diag/dumped_call.h"
-#include "client/driver/cuda_driver.h"
-#include "client/driver/current_context.h"
-#include "client/driver/devices.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/current_context.h"
+#include "client/core/driver/devices.h"
 #include "kiln/client.h"
 
 namespace kiln::cli {

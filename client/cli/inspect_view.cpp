@@ -10,7 +10,7 @@
 #include <system_error>
 
 #include "client/cli/output.h"
-#include "client/loader/sha256.h"
+#include "client/core/rpc/sha256.h"
 
 namespace kiln::cli {
 namespace fs = std::filesystem;
@@ -142,7 +142,7 @@ void PrintEntryView(std::ostream& out, const EntryView& view) {
       {"used", std::to_string(e.hit_count()) + " hits, last " + HumanTime(e.last_used())},
       {"versions", ToolchainText(e.nvrtc_version(), e.nvjitlink_version(), e.cuda_headers_version(),
                                  e.kiln_version(), e.format_version())},
-      {"launch", MapText(e.launch())},
+      {"launch", LaunchText(e.launch())},
   });
 
   if (e.has_manifest()) {

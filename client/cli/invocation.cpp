@@ -1,7 +1,7 @@
 #include <ostream>
 
 #include "client/cli/command.h"
-#include "client/rpc/daemon_connection.h"
+#include "client/core/rpc/daemon_connection.h"
 
 namespace kiln::cli {
 

@@ -2,15 +2,17 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <ostream>
 
 #include "client/cli/output.h"
-#include "client/driver/cuda_driver.h"
-#include "client/driver/devices.h"
-#include "client/loader/cubin_fetch.h"
-#include "client/rpc/client_identity.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/devices.h"
+#include "client/core/loader/loader_log.h"
+#include "client/core/rpc/cubin_fetch.h"
+#include "client/core/rpc/client_identity.h"
 
 namespace kiln::cli {
 namespace {
@@ -86,7 +88,7 @@ void PrintHuman(std::ostream& out, const client::FetchedCubin& f, const std::str
   if (!written.empty()) rows.push_back({"written", written});
   rows.push_back({"timings", TimingsText(r.timings())});
   rows.push_back({"params", MapText(r.params())});
-  rows.push_back({"launch", MapText(r.launch())});
+  rows.push_back({"launch", LaunchText(r.launch())});
   for (int i = 0; i < r.kernels_size(); ++i)
     rows.push_back({i == 0 ? "kernels" : "", KernelText(r.kernels(i))});
   PrintTable(out, rows);
@@ -115,8 +117,15 @@ int FetchAndReport(Invocation& inv, v1::GetKernelRequest request) {
   options.timeout = inv.timeout;
   options.prefer_blob_path = true;
   options.client_id = "kiln-cli:" + client::DefaultClientId();
+  const auto start = std::chrono::steady_clock::now();
   auto fetched = client::FetchCubin(inv.Connection(), request, options);
-  if (!fetched.ok()) return inv.Fail(fetched.status());
+  if (!fetched.ok()) {
+    client::LogFetchFailure(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+        fetched.status());
+    return inv.Fail(fetched.status());
+  }
+  client::LogFetch(client::LoaderEvent::kFetched, request, *fetched, 0);
 
   std::string written;
   if (inv.Has("--out")) {

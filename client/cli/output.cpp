@@ -66,6 +66,17 @@ std::string MapText(const google::protobuf::Map<std::string, std::string>& map) 
   return s.empty() ? "-" : s;
 }
 
+std::string LaunchText(const google::protobuf::RepeatedPtrField<v1::EntryLaunch>& launch) {
+  std::string s;
+  for (const v1::EntryLaunch& l : launch) {
+    s += (s.empty() ? "" : "; ") + l.entry() + " block=" + std::to_string(l.block());
+    if (l.dynamic_smem() != 0) s += " dynamic_smem=" + std::to_string(l.dynamic_smem());
+    if (l.items_per_block() != 0) s += " items_per_block=" + std::to_string(l.items_per_block());
+    if (l.max_blocks() != 0) s += " max_blocks=" + std::to_string(l.max_blocks());
+  }
+  return s.empty() ? "-" : s;
+}
+
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;
   auto width = [](const std::string& s) {

@@ -2,6 +2,8 @@
 // forms of sizes, durations, times and tables.
 #pragma once
 
+#include "kiln/v1/kernel.pb.h"
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -27,6 +29,10 @@ std::string HumanTime(const google::protobuf::Timestamp& t);  // local "2025-11-
 
 // "block=128 rows_per_block=1" (sorted by key), "-" when empty.
 std::string MapText(const google::protobuf::Map<std::string, std::string>& map);
+
+// "kiln_rmsnorm block=128 items_per_block=4; ..." per entry (zero fields but block left out),
+// "-" when there are none.
+std::string LaunchText(const google::protobuf::RepeatedPtrField<v1::EntryLaunch>& launch);
 
 // Columns padded to their widest cell; the first row is the header.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows);

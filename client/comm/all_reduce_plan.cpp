@@ -1,5 +1,7 @@
 #include "client/comm/all_reduce_plan.h"
 
+#include "kiln/comm/comm_contract.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -92,9 +94,9 @@ StatusOr<AddRmsNormPlan> PlanAddRmsNorm(const TensorView& out, const TensorView&
   if (weight.device != in.device)
     return Invalid("weight: on " + DeviceName(weight.device) + ", but in is on " +
                    DeviceName(in.device) + "; all tensors must be on one device");
-  if (in.numel() > 0 && (i->hidden < 1 || i->hidden > kMaxAddRmsNormHidden))
+  if (in.numel() > 0 && (i->hidden < 1 || i->hidden > int64_t{::kiln::comm::kMaxAddRmsNormHidden}))
     return Invalid("in: hidden size (the last dim) must be 1 to " +
-                   std::to_string(kMaxAddRmsNormHidden) + ", found " +
+                   std::to_string(int64_t{::kiln::comm::kMaxAddRmsNormHidden}) + ", found " +
                    std::to_string(i->hidden) + " in shape " + ShapeText(in));
   if (w->hidden != i->hidden)
     return Invalid("weight: expected shape [" + std::to_string(i->hidden) +
@@ -141,14 +143,6 @@ int AlignedVec(size_t element_size, std::initializer_list<uintptr_t> addresses) 
                                                   size_t bytes, int world_size) {
   if (requested != ::kiln::comm::AllReduceAlgorithm::kAuto) return requested;
   return ::kiln::comm::ChooseAllReduceAlgorithm(bytes, world_size);
-}
-
-unsigned AllReduceGrid(int64_t n, int vec, int world, bool two_shot, unsigned block,
-                       unsigned max_blocks) {
-  const int64_t vectors = n / std::max(vec, 1);
-  const int64_t work = two_shot ? (vectors + world - 1) / std::max(world, 1) : vectors;
-  const int64_t wanted = (work + block - 1) / static_cast<int64_t>(block);
-  return static_cast<unsigned>(std::clamp<int64_t>(wanted, 1, max_blocks));
 }
 
 }  // namespace kiln::client::comm

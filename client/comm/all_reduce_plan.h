@@ -12,8 +12,6 @@
 
 namespace kiln::client::comm {
 
-inline constexpr int64_t kMaxAddRmsNormHidden = 16384;
-
 struct AllReducePlan {
   DType dtype = DType::kFloat32;
   size_t element_size = 4;
@@ -48,13 +46,5 @@ int AlignedVec(size_t element_size, std::initializer_list<uintptr_t> addresses);
 // Auto's resolution, and a forced choice passed through (kOneShot / kTwoShot).
 ::kiln::comm::AllReduceAlgorithm ResolveAlgorithm(::kiln::comm::AllReduceAlgorithm requested,
                                                   size_t bytes, int world_size);
-
-// The grid of one all-reduce launch, as the generator prescribes it
-// (kernels/ops/comm/all_reduce_generator.h, AllReduceGrid): one thread per vector a rank
-// reduces (one-shot: all n / vec; two-shot: its chunk, ceil(n / vec / world)), in blocks of
-// `block`, clamped to 1..max_blocks. Every rank computes the same grid: the kernels'
-// per-block barriers pair block b of every rank.
-unsigned AllReduceGrid(int64_t n, int vec, int world, bool two_shot, unsigned block,
-                       unsigned max_blocks);
 
 }  // namespace kiln::client::comm

@@ -1,48 +1,69 @@
 #include "client/comm/comm_kernels.h"
 
-#include "client/comm/comm_abi.h"
-#include "client/loader/launch_hint.h"
-#include "client/ops/op_dispatch.h"
+#include "client/core/loader/launch_preparation.h"
+#include "kiln/comm/comm_contract.h"
 
 namespace kiln::client::comm {
+namespace {
 
-StatusOr<const CommKernel*> CommKernels::AllReduce(DType dtype, int vec, const char* entry) {
-  return Get({entry, static_cast<int>(dtype), 0, vec}, "all_reduce",
-             {{"dtype", DTypeName(dtype)},
-              {"world_size", std::to_string(world_size_)},
-              {"vec", std::to_string(vec)}});
+struct AllReduceSpec {
+  DType dtype = DType::kFloat32;
+  int32_t world_size = 0;
+  int32_t vec = 1;
+  bool operator==(const AllReduceSpec&) const = default;
+  auto Fields() const { return std::tie(dtype, world_size, vec); }
+  std::map<std::string, std::string> Params() const {
+    return {{kParamDType, DTypeName(dtype)},
+            {::kiln::comm::kParamWorldSize, std::to_string(world_size)},
+            {kParamVec, std::to_string(vec)}};
+  }
+};
+
+struct AddRmsNormSpec {
+  DType dtype = DType::kFloat32;
+  int32_t world_size = 0;
+  int32_t hidden = 0;
+  int32_t vec = 1;
+  bool operator==(const AddRmsNormSpec&) const = default;
+  auto Fields() const { return std::tie(dtype, world_size, hidden, vec); }
+  std::map<std::string, std::string> Params() const {
+    return {{kParamDType, DTypeName(dtype)},
+            {::kiln::comm::kParamWorldSize, std::to_string(world_size)},
+            {::kiln::comm::kParamHidden, std::to_string(hidden)},
+            {kParamVec, std::to_string(vec)}};
+  }
+};
+
+const OpKernels kAllReduceKernels = {::kiln::comm::kAllReduceOp,
+                                     {{{::kiln::comm::kOneShotEntry, 32}, {::kiln::comm::kTwoShotEntry, 32}}}};
+const OpKernels kAddRmsNormKernels = {::kiln::comm::kAllReduceAddRmsNormOp, {{{::kiln::comm::kAddRmsNormEntry, 32}}}};
+
+// Every entry's grid must fit the flag slots of a rank (kMaxBlocks), which the kernels index by
+// block: a daemon that prescribes more is refused before anything launches.
+StatusOr<const OpLaunch*> CheckedGrid(StatusOr<const OpLaunch*> launch, int entries) {
+  if (!launch.ok()) return launch;
+  for (int i = 0; i < entries; ++i) {
+    const int64_t max_blocks = (*launch)->entry(i).max_blocks;
+    if (max_blocks < 1 || max_blocks > ::kiln::comm::kMaxBlocks)
+      return Status(StatusCode::kFailedPrecondition,
+                    "the launch hint max_blocks=" + std::to_string(max_blocks) + " of " + (*launch)->library->info.uri +
+                        " is not in 1.." + std::to_string(::kiln::comm::kMaxBlocks) + " (the flag slots of a rank)");
+  }
+  return launch;
 }
 
-StatusOr<const CommKernel*> CommKernels::AddRmsNorm(DType dtype, int64_t hidden, int vec) {
-  return Get({kAddRmsNormEntry, static_cast<int>(dtype), hidden, vec}, "all_reduce_add_rmsnorm",
-             {{"dtype", DTypeName(dtype)},
-              {"world_size", std::to_string(world_size_)},
-              {"hidden", std::to_string(hidden)},
-              {"vec", std::to_string(vec)}});
+}  // namespace
+
+StatusOr<const OpLaunch*> AllReduceKernels(const CudaDriver& driver, const ContextInfo& context, DType dtype,
+                                           int world_size, int vec) {
+  return CheckedGrid(FindOrResolveLaunch(driver, kAllReduceKernels, AllReduceSpec{dtype, world_size, vec}, context), 2);
 }
 
-StatusOr<const CommKernel*> CommKernels::Get(const Key& key, const std::string& op_name,
-                                             std::map<std::string, std::string> params) {
-  if (auto it = kernels_.find(key); it != kernels_.end()) return &it->second;
-  const std::string& entry = std::get<0>(key);
-
-  OpRequest op{op_name, std::move(params)};
-  auto library = FetchOpModule(driver_, op, {entry}, context_);
-  if (!library.ok()) return library.status();
-  const ModuleInfo& info = (*library)->info;
-  auto block = LaunchHint(info, "block", 32, 1024);
-  if (!block.ok()) return block.status();
-  auto max_blocks = LaunchHint(info, "max_blocks", 1, kMaxBlocks);
-  if (!max_blocks.ok()) return max_blocks.status();
-  auto launch = EntryLaunch(driver_, *library, entry.c_str(), context_, *block, 0);
-  if (!launch.ok()) return launch.status();
-
-  CommKernel kernel;
-  kernel.function = launch->function;
-  kernel.block = launch->block;
-  kernel.max_blocks = static_cast<unsigned>(*max_blocks);
-  kernel.library = std::move(launch->library);
-  return &kernels_.emplace(key, std::move(kernel)).first->second;
+StatusOr<const OpLaunch*> AddRmsNormKernel(const CudaDriver& driver, const ContextInfo& context, DType dtype,
+                                           int world_size, int64_t hidden, int vec) {
+  return CheckedGrid(FindOrResolveLaunch(driver, kAddRmsNormKernels,
+                                         AddRmsNormSpec{dtype, world_size, static_cast<int32_t>(hidden), vec}, context),
+                     1);
 }
 
 }  // namespace kiln::client::comm

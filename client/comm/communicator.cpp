@@ -14,24 +14,24 @@
 #include <vector>
 
 #include "client/comm/all_reduce_plan.h"
-#include "client/comm/comm_abi.h"
 #include "client/comm/comm_kernels.h"
+#include "kiln/comm/comm_contract.h"
 #include "client/comm/peer_check.h"
 #include "client/comm/rendezvous.h"
 #include "client/comm/symmetric_memory.h"
 #include "client/diag/call_trace.h"
-#include "client/driver/cuda_driver.h"
-#include "client/driver/current_context.h"
-#include "client/driver/devices.h"
-#include "client/loader/kernel_launch.h"
+#include "client/ops/op_table.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/current_context.h"
+#include "client/core/driver/devices.h"
+#include "client/core/loader/kernel_launch.h"
 #include "kiln/comm.h"
 
 namespace kiln::comm {
 
 using client::CudaDriver;
-using client::comm::CommKernel;
-using client::comm::KernelControl;
-using client::comm::KernelPeers;
+using KernelControl = ::KilnCommControl;
+using KernelPeers = ::KilnCommPeers;
 using client::comm::SymmetricMemory;
 
 namespace {
@@ -44,7 +44,27 @@ Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgu
 
 bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-const char* kAllReduceApi = "kiln::comm::Communicator::AllReduce";
+// The collectives in the op table: traced like every op, but not replayable (one process
+// holds one rank's part of a call).
+constexpr const char* kNotReplayable =
+    "a collective: its result depends on every rank's input, and one process holds one rank's dump; replay "
+    "the ranks' dumps with a communicator of the same world size instead";
+const client::OpDescriptor kAllReduceCall = {.name = "all_reduce",
+                                           .op = kiln::comm::kAllReduceOp,
+                                           .family = "comm",
+                                           .cpp_api = "kiln::comm::Communicator::AllReduce",
+                                           .c_api = "kiln_all_reduce",
+                                           .not_invokable = kNotReplayable};
+const client::OpDescriptor kAddRmsNormCall = {.name = "all_reduce_add_rms_norm",
+                                            .op = kiln::comm::kAllReduceAddRmsNormOp,
+                                            .family = "comm",
+                                            .cpp_api = "kiln::comm::Communicator::AllReduceAddRmsNorm",
+                                            .c_api = "kiln_all_reduce_add_rms_norm",
+                                            .not_invokable = kNotReplayable};
+KILN_REGISTER_OP(kAllReduceCall);
+KILN_REGISTER_OP(kAddRmsNormCall);
+
+const char* kAllReduceApi = kAllReduceCall.cpp_api;
 
 // A forced algorithm is a diagnostic control: said once per process and algorithm, on stderr.
 void NoteForcedAlgorithm(AllReduceAlgorithm algorithm) {
@@ -56,7 +76,7 @@ void NoteForcedAlgorithm(AllReduceAlgorithm algorithm) {
                "auto picks by size, docs/comm.md)\n",
                AllReduceAlgorithmName(algorithm));
 }
-const char* kAddRmsNormApi = "kiln::comm::Communicator::AllReduceAddRmsNorm";
+const char* kAddRmsNormApi = kAddRmsNormCall.cpp_api;
 
 }  // namespace
 
@@ -99,7 +119,6 @@ struct CommunicatorState {
   std::vector<std::unique_ptr<SymmetricMemory>> registered;
   KernelControl* control = nullptr;  // host-mapped pinned memory
   CUdeviceptr control_device = 0;
-  std::unique_ptr<client::comm::CommKernels> kernels;
   Scratch in_scratch{*driver};
   Scratch out_scratch{*driver};
   Scratch residual_scratch{*driver};
@@ -112,7 +131,7 @@ struct CommunicatorState {
   explicit CommunicatorState(const CudaDriver& d) : driver(&d) {}
   ~CommunicatorState();
 
-  size_t StagingBytes() const { return main->size() - client::comm::kDataOffset; }
+  size_t StagingBytes() const { return main->size() - kiln::comm::kDataOffset; }
   unsigned long long TimeoutNs() const {
     return static_cast<unsigned long long>(options.kernel_timeout.count()) * 1000000ull;
   }
@@ -137,12 +156,12 @@ struct CommunicatorState {
     }
     if (control == nullptr) return OkStatus();
     const unsigned error = __atomic_load_n(&control->error, __ATOMIC_ACQUIRE);
-    if (error == client::comm::kKernelOk) return OkStatus();
+    if (error == kiln::comm::kErrorNone) return OkStatus();
     const std::string who = "communicator rank " + std::to_string(rank) + " of " +
                             std::to_string(world) + ": ";
     const std::string peer = std::to_string(__atomic_load_n(&control->error_peer, __ATOMIC_ACQUIRE));
     const std::string block = std::to_string(__atomic_load_n(&control->error_block, __ATOMIC_ACQUIRE));
-    if (error == client::comm::kKernelTimedOut)
+    if (error == kiln::comm::kErrorTimeout)
       return Status(StatusCode::kDeadlineExceeded,
                     who + "a collective kernel waited more than " +
                         std::to_string(options.kernel_timeout.count()) + " ms for rank " + peer +
@@ -189,31 +208,35 @@ struct CommunicatorState {
 
   std::vector<CUdeviceptr> Staging() const {
     std::vector<CUdeviceptr> data(static_cast<size_t>(world));
-    for (int r = 0; r < world; ++r) data[static_cast<size_t>(r)] = main->base(r) + client::comm::kDataOffset;
+    for (int r = 0; r < world; ++r) data[static_cast<size_t>(r)] = main->base(r) + kiln::comm::kDataOffset;
     return data;
   }
 
-  Status LaunchAllReduce(const CommKernel& kernel, const char* entry, const KernelPeers& peers,
-                         const void* input, void* output, int64_t n, int vec, bool copy_input,
-                         void* stream) {
+  // One launch of entry 0 (one-shot) or 1 (two-shot) of `kernels`: the grid every rank computes
+  // alike (kiln::comm::AllReduceGrid), the contract's parameter struct.
+  Status LaunchAllReduce(const client::OpLaunch& kernels, bool two_shot, const KernelPeers& peers, const void* input,
+                         void* output, int64_t n, int vec, bool copy_input, void* stream) {
+    const client::EntryLaunchReady& e = kernels.entry(two_shot ? 1 : 0);
+    const char* entry = two_shot ? kiln::comm::kTwoShotEntry : kiln::comm::kOneShotEntry;
     LaunchConfig config;
-    const bool two_shot = std::string_view(entry) == client::comm::kTwoShotEntry;
-    config.grid.x =
-        client::comm::AllReduceGrid(n, vec, world, two_shot, kernel.block, kernel.max_blocks);
-    config.block.x = kernel.block;
+    config.grid.x = static_cast<unsigned>(kiln::comm::AllReduceGrid(n, vec, world, two_shot, static_cast<int>(e.block),
+                                                                    static_cast<int>(e.max_blocks)));
+    config.block.x = e.block;
     config.stream = stream;
-    KernelPeers p = peers;
-    unsigned int* epochs = reinterpret_cast<unsigned int*>(main->local() + client::comm::kEpochsOffset);
-    KernelControl* control_arg = reinterpret_cast<KernelControl*>(control_device);
-    long long count = n;
-    int rank_arg = rank;
-    int copy = copy_input ? 1 : 0;
-    unsigned long long timeout = TimeoutNs();
-    void* args[] = {&p, &epochs, &control_arg, &input, &output, &count, &rank_arg, &copy, &timeout};
+    kiln::comm::AllReduceParams params = {peers,
+                                          reinterpret_cast<unsigned int*>(main->local() + kiln::comm::kEpochsOffset),
+                                          reinterpret_cast<KernelControl*>(control_device),
+                                          input,
+                                          output,
+                                          n,
+                                          rank,
+                                          copy_input ? 1 : 0,
+                                          TimeoutNs()};
+    void* args[] = {&params};
     if (KILN_UNLIKELY(client::diag::Level() != 0) && client::diag::InTracedCall())
       client::diag::NoteBackend(std::string(two_shot ? "two_shot" : "one_shot") +
                                 (copy_input ? ":staging" : ":registered-input"));
-    return client::LaunchFunction(*driver, kernel.function, config, args, entry, &kernel.library->info);
+    return client::LaunchFunction(*driver, e.function, config, args, entry, &kernels.library->info);
   }
 
   Status AllReduce(const client::comm::AllReducePlan& plan, void* stream,
@@ -231,7 +254,6 @@ CommunicatorState::~CommunicatorState() {
   driver->cuCtxSynchronize();
   if (rendezvous) rendezvous->Close();
   rendezvous.reset();
-  kernels.reset();
   registered.clear();
   main.reset();
   if (control != nullptr) driver->cuMemFreeHost(control);
@@ -266,19 +288,17 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
     if (offset % kVectorBytes == 0) {  // the same offset on every rank, so the same choice
       std::vector<CUdeviceptr> data(static_cast<size_t>(world));
       for (int r = 0; r < world; ++r) data[static_cast<size_t>(r)] = reg->base(r) + offset;
-      const auto algorithm = client::comm::ResolveAlgorithm(requested, bytes, world);
-      const char* entry = algorithm == AllReduceAlgorithm::kOneShot ? client::comm::kOneShotEntry
-                                                                    : client::comm::kTwoShotEntry;
-      auto kernel = kernels->AllReduce(plan.dtype, vec, entry);
-      if (!kernel.ok()) return kernel.status();
+      const bool two_shot = client::comm::ResolveAlgorithm(requested, bytes, world) == AllReduceAlgorithm::kTwoShot;
+      KILN_ASSIGN_OR_RETURN(const client::OpLaunch* kernels,
+                            client::comm::AllReduceKernels(*driver, context, plan.dtype, world, vec));
       void* out = plan.out;
       if (!out_aligned) {
         auto scratch = out_scratch.Get(bytes);
         if (!scratch.ok()) return scratch.status();
         out = reinterpret_cast<void*>(*scratch);
       }
-      KILN_RETURN_IF_ERROR(LaunchAllReduce(**kernel, entry, Peers(data), plan.in, out, plan.n,
-                                           vec, /*copy_input=*/false, stream));
+      KILN_RETURN_IF_ERROR(LaunchAllReduce(*kernels, two_shot, Peers(data), plan.in, out, plan.n, vec,
+                                           /*copy_input=*/false, stream));
       if (!out_aligned)
         return Copy(reinterpret_cast<CUdeviceptr>(plan.out), reinterpret_cast<CUdeviceptr>(out),
                     bytes, stream);
@@ -297,11 +317,10 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
     const size_t piece_bytes = static_cast<size_t>(count) * es;
     const char* src = static_cast<const char*>(plan.in) + static_cast<size_t>(offset) * es;
     char* dst = static_cast<char*>(plan.out) + static_cast<size_t>(offset) * es;
-    const auto algorithm = client::comm::ResolveAlgorithm(requested, piece_bytes, world);
-    const char* entry = algorithm == AllReduceAlgorithm::kOneShot ? client::comm::kOneShotEntry
-                                                                  : client::comm::kTwoShotEntry;
-    auto kernel = kernels->AllReduce(plan.dtype, vec, entry);
-    if (!kernel.ok()) return kernel.status();
+    const bool two_shot =
+        client::comm::ResolveAlgorithm(requested, piece_bytes, world) == AllReduceAlgorithm::kTwoShot;
+    KILN_ASSIGN_OR_RETURN(const client::OpLaunch* kernels,
+                          client::comm::AllReduceKernels(*driver, context, plan.dtype, world, vec));
     const void* kernel_in = src;
     if (!in_aligned) {  // an aligned local copy: the same kernel as on every other rank
       auto scratch = in_scratch.Get(piece_bytes);
@@ -315,7 +334,7 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
       if (!scratch.ok()) return scratch.status();
       out = reinterpret_cast<void*>(*scratch);
     }
-    KILN_RETURN_IF_ERROR(LaunchAllReduce(**kernel, entry, peers, kernel_in, out, count, vec,
+    KILN_RETURN_IF_ERROR(LaunchAllReduce(*kernels, two_shot, peers, kernel_in, out, count, vec,
                                          /*copy_input=*/true, stream));
     if (!out_aligned)
       KILN_RETURN_IF_ERROR(Copy(reinterpret_cast<CUdeviceptr>(dst),
@@ -330,8 +349,9 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
   while (vec > 1 && plan.hidden % vec != 0) vec /= 2;  // from hidden only: equal on every rank
   const size_t align = static_cast<size_t>(vec) * es;
   const size_t row_bytes = static_cast<size_t>(plan.hidden) * es;
-  auto kernel = kernels->AddRmsNorm(plan.dtype, plan.hidden, vec);
-  if (!kernel.ok()) return kernel.status();
+  KILN_ASSIGN_OR_RETURN(const client::OpLaunch* kernels,
+                        client::comm::AddRmsNormKernel(*driver, context, plan.dtype, world, plan.hidden, vec));
+  const client::EntryLaunchReady& e = kernels->entry();
 
   const void* weight = plan.weight;
   if (!Aligned(weight, align)) {
@@ -372,23 +392,25 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
     }
 
     LaunchConfig config;
-    config.grid.x = static_cast<unsigned>(std::min<int64_t>(rows, (*kernel)->max_blocks));
-    config.block.x = (*kernel)->block;
+    config.grid.x = static_cast<unsigned>(kiln::comm::AllReduceAddRmsNormGrid(rows, static_cast<int>(e.max_blocks)));
+    config.block.x = e.block;
     config.stream = stream;
-    KernelPeers p = peers;
-    unsigned int* epochs =
-        reinterpret_cast<unsigned int*>(main->local() + client::comm::kEpochsOffset);
-    KernelControl* control_arg = reinterpret_cast<KernelControl*>(control_device);
-    const void* in_arg = in;
-    long long rows_arg = rows;
-    float eps = plan.eps;
-    int rank_arg = rank;
-    int copy = copy_input ? 1 : 0;
-    unsigned long long timeout = TimeoutNs();
-    void* args[] = {&p,           &epochs,   &control_arg, &in_arg, &kernel_residual, &weight,
-                    &kernel_out, &rows_arg, &eps,         &rank_arg, &copy,          &timeout};
-    KILN_RETURN_IF_ERROR(client::LaunchFunction(*driver, (*kernel)->function, config, args,
-                                                client::comm::kAddRmsNormEntry, &(*kernel)->library->info));
+    kiln::comm::AllReduceAddRmsNormParams params = {
+        peers,
+        reinterpret_cast<unsigned int*>(main->local() + kiln::comm::kEpochsOffset),
+        reinterpret_cast<KernelControl*>(control_device),
+        in,
+        kernel_residual,
+        weight,
+        kernel_out,
+        rows,
+        plan.eps,
+        rank,
+        copy_input ? 1 : 0,
+        TimeoutNs()};
+    void* args[] = {&params};
+    KILN_RETURN_IF_ERROR(client::LaunchFunction(*driver, e.function, config, args, kiln::comm::kAddRmsNormEntry,
+                                                &kernels->library->info));
     if (kernel_residual != residual)
       KILN_RETURN_IF_ERROR(Copy(reinterpret_cast<CUdeviceptr>(residual),
                                 reinterpret_cast<CUdeviceptr>(kernel_residual), bytes, stream));
@@ -414,8 +436,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int world
                                                              const std::string& address,
                                                              const CommOptions& options) {
   const std::string api = "kiln::comm::Communicator::Create";
-  if (world_size < 1 || world_size > client::comm::kMaxWorld)
-    return Invalid(api + ": world_size must be 1.." + std::to_string(client::comm::kMaxWorld) +
+  if (world_size < 1 || world_size > kiln::comm::kMaxWorld)
+    return Invalid(api + ": world_size must be 1.." + std::to_string(kiln::comm::kMaxWorld) +
                    ", found " + std::to_string(world_size));
   if (rank < 0 || rank >= world_size)
     return Invalid(api + ": rank must be 0.." + std::to_string(world_size - 1) + ", found " +
@@ -477,12 +499,11 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int world
 
   if (world_size > 1) {
     auto memory = SymmetricMemory::Create(**driver, ctx->device,
-                                          client::comm::kDataOffset + options.buffer_bytes,
+                                          kiln::comm::kDataOffset + options.buffer_bytes,
                                           *impl->rendezvous, options.setup_timeout);
     if (!memory.ok()) return memory.status().WithContext(api);
     impl->main = std::move(memory).value();
   }
-  impl->kernels = std::make_unique<client::comm::CommKernels>(**driver, *ctx, world_size);
   Impl* raw = impl.get();
   impl->rendezvous->OnPeerLost([raw](const std::string& why) { raw->OnPeerLost(why); });
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
@@ -506,7 +527,7 @@ StatusOr<int> EnvInt(const char* name, int lo, int hi) {
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment(const CommOptions& options) {
   const std::string api = "kiln::comm::Communicator::FromEnvironment";
-  auto world = EnvInt("KILN_WORLD_SIZE", 1, client::comm::kMaxWorld);
+  auto world = EnvInt("KILN_WORLD_SIZE", 1, kiln::comm::kMaxWorld);
   if (!world.ok()) return world.status().WithContext(api);
   auto rank = EnvInt("KILN_RANK", 0, *world - 1);
   if (!rank.ok()) return rank.status().WithContext(api);
@@ -568,7 +589,7 @@ Status Communicator::AllReduce(const TensorView& out, const TensorView& in, void
                                AllReduceAlgorithm algorithm) {
   if (KILN_UNLIKELY(client::diag::Level() != 0))
     return client::diag::Traced(
-        "all_reduce", kAllReduceApi, stream,
+        kAllReduceCall.name, kAllReduceApi, stream,
         [&](client::diag::OpCall& c) {
           c.Out("out", out).In("in", in);
           c.Param("algorithm", std::string(AllReduceAlgorithmName(algorithm)))
@@ -584,7 +605,7 @@ Status Communicator::AllReduceAddRmsNorm(const TensorView& out, const TensorView
                                          double eps, void* stream) {
   if (KILN_UNLIKELY(client::diag::Level() != 0))
     return client::diag::Traced(
-        "all_reduce_add_rms_norm", kAddRmsNormApi, stream,
+        kAddRmsNormCall.name, kAddRmsNormApi, stream,
         [&](client::diag::OpCall& c) {
           c.Out("out", out).In("in", in).InOut("residual", residual).In("weight", weight);
           c.Param("eps", eps).Param("rank", impl_->rank).Param("world_size", impl_->world);

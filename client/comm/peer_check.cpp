@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "client/driver/devices.h"
+#include "client/core/driver/devices.h"
 
 namespace kiln::client::comm {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "client/comm/rendezvous.h"
-#include "client/driver/cuda_driver.h"
+#include "client/core/driver/cuda_driver.h"
 #include "kiln/status.h"
 
 namespace kiln::client::comm {

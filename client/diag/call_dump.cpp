@@ -19,8 +19,8 @@ extern char** environ;
 #include "client/diag/diag_config.h"
 #include "client/diag/safetensors.h"
 #include "client/diag/tensor_copy.h"
-#include "client/driver/cuda_driver.h"
-#include "client/driver/devices.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/devices.h"
 #include "kiln/version.h"
 
 namespace kiln::client::diag {

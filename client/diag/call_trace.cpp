@@ -13,7 +13,8 @@
 #include "client/diag/call_log.h"
 #include "client/diag/op_filter.h"
 #include "client/diag/tensor_stats.h"
-#include "client/driver/cuda_driver.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/loader/launch_observer.h"
 
 namespace kiln::client::diag {
 namespace {
@@ -153,6 +154,8 @@ void NoteOnce(std::atomic<bool>& said, const std::string& line) {
 Status RunTraced(OpCall& call, Status (*body)(void*), void* body_context) {
   const DiagConfig& config = Config();  // the first call of the process parses the variables here
   if (Level() == 0) return body(body_context);
+  // The loader reports this call's launches through its one hook (idempotent; a relaxed store).
+  SetLaunchObserver(&BeforeLaunch);
 
   ActiveCall a;
   a.call = &call;
@@ -223,6 +226,7 @@ void SetCallObserver(CallObserver observer) {
   const bool on = static_cast<bool>(observer);
   g_observer = std::move(observer);
   detail::g_level.store(on && level == 0 ? 1 : level, std::memory_order_relaxed);
+  if (on) SetLaunchObserver(&BeforeLaunch);
 }
 
 }  // namespace kiln::client::diag

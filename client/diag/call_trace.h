@@ -12,8 +12,8 @@
 // With logging off the op pays that one branch on a cached integer; nothing is built. Traced
 // logs the call before running the body (level 1: the name; 3: params and inputs), keeps the
 // record as this thread's current call while the body runs, and logs the outcome after.
-// LaunchFunction calls BeforeLaunch right before cuLaunchKernelEx (it too branches on Level()
-// first): the kernel line goes out before the launch, and on the call's first launch the
+// BeforeLaunch is the loader's launch observer (client/core/loader/launch_observer.h), which
+// Traced installs: LaunchFunction calls it right before cuLaunchKernelEx. The kernel line goes out before the launch, and on the call's first launch the
 // inputs' statistics (level 5) and dump (level 10) are taken — after validation, so they
 // never read memory a refused call pointed at.
 #pragma once
@@ -42,7 +42,7 @@ Status Traced(const char* op, const char* api, void* stream, Describe&& describe
       static_cast<void*>(&body));
 }
 
-// From the launch path, right before cuLaunchKernelEx, only when Level() != 0: records the
+// The launch observer, right before cuLaunchKernelEx, installed once anything is traced: records the
 // kernel of this thread's traced call (if it is in one) and logs it; on the call's first
 // launch also takes the inputs' statistics and dump. `module` may be null (a launch outside
 // the op library).

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "client/driver/cuda_driver.h"
+#include "client/core/driver/cuda_driver.h"
 
 namespace kiln::client::diag {
 namespace {

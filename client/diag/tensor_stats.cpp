@@ -9,53 +9,36 @@
 #include <string>
 #include <vector>
 
-#include "client/driver/cuda_driver.h"
-#include "client/driver/current_context.h"
-#include "client/loader/kernel_launch.h"
-#include "client/loader/launch_hint.h"
-#include "client/ops/op_dispatch.h"
-#include "client/ops/op_launch_cache.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/current_context.h"
+#include "client/core/loader/kernel_launch.h"
+#include "client/core/loader/launch_preparation.h"
+#include "kiln/diag/diag_contract.h"
 
 namespace kiln::client::diag {
 namespace {
 
 constexpr const char* kApi = "kiln::client::diag::ComputeTensorStats";
-constexpr const char* kOp = "tensor_stats";
-constexpr const char* kEntry = "kiln_tensor_stats";
+// One cubin per dtype: the shape and strides are launch arguments (kiln/diag/diag_contract.h).
+struct StatsSpec {
+  DType dtype = DType::kFloat32;
+  bool operator==(const StatsSpec&) const = default;
+  auto Fields() const { return std::tie(dtype); }
+  std::map<std::string, std::string> Params() const { return {{kParamDType, DTypeName(dtype)}}; }
+};
 
-// OpLaunchKey::op number of the diagnostics family (90-99), far from the op families' 1-49.
-constexpr uint16_t kTensorStatsOp = 90;
+const OpKernels kStatsKernels = {::kiln::diag::kTensorStatsOp, {{{::kiln::diag::kTensorStatsEntry, 32}}}};
 
 // numel and the span of addresses a view covers stay below these, so that no index, offset or
 // byte address of the kernel (64-bit, signed) can overflow.
 constexpr int64_t kMaxNumel = int64_t{1} << 62;
 constexpr int64_t kMaxSpanBytes = int64_t{1} << 60;
 
-// The host's copies of the kernel's parameter and record structs (kiln::diag::TensorStatsLayout
-// and TensorStatsPartial in kernels/include/kiln/diag/tensor_stats.cuh). The client cannot
-// include device headers (NVRTC reads them at run time), so the layouts are repeated here and
-// pinned on both sides by static_asserts; a change on either side must change both.
-constexpr int kMaxStatsDims = 8;  // kiln::diag::kMaxStatsDims
+// The kernel's structs (the contract's namespace kiln::diag, not this one).
+using LayoutAbi = ::kiln::diag::TensorStatsLayout;
+using PartialAbi = ::kiln::diag::TensorStatsPartial;
+constexpr int kMaxStatsDims = ::kiln::diag::kMaxStatsDims;
 static_assert(kMaxTensorDims <= kMaxStatsDims, "the kernel's layout must hold every TensorView rank");
-
-struct LayoutAbi {
-  int64_t shape[kMaxStatsDims];
-  int64_t strides[kMaxStatsDims];
-  int32_t ndim;
-  int32_t reserved;
-};
-static_assert(sizeof(LayoutAbi) == 136, "TensorStatsLayout is 136 bytes on the device");
-static_assert(offsetof(LayoutAbi, strides) == 64 && offsetof(LayoutAbi, ndim) == 128, "shape, strides, ndim");
-
-struct PartialAbi {
-  int64_t nan_count;
-  int64_t inf_count;
-  int64_t finite_count;
-  double min;
-  double max;
-  double sum;
-};
-static_assert(sizeof(PartialAbi) == 48, "TensorStatsPartial is 48 bytes on the device");
 
 Status Invalid(const std::string& what) {
   return Status(StatusCode::kInvalidArgument, std::string(kApi) + ": t: " + what);
@@ -218,22 +201,6 @@ class PartialsPool {
   std::vector<Buffer> free_;
 };
 
-StatusOr<OpLaunch> Resolve(const CudaDriver& driver, DType dtype, const ContextInfo& ctx) {
-  OpRequest op;
-  op.name = kOp;
-  op.params = {{"dtype", DTypeName(dtype)}};
-  auto library = FetchOpModule(driver, op, {kEntry}, ctx);
-  if (!library.ok()) return library.status();
-  const ModuleInfo& info = (*library)->info;
-  KILN_RETURN_IF_ERROR(CheckModuleParam(info, "dtype", DTypeName(dtype)));
-  auto max_blocks = LaunchHint(info, "max_blocks", 1, 1 << 20);  // 48 MiB of records at most
-  if (!max_blocks.ok()) return max_blocks.status();
-  auto launch = HintedEntryLaunch(driver, *library, kEntry, ctx, /*min_block=*/32);
-  if (!launch.ok()) return launch.status();
-  launch->rows_per_block = *max_blocks;  // the grid's cap (the kernel loops over the rest)
-  return launch;
-}
-
 // The blocks' records, in block order (deterministic), into the caller's statistics.
 Status Combine(const std::vector<PartialAbi>& partials, int64_t numel, TensorStats* stats) {
   double min = std::numeric_limits<double>::infinity();
@@ -285,40 +252,33 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
                   std::string(kApi) + ": the stream is capturing a CUDA graph; statistics wait for the stream, "
                                       "which a capture does not allow");
 
-  OpLaunchKey key;
-  key.op = kTensorStatsOp;
-  key.dtype = static_cast<uint8_t>(t.dtype);
-  auto ready = PrepareOpLaunch(t.device.index, kApi, key, [&](const CudaDriver& d, const ContextInfo& ctx) {
-    return Resolve(d, t.dtype, ctx);
-  });
-  if (!ready.ok()) return ready.status();
-  const CUcontext context = ready->context;
-  const OpLaunch* launch = ready->launch;
-
-  const int64_t blocks = std::min<int64_t>((view->numel + launch->block - 1) / launch->block, launch->rows_per_block);
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kStatsKernels, StatsSpec{t.dtype}, t.device.index, kApi));
+  const CUcontext context = ready.context;
+  const EntryLaunchReady& e = ready.launch->entry();
+  int64_t blocks = (view->numel + e.block - 1) / e.block;
+  // The records' buffer bounds the grid: 48 MiB of records at most, whatever the hint says.
+  blocks = std::min<int64_t>(blocks, e.max_blocks > 0 ? std::min<int64_t>(e.max_blocks, 1 << 20) : 1 << 20);
   const size_t bytes = static_cast<size_t>(blocks) * sizeof(PartialAbi);
   PartialsPool& pool = PartialsPool::Global();
   auto buffer = pool.Take(driver, context, bytes);
   if (!buffer.ok()) return buffer.status().WithContext(kApi);
 
-  // The kernel contract (kiln/diag/tensor_stats.cuh): (partials, data, numel, layout).
-  CUdeviceptr partials_ptr = *buffer;
-  const void* data = reinterpret_cast<const void*>(view->data);
-  long long numel = view->numel;
-  LayoutAbi layout = view->layout;
-  void* args[] = {&partials_ptr, &data, &numel, &layout};
+  ::kiln::diag::TensorStatsParams params = {reinterpret_cast<PartialAbi*>(*buffer), reinterpret_cast<const void*>(view->data),
+                              view->numel, view->layout};
+  void* args[] = {&params};
   LaunchConfig config;
   config.grid.x = static_cast<unsigned>(blocks);
-  config.block.x = launch->block;
-  config.dynamic_smem_bytes = launch->dynamic_smem;
+  config.block.x = e.block;
+  config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
-  if (Status s = LaunchFunction(driver, launch->function, config, args, kEntry, &launch->library->info); !s.ok()) {
+  if (Status s = LaunchFunction(driver, e.function, config, args, ::kiln::diag::kTensorStatsEntry, &ready.launch->library->info);
+      !s.ok()) {
     pool.Give(context, *buffer, bytes);  // nothing was launched
     return s.WithContext(kApi);
   }
   std::vector<PartialAbi> partials(static_cast<size_t>(blocks));
   const Status copied = driver.Check(
-      driver.cuMemcpyDtoHAsync(partials.data(), partials_ptr, bytes, static_cast<CUstream>(stream)),
+      driver.cuMemcpyDtoHAsync(partials.data(), *buffer, bytes, static_cast<CUstream>(stream)),
       "cuMemcpyDtoHAsync(partial records)");
   const Status synced = driver.Check(driver.cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
   // After a failed wait the kernel may still write the buffer: it is not reused (48 KiB lost).

@@ -28,6 +28,18 @@ struct SourceFile {
 
 using Params = std::map<std::string, std::string>;
 
+// The launch hints of one entry point (kiln/common/op_contract.h: the same fields for every
+// op; the op's contract names the unit of items_per_block).
+struct EntryLaunch {
+  std::string entry;
+  int block = 0;            // threads per block
+  int dynamic_smem = 0;     // bytes of dynamic shared memory
+  int items_per_block = 0;  // work one block covers (rows, columns, tokens, heads); 0: none
+  int max_blocks = 0;       // the most blocks a launch may use; 0: no cap
+
+  bool operator==(const EntryLaunch&) const = default;
+};
+
 struct JitSpec {
   std::string op;   // op family ("rmsnorm"), or "source" for raw sources
   std::string uri;  // deterministic, readable, unique per specialization: "rmsnorm_bf16_h4096"
@@ -47,9 +59,10 @@ struct JitSpec {
   std::vector<std::string> entries;          // extern "C" __global__ names in the cubin
   std::vector<ArchFamily> arch_families;     // which targets this spec can be built for
 
-  // Launch hints the client needs and cannot derive itself (block size chosen by the
-  // generator, rows per block...). Returned verbatim in GetKernelResponse.launch.
-  std::map<std::string, std::string> launch;
+  // How the client launches each entry: the shape the generator chose, which the client
+  // cannot derive itself (its build may predate the daemon's kernels tree). One per entry that
+  // has one (raw sources have none); sent as GetKernelResponse.launch.
+  std::vector<EntryLaunch> launch;
 
   // Expected peak host memory of one compile, for the daemon's compile memory budget.
   int64_t compile_memory_mb = 512;

@@ -35,8 +35,8 @@ void CompileAndCheck(const std::string& op, const std::string& dtype, int vec, c
   const ActAndMulLaunchShape shape = ChooseActAndMulShape(vec, 2);
   CHECK(k.name == spec->entries[0]);
   CHECK(k.max_threads_per_block == shape.block);  // __launch_bounds__(block)
-  CHECK(spec->launch.at("block") == std::to_string(shape.block));
-  CHECK(spec->launch.at("cols_per_block") == std::to_string(shape.cols_per_block));
+  CHECK(spec->launch.at(0).block == shape.block);
+  CHECK(spec->launch.at(0).items_per_block == shape.cols_per_block);
   CHECK(k.static_shared_bytes == 0);
   // Every vector a thread holds stays in registers, and few enough registers that at least 7
   // blocks of 128 threads share an SM (CUDA 13.0: 48-55 at vec 8, 62-64 at vec 1).

@@ -87,8 +87,8 @@ TEST_CASE("an activation spec names its sources and entry and family and launch 
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::map<std::string, std::string>{
-                           {"block", "128"}, {"cols_per_block", "4096"}, {"vec", "8"}, {"dynamic_smem", "0"}});
+  CHECK(spec.launch ==
+        std::vector<EntryLaunch>{{.entry = "kiln_silu_and_mul", .block = 128, .items_per_block = 4096}});
   CHECK(spec.compile_memory_mb > 0);
 
   const JitSpec gelu = MustGenerate("gelu_and_mul", {{"dtype", "fp16"}, {"vec", "1"}});
@@ -96,15 +96,14 @@ TEST_CASE("an activation spec names its sources and entry and family and launch 
   CHECK(Contains(gelu.headers[0].content, "#define KILN_ACT_KIND 1\n"));
   CHECK(Contains(gelu.headers[0].content, "#define KILN_ACT_T __half\n"));
   CHECK(Contains(gelu.headers[0].content, "#define KILN_ACT_ITEMS 16\n"));
-  CHECK(gelu.launch.at("cols_per_block") == "2048");
+  REQUIRE(gelu.launch.size() == 1);
+  CHECK(gelu.launch[0].items_per_block == 2048);  // columns of d per block
   const JitSpec tanh = MustGenerate("gelu_tanh_and_mul", {{"dtype", "bf16"}, {"vec", "2"}});
   CHECK(tanh.entries == std::vector<std::string>{"kiln_gelu_tanh_and_mul"});
   CHECK(Contains(tanh.headers[0].content, "#define KILN_ACT_KIND 2\n"));
 }
 
 TEST_CASE("ChooseActAndMulShape gives whole warps and 64 bytes of each half per thread", "[activation]") {
-  CHECK(DefaultActAndMulVec(2) == 8);
-  CHECK(DefaultActAndMulVec(4) == 4);
   for (int vec : {1, 2, 4, 8}) {
     const ActAndMulLaunchShape shape = ChooseActAndMulShape(vec, 2);
     INFO("vec " << vec);
@@ -125,12 +124,12 @@ TEST_CASE("every bad or unknown or missing activation param is INVALID_ARGUMENT 
       {{{"dtype", "fp32"}}, {"'dtype'", "'fp32'", "allowed: fp16, bf16"}},
       {{{"dtype", "fp64"}}, {"'dtype'", "'fp64'"}},
       {{{"dtype", "BF16"}}, {"'dtype'", "'BF16'"}},
-      {{{"dtype", "bf16"}, {"vec", "3"}}, {"'vec'", "'3'", "allowed: 1, 2, 4, 8"}},
+      {{{"dtype", "bf16"}, {"vec", "3"}}, {"'vec'", "'3'", "allowed: a power of two in 1..16"}},
       {{{"dtype", "bf16"}, {"vec", "0"}}, {"'vec'", "'0'"}},
-      {{{"dtype", "bf16"}, {"vec", "16"}}, {"'vec'", "'16'", "2 bytes <= 16"}},
+      {{{"dtype", "bf16"}, {"vec", "16"}}, {"'vec'", "'16'", "2 bytes <= 16", "allowed here: 1, 2, 4, 8"}},
       {{{"dtype", "fp16"}, {"vec", "x"}}, {"'vec'", "'x'"}},
       {{{"dtype", "fp16"}, {"vec", "-8"}}, {"'vec'", "'-8'"}},
-      {{{"dtype", "bf16"}, {"d", "4096"}}, {"unknown param 'd'", "dtype", "vec", "at launch"}},
+      {{{"dtype", "bf16"}, {"d", "4096"}}, {"unknown param 'd'", "dtype", "vec"}},
       {{{"dtype", "bf16"}, {"hidden", "4096"}}, {"unknown param 'hidden'"}},
   };
   for (const char* op : kOps) {

@@ -36,7 +36,8 @@ int CompileAndCheck(const char* op, const Params& params, const char* arch_text,
   CHECK(result->log.find("ptxas info") == std::string::npos);
   CHECK(result->link_ms == 0);
 
-  const int block = std::stoi(spec->launch.at("block"));
+  REQUIRE(!spec->launch.empty());
+  const int block = spec->launch[0].block;
   std::set<std::string> names;
   REQUIRE(result->kernels.size() == spec->entries.size());
   for (const server::KernelAttributes& k : result->kernels) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/jit/op_generator.h"
+#include "kiln/comm/comm_contract.h"
 #include "tests/kernels/generator_fixture.h"
 
 namespace kiln::kernels {
@@ -134,10 +135,12 @@ TEST_CASE("an all_reduce spec names its unit, both entries, family and launch hi
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::map<std::string, std::string>{
-                           {"block", "512"}, {"max_blocks", "64"}, {"vec", "8"}, {"dynamic_smem", "0"}});
+  CHECK(spec.launch ==
+        std::vector<EntryLaunch>{{.entry = "kiln_all_reduce_one_shot", .block = 512, .max_blocks = 64},
+                                 {.entry = "kiln_all_reduce_two_shot", .block = 512, .max_blocks = 64}});
+  CHECK(spec.params.at("vec") == "8");
   CHECK(spec.compile_memory_mb > 0);
-  CHECK(MustGenerate("all_reduce", {{"dtype", "fp32"}, {"world_size", "3"}, {"vec", "1"}}).launch.at("vec") == "1");
+  CHECK(MustGenerate("all_reduce", {{"dtype", "fp32"}, {"world_size", "3"}, {"vec", "1"}}).params.at("vec") == "1");
 
   const JitSpec fused = MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "fp16"}, {"world_size", "2"}, {"hidden", "8192"}});
   CHECK(fused.op == "all_reduce_add_rmsnorm");
@@ -151,34 +154,38 @@ TEST_CASE("an all_reduce spec names its unit, both entries, family and launch hi
   CHECK(Contains(fused_config, "#define KILN_AR_RMSNORM_HIDDEN 8192\n"));
   CHECK(Contains(fused_config, "#define KILN_AR_RMSNORM_VEC 8\n"));
   CHECK(Contains(fused_config, "#define KILN_AR_RMSNORM_BLOCK 256\n"));  // 1024 vectors, 4 per thread
-  CHECK(fused.launch == std::map<std::string, std::string>{
-                            {"block", "256"}, {"max_blocks", "128"}, {"vec", "8"}, {"dynamic_smem", "0"}});
+  CHECK(fused.launch ==
+        std::vector<EntryLaunch>{{.entry = "kiln_all_reduce_add_rmsnorm", .block = 256, .max_blocks = 128}});
   CHECK(fused.arch_families[0].name == "sm_80+");
 }
 
 TEST_CASE("all_reduce launch rules: grid, blocks, vec", "[comm]") {
   // One-shot: one thread per vector of n; two-shot: per vector of this rank's chunk.
-  CHECK(AllReduceGrid(0, 8, 8, false, 512, 64) == 1);
-  CHECK(AllReduceGrid(7, 8, 8, false, 512, 64) == 1);  // only a tail
-  CHECK(AllReduceGrid(4096, 8, 8, false, 512, 64) == 1);
-  CHECK(AllReduceGrid(4096 * 8 + 1, 8, 8, false, 512, 64) == 8);
-  CHECK(AllReduceGrid(4096 * 8 + 8, 8, 8, false, 512, 64) == 9);
-  CHECK(AllReduceGrid(1LL << 30, 8, 8, false, 512, 64) == 64);
-  CHECK(AllReduceGrid(4096 * 8, 8, 8, true, 512, 64) == 1);
-  CHECK(AllReduceGrid(4096 * 8 * 8, 8, 8, true, 512, 64) == 8);
-  CHECK(AllReduceGrid(4096 * 8 * 8 + 8, 8, 8, true, 512, 64) == 9);  // per = 4097 vectors
-  CHECK(AllReduceGrid(1LL << 30, 4, 2, true, 512, 64) == 64);
-  CHECK(AllReduceAddRmsNormGrid(0, 128) == 1);
-  CHECK(AllReduceAddRmsNormGrid(100, 128) == 100);
-  CHECK(AllReduceAddRmsNormGrid(1000, 128) == 128);
+  CHECK(comm::AllReduceGrid(0, 8, 8, false, 512, 64) == 1);
+  CHECK(comm::AllReduceGrid(7, 8, 8, false, 512, 64) == 1);  // only a tail
+  CHECK(comm::AllReduceGrid(4096, 8, 8, false, 512, 64) == 1);
+  CHECK(comm::AllReduceGrid(4096 * 8 + 1, 8, 8, false, 512, 64) == 8);
+  CHECK(comm::AllReduceGrid(4096 * 8 + 8, 8, 8, false, 512, 64) == 9);
+  CHECK(comm::AllReduceGrid(1LL << 30, 8, 8, false, 512, 64) == 64);
+  CHECK(comm::AllReduceGrid(4096 * 8, 8, 8, true, 512, 64) == 1);
+  CHECK(comm::AllReduceGrid(4096 * 8 * 8, 8, 8, true, 512, 64) == 8);
+  CHECK(comm::AllReduceGrid(4096 * 8 * 8 + 8, 8, 8, true, 512, 64) == 9);  // per = 4097 vectors
+  CHECK(comm::AllReduceGrid(1LL << 30, 4, 2, true, 512, 64) == 64);
+  CHECK(comm::AllReduceAddRmsNormGrid(0, 128) == 1);
+  CHECK(comm::AllReduceAddRmsNormGrid(100, 128) == 100);
+  CHECK(comm::AllReduceAddRmsNormGrid(1000, 128) == 128);
 
-  CHECK(DefaultAllReduceVec(2) == 8);
-  CHECK(DefaultAllReduceVec(4) == 4);
-  CHECK(DefaultAllReduceAddRmsNormVec(4096, 2) == 8);
-  CHECK(DefaultAllReduceAddRmsNormVec(4095, 2) == 1);
-  CHECK(DefaultAllReduceAddRmsNormVec(4094, 4) == 2);
+  // The default vec: 16 bytes, dividing hidden for add_rmsnorm.
+  CHECK(MustGenerate("all_reduce", {{"dtype", "bf16"}, {"world_size", "2"}}).params.at("vec") == "8");
+  CHECK(MustGenerate("all_reduce", {{"dtype", "fp32"}, {"world_size", "2"}}).params.at("vec") == "4");
+  CHECK(MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "bf16"}, {"world_size", "2"}, {"hidden", "4096"}})
+            .params.at("vec") == "8");
+  CHECK(MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "bf16"}, {"world_size", "2"}, {"hidden", "4095"}})
+            .params.at("vec") == "1");
+  CHECK(MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "fp32"}, {"world_size", "2"}, {"hidden", "4094"}})
+            .params.at("vec") == "2");
 
-  for (int hidden = 1; hidden <= kAllReduceAddRmsNormMaxHidden; hidden += (hidden < 300 ? 1 : 97)) {
+  for (int hidden = 1; hidden <= comm::kMaxAddRmsNormHidden; hidden += (hidden < 300 ? 1 : 97)) {
     for (int vec : {1, 2, 4, 8}) {
       if (hidden % vec != 0) continue;
       const int block = AllReduceAddRmsNormBlock(hidden, vec);
@@ -192,7 +199,7 @@ TEST_CASE("all_reduce launch rules: grid, blocks, vec", "[comm]") {
       if (block < 512) CHECK(items <= 4);
       const int max_blocks = AllReduceAddRmsNormMaxBlocks(block);
       CHECK(max_blocks >= 64);
-      CHECK(max_blocks <= kCommMaxBlocks);
+      CHECK(max_blocks <= comm::kMaxBlocks);
     }
   }
   CHECK(AllReduceAddRmsNormBlock(16384, 1) == 512);
@@ -222,7 +229,7 @@ TEST_CASE("every bad, unknown or missing comm param is INVALID_ARGUMENT naming i
       {{{"dtype", "bf16"}, {"world_size", ""}}, {"'world_size'", "''"}},
       {{{"dtype", "bf16"}, {"world_size", "8 "}}, {"'world_size'", "'8 '"}},
       {{{"dtype", "bf16"}, {"world_size", "99999999999"}}, {"'world_size'"}},
-      {{{"dtype", "bf16"}, {"world_size", "8"}, {"vec", "3"}}, {"'vec'", "'3'", "allowed here: 1, 2, 4, 8"}},
+      {{{"dtype", "bf16"}, {"world_size", "8"}, {"vec", "3"}}, {"'vec'", "'3'", "a power of two in 1..16"}},
       {{{"dtype", "bf16"}, {"world_size", "8"}, {"vec", "0"}}, {"'vec'", "'0'"}},
       {{{"dtype", "bf16"}, {"world_size", "8"}, {"vec", "16"}}, {"'vec'", "'16'", "2 bytes <= 16"}},
       {{{"dtype", "fp32"}, {"world_size", "8"}, {"vec", "8"}}, {"'vec'", "'8'", "allowed here: 1, 2, 4"}},

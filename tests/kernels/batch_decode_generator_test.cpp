@@ -95,12 +95,12 @@ TEST_CASE("a batch_decode spec names its sources, entries, family and launch sha
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::map<std::string, std::string>{{"block", "128"},
-                                                          {"tile_tokens", "64"},
-                                                          {"stages", "3"},
-                                                          {"dynamic_smem", "98304"},
-                                                          {"merge_block", "128"},
-                                                          {"merge_heads_per_block", "4"}});
+  // The attention kernel: 4 warps, a 3-stage pipeline of 64-token tiles in 96 KiB; the merge:
+  // 128 threads, 4 query heads per block.
+  CHECK(spec.launch ==
+        std::vector<EntryLaunch>{{.entry = "kiln_batch_decode", .block = 128, .dynamic_smem = 98304},
+                                 {.entry = "kiln_batch_decode_merge", .block = 128, .items_per_block = 4}});
+  CHECK(Contains(config, "#define KILN_DECODE_STAGES 3\n"));
   CHECK(Contains(config, "#define KILN_DECODE_WARPS 4\n"));
   // The pipeline per head dim: 64 / 96 / 96 KiB of shared memory; 2 warps at 256.
   CHECK(ChooseBatchDecodeShape(64).dynamic_smem == 64 * 1024);
@@ -125,7 +125,7 @@ TEST_CASE("batch_decode refuses bad, unknown and missing params by name", "[deco
                  "batch_decode: param 'group' = '3' is not allowed; allowed: 1, 2, 4, 8");
   RequireInvalid("batch_decode", Decode("bf16", "128", "16", "16"), "param 'group' = '16' is not allowed");
   RequireInvalid("batch_decode", Decode("bf16", "128", "4", "24"),
-                 "batch_decode: param 'page_size' = '24' is not allowed; allowed: a power of two, 1..256");
+                 "batch_decode: param 'page_size' = '24' is not allowed; allowed: a power of two in 1..256");
   RequireInvalid("batch_decode", Decode("bf16", "128", "4", "512"), "param 'page_size' = '512'");
   RequireInvalid("batch_decode", Decode("bf16", "128", "4", "-16"), "param 'page_size' = '-16'");
   RequireInvalid("batch_decode", Decode("bf16", "1e2", "4", "16"), "param 'head_dim' = '1e2'");
@@ -151,8 +151,8 @@ TEST_CASE("append_paged_kv URIs, spec and refusals", "[decode]") {
   CHECK(spec.entries == std::vector<std::string>{"kiln_append_paged_kv"});
   CHECK(spec.units[0].tree_path == "src/decode/append_paged_kv.cu");
   CHECK(spec.arch_families[0].name == "sm_80+");
-  CHECK(spec.launch == std::map<std::string, std::string>{
-                           {"block", "256"}, {"max_blocks", "8192"}, {"vec", "8"}, {"dynamic_smem", "0"}});
+  CHECK(spec.launch ==
+        std::vector<EntryLaunch>{{.entry = "kiln_append_paged_kv", .block = 256, .max_blocks = 8192}});
   CHECK(Contains(spec.headers[0].content, "#define KILN_APPEND_VEC 8\n"));
 
   RequireInvalid("append_paged_kv", {{"dtype", "fp32"}, {"head_dim", "128"}},
@@ -160,7 +160,10 @@ TEST_CASE("append_paged_kv URIs, spec and refusals", "[decode]") {
   RequireInvalid("append_paged_kv", {{"dtype", "bf16"}, {"head_dim", "96"}},
                  "append_paged_kv: param 'head_dim' = '96' is not allowed; allowed: 64, 128, 256");
   RequireInvalid("append_paged_kv", {{"dtype", "bf16"}, {"head_dim", "128"}, {"vec", "3"}},
-                 "param 'vec' = '3' is not allowed; allowed: 1, 2, 4, 8");
+                 "param 'vec' = '3' is not allowed; allowed: a power of two in 1..16");
+  RequireInvalid("append_paged_kv", {{"dtype", "bf16"}, {"head_dim", "128"}, {"vec", "16"}},
+                 "param 'vec' = '16' is not allowed for dtype bf16: vec is a power of two with vec * 2 bytes <= 16; "
+                 "allowed here: 1, 2, 4, 8");
   RequireInvalid("append_paged_kv", {{"dtype", "bf16"}, {"head_dim", "128"}, {"page_size", "16"}},
                  "append_paged_kv: unknown param 'page_size'");
   RequireInvalid("append_paged_kv", {{"dtype", "bf16"}}, "param 'head_dim' is required");

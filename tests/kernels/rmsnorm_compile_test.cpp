@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/jit/op_generator.h"
+#include "kernels/ops/generator_support.h"
 #include "kernels/ops/norm/rmsnorm_generator.h"
 #include "server/jit/nvrtc_compiler.h"
 #include "tests/kernels/compile_fixture.h"
@@ -24,7 +25,7 @@ std::vector<int> VecChoices(int hidden, int bytes) {
     if (hidden % vec == 0) all.push_back(vec);
   }
   if (hidden == 8 || hidden == 4096) return all;  // every choice at two sizes
-  std::vector<int> some = {DefaultRmsNormVec(hidden, bytes)};
+  std::vector<int> some = {WidestVec(bytes, hidden)};
   if (some[0] != 1) some.push_back(1);  // the default and scalar access elsewhere
   return some;
 }
@@ -60,7 +61,7 @@ TEST_CASE("every rmsnorm specialization compiles for sm_80 and sm_90a with sane 
             CHECK(k.registers > 0);
             // __launch_bounds__(block) caps the report, and the registers allow the block.
             CHECK(k.max_threads_per_block == shape.block);
-            CHECK(spec->launch.at("block") == std::to_string(shape.block));
+            CHECK(spec->launch.at(0).block == shape.block);
             // Only the cross-warp partial sums live in shared memory; nothing dynamic.
             CHECK(k.static_shared_bytes <= (shape.threads_per_row > 32 ? shape.block / 32 * 4 : 0));
             CHECK(k.max_dynamic_shared_bytes > 0);
@@ -136,7 +137,7 @@ TEST_CASE("write rmsnorm cubins for a GPU check", "[.bundle]") {
   for (const char* op : {"rmsnorm", "fused_add_rmsnorm"}) {
     for (const std::string dtype : {"fp32", "fp16", "bf16"}) {
       for (int hidden : {1, 2, 3, 8, 24, 32, 96, 128, 256, 1000, 1024, 4095, 4096, 5120, 8192, 16384, 32768, 65536}) {
-        std::vector<int> vecs = {DefaultRmsNormVec(hidden, DtypeBytes(dtype))};
+        std::vector<int> vecs = {WidestVec(DtypeBytes(dtype), hidden)};
         if (vecs[0] != 1) vecs.push_back(1);
         if (hidden == 4096 || hidden == 8) vecs = VecChoices(hidden, DtypeBytes(dtype));
         for (int vec : vecs) {
@@ -152,7 +153,7 @@ TEST_CASE("write rmsnorm cubins for a GPU check", "[.bundle]") {
           std::fwrite(result->cubin.data(), 1, result->cubin.size(), cubin);
           std::fclose(cubin);
           std::fprintf(manifest, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", spec->uri.c_str(), op, dtype.c_str(), hidden, vec,
-                       spec->launch.at("block").c_str(), spec->launch.at("rows_per_block").c_str(),
+                       std::to_string(spec->launch.at(0).block).c_str(), std::to_string(spec->launch.at(0).items_per_block).c_str(),
                        spec->entries[0].c_str());
         }
       }

@@ -44,18 +44,6 @@ TEST_CASE("the builtin registry serves rmsnorm and fused_add_rmsnorm", "[rmsnorm
   }
 }
 
-TEST_CASE("DefaultRmsNormVec: largest power of two of at most 16 bytes dividing hidden", "[rmsnorm]") {
-  CHECK(DefaultRmsNormVec(4096, 2) == 8);
-  CHECK(DefaultRmsNormVec(4096, 4) == 4);
-  CHECK(DefaultRmsNormVec(4095, 2) == 1);
-  CHECK(DefaultRmsNormVec(4094, 2) == 2);
-  CHECK(DefaultRmsNormVec(4092, 2) == 4);
-  CHECK(DefaultRmsNormVec(1, 4) == 1);
-  CHECK(DefaultRmsNormVec(8, 4) == 4);
-  CHECK(DefaultRmsNormVec(12, 2) == 4);
-  CHECK(DefaultRmsNormVec(65536, 2) == 8);
-}
-
 TEST_CASE("URIs are readable and canonical", "[rmsnorm]") {
   CHECK(MustGenerate("rmsnorm", {{"dtype", "bf16"}, {"hidden", "4096"}}).uri == "rmsnorm_bf16_h4096");
   CHECK(MustGenerate("fused_add_rmsnorm", {{"dtype", "fp16"}, {"hidden", "4095"}}).uri ==
@@ -119,16 +107,16 @@ TEST_CASE("a spec names its sources, entry, family and launch shape", "[rmsnorm]
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::map<std::string, std::string>{
-                           {"block", "128"}, {"rows_per_block", "1"}, {"vec", "8"}, {"dynamic_smem", "0"}});
+  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_rmsnorm", .block = 128, .items_per_block = 1}});
   CHECK(spec.compile_memory_mb > 0);
 
   const JitSpec fused = MustGenerate("fused_add_rmsnorm", {{"dtype", "fp16"}, {"hidden", "8"}});
   CHECK(fused.entries == std::vector<std::string>{"kiln_fused_add_rmsnorm"});
   CHECK(Contains(fused.headers[0].content, "#define KILN_RMSNORM_FUSED_ADD 1\n"));
   CHECK(Contains(fused.headers[0].content, "#define KILN_RMSNORM_T __half\n"));
-  CHECK(fused.launch.at("block") == "128");
-  CHECK(fused.launch.at("rows_per_block") == "128");  // hidden 8 = one vector: a lane per row
+  REQUIRE(fused.launch.size() == 1);
+  CHECK(fused.launch[0].block == 128);
+  CHECK(fused.launch[0].items_per_block == 128);  // rows per block; hidden 8 = one vector: a lane per row
 }
 
 TEST_CASE("ChooseRmsNormShape gives whole warps, covers the row and keeps rows in registers", "[rmsnorm]") {
@@ -185,9 +173,9 @@ TEST_CASE("every bad, unknown or missing param is INVALID_ARGUMENT naming it", "
       {{{"dtype", "bf16"}, {"hidden", "4096 "}}, {"'hidden'", "'4096 '"}},
       {{{"dtype", "bf16"}, {"hidden", ""}}, {"'hidden'", "''"}},
       {{{"dtype", "bf16"}, {"hidden", "99999999999"}}, {"'hidden'"}},
-      {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "3"}}, {"'vec'", "'3'", "allowed here: 1, 2, 4, 8"}},
+      {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "3"}}, {"'vec'", "'3'", "a power of two in 1..16"}},
       {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "0"}}, {"'vec'", "'0'"}},
-      {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "16"}}, {"'vec'", "'16'", "2 bytes <= 16"}},
+      {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "16"}}, {"'vec'", "'16'", "2 bytes <= 16", "allowed here: 1, 2, 4, 8"}},
       {{{"dtype", "fp32"}, {"hidden", "4096"}, {"vec", "8"}}, {"'vec'", "'8'", "allowed here: 1, 2, 4"}},
       {{{"dtype", "fp16"}, {"hidden", "4094"}, {"vec", "4"}}, {"'vec'", "'4'", "divides hidden", "allowed here: 1, 2"}},
       {{{"dtype", "fp16"}, {"hidden", "4095"}, {"vec", "2"}}, {"'vec'", "allowed here: 1"}},

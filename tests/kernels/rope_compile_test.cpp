@@ -44,7 +44,7 @@ void CompileAndCheck(const Case& c, const char* arch_text, std::FILE* table) {
   CHECK(result->log.find("ptxas info") == std::string::npos);
   REQUIRE(result->kernels.size() == 1);
   const server::KernelAttributes& k = result->kernels[0];
-  const int block = std::stoi(spec->launch.at("block"));
+  const int block = spec->launch.at(0).block;
   CHECK(k.name == spec->entries[0]);
   CHECK(k.max_threads_per_block == block);
   // Two heads in flight, cos/sin of 8 pairs and the rotation fit well within 128 registers

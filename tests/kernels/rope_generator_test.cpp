@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/jit/op_generator.h"
+#include "kiln/rope/rope_contract.h"
 #include "tests/kernels/generator_fixture.h"
 
 namespace kiln::kernels {
@@ -26,17 +27,6 @@ TEST_CASE("the builtin registry serves apply_rope and apply_rope_with_cos_sin_ca
     for (const ParamInfo& p : g->params()) names.insert(p.name);
     CHECK(names == std::set<std::string>{"dtype", "rotary_dim", "style", "pos_dtype", "vec"});
   }
-}
-
-TEST_CASE("DefaultRopeVec: largest power of two of at most 16 bytes dividing rotary_dim / 2", "[rope]") {
-  CHECK(DefaultRopeVec(128, 2) == 8);
-  CHECK(DefaultRopeVec(64, 2) == 8);
-  CHECK(DefaultRopeVec(16, 2) == 8);
-  CHECK(DefaultRopeVec(8, 2) == 4);
-  CHECK(DefaultRopeVec(96, 2) == 8);
-  CHECK(DefaultRopeVec(100, 2) == 2);  // 50 pairs
-  CHECK(DefaultRopeVec(2, 2) == 1);
-  CHECK(DefaultRopeVec(512, 2) == 8);
 }
 
 TEST_CASE("rope URIs are readable and canonical", "[rope]") {
@@ -101,11 +91,9 @@ TEST_CASE("a rope spec names its sources, entry, family and launch shape", "[rop
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::map<std::string, std::string>{{"block", "128"},
-                                                          {"tokens_per_block", "16"},
-                                                          {"threads_per_token", "8"},
-                                                          {"vec", "8"},
-                                                          {"dynamic_smem", "0"}});
+  // 16 tokens of 8 threads per block.
+  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_apply_rope", .block = 128, .items_per_block = 16}});
+  CHECK(spec.params.at("vec") == "8");
 
   const JitSpec cache = MustGenerate("apply_rope_with_cos_sin_cache",
                                      {{"dtype", "fp16"}, {"rotary_dim", "100"}, {"pos_dtype", "int32"}});
@@ -113,14 +101,14 @@ TEST_CASE("a rope spec names its sources, entry, family and launch shape", "[rop
   CHECK(Contains(cache.headers[0].content, "#define KILN_ROPE_COS_SIN_CACHE 1\n"));
   CHECK(Contains(cache.headers[0].content, "#define KILN_ROPE_T __half\n"));
   CHECK(Contains(cache.headers[0].content, "#define KILN_ROPE_POS int\n"));
-  CHECK(cache.launch.at("vec") == "2");                // 50 pairs
-  CHECK(cache.launch.at("threads_per_token") == "25");  // 50 / 2
-  CHECK(cache.launch.at("tokens_per_block") == "5");
-  CHECK(cache.launch.at("block") == "125");
+  CHECK(cache.params.at("vec") == "2");  // 50 pairs
+  REQUIRE(cache.launch.size() == 1);
+  CHECK(cache.launch[0].items_per_block == 5);  // tokens of 25 threads (50 / 2)
+  CHECK(cache.launch[0].block == 125);
 }
 
 TEST_CASE("ChooseRopeShape covers every pair once with blocks of at most 1024 threads", "[rope]") {
-  for (int rotary = 2; rotary <= kRopeMaxRotaryDim; rotary += 2) {
+  for (int rotary = 2; rotary <= rope::kMaxRotaryDim; rotary += 2) {
     for (int vec : {1, 2, 4, 8}) {
       if ((rotary / 2) % vec != 0) continue;
       INFO("rotary " << rotary << " vec " << vec);

@@ -3,13 +3,13 @@
 // checked against the launch hints (1024 threads, the 64 registers that leaves, no local
 // memory, static shared memory well below what the 64 KiB dynamic part leaves). Also: every
 // specialization shares one PCH folder. About six seconds of NVRTC in all; the GPU checks
-// results (tests/client/gpu_sampling_test.cpp).
+// results (tests/client/ops/gpu_sampling_test.cpp).
 #include <catch2/catch.hpp>
 #include <set>
 #include <string>
 
 #include "kernels/jit/op_generator.h"
-#include "kernels/ops/sampling/sampling_generator.h"
+#include "kiln/sampling/sampling_contract.h"
 #include "server/jit/nvrtc_compiler.h"
 #include "server/jit/pch_key.h"
 #include "tests/kernels/compile_fixture.h"
@@ -49,13 +49,14 @@ TEST_CASE("representative sampling specializations compile with the promised att
     INFO("registers " << k.registers << " stack " << k.stack_bytes << " spills " << k.spill_store_bytes << "/"
                       << k.spill_load_bytes << " static smem " << k.static_shared_bytes);
     CHECK(k.name == spec->entries[0]);
-    CHECK(k.max_threads_per_block == kSamplingBlock);
-    CHECK(spec->launch.at("block") == std::to_string(kSamplingBlock));
+    CHECK(k.max_threads_per_block == sampling::kBlock);
+    REQUIRE(spec->launch.size() == 1);
+    CHECK(spec->launch[0].block == sampling::kBlock);
     CHECK(k.registers <= 64);  // __launch_bounds__(1024, 1)
     // The scratch of the block scans and reductions only; the histograms and the list are the
     // dynamic 64 KiB, which the opt-in limit of sm_80+ (163 KiB and more) allows.
     CHECK(k.static_shared_bytes < 1024);
-    CHECK(k.max_dynamic_shared_bytes >= std::stoi(spec->launch.at("dynamic_smem")));
+    CHECK(k.max_dynamic_shared_bytes >= spec->launch[0].dynamic_smem);
     // top_k_top_p keeps more values live across its two selections than 64 registers hold
     // and spills a few words outside the row loops; everything else stays in registers.
     if (std::string(b.op) != "top_k_top_p_sampling") {

@@ -1,14 +1,13 @@
 // The sampling family's generators (kernels/ops/sampling/sampling_generator.cpp): registry
 // entries, canonical readable URIs, the spec's sources, entry, family and launch hints, and
 // every bad, unknown or missing param refused by name.
-#include "kernels/ops/sampling/sampling_generator.h"
-
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <set>
 #include <string>
 
 #include "kernels/jit/op_generator.h"
+#include "kiln/sampling/sampling_contract.h"
 #include "tests/kernels/generator_fixture.h"
 
 namespace kiln::kernels {
@@ -89,17 +88,18 @@ TEST_CASE("a sampling spec names its unit, entry, config, family and launch shap
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::map<std::string, std::string>{{"block", "1024"},
-                                                          {"rows_per_block", "1"},
-                                                          {"vec", "2"},
-                                                          {"dynamic_smem", "65536"},
-                                                          {"max_vocab", "1048575"}});
+  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_top_k_top_p_sampling",
+                                                 .block = 1024,
+                                                 .dynamic_smem = 65536,
+                                                 .items_per_block = 1}});
+  CHECK(spec.params.at("vec") == "2");
   CHECK(spec.compile_memory_mb > 0);
 
   // min_p and argmax keep no list: no dynamic shared memory.
   for (const char* op : {"min_p_sampling", "argmax"}) {
     const JitSpec s = MustGenerate(op, {});
-    CHECK(s.launch.at("dynamic_smem") == "0");
+    REQUIRE(s.launch.size() == 1);
+    CHECK(s.launch[0].dynamic_smem == 0);
     CHECK(Contains(s.headers[0].content, "#define KILN_SAMPLING_USES_LIST 0\n"));
     CHECK(Contains(s.headers[0].content, "#define KILN_SAMPLING_OUT int\n"));
   }
@@ -107,7 +107,7 @@ TEST_CASE("a sampling spec names its unit, entry, config, family and launch shap
   CHECK(MustGenerate("min_p_sampling", {}).entries == std::vector<std::string>{"kiln_min_p_sampling"});
   CHECK(MustGenerate("top_p_sampling", {}).entries == std::vector<std::string>{"kiln_top_p_sampling"});
   CHECK(MustGenerate("top_k_sampling", {}).entries == std::vector<std::string>{"kiln_top_k_sampling"});
-  CHECK(kSamplingSelectSmem == 65536);
+  CHECK(sampling::kSelectSmemBytes == 65536);
 }
 
 TEST_CASE("every bad or unknown sampling param is INVALID_ARGUMENT naming it", "[sampling]") {
@@ -119,9 +119,8 @@ TEST_CASE("every bad or unknown sampling param is INVALID_ARGUMENT naming it", "
       {{{"out_dtype", "int16"}}, {"'out_dtype'", "'int16'", "allowed: int32, int64"}},
       {{{"out_dtype", "INT32"}}, {"'out_dtype'", "'INT32'"}},
       {{{"out_dtype", ""}}, {"'out_dtype'", "''"}},
-      {{{"vec", "8"}}, {"'vec'", "'8'", "allowed: 1, 2, 4"}},
+      {{{"vec", "8"}}, {"'vec'", "'8'", "allowed here: 1, 2, 4"}},
       {{{"vec", "3"}}, {"'vec'", "'3'"}},
-      {{{"vec", "04"}}, {"'vec'", "'04'"}},
       {{{"vec", "x"}}, {"'vec'", "'x'"}},
       {{{"dtype", "fp32"}}, {"unknown param 'dtype'", "out_dtype", "vec"}},
       {{{"k", "50"}}, {"unknown param 'k'"}},

@@ -35,9 +35,10 @@ void CompileAndCheck(const std::string& dtype, const char* arch_text) {
   const server::KernelAttributes& k = result->kernels[0];
   CHECK(k.name == "kiln_tensor_stats");
   CHECK(k.max_threads_per_block == kTensorStatsBlock);  // __launch_bounds__(block)
-  CHECK(spec->launch.at("block") == std::to_string(kTensorStatsBlock));
-  CHECK(spec->launch.at("max_blocks") == std::to_string(kTensorStatsMaxBlocks));
-  CHECK(spec->launch.at("dynamic_smem") == "0");
+  REQUIRE(spec->launch.size() == 1);
+  CHECK(spec->launch[0].block == kTensorStatsBlock);
+  CHECK(spec->launch[0].max_blocks == kTensorStatsMaxBlocks);
+  CHECK(spec->launch[0].dynamic_smem == 0);
   // One 48-byte record per warp (kiln/diag/tensor_stats.cuh's block reduction), nothing else.
   CHECK(k.static_shared_bytes == kTensorStatsBlock / 32 * 48);
   CHECK(k.spill_store_bytes == 0);

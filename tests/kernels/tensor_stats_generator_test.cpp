@@ -74,10 +74,9 @@ TEST_CASE("a tensor_stats spec names its sources and entry and family and launch
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::map<std::string, std::string>{
-                           {"block", std::to_string(kTensorStatsBlock)},
-                           {"max_blocks", std::to_string(kTensorStatsMaxBlocks)},
-                           {"dynamic_smem", "0"}});
+  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_tensor_stats",
+                                                 .block = kTensorStatsBlock,
+                                                 .max_blocks = kTensorStatsMaxBlocks}});
   CHECK(kTensorStatsBlock % 32 == 0);
   CHECK(spec.compile_memory_mb > 0);
 
@@ -103,8 +102,8 @@ TEST_CASE("every bad or unknown or missing tensor_stats param is INVALID_ARGUMEN
       {{{"dtype", "BF16"}}, {"'dtype'", "'BF16'"}},
       {{{"dtype", "bool"}}, {"'dtype'", "'bool'"}},
       {{{"dtype", ""}}, {"'dtype'", "''"}},
-      {{{"dtype", "bf16"}, {"vec", "8"}}, {"unknown param 'vec'", "only param is dtype"}},
-      {{{"dtype", "bf16"}, {"numel", "4096"}}, {"unknown param 'numel'", "at launch"}},
+      {{{"dtype", "bf16"}, {"vec", "8"}}, {"unknown param 'vec'", "params are dtype"}},
+      {{{"dtype", "bf16"}, {"numel", "4096"}}, {"unknown param 'numel'", "dtype"}},
   };
   for (const Case& c : cases) {
     auto spec = Generate(c.params);

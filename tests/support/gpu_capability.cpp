@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "client/driver/cuda_driver.h"
-#include "client/driver/devices.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/devices.h"
 
 namespace kiln::testing {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "client/driver/cuda_driver.h"
+#include "client/core/driver/cuda_driver.h"
 #include "kiln/tensor_view.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/gpu_capability.h"

@@ -22,7 +22,7 @@
 #include "bench/op/paged_kv_table.h"
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
-#include "client/driver/cuda_driver.h"
+#include "client/core/driver/cuda_driver.h"
 #include "kiln/ops.h"
 
 namespace kiln::bench {
@@ -170,7 +170,7 @@ class BatchDecodeRoutine : public Routine {
     for (size_t i : {kVCache, kIndptr, kIndices, kLastPageLen}) spec.tensors[i].routine_fills = true;
     // The output averages many values: an abs tolerance of the dtype's 1.6e-2 would hide a
     // lost region (1 / regions). Rounding the softmax weights to the dtype (kiln) moves it by
-    // far less than these (tests/client/gpu_decode_test.cpp uses them for long requests).
+    // far less than these (tests/client/ops/gpu_decode_test.cpp uses them for long requests).
     spec.tensors[kOut].tolerance = dtype == DType::kBFloat16 ? Tolerance{2e-3, 1.6e-2} : Tolerance{5e-4, 3e-3};
     spec.tensors[kLse].tolerance = {1e-3, 1e-5};  // fp32 throughout
     const double es = static_cast<double>(DTypeSize(dtype));

@@ -7,8 +7,8 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
-#include "client/ops/norm_launcher.h"
-#include "client/ops/norm_plan.h"
+#include "client/ops/norm/norm_launcher.h"
+#include "client/ops/norm/norm_plan.h"
 #include "kiln/ops.h"
 
 namespace kiln::bench {

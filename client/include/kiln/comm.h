@@ -16,8 +16,14 @@
 // the closed rendezvous connection and stop their kernels, and a kernel waits for a peer at
 // most CommOptions::kernel_timeout; afterwards every call of the communicator returns the
 // error (AsyncError) and the communicator should be destroyed.
-#pragma once
+//
+// The C functions below are the same collectives for C callers (kiln_comm_*).
+#ifndef KILN_COMM_H_
+#define KILN_COMM_H_
 
+#include "kiln/c_abi.h"
+
+#ifdef __cplusplus
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -115,3 +121,64 @@ class KILN_API Communicator {
 };
 
 }  // namespace kiln::comm
+
+extern "C" {
+#endif
+
+/* ---- Collectives between the GPUs of one node (kiln/comm.h, docs/comm.md) ----
+ * One process per GPU, started with `kiln-launch -n N CMD`. Every call on a communicator is
+ * collective: all ranks make it, in the same order, with the same sizes and dtypes. */
+typedef struct kiln_comm kiln_comm; /* opaque */
+
+typedef enum kiln_all_reduce_algorithm {
+  KILN_ALL_REDUCE_AUTO = 0,     /* by message size (the documented crossover) */
+  KILN_ALL_REDUCE_ONE_SHOT = 1, /* forced: a diagnostic and benchmarking control */
+  KILN_ALL_REDUCE_TWO_SHOT = 2
+} kiln_all_reduce_algorithm;
+
+/* Fill with kiln_comm_options_init(); struct_size lets later versions add fields. */
+typedef struct kiln_comm_options {
+  size_t struct_size;    /* sizeof(kiln_comm_options) */
+  int device;            /* -1: KILN_LOCAL_RANK (from_env), else the current device, else 0 */
+  size_t buffer_bytes;   /* staging buffer per rank; 0: 64 MiB */
+  int setup_timeout_ms;  /* waiting for the other ranks at creation; <= 0: 60 s */
+  int kernel_timeout_ms; /* how long a kernel waits for a peer; < 0: 30 s, 0: forever */
+} kiln_comm_options;
+
+KILN_API void kiln_comm_options_init(kiln_comm_options* options);
+
+/* Collective. options may be NULL (defaults). On success *comm is set; destroy it with
+ * kiln_comm_destroy. */
+KILN_API kiln_status kiln_comm_create(int rank, int world_size, const char* address,
+                                      const kiln_comm_options* options, kiln_comm** comm);
+/* From KILN_RANK, KILN_WORLD_SIZE, KILN_COMM_ADDRESS and KILN_LOCAL_RANK (kiln-launch). */
+KILN_API kiln_status kiln_comm_create_from_env(const kiln_comm_options* options,
+                                               kiln_comm** comm);
+/* Waits for this rank's work on the communicator, then frees it. NULL is ignored. */
+KILN_API void kiln_comm_destroy(kiln_comm* comm);
+
+KILN_API int kiln_comm_rank(const kiln_comm* comm);       /* -1 for NULL */
+KILN_API int kiln_comm_world_size(const kiln_comm* comm); /* -1 for NULL */
+KILN_API int kiln_comm_device(const kiln_comm* comm);     /* -1 for NULL */
+
+/* out = sum over ranks of in (fp32/fp16/bf16, dense; out may be in). */
+KILN_API kiln_status kiln_all_reduce(kiln_comm* comm, DLTensor* out, const DLTensor* in,
+                                     kiln_all_reduce_algorithm algorithm, void* stream);
+/* residual <- residual + sum over ranks of in; out <- rms_norm(residual) * weight. */
+KILN_API kiln_status kiln_all_reduce_add_rms_norm(kiln_comm* comm, DLTensor* out,
+                                                  const DLTensor* in, DLTensor* residual,
+                                                  const DLTensor* weight, double eps,
+                                                  void* stream);
+/* Collective: a buffer every peer has mapped; an all-reduce whose input lies in it skips the
+ * staging copy (every rank must pass the same offset). Freed with the communicator. */
+KILN_API kiln_status kiln_comm_alloc_registered(kiln_comm* comm, size_t bytes, void** ptr);
+/* KILN_OK, or why the communicator stopped (a lost peer, a kernel that gave up waiting). */
+KILN_API kiln_status kiln_comm_async_error(const kiln_comm* comm);
+/* Waits for stream, then kiln_comm_async_error. */
+KILN_API kiln_status kiln_comm_synchronize(kiln_comm* comm, void* stream);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* KILN_COMM_H_ */

@@ -55,6 +55,17 @@ struct KernelAttributes {
   int const_bytes = 0;
 };
 
+// How to launch one entry of an op's module, as the op's generator chose (the daemon's kernels
+// tree decides, not this library's build). The same fields for every op; the op's contract
+// (kernels/include/kiln/<family>/<family>_contract.h) names the unit of items_per_block.
+struct EntryLaunch {
+  std::string entry;
+  int block = 0;            // threads per block
+  int dynamic_smem = 0;     // bytes of dynamic shared memory
+  int items_per_block = 0;  // work one block covers (rows, columns, tokens, heads); 0: none
+  int max_blocks = 0;       // the most blocks a launch may use; 0: no cap
+};
+
 // Where the daemon found the cubin.
 enum class Origin { kUnspecified = 0, kMemory = 1, kDisk = 2, kPrebuilt = 3, kCompiled = 4 };
 KILN_API const char* OriginName(Origin origin);  // "memory", "disk", "prebuilt", "compiled"
@@ -72,7 +83,7 @@ struct ModuleInfo {
   double verify_ms = 0;                  // this process: blob read + SHA-256 check
   double load_ms = 0;                    // this process: cuLibraryLoadData + kernel lookups
   std::map<std::string, std::string> params;  // canonical op params (empty for sources)
-  std::map<std::string, std::string> launch;  // launch hints of the op generator
+  std::vector<EntryLaunch> launch;            // per entry, from the op generator (empty for sources)
   std::vector<KernelAttributes> kernels;
 };
 

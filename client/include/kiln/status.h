@@ -97,3 +97,14 @@ class StatusOr {
     ::kiln::Status kiln_status_ = (expr);        \
     if (!kiln_status_.ok()) return kiln_status_; \
   } while (0)
+
+// Declares or assigns `lhs` from the value of `expr` (a StatusOr), or returns its status from
+// the enclosing function:  KILN_ASSIGN_OR_RETURN(const Plan plan, MakePlan(...));
+#define KILN_ASSIGN_OR_RETURN(lhs, expr) \
+  KILN_ASSIGN_OR_RETURN_IMPL_(KILN_STATUS_CONCAT_(kiln_status_or_, __LINE__), lhs, expr)
+#define KILN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.ok()) return tmp.status();               \
+  lhs = std::move(tmp).value()
+#define KILN_STATUS_CONCAT_INNER_(a, b) a##b
+#define KILN_STATUS_CONCAT_(a, b) KILN_STATUS_CONCAT_INNER_(a, b)

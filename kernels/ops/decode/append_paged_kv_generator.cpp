@@ -1,11 +1,9 @@
 #include "kernels/ops/decode/append_paged_kv_generator.h"
 
-#include <algorithm>
-#include <string>
-
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/ops/generator_params.h"
+#include "kernels/jit/op_generator.h"
+#include "kernels/ops/generator_support.h"
+#include "kiln/decode/decode_contract.h"
 
 namespace kiln::kernels {
 namespace {
@@ -13,15 +11,14 @@ namespace {
 constexpr DTypeInfo kDTypes[] = {kFp16Info, kBf16Info};
 
 constexpr const char* kUnitPath = "src/decode/append_paged_kv.cu";
-constexpr const char* kConfigName = "kiln_config.cuh";
-constexpr int kDefaultVec = 8;  // 16 bytes of a 2-byte type
 
 // A small copy kernel: the same budget as rmsnorm's (whose compiles grow ru_maxrss by 40-52 MB).
 constexpr int64_t kCompileMemoryMb = 128;
 
 class AppendPagedKvGenerator : public OpGenerator {
  public:
-  std::string_view name() const override { return "append_paged_kv"; }
+  std::string_view name() const override { return decode::kAppendPagedKvOp; }
+  std::string_view family() const override { return "decode"; }
 
   std::string_view description() const override {
     return "writes new tokens' k and v [nnz, num_kv_heads, head_dim] into their slots of a paged KV "
@@ -30,80 +27,46 @@ class AppendPagedKvGenerator : public OpGenerator {
 
   std::vector<ParamInfo> params() const override {
     return {
-        {"dtype", "element type of k, v and the KV cache", {"fp16", "bf16"}, ""},
-        {"head_dim", "elements per head", {"64", "128", "256"}, ""},
-        {"vec",
-         "elements per vector access: 1, 2, 4 or 8; every pointer and stride must be a multiple of "
-         "it. Omit (or 'auto') for 8 (16 bytes)",
-         {},
-         "auto"},
+        {.name = kParamDType, .help = "element type of k, v and the KV cache", .choices = DTypeNames(kDTypes)},
+        {.name = decode::kParamHeadDim, .help = "elements per head", .choices = {"64", "128", "256"}},
+        VecParam("elements per vector access; every pointer and stride must be a multiple of it. auto: 16 "
+                 "bytes"),
     };
   }
 
-  absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const override {
-    const std::string op(name());
-    absl::Status known = CheckKnownParams(
-        op, params, {"dtype", "head_dim", "vec"},
-        "params are dtype (fp16|bf16, required), head_dim (64|128|256, required) and vec (optional)");
-    if (!known.ok()) return known;
-    absl::StatusOr<const DTypeInfo*> found = RequiredDType(op, params, kDTypes);
-    if (!found.ok()) return found.status();
-    const DTypeInfo* dtype = *found;
-    auto head_dim_it = params.find("head_dim");
-    if (head_dim_it == params.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'head_dim' is required; allowed: 64, 128, 256"));
-    }
-    int head_dim = 0;
-    if (!ParseBoundedInt(head_dim_it->second, 1, 256, &head_dim) ||
-        (head_dim != 64 && head_dim != 128 && head_dim != 256)) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'head_dim' = '", head_dim_it->second,
-                                                     "' is not allowed; allowed: 64, 128, 256"));
-    }
-    int vec = kDefaultVec;
-    if (auto vec_it = params.find("vec"); vec_it != params.end() && vec_it->second != "auto") {
-      if (!ParseBoundedInt(vec_it->second, 1, 8, &vec) || (vec & (vec - 1)) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(op, ": param 'vec' = '", vec_it->second,
-                                                       "' is not allowed; allowed: 1, 2, 4, 8 (omit it for 8)"));
-      }
-    }
+  // A copy: nothing needs more than sm_80 (the family's floor, shared with batch_decode).
+  std::vector<ArchFamily> arch_families() const override { return {FamilyAtLeast(80)}; }
 
-    absl::StatusOr<std::string_view> unit = tree.Read(kUnitPath);
-    if (!unit.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(op, ": the kernels tree is incomplete: ", unit.status().message()));
-    }
+ protected:
+  absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
+    const std::string op(name());
+    const DTypeInfo& dtype = FindDType(kDTypes, values.Text(kParamDType));
+    const int head_dim = values.Int(decode::kParamHeadDim);
+    absl::StatusOr<int> vec = ResolveVec(op, values, dtype);
+    if (!vec.ok()) return vec.status();
+    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
+    if (!unit.ok()) return unit.status();
 
     JitSpec spec;
-    spec.op = op;
-    spec.uri = absl::StrCat(op, "_", dtype->name, "_d", head_dim);
-    if (vec != kDefaultVec) absl::StrAppend(&spec.uri, "_v", vec);
-    spec.params = {{"dtype", dtype->name}, {"head_dim", std::to_string(head_dim)}, {"vec", std::to_string(vec)}};
-    spec.headers.push_back(
-        {kConfigName,
-         absl::StrCat("// ", kConfigName, " of ", spec.uri, ", rendered by the append_paged_kv generator\n",
-                      "// (kernels/ops/decode/append_paged_kv_generator.cpp) from the request params. Do not edit.\n",
-                      "#pragma once\n",
-                      "#define KILN_APPEND_T ", dtype->cuda_type, "\n",
-                      "#define KILN_APPEND_HEAD_DIM ", head_dim, "\n",
-                      "#define KILN_APPEND_VEC ", vec, "\n",
-                      "#define KILN_APPEND_BLOCK ", kAppendPagedKvBlock, "\n"),
-         SourceFile::Origin::kGenerated, ""});
-    spec.units.push_back({"append_paged_kv.cu", std::string(*unit), SourceFile::Origin::kKernels, kUnitPath});
+    spec.uri = absl::StrCat(op, "_", dtype.name, "_d", head_dim, VecSuffix(*vec, WidestVec(dtype.bytes)));
+    spec.params = {{kParamDType, dtype.name}, {decode::kParamHeadDim, std::to_string(head_dim)},
+                   {kParamVec, std::to_string(*vec)}};
+    spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/decode/append_paged_kv_generator.cpp",
+                                        {{"KILN_APPEND_T", dtype.cuda_type},
+                                         {"KILN_APPEND_HEAD_DIM", std::to_string(head_dim)},
+                                         {"KILN_APPEND_VEC", std::to_string(*vec)},
+                                         {"KILN_APPEND_BLOCK", std::to_string(kAppendPagedKvBlock)}}));
+    spec.units.push_back(std::move(unit).value());
     spec.nvrtc_options = {"-std=c++17"};
-    spec.entries = {"kiln_append_paged_kv"};
-    // A copy: nothing needs more than sm_80 (the family's floor, shared with batch_decode).
-    spec.arch_families = {FamilyAtLeast(80)};
-    spec.launch = {{"block", std::to_string(kAppendPagedKvBlock)},
-                   {"max_blocks", std::to_string(kAppendPagedKvMaxBlocks)},
-                   {"vec", std::to_string(vec)},
-                   {"dynamic_smem", "0"}};
+    spec.entries = {decode::kAppendPagedKvEntry};
+    spec.launch = {
+        {.entry = decode::kAppendPagedKvEntry, .block = kAppendPagedKvBlock, .max_blocks = kAppendPagedKvMaxBlocks}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }
 };
 
+KILN_REGISTER_OP_GENERATOR(AppendPagedKvGenerator);
+
 }  // namespace
-
-std::unique_ptr<OpGenerator> MakeAppendPagedKvGenerator() { return std::make_unique<AppendPagedKvGenerator>(); }
-
 }  // namespace kiln::kernels

@@ -1,10 +1,6 @@
-// The decode family's cache-write generator (op "append_paged_kv"): params → JitSpec, and the
-// launch rule shared with the device code (kiln/decode/append_paged_kv.cuh).
+// append_paged_kv's launch shape (its generator registers itself in
+// append_paged_kv_generator.cpp; contract: kiln/decode/decode_contract.h).
 #pragma once
-
-#include <memory>
-
-#include "kernels/jit/op_generator.h"
 
 namespace kiln::kernels {
 
@@ -12,7 +8,5 @@ namespace kiln::kernels {
 // blocks of kAppendPagedKvBlock threads, at most kAppendPagedKvMaxBlocks blocks.
 inline constexpr int kAppendPagedKvBlock = 256;
 inline constexpr int kAppendPagedKvMaxBlocks = 8192;
-
-std::unique_ptr<OpGenerator> MakeAppendPagedKvGenerator();  // "append_paged_kv"
 
 }  // namespace kiln::kernels

@@ -1,10 +1,7 @@
-// The decode family's attention generator (op "batch_decode"): params → JitSpec, and the
-// launch-shape rule shared with the device code (kiln/decode/batch_decode.cuh).
+// batch_decode's launch-shape rule (its generator registers itself in
+// batch_decode_generator.cpp; contract: kiln/decode/decode_contract.h). The device code takes
+// the shape as template parameters (kiln/decode/batch_decode.cuh).
 #pragma once
-
-#include <memory>
-
-#include "kernels/jit/op_generator.h"
 
 namespace kiln::kernels {
 
@@ -27,7 +24,5 @@ struct BatchDecodeLaunchShape {
 // need 64 KiB stages: two stages, one block per SM, and no load in flight between a tile's
 // arrival and the next issue.)
 BatchDecodeLaunchShape ChooseBatchDecodeShape(int head_dim);
-
-std::unique_ptr<OpGenerator> MakeBatchDecodeGenerator();  // "batch_decode"
 
 }  // namespace kiln::kernels

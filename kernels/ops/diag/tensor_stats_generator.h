@@ -1,11 +1,7 @@
-// The diagnostics op's generator (op "tensor_stats"): params → JitSpec, and the launch shape
-// shared with the device code (kiln/diag/tensor_stats.cuh) and the client
-// (client/diag/tensor_stats.cpp: grid = min(ceil(numel / block), max_blocks)).
+// The launch shape of the diagnostics op tensor_stats (its generator registers itself in
+// tensor_stats_generator.cpp; contract: kiln/diag/diag_contract.h, grid = min(ceil(numel /
+// block), max_blocks)).
 #pragma once
-
-#include <memory>
-
-#include "kernels/jit/op_generator.h"
 
 namespace kiln::kernels {
 
@@ -18,7 +14,5 @@ namespace kiln::kernels {
 // memory.
 inline constexpr int kTensorStatsBlock = 256;
 inline constexpr int kTensorStatsMaxBlocks = 1024;
-
-std::unique_ptr<OpGenerator> MakeTensorStatsGenerator();  // "tensor_stats"
 
 }  // namespace kiln::kernels

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "kernels/ops/generator_params.h"
+#include "kernels/jit/op_generator.h"
+#include "kernels/ops/generator_support.h"
+#include "kiln/norm/norm_contract.h"
 
 namespace kiln::kernels {
 namespace {
@@ -13,7 +13,6 @@ namespace {
 constexpr DTypeInfo kDTypes[] = {kFp32Info, kFp16Info, kBf16Info};
 
 constexpr const char* kUnitPath = "src/norm/rmsnorm.cu";
-constexpr const char* kConfigName = "kiln_config.cuh";
 
 // Host memory of one compile. Measured on CUDA 13.0 (NVRTC runs ptxas in process): a fresh
 // process's ru_maxrss grows by 40-52 MB during one compile, over fp32/bf16, hidden 1..65536,
@@ -24,33 +23,12 @@ constexpr int64_t kCompileMemoryMb = 128;
 
 int CeilDiv(int a, int b) { return (a + b - 1) / b; }
 
-std::string AllowedVecs(int hidden, int dtype_bytes) {
-  std::vector<std::string> allowed;
-  for (int vec = 1; vec * dtype_bytes <= 16; vec *= 2) {
-    if (hidden % vec == 0) allowed.push_back(std::to_string(vec));
-  }
-  return absl::StrJoin(allowed, ", ");
-}
-
-std::string RenderConfig(const JitSpec& spec, const DTypeInfo& dtype, int hidden,
-                         const RmsNormLaunchShape& shape, bool fused_add) {
-  return absl::StrCat(
-      "// ", kConfigName, " of ", spec.uri, ", rendered by the rmsnorm generator\n",
-      "// (kernels/ops/norm/rmsnorm_generator.cpp) from the request params. Do not edit.\n",
-      "#pragma once\n",
-      "#define KILN_RMSNORM_FUSED_ADD ", fused_add ? 1 : 0, "\n",
-      "#define KILN_RMSNORM_T ", dtype.cuda_type, "\n",
-      "#define KILN_RMSNORM_HIDDEN ", hidden, "\n",
-      "#define KILN_RMSNORM_VEC ", shape.vec, "\n",
-      "#define KILN_RMSNORM_THREADS_PER_ROW ", shape.threads_per_row, "\n",
-      "#define KILN_RMSNORM_ROWS_PER_BLOCK ", shape.rows_per_block, "\n");
-}
-
 class RmsNormGenerator : public OpGenerator {
  public:
   explicit RmsNormGenerator(bool fused_add) : fused_add_(fused_add) {}
 
-  std::string_view name() const override { return fused_add_ ? "fused_add_rmsnorm" : "rmsnorm"; }
+  std::string_view name() const override { return fused_add_ ? norm::kFusedAddRmsNormOp : norm::kRmsNormOp; }
+  std::string_view family() const override { return "norm"; }
 
   std::string_view description() const override {
     return fused_add_ ? "x = input + residual (rounded to dtype); residual = x; "
@@ -61,79 +39,47 @@ class RmsNormGenerator : public OpGenerator {
 
   std::vector<ParamInfo> params() const override {
     return {
-        {"dtype", "element type of every tensor", {"fp32", "fp16", "bf16"}, ""},
-        {"hidden", "row length in elements, an integer in 1..65536", {}, ""},
-        {"vec",
-         "elements per vector access: a power of two with vec * sizeof(dtype) <= 16 that "
-         "divides hidden; pointers and row strides must be multiples of it. Omit (or 'auto') "
-         "for the largest such value",
-         {},
-         "auto"},
+        {.name = kParamDType, .help = "element type of every tensor", .choices = DTypeNames(kDTypes)},
+        {.name = norm::kParamHidden,
+         .kind = ParamInfo::Kind::kInt,
+         .help = "row length in elements (the reduction shape is compiled in)",
+         .min = 1,
+         .max = norm::kMaxHidden},
+        VecParam("elements per vector access: vec * sizeof(dtype) <= 16 and vec divides hidden; pointers "
+                 "and row strides must be multiples of it. auto: the largest such value"),
     };
   }
 
-  absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const override {
+  // bf16 arithmetic (cvt.rn.bf16.f32) needs sm_80; one portable family keeps sm_90 devices on
+  // plain sm_90 code (nothing here needs sm_90a features).
+  std::vector<ArchFamily> arch_families() const override { return {FamilyAtLeast(80)}; }
+
+ protected:
+  absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    absl::Status known = CheckKnownParams(op, params, {"dtype", "hidden", "vec"},
-                                          absl::StrCat("params are dtype (fp32|fp16|bf16, required), hidden (1..",
-                                                       kRmsNormMaxHidden, ", required) and vec (optional)"));
-    if (!known.ok()) return known;
+    const DTypeInfo& dtype = FindDType(kDTypes, values.Text(kParamDType));
+    const int hidden = values.Int(norm::kParamHidden);
+    absl::StatusOr<int> vec = ResolveVec(op, values, dtype, hidden, norm::kParamHidden);
+    if (!vec.ok()) return vec.status();
+    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
+    if (!unit.ok()) return unit.status();
 
-    absl::StatusOr<const DTypeInfo*> found = RequiredDType(op, params, kDTypes);
-    if (!found.ok()) return found.status();
-    const DTypeInfo* dtype = *found;
-
-    auto hidden_it = params.find("hidden");
-    if (hidden_it == params.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": param 'hidden' is required: the row length, an integer in 1..", kRmsNormMaxHidden));
-    }
-    int hidden = 0;
-    if (!ParseBoundedInt(hidden_it->second, 1, kRmsNormMaxHidden, &hidden)) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'hidden' = '", hidden_it->second,
-                                                     "' is not allowed; allowed: an integer in 1..",
-                                                     kRmsNormMaxHidden));
-    }
-
-    const int default_vec = DefaultRmsNormVec(hidden, dtype->bytes);
-    int vec = default_vec;
-    if (auto vec_it = params.find("vec"); vec_it != params.end() && vec_it->second != "auto") {
-      int requested = 0;
-      if (!ParseBoundedInt(vec_it->second, 1, 16, &requested) || !IsPowerOfTwo(requested) ||
-          requested * dtype->bytes > 16 || hidden % requested != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": param 'vec' = '", vec_it->second, "' is not allowed for dtype ", dtype->name,
-            " and hidden ", hidden, ": vec is a power of two with vec * ", dtype->bytes,
-            " bytes <= 16 that divides hidden; allowed here: ", AllowedVecs(hidden, dtype->bytes),
-            " (omit it for ", default_vec, ")"));
-      }
-      vec = requested;
-    }
-
-    absl::StatusOr<std::string_view> unit = tree.Read(kUnitPath);
-    if (!unit.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(op, ": the kernels tree is incomplete: ",
-                                                        unit.status().message()));
-    }
-
-    const RmsNormLaunchShape shape = ChooseRmsNormShape(hidden, vec, dtype->bytes);
+    const RmsNormLaunchShape shape = ChooseRmsNormShape(hidden, *vec, dtype.bytes);
     JitSpec spec;
-    spec.op = op;
-    spec.uri = absl::StrCat(op, "_", dtype->name, "_h", hidden);
-    if (vec != default_vec) absl::StrAppend(&spec.uri, "_v", vec);
-    spec.params = {{"dtype", dtype->name}, {"hidden", std::to_string(hidden)}, {"vec", std::to_string(vec)}};
-    spec.headers.push_back({kConfigName, RenderConfig(spec, *dtype, hidden, shape, fused_add_),
-                            SourceFile::Origin::kGenerated, ""});
-    spec.units.push_back({"rmsnorm.cu", std::string(*unit), SourceFile::Origin::kKernels, kUnitPath});
+    spec.uri = absl::StrCat(op, "_", dtype.name, "_h", hidden, VecSuffix(*vec, WidestVec(dtype.bytes, hidden)));
+    spec.params = {{kParamDType, dtype.name}, {norm::kParamHidden, std::to_string(hidden)}, {kParamVec, std::to_string(*vec)}};
+    spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/norm/rmsnorm_generator.cpp",
+                                        {{"KILN_RMSNORM_FUSED_ADD", fused_add_ ? "1" : "0"},
+                                         {"KILN_RMSNORM_T", dtype.cuda_type},
+                                         {"KILN_RMSNORM_HIDDEN", std::to_string(hidden)},
+                                         {"KILN_RMSNORM_VEC", std::to_string(shape.vec)},
+                                         {"KILN_RMSNORM_THREADS_PER_ROW", std::to_string(shape.threads_per_row)},
+                                         {"KILN_RMSNORM_ROWS_PER_BLOCK", std::to_string(shape.rows_per_block)}}));
+    spec.units.push_back(std::move(unit).value());
     spec.nvrtc_options = {"-std=c++17"};
-    spec.entries = {fused_add_ ? "kiln_fused_add_rmsnorm" : "kiln_rmsnorm"};
-    // bf16 arithmetic (cvt.rn.bf16.f32) needs sm_80; one portable family keeps sm_90 devices
-    // on plain sm_90 code (nothing here needs sm_90a features).
-    spec.arch_families = {FamilyAtLeast(80)};
-    spec.launch = {{"block", std::to_string(shape.block)},
-                   {"rows_per_block", std::to_string(shape.rows_per_block)},
-                   {"vec", std::to_string(vec)},
-                   {"dynamic_smem", "0"}};
+    const char* entry = fused_add_ ? norm::kFusedAddRmsNormEntry : norm::kRmsNormEntry;
+    spec.entries = {entry};
+    spec.launch = {{.entry = entry, .block = shape.block, .items_per_block = shape.rows_per_block}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }
@@ -142,13 +88,10 @@ class RmsNormGenerator : public OpGenerator {
   bool fused_add_;
 };
 
-}  // namespace
+KILN_REGISTER_OP_GENERATOR(RmsNormGenerator, false);
+KILN_REGISTER_OP_GENERATOR(RmsNormGenerator, true);
 
-int DefaultRmsNormVec(int hidden, int dtype_bytes) {
-  int vec = 1;
-  while ((vec * 2) * dtype_bytes <= 16 && hidden % (vec * 2) == 0) vec *= 2;
-  return vec;
-}
+}  // namespace
 
 RmsNormLaunchShape ChooseRmsNormShape(int hidden, int vec, int dtype_bytes) {
   // 4 vectors per thread keep 16 data registers for a 16-byte vector, leave headroom for
@@ -180,12 +123,6 @@ RmsNormLaunchShape ChooseRmsNormShape(int hidden, int vec, int dtype_bytes) {
   shape.block = shape.threads_per_row * shape.rows_per_block;
   shape.items_per_thread = CeilDiv(vectors, shape.threads_per_row);
   return shape;
-}
-
-std::unique_ptr<OpGenerator> MakeRmsNormGenerator() { return std::make_unique<RmsNormGenerator>(false); }
-
-std::unique_ptr<OpGenerator> MakeFusedAddRmsNormGenerator() {
-  return std::make_unique<RmsNormGenerator>(true);
 }
 
 }  // namespace kiln::kernels

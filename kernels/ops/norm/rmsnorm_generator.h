@@ -1,14 +1,9 @@
-// The rmsnorm family's generators (ops "rmsnorm" and "fused_add_rmsnorm"): params → JitSpec,
-// and the launch-shape rule shared with the device code (kiln/norm/rmsnorm.cuh).
+// The norm family's launch-shape rule (ops "rmsnorm" and "fused_add_rmsnorm", whose generators
+// register themselves in rmsnorm_generator.cpp; contract: kiln/norm/norm_contract.h). The
+// device code takes the shape as template parameters (kiln/norm/rmsnorm.cuh).
 #pragma once
 
-#include <memory>
-
-#include "kernels/jit/op_generator.h"
-
 namespace kiln::kernels {
-
-inline constexpr int kRmsNormMaxHidden = 65536;
 
 // How one specialization runs: threads_per_row threads hold a row (items_per_thread vectors
 // of vec elements each, in registers), rows_per_block rows per block of `block` threads.
@@ -19,9 +14,6 @@ struct RmsNormLaunchShape {
   int block = 32;
   int items_per_thread = 1;
 };
-
-// The largest power of two `vec` with vec * dtype_bytes <= 16 that divides hidden.
-int DefaultRmsNormVec(int hidden, int dtype_bytes);
 
 // The shape for a row of hidden / vec vectors of vec * dtype_bytes bytes:
 //  - up to 32 vectors: a power-of-two group of lanes per row (one vector each), 128 threads
@@ -35,8 +27,5 @@ int DefaultRmsNormVec(int hidden, int dtype_bytes);
 //    the register file allows (fp32 hidden 65536 is 256 KB, all of an SM's registers) stay
 //    at 1024 threads and spill a little to local memory.
 RmsNormLaunchShape ChooseRmsNormShape(int hidden, int vec, int dtype_bytes);
-
-std::unique_ptr<OpGenerator> MakeRmsNormGenerator();          // "rmsnorm"
-std::unique_ptr<OpGenerator> MakeFusedAddRmsNormGenerator();  // "fused_add_rmsnorm"
 
 }  // namespace kiln::kernels

@@ -1,15 +1,9 @@
-// The rope family's generators (ops "apply_rope" and "apply_rope_with_cos_sin_cache"):
-// params → JitSpec, and the launch-shape rule shared with the device code
-// (kiln/rope/rope.cuh). Contract and launch: docs/kernels-rope.md.
+// The rope family's launch-shape rule (ops "apply_rope" and "apply_rope_with_cos_sin_cache",
+// whose generators register themselves in rope_generator.cpp; contract:
+// kiln/rope/rope_contract.h, docs/kernels-rope.md).
 #pragma once
 
-#include <memory>
-
-#include "kernels/jit/op_generator.h"
-
 namespace kiln::kernels {
-
-inline constexpr int kRopeMaxRotaryDim = 512;
 // The block the shape aims at: enough threads per block to keep a few blocks per SM, few
 // enough that a one-token launch spreads over head groups instead of idling lanes.
 inline constexpr int kRopeTargetBlock = 128;
@@ -17,7 +11,7 @@ inline constexpr int kRopeTargetBlock = 128;
 // How one specialization runs: threads_per_token threads hold a token (vec pairs each),
 // tokens_per_block tokens per block of `block` = threads_per_token * tokens_per_block threads.
 // grid.y (how many groups the heads are split into) is chosen per call by the client from
-// the token count (client/ops/rope_plan.h, RopeHeadGroups).
+// the token count (client/ops/rope/rope_plan.h, RopeHeadGroups).
 struct RopeLaunchShape {
   int vec = 1;
   int threads_per_token = 1;
@@ -25,15 +19,9 @@ struct RopeLaunchShape {
   int block = 1;
 };
 
-// The largest power of two `vec` with vec * dtype_bytes <= 16 that divides rotary_dim / 2.
-int DefaultRopeVec(int rotary_dim, int dtype_bytes);
-
 // threads_per_token = rotary_dim / 2 / vec (1..256); tokens_per_block = max(1, 128 /
 // threads_per_token). The block is not always whole warps (threads_per_token 6: 126 threads);
 // the last warp then runs partly empty, which costs nothing here.
 RopeLaunchShape ChooseRopeShape(int rotary_dim, int vec);
-
-std::unique_ptr<OpGenerator> MakeApplyRopeGenerator();                 // "apply_rope"
-std::unique_ptr<OpGenerator> MakeApplyRopeWithCosSinCacheGenerator();  // "apply_rope_with_cos_sin_cache"
 
 }  // namespace kiln::kernels

@@ -1,14 +1,19 @@
-#include "kernels/ops/sampling/sampling_generator.h"
-
-#include "absl/status/status.h"
+// The sampling family's generators (ops "top_k_sampling", "top_p_sampling",
+// "top_k_top_p_sampling", "min_p_sampling" and "argmax"): one compilation unit
+// (kernels/src/sampling/sampling.cu) and one kernel parameter struct for all five; the launch
+// shape is fixed (one block of sampling::kBlock threads per row). Contract:
+// kiln/sampling/sampling_contract.h, docs/kernels-sampling.md.
 #include "absl/strings/str_cat.h"
+#include "kernels/jit/op_generator.h"
+#include "kernels/ops/generator_support.h"
+#include "kiln/sampling/sampling_contract.h"
 
 namespace kiln::kernels {
 namespace {
 
 constexpr const char* kUnitPath = "src/sampling/sampling.cu";
-constexpr const char* kConfigName = "kiln_config.cuh";
-constexpr int kDefaultVec = 4;  // 16-byte loads of fp32
+// probs are fp32: vec counts floats (1, 2 or 4 per load).
+constexpr DTypeInfo kProbsType = kFp32Info;
 
 // Host memory of one compile. Measured on CUDA 13.0 with NVRTC in process (ptxas included, no
 // PCH): a process compiling eight specializations in turn (every op; sm_80 and sm_90a) peaked
@@ -31,112 +36,73 @@ struct OpInfo {
 };
 
 constexpr OpInfo kTopK = {
-    "top_k_sampling", "kTopK", "kiln_top_k_sampling", true,
+    sampling::kTopKOp, "kTopK", sampling::kTopKEntry, true,
     "samples[b] ~ probs[b, :] restricted to the tokens whose value is >= the k-th largest value "
     "of the row (ties kept), renormalized; deterministic in (seed, offset)"};
 constexpr OpInfo kTopP = {
-    "top_p_sampling", "kTopP", "kiln_top_p_sampling", true,
+    sampling::kTopPOp, "kTopP", sampling::kTopPEntry, true,
     "samples[b] ~ probs[b, :] restricted to the tokens whose value v has (sum of values > v) < "
     "p * (row sum), renormalized; deterministic in (seed, offset)"};
 constexpr OpInfo kTopKTopP = {
-    "top_k_top_p_sampling", "kTopKTopP", "kiln_top_k_top_p_sampling", true,
+    sampling::kTopKTopPOp, "kTopKTopP", sampling::kTopKTopPEntry, true,
     "top-k, then top-p over the renormalized top-k set, then a draw from what is left; "
     "deterministic in (seed, offset)"};
 constexpr OpInfo kMinP = {
-    "min_p_sampling", "kMinP", "kiln_min_p_sampling", false,
+    sampling::kMinPOp, "kMinP", sampling::kMinPEntry, false,
     "samples[b] ~ probs[b, :] restricted to the tokens with value >= min_p * (row max), "
     "renormalized; deterministic in (seed, offset)"};
-constexpr OpInfo kArgmax = {"argmax", "kArgmax", "kiln_argmax", false,
+constexpr OpInfo kArgmax = {sampling::kArgmaxOp, "kArgmax", sampling::kArgmaxEntry, false,
                             "samples[b] = the index of the largest value of probs[b, :] (ties: the "
                             "lowest index)"};
-
-std::string RenderConfig(const JitSpec& spec, const OpInfo& op, const OutDType& out, int vec) {
-  return absl::StrCat(
-      "// ", kConfigName, " of ", spec.uri, ", rendered by the sampling generator\n",
-      "// (kernels/ops/sampling/sampling_generator.cpp) from the request params. Do not edit.\n",
-      "#pragma once\n",
-      "#define KILN_SAMPLING_OP ", op.op_enum, "\n",
-      "#define KILN_SAMPLING_ENTRY ", op.entry, "\n",
-      "#define KILN_SAMPLING_OUT ", out.cuda_type, "\n",
-      "#define KILN_SAMPLING_VEC ", vec, "\n",
-      "#define KILN_SAMPLING_THREADS ", kSamplingBlock, "\n",
-      "#define KILN_SAMPLING_USES_LIST ", op.uses_list ? 1 : 0, "\n");
-}
 
 class SamplingGenerator : public OpGenerator {
  public:
   explicit SamplingGenerator(const OpInfo& op) : op_(op) {}
 
   std::string_view name() const override { return op_.name; }
+  std::string_view family() const override { return "sampling"; }
   std::string_view description() const override { return op_.description; }
 
   std::vector<ParamInfo> params() const override {
     return {
-        {"out_dtype", "element type of samples[]", {"int32", "int64"}, "int32"},
-        {"vec",
-         "floats per load of probs: 1, 2 or 4; the vocabulary size, the row stride and the "
-         "pointer must be multiples of it. Omit (or 'auto') for 4",
-         {"1", "2", "4", "auto"},
-         "auto"},
+        {.name = sampling::kParamOutDType,
+         .help = "element type of samples[]",
+         .choices = {kOutDTypes[0].name, kOutDTypes[1].name},
+         .default_value = kOutDTypes[0].name},
+        VecParam("floats per load of probs (at most 4); the vocabulary size, the row stride and the pointer "
+                 "must be multiples of it. auto: 4"),
     };
   }
 
-  absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const override {
+  // Nothing needs more than sm_70 (64-bit shared atomics, shuffles); sm_80+ is the family
+  // the rest of the library targets and the one tested.
+  std::vector<ArchFamily> arch_families() const override { return {FamilyAtLeast(80)}; }
+
+ protected:
+  absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    for (const auto& [key, value] : params) {
-      if (key != "out_dtype" && key != "vec") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": unknown param '", key, "' (= '", value,
-            "'); params are out_dtype (int32|int64, default int32) and vec (1|2|4, default 4)"));
-      }
-    }
+    const OutDType& out =
+        values.Text(sampling::kParamOutDType) == kOutDTypes[0].name ? kOutDTypes[0] : kOutDTypes[1];
+    absl::StatusOr<int> vec = ResolveVec(op, values, kProbsType);
+    if (!vec.ok()) return vec.status();
+    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
+    if (!unit.ok()) return unit.status();
 
-    const OutDType* out = &kOutDTypes[0];
-    if (auto it = params.find("out_dtype"); it != params.end()) {
-      out = nullptr;
-      for (const OutDType& d : kOutDTypes) {
-        if (it->second == d.name) out = &d;
-      }
-      if (out == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(op, ": param 'out_dtype' = '", it->second,
-                                                       "' is not allowed; allowed: int32, int64"));
-      }
-    }
-
-    int vec = kDefaultVec;
-    if (auto it = params.find("vec"); it != params.end() && it->second != "auto") {
-      if (it->second == "1" || it->second == "2" || it->second == "4") {
-        vec = it->second[0] - '0';
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, ": param 'vec' = '", it->second,
-            "' is not allowed; allowed: 1, 2, 4 (floats per load; omit it for 4)"));
-      }
-    }
-
-    absl::StatusOr<std::string_view> unit = tree.Read(kUnitPath);
-    if (!unit.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(op, ": the kernels tree is incomplete: ",
-                                                        unit.status().message()));
-    }
-
+    const int smem = op_.uses_list ? sampling::kSelectSmemBytes : 0;
     JitSpec spec;
-    spec.op = op;
-    spec.uri = absl::StrCat(op, "_", out->name);
-    if (vec != kDefaultVec) absl::StrAppend(&spec.uri, "_v", vec);
-    spec.params = {{"out_dtype", out->name}, {"vec", std::to_string(vec)}};
-    spec.headers.push_back({kConfigName, RenderConfig(spec, op_, *out, vec), SourceFile::Origin::kGenerated, ""});
-    spec.units.push_back({"sampling.cu", std::string(*unit), SourceFile::Origin::kKernels, kUnitPath});
+    spec.uri = absl::StrCat(op, "_", out.name, VecSuffix(*vec, WidestVec(kProbsType.bytes)));
+    spec.params = {{sampling::kParamOutDType, out.name}, {kParamVec, std::to_string(*vec)}};
+    spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/sampling/sampling_generator.cpp",
+                                        {{"KILN_SAMPLING_OP", op_.op_enum},
+                                         {"KILN_SAMPLING_ENTRY", op_.entry},
+                                         {"KILN_SAMPLING_OUT", out.cuda_type},
+                                         {"KILN_SAMPLING_VEC", std::to_string(*vec)},
+                                         {"KILN_SAMPLING_THREADS", std::to_string(sampling::kBlock)},
+                                         {"KILN_SAMPLING_USES_LIST", op_.uses_list ? "1" : "0"}}));
+    spec.units.push_back(std::move(unit).value());
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {op_.entry};
-    // Nothing needs more than sm_70 (64-bit shared atomics, shuffles); sm_80+ is the family
-    // the rest of the library targets and the one tested.
-    spec.arch_families = {FamilyAtLeast(80)};
-    spec.launch = {{"block", std::to_string(kSamplingBlock)},
-                   {"rows_per_block", "1"},
-                   {"vec", std::to_string(vec)},
-                   {"dynamic_smem", std::to_string(op_.uses_list ? kSamplingSelectSmem : 0)},
-                   {"max_vocab", std::to_string(kSamplingMaxVocab)}};
+    spec.launch = {{.entry = op_.entry, .block = sampling::kBlock, .dynamic_smem = smem, .items_per_block = 1}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }
@@ -145,14 +111,11 @@ class SamplingGenerator : public OpGenerator {
   const OpInfo& op_;
 };
 
+KILN_REGISTER_OP_GENERATOR(SamplingGenerator, kTopK);
+KILN_REGISTER_OP_GENERATOR(SamplingGenerator, kTopP);
+KILN_REGISTER_OP_GENERATOR(SamplingGenerator, kTopKTopP);
+KILN_REGISTER_OP_GENERATOR(SamplingGenerator, kMinP);
+KILN_REGISTER_OP_GENERATOR(SamplingGenerator, kArgmax);
+
 }  // namespace
-
-std::unique_ptr<OpGenerator> MakeTopKSamplingGenerator() { return std::make_unique<SamplingGenerator>(kTopK); }
-std::unique_ptr<OpGenerator> MakeTopPSamplingGenerator() { return std::make_unique<SamplingGenerator>(kTopP); }
-std::unique_ptr<OpGenerator> MakeTopKTopPSamplingGenerator() {
-  return std::make_unique<SamplingGenerator>(kTopKTopP);
-}
-std::unique_ptr<OpGenerator> MakeMinPSamplingGenerator() { return std::make_unique<SamplingGenerator>(kMinP); }
-std::unique_ptr<OpGenerator> MakeArgmaxGenerator() { return std::make_unique<SamplingGenerator>(kArgmax); }
-
 }  // namespace kiln::kernels

@@ -3,6 +3,7 @@
 // kernels/ops/activation/act_and_mul_generator.cpp, chooses the activation, the dtype and the
 // shape, and so which entry this unit defines.
 #include "kiln/activation/act_and_mul.cuh"
+#include "kiln/activation/activation_contract.h"
 
 // The declaration below ends the precompiled-header prefix (the leading block of
 // directives), so every specialization shares one PCH of the headers above, and the
@@ -20,29 +21,19 @@ namespace kiln_act_and_mul_unit {}
 using Shape = kiln::activation::ActAndMulShape<KILN_ACT_T, KILN_ACT_VEC, KILN_ACT_BLOCK, KILN_ACT_ITEMS>;
 using T = Shape::T;
 
-// Launch (every entry): grid.x = rows * ceil(d / cols_per_block), block.x = block (launch
-// hints), no dynamic shared memory.
+// Launch (every entry; kiln/activation/activation_contract.h): grid.x = rows * ceil(d /
+// cols_per_block), block.x = block (launch hints), no dynamic shared memory.
+#define KILN_ACT_ENTRY(name, Act)                                                                          \
+  extern "C" __global__ void __launch_bounds__(Shape::kBlock) name(const kiln::activation::ActAndMulParams p) { \
+    kiln::activation::ActAndMul<Shape, Act>(static_cast<T*>(p.out), static_cast<const T*>(p.input), p.rows, p.d, \
+                                            p.out_row_stride, p.input_row_stride);                          \
+  }
 #if KILN_ACT_KIND == 0
-extern "C" __global__ void __launch_bounds__(Shape::kBlock)
-    kiln_silu_and_mul(void* out, const void* input, long long rows, int d, long long out_row_stride,
-                      long long in_row_stride) {
-  kiln::activation::ActAndMul<Shape, kiln::activation::Silu>(
-      static_cast<T*>(out), static_cast<const T*>(input), rows, d, out_row_stride, in_row_stride);
-}
+KILN_ACT_ENTRY(kiln_silu_and_mul, kiln::activation::Silu)
 #elif KILN_ACT_KIND == 1
-extern "C" __global__ void __launch_bounds__(Shape::kBlock)
-    kiln_gelu_and_mul(void* out, const void* input, long long rows, int d, long long out_row_stride,
-                      long long in_row_stride) {
-  kiln::activation::ActAndMul<Shape, kiln::activation::Gelu>(
-      static_cast<T*>(out), static_cast<const T*>(input), rows, d, out_row_stride, in_row_stride);
-}
+KILN_ACT_ENTRY(kiln_gelu_and_mul, kiln::activation::Gelu)
 #elif KILN_ACT_KIND == 2
-extern "C" __global__ void __launch_bounds__(Shape::kBlock)
-    kiln_gelu_tanh_and_mul(void* out, const void* input, long long rows, int d,
-                           long long out_row_stride, long long in_row_stride) {
-  kiln::activation::ActAndMul<Shape, kiln::activation::GeluTanh>(
-      static_cast<T*>(out), static_cast<const T*>(input), rows, d, out_row_stride, in_row_stride);
-}
+KILN_ACT_ENTRY(kiln_gelu_tanh_and_mul, kiln::activation::GeluTanh)
 #else
 #error "KILN_ACT_KIND must be 0 (silu), 1 (gelu) or 2 (gelu_tanh)"
 #endif

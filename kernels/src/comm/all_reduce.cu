@@ -21,20 +21,16 @@ using Shape = kiln::comm::AllReduceShape<KILN_ALL_REDUCE_T, KILN_ALL_REDUCE_WORL
                                          KILN_ALL_REDUCE_BLOCK>;
 using T = Shape::T;
 
-// Launch: block.x = block, grid.x = AllReduceGrid(...) (all_reduce_generator.h), no dynamic
+// Launch (kiln/comm/comm_contract.h): block.x = block, grid.x = AllReduceGrid(...), no dynamic
 // shared memory. At most 128 registers per thread, so one block fits any sm_80+ SM.
 extern "C" __global__ void __launch_bounds__(Shape::kBlock, 1)
-    kiln_all_reduce_one_shot(KilnCommPeers peers, unsigned int* epochs, KilnCommControl* control,
-                             const void* input, void* output, long long n, int rank, int copy_input,
-                             unsigned long long timeout_ns) {
-  kiln::comm::AllReduceOneShot<Shape>(peers, epochs, control, static_cast<const T*>(input),
-                                      static_cast<T*>(output), n, rank, copy_input != 0, timeout_ns);
+    kiln_all_reduce_one_shot(const kiln::comm::AllReduceParams p) {
+  kiln::comm::AllReduceOneShot<Shape>(p.peers, p.epochs, p.control, static_cast<const T*>(p.input),
+                                      static_cast<T*>(p.output), p.n, p.rank, p.copy_input != 0, p.timeout_ns);
 }
 
 extern "C" __global__ void __launch_bounds__(Shape::kBlock, 1)
-    kiln_all_reduce_two_shot(KilnCommPeers peers, unsigned int* epochs, KilnCommControl* control,
-                             const void* input, void* output, long long n, int rank, int copy_input,
-                             unsigned long long timeout_ns) {
-  kiln::comm::AllReduceTwoShot<Shape>(peers, epochs, control, static_cast<const T*>(input),
-                                      static_cast<T*>(output), n, rank, copy_input != 0, timeout_ns);
+    kiln_all_reduce_two_shot(const kiln::comm::AllReduceParams p) {
+  kiln::comm::AllReduceTwoShot<Shape>(p.peers, p.epochs, p.control, static_cast<const T*>(p.input),
+                                      static_cast<T*>(p.output), p.n, p.rank, p.copy_input != 0, p.timeout_ns);
 }

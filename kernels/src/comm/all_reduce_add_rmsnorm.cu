@@ -18,16 +18,13 @@ using Shape = kiln::comm::AllReduceAddRmsNormShape<KILN_AR_RMSNORM_T, KILN_AR_RM
                                                    KILN_AR_RMSNORM_VEC, KILN_AR_RMSNORM_BLOCK>;
 using T = Shape::T;
 
-// Launch: block.x = block, grid.x = AllReduceAddRmsNormGrid(rows, max_blocks)
-// (all_reduce_generator.h), no dynamic shared memory. 512 / block blocks per SM cap the
-// registers at 128 per thread, so an SM holds 512 threads whatever the block.
+// Launch (kiln/comm/comm_contract.h): block.x = block, grid.x = AllReduceAddRmsNormGrid(rows,
+// max_blocks), no dynamic shared memory. 512 / block blocks per SM cap the registers at 128
+// per thread, so an SM holds 512 threads whatever the block.
 extern "C" __global__ void __launch_bounds__(Shape::kBlock, 512 / Shape::kBlock)
-    kiln_all_reduce_add_rmsnorm(KilnCommPeers peers, unsigned int* epochs, KilnCommControl* control,
-                                const void* input, void* residual, const void* weight, void* output,
-                                long long rows, float eps, int rank, int copy_input,
-                                unsigned long long timeout_ns) {
-  kiln::comm::AllReduceAddRmsNorm<Shape>(peers, epochs, control, static_cast<const T*>(input),
-                                         static_cast<T*>(residual), static_cast<const T*>(weight),
-                                         static_cast<T*>(output), rows, eps, rank, copy_input != 0,
-                                         timeout_ns);
+    kiln_all_reduce_add_rmsnorm(const kiln::comm::AllReduceAddRmsNormParams p) {
+  kiln::comm::AllReduceAddRmsNorm<Shape>(p.peers, p.epochs, p.control, static_cast<const T*>(p.input),
+                                         static_cast<T*>(p.residual), static_cast<const T*>(p.weight),
+                                         static_cast<T*>(p.output), p.rows, p.eps, p.rank, p.copy_input != 0,
+                                         p.timeout_ns);
 }

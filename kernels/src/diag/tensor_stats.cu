@@ -17,10 +17,9 @@ namespace kiln_tensor_stats_unit {}
 
 using Shape = kiln::diag::TensorStatsShape<KILN_STATS_T, KILN_STATS_BLOCK>;
 
-// Launch: grid.x = min(ceil(numel / block), max_blocks), block.x = block (launch hints), no
-// dynamic shared memory; `partials` holds grid.x records. numel >= 1.
+// Launch (kiln/diag/diag_contract.h): grid.x = min(ceil(numel / block), max_blocks), block.x =
+// block (launch hints), no dynamic shared memory; `partials` holds grid.x records. numel >= 1.
 extern "C" __global__ void __launch_bounds__(Shape::kBlock, Shape::kMinBlocksPerSm)
-    kiln_tensor_stats(kiln::diag::TensorStatsPartial* partials, const void* data, long long numel,
-                      kiln::diag::TensorStatsLayout layout) {
-  kiln::diag::TensorStats<Shape>(partials, data, numel, layout);
+    kiln_tensor_stats(const kiln::diag::TensorStatsParams p) {
+  kiln::diag::TensorStats<Shape>(p.partials, p.data, p.numel, p.layout);
 }

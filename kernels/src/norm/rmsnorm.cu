@@ -1,6 +1,7 @@
 // The compilation unit of the rmsnorm family (ops rmsnorm and fused_add_rmsnorm).
 // kiln_config.cuh, rendered per specialization by kernels/ops/norm/rmsnorm_generator.cpp,
 // chooses the dtype, the shape and which entry this unit defines.
+#include "kiln/norm/norm_contract.h"
 #include "kiln/norm/rmsnorm.cuh"
 
 // The declaration below ends the precompiled-header prefix (the leading block of
@@ -21,21 +22,18 @@ using Shape = kiln::norm::RmsNormShape<KILN_RMSNORM_T, KILN_RMSNORM_HIDDEN, KILN
                                        KILN_RMSNORM_THREADS_PER_ROW, KILN_RMSNORM_ROWS_PER_BLOCK>;
 using T = Shape::T;
 
+// Launch (kiln/norm/norm_contract.h): grid.x = ceil(rows / rows_per_block), block.x = block,
+// no dynamic shared memory.
 #if KILN_RMSNORM_FUSED_ADD
-// Launch: grid.x = ceil(rows / rows_per_block), block.x = block, no dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
-    kiln_fused_add_rmsnorm(void* input, void* residual, const void* weight, long long rows,
-                           long long input_row_stride, long long residual_row_stride, float eps) {
-  kiln::norm::FusedAddRmsNorm<Shape>(static_cast<T*>(input), static_cast<T*>(residual),
-                                     static_cast<const T*>(weight), rows, input_row_stride,
-                                     residual_row_stride, eps);
+    kiln_fused_add_rmsnorm(const kiln::norm::FusedAddRmsNormParams p) {
+  kiln::norm::FusedAddRmsNorm<Shape>(static_cast<T*>(p.input), static_cast<T*>(p.residual),
+                                     static_cast<const T*>(p.weight), p.rows, p.input_row_stride,
+                                     p.residual_row_stride, p.eps);
 }
 #else
-// Launch: grid.x = ceil(rows / rows_per_block), block.x = block, no dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(Shape::kBlock)
-    kiln_rmsnorm(void* out, const void* input, const void* weight, long long rows,
-                 long long out_row_stride, long long in_row_stride, float eps) {
-  kiln::norm::RmsNorm<Shape>(static_cast<T*>(out), static_cast<const T*>(input),
-                             static_cast<const T*>(weight), rows, out_row_stride, in_row_stride, eps);
+extern "C" __global__ void __launch_bounds__(Shape::kBlock) kiln_rmsnorm(const kiln::norm::RmsNormParams p) {
+  kiln::norm::RmsNorm<Shape>(static_cast<T*>(p.out), static_cast<const T*>(p.input),
+                             static_cast<const T*>(p.weight), p.rows, p.out_row_stride, p.input_row_stride, p.eps);
 }
 #endif

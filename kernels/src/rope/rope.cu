@@ -21,31 +21,25 @@ using Shape = kiln::rope::RopeShape<KILN_ROPE_T, KILN_ROPE_POS, KILN_ROPE_ROTARY
                                     KILN_ROPE_INTERLEAVED != 0, KILN_ROPE_TOKENS_PER_BLOCK>;
 using Pos = Shape::Pos;
 
-// Launch: grid.x = ceil(tokens / tokens_per_block), grid.y = head groups (1..q_heads +
-// k_heads, at most 65535), block.x = block, no dynamic shared memory. Strides in elements.
+// Launch (kiln/rope/rope_contract.h): grid.x = ceil(tokens / tokens_per_block), grid.y = head
+// groups (1..q_heads + k_heads, at most 65535), block.x = block, no dynamic shared memory.
 #if KILN_ROPE_COS_SIN_CACHE
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
-    kiln_apply_rope_with_cos_sin_cache(void* q, void* k, const void* positions, long long tokens,
-                                       long long q_token_stride, long long q_head_stride, int q_heads,
-                                       long long k_token_stride, long long k_head_stride, int k_heads,
-                                       const float* cos_sin_cache, long long max_position,
-                                       long long cache_stride) {
-  const kiln::rope::RopeHeads heads{q, k, q_token_stride, q_head_stride, k_token_stride, k_head_stride,
-                                    q_heads, k_heads};
-  kiln::rope::ApplyRopeWithCosSinCache<Shape>(heads, static_cast<const Pos*>(positions), tokens,
-                                              cos_sin_cache, max_position, cache_stride);
+    kiln_apply_rope_with_cos_sin_cache(const kiln::rope::ApplyRopeWithCosSinCacheParams p) {
+  const kiln::rope::RopeHeads heads{p.q, p.k, p.q_token_stride, p.q_head_stride, p.k_token_stride, p.k_head_stride,
+                                    p.q_heads, p.k_heads};
+  kiln::rope::ApplyRopeWithCosSinCache<Shape>(heads, static_cast<const Pos*>(p.positions), p.tokens, p.cos_sin_cache,
+                                              p.max_position, p.cache_stride);
 }
 #else
-// factor <= 0: no Llama-3.1 frequency scaling.
+// __grid_constant__ (the parameter is read in place) only here: with it ptxas (CUDA 13.0)
+// allocates 64 registers to this entry, as for the earlier scalar parameters, without it 72
+// (7 instead of 8 blocks of 128 per SM); the cache entry gets 76 without and spills with it.
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
-    kiln_apply_rope(void* q, void* k, const void* positions, long long tokens,
-                    long long q_token_stride, long long q_head_stride, int q_heads,
-                    long long k_token_stride, long long k_head_stride, int k_heads, double log2_theta,
-                    double factor, double low_freq_factor, double high_freq_factor,
-                    double original_max_position) {
-  const kiln::rope::RopeHeads heads{q, k, q_token_stride, q_head_stride, k_token_stride, k_head_stride,
-                                    q_heads, k_heads};
-  kiln::rope::ApplyRope<Shape>(heads, static_cast<const Pos*>(positions), tokens, log2_theta, factor,
-                               low_freq_factor, high_freq_factor, original_max_position);
+    kiln_apply_rope(const __grid_constant__ kiln::rope::ApplyRopeParams p) {
+  const kiln::rope::RopeHeads heads{p.q, p.k, p.q_token_stride, p.q_head_stride, p.k_token_stride, p.k_head_stride,
+                                    p.q_heads, p.k_heads};
+  kiln::rope::ApplyRope<Shape>(heads, static_cast<const Pos*>(p.positions), p.tokens, p.log2_theta, p.factor,
+                               p.low_freq_factor, p.high_freq_factor, p.original_max_position);
 }
 #endif

@@ -19,15 +19,11 @@ namespace kiln_sampling_unit {}
 
 using Shape = kiln::sampling::SamplingShape<KILN_SAMPLING_OUT, KILN_SAMPLING_VEC, KILN_SAMPLING_THREADS>;
 
-// Launch: grid.x = rows (one block per row), block.x = KILN_SAMPLING_THREADS, dynamic shared
-// memory sizeof(SelectSmem) = 64 KiB when KILN_SAMPLING_USES_LIST, else none (the "block" and
-// "dynamic_smem" launch hints). samples [rows] of KILN_SAMPLING_OUT; probs [rows, vocab] fp32,
-// rows row_stride floats apart; k_values [rows] int32 or null (then k_scalar); p_values [rows]
-// fp32 or null (then p_scalar: top_p or min_p); Philox key seed, counter offset.
+// Launch (kiln/sampling/sampling_contract.h): grid.x = rows (one block per row), block.x =
+// KILN_SAMPLING_THREADS, dynamic shared memory sizeof(SelectSmem) = 64 KiB when
+// KILN_SAMPLING_USES_LIST, else none (the launch hints).
 extern "C" __global__ void __launch_bounds__(KILN_SAMPLING_THREADS, 1)
-    KILN_SAMPLING_ENTRY(void* samples, const float* probs, long long vocab, long long row_stride,
-                        const int* k_values, long long k_scalar, const float* p_values, double p_scalar,
-                        unsigned long long seed, unsigned long long offset) {
+    KILN_SAMPLING_ENTRY(const kiln::sampling::SamplingParams p) {
   __shared__ kiln::sampling::BlockScratch<KILN_SAMPLING_THREADS> scratch;
 #if KILN_SAMPLING_USES_LIST
   extern __shared__ __align__(16) unsigned char kiln_sampling_dynamic_smem[];
@@ -36,5 +32,6 @@ extern "C" __global__ void __launch_bounds__(KILN_SAMPLING_THREADS, 1)
   kiln::sampling::SelectSmem* smem = nullptr;
 #endif
   kiln::sampling::SampleRow<Shape, kiln::sampling::SamplingOp::KILN_SAMPLING_OP>(
-      samples, probs, vocab, row_stride, k_values, k_scalar, p_values, p_scalar, seed, offset, smem, scratch);
+      p.samples, p.probs, p.vocab, p.row_stride, p.k_values, p.k_scalar, p.p_values, p.p_scalar, p.seed, p.offset,
+      smem, scratch);
 }

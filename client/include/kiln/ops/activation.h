@@ -13,8 +13,14 @@
 // both pointers are multiples of 8 elements (16 bytes) every access is a 16-byte vector,
 // otherwise the widest that divides them all (scalar for odd d). No rows: OK, nothing launched.
 // Devices, contexts and streams as for every op (kiln/ops.h).
-#pragma once
+//
+// The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
+#ifndef KILN_OPS_ACTIVATION_H_
+#define KILN_OPS_ACTIVATION_H_
 
+#include "kiln/c_abi.h"
+
+#ifdef __cplusplus
 #include "kiln/export.h"
 #include "kiln/status.h"
 #include "kiln/tensor_view.h"
@@ -26,3 +32,23 @@ KILN_API Status gelu_and_mul(const TensorView& out, const TensorView& input, voi
 KILN_API Status gelu_tanh_and_mul(const TensorView& out, const TensorView& input, void* stream = nullptr);
 
 }  // namespace kiln::ops
+
+extern "C" {
+#endif
+
+/* Gated activations: input [..., 2d] = [x | y] per row, out [..., d]:
+ *   kiln_silu_and_mul       out = silu(x) * y,  silu(x) = x / (1 + exp(-x))
+ *   kiln_gelu_and_mul       out = gelu(x) * y,  exact: 0.5 x (1 + erf(x / sqrt(2)))
+ *   kiln_gelu_tanh_and_mul  out = gelu_tanh(x) * y,  0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * fp16 or bf16 (out has input's dtype), computed in fp32. Leading dims flattened by strides
+ * (padded rows allowed), last dim stride 1; out has input's leading dims and must not overlap
+ * it; 1 <= d <= 2^30. No rows: KILN_OK without a launch. stream as for kiln_rms_norm. */
+KILN_API kiln_status kiln_silu_and_mul(DLTensor* out, const DLTensor* input, void* stream);
+KILN_API kiln_status kiln_gelu_and_mul(DLTensor* out, const DLTensor* input, void* stream);
+KILN_API kiln_status kiln_gelu_tanh_and_mul(DLTensor* out, const DLTensor* input, void* stream);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* KILN_OPS_ACTIVATION_H_ */

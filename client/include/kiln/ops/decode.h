@@ -17,8 +17,14 @@
 // Supported: head_dim 64, 128, 256; group = num_qo_heads / num_kv_heads in {1, 2, 4, 8};
 // page_size a power of two 1 .. 256; fp16 and bf16 (sm_80 and later). Anything else is
 // INVALID_ARGUMENT naming the argument, the value and what is allowed.
-#pragma once
+//
+// The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
+#ifndef KILN_OPS_DECODE_H_
+#define KILN_OPS_DECODE_H_
 
+#include "kiln/c_abi.h"
+
+#ifdef __cplusplus
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -126,3 +132,59 @@ KILN_API Status batch_decode(const BatchDecodePlan& plan, const TensorView& out,
                              void* stream = nullptr);
 
 }  // namespace kiln::ops
+
+extern "C" {
+#endif
+
+/* ---- Paged KV cache and batch decode attention (kiln/ops/decode.h, docs/kernels-decode.md) ----
+ * k_cache, v_cache: [num_pages, page_size, num_kv_heads, head_dim] fp16/bf16, dense inside a
+ * page (page stride free, a multiple of 8 elements), 16-byte aligned. The page table (int32,
+ * contiguous): kv_indptr [B + 1], kv_indices, kv_last_page_len [B]; request b owns the pages
+ * kv_indices[kv_indptr[b] .. kv_indptr[b+1]) and holds (pages - 1) * page_size +
+ * kv_last_page_len[b] positions. head_dim 64/128/256; num_qo_heads / num_kv_heads 1/2/4/8;
+ * page_size a power of two up to 256. */
+
+/* k_cache[page, slot] = k[i], v_cache[page, slot] = v[i] for each token i of k, v
+ * [nnz, num_kv_heads, head_dim], with page = kv_indices[kv_indptr[b] + pos / page_size],
+ * slot = pos % page_size, b = batch_indices[i], pos = positions[i] (int32 [nnz]). Tokens the
+ * page table does not cover are skipped. nnz == 0 is OK without a launch. */
+KILN_API kiln_status kiln_append_paged_kv(DLTensor* k_cache, DLTensor* v_cache, const DLTensor* k,
+                                          const DLTensor* v, const DLTensor* batch_indices,
+                                          const DLTensor* positions, const DLTensor* kv_indptr,
+                                          const DLTensor* kv_indices,
+                                          const DLTensor* kv_last_page_len, void* stream);
+
+typedef struct kiln_batch_decode_plan kiln_batch_decode_plan; /* opaque */
+
+/* The schedule of one decode step (split-KV or not) from the host copies of kv_indptr
+ * [batch_size + 1] and kv_last_page_len [batch_size]; reusable for every layer of the step.
+ * dtype: kDLFloat 16 or kDLBfloat 16. sm_scale 0: 1/sqrt(head_dim); logits_soft_cap 0: off,
+ * else logits = cap * tanh(logits / cap); window_left -1: off, else only the last
+ * window_left + 1 positions. device -1: the current context's. batch_size 0 is refused. On
+ * success *plan is set; free it with kiln_batch_decode_plan_destroy. */
+KILN_API kiln_status kiln_batch_decode_plan_create(
+    const int32_t* kv_indptr_host, const int32_t* kv_last_page_len_host, int64_t batch_size,
+    int64_t num_qo_heads, int64_t num_kv_heads, int64_t head_dim, int64_t page_size,
+    DLDataType dtype, double sm_scale, double logits_soft_cap, int64_t window_left, int device,
+    kiln_batch_decode_plan** plan);
+/* Device workspace bytes kiln_batch_decode needs with this plan (0: not split; 0 for NULL). */
+KILN_API size_t kiln_batch_decode_plan_workspace_bytes(const kiln_batch_decode_plan* plan);
+/* NULL is ignored. */
+KILN_API void kiln_batch_decode_plan_destroy(kiln_batch_decode_plan* plan);
+
+/* out [B, num_qo_heads, head_dim] = softmax(logits) V per request and query head, for q of
+ * that shape (the plan's dtype; batch and head strides even); lse (NULL: not written) fp32
+ * [B, num_qo_heads] gets ln(sum exp(logits)). workspace: device memory of at least
+ * kiln_batch_decode_plan_workspace_bytes(plan), 16-byte aligned (NULL when that is 0). */
+KILN_API kiln_status kiln_batch_decode(const kiln_batch_decode_plan* plan, DLTensor* out,
+                                       DLTensor* lse, const DLTensor* q, const DLTensor* k_cache,
+                                       const DLTensor* v_cache, const DLTensor* kv_indptr,
+                                       const DLTensor* kv_indices,
+                                       const DLTensor* kv_last_page_len, void* workspace,
+                                       size_t workspace_bytes, void* stream);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* KILN_OPS_DECODE_H_ */

@@ -1,8 +1,14 @@
 // kiln::ops rotary position embedding (RoPE): apply_rope and apply_rope_with_cos_sin_cache,
 // in place on the query and key heads of a batch of tokens. Part of kiln/ops.h (devices,
 // contexts and streams as described there).
-#pragma once
+//
+// The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
+#ifndef KILN_OPS_ROPE_H_
+#define KILN_OPS_ROPE_H_
 
+#include "kiln/c_abi.h"
+
+#ifdef __cplusplus
 #include <cstdint>
 #include <optional>
 
@@ -64,3 +70,41 @@ KILN_API Status apply_rope_with_cos_sin_cache(const TensorView& q, const TensorV
                                               void* stream = nullptr);
 
 }  // namespace kiln::ops
+
+extern "C" {
+#endif
+
+/* Rotary position embedding, in place on q [tokens, q_heads, head_dim] and k [tokens, k_heads,
+ * head_dim] (fp16 or bf16, same dtype and head_dim; head dim stride 1, token and head strides
+ * free: q and k may be views into one fused qkv buffer, but must not overlap). positions
+ * [tokens] int32 or int64, contiguous. For each pair i < rotary_dim/2 of every head (NeoX:
+ * (i, i + rotary_dim/2); interleaved != 0, GPT-J: (2i, 2i + 1)):
+ *   x1 <- x1 cos(a) - x2 sin(a),  x2 <- x2 cos(a) + x1 sin(a),  a = positions[t] * inv_freq[i]
+ * in fp32. Elements from rotary_dim on are untouched. No tokens: KILN_OK without a launch.
+ * kiln_apply_rope: inv_freq[i] = theta^(-2i/rotary_dim), rotary_dim 0 means head_dim, else
+ * even and <= min(head_dim, 512); theta finite > 0; llama31 NULL or Llama-3.1 scaling (the
+ * rule in kiln/ops/rope.h). */
+typedef struct kiln_llama31_rope_scaling {
+  double factor;                 /* > 0, e.g. 8 */
+  double low_freq_factor;        /* > 0, e.g. 1 */
+  double high_freq_factor;       /* > low_freq_factor, e.g. 4 */
+  int64_t original_max_position; /* > 0, e.g. 8192 */
+} kiln_llama31_rope_scaling;
+
+KILN_API kiln_status kiln_apply_rope(DLTensor* q, DLTensor* k, const DLTensor* positions,
+                                     int64_t rotary_dim, int interleaved, double theta,
+                                     const kiln_llama31_rope_scaling* llama31, void* stream);
+
+/* cos/sin from cos_sin_cache [max_position, rotary_dim] fp32 (vLLM's layout: cos in columns
+ * 0..rotary_dim/2-1, then sin; row stride free, column stride 1). A position outside
+ * [0, max_position) is the caller's bug: that token's q and k are left unchanged. */
+KILN_API kiln_status kiln_apply_rope_with_cos_sin_cache(DLTensor* q, DLTensor* k,
+                                                        const DLTensor* positions,
+                                                        const DLTensor* cos_sin_cache,
+                                                        int interleaved, void* stream);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* KILN_OPS_ROPE_H_ */

@@ -36,8 +36,14 @@
 // no truncation in effect once. docs/kernels-sampling.md.
 //
 // B = 0: OK, nothing launched. Devices, contexts and streams as for every op (kiln/ops.h).
-#pragma once
+//
+// The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
+#ifndef KILN_OPS_SAMPLING_H_
+#define KILN_OPS_SAMPLING_H_
 
+#include "kiln/c_abi.h"
+
+#ifdef __cplusplus
 #include <cstdint>
 
 #include "kiln/export.h"
@@ -72,3 +78,44 @@ KILN_API Status min_p_sampling(const TensorView& samples, const TensorView& prob
 KILN_API Status argmax(const TensorView& samples, const TensorView& probs, void* stream = nullptr);
 
 }  // namespace kiln::ops
+
+extern "C" {
+#endif
+
+/* ---- Sampling (kiln/ops/sampling.h, docs/kernels-sampling.md) ----
+ * One token per row: probs [B, V] fp32 (last dim stride 1, rows may be padded, 1 <= V <=
+ * 1048575; non-negative, normalized or not; negatives and NaN count as 0), samples [B] int32
+ * or int64, contiguous, not overlapping the inputs. Per-request parameters: a DLTensor [B]
+ * (int32 top_k, fp32 top_p / min_p, contiguous, on probs' device), or NULL and the scalar for
+ * every row. Deterministic: Philox4x32-10 with key seed and counter (token / 4, row, offset);
+ * the same arguments give the same samples. Exact allowed sets, ties at a threshold kept:
+ *   kiln_top_k_sampling        value >= the k-th largest; top_k_scalar >= 0, 0: no top-k
+ *   kiln_top_p_sampling        (sum of values > v) < p * (row sum); 0 < top_p_scalar <= 1
+ *   kiln_top_k_top_p_sampling  top-k, then top-p over the renormalized top-k set
+ *   kiln_min_p_sampling        value >= fp32(min_p * row max); 0 <= min_p_scalar <= 1
+ *   kiln_argmax                the largest value (NaN largest); ties: the lowest index
+ * Tensor entries are read as: k <= 0 or >= V no top-k; p >= 1 no top-p, p <= 0 keeps the
+ * largest value; min_p clamped to [0, 1]. B = 0: KILN_OK without a launch. */
+KILN_API kiln_status kiln_top_k_sampling(DLTensor* samples, const DLTensor* probs,
+                                         const DLTensor* top_k /* NULL: top_k_scalar */,
+                                         int64_t top_k_scalar, uint64_t seed, uint64_t offset,
+                                         void* stream);
+KILN_API kiln_status kiln_top_p_sampling(DLTensor* samples, const DLTensor* probs,
+                                         const DLTensor* top_p /* NULL: top_p_scalar */,
+                                         double top_p_scalar, uint64_t seed, uint64_t offset,
+                                         void* stream);
+KILN_API kiln_status kiln_top_k_top_p_sampling(DLTensor* samples, const DLTensor* probs,
+                                               const DLTensor* top_k, int64_t top_k_scalar,
+                                               const DLTensor* top_p, double top_p_scalar,
+                                               uint64_t seed, uint64_t offset, void* stream);
+KILN_API kiln_status kiln_min_p_sampling(DLTensor* samples, const DLTensor* probs,
+                                         const DLTensor* min_p /* NULL: min_p_scalar */,
+                                         double min_p_scalar, uint64_t seed, uint64_t offset,
+                                         void* stream);
+KILN_API kiln_status kiln_argmax(DLTensor* samples, const DLTensor* probs, void* stream);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* KILN_OPS_SAMPLING_H_ */

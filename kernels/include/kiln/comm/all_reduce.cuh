@@ -55,7 +55,7 @@
 //    partition may differ) or the host cannot overwrite data in use.
 #pragma once
 
-#include "kiln/comm/comm_abi.cuh"
+#include "kiln/comm/comm_contract.h"
 #include "kiln/comm/peer_barrier.cuh"
 #include "kiln/comm/peer_load.cuh"
 #include "kiln/comm/rank_sum.cuh"

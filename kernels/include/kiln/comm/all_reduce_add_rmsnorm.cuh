@@ -25,7 +25,7 @@
 #pragma once
 
 #include "kiln/comm/all_reduce.cuh"
-#include "kiln/comm/comm_abi.cuh"
+#include "kiln/comm/comm_contract.h"
 #include "kiln/comm/peer_barrier.cuh"
 #include "kiln/comm/rank_sum.cuh"
 #include "kiln/common/numeric.cuh"

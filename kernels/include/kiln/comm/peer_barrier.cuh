@@ -19,7 +19,7 @@
 // the host must reset them (zero every rank's flags and epochs) before another call.
 #pragma once
 
-#include "kiln/comm/comm_abi.cuh"
+#include "kiln/comm/comm_contract.h"
 
 namespace kiln {
 namespace comm {

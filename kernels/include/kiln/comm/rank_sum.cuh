@@ -3,7 +3,7 @@
 // to the element type.
 #pragma once
 
-#include "kiln/comm/comm_abi.cuh"
+#include "kiln/comm/comm_contract.h"
 #include "kiln/comm/peer_load.cuh"
 #include "kiln/common/numeric.cuh"
 #include "kiln/common/vec.cuh"

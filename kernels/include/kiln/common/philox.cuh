@@ -3,7 +3,7 @@
 // key, with no state: the same (counter, key) gives the same words on every thread, launch
 // and GPU, which is what makes a sampling call reproducible bit for bit from (seed, offset).
 // Ten rounds, the constants of the paper and of Random123 (its known-answer vectors are
-// checked on the host in tests/client/gpu_sampling_test.cpp against a host copy).
+// checked on the host in tests/client/ops/gpu_sampling_test.cpp against a host copy).
 #pragma once
 
 namespace kiln {

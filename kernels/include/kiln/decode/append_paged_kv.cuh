@@ -1,5 +1,5 @@
 // append_paged_kv: writes new tokens' keys and values into their slots of the paged KV cache
-// (layout in kiln/decode/decode_abi.cuh). For token i of request b = batch_indices[i] at
+// (layout in kiln/decode/decode_contract.h). For token i of request b = batch_indices[i] at
 // position pos = positions[i] of that request's KV sequence:
 //
 //   page = kv_indices[kv_indptr[b] + pos / page_size],   slot = pos % page_size
@@ -14,7 +14,7 @@
 
 #include "kiln/common/numeric.cuh"
 #include "kiln/common/vec.cuh"
-#include "kiln/decode/decode_abi.cuh"
+#include "kiln/decode/decode_contract.h"
 
 namespace kiln {
 namespace decode {

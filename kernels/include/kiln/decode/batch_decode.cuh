@@ -1,5 +1,5 @@
 // batch_decode: attention of one query token per request over its paged KV cache
-// (kiln/decode/decode_abi.cuh has the layout and the parameters). For request b and query
+// (kiln/decode/decode_contract.h has the layout and the parameters). For request b and query
 // head h = kv_head * kGroup + g, over the positions j of its (windowed) KV:
 //
 //   s_j = sm_scale * q[b, h] . k_j                         soft cap off
@@ -27,7 +27,7 @@
 #pragma once
 
 #include "kiln/common/numeric.cuh"
-#include "kiln/decode/decode_abi.cuh"
+#include "kiln/decode/decode_contract.h"
 #include "kiln/decode/warp_mma.cuh"
 
 namespace kiln {

@@ -13,7 +13,7 @@
 
 #include "kiln/common/numeric.cuh"
 #include "kiln/common/vec.cuh"
-#include "kiln/decode/decode_abi.cuh"
+#include "kiln/decode/decode_contract.h"
 #include "kiln/decode/warp_mma.cuh"
 
 namespace kiln {

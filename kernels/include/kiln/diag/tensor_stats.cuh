@@ -30,30 +30,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kiln/diag/diag_contract.h"  // TensorStatsLayout, TensorStatsPartial
+
 namespace kiln {
 namespace diag {
-
-constexpr int kMaxStatsDims = 8;
-
-// The kernel's view of the tensor (136 bytes; repeated in client/diag/tensor_stats.cpp).
-struct TensorStatsLayout {
-  long long shape[kMaxStatsDims];
-  long long strides[kMaxStatsDims];  // elements
-  int ndim;
-  int reserved;  // 0; keeps the size a multiple of 8 on both sides
-};
-static_assert(sizeof(TensorStatsLayout) == 136, "TensorStatsLayout is 136 bytes (client/diag/tensor_stats.cpp)");
-
-// One block's statistics (48 bytes; repeated in client/diag/tensor_stats.cpp).
-struct TensorStatsPartial {
-  long long nan_count;
-  long long inf_count;
-  long long finite_count;
-  double min;  // +inf when finite_count == 0
-  double max;  // -inf when finite_count == 0
-  double sum;
-};
-static_assert(sizeof(TensorStatsPartial) == 48, "TensorStatsPartial is 48 bytes (client/diag/tensor_stats.cpp)");
 
 template <typename T_, int kBlock_>
 struct TensorStatsShape {

@@ -30,6 +30,7 @@
 
 #include "kiln/common/numeric.cuh"
 #include "kiln/common/vec.cuh"
+#include "kiln/rope/rope_contract.h"
 
 namespace kiln {
 namespace rope {

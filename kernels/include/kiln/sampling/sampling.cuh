@@ -55,6 +55,7 @@ struct SelectSmem {
   unsigned int list_bits[kListCapacity];
   int list_token[kListCapacity];
 };
+static_assert(sizeof(SelectSmem) == kSelectSmemBytes, "SelectSmem is the dynamic shared memory of the contract");
 
 template <int kThreads>
 struct BlockScratch {

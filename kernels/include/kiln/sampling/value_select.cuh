@@ -18,10 +18,11 @@
 // 2^20 - 1 tokens (kMaxVocab).
 #pragma once
 
+#include "kiln/sampling/sampling_contract.h"  // kMaxVocab
+
 namespace kiln {
 namespace sampling {
 
-constexpr int kMaxVocab = (1 << 20) - 1;
 constexpr int kHistBins = 2048;  // the widest level (11 bits)
 
 struct Stats {

@@ -1,0 +1,42 @@
+// The C ABI (kiln/c_abi.h) of the client itself: errors, version, the daemon socket. The ops
+// define their C functions with their C++ API (client/ops/); none lets an exception cross.
+#include "kiln/c_abi.h"
+
+#include <chrono>
+#include <string>
+
+#include "client/core/capi/c_status.h"
+#include "kiln/client.h"
+
+
+using kiln::client::GuardC;
+
+extern "C" {
+
+const char* kiln_last_error(void) { return kiln::client::LastErrorC(); }
+
+const char* kiln_status_name(kiln_status status) {
+  if (status < KILN_OK || status > KILN_ERROR_UNKNOWN) return "UNKNOWN_STATUS";
+  return kiln::StatusCodeName(static_cast<kiln::StatusCode>(status));
+}
+
+const char* kiln_version(void) { return kiln::Version(); }
+
+kiln_status kiln_set_socket(const char* socket) {
+  return GuardC("kiln_set_socket", [&] {
+    kiln::ClientOptions options = kiln::CurrentOptions();
+    options.socket = socket != nullptr ? socket : "";
+    return kiln::Configure(options);
+  });
+}
+
+kiln_status kiln_connect(const char* socket, int timeout_ms) {
+  return GuardC("kiln_connect", [&] {
+    kiln::ClientOptions options = kiln::CurrentOptions();
+    options.socket = socket != nullptr ? socket : "";
+    KILN_RETURN_IF_ERROR(kiln::Configure(options));
+    return kiln::Ping(std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 5000));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,21 @@
+// The CUDA context a call runs in: the calling thread's current one, or — when none is current
+// — the primary context of the tensors' device, made current as the CUDA runtime would.
+#pragma once
+
+#include "client/core/driver/cuda_driver.h"
+#include "kiln/status.h"
+
+namespace kiln::client {
+
+struct ContextInfo {
+  CUcontext context = nullptr;
+  int device = -1;  // ordinal
+  int cc_major = 0;
+  int cc_minor = 0;
+};
+
+// Hot path: one cuCtxGetCurrent plus a thread-local compare when the context was seen before.
+// `fallback_device` < 0 means device 0.
+StatusOr<ContextInfo> CurrentContext(const CudaDriver& driver, int fallback_device);
+
+}  // namespace kiln::client

@@ -1,0 +1,90 @@
+#include "client/core/loader/module_cache.h"
+
+#include <chrono>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "client/core/rpc/cubin_fetch.h"
+#include "client/core/loader/loader_log.h"
+#include "client/core/loader/module_info.h"
+
+namespace kiln::client {
+
+// Map fields serialize in key order only when asked to be deterministic.
+std::string ModuleCache::RequestIdentity(const v1::GetKernelRequest& request) {
+  v1::GetKernelRequest copy = request;
+  copy.clear_client_id();
+  copy.clear_prefer_blob_path();
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    copy.SerializeToCodedStream(&coded);
+  }
+  return bytes;
+}
+
+ModuleCache& ModuleCache::Global() {
+  static auto* cache = new ModuleCache();  // leaked: modules stay loaded until exit
+  return *cache;
+}
+
+std::shared_ptr<const detail::LoadedLibrary> ModuleCache::Find(const std::string& identity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_request_.find(identity);
+  return it == by_request_.end() ? nullptr : it->second;
+}
+
+StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(
+    const CudaDriver& driver, const v1::GetKernelRequest& request,
+    const std::vector<std::string>& entries, const std::string& identity, bool reuse) {
+  if (reuse) {
+    if (auto found = Find(identity)) return found;
+  }
+  // Fetch and load outside the lock: a compile can take seconds, and other kernels must not
+  // wait for it. Two threads racing for the same kernel both fetch; the first to finish wins.
+  const auto start = std::chrono::steady_clock::now();
+  auto fetched = FetchCubin(request);
+  if (!fetched.ok()) {
+    LogFetchFailure(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+                    fetched.status());
+    return fetched.status();
+  }
+
+  // Equal keys mean equal cubins; a daemon that sends no key gets one module per request.
+  const std::string key = fetched->reply.cache_key().empty() ? "request:" + identity
+                                                               : fetched->reply.cache_key();
+  if (reuse) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_key_.find(key);
+    if (it != by_key_.end()) {
+      by_request_.emplace(identity, it->second);
+      LogFetch(LoaderEvent::kAlreadyLoaded, request, *fetched, 0);
+      return it->second;
+    }
+  }
+  ModuleInfo info = ToModuleInfo(fetched->reply);
+  info.rpc_ms = fetched->rpc_ms;
+  info.verify_ms = fetched->verify_ms;
+  auto loaded = detail::LoadedLibrary::Load(driver, fetched->cubin, std::move(info), entries);
+  if (!loaded.ok()) {
+    if (LoaderLogEnabled())
+      WriteLoaderLine(LoaderLogLine(LoaderEvent::kLoadFailed, request, *fetched, 0) + ": " +
+                      loaded.status().message());
+    return loaded.status();
+  }
+  LogFetch(LoaderEvent::kLoaded, request, *fetched, (*loaded)->info.load_ms);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!reuse) {
+    by_key_[key] = *loaded;
+    by_request_[identity] = *loaded;
+    return *loaded;
+  }
+  auto [it, inserted] = by_key_.emplace(key, *loaded);
+  by_request_.emplace(identity, it->second);
+  return it->second;
+}
+
+}  // namespace kiln::client

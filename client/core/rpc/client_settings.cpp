@@ -1,0 +1,42 @@
+#include "client/core/rpc/client_settings.h"
+
+#include <mutex>
+
+#include "client/core/rpc/client_identity.h"
+
+namespace kiln::client {
+namespace {
+
+std::mutex& Mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::shared_ptr<const Settings>& Slot() {
+  static auto* slot = new std::shared_ptr<const Settings>();  // leaked: used until exit
+  return *slot;
+}
+
+std::shared_ptr<const Settings> Make(const ClientOptions& options) {
+  auto settings = std::make_shared<Settings>();
+  settings->options = options;
+  settings->client_id = options.client_id.empty() ? DefaultClientId() : options.client_id;
+  settings->connection = std::make_shared<DaemonConnection>(options.socket);
+  return settings;
+}
+
+}  // namespace
+
+std::shared_ptr<const Settings> CurrentSettings() {
+  std::lock_guard<std::mutex> lock(Mutex());
+  if (Slot() == nullptr) Slot() = Make(ClientOptions{});
+  return Slot();
+}
+
+void ReplaceSettings(const ClientOptions& options) {
+  auto fresh = Make(options);
+  std::lock_guard<std::mutex> lock(Mutex());
+  Slot() = std::move(fresh);
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,23 @@
+// The process-wide client settings (kiln::Configure) and the connection they imply. Readers
+// take a snapshot; Configure swaps in a new one, so a request in flight keeps its own.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "client/core/rpc/daemon_connection.h"
+#include "kiln/client.h"
+
+namespace kiln::client {
+
+struct Settings {
+  ClientOptions options;
+  std::string client_id;  // options.client_id or DefaultClientId()
+  std::shared_ptr<const DaemonConnection> connection;
+};
+
+// Made from the default options (KILN_SOCKET or the default socket) on first use.
+std::shared_ptr<const Settings> CurrentSettings();
+void ReplaceSettings(const ClientOptions& options);
+
+}  // namespace kiln::client

@@ -1,0 +1,102 @@
+#include "client/core/rpc/daemon_connection.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <grpcpp/grpcpp.h>
+
+#include "proto/endpoint.h"
+
+namespace kiln::client {
+namespace {
+
+// "unix:/x" and "unix:///x" name the socket /x; anything else is not a unix socket.
+std::string SocketPathOf(const std::string& target) {
+  if (target.rfind("unix://", 0) == 0) return target.substr(7);
+  if (target.rfind("unix:", 0) == 0) return target.substr(5);
+  return "";
+}
+
+StatusCode CodeFor(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return StatusCode::kOk;
+    case grpc::StatusCode::INVALID_ARGUMENT: return StatusCode::kInvalidArgument;
+    case grpc::StatusCode::OUT_OF_RANGE: return StatusCode::kInvalidArgument;
+    case grpc::StatusCode::NOT_FOUND: return StatusCode::kNotFound;
+    case grpc::StatusCode::FAILED_PRECONDITION: return StatusCode::kFailedPrecondition;
+    case grpc::StatusCode::ALREADY_EXISTS: return StatusCode::kFailedPrecondition;
+    case grpc::StatusCode::UNAVAILABLE: return StatusCode::kUnavailable;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return StatusCode::kDeadlineExceeded;
+    case grpc::StatusCode::DATA_LOSS: return StatusCode::kDataLoss;
+    case grpc::StatusCode::INTERNAL: return StatusCode::kInternal;
+    case grpc::StatusCode::UNIMPLEMENTED: return StatusCode::kUnimplemented;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return StatusCode::kResourceExhausted;
+    case grpc::StatusCode::PERMISSION_DENIED: return StatusCode::kPermissionDenied;
+    case grpc::StatusCode::UNAUTHENTICATED: return StatusCode::kPermissionDenied;
+    default: return StatusCode::kUnknown;  // CANCELLED, ABORTED, UNKNOWN
+  }
+}
+
+constexpr const char* kHowToPoint =
+    "point KILN_SOCKET (or --socket, kiln::ClientOptions::socket, kiln_set_socket) at the "
+    "socket of a running kilnd";
+
+}  // namespace
+
+DaemonConnection::DaemonConnection(const std::string& socket_or_target) {
+  target_ = proto::GrpcTargetFor(socket_or_target.empty() ? proto::ResolveSocketPath()
+                                                           : socket_or_target);
+  socket_ = SocketPathOf(target_);
+  grpc::ChannelArguments args;
+  // Cubins of big kernels can pass gRPC's 4 MiB default.
+  args.SetMaxReceiveMessageSize(256 << 20);
+  // After a failed connect gRPC backs off up to 2 minutes before it tries again; a daemon
+  // that comes back (a restart, a roll-out) should be found within a second.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel_ = grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args);
+}
+
+Status DaemonConnection::Explain(const grpc::Status& status, std::string_view what) const {
+  const std::string prefix(what);
+  const StatusCode code = CodeFor(status.error_code());
+  if (code == StatusCode::kUnavailable) {
+    std::string why = "kilnd is not reachable at " + target_;
+    if (!socket_.empty()) {
+      struct stat st {};
+      if (stat(socket_.c_str(), &st) != 0) {
+        why += ": no socket file " + socket_ + " (" + std::strerror(errno) +
+               "). Is kilnd running? Start it (`kilnd --socket " + socket_ +
+               "`, or `systemctl start kilnd` for the system service), or " + kHowToPoint;
+      } else if (!S_ISSOCK(st.st_mode)) {
+        why += ": " + socket_ + " exists but is not a socket; " + kHowToPoint;
+      } else if (access(socket_.c_str(), R_OK | W_OK) != 0) {
+        why += ": not allowed to connect to " + socket_ + " (" + std::strerror(errno) +
+               "); ask for access to its group, or " + kHowToPoint;
+      } else {
+        why += " (" + status.error_message() + "): the socket " + socket_ +
+               " exists but nobody answers; kilnd may have stopped without removing it. "
+               "Start kilnd again, or " + kHowToPoint;
+      }
+    } else {
+      why += " (" + status.error_message() + "). Is kilnd listening there? Start it, or " +
+             kHowToPoint;
+    }
+    return Status(code, prefix + ": " + why);
+  }
+  if (code == StatusCode::kDeadlineExceeded)
+    return Status(code, prefix + ": kilnd at " + target_ +
+                            " did not answer in time (raise the timeout if compiles are slow): " +
+                            status.error_message());
+  if (code == StatusCode::kUnimplemented)
+    return Status(code, prefix + ": the server at " + target_ +
+                            " does not implement this call (is it a kilnd of another version?): " +
+                            status.error_message());
+  return Status(code, prefix + ": " + status.error_message());
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,224 @@
+// kiln::ops::BatchDecodePlan: argument checks, the kernel's scalars and the split schedule.
+#include "client/ops/decode/decode_plan.h"
+
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/current_context.h"
+#include "kiln/decode/decode_contract.h"
+
+namespace kiln::client {
+namespace {
+
+constexpr double kLog2E = 1.4426950408889634;
+
+Status Invalid(const char* api, const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, std::string(api) + ": " + what);
+}
+
+std::string Number(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
+}
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Each request's KV length from the host page table, or the first inconsistency.
+StatusOr<std::vector<int64_t>> KvLengths(const int32_t* indptr, const int32_t* last, int64_t batch,
+                                         int64_t page_size) {
+  std::vector<int64_t> kv_len(static_cast<size_t>(batch));
+  if (indptr[0] < 0)
+    return Status(StatusCode::kInvalidArgument, "kv_indptr_host: kv_indptr[0] = " + std::to_string(indptr[0]) +
+                                                    " is negative; offsets into kv_indices are >= 0");
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t pages = static_cast<int64_t>(indptr[b + 1]) - indptr[b];
+    if (pages < 1)
+      return Status(StatusCode::kInvalidArgument,
+                    "kv_indptr_host: request " + std::to_string(b) + " has " + std::to_string(pages) +
+                        " pages (kv_indptr[" + std::to_string(b) + "] = " + std::to_string(indptr[b]) +
+                        ", kv_indptr[" + std::to_string(b + 1) + "] = " + std::to_string(indptr[b + 1]) +
+                        "); every request needs at least one page (the query's own token)");
+    if (last[b] < 1 || last[b] > page_size)
+      return Status(StatusCode::kInvalidArgument,
+                    "kv_last_page_len_host: request " + std::to_string(b) + "'s last page holds " +
+                        std::to_string(last[b]) + " tokens; expected 1 to page_size (" + std::to_string(page_size) +
+                        ")");
+    kv_len[static_cast<size_t>(b)] = (pages - 1) * page_size + last[b];
+    if (kv_len[static_cast<size_t>(b)] > INT32_MAX)
+      return Status(StatusCode::kInvalidArgument, "kv_indptr_host: request " + std::to_string(b) + " has " +
+                                                      std::to_string(kv_len[static_cast<size_t>(b)]) +
+                                                      " positions; at most 2^31-1 are supported");
+  }
+  return kv_len;
+}
+
+}  // namespace
+
+Status CheckDecodeShape(int64_t num_qo_heads, int64_t num_kv_heads, int64_t head_dim, int64_t page_size,
+                        DType dtype) {
+  auto invalid = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, what); };
+  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16)
+    return invalid(std::string("dtype: ") + DTypeName(dtype) +
+                   " is not supported; supported: fp16, bf16 (the kernel runs on tensor-core MMAs)");
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+    return invalid("head_dim: " + std::to_string(head_dim) + " is not supported; supported: 64, 128, 256");
+  if (page_size < 1 || page_size > 256 || (page_size & (page_size - 1)) != 0)
+    return invalid("page_size: " + std::to_string(page_size) + " is not supported; supported: a power of two, 1 to 256");
+  if (num_kv_heads < 1 || num_kv_heads > 8192)
+    return invalid("num_kv_heads: expected 1 to 8192, found " + std::to_string(num_kv_heads));
+  if (num_qo_heads < 1 || num_qo_heads % num_kv_heads != 0)
+    return invalid("num_qo_heads: " + std::to_string(num_qo_heads) + " is not a positive multiple of num_kv_heads (" +
+                   std::to_string(num_kv_heads) + ")");
+  const int64_t group = num_qo_heads / num_kv_heads;
+  if (group != 1 && group != 2 && group != 4 && group != 8)
+    return invalid("num_qo_heads: " + std::to_string(num_qo_heads) + " query heads over " +
+                   std::to_string(num_kv_heads) + " kv heads is a group of " + std::to_string(group) +
+                   "; supported groups (num_qo_heads / num_kv_heads): 1, 2, 4, 8");
+  return OkStatus();
+}
+
+ops::BatchDecodePlan DecodePlanAccess::Make(ops::BatchDecodePlan::State state) {
+  ops::BatchDecodePlan plan;
+  plan.state_ = std::make_shared<const ops::BatchDecodePlan::State>(std::move(state));
+  return plan;
+}
+
+StatusOr<ops::BatchDecodePlan> PlanBatchDecode(const int32_t* kv_indptr_host, const int32_t* kv_last_page_len_host,
+                                               int64_t batch_size, int64_t num_qo_heads, int64_t num_kv_heads,
+                                               int64_t head_dim, int64_t page_size, DType dtype,
+                                               const ops::DecodeOptions& options, int device, int num_sms,
+                                               const char* api) {
+  if (batch_size < 1)
+    return Invalid(api, "batch_size: expected at least 1 request, found " + std::to_string(batch_size) +
+                            " (an empty batch has nothing to decode; skip the call)");
+  if (batch_size > INT32_MAX - 1) return Invalid(api, "batch_size: at most 2^31-2 requests, found " + std::to_string(batch_size));
+  if (kv_indptr_host == nullptr) return Invalid(api, "kv_indptr_host: NULL; expected the host copy of kv_indptr [batch_size + 1]");
+  if (kv_last_page_len_host == nullptr)
+    return Invalid(api, "kv_last_page_len_host: NULL; expected the host copy of kv_last_page_len [batch_size]");
+  Status shape = CheckDecodeShape(num_qo_heads, num_kv_heads, head_dim, page_size, dtype);
+  if (!shape.ok()) return shape.WithContext(api);
+
+  const double sm_scale = options.sm_scale == 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : options.sm_scale;
+  if (!std::isfinite(options.sm_scale) || options.sm_scale < 0)
+    return Invalid(api, "options.sm_scale: expected 0 (1/sqrt(head_dim)) or a finite value > 0, found " +
+                            Number(options.sm_scale));
+  if (!std::isfinite(options.logits_soft_cap) || options.logits_soft_cap < 0)
+    return Invalid(api, "options.logits_soft_cap: expected 0 (off) or a finite value > 0, found " +
+                            Number(options.logits_soft_cap));
+  if (options.window_left < -1)
+    return Invalid(api, "options.window_left: expected -1 (no window) or >= 0, found " +
+                            std::to_string(options.window_left));
+  const bool capped = options.logits_soft_cap > 0;
+  const double logit_scale = capped ? sm_scale / options.logits_soft_cap : sm_scale * kLog2E;
+  const double cap_scale = capped ? options.logits_soft_cap * kLog2E : 0.0;
+  const float logit_scale_f = static_cast<float>(logit_scale), cap_scale_f = static_cast<float>(cap_scale);
+  if (!std::isfinite(logit_scale_f) || logit_scale_f <= 0 || !std::isfinite(cap_scale_f))
+    return Invalid(api, "options: sm_scale " + Number(sm_scale) + " with soft cap " + Number(options.logits_soft_cap) +
+                            " gives a logit scale of " + Number(logit_scale) +
+                            ", which is not a positive finite float (the kernel computes in float)");
+
+  if (batch_size * num_kv_heads > INT32_MAX)
+    return Invalid(api, "batch_size: " + std::to_string(batch_size) + " requests x " + std::to_string(num_kv_heads) +
+                            " kv heads exceed 2^31-1 blocks; split the batch");
+  auto kv_len = KvLengths(kv_indptr_host, kv_last_page_len_host, batch_size, page_size);
+  if (!kv_len.ok()) return kv_len.status().WithContext(api);
+
+  ops::BatchDecodePlan::State state;
+  state.batch = batch_size;
+  state.num_qo_heads = num_qo_heads;
+  state.num_kv_heads = num_kv_heads;
+  state.head_dim = head_dim;
+  state.page_size = page_size;
+  state.group = num_qo_heads / num_kv_heads;
+  state.dtype = dtype;
+  state.device = device;
+  state.options = options;
+  state.logit_scale = logit_scale_f;
+  state.cap_scale = cap_scale_f;
+  state.window_left = static_cast<int32_t>(std::min<int64_t>(options.window_left, INT32_MAX));
+  state.indptr_end = kv_indptr_host[batch_size];
+  state.schedule = ScheduleBatchDecode(*kv_len, options.window_left, num_kv_heads, page_size, num_sms);
+  if (state.schedule.split) {
+    const size_t slots = static_cast<size_t>(state.schedule.num_items) * static_cast<size_t>(num_qo_heads);
+    state.partial_lse_offset = RoundUp(slots * static_cast<size_t>(head_dim) * sizeof(float), 256);
+    state.workspace_bytes = RoundUp(state.partial_lse_offset + slots * sizeof(float), 256);
+  }
+  return DecodePlanAccess::Make(std::move(state));
+}
+
+}  // namespace kiln::client
+
+namespace kiln::ops {
+
+StatusOr<BatchDecodePlan> BatchDecodePlan::Create(const int32_t* kv_indptr_host, const int32_t* kv_last_page_len_host,
+                                                  int64_t batch_size, int64_t num_qo_heads, int64_t num_kv_heads,
+                                                  int64_t head_dim, int64_t page_size, DType dtype,
+                                                  const DecodeOptions& options, int device) {
+  static constexpr const char* kApi = "kiln::ops::BatchDecodePlan::Create";
+  // Every argument is checked before the driver is touched (the SM count does not change them).
+  auto checked = client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads,
+                                         num_kv_heads, head_dim, page_size, dtype, options, 0, 1, kApi);
+  if (!checked.ok()) return checked.status();
+  if (device < -1) return Status(StatusCode::kInvalidArgument, std::string(kApi) + ": device: expected -1 (the current "
+                                 "context's) or a CUDA ordinal, found " + std::to_string(device));
+
+  auto driver = client::CudaDriver::Get();
+  if (!driver.ok()) return driver.status().WithContext(kApi);
+  if (device < 0) {
+    auto ctx = client::CurrentContext(**driver, 0);
+    if (!ctx.ok()) return ctx.status().WithContext(kApi);
+    device = ctx->device;
+  }
+  CUdevice handle = 0;
+  CUresult found = (*driver)->cuDeviceGet(&handle, device);
+  if (found != CUDA_SUCCESS)
+    return Status(StatusCode::kInvalidArgument, std::string(kApi) + ": device: cuda:" + std::to_string(device) +
+                                                    " is not a CUDA device here (" + (*driver)->ErrorText(found) + ")");
+  int num_sms = 0;
+  KILN_RETURN_IF_ERROR((*driver)
+                           ->Check((*driver)->cuDeviceGetAttribute(&num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                                                   handle),
+                                   "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")
+                           .WithContext(kApi));
+  return client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads, num_kv_heads,
+                                 head_dim, page_size, dtype, options, device, num_sms, kApi);
+}
+
+size_t BatchDecodePlan::workspace_bytes() const { return state_ ? state_->workspace_bytes : 0; }
+bool BatchDecodePlan::split() const { return state_ && state_->schedule.split; }
+int64_t BatchDecodePlan::num_items() const { return state_ ? state_->schedule.num_items : 0; }
+int64_t BatchDecodePlan::chunk_pages() const {
+  return state_ && state_->schedule.split ? state_->schedule.chunk_tokens / state_->page_size : 0;
+}
+int64_t BatchDecodePlan::batch_size() const { return state_ ? state_->batch : 0; }
+int64_t BatchDecodePlan::num_qo_heads() const { return state_ ? state_->num_qo_heads : 0; }
+int64_t BatchDecodePlan::num_kv_heads() const { return state_ ? state_->num_kv_heads : 0; }
+int64_t BatchDecodePlan::head_dim() const { return state_ ? state_->head_dim : 0; }
+int64_t BatchDecodePlan::page_size() const { return state_ ? state_->page_size : 0; }
+DType BatchDecodePlan::dtype() const { return state_ ? state_->dtype : DType::kBFloat16; }
+int BatchDecodePlan::device() const { return state_ ? state_->device : -1; }
+const DecodeOptions& BatchDecodePlan::options() const {
+  static const DecodeOptions kNone;
+  return state_ ? state_->options : kNone;
+}
+
+std::string BatchDecodePlan::Describe() const {
+  if (!state_) return "an empty BatchDecodePlan (moved from)";
+  const State& s = *state_;
+  char scalars[160];
+  std::snprintf(scalars, sizeof(scalars), "sm_scale %g, soft cap %s, window %s",
+                s.options.sm_scale == 0 ? 1.0 / std::sqrt(static_cast<double>(s.head_dim)) : s.options.sm_scale,
+                s.options.logits_soft_cap > 0 ? std::to_string(s.options.logits_soft_cap).c_str() : "off",
+                s.options.window_left >= 0 ? std::to_string(s.options.window_left).c_str() : "off");
+  return std::string(DTypeName(s.dtype)) + ", " + std::to_string(s.num_qo_heads) + " query / " +
+         std::to_string(s.num_kv_heads) + " kv heads (group " + std::to_string(s.group) + "), head_dim " +
+         std::to_string(s.head_dim) + ", page_size " + std::to_string(s.page_size) + ", " + scalars + "; " +
+         client::DescribeSchedule(s.schedule, s.batch, s.page_size) + "; workspace " +
+         std::to_string(s.workspace_bytes) + " bytes; cuda:" + std::to_string(s.device);
+}
+
+}  // namespace kiln::ops

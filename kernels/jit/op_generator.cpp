@@ -1,0 +1,77 @@
+#include "kernels/jit/op_generator.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln::kernels {
+namespace {
+
+// Filled during static initialization by KILN_REGISTER_OP_GENERATOR (function-local: the
+// registrations of other translation units may run before anything else of this one).
+std::vector<std::function<std::unique_ptr<OpGenerator>()>>& Factories() {
+  static auto* factories = new std::vector<std::function<std::unique_ptr<OpGenerator>()>>();
+  return *factories;
+}
+
+}  // namespace
+
+absl::StatusOr<JitSpec> OpGenerator::Generate(const Params& params, const TreeSnapshot& tree) const {
+  const std::vector<ParamInfo> infos = this->params();
+  absl::StatusOr<ParamValues> values = ParseParams(name(), infos, params);
+  if (!values.ok()) return values.status();
+  absl::StatusOr<JitSpec> spec = Build(*values, tree);
+  if (!spec.ok()) return spec.status();
+  spec->op = std::string(name());
+  spec->arch_families = arch_families();
+  // The canonical params are what the key and the client's check of a reply see: every param,
+  // none left "auto" (a generator that forgets one is a bug, not bad input).
+  for (const ParamInfo& info : infos) {
+    auto it = spec->params.find(info.name);
+    if (it == spec->params.end() || it->second == kAuto)
+      return absl::InternalError(absl::StrCat(std::string(name()), ": the generator left param '", info.name,
+                                              "' out of the spec's canonical params"));
+  }
+  return spec;
+}
+
+const OpRegistry& OpRegistry::Builtin() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry();
+    for (const auto& factory : Factories()) r->Add(factory());
+    std::sort(r->ops_.begin(), r->ops_.end(), [](const auto& a, const auto& b) { return a->name() < b->name(); });
+    return r;
+  }();
+  return *registry;
+}
+
+bool OpRegistry::Register(std::function<std::unique_ptr<OpGenerator>()> factory) {
+  Factories().push_back(std::move(factory));
+  return true;
+}
+
+const OpGenerator* OpRegistry::Find(std::string_view name) const {
+  for (const auto& op : ops_) {
+    if (op->name() == name) return op.get();
+  }
+  return nullptr;
+}
+
+absl::StatusOr<JitSpec> OpRegistry::Generate(std::string_view name, const Params& params,
+                                             const TreeSnapshot& tree) const {
+  const OpGenerator* op = Find(name);
+  if (op == nullptr) {
+    std::vector<std::string> known;
+    for (const auto& o : ops_) known.emplace_back(o->name());
+    return absl::NotFoundError(absl::StrCat("unknown op '", std::string(name), "'; known ops: ",
+                                            known.empty() ? "(none)" : absl::StrJoin(known, ", ")));
+  }
+  return op->Generate(params, tree);
+}
+
+void OpRegistry::Add(std::unique_ptr<OpGenerator> op) { ops_.push_back(std::move(op)); }
+
+}  // namespace kiln::kernels
