@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -270,7 +271,7 @@ absl::Status ScanUnit(const IncludeContext& ctx, std::string_view code) {
       std::string_view directive = body.substr(0, n);
       std::string_view rest = body.substr(n);
       if (directive == "include") {
-        if (absl::Status s = CheckInclude(ctx, line_no, rest); !s.ok()) return s;
+        KILN_ABSL_RETURN_IF_ERROR(CheckInclude(ctx, line_no, rest));
       } else if (directive == "include_next" || directive == "import" || directive == "embed") {
         return BadInclude(ctx, line_no, absl::StrCat("#", Str(directive)), "is not supported for raw sources");
       } else if (directive == "pragma") {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/digest.h"
 #include "kernels/jit/include_scan.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -167,8 +168,8 @@ absl::StatusOr<JitSpec> SpecFromRawSource(const RawSource& source, const TreeSna
   }
 
   for (const SourceFile& unit : spec.units) {
-    absl::Status status = CheckRawSourceIncludes(source.name, unit.name, unit.content, tree, cuda_include_dir);
-    if (!status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(
+        CheckRawSourceIncludes(source.name, unit.name, unit.content, tree, cuda_include_dir));
   }
 
   Sha256Digest digest;
