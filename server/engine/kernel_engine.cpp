@@ -17,6 +17,7 @@
 #include "cache/cache_key.h"
 #include "cache/sha256.h"
 #include "kernels/jit/generation_workspace.h"
+#include "kiln_base/status_macros.h"
 #include "server/engine/hit_flusher.h"
 
 namespace kiln::server {
@@ -81,9 +82,7 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const DaemonC
         "the generated-sources workspace \"", config.gen_dir,
         "\" cannot be created or written (", ec ? ec.message() : "not writable",
         "); pass --gen-dir or set KILN_GEN_DIR to a writable folder"));
-  auto tree = kernels::KernelTree::Open(config.kernels_dir);
-  if (!tree.ok()) return tree.status();
-  engine->tree_ = std::move(*tree);
+  KILN_ABSL_ASSIGN_OR_RETURN(engine->tree_, kernels::KernelTree::Open(config.kernels_dir));
   engine->pch_dir_ = MakePchDir(config.gen_dir);
   engine->compiler_ = std::make_unique<NvrtcCompiler>(
       CompilerOptions{config.cuda_include_dir(), engine->pch_dir_});
@@ -112,9 +111,8 @@ absl::StatusOr<std::shared_ptr<const KernelEngine::Prepared>> KernelEngine::Prep
   *memoized = true;
   if (auto memo = prepared_memo_.Get(fingerprint, tree->generation)) return memo;
   *memoized = false;
-  auto prepared = PrepareUncached(query, std::move(tree));
-  if (!prepared.ok()) return prepared.status();
-  auto shared = std::make_shared<const Prepared>(std::move(*prepared));
+  KILN_ABSL_ASSIGN_OR_RETURN(Prepared prepared, PrepareUncached(query, std::move(tree)));
+  auto shared = std::make_shared<const Prepared>(std::move(prepared));
   prepared_memo_.Put(fingerprint, shared);
   return shared;
 }
@@ -127,23 +125,18 @@ absl::StatusOr<KernelEngine::Prepared> KernelEngine::PrepareUncached(
     return absl::InvalidArgumentError(
         "target.arch is required: the compute capability of the device that will run the kernel, "
         "e.g. \"sm_90a\" or \"sm_80\"");
-  auto requested = kernels::GpuArch::Parse(query.target_arch);
-  if (!requested.ok()) return requested.status();
+  KILN_ABSL_ASSIGN_OR_RETURN(kernels::GpuArch requested, kernels::GpuArch::Parse(query.target_arch));
   if (!allowed_cc_.empty() &&
-      std::find(allowed_cc_.begin(), allowed_cc_.end(), requested->cc) == allowed_cc_.end())
+      std::find(allowed_cc_.begin(), allowed_cc_.end(), requested.cc) == allowed_cc_.end())
     return absl::FailedPreconditionError(absl::StrCat(
         "this daemon compiles only for ", absl::StrJoin(config_.arch_list, " "), " (--arch / KILN_ARCH_LIST); ",
         query.target_arch, " was requested"));
 
   p.tree = std::move(tree);
-  absl::StatusOr<kernels::JitSpec> spec =
-      query.is_source ? kernels::SpecFromRawSource(query.source, *p.tree, config_.cuda_include_dir())
-                      : kernels::OpRegistry::Builtin().Generate(query.op, query.params, *p.tree);
-  if (!spec.ok()) return spec.status();
-  p.spec = std::move(*spec);
-  auto arch = kernels::ResolveArch(*requested, p.spec.arch_families, p.spec.uri);
-  if (!arch.ok()) return arch.status();
-  p.arch = *arch;
+  KILN_ABSL_ASSIGN_OR_RETURN(
+      p.spec, query.is_source ? kernels::SpecFromRawSource(query.source, *p.tree, config_.cuda_include_dir())
+                              : kernels::OpRegistry::Builtin().Generate(query.op, query.params, *p.tree));
+  KILN_ABSL_ASSIGN_OR_RETURN(p.arch, kernels::ResolveArch(requested, p.spec.arch_families, p.spec.uri));
   if (query.lineinfo) p.extra_options.emplace_back(kLineinfoOption);
   if (query.device_debug) p.extra_options.emplace_back(kDeviceDebugOption);
   p.verbose_log = query.verbose_log;
@@ -190,9 +183,8 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
                                                      const std::function<bool()>& cancelled) {
   const auto t0 = Clock::now();
   bool memoized = false;
-  auto prepared = Prepare(query, &memoized);
-  if (!prepared.ok()) return prepared.status();
-  const Prepared& p = **prepared;
+  KILN_ABSL_ASSIGN_OR_RETURN(std::shared_ptr<const Prepared> prepared, Prepare(query, &memoized));
+  const Prepared& p = *prepared;
 
   ServedKernel served;
   // A repeat request reuses its preparation: spec_ms is then the memo lookup, key_ms zero.
@@ -215,12 +207,12 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
       stats_.memory_hits++;
       return hit(std::move(artifact), v1::ORIGIN_MEMORY, t_lookup);
     }
-    auto found = cache_->Lookup(p.key, p.compat, [&](const std::string& problem) {
-      spdlog::warn("{}", problem);
-    });
-    if (!found.ok()) return found.status();
-    if (found->has_value()) {
-      auto artifact = ArtifactFromRecord(p, **found);
+    KILN_ABSL_ASSIGN_OR_RETURN(std::optional<cache::CachedArtifact> found,
+                               cache_->Lookup(p.key, p.compat, [&](const std::string& problem) {
+                                 spdlog::warn("{}", problem);
+                               }));
+    if (found.has_value()) {
+      auto artifact = ArtifactFromRecord(p, *found);
       memory_.Put(artifact);
       stats_.disk_hits++;
       return hit(std::move(artifact), v1::ORIGIN_DISK, t_lookup);
@@ -238,9 +230,8 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
     return absl::UnavailableError("kilnd is shutting down and takes no new compiles; retry once it is back");
 
   bool started = false;
-  auto flight = StartOrJoin(*prepared, query.client, &started);
-  if (!flight.ok()) return flight.status();
-  auto& f = **flight;
+  KILN_ABSL_ASSIGN_OR_RETURN(std::shared_ptr<Flight> flight, StartOrJoin(prepared, query.client, &started));
+  auto& f = *flight;
 
   // Wait for the job, waking now and then to notice a caller that gave up.
   std::unique_lock<std::mutex> lock(f.mu);
@@ -248,7 +239,7 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
     auto now = Clock::now();
     if (now >= f.job_deadline) {
       lock.unlock();
-      AbandonForTimeout(*flight);
+      AbandonForTimeout(flight);
       lock.lock();
       continue;
     }
@@ -259,8 +250,7 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
     if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the request");
     f.cv.wait_until(lock, std::min({deadline, f.job_deadline, now + std::chrono::milliseconds(100)}));
   }
-  if (!f.result.ok()) return f.result.status();
-  served.artifact = *f.result;
+  KILN_ABSL_ASSIGN_OR_RETURN(served.artifact, f.result);
   served.origin = f.origin;
   served.job_id = f.job_id;
   for (auto [set, value] : {std::pair{&v1::Timings::set_queue_ms, f.timings.queue_ms()},
