@@ -48,10 +48,9 @@ std::string RandomTag() {
              static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   }
   uint64_t value = rng() ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, value >>= 4) out[i] = kDigits[value & 0xF];
-  return out;
+  char bytes[8];
+  for (int i = 7; i >= 0; --i, value >>= 8) bytes[i] = static_cast<char>(value & 0xFF);
+  return LowerHex(std::string_view(bytes, sizeof(bytes)));
 }
 
 struct TempName {
