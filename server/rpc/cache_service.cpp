@@ -175,9 +175,9 @@ grpc::Status CacheServiceImpl::GetStats(grpc::ServerContext*, const v1::GetStats
   auto latency = stats.HitLatency();
   response->set_hit_latency_p50_us(latency.p50_us);
   response->set_hit_latency_p99_us(latency.p99_us);
-  response->set_cache_dir(engine_->config().cache_dir);
-  response->set_jit_enabled(!engine_->config().disable_jit);
-  response->set_cache_enabled(!engine_->config().no_cache);
+  response->set_cache_dir(engine_->options().cache_dir);
+  response->set_jit_enabled(!engine_->options().disable_jit);
+  response->set_cache_enabled(!engine_->options().no_cache);
   return grpc::Status::OK;
 }
 
