@@ -15,10 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cache/cache_key.h"
-#include "cache/sha256.h"
 #include "kernels/jit/generation_workspace.h"
 #include "kiln_base/status_macros.h"
 #include "server/engine/hit_flusher.h"
+#include "server/engine/key_inputs.h"
 
 namespace kiln::server {
 namespace fs = std::filesystem;
@@ -152,26 +152,8 @@ absl::StatusOr<KernelEngine::Prepared> KernelEngine::PrepareUncached(
   // NVRTC's arguments are the same (ptxas -v always runs), so the cubin is too, and the blob
   // store keeps it once.
   if (query.verbose_log) p.key_options.emplace_back(kVerboseLogOption);
-  const Toolchain& tc = compiler_->toolchain();
-  cache::KeyInputs in;
-  in.op = p.spec.op;
-  in.uri = p.spec.uri;
-  in.params = p.spec.params;
-  for (const auto* list : {&p.spec.headers, &p.spec.units}) {
-    for (const auto& f : *list) {
-      p.source_sha256.push_back(cache::Sha256Hex(f.content));
-      in.sources.push_back({f.name, p.source_sha256.back()});
-    }
-  }
-  in.kernels_tree_digest = p.tree->digest;
-  in.options = p.key_options;
-  in.link_options = p.spec.link_options;
-  in.entries = p.spec.entries;
-  in.arch = p.arch.str();
-  in.nvrtc_version = tc.nvrtc;
-  in.nvjitlink_version = tc.nvjitlink;
-  in.cuda_headers_version = tc.cuda_headers;
-  in.kiln_version = tc.kiln;
+  const cache::KeyInputs in = KeyInputsFor(p.spec, *p.tree, p.key_options, p.arch, compiler_->toolchain());
+  for (const auto& source : in.sources) p.source_sha256.push_back(source.sha256);  // for the manifest
   p.key = cache::ComputeCacheKey(in);
   p.compat = cache::Compatibility{in.uri,          in.arch,          in.options,         in.format_version,
                                   in.kiln_version, in.nvrtc_version, in.nvjitlink_version};
