@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "cache/file_io.h"
 #include "cache/sha256.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::cache {
 namespace {
@@ -65,14 +66,10 @@ absl::StatusOr<std::unique_ptr<ArtifactCache>> ArtifactCache::Open(const CacheOp
   std::unique_ptr<ArtifactCache> cache(new ArtifactCache());
   cache->options_ = options;
   for (const char* sub : {"", "/locks"}) {
-    if (auto status = file_io::MakeDirs(options.dir + sub); !status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(file_io::MakeDirs(options.dir + sub));
   }
-  auto blobs = BlobStore::Open(options.dir);
-  if (!blobs.ok()) return blobs.status();
-  cache->blobs_ = std::move(*blobs);
-  auto index = CacheIndex::Open(options.dir + "/index.sqlite");
-  if (!index.ok()) return index.status();
-  cache->index_ = std::move(*index);
+  KILN_ABSL_ASSIGN_OR_RETURN(cache->blobs_, BlobStore::Open(options.dir));
+  KILN_ABSL_ASSIGN_OR_RETURN(cache->index_, CacheIndex::Open(options.dir + "/index.sqlite"));
   auto recovered = cache->Recover();
   if (!recovered.ok())
     return absl::Status(recovered.status().code(),
@@ -178,7 +175,7 @@ void ArtifactCache::DropUnusableEntry(const EntryRecord& record, const std::stri
 
 absl::StatusOr<FileLock> ArtifactCache::LockKey(const std::string& key,
                                                 std::chrono::milliseconds timeout) {
-  if (auto status = CheckKey(key); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(CheckKey(key));
   const std::string dir = absl::StrCat(options_.dir, "/locks/", key.substr(0, 2));
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return file_io::ErrnoStatus(errno, absl::StrCat("create lock folder ", dir),
@@ -187,7 +184,7 @@ absl::StatusOr<FileLock> ArtifactCache::LockKey(const std::string& key,
 }
 
 absl::StatusOr<EntryRecord> ArtifactCache::Commit(EntryRecord record, std::string_view cubin) {
-  if (auto status = CheckKey(record.key); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(CheckKey(record.key));
   auto sha = blobs_->Put(cubin);
   if (!sha.ok())
     return absl::Status(sha.status().code(), absl::StrCat("committing cache entry ", record.key,
@@ -196,7 +193,7 @@ absl::StatusOr<EntryRecord> ArtifactCache::Commit(EntryRecord record, std::strin
   record.size_bytes = cubin.size();
   record.created_unix_ms = file_io::NowUnixMs();
   record.last_used_unix_ms = record.created_unix_ms;
-  auto status = index_->Upsert(
+  KILN_ABSL_RETURN_IF_ERROR(index_->Upsert(
       record,
       // A remover in another process may have deleted this blob as unreferenced between Put
       // and now; inside the write transaction nobody can, so re-create it here.
@@ -206,8 +203,7 @@ absl::StatusOr<EntryRecord> ArtifactCache::Commit(EntryRecord record, std::strin
       },
       [&](const std::string& old_sha, uint64_t rows_left) -> absl::Status {
         return rows_left == 0 ? blobs_->Remove(old_sha) : absl::OkStatus();
-      });
-  if (!status.ok()) return status;
+      }));
   // NOTES: eviction errors (a busy index) do not undo a stored entry; the next commit retries.
   (void)EnforceSizeLimit(record.key);
   return record;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/file_io.h"
 #include "cache/sha256.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::cache {
 namespace fs = std::filesystem;
@@ -47,10 +48,9 @@ std::string RandomTag() {
              static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   }
   uint64_t value = rng() ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, value >>= 4) out[i] = kDigits[value & 0xF];
-  return out;
+  char bytes[8];
+  for (int i = 7; i >= 0; --i, value >>= 8) bytes[i] = static_cast<char>(value & 0xFF);
+  return LowerHex(std::string_view(bytes, sizeof(bytes)));
 }
 
 struct TempName {
@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<BlobStore>> BlobStore::Open(const std::string& ro
   if (root.empty())
     return absl::InvalidArgumentError("blob store root is empty; pass the cache folder");
   for (const char* sub : {"blobs", "tmp", "quarantine"}) {
-    if (auto status = file_io::MakeDirs(absl::StrCat(root, "/", sub)); !status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(file_io::MakeDirs(absl::StrCat(root, "/", sub)));
   }
   return std::unique_ptr<BlobStore>(new BlobStore(root));
 }
@@ -119,7 +119,7 @@ absl::StatusOr<std::string> BlobStore::Put(std::string_view bytes) {
   }
   const std::string fan_dir = absl::StrCat(root_, "/blobs/", sha.substr(0, 2));
   if (::mkdir(fan_dir.c_str(), 0755) == 0) {
-    if (auto status = file_io::FsyncDir(root_ + "/blobs"); !status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(file_io::FsyncDir(root_ + "/blobs"));
   } else if (errno != EEXIST) {
     return ErrnoStatus(errno, absl::StrCat("create blob folder ", fan_dir),
                        "check that the cache folder is writable");
@@ -144,12 +144,12 @@ absl::StatusOr<std::string> BlobStore::Put(std::string_view bytes) {
   if (::rename(temp.c_str(), final_path.c_str()) != 0)
     return fail(ErrnoStatus(errno, absl::StrCat("rename ", temp, " to ", final_path)));
   ::close(fd);
-  if (auto status = file_io::FsyncDir(fan_dir); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(file_io::FsyncDir(fan_dir));
   return sha;
 }
 
 absl::StatusOr<std::string> BlobStore::Read(std::string_view sha256_view) const {
-  if (auto status = CheckSha(sha256_view); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(CheckSha(sha256_view));
   const std::string sha256(sha256_view);
   const std::string path = PathOf(sha256);
   auto bytes = file_io::ReadWholeFile(path);
@@ -170,7 +170,7 @@ absl::StatusOr<std::string> BlobStore::Read(std::string_view sha256_view) const 
 
 absl::StatusOr<std::string> BlobStore::Quarantine(std::string_view sha256_view,
                                                   std::string_view reason_view) {
-  if (auto status = CheckSha(sha256_view); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(CheckSha(sha256_view));
   const std::string sha256(sha256_view);
   const std::string reason(reason_view);
   const std::string source = PathOf(sha256);
@@ -187,13 +187,13 @@ absl::StatusOr<std::string> BlobStore::Quarantine(std::string_view sha256_view,
   std::string why = absl::StrCat("blob: ", sha256, "\nfrom: ", source, "\nreason: ", reason,
                                  "\nquarantined_unix_ms: ", file_io::NowUnixMs(),
                                  "\npid: ", ::getpid(), "\nhost: ", file_io::HostName(), "\n");
-  if (auto status = file_io::WriteSmallFile(target + ".why", why); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(file_io::WriteSmallFile(target + ".why", why));
   (void)file_io::FsyncDir(root_ + "/quarantine");
   return target;
 }
 
 absl::Status BlobStore::Remove(std::string_view sha256) {
-  if (auto status = CheckSha(sha256); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(CheckSha(sha256));
   const std::string path = PathOf(sha256);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     return ErrnoStatus(errno, absl::StrCat("remove blob ", path),

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/entry_row.h"
 #include "cache/sqlite_statement.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::cache {
 namespace {
@@ -49,19 +50,17 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::string& 
 absl::Status CacheIndex::ConfigureConnection() {
   {
     SqliteStatement wal(db_, path_);  // finalized before any transaction below
-    if (auto status = wal.Prepare("PRAGMA journal_mode=WAL"); !status.ok()) return status;
-    auto row = wal.Step();
-    if (!row.ok()) return row.status();
-    if (!*row || wal.Text(0) != "wal") {
+    KILN_ABSL_RETURN_IF_ERROR(wal.Prepare("PRAGMA journal_mode=WAL"));
+    KILN_ABSL_ASSIGN_OR_RETURN(bool row, wal.Step());
+    if (!row || wal.Text(0) != "wal") {
       return absl::FailedPreconditionError(absl::StrCat(
           "cache index ", path_, ": cannot switch to WAL journal mode (got \"",
-          *row ? wal.Text(0) : "", "\"); put the cache folder on a local file system"));
+          row ? wal.Text(0) : "", "\"); put the cache folder on a local file system"));
     }
   }
   // NOTES: synchronous=NORMAL in WAL never corrupts the index; a power cut may lose the last
   // commits, which leaves orphan blobs (swept by Recover) and costs a recompile.
-  if (auto status = SqliteExec(db_, path_, "PRAGMA synchronous=NORMAL"); !status.ok())
-    return status;
+  KILN_ABSL_RETURN_IF_ERROR(SqliteExec(db_, path_, "PRAGMA synchronous=NORMAL"));
   return InitSchema();
 }
 
@@ -74,21 +73,16 @@ absl::Status CacheIndex::InitSchema() {
   auto check_version = [&](std::optional<int>* found) -> absl::Status {
     {
       SqliteStatement has_meta(db_, path_);
-      if (auto status = has_meta.Prepare(
-              "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'");
-          !status.ok())
-        return status;
-      auto row = has_meta.Step();
-      if (!row.ok()) return row.status();
-      if (!*row || has_meta.Int(0) == 0) return absl::OkStatus();  // a new index
+      KILN_ABSL_RETURN_IF_ERROR(has_meta.Prepare(
+          "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"));
+      KILN_ABSL_ASSIGN_OR_RETURN(bool row, has_meta.Step());
+      if (!row || has_meta.Int(0) == 0) return absl::OkStatus();  // a new index
     }
     SqliteStatement stmt(db_, path_);
-    if (auto status = stmt.Prepare("SELECT value FROM meta WHERE name = ?1"); !status.ok())
-      return status;
+    KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare("SELECT value FROM meta WHERE name = ?1"));
     stmt.Bind(1, kSchemaVersionName);
-    auto row = stmt.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return absl::OkStatus();
+    KILN_ABSL_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return absl::OkStatus();
     int version = 0;
     std::string text = stmt.Text(0);
     if (!absl::SimpleAtoi(text, &version))
@@ -108,24 +102,20 @@ absl::Status CacheIndex::InitSchema() {
   };
 
   std::optional<int> version;
-  if (auto status = check_version(&version); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(check_version(&version));
   if (version.has_value()) return absl::OkStatus();
   // A new index (or one another process is creating right now): create under the write lock,
   // looking again once we hold it.
   return WriteTransaction("creating the schema", [&]() -> absl::Status {
-    if (auto status = SqliteExec(db_, path_,
-                                 "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY NOT NULL, "
-                                 "value TEXT NOT NULL)");
-        !status.ok())
-      return status;
+    KILN_ABSL_RETURN_IF_ERROR(SqliteExec(db_, path_,
+                                         "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY "
+                                         "NOT NULL, value TEXT NOT NULL)"));
     std::optional<int> again;
-    if (auto status = check_version(&again); !status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(check_version(&again));
     if (again.has_value()) return absl::OkStatus();
-    if (auto status = SqliteExec(db_, path_, entry_row::kCreateSchema); !status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(SqliteExec(db_, path_, entry_row::kCreateSchema));
     SqliteStatement insert(db_, path_);
-    if (auto status = insert.Prepare("INSERT INTO meta (name, value) VALUES (?1, ?2)");
-        !status.ok())
-      return status;
+    KILN_ABSL_RETURN_IF_ERROR(insert.Prepare("INSERT INTO meta (name, value) VALUES (?1, ?2)"));
     insert.Bind(1, kSchemaVersionName);
     insert.Bind(2, absl::StrCat(kSchemaVersion));
     return insert.Run();
@@ -148,17 +138,13 @@ absl::Status CacheIndex::WriteTransaction(const std::string& what,
 
 absl::StatusOr<std::optional<EntryRecord>> CacheIndex::FindLocked(const std::string& key) {
   SqliteStatement stmt(db_, path_);
-  if (auto status = stmt.Prepare(
-          absl::StrCat("SELECT ", entry_row::SelectColumns(true), " FROM entries WHERE key = ?1"));
-      !status.ok())
-    return status;
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(
+      absl::StrCat("SELECT ", entry_row::SelectColumns(true), " FROM entries WHERE key = ?1")));
   stmt.Bind(1, key);
-  auto row = stmt.Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return std::optional<EntryRecord>();
-  auto record = entry_row::ReadRow(stmt, path_);
-  if (!record.ok()) return record.status();
-  return std::optional<EntryRecord>(std::move(*record));
+  KILN_ABSL_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return std::optional<EntryRecord>();
+  KILN_ABSL_ASSIGN_OR_RETURN(EntryRecord record, entry_row::ReadRow(stmt, path_));
+  return std::optional<EntryRecord>(std::move(record));
 }
 
 absl::StatusOr<std::optional<EntryRecord>> CacheIndex::Find(const std::string& key) {
@@ -178,26 +164,23 @@ absl::Status CacheIndex::Upsert(const EntryRecord& record,
   std::lock_guard<std::mutex> lock(mu_);
   return WriteTransaction(absl::StrCat("storing entry ", record.key), [&]() -> absl::Status {
     if (before_write) {
-      if (auto status = before_write(); !status.ok()) return status;
+      KILN_ABSL_RETURN_IF_ERROR(before_write());
     }
     std::string previous_sha;
     {
       SqliteStatement stmt(db_, path_);
-      if (auto status = stmt.Prepare("SELECT sha256 FROM entries WHERE key = ?1"); !status.ok())
-        return status;
+      KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare("SELECT sha256 FROM entries WHERE key = ?1"));
       stmt.Bind(1, record.key);
-      auto row = stmt.Step();
-      if (!row.ok()) return row.status();
-      if (*row) previous_sha = stmt.Text(0);
+      KILN_ABSL_ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (row) previous_sha = stmt.Text(0);
     }
     SqliteStatement insert(db_, path_);
-    if (auto status = insert.Prepare(entry_row::kUpsertSql); !status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(insert.Prepare(entry_row::kUpsertSql));
     entry_row::BindRecord(insert, record);
-    if (auto status = insert.Run(); !status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(insert.Run());
     if (!previous_sha.empty() && previous_sha != record.sha256 && on_replaced_blob) {
-      auto left = CountRowsWithBlobLocked(previous_sha);
-      if (!left.ok()) return left.status();
-      return on_replaced_blob(previous_sha, *left);
+      KILN_ABSL_ASSIGN_OR_RETURN(uint64_t left, CountRowsWithBlobLocked(previous_sha));
+      return on_replaced_blob(previous_sha, left);
     }
     return absl::OkStatus();
   });
@@ -207,8 +190,7 @@ absl::Status CacheIndex::Remove(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   return WriteTransaction(absl::StrCat("removing entry ", key), [&]() -> absl::Status {
     SqliteStatement stmt(db_, path_);
-    if (auto status = stmt.Prepare("DELETE FROM entries WHERE key = ?1"); !status.ok())
-      return status;
+    KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare("DELETE FROM entries WHERE key = ?1"));
     stmt.Bind(1, key);
     return stmt.Run();
   });
@@ -218,20 +200,18 @@ absl::StatusOr<bool> CacheIndex::RemoveIfBlob(const std::string& key, const std:
                                               const BlobHook& on_removed) {
   std::lock_guard<std::mutex> lock(mu_);
   bool removed = false;
-  auto status = WriteTransaction(absl::StrCat("removing entry ", key), [&]() -> absl::Status {
+  auto remove = [&]() -> absl::Status {
     SqliteStatement stmt(db_, path_);
-    if (auto s = stmt.Prepare("DELETE FROM entries WHERE key = ?1 AND sha256 = ?2"); !s.ok())
-      return s;
+    KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare("DELETE FROM entries WHERE key = ?1 AND sha256 = ?2"));
     stmt.Bind(1, key);
     stmt.Bind(2, sha256);
-    if (auto s = stmt.Run(); !s.ok()) return s;
+    KILN_ABSL_RETURN_IF_ERROR(stmt.Run());
     removed = sqlite3_changes(db_) > 0;
     if (!removed || !on_removed) return absl::OkStatus();
-    auto left = CountRowsWithBlobLocked(sha256);
-    if (!left.ok()) return left.status();
-    return on_removed(sha256, *left);
-  });
-  if (!status.ok()) return status;
+    KILN_ABSL_ASSIGN_OR_RETURN(uint64_t left, CountRowsWithBlobLocked(sha256));
+    return on_removed(sha256, left);
+  };
+  KILN_ABSL_RETURN_IF_ERROR(WriteTransaction(absl::StrCat("removing entry ", key), remove));
   return removed;
 }
 
@@ -239,14 +219,14 @@ absl::StatusOr<bool> CacheIndex::RunIfUnreferenced(const std::string& sha256,
                                                    const std::function<absl::Status()>& fn) {
   std::lock_guard<std::mutex> lock(mu_);
   bool ran = false;
-  auto status = WriteTransaction(absl::StrCat("checking blob ", sha256), [&]() -> absl::Status {
-    auto count = CountRowsWithBlobLocked(sha256);
-    if (!count.ok()) return count.status();
-    if (*count > 0) return absl::OkStatus();
+  auto run_if_unreferenced = [&]() -> absl::Status {
+    KILN_ABSL_ASSIGN_OR_RETURN(uint64_t count, CountRowsWithBlobLocked(sha256));
+    if (count > 0) return absl::OkStatus();
     ran = true;
     return fn();
-  });
-  if (!status.ok()) return status;
+  };
+  KILN_ABSL_RETURN_IF_ERROR(
+      WriteTransaction(absl::StrCat("checking blob ", sha256), run_if_unreferenced));
   return ran;
 }
 
@@ -255,15 +235,14 @@ absl::Status CacheIndex::AddHits(const std::map<std::string, std::pair<uint64_t,
   std::lock_guard<std::mutex> lock(mu_);
   return WriteTransaction("recording hits", [&]() -> absl::Status {
     SqliteStatement stmt(db_, path_);
-    if (auto status = stmt.Prepare("UPDATE entries SET hit_count = hit_count + ?2, "
-                                   "last_used_unix_ms = MAX(last_used_unix_ms, ?3) WHERE key = ?1");
-        !status.ok())
-      return status;
+    KILN_ABSL_RETURN_IF_ERROR(
+        stmt.Prepare("UPDATE entries SET hit_count = hit_count + ?2, "
+                     "last_used_unix_ms = MAX(last_used_unix_ms, ?3) WHERE key = ?1"));
     for (const auto& [key, hit] : hits) {
       stmt.Bind(1, key);
       stmt.Bind(2, static_cast<int64_t>(hit.first));
       stmt.Bind(3, hit.second);
-      if (auto status = stmt.Run(); !status.ok()) return status;
+      KILN_ABSL_RETURN_IF_ERROR(stmt.Run());
       stmt.Reset();
     }
     return absl::OkStatus();
@@ -273,15 +252,12 @@ absl::Status CacheIndex::AddHits(const std::map<std::string, std::pair<uint64_t,
 absl::StatusOr<CacheIndex::Totals> CacheIndex::GetTotals() {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement stmt(db_, path_);
-  if (auto status = stmt.Prepare(
-          "SELECT (SELECT COUNT(*) FROM entries), COUNT(*), COALESCE(SUM(size), 0) FROM "
-          "(SELECT MAX(size_bytes) AS size FROM entries GROUP BY sha256)");
-      !status.ok())
-    return status;
-  auto row = stmt.Step();
-  if (!row.ok()) return row.status();
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(
+      "SELECT (SELECT COUNT(*) FROM entries), COUNT(*), COALESCE(SUM(size), 0) FROM "
+      "(SELECT MAX(size_bytes) AS size FROM entries GROUP BY sha256)"));
+  KILN_ABSL_ASSIGN_OR_RETURN(bool row, stmt.Step());
   Totals totals;
-  if (*row) {
+  if (row) {
     totals.entries = static_cast<uint64_t>(stmt.Int(0));
     totals.blobs = static_cast<uint64_t>(stmt.Int(1));
     totals.bytes = static_cast<uint64_t>(stmt.Int(2));
@@ -291,12 +267,10 @@ absl::StatusOr<CacheIndex::Totals> CacheIndex::GetTotals() {
 
 absl::StatusOr<uint64_t> CacheIndex::CountRowsWithBlobLocked(const std::string& sha256) {
   SqliteStatement stmt(db_, path_);
-  if (auto status = stmt.Prepare("SELECT COUNT(*) FROM entries WHERE sha256 = ?1"); !status.ok())
-    return status;
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare("SELECT COUNT(*) FROM entries WHERE sha256 = ?1"));
   stmt.Bind(1, sha256);
-  auto row = stmt.Step();
-  if (!row.ok()) return row.status();
-  return *row ? static_cast<uint64_t>(stmt.Int(0)) : 0;
+  KILN_ABSL_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  return row ? static_cast<uint64_t>(stmt.Int(0)) : 0;
 }
 
 absl::StatusOr<uint64_t> CacheIndex::CountRowsWithBlob(const std::string& sha256) {

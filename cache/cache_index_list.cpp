@@ -11,6 +11,7 @@
 #include "cache/entry_row.h"
 #include "cache/sha256.h"
 #include "cache/sqlite_statement.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::cache {
 namespace {
@@ -100,12 +101,10 @@ absl::StatusOr<std::string> ParseToken(const EntryFilter& filter, const std::str
 absl::StatusOr<std::vector<EntryRecord>> ReadAll(SqliteStatement& stmt, const std::string& path) {
   std::vector<EntryRecord> out;
   while (true) {
-    auto row = stmt.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return out;
-    auto record = entry_row::ReadRow(stmt, path);
-    if (!record.ok()) return record.status();
-    out.push_back(std::move(*record));
+    KILN_ABSL_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return out;
+    KILN_ABSL_ASSIGN_OR_RETURN(EntryRecord record, entry_row::ReadRow(stmt, path));
+    out.push_back(std::move(record));
   }
 }
 
@@ -118,15 +117,13 @@ absl::StatusOr<CacheIndex::Page> CacheIndex::List(const EntryFilter& filter, int
   page_size = std::min(page_size, kMaxPageSize);
   std::string after;
   if (!page_token.empty()) {
-    auto parsed = ParseToken(filter, page_token);
-    if (!parsed.ok()) return parsed.status();
-    after = std::move(*parsed);
+    KILN_ABSL_ASSIGN_OR_RETURN(after, ParseToken(filter, page_token));
   }
   const Where where = FilterWhere(filter);
 
   std::lock_guard<std::mutex> lock(mu_);
   // One read transaction: the count and the page come from the same snapshot.
-  if (auto status = SqliteExec(db_, path_, "BEGIN"); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(SqliteExec(db_, path_, "BEGIN"));
   auto finish = [&](absl::Status status) {
     (void)SqliteExec(db_, path_, status.ok() ? "COMMIT" : "ROLLBACK");
     return status;
@@ -155,7 +152,7 @@ absl::StatusOr<CacheIndex::Page> CacheIndex::List(const EntryFilter& filter, int
               static_cast<int64_t>(page_size) + 1);  // one more: is there a next page?
   auto rows = ReadAll(select, path_);
   if (!rows.ok()) return finish(rows.status());
-  if (auto status = finish(absl::OkStatus()); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(finish(absl::OkStatus()));
   page.entries = std::move(*rows);
   if (page.entries.size() > static_cast<size_t>(page_size)) {
     page.entries.resize(static_cast<size_t>(page_size));
@@ -171,11 +168,9 @@ absl::StatusOr<std::vector<EntryRecord>> CacheIndex::FindByPrefix(const std::str
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement stmt(db_, path_);
   const int limit_param = static_cast<int>(where.params.size()) + 1;
-  if (auto status = stmt.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(true),
-                                              " FROM entries WHERE ", where.sql,
-                                              " ORDER BY key LIMIT ?", limit_param));
-      !status.ok())
-    return status;
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(true),
+                                                      " FROM entries WHERE ", where.sql,
+                                                      " ORDER BY key LIMIT ?", limit_param)));
   where.Bind(stmt);
   stmt.Bind(limit_param, static_cast<int64_t>(std::max(limit, 0)));
   return ReadAll(stmt, path_);
@@ -184,21 +179,17 @@ absl::StatusOr<std::vector<EntryRecord>> CacheIndex::FindByPrefix(const std::str
 absl::StatusOr<std::vector<EntryRecord>> CacheIndex::All() {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement stmt(db_, path_);
-  if (auto status = stmt.Prepare(
-          absl::StrCat("SELECT ", entry_row::SelectColumns(false), " FROM entries ORDER BY key"));
-      !status.ok())
-    return status;
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(
+      absl::StrCat("SELECT ", entry_row::SelectColumns(false), " FROM entries ORDER BY key")));
   return ReadAll(stmt, path_);
 }
 
 absl::StatusOr<std::vector<EntryRecord>> CacheIndex::LeastRecentlyUsed(int limit) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement stmt(db_, path_);
-  if (auto status = stmt.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(false),
-                                              " FROM entries ORDER BY last_used_unix_ms, key "
-                                              "LIMIT ?1"));
-      !status.ok())
-    return status;
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(absl::StrCat(
+      "SELECT ", entry_row::SelectColumns(false),
+      " FROM entries ORDER BY last_used_unix_ms, key LIMIT ?1")));
   stmt.Bind(1, static_cast<int64_t>(std::max(limit, 0)));
   return ReadAll(stmt, path_);
 }

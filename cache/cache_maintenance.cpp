@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/artifact_cache.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::cache {
 namespace {
@@ -33,44 +34,38 @@ absl::StatusOr<ArtifactCache::Removal> ArtifactCache::RemoveEntry(const EntryRec
 
 absl::StatusOr<RecoveryReport> ArtifactCache::Recover() {
   RecoveryReport report;
-  auto swept = blobs_->SweepStaleTemps();
-  if (!swept.ok()) return swept.status();
-  report.stale_temps_removed = *swept;
+  KILN_ABSL_ASSIGN_OR_RETURN(report.stale_temps_removed, blobs_->SweepStaleTemps());
 
-  auto rows = index_->All();
-  if (!rows.ok()) return rows.status();
+  KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntryRecord> rows, index_->All());
   std::set<std::string> referenced;
-  for (const auto& row : *rows) {
+  for (const auto& row : rows) {
     if (blobs_->Exists(row.sha256)) {
       referenced.insert(row.sha256);
       continue;
     }
-    auto removed = index_->RemoveIfBlob(row.key, row.sha256, nullptr);
-    if (!removed.ok()) return removed.status();
-    if (*removed) ++report.rows_without_blob_removed;
+    KILN_ABSL_ASSIGN_OR_RETURN(bool removed, index_->RemoveIfBlob(row.key, row.sha256, nullptr));
+    if (removed) ++report.rows_without_blob_removed;
   }
 
-  auto blobs = blobs_->List();
-  if (!blobs.ok()) return blobs.status();
+  KILN_ABSL_ASSIGN_OR_RETURN(std::vector<BlobStore::BlobInfo> blobs, blobs_->List());
   const auto now = std::chrono::system_clock::now();
-  for (const auto& blob : *blobs) {
+  for (const auto& blob : blobs) {
     if (referenced.count(blob.sha256) > 0) continue;
     // NOTES: a young orphan may be a commit between its blob rename and its row insert.
     if (now - blob.modified < options_.orphan_grace) continue;
     // Decided inside a write transaction: a committer checks its blob in one too.
-    auto ran = index_->RunIfUnreferenced(blob.sha256, [&] { return blobs_->Remove(blob.sha256); });
-    if (!ran.ok()) return ran.status();
-    if (*ran) ++report.orphan_blobs_removed;
+    auto remove_blob = [&] { return blobs_->Remove(blob.sha256); };
+    KILN_ABSL_ASSIGN_OR_RETURN(bool ran, index_->RunIfUnreferenced(blob.sha256, remove_blob));
+    if (ran) ++report.orphan_blobs_removed;
   }
   return report;
 }
 
 absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
   VerifyReport report;
-  auto rows = index_->All();
-  if (!rows.ok()) return rows.status();
+  KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntryRecord> rows, index_->All());
   std::map<std::string, std::vector<EntryRecord>> by_blob;
-  for (auto& row : *rows) by_blob[row.sha256].push_back(std::move(row));
+  for (auto& row : rows) by_blob[row.sha256].push_back(std::move(row));
 
   auto remove_rows = [&](const std::vector<EntryRecord>& group, const std::string& problem,
                          const std::string& action, const std::string& quarantine_path) {
@@ -130,9 +125,8 @@ absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
   }
 
   // Orphans: blobs no row named when the rows were read.
-  auto blobs = blobs_->List();
-  if (!blobs.ok()) return blobs.status();
-  for (const auto& blob : *blobs) {
+  KILN_ABSL_ASSIGN_OR_RETURN(std::vector<BlobStore::BlobInfo> blobs, blobs_->List());
+  for (const auto& blob : blobs) {
     if (by_blob.count(blob.sha256) > 0) continue;
     auto bytes = blobs_->Read(blob.sha256);
     if (bytes.status().code() == absl::StatusCode::kNotFound) continue;  // removed meanwhile
@@ -159,10 +153,9 @@ absl::StatusOr<EvictReport> ArtifactCache::Evict(const EntryFilter& filter, bool
   std::vector<EntryRecord> matching;
   std::string token;
   do {
-    auto page = index_->List(filter, kListPage, token);
-    if (!page.ok()) return page.status();
-    for (auto& entry : page->entries) matching.push_back(std::move(entry));
-    token = page->next_page_token;
+    KILN_ABSL_ASSIGN_OR_RETURN(CacheIndex::Page page, index_->List(filter, kListPage, token));
+    for (auto& entry : page.entries) matching.push_back(std::move(entry));
+    token = page.next_page_token;
   } while (!token.empty());
 
   EvictReport report;
@@ -175,18 +168,16 @@ absl::StatusOr<EvictReport> ArtifactCache::Evict(const EntryFilter& filter, bool
       blob.second = entry.size_bytes;
     }
     for (const auto& [sha, blob] : per_blob) {
-      auto rows = index_->CountRowsWithBlob(sha);
-      if (!rows.ok()) return rows.status();
-      if (*rows <= blob.first) report.bytes_freed += blob.second;
+      KILN_ABSL_ASSIGN_OR_RETURN(uint64_t rows, index_->CountRowsWithBlob(sha));
+      if (rows <= blob.first) report.bytes_freed += blob.second;
     }
     return report;
   }
   for (const auto& entry : matching) {
-    auto removal = RemoveEntry(entry);
-    if (!removal.ok()) return removal.status();
-    if (!removal->removed) continue;
+    KILN_ABSL_ASSIGN_OR_RETURN(Removal removal, RemoveEntry(entry));
+    if (!removal.removed) continue;
     report.evicted.push_back(entry.key);
-    report.bytes_freed += removal->bytes_freed;
+    report.bytes_freed += removal.bytes_freed;
     evictions_.fetch_add(1);
   }
   return report;
@@ -199,24 +190,22 @@ absl::StatusOr<EvictReport> ArtifactCache::EnforceSizeLimit(const std::string& k
   // NOTES: bounded rounds: other processes may commit meanwhile, and a limit smaller than
   // keep_key alone can never be met.
   for (int round = 0; round < 10000; ++round) {
-    auto totals = index_->GetTotals();
-    if (!totals.ok()) return totals.status();
-    if (totals->bytes <= options_.max_bytes) break;
-    uint64_t excess = totals->bytes - options_.max_bytes;
-    auto oldest = index_->LeastRecentlyUsed(kEvictionBatch);
-    if (!oldest.ok()) return oldest.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(CacheIndex::Totals totals, index_->GetTotals());
+    if (totals.bytes <= options_.max_bytes) break;
+    uint64_t excess = totals.bytes - options_.max_bytes;
+    KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntryRecord> oldest,
+                               index_->LeastRecentlyUsed(kEvictionBatch));
     bool progressed = false;
-    for (const auto& entry : *oldest) {
+    for (const auto& entry : oldest) {
       if (entry.key == keep_key) continue;
-      auto removal = RemoveEntry(entry);
-      if (!removal.ok()) return removal.status();
-      if (!removal->removed) continue;
+      KILN_ABSL_ASSIGN_OR_RETURN(Removal removal, RemoveEntry(entry));
+      if (!removal.removed) continue;
       progressed = true;
       report.evicted.push_back(entry.key);
-      report.bytes_freed += removal->bytes_freed;
+      report.bytes_freed += removal.bytes_freed;
       evictions_.fetch_add(1);
-      if (removal->bytes_freed >= excess) break;
-      excess -= removal->bytes_freed;
+      if (removal.bytes_freed >= excess) break;
+      excess -= removal.bytes_freed;
     }
     if (!progressed) break;
   }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::cache {
 namespace {
@@ -92,43 +93,41 @@ void FileLock::Release() {
 }
 
 absl::StatusOr<FileLock> FileLock::TryAcquire(const std::string& path) {
-  auto fd = OpenLockFile(path);
-  if (!fd.ok()) return fd.status();
-  auto locked = TryFlock(*fd, path);
+  KILN_ABSL_ASSIGN_OR_RETURN(int fd, OpenLockFile(path));
+  auto locked = TryFlock(fd, path);
   if (!locked.ok() || !*locked) {
-    std::string holder = DescribeHolder(*fd);
-    ::close(*fd);
+    std::string holder = DescribeHolder(fd);
+    ::close(fd);
     if (!locked.ok()) return locked.status();
     return absl::UnavailableError(
         absl::StrCat("lock ", path, " is held by ", holder, "; retry later or wait with Acquire"));
   }
-  RecordHolder(*fd);
+  RecordHolder(fd);
   FileLock lock;
-  lock.fd_ = *fd;
+  lock.fd_ = fd;
   lock.path_ = path;
   return lock;
 }
 
 absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path,
                                            std::chrono::milliseconds timeout) {
-  auto fd = OpenLockFile(path);
-  if (!fd.ok()) return fd.status();
+  KILN_ABSL_ASSIGN_OR_RETURN(int fd, OpenLockFile(path));
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout;
   // NOTES: polling instead of a blocking flock keeps the wait bounded and interruptible;
   // the back-off (1 ms doubling to 50 ms) keeps a long wait from costing CPU.
   auto pause = std::chrono::milliseconds(1);
   while (true) {
-    auto locked = TryFlock(*fd, path);
+    auto locked = TryFlock(fd, path);
     if (!locked.ok()) {
-      ::close(*fd);
+      ::close(fd);
       return locked.status();
     }
     if (*locked) break;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      std::string holder = DescribeHolder(*fd);
-      ::close(*fd);
+      std::string holder = DescribeHolder(fd);
+      ::close(fd);
       return absl::DeadlineExceededError(absl::StrCat(
           "timed out after ", timeout.count(), " ms waiting for lock ", path, ", held by ", holder,
           "; a compile of the same key is still running: retry later or raise the timeout"));
@@ -137,9 +136,9 @@ absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path,
     std::this_thread::sleep_for(std::min(pause, std::max(left, std::chrono::milliseconds(1))));
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
-  RecordHolder(*fd);
+  RecordHolder(fd);
   FileLock lock;
-  lock.fd_ = *fd;
+  lock.fd_ = fd;
   lock.path_ = path;
   return lock;
 }

@@ -6,19 +6,17 @@
 #include <stdexcept>
 
 namespace kiln::cache {
-namespace {
 
-std::string ToHex(const unsigned char* digest, unsigned int size) {
+std::string LowerHex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex(size * 2, '0');
-  for (unsigned int i = 0; i < size; ++i) {
-    hex[2 * i] = kDigits[digest[i] >> 4];
-    hex[2 * i + 1] = kDigits[digest[i] & 0xF];
+  std::string hex(bytes.size() * 2, '0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(bytes[i]);
+    hex[2 * i] = kDigits[byte >> 4];
+    hex[2 * i + 1] = kDigits[byte & 0xF];
   }
   return hex;
 }
-
-}  // namespace
 
 // NOTES: OpenSSL only fails here on allocation failure or a broken provider setup; neither
 // is something a caller can handle, so it is reported as an exception rather than a Status.
@@ -50,7 +48,7 @@ std::string Sha256::FinalHex() {
   if (EVP_DigestFinal_ex(impl_->ctx, digest, &size) != 1)
     throw std::runtime_error("OpenSSL: SHA-256 final failed");
   impl_->finished = true;
-  return ToHex(digest, size);
+  return LowerHex(std::string_view(reinterpret_cast<const char*>(digest), size));
 }
 
 std::string Sha256Hex(std::string_view bytes) {
@@ -59,12 +57,14 @@ std::string Sha256Hex(std::string_view bytes) {
   return hasher.FinalHex();
 }
 
-bool IsSha256Hex(std::string_view text) {
-  if (text.size() != 64) return false;
+bool IsLowerHex(std::string_view text) {
+  if (text.empty()) return false;
   for (char c : text) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
 }
+
+bool IsSha256Hex(std::string_view text) { return text.size() == 64 && IsLowerHex(text); }
 
 }  // namespace kiln::cache

@@ -24,6 +24,9 @@ class Sha256 {
   std::unique_ptr<Impl> impl_;
 };
 
+// The one hex spelling of cache/: two lowercase digits per byte ("\x0f\xa0" → "0fa0").
+std::string LowerHex(std::string_view bytes);
+bool IsLowerHex(std::string_view text);   // non-empty, only 0-9 and a-f (a key or a prefix of one)
 bool IsSha256Hex(std::string_view text);  // 64 lowercase hex digits
 
 }  // namespace kiln::cache

@@ -2,6 +2,7 @@
 #include "cache/sqlite_statement.h"
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::cache {
 
@@ -64,9 +65,8 @@ absl::StatusOr<bool> SqliteStatement::Step() {
 
 absl::Status SqliteStatement::Run() {
   while (true) {
-    auto row = Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return absl::OkStatus();
+    KILN_ABSL_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return absl::OkStatus();
   }
 }
 

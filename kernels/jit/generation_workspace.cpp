@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -118,8 +119,8 @@ absl::StatusOr<std::string> MaterializeSpec(const JitSpec& spec, const std::stri
         return absl::InvalidArgumentError(absl::StrCat("source name '", file.name, "' of spec ",
                                                        spec.uri, " cannot name a file"));
       }
-      absl::StatusOr<bool> wrote = WriteIfDifferent(absl::StrCat(folder, "/", file.name), file.content);
-      if (!wrote.ok()) return wrote.status();
+      KILN_ABSL_RETURN_IF_ERROR(
+          WriteIfDifferent(absl::StrCat(folder, "/", file.name), file.content).status());
     }
   }
   return folder;

@@ -8,6 +8,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/jit/raw_source_checks.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -43,15 +45,6 @@ std::vector<std::string_view> Split(std::string_view s, std::string_view delimit
     start = end + 1;
   }
 }
-
-std::string Str(std::string_view s) { return std::string(s); }
-
-absl::Status Invalid(std::string_view source_name, std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("raw source '", Str(source_name), "': ", Str(what)));
-}
-
-bool IsIdentifierStart(char c) { return absl::ascii_isalpha(c) || c == '_'; }
-bool IsIdentifierChar(char c) { return absl::ascii_isalnum(c) || c == '_'; }
 
 // The code as the preprocessor's directive parser sees it: line splices joined, comments
 // blanked (their newlines kept, so a directive hidden after a multi-line comment is still
@@ -177,8 +170,8 @@ struct IncludeContext {
 };
 
 absl::Status BadInclude(const IncludeContext& ctx, int line, std::string_view what, std::string_view why) {
-  return Invalid(ctx.source_name, absl::StrCat(Str(ctx.unit), ":", line, ": ", Str(what), " ", Str(why),
-                                               "; allowed: ", kAllowedIncludes));
+  return InvalidRawSource(ctx.source_name, absl::StrCat(Str(ctx.unit), ":", line, ": ", Str(what), " ", Str(why),
+                                                        "; allowed: ", kAllowedIncludes));
 }
 
 // Empty when `path` passes the path rules, else why not.
@@ -270,13 +263,13 @@ absl::Status ScanUnit(const IncludeContext& ctx, std::string_view code) {
       std::string_view directive = body.substr(0, n);
       std::string_view rest = body.substr(n);
       if (directive == "include") {
-        if (absl::Status s = CheckInclude(ctx, line_no, rest); !s.ok()) return s;
+        KILN_ABSL_RETURN_IF_ERROR(CheckInclude(ctx, line_no, rest));
       } else if (directive == "include_next" || directive == "import" || directive == "embed") {
         return BadInclude(ctx, line_no, absl::StrCat("#", Str(directive)), "is not supported for raw sources");
       } else if (directive == "pragma") {
         if (std::string why = ForbiddenPragma(Strip(rest)); !why.empty()) {
-          return Invalid(ctx.source_name, absl::StrCat(Str(ctx.unit), ":", line_no, ": ", why,
-                                                       ", which raw sources may not do"));
+          return InvalidRawSource(ctx.source_name, absl::StrCat(Str(ctx.unit), ":", line_no, ": ", why,
+                                                                ", which raw sources may not do"));
         }
       }
     }
@@ -313,8 +306,8 @@ absl::Status ScanUnit(const IncludeContext& ctx, std::string_view code) {
       size_t quote = unescaped.find('"');
       std::string inner = quote == std::string::npos ? unescaped : unescaped.substr(quote + 1);
       if (std::string why = ForbiddenPragma(Strip(inner)); !why.empty()) {
-        return Invalid(ctx.source_name, absl::StrCat(Str(ctx.unit), ":", line_no, ": _Pragma: ", why,
-                                                     ", which raw sources may not do"));
+        return InvalidRawSource(ctx.source_name, absl::StrCat(Str(ctx.unit), ":", line_no, ": _Pragma: ", why,
+                                                              ", which raw sources may not do"));
       }
     }
     i = n - 1;

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/digest.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -139,7 +140,7 @@ absl::StatusOr<std::unique_ptr<KernelTree>> KernelTree::Open(const std::string& 
   std::unique_ptr<KernelTree> tree(new KernelTree());
   tree->root_ = normalized;
   if (mode == WatchMode::kInotify) tree->inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (absl::Status status = tree->Rescan(); !status.ok()) return status;
+  KILN_ABSL_RETURN_IF_ERROR(tree->Rescan());
   return tree;
 }
 

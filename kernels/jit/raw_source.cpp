@@ -5,10 +5,11 @@
 #include <set>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/digest.h"
 #include "kernels/jit/include_scan.h"
+#include "kernels/jit/raw_source_checks.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -17,14 +18,6 @@ constexpr const char* kAllowedOptions =
     "-D<macro>[=value], -U<macro>, -std=c++17|c++20, --use_fast_math, -ftz=true|false, "
     "-prec-div=true|false, -prec-sqrt=true|false, -fmad=true|false, -maxrregcount=<16..255>, "
     "--extra-device-vectorization, -default-device, -lineinfo";
-std::string Str(std::string_view s) { return std::string(s); }
-
-absl::Status Invalid(std::string_view source_name, std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("raw source '", Str(source_name), "': ", Str(what)));
-}
-
-bool IsIdentifierStart(char c) { return absl::ascii_isalpha(c) || c == '_'; }
-bool IsIdentifierChar(char c) { return absl::ascii_isalnum(c) || c == '_'; }
 
 bool IsIdentifier(std::string_view s) {
   return !s.empty() && IsIdentifierStart(s.front()) && std::all_of(s.begin(), s.end(), IsIdentifierChar);
@@ -113,32 +106,37 @@ absl::StatusOr<JitSpec> SpecFromRawSource(const RawSource& source, const TreeSna
     return absl::InvalidArgumentError(absl::StrCat(
         "raw source name '", source.name, "' is not allowed: use 1 to 64 of [A-Za-z0-9_]"));
   }
-  if (source.code.empty()) return Invalid(source.name, "the code is empty");
+  if (source.code.empty()) return InvalidRawSource(source.name, "the code is empty");
   if (source.entries.empty()) {
-    return Invalid(source.name, "no entry named: list the extern \"C\" __global__ functions to export");
+    return InvalidRawSource(source.name, "no entry named: list the extern \"C\" __global__ functions to export");
   }
   if (source.entries.size() > kMaxRawSourceEntries) {
-    return Invalid(source.name, absl::StrCat(source.entries.size(), " entries; at most ", kMaxRawSourceEntries));
+    return InvalidRawSource(source.name,
+                            absl::StrCat(source.entries.size(), " entries; at most ", kMaxRawSourceEntries));
   }
   std::set<std::string_view> entries;
   for (const std::string& entry : source.entries) {
     if (!IsIdentifier(entry) || entry.size() > 128) {
-      return Invalid(source.name, absl::StrCat("entry '", entry,
-                                               "' is not a C identifier of at most 128 characters "
-                                               "(entries are extern \"C\" __global__ names)"));
+      return InvalidRawSource(source.name, absl::StrCat("entry '", entry,
+                                                        "' is not a C identifier of at most 128 characters "
+                                                        "(entries are extern \"C\" __global__ names)"));
     }
-    if (!entries.insert(entry).second) return Invalid(source.name, absl::StrCat("entry '", entry, "' is listed twice"));
+    if (!entries.insert(entry).second) {
+      return InvalidRawSource(source.name, absl::StrCat("entry '", entry, "' is listed twice"));
+    }
   }
   if (source.options.size() > kMaxRawSourceOptions) {
-    return Invalid(source.name, absl::StrCat(source.options.size(), " options; at most ", kMaxRawSourceOptions));
+    return InvalidRawSource(source.name,
+                            absl::StrCat(source.options.size(), " options; at most ", kMaxRawSourceOptions));
   }
   for (const std::string& option : source.options) {
     if (std::string why = CheckOption(option); !why.empty()) {
-      return Invalid(source.name, absl::StrCat("option '", option, "' ", why, "; allowed: ", kAllowedOptions));
+      return InvalidRawSource(source.name, absl::StrCat("option '", option, "' ", why, "; allowed: ", kAllowedOptions));
     }
   }
   if (source.extra_units.size() + 1 > kMaxRawSourceUnits) {
-    return Invalid(source.name, absl::StrCat(source.extra_units.size() + 1, " units; at most ", kMaxRawSourceUnits));
+    return InvalidRawSource(source.name,
+                            absl::StrCat(source.extra_units.size() + 1, " units; at most ", kMaxRawSourceUnits));
   }
 
   JitSpec spec;
@@ -148,27 +146,27 @@ absl::StatusOr<JitSpec> SpecFromRawSource(const RawSource& source, const TreeSna
   size_t total_bytes = source.code.size();
   for (const RawSourceUnit& unit : source.extra_units) {
     if (!IsUnitName(unit.name)) {
-      return Invalid(source.name, absl::StrCat("unit name '", unit.name,
-                                               "' is not allowed: use [A-Za-z0-9_][A-Za-z0-9_.-]* "
-                                               "ending in .cu, at most 64 characters"));
+      return InvalidRawSource(source.name, absl::StrCat("unit name '", unit.name,
+                                                        "' is not allowed: use [A-Za-z0-9_][A-Za-z0-9_.-]* "
+                                                        "ending in .cu, at most 64 characters"));
     }
     for (const SourceFile& other : spec.units) {
       if (other.name == unit.name) {
-        return Invalid(source.name, absl::StrCat("unit name '", unit.name, "' is used twice"));
+        return InvalidRawSource(source.name, absl::StrCat("unit name '", unit.name, "' is used twice"));
       }
     }
-    if (unit.code.empty()) return Invalid(source.name, absl::StrCat("unit '", unit.name, "' is empty"));
+    if (unit.code.empty()) return InvalidRawSource(source.name, absl::StrCat("unit '", unit.name, "' is empty"));
     total_bytes += unit.code.size();
     spec.units.push_back({unit.name, unit.code, SourceFile::Origin::kRequest, ""});
   }
   if (total_bytes > kMaxRawSourceBytes) {
-    return Invalid(source.name, absl::StrCat("the code is ", total_bytes, " bytes; at most ",
-                                             kMaxRawSourceBytes, " bytes (all units together)"));
+    return InvalidRawSource(source.name, absl::StrCat("the code is ", total_bytes, " bytes; at most ",
+                                                      kMaxRawSourceBytes, " bytes (all units together)"));
   }
 
   for (const SourceFile& unit : spec.units) {
-    absl::Status status = CheckRawSourceIncludes(source.name, unit.name, unit.content, tree, cuda_include_dir);
-    if (!status.ok()) return status;
+    KILN_ABSL_RETURN_IF_ERROR(
+        CheckRawSourceIncludes(source.name, unit.name, unit.content, tree, cuda_include_dir));
   }
 
   Sha256Digest digest;

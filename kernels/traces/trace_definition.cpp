@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/traces/trace_expression.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::traces {
 namespace {
@@ -71,11 +72,6 @@ class Checker {
   std::string file_;
 };
 
-#define KILN_ASSIGN_OR_RETURN_STATUS(lhs, expr) \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *lhs##_or
-
 bool IsIdentifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
@@ -127,10 +123,10 @@ absl::Status ParseTensors(const Checker& c, const Json& object, const char* sect
     const std::string where = absl::StrCat(section, ".", it.key());
     if (!IsIdentifier(it.key())) return c.Fail(where, "the name must be an argument name (an identifier)");
     if (!it->is_object()) return c.Fail(where, "must be an object {\"shape\": [...], \"dtype\": ...}");
-    if (auto s = c.OnlyKeys(*it, where, {"shape", "dtype", "description"}); !s.ok()) return s;
+    KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(*it, where, {"shape", "dtype", "description"}));
     TraceTensor t;
     t.name = it.key();
-    KILN_ASSIGN_OR_RETURN_STATUS(shape, c.Member(*it, where, "shape", true, Json::value_t::array));
+    KILN_ABSL_ASSIGN_OR_RETURN(const Json* shape, c.Member(*it, where, "shape", true, Json::value_t::array));
     for (const auto& d : *shape) {
       if (d.is_string()) {
         const std::string axis = d.get<std::string>();
@@ -144,8 +140,7 @@ absl::Status ParseTensors(const Checker& c, const Json& object, const char* sect
       }
     }
     if (it->find("dtype") == it->end()) return c.Fail(where, "missing required key 'dtype'");
-    if (auto s = ParseDtype(c, (*it)["dtype"], where + ".dtype", &t, std::string(section) == "outputs"); !s.ok())
-      return s;
+    KILN_ABSL_RETURN_IF_ERROR(ParseDtype(c, (*it)["dtype"], where + ".dtype", &t, std::string(section) == "outputs"));
     out->push_back(std::move(t));
   }
   return absl::OkStatus();
@@ -186,12 +181,12 @@ absl::Status CheckOutputs(const Checker& c, TraceDefinition* def) {
 }
 
 absl::Status ParseReturns(const Checker& c, const Json& returns, TraceDefinition* def) {
-  if (auto s = c.OnlyKeys(returns, "returns", {"type", "fields", "description"}); !s.ok()) return s;
-  KILN_ASSIGN_OR_RETURN_STATUS(type, c.Member(returns, "returns", "type", true, Json::value_t::string));
+  KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(returns, "returns", {"type", "fields", "description"}));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* type, c.Member(returns, "returns", "type", true, Json::value_t::string));
   def->returns.type = type->get<std::string>();
   if (!IsIdentifier(def->returns.type))
     return c.Fail("returns.type", "must be the name of the C++ struct the API returns, found '" + def->returns.type + "'");
-  KILN_ASSIGN_OR_RETURN_STATUS(fields, c.Member(returns, "returns", "fields", true, Json::value_t::object));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* fields, c.Member(returns, "returns", "fields", true, Json::value_t::object));
   if (fields->empty()) return c.Fail("returns.fields", "must name at least one member");
   for (auto it = fields->begin(); it != fields->end(); ++it) {
     const std::string where = "returns.fields." + it.key();
@@ -220,15 +215,15 @@ absl::Status ParseExamples(const Checker& c, const Json& examples, TraceDefiniti
     const Json& e = examples[i];
     std::string where = absl::StrCat("examples[", i, "]");
     if (!e.is_object()) return c.Fail(where, "must be an object {\"name\", \"axes\", \"dtype\"}");
-    if (auto s = c.OnlyKeys(e, where, {"name", "axes", "dtype", "description"}); !s.ok()) return s;
-    KILN_ASSIGN_OR_RETURN_STATUS(name, c.Member(e, where, "name", true, Json::value_t::string));
+    KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(e, where, {"name", "axes", "dtype", "description"}));
+    KILN_ABSL_ASSIGN_OR_RETURN(const Json* name, c.Member(e, where, "name", true, Json::value_t::string));
     TraceExample ex;
     ex.name = name->get<std::string>();
     if (ex.name.empty() || ex.name.find_first_of(" \t#,") != std::string::npos)
       return c.Fail(where + ".name", "must be non-empty, without spaces, commas or '#' (it labels benchmark rows)");
     if (!names.insert(ex.name).second) return c.Fail(where + ".name", "'" + ex.name + "' is used twice");
     where = absl::StrCat("examples[", i, "] (", ex.name, ")");
-    KILN_ASSIGN_OR_RETURN_STATUS(axes, c.Member(e, where, "axes", true, Json::value_t::object));
+    KILN_ABSL_ASSIGN_OR_RETURN(const Json* axes, c.Member(e, where, "axes", true, Json::value_t::object));
     for (auto it = axes->begin(); it != axes->end(); ++it) {
       const TraceAxis* axis = def->FindAxis(it.key());
       if (axis == nullptr) return c.Fail(where + ".axes", absl::StrCat("'", it.key(), "' is not an axis"));
@@ -246,7 +241,7 @@ absl::Status ParseExamples(const Checker& c, const Json& examples, TraceDefiniti
       }
       if (!axis.is_const) ex.axes.emplace_back(axis.name, it->get<int64_t>());
     }
-    KILN_ASSIGN_OR_RETURN_STATUS(dtype, c.Member(e, where, "dtype", true, Json::value_t::string));
+    KILN_ABSL_ASSIGN_OR_RETURN(const Json* dtype, c.Member(e, where, "dtype", true, Json::value_t::string));
     ex.dtype = dtype->get<std::string>();
     const bool dtype_ok = op_dtypes.empty()
                               ? KnownDtypes().count(ex.dtype) > 0
@@ -271,23 +266,22 @@ absl::Status ParseExamples(const Checker& c, const Json& examples, TraceDefiniti
 
 absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   if (!doc.is_object()) return c.Fail("document", "must be a JSON object");
-  if (auto s = c.OnlyKeys(doc, "document", {"name", "op_type", "description", "api", "axes", "inputs", "outputs",
-                                            "returns", "scalars", "constraints", "tags", "reference", "examples",
-                                            "no_examples", "notes"});
-      !s.ok())
-    return s;
+  KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(doc, "document",
+                                       {"name", "op_type", "description", "api", "axes", "inputs", "outputs",
+                                        "returns", "scalars", "constraints", "tags", "reference", "examples",
+                                        "no_examples", "notes"}));
   for (auto [key, field] : {std::pair{"name", &def->name}, std::pair{"op_type", &def->op_type},
                             std::pair{"description", &def->description}}) {
-    KILN_ASSIGN_OR_RETURN_STATUS(v, c.Member(doc, "document", key, true, Json::value_t::string));
+    KILN_ABSL_ASSIGN_OR_RETURN(const Json* v, c.Member(doc, "document", key, true, Json::value_t::string));
     *field = v->get<std::string>();
     if (field->empty()) return c.Fail(key, "must not be empty");
   }
   if (!IsIdentifier(def->name)) return c.Fail("name", "must be the registry op name (letters, digits, _)");
 
-  KILN_ASSIGN_OR_RETURN_STATUS(api, c.Member(doc, "document", "api", true, Json::value_t::object));
-  if (auto s = c.OnlyKeys(*api, "api", {"cpp", "c", "internal"}); !s.ok()) return s;
-  KILN_ASSIGN_OR_RETURN_STATUS(cpp, c.Member(*api, "api", "cpp", true, Json::value_t::string));
-  KILN_ASSIGN_OR_RETURN_STATUS(internal, c.Member(*api, "api", "internal", false, Json::value_t::string));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* api, c.Member(doc, "document", "api", true, Json::value_t::object));
+  KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(*api, "api", {"cpp", "c", "internal"}));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* cpp, c.Member(*api, "api", "cpp", true, Json::value_t::string));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* internal, c.Member(*api, "api", "internal", false, Json::value_t::string));
   def->api_cpp = cpp->get<std::string>();
   if (!absl::StartsWith(def->api_cpp, "kiln::") || absl::EndsWith(def->api_cpp, ":"))
     return c.Fail("api.cpp", "must be a qualified name in namespace kiln (\"kiln::ops::rms_norm\"), found '" +
@@ -303,23 +297,23 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
     if (api->contains("c"))
       return c.Fail("api.c", "an internal op (api.internal) has no C ABI export; leave api.c out");
   } else {
-    KILN_ASSIGN_OR_RETURN_STATUS(capi, c.Member(*api, "api", "c", true, Json::value_t::string));
+    KILN_ABSL_ASSIGN_OR_RETURN(const Json* capi, c.Member(*api, "api", "c", true, Json::value_t::string));
     def->api_c = capi->get<std::string>();
     if (!absl::StartsWith(def->api_c, "kiln_") || !IsIdentifier(def->api_c))
       return c.Fail("api.c", "must be a C function name starting with kiln_, found '" + def->api_c + "'");
   }
 
-  KILN_ASSIGN_OR_RETURN_STATUS(axes, c.Member(doc, "document", "axes", true, Json::value_t::object));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* axes, c.Member(doc, "document", "axes", true, Json::value_t::object));
   if (axes->empty()) return c.Fail("axes", "must name at least one axis");
   for (auto it = axes->begin(); it != axes->end(); ++it) {
     const std::string where = "axes." + it.key();
     if (!IsIdentifier(it.key())) return c.Fail(where, "an axis name is an identifier");
     if (!it->is_object()) return c.Fail(where, R"(must be {"type": "var"} or {"type": "const", "value": N})");
-    if (auto s = c.OnlyKeys(*it, where, {"type", "value", "description"}); !s.ok()) return s;
-    KILN_ASSIGN_OR_RETURN_STATUS(type, c.Member(*it, where, "type", true, Json::value_t::string));
+    KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(*it, where, {"type", "value", "description"}));
+    KILN_ABSL_ASSIGN_OR_RETURN(const Json* type, c.Member(*it, where, "type", true, Json::value_t::string));
     TraceAxis axis{it.key(), false, 0};
     if (*type == "const") {
-      KILN_ASSIGN_OR_RETURN_STATUS(value, c.Member(*it, where, "value", true, Json::value_t::number_integer));
+      KILN_ABSL_ASSIGN_OR_RETURN(const Json* value, c.Member(*it, where, "value", true, Json::value_t::number_integer));
       axis.is_const = true;
       axis.value = value->get<int64_t>();
       if (axis.value <= 0) return c.Fail(where + ".value", "must be a positive integer");
@@ -331,16 +325,16 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
     def->axes.push_back(axis);
   }
 
-  KILN_ASSIGN_OR_RETURN_STATUS(inputs, c.Member(doc, "document", "inputs", true, Json::value_t::object));
-  if (auto s = ParseTensors(c, *inputs, "inputs", *def, &def->inputs); !s.ok()) return s;
-  KILN_ASSIGN_OR_RETURN_STATUS(returns, c.Member(doc, "document", "returns", false, Json::value_t::object));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* inputs, c.Member(doc, "document", "inputs", true, Json::value_t::object));
+  KILN_ABSL_RETURN_IF_ERROR(ParseTensors(c, *inputs, "inputs", *def, &def->inputs));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* returns, c.Member(doc, "document", "returns", false, Json::value_t::object));
   if (returns != nullptr)
-    if (auto s = ParseReturns(c, *returns, def); !s.ok()) return s;
-  KILN_ASSIGN_OR_RETURN_STATUS(outputs, c.Member(doc, "document", "outputs", true, Json::value_t::object));
-  if (auto s = ParseTensors(c, *outputs, "outputs", *def, &def->outputs, returns != nullptr); !s.ok()) return s;
-  if (auto s = CheckOutputs(c, def); !s.ok()) return s;
+    KILN_ABSL_RETURN_IF_ERROR(ParseReturns(c, *returns, def));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* outputs, c.Member(doc, "document", "outputs", true, Json::value_t::object));
+  KILN_ABSL_RETURN_IF_ERROR(ParseTensors(c, *outputs, "outputs", *def, &def->outputs, returns != nullptr));
+  KILN_ABSL_RETURN_IF_ERROR(CheckOutputs(c, def));
 
-  KILN_ASSIGN_OR_RETURN_STATUS(scalars, c.Member(doc, "document", "scalars", false, Json::value_t::object));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* scalars, c.Member(doc, "document", "scalars", false, Json::value_t::object));
   if (scalars != nullptr) {
     const std::set<std::string>& kScalarTypes = ScalarDtypes();
     for (auto it = scalars->begin(); it != scalars->end(); ++it) {
@@ -349,8 +343,8 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
       if (FindTensor(def->inputs, it.key()) || FindTensor(def->outputs, it.key()))
         return c.Fail(where, "is also a tensor");
       if (!it->is_object()) return c.Fail(where, R"(must be {"dtype": "float64", "default": ...})");
-      if (auto s = c.OnlyKeys(*it, where, {"dtype", "default", "description"}); !s.ok()) return s;
-      KILN_ASSIGN_OR_RETURN_STATUS(dtype, c.Member(*it, where, "dtype", true, Json::value_t::string));
+      KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(*it, where, {"dtype", "default", "description"}));
+      KILN_ABSL_ASSIGN_OR_RETURN(const Json* dtype, c.Member(*it, where, "dtype", true, Json::value_t::string));
       TraceScalar scalar{it.key(), dtype->get<std::string>(), 0, false};
       if (kScalarTypes.count(scalar.dtype) == 0)
         return c.Fail(where + ".dtype", absl::StrCat("unknown scalar dtype '", scalar.dtype, "' (allowed: ",
@@ -366,7 +360,8 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
 
   std::set<std::string> axis_names;
   for (const auto& a : def->axes) axis_names.insert(a.name);
-  KILN_ASSIGN_OR_RETURN_STATUS(constraints, c.Member(doc, "document", "constraints", false, Json::value_t::array));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* constraints,
+                             c.Member(doc, "document", "constraints", false, Json::value_t::array));
   if (constraints != nullptr) {
     for (size_t i = 0; i < constraints->size(); ++i) {
       const Json& e = (*constraints)[i];
@@ -377,7 +372,7 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
       def->constraints.push_back(e.get<std::string>());
     }
   }
-  KILN_ASSIGN_OR_RETURN_STATUS(tags, c.Member(doc, "document", "tags", false, Json::value_t::array));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* tags, c.Member(doc, "document", "tags", false, Json::value_t::array));
   if (tags != nullptr) {
     for (const auto& t : *tags) {
       if (!t.is_string() || t.get<std::string>().empty()) return c.Fail("tags", "entries are non-empty strings");
@@ -385,10 +380,13 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
     }
   }
 
-  KILN_ASSIGN_OR_RETURN_STATUS(reference, c.Member(doc, "document", "reference", true, Json::value_t::object));
-  if (auto s = c.OnlyKeys(*reference, "reference", {"torch", "cpp"}); !s.ok()) return s;
-  KILN_ASSIGN_OR_RETURN_STATUS(torch, c.Member(*reference, "reference", "torch", true, Json::value_t::string));
-  KILN_ASSIGN_OR_RETURN_STATUS(ref_cpp, c.Member(*reference, "reference", "cpp", true, Json::value_t::string));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* reference,
+                             c.Member(doc, "document", "reference", true, Json::value_t::object));
+  KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(*reference, "reference", {"torch", "cpp"}));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* torch,
+                             c.Member(*reference, "reference", "torch", true, Json::value_t::string));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* ref_cpp,
+                             c.Member(*reference, "reference", "cpp", true, Json::value_t::string));
   def->reference_torch = torch->get<std::string>();
   def->reference_cpp = ref_cpp->get<std::string>();
   if (def->reference_torch.find("def ") == std::string::npos)
@@ -397,12 +395,13 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   if (colon == std::string::npos || colon == 0 || colon + 1 == def->reference_cpp.size())
     return c.Fail("reference.cpp", "must be \"<file>:<function>\", found '" + def->reference_cpp + "'");
 
-  KILN_ASSIGN_OR_RETURN_STATUS(no_examples, c.Member(doc, "document", "no_examples", false, Json::value_t::string));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* no_examples,
+                             c.Member(doc, "document", "no_examples", false, Json::value_t::string));
   if (no_examples != nullptr) {
     def->no_examples = no_examples->get<std::string>();
     if (def->no_examples.empty()) return c.Fail("no_examples", "must say why there are no examples");
   }
-  KILN_ASSIGN_OR_RETURN_STATUS(examples, c.Member(doc, "document", "examples", true, Json::value_t::array));
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* examples, c.Member(doc, "document", "examples", true, Json::value_t::array));
   return ParseExamples(c, *examples, def);
 }
 
@@ -458,7 +457,7 @@ absl::StatusOr<TraceDefinition> ParseTraceDefinition(std::string_view json_text,
   }
   TraceDefinition def;
   def.file = std::string(file_name);
-  if (auto s = Parse(c, doc, &def); !s.ok()) return s;
+  KILN_ABSL_RETURN_IF_ERROR(Parse(c, doc, &def));
   return def;
 }
 
@@ -479,12 +478,11 @@ absl::StatusOr<std::vector<TraceDefinition>> LoadTraceDefinitions(const std::str
     text << in.rdbuf();
     if (!in.good() && !in.eof())
       return absl::InternalError(absl::StrCat("trace definitions: cannot read ", path.string()));
-    auto def = ParseTraceDefinition(text.str(), path.filename().string());
-    if (!def.ok()) return def.status();
-    if (def->name != path.stem().string())
-      return absl::InvalidArgumentError(absl::StrCat(path.filename().string(), ": name '", def->name,
+    KILN_ABSL_ASSIGN_OR_RETURN(TraceDefinition def, ParseTraceDefinition(text.str(), path.filename().string()));
+    if (def.name != path.stem().string())
+      return absl::InvalidArgumentError(absl::StrCat(path.filename().string(), ": name '", def.name,
                                                      "' must equal the file name's stem '", path.stem().string(), "'"));
-    out.push_back(std::move(*def));
+    out.push_back(std::move(def));
   }
   return out;
 }

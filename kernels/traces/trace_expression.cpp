@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::traces {
 namespace {
@@ -31,9 +32,8 @@ class Parser {
   explicit Parser(std::string_view text) : text_(text) {}
 
   absl::StatusOr<std::unique_ptr<Node>> Parse() {
-    if (auto s = Tokenize(); !s.ok()) return s;
-    auto node = ParseOr();
-    if (!node.ok()) return node;
+    KILN_ABSL_RETURN_IF_ERROR(Tokenize());
+    KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> node, ParseOr());
     if (Peek().kind != Token::kEnd) return Error(Peek().pos, "unexpected '" + Peek().text + "'");
     return node;
   }
@@ -100,28 +100,24 @@ class Parser {
   using Result = absl::StatusOr<std::unique_ptr<Node>>;
 
   Result ParseOr() {
-    auto left = ParseAnd();
-    if (!left.ok()) return left;
+    KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> left, ParseAnd());
     while (IsWord("or")) {
       auto node = Make(Node::kOr, Take().pos);
-      auto right = ParseAnd();
-      if (!right.ok()) return right;
-      node->children.push_back(std::move(*left));
-      node->children.push_back(std::move(*right));
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> right, ParseAnd());
+      node->children.push_back(std::move(left));
+      node->children.push_back(std::move(right));
       left = std::move(node);
     }
     return left;
   }
 
   Result ParseAnd() {
-    auto left = ParseNot();
-    if (!left.ok()) return left;
+    KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> left, ParseNot());
     while (IsWord("and")) {
       auto node = Make(Node::kAnd, Take().pos);
-      auto right = ParseNot();
-      if (!right.ok()) return right;
-      node->children.push_back(std::move(*left));
-      node->children.push_back(std::move(*right));
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> right, ParseNot());
+      node->children.push_back(std::move(left));
+      node->children.push_back(std::move(right));
       left = std::move(node);
     }
     return left;
@@ -130,9 +126,8 @@ class Parser {
   Result ParseNot() {
     if (IsWord("not")) {
       auto node = Make(Node::kNot, Take().pos);
-      auto operand = ParseNot();
-      if (!operand.ok()) return operand;
-      node->children.push_back(std::move(*operand));
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> operand, ParseNot());
+      node->children.push_back(std::move(operand));
       return node;
     }
     return ParseComparison();
@@ -145,8 +140,7 @@ class Parser {
   }
 
   Result ParseComparison() {
-    auto first = ParseSum();
-    if (!first.ok()) return first;
+    KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> first, ParseSum());
     if (IsWord("in") || (IsWord("not") && IsWord("in", 1))) {
       auto node = Make(Node::kIn, Peek().pos);
       if (IsWord("not")) {
@@ -156,11 +150,10 @@ class Parser {
       Take();  // in
       if (!IsOp("(")) return Error(Peek().pos, "'in' takes a parenthesized list: x in (64, 128)");
       Take();
-      node->children.push_back(std::move(*first));
+      node->children.push_back(std::move(first));
       while (true) {
-        auto item = ParseSum();
-        if (!item.ok()) return item;
-        node->children.push_back(std::move(*item));
+        KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> item, ParseSum());
+        node->children.push_back(std::move(item));
         if (IsOp(",")) {
           Take();
           if (IsOp(")")) break;  // a trailing comma, as Python allows
@@ -174,42 +167,37 @@ class Parser {
     }
     if (!AtComparison()) return first;
     auto node = Make(Node::kCompare, Peek().pos);
-    node->children.push_back(std::move(*first));
+    node->children.push_back(std::move(first));
     while (AtComparison()) {
       if (!node->op.empty()) node->op += ' ';
       node->op += Take().text;
-      auto next = ParseSum();
-      if (!next.ok()) return next;
-      node->children.push_back(std::move(*next));
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> next, ParseSum());
+      node->children.push_back(std::move(next));
     }
     return node;
   }
 
   Result ParseSum() {
-    auto left = ParseTerm();
-    if (!left.ok()) return left;
+    KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> left, ParseTerm());
     while (IsOp("+") || IsOp("-")) {
       const Token t = Take();
       auto node = Make(Node::kBinary, t.pos, t.text);
-      auto right = ParseTerm();
-      if (!right.ok()) return right;
-      node->children.push_back(std::move(*left));
-      node->children.push_back(std::move(*right));
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> right, ParseTerm());
+      node->children.push_back(std::move(left));
+      node->children.push_back(std::move(right));
       left = std::move(node);
     }
     return left;
   }
 
   Result ParseTerm() {
-    auto left = ParseFactor();
-    if (!left.ok()) return left;
+    KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> left, ParseFactor());
     while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
       const Token t = Take();
       auto node = Make(Node::kBinary, t.pos, t.text);
-      auto right = ParseFactor();
-      if (!right.ok()) return right;
-      node->children.push_back(std::move(*left));
-      node->children.push_back(std::move(*right));
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> right, ParseFactor());
+      node->children.push_back(std::move(left));
+      node->children.push_back(std::move(right));
       left = std::move(node);
     }
     return left;
@@ -219,19 +207,17 @@ class Parser {
     if (IsOp("+") || IsOp("-")) {
       const Token t = Take();
       auto node = Make(Node::kUnary, t.pos, t.text);
-      auto operand = ParseFactor();
-      if (!operand.ok()) return operand;
-      node->children.push_back(std::move(*operand));
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> operand, ParseFactor());
+      node->children.push_back(std::move(operand));
       return node;
     }
-    auto base = ParseAtom();
-    if (!base.ok()) return base;
+    KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> base, ParseAtom());
     if (IsOp("**")) {
       auto node = Make(Node::kBinary, Take().pos, "**");
-      auto exponent = ParseFactor();  // right-associative, binds tighter than unary on its left
-      if (!exponent.ok()) return exponent;
-      node->children.push_back(std::move(*base));
-      node->children.push_back(std::move(*exponent));
+      // Right-associative, binds tighter than unary on its left.
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> exponent, ParseFactor());
+      node->children.push_back(std::move(base));
+      node->children.push_back(std::move(exponent));
       return node;
     }
     return base;
@@ -261,9 +247,8 @@ class Parser {
         Take();
         auto node = Make(Node::kCall, t.pos, t.text);
         while (!IsOp(")")) {
-          auto arg = ParseSum();
-          if (!arg.ok()) return arg;
-          node->children.push_back(std::move(*arg));
+          KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> arg, ParseSum());
+          node->children.push_back(std::move(arg));
           if (!IsOp(",")) break;
           Take();
         }
@@ -279,8 +264,7 @@ class Parser {
       return node;
     }
     if (t.kind == Token::kOp && t.text == "(") {
-      auto inner = ParseOr();
-      if (!inner.ok()) return inner;
+      KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> inner, ParseOr());
       if (!IsOp(")")) return Error(Peek().pos, "expected ')'");
       Take();
       return inner;
@@ -301,7 +285,7 @@ absl::Status CheckNames(const Node& node, const std::set<std::string>& names, st
                                                    "' is not an axis (axes: ", known, ")"));
   }
   for (const auto& child : node.children) {
-    if (auto s = CheckNames(*child, names, text); !s.ok()) return s;
+    KILN_ABSL_RETURN_IF_ERROR(CheckNames(*child, names, text));
   }
   return absl::OkStatus();
 }
@@ -320,32 +304,26 @@ class Evaluator {
         return static_cast<double>(it->second);
       }
       case Node::kUnary: {
-        auto v = Eval(*n.children[0]);
-        if (!v.ok()) return v;
-        return n.op == "-" ? -*v : *v;
+        KILN_ABSL_ASSIGN_OR_RETURN(double v, Eval(*n.children[0]));
+        return n.op == "-" ? -v : v;
       }
       case Node::kNot: {
-        auto v = Eval(*n.children[0]);
-        if (!v.ok()) return v;
-        return *v == 0 ? 1.0 : 0.0;
+        KILN_ABSL_ASSIGN_OR_RETURN(double v, Eval(*n.children[0]));
+        return v == 0 ? 1.0 : 0.0;
       }
       case Node::kAnd:
       case Node::kOr: {
-        auto a = Eval(*n.children[0]);
-        if (!a.ok()) return a;
-        if (n.kind == Node::kAnd ? *a == 0 : *a != 0) return *a != 0 ? 1.0 : 0.0;
-        auto b = Eval(*n.children[1]);
-        if (!b.ok()) return b;
-        return *b != 0 ? 1.0 : 0.0;
+        KILN_ABSL_ASSIGN_OR_RETURN(double a, Eval(*n.children[0]));
+        if (n.kind == Node::kAnd ? a == 0 : a != 0) return a != 0 ? 1.0 : 0.0;
+        KILN_ABSL_ASSIGN_OR_RETURN(double b, Eval(*n.children[1]));
+        return b != 0 ? 1.0 : 0.0;
       }
       case Node::kIn: {
-        auto x = Eval(*n.children[0]);
-        if (!x.ok()) return x;
+        KILN_ABSL_ASSIGN_OR_RETURN(double x, Eval(*n.children[0]));
         bool found = false;
         for (size_t i = 1; i < n.children.size(); ++i) {
-          auto v = Eval(*n.children[i]);
-          if (!v.ok()) return v;
-          found = found || *v == *x;
+          KILN_ABSL_ASSIGN_OR_RETURN(double v, Eval(*n.children[i]));
+          found = found || v == x;
         }
         return found != n.negated ? 1.0 : 0.0;
       }
@@ -357,12 +335,10 @@ class Evaluator {
           ops.push_back(n.op.substr(start, end - start));
           start = end + 1;
         }
-        auto left = Eval(*n.children[0]);
-        if (!left.ok()) return left;
+        KILN_ABSL_ASSIGN_OR_RETURN(double left, Eval(*n.children[0]));
         for (size_t i = 0; i < ops.size(); ++i) {
-          auto right = Eval(*n.children[i + 1]);
-          if (!right.ok()) return right;
-          const double a = *left, b = *right;
+          KILN_ABSL_ASSIGN_OR_RETURN(double right, Eval(*n.children[i + 1]));
+          const double a = left, b = right;
           const std::string& op = ops[i];
           const bool holds = op == "==" ? a == b : op == "!=" ? a != b : op == "<" ? a < b
                            : op == "<=" ? a <= b : op == ">" ? a > b : a >= b;
@@ -374,9 +350,8 @@ class Evaluator {
       case Node::kCall: {
         std::vector<double> args;
         for (const auto& c : n.children) {
-          auto v = Eval(*c);
-          if (!v.ok()) return v;
-          args.push_back(*v);
+          KILN_ABSL_ASSIGN_OR_RETURN(double v, Eval(*c));
+          args.push_back(v);
         }
         if (n.op == "abs") return std::fabs(args[0]);
         double r = args[0];
@@ -384,11 +359,8 @@ class Evaluator {
         return r;
       }
       case Node::kBinary: {
-        auto a = Eval(*n.children[0]);
-        if (!a.ok()) return a;
-        auto b = Eval(*n.children[1]);
-        if (!b.ok()) return b;
-        const double x = *a, y = *b;
+        KILN_ABSL_ASSIGN_OR_RETURN(double x, Eval(*n.children[0]));
+        KILN_ABSL_ASSIGN_OR_RETURN(double y, Eval(*n.children[1]));
         if (n.op == "+") return x + y;
         if (n.op == "-") return x - y;
         if (n.op == "*") return x * y;
@@ -414,16 +386,14 @@ class Evaluator {
 }  // namespace
 
 absl::Status CheckExpression(std::string_view expression, const std::set<std::string>& names) {
-  auto tree = Parser(expression).Parse();
-  if (!tree.ok()) return tree.status();
-  return CheckNames(**tree, names, expression);
+  KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> tree, Parser(expression).Parse());
+  return CheckNames(*tree, names, expression);
 }
 
 absl::StatusOr<double> EvaluateExpression(std::string_view expression,
                                           const std::map<std::string, int64_t>& values) {
-  auto tree = Parser(expression).Parse();
-  if (!tree.ok()) return tree.status();
-  return Evaluator(expression, values).Eval(**tree);
+  KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> tree, Parser(expression).Parse());
+  return Evaluator(expression, values).Eval(*tree);
 }
 
 }  // namespace kiln::traces

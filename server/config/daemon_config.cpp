@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "kiln_base/status_macros.h"
 #include "proto/endpoint.h"
 
 namespace kiln::server {
@@ -148,9 +149,8 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
       value = args[++i];
     } else if (!it->second) {
       if (eq != std::string::npos) {
-        auto b = ParseBool(name, value);
-        if (!b.ok()) return b.status();
-        value = *b ? "1" : "0";
+        KILN_ABSL_ASSIGN_OR_RETURN(bool b, ParseBool(name, value));
+        value = b ? "1" : "0";
       } else {
         value = "1";
       }
@@ -184,8 +184,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     auto colon = c.listen.rfind(':');
     if (colon == std::string::npos || colon + 1 == c.listen.size())
       return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.listen, "\" must be HOST:PORT"));
-    auto port = ParseInt(where + " port", c.listen.substr(colon + 1), 1, 65535);
-    if (!port.ok()) return port.status();
+    KILN_ABSL_RETURN_IF_ERROR(ParseInt(where + " port", c.listen.substr(colon + 1), 1, 65535).status());
   }
   c.cache_dir = pick("--cache-dir", "KILN_CACHE_DIR", &where).value_or(proto::DefaultCacheDir());
   if (c.cache_dir.empty() || c.cache_dir[0] != '/')
@@ -210,9 +209,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   for (auto [flag, env, out] : {std::tuple{"--disable-jit", "KILN_DISABLE_JIT", &c.disable_jit},
                                 std::tuple{"--no-cache", "KILN_NO_CACHE", &c.no_cache}}) {
     if (auto v = pick(flag, env, &where)) {
-      auto b = ParseBool(where, *v);
-      if (!b.ok()) return b.status();
-      *out = *b;
+      KILN_ABSL_ASSIGN_OR_RETURN(*out, ParseBool(where, *v));
     }
   }
   if (auto v = pick("--arch", "KILN_ARCH_LIST", &where)) {
@@ -238,9 +235,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
            IntSetting{"--shutdown-grace-s", "KILN_SHUTDOWN_GRACE_S", 0, 3600, 30, &grace}}) {
     *s.out = s.def;
     if (auto v = pick(s.flag, s.env, &where)) {
-      auto n = ParseInt(where, *v, s.min, s.max);
-      if (!n.ok()) return n.status();
-      *s.out = *n;
+      KILN_ABSL_ASSIGN_OR_RETURN(*s.out, ParseInt(where, *v, s.min, s.max));
     }
   }
   c.max_jobs = int(max_jobs);

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/config/daemon_config.h"
+#include "server/config/engine_options_from_config.h"
 #include "server/daemon/socket_guard.h"
 #include "server/engine/kernel_engine.h"
 #include "server/jit/toolchain.h"
@@ -34,7 +35,7 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
     spdlog::critical("{}", std::string(guard.status().message()));
     return kExitStartup;
   }
-  auto engine = KernelEngine::Create(config);
+  auto engine = KernelEngine::Create(EngineOptionsFromConfig(config));
   if (!engine.ok()) {
     spdlog::critical("{}", std::string(engine.status().message()));
     return kExitStartup;

@@ -81,7 +81,7 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
   }
 
   // 3. The exact sources, for people and tools (the compile itself reads from memory).
-  auto dir = kernels::MaterializeSpec(p.spec, config_.gen_dir);
+  auto dir = kernels::MaterializeSpec(p.spec, options_.gen_dir);
   if (!dir.ok()) return fail(dir.status(), "");
   jobs_.Update(flight->job_id, [&](v1::Job& j) {
     j.set_state(v1::JOB_STATE_COMPILING);

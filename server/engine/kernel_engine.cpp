@@ -15,9 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cache/cache_key.h"
-#include "cache/sha256.h"
 #include "kernels/jit/generation_workspace.h"
+#include "kiln_base/status_macros.h"
 #include "server/engine/hit_flusher.h"
+#include "server/engine/key_inputs.h"
 
 namespace kiln::server {
 namespace fs = std::filesystem;
@@ -55,8 +56,8 @@ std::string MakePchDir(const std::string& gen_dir) {
 
 }  // namespace
 
-KernelEngine::KernelEngine(const DaemonConfig& config)
-    : config_(config), memory_(uint64_t(1) << 30) {}
+KernelEngine::KernelEngine(const EngineOptions& options)
+    : options_(options), memory_(uint64_t(1) << 30) {}
 
 KernelEngine::~KernelEngine() {
   hit_flusher_.reset();
@@ -67,41 +68,39 @@ KernelEngine::~KernelEngine() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const DaemonConfig& config) {
-  std::unique_ptr<KernelEngine> engine(new KernelEngine(config));
-  for (const auto& text : config.arch_list) {
+absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineOptions& options) {
+  std::unique_ptr<KernelEngine> engine(new KernelEngine(options));
+  for (const auto& text : options.arch_list) {
     auto arch = kernels::GpuArch::Parse(text);
     if (!arch.ok()) return WithSuffix(arch.status(), " (in --arch / KILN_ARCH_LIST)");
     engine->allowed_cc_.push_back(arch->cc);
   }
   std::error_code ec;
-  fs::create_directories(config.gen_dir, ec);
-  if (ec || access(config.gen_dir.c_str(), W_OK) != 0)
+  fs::create_directories(options.gen_dir, ec);
+  if (ec || access(options.gen_dir.c_str(), W_OK) != 0)
     return absl::FailedPreconditionError(absl::StrCat(
-        "the generated-sources workspace \"", config.gen_dir,
+        "the generated-sources workspace \"", options.gen_dir,
         "\" cannot be created or written (", ec ? ec.message() : "not writable",
         "); pass --gen-dir or set KILN_GEN_DIR to a writable folder"));
-  auto tree = kernels::KernelTree::Open(config.kernels_dir);
-  if (!tree.ok()) return tree.status();
-  engine->tree_ = std::move(*tree);
-  engine->pch_dir_ = MakePchDir(config.gen_dir);
+  KILN_ABSL_ASSIGN_OR_RETURN(engine->tree_, kernels::KernelTree::Open(options.kernels_dir));
+  engine->pch_dir_ = MakePchDir(options.gen_dir);
   engine->compiler_ = std::make_unique<NvrtcCompiler>(
-      CompilerOptions{config.cuda_include_dir(), engine->pch_dir_});
-  if (config.no_cache)
+      CompilerOptions{options.cuda_include_dir, engine->pch_dir_});
+  if (options.no_cache)
     spdlog::warn("the cache is OFF (--no-cache / KILN_NO_CACHE): every request compiles and nothing is stored "
                  "(a diagnostic control; default: cached entries are reused)");
-  if (!config.no_cache) {
-    cache::CacheOptions options;
-    options.dir = config.cache_dir;
-    options.max_bytes = uint64_t(config.cache_max_mb) << 20;
-    auto cache = cache::ArtifactCache::Open(options);
+  if (!options.no_cache) {
+    cache::CacheOptions cache_options;
+    cache_options.dir = options.cache_dir;
+    cache_options.max_bytes = uint64_t(options.cache_max_mb) << 20;
+    auto cache = cache::ArtifactCache::Open(cache_options);
     if (!cache.ok())
-      return WithSuffix(cache.status(), absl::StrCat(" (artifact workspace \"", config.cache_dir,
+      return WithSuffix(cache.status(), absl::StrCat(" (artifact workspace \"", options.cache_dir,
                                                      "\"; pass --cache-dir or set KILN_CACHE_DIR)"));
     engine->cache_ = std::move(*cache);
     engine->hit_flusher_ = std::make_unique<HitFlusher>(engine->cache_.get(), std::chrono::seconds(1));
   }
-  engine->scheduler_ = std::make_unique<CompileScheduler>(config.max_jobs, config.compile_memory_mb);
+  engine->scheduler_ = std::make_unique<CompileScheduler>(options.max_jobs, options.compile_memory_mb);
   return engine;
 }
 
@@ -112,9 +111,8 @@ absl::StatusOr<std::shared_ptr<const KernelEngine::Prepared>> KernelEngine::Prep
   *memoized = true;
   if (auto memo = prepared_memo_.Get(fingerprint, tree->generation)) return memo;
   *memoized = false;
-  auto prepared = PrepareUncached(query, std::move(tree));
-  if (!prepared.ok()) return prepared.status();
-  auto shared = std::make_shared<const Prepared>(std::move(*prepared));
+  KILN_ABSL_ASSIGN_OR_RETURN(Prepared prepared, PrepareUncached(query, std::move(tree)));
+  auto shared = std::make_shared<const Prepared>(std::move(prepared));
   prepared_memo_.Put(fingerprint, shared);
   return shared;
 }
@@ -127,23 +125,18 @@ absl::StatusOr<KernelEngine::Prepared> KernelEngine::PrepareUncached(
     return absl::InvalidArgumentError(
         "target.arch is required: the compute capability of the device that will run the kernel, "
         "e.g. \"sm_90a\" or \"sm_80\"");
-  auto requested = kernels::GpuArch::Parse(query.target_arch);
-  if (!requested.ok()) return requested.status();
+  KILN_ABSL_ASSIGN_OR_RETURN(kernels::GpuArch requested, kernels::GpuArch::Parse(query.target_arch));
   if (!allowed_cc_.empty() &&
-      std::find(allowed_cc_.begin(), allowed_cc_.end(), requested->cc) == allowed_cc_.end())
+      std::find(allowed_cc_.begin(), allowed_cc_.end(), requested.cc) == allowed_cc_.end())
     return absl::FailedPreconditionError(absl::StrCat(
-        "this daemon compiles only for ", absl::StrJoin(config_.arch_list, " "), " (--arch / KILN_ARCH_LIST); ",
+        "this daemon compiles only for ", absl::StrJoin(options_.arch_list, " "), " (--arch / KILN_ARCH_LIST); ",
         query.target_arch, " was requested"));
 
   p.tree = std::move(tree);
-  absl::StatusOr<kernels::JitSpec> spec =
-      query.is_source ? kernels::SpecFromRawSource(query.source, *p.tree, config_.cuda_include_dir())
-                      : kernels::OpRegistry::Builtin().Generate(query.op, query.params, *p.tree);
-  if (!spec.ok()) return spec.status();
-  p.spec = std::move(*spec);
-  auto arch = kernels::ResolveArch(*requested, p.spec.arch_families, p.spec.uri);
-  if (!arch.ok()) return arch.status();
-  p.arch = *arch;
+  KILN_ABSL_ASSIGN_OR_RETURN(
+      p.spec, query.is_source ? kernels::SpecFromRawSource(query.source, *p.tree, options_.cuda_include_dir)
+                              : kernels::OpRegistry::Builtin().Generate(query.op, query.params, *p.tree));
+  KILN_ABSL_ASSIGN_OR_RETURN(p.arch, kernels::ResolveArch(requested, p.spec.arch_families, p.spec.uri));
   if (query.lineinfo) p.extra_options.emplace_back(kLineinfoOption);
   if (query.device_debug) p.extra_options.emplace_back(kDeviceDebugOption);
   p.verbose_log = query.verbose_log;
@@ -159,26 +152,8 @@ absl::StatusOr<KernelEngine::Prepared> KernelEngine::PrepareUncached(
   // NVRTC's arguments are the same (ptxas -v always runs), so the cubin is too, and the blob
   // store keeps it once.
   if (query.verbose_log) p.key_options.emplace_back(kVerboseLogOption);
-  const Toolchain& tc = compiler_->toolchain();
-  cache::KeyInputs in;
-  in.op = p.spec.op;
-  in.uri = p.spec.uri;
-  in.params = p.spec.params;
-  for (const auto* list : {&p.spec.headers, &p.spec.units}) {
-    for (const auto& f : *list) {
-      p.source_sha256.push_back(cache::Sha256Hex(f.content));
-      in.sources.push_back({f.name, p.source_sha256.back()});
-    }
-  }
-  in.kernels_tree_digest = p.tree->digest;
-  in.options = p.key_options;
-  in.link_options = p.spec.link_options;
-  in.entries = p.spec.entries;
-  in.arch = p.arch.str();
-  in.nvrtc_version = tc.nvrtc;
-  in.nvjitlink_version = tc.nvjitlink;
-  in.cuda_headers_version = tc.cuda_headers;
-  in.kiln_version = tc.kiln;
+  const cache::KeyInputs in = KeyInputsFor(p.spec, *p.tree, p.key_options, p.arch, compiler_->toolchain());
+  for (const auto& source : in.sources) p.source_sha256.push_back(source.sha256);  // for the manifest
   p.key = cache::ComputeCacheKey(in);
   p.compat = cache::Compatibility{in.uri,          in.arch,          in.options,         in.format_version,
                                   in.kiln_version, in.nvrtc_version, in.nvjitlink_version};
@@ -190,9 +165,8 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
                                                      const std::function<bool()>& cancelled) {
   const auto t0 = Clock::now();
   bool memoized = false;
-  auto prepared = Prepare(query, &memoized);
-  if (!prepared.ok()) return prepared.status();
-  const Prepared& p = **prepared;
+  KILN_ABSL_ASSIGN_OR_RETURN(std::shared_ptr<const Prepared> prepared, Prepare(query, &memoized));
+  const Prepared& p = *prepared;
 
   ServedKernel served;
   // A repeat request reuses its preparation: spec_ms is then the memo lookup, key_ms zero.
@@ -210,17 +184,17 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
   };
 
   auto t_lookup = Clock::now();
-  if (!config_.no_cache) {
+  if (!options_.no_cache) {
     if (auto artifact = memory_.Get(p.key)) {
       stats_.memory_hits++;
       return hit(std::move(artifact), v1::ORIGIN_MEMORY, t_lookup);
     }
-    auto found = cache_->Lookup(p.key, p.compat, [&](const std::string& problem) {
-      spdlog::warn("{}", problem);
-    });
-    if (!found.ok()) return found.status();
-    if (found->has_value()) {
-      auto artifact = ArtifactFromRecord(p, **found);
+    KILN_ABSL_ASSIGN_OR_RETURN(std::optional<cache::CachedArtifact> found,
+                               cache_->Lookup(p.key, p.compat, [&](const std::string& problem) {
+                                 spdlog::warn("{}", problem);
+                               }));
+    if (found.has_value()) {
+      auto artifact = ArtifactFromRecord(p, *found);
       memory_.Put(artifact);
       stats_.disk_hits++;
       return hit(std::move(artifact), v1::ORIGIN_DISK, t_lookup);
@@ -229,7 +203,7 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
   served.timings.set_lookup_ms(MsSince(t_lookup));
   stats_.misses++;
 
-  if (config_.disable_jit)
+  if (options_.disable_jit)
     return absl::FailedPreconditionError(absl::StrCat(
         "JIT is disabled on this daemon (--disable-jit / KILN_DISABLE_JIT) and no cached kernel exists for ",
         p.spec.uri, " on ", p.arch.str(), " (key ", p.key,
@@ -238,9 +212,8 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
     return absl::UnavailableError("kilnd is shutting down and takes no new compiles; retry once it is back");
 
   bool started = false;
-  auto flight = StartOrJoin(*prepared, query.client, &started);
-  if (!flight.ok()) return flight.status();
-  auto& f = **flight;
+  KILN_ABSL_ASSIGN_OR_RETURN(std::shared_ptr<Flight> flight, StartOrJoin(prepared, query.client, &started));
+  auto& f = *flight;
 
   // Wait for the job, waking now and then to notice a caller that gave up.
   std::unique_lock<std::mutex> lock(f.mu);
@@ -248,7 +221,7 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
     auto now = Clock::now();
     if (now >= f.job_deadline) {
       lock.unlock();
-      AbandonForTimeout(*flight);
+      AbandonForTimeout(flight);
       lock.lock();
       continue;
     }
@@ -259,8 +232,7 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
     if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the request");
     f.cv.wait_until(lock, std::min({deadline, f.job_deadline, now + std::chrono::milliseconds(100)}));
   }
-  if (!f.result.ok()) return f.result.status();
-  served.artifact = *f.result;
+  KILN_ABSL_ASSIGN_OR_RETURN(served.artifact, f.result);
   served.origin = f.origin;
   served.job_id = f.job_id;
   for (auto [set, value] : {std::pair{&v1::Timings::set_queue_ms, f.timings.queue_ms()},
@@ -317,7 +289,7 @@ v1::Job KernelEngine::NewJob(const Prepared& p) const {
       s->set_size_bytes(f.content.size());
       s->set_origin(kernels::OriginName(f.origin));
       s->set_path(f.origin == kernels::SourceFile::Origin::kKernels ? f.tree_path
-                                                                    : config_.gen_dir + "/" + p.spec.uri + "/" + f.name);
+                                                                    : options_.gen_dir + "/" + p.spec.uri + "/" + f.name);
     }
   }
   m->set_kernels_tree_sha256(p.tree->digest);
@@ -331,7 +303,7 @@ v1::Job KernelEngine::NewJob(const Prepared& p) const {
   m->mutable_toolchain()->set_cuda_headers(tc.cuda_headers);
   m->mutable_toolchain()->set_kiln(tc.kiln);
   m->mutable_toolchain()->set_cache_format(cache::kCacheFormatVersion);
-  m->set_generated_dir(config_.gen_dir + "/" + p.spec.uri);
+  m->set_generated_dir(options_.gen_dir + "/" + p.spec.uri);
   return job;
 }
 
@@ -339,7 +311,7 @@ absl::StatusOr<std::shared_ptr<KernelEngine::Flight>> KernelEngine::StartOrJoin(
     std::shared_ptr<const Prepared> prepared, const std::string& client, bool* started) {
   std::lock_guard<std::mutex> lock(flights_mu_);
   // With --no-cache every request compiles on its own: nothing is shared, nothing is stored.
-  if (!config_.no_cache) {
+  if (!options_.no_cache) {
     if (auto it = flights_.find(prepared->key); it != flights_.end()) {
       jobs_.AddWaiter(it->second->job_id, client);
       *started = false;
@@ -349,7 +321,7 @@ absl::StatusOr<std::shared_ptr<KernelEngine::Flight>> KernelEngine::StartOrJoin(
   auto flight = std::make_shared<Flight>();
   flight->key = prepared->key;
   flight->submitted = Clock::now();
-  flight->job_deadline = flight->submitted + std::chrono::seconds(config_.job_timeout_s);
+  flight->job_deadline = flight->submitted + std::chrono::seconds(options_.job_timeout_s);
   flight->job_id = jobs_.Create(NewJob(*prepared));
   jobs_.AddWaiter(flight->job_id, client);
   auto shared = std::move(prepared);
@@ -371,14 +343,14 @@ absl::StatusOr<std::shared_ptr<KernelEngine::Flight>> KernelEngine::StartOrJoin(
     });
     return absl::UnavailableError("kilnd is shutting down and takes no new compiles; retry once it is back");
   }
-  if (!config_.no_cache) flights_[flight->key] = flight;
+  if (!options_.no_cache) flights_[flight->key] = flight;
   *started = true;
   return flight;
 }
 
 void KernelEngine::AbandonForTimeout(const std::shared_ptr<Flight>& flight) {
   if (flight->abandoned.exchange(true)) return;
-  std::string why = absl::StrCat("compile job ", flight->job_id, " ran past its ", config_.job_timeout_s,
+  std::string why = absl::StrCat("compile job ", flight->job_id, " ran past its ", options_.job_timeout_s,
                                  " s limit (--job-timeout-s) and was abandoned; NVRTC cannot be interrupted, so it "
                                  "finishes in the background and its result is discarded");
   jobs_.Update(flight->job_id, [&](v1::Job& j) {

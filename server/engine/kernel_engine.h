@@ -19,10 +19,10 @@
 #include "kernels/jit/op_generator.h"
 #include "kernels/jit/raw_source.h"
 #include "kiln/v1/kernel.pb.h"
-#include "server/config/daemon_config.h"
 #include "server/engine/artifact.h"
 #include "server/engine/compile_flight.h"
 #include "server/engine/compile_scheduler.h"
+#include "server/engine/engine_options.h"
 #include "server/engine/engine_stats.h"
 #include "server/engine/hit_flusher.h"
 #include "server/engine/job_registry.h"
@@ -53,7 +53,7 @@ struct ServedKernel {
 
 class KernelEngine {
  public:
-  static absl::StatusOr<std::unique_ptr<KernelEngine>> Create(const DaemonConfig& config);
+  static absl::StatusOr<std::unique_ptr<KernelEngine>> Create(const EngineOptions& options);
   ~KernelEngine();
 
   // `deadline` is the caller's; `cancelled` says whether the caller gave up. Neither stops a
@@ -74,14 +74,14 @@ class KernelEngine {
   JobRegistry& jobs() { return jobs_; }
   EngineStats& stats() { return stats_; }
   MemoryCache& memory() { return memory_; }
-  const DaemonConfig& config() const { return config_; }
+  const EngineOptions& options() const { return options_; }
   const Toolchain& toolchain() const { return compiler_->toolchain(); }
   kernels::KernelTree& tree() { return *tree_; }
 
  private:
   using Flight = CompileFlight;
   using Prepared = PreparedRequest;
-  explicit KernelEngine(const DaemonConfig& config);
+  explicit KernelEngine(const EngineOptions& options);
 
   // The spec, arch and key of a request: memoized per request and kernels-tree generation.
   absl::StatusOr<std::shared_ptr<const Prepared>> Prepare(const KernelQuery& query, bool* memoized);
@@ -100,8 +100,8 @@ class KernelEngine {
               absl::StatusOr<std::shared_ptr<const Artifact>> result, v1::Origin origin);
   v1::Job NewJob(const Prepared& prepared) const;
 
-  DaemonConfig config_;
-  std::vector<int> allowed_cc_;  // from --arch; empty: all
+  EngineOptions options_;
+  std::vector<int> allowed_cc_;  // from options_.arch_list; empty: all
   std::unique_ptr<kernels::KernelTree> tree_;
   std::unique_ptr<NvrtcCompiler> compiler_;
   std::unique_ptr<cache::ArtifactCache> cache_;

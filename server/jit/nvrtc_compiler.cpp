@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/ascii.h"
 #include "server/jit/cubin_info.h"
+#include "kiln_base/status_macros.h"
 #include "server/jit/pch_key.h"
 
 namespace kiln::server {
@@ -288,12 +289,11 @@ absl::StatusOr<CompileResult> NvrtcCompiler::Compile(const CompileRequest& reque
         unit_options.push_back("--pch-messages=false");  // logs stay alike with and without PCH
       }
     }
-    absl::StatusOr<UnitOutput> out = CompileUnit(request, unit, headers, unit_options, lto);
-    if (!out.ok()) return out.status();
-    if (spec.units.size() > 1 && !out->log.empty()) absl::StrAppend(&log, "--- NVRTC ", unit.name, " ---\n");
-    absl::StrAppend(&log, out->log);
-    if (!out->compiled) return CompileFailure(request, "NVRTC", absl::StrCat("could not compile ", unit.name), log);
-    binaries.push_back(std::move(out->binary));
+    KILN_ABSL_ASSIGN_OR_RETURN(UnitOutput out, CompileUnit(request, unit, headers, unit_options, lto));
+    if (spec.units.size() > 1 && !out.log.empty()) absl::StrAppend(&log, "--- NVRTC ", unit.name, " ---\n");
+    absl::StrAppend(&log, out.log);
+    if (!out.compiled) return CompileFailure(request, "NVRTC", absl::StrCat("could not compile ", unit.name), log);
+    binaries.push_back(std::move(out.binary));
   }
   result.compile_ms = MsSince(compile_start);
 

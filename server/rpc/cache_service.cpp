@@ -3,8 +3,8 @@
 #include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "cache/sha256.h"
 #include "server/engine/clock.h"
 #include "server/engine/debug_controls.h"
 #include "server/rpc/grpc_status.h"
@@ -15,12 +15,6 @@ namespace {
 void SetMillis(google::protobuf::Timestamp* ts, int64_t unix_ms) {
   ts->set_seconds(unix_ms / 1000);
   ts->set_nanos(int32_t((unix_ms % 1000) * 1000000));
-}
-
-bool IsHex(const std::string& s) {
-  for (char c : s)
-    if (!absl::ascii_isxdigit(c) || absl::ascii_isupper(c)) return false;
-  return true;
 }
 
 }  // namespace
@@ -100,7 +94,7 @@ grpc::Status CacheServiceImpl::GetEntry(grpc::ServerContext*, const v1::GetEntry
                                         v1::CacheEntry* response) {
   if (auto s = RequireCache(); !s.ok()) return s;
   const std::string& key = request->cache_key();
-  if (key.size() < 8 || key.size() > 64 || !IsHex(key))
+  if (key.size() < 8 || key.size() > 64 || !cache::IsLowerHex(key))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("cache_key \"", key,
                                      "\" must be a key or a prefix of one: 8 to 64 lowercase hex digits"));
@@ -128,7 +122,7 @@ grpc::Status CacheServiceImpl::EvictEntries(grpc::ServerContext*, const v1::Evic
   if (has_filter && request->all())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "all: true cannot be combined with a filter");
   for (const auto& k : filter.keys)
-    if (k.size() != 64 || !IsHex(k))
+    if (!cache::IsSha256Hex(k))
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("cache_keys must be full keys (64 lowercase hex digits); got \"", k, "\""));
   auto report = engine_->cache()->Evict(filter, request->dry_run());
@@ -181,9 +175,9 @@ grpc::Status CacheServiceImpl::GetStats(grpc::ServerContext*, const v1::GetStats
   auto latency = stats.HitLatency();
   response->set_hit_latency_p50_us(latency.p50_us);
   response->set_hit_latency_p99_us(latency.p99_us);
-  response->set_cache_dir(engine_->config().cache_dir);
-  response->set_jit_enabled(!engine_->config().disable_jit);
-  response->set_cache_enabled(!engine_->config().no_cache);
+  response->set_cache_dir(engine_->options().cache_dir);
+  response->set_jit_enabled(!engine_->options().disable_jit);
+  response->set_cache_enabled(!engine_->options().no_cache);
   return grpc::Status::OK;
 }
 

@@ -35,5 +35,17 @@ TEST_CASE("IsSha256Hex accepts exactly 64 lowercase hex digits", "[sha256]") {
   CHECK_FALSE(IsSha256Hex("../../" + std::string(58, 'a')));
 }
 
+TEST_CASE("LowerHex spells every byte as two lowercase digits, and IsLowerHex accepts that spelling", "[sha256]") {
+  CHECK(LowerHex("") == "");
+  CHECK(LowerHex(std::string_view("\x00\x0f\xa0\xff", 4)) == "000fa0ff");
+  CHECK(LowerHex("abc") == "616263");
+  CHECK(IsLowerHex("0123456789abcdef"));
+  CHECK(IsLowerHex(Sha256Hex("x").substr(0, 8)));  // a key prefix
+  CHECK_FALSE(IsLowerHex(""));
+  CHECK_FALSE(IsLowerHex("ABCDEF01"));
+  CHECK_FALSE(IsLowerHex("0123456g"));
+  CHECK_FALSE(IsLowerHex("01234 67"));
+}
+
 }  // namespace
 }  // namespace kiln::cache

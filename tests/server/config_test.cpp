@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "server/config/daemon_config.h"
+#include "server/config/engine_options_from_config.h"
 
 using kiln::server::LoadDaemonConfig;
 
@@ -85,6 +86,37 @@ TEST_CASE("bad flags and variables are refused naming what was wrong", "[config]
   auto r = LoadDaemonConfig({"--kernels-dir", kKernels});
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("KILN_NO_CACHE=maybe is not a boolean"));
+}
+
+TEST_CASE("the engine gets its settings from the daemon's, and only those", "[config]") {
+  auto c = LoadDaemonConfig({"--kernels-dir", kKernels, "--cache-dir", "/tmp/kiln-options/cache", "--gen-dir",
+                             "/tmp/kiln-options/gen", "--disable-jit", "--no-cache", "--arch", "sm_80 sm_90a",
+                             "--max-jobs", "3", "--compile-memory-mb", "1024", "--cache-max-mb", "77",
+                             "--job-timeout-s", "42", "--shutdown-grace-s", "5", "--log-level", "debug"});
+  REQUIRE(c.ok());
+  const kiln::server::EngineOptions o = kiln::server::EngineOptionsFromConfig(*c);
+  CHECK(o.cache_dir == "/tmp/kiln-options/cache");
+  CHECK(o.gen_dir == "/tmp/kiln-options/gen");
+  CHECK(o.kernels_dir == kKernels);
+  CHECK(o.cuda_include_dir == c->cuda_home + "/include");
+  CHECK(o.disable_jit);
+  CHECK(o.no_cache);
+  CHECK(o.arch_list == std::vector<std::string>{"sm_80", "sm_90a"});
+  CHECK(o.max_jobs == 3);
+  CHECK(o.compile_memory_mb == 1024);
+  CHECK(o.cache_max_mb == 77);
+  CHECK(o.job_timeout_s == 42);
+
+  auto d = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE(d.ok());
+  const kiln::server::EngineOptions defaults = kiln::server::EngineOptionsFromConfig(*d);
+  CHECK(!defaults.disable_jit);
+  CHECK(!defaults.no_cache);
+  CHECK(defaults.arch_list.empty());
+  CHECK(defaults.max_jobs == d->max_jobs);
+  CHECK(defaults.compile_memory_mb == d->compile_memory_mb);
+  CHECK(defaults.cache_max_mb == d->cache_max_mb);
+  CHECK(defaults.job_timeout_s == d->job_timeout_s);
 }
 
 TEST_CASE("every flag has an environment variable in the one table", "[config]") {

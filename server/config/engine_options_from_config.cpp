@@ -1,0 +1,21 @@
+#include "server/config/engine_options_from_config.h"
+
+namespace kiln::server {
+
+EngineOptions EngineOptionsFromConfig(const DaemonConfig& config) {
+  EngineOptions options;
+  options.cache_dir = config.cache_dir;
+  options.gen_dir = config.gen_dir;
+  options.kernels_dir = config.kernels_dir;
+  options.cuda_include_dir = config.cuda_include_dir();
+  options.disable_jit = config.disable_jit;
+  options.no_cache = config.no_cache;
+  options.arch_list = config.arch_list;
+  options.max_jobs = config.max_jobs;
+  options.compile_memory_mb = config.compile_memory_mb;
+  options.cache_max_mb = config.cache_max_mb;
+  options.job_timeout_s = config.job_timeout_s;
+  return options;
+}
+
+}  // namespace kiln::server
