@@ -13,7 +13,8 @@
 namespace kiln::cache {
 
 // Bumped whenever the blob/index layout or the key encoding changes.
-inline constexpr uint32_t kCacheFormatVersion = 1;
+// 2: an entry's launch hints are a typed list, one per entry point (launch_json).
+inline constexpr uint32_t kCacheFormatVersion = 2;
 
 struct KeySource {
   std::string name;    // name as the compile sees it ("kiln_config.cuh", "rmsnorm.cu")

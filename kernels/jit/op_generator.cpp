@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "absl/strings/str_join.h"
 
 namespace kiln::kernels {
@@ -21,17 +22,15 @@ std::vector<std::function<std::unique_ptr<OpGenerator>()>>& Factories() {
 
 absl::StatusOr<JitSpec> OpGenerator::Generate(const Params& params, const TreeSnapshot& tree) const {
   const std::vector<ParamInfo> infos = this->params();
-  absl::StatusOr<ParamValues> values = ParseParams(name(), infos, params);
-  if (!values.ok()) return values.status();
-  absl::StatusOr<JitSpec> spec = Build(*values, tree);
-  if (!spec.ok()) return spec.status();
-  spec->op = std::string(name());
-  spec->arch_families = arch_families();
+  KILN_ABSL_ASSIGN_OR_RETURN(const ParamValues values, ParseParams(name(), infos, params));
+  KILN_ABSL_ASSIGN_OR_RETURN(JitSpec spec, Build(values, tree));
+  spec.op = std::string(name());
+  spec.arch_families = arch_families();
   // The canonical params are what the key and the client's check of a reply see: every param,
   // none left "auto" (a generator that forgets one is a bug, not bad input).
   for (const ParamInfo& info : infos) {
-    auto it = spec->params.find(info.name);
-    if (it == spec->params.end() || it->second == kAuto)
+    auto it = spec.params.find(info.name);
+    if (it == spec.params.end() || it->second == kAuto)
       return absl::InternalError(absl::StrCat(std::string(name()), ": the generator left param '", info.name,
                                               "' out of the spec's canonical params"));
   }

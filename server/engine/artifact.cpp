@@ -40,16 +40,27 @@ std::vector<KernelAttributes> KernelsFromJson(const std::string& json) {
   return out;
 }
 
-std::string MapToJson(const std::map<std::string, std::string>& map) {
-  return nlohmann::json(map).dump();
+std::string LaunchToJson(const std::vector<kernels::EntryLaunch>& launch) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& l : launch) {
+    out.push_back({{"entry", l.entry},
+                   {"block", l.block},
+                   {"dynamic_smem", l.dynamic_smem},
+                   {"items_per_block", l.items_per_block},
+                   {"max_blocks", l.max_blocks}});
+  }
+  return out.dump();
 }
 
-std::map<std::string, std::string> MapFromJson(const std::string& json) {
+std::vector<kernels::EntryLaunch> LaunchFromJson(const std::string& json) {
+  std::vector<kernels::EntryLaunch> out;
   auto parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  std::map<std::string, std::string> out;
-  if (!parsed.is_object()) return out;
-  for (auto it = parsed.begin(); it != parsed.end(); ++it)
-    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  if (!parsed.is_array()) return out;
+  for (const auto& j : parsed) {
+    if (!j.is_object()) continue;
+    out.push_back({j.value("entry", ""), j.value("block", 0), j.value("dynamic_smem", 0), j.value("items_per_block", 0),
+                   j.value("max_blocks", 0)});
+  }
   return out;
 }
 

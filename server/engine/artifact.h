@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/jit/jit_spec.h"
 #include "server/jit/kernel_attributes.h"
 
 namespace kiln::server {
@@ -20,14 +21,14 @@ struct Artifact {
   std::shared_ptr<const std::string> cubin;
   std::string blob_path;  // empty when nothing was stored (--no-cache)
   std::vector<KernelAttributes> kernels;
-  std::map<std::string, std::string> launch;
+  std::vector<kernels::EntryLaunch> launch;
   std::string job_id;  // the job that built it
 };
 
 // JSON forms stored in the cache index (EntryRecord::kernels_json / launch_json).
 std::string KernelsToJson(const std::vector<KernelAttributes>& kernels);
 std::vector<KernelAttributes> KernelsFromJson(const std::string& json);
-std::string MapToJson(const std::map<std::string, std::string>& map);
-std::map<std::string, std::string> MapFromJson(const std::string& json);
+std::string LaunchToJson(const std::vector<kernels::EntryLaunch>& launch);
+std::vector<kernels::EntryLaunch> LaunchFromJson(const std::string& json);
 
 }  // namespace kiln::server

@@ -122,7 +122,7 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
     record.compile_ms = compiled->compile_ms + compiled->link_ms;
     record.job_id = flight->job_id;
     record.kernels_json = KernelsToJson(compiled->kernels);
-    record.launch_json = MapToJson(p.spec.launch);
+    record.launch_json = LaunchToJson(p.spec.launch);
     if (auto job = jobs_.Get(flight->job_id))
       (void)google::protobuf::util::MessageToJsonString(job->manifest(), &record.manifest_json);
     record.compile_log = compiled->log;

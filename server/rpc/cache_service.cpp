@@ -1,5 +1,7 @@
 #include "server/rpc/cache_service.h"
 
+#include "server/rpc/wire_forms.h"
+
 #include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
@@ -36,21 +38,10 @@ void EntryToProto(const cache::EntryRecord& r, const std::string& blob_path, v1:
   SetMillis(out->mutable_last_used(), r.last_used_unix_ms);
   out->set_hit_count(r.hit_count);
   out->set_compile_ms(r.compile_ms);
-  for (const auto& k : KernelsFromJson(r.kernels_json)) {
-    auto* a = out->add_kernels();
-    a->set_name(k.name);
-    a->set_registers(k.registers);
-    a->set_static_shared_bytes(k.static_shared_bytes);
-    a->set_max_dynamic_shared_bytes(k.max_dynamic_shared_bytes);
-    a->set_max_threads_per_block(k.max_threads_per_block);
-    a->set_stack_bytes(k.stack_bytes);
-    a->set_spill_store_bytes(k.spill_store_bytes);
-    a->set_spill_load_bytes(k.spill_load_bytes);
-    a->set_const_bytes(k.const_bytes);
-  }
+  for (const auto& k : KernelsFromJson(r.kernels_json)) ToWire(k, out->add_kernels());
   out->set_job_id(r.job_id);
   out->set_blob_path(blob_path);
-  for (const auto& [k, v] : MapFromJson(r.launch_json)) (*out->mutable_launch())[k] = v;
+  ToWire(LaunchFromJson(r.launch_json), out->mutable_launch());
   *out->mutable_debug() = DebugControlsOf(r.options);
   out->set_cuda_headers_version(r.cuda_headers_version);
   // The heavy fields are only read by GetEntry (a listing selects them as empty strings).

@@ -1,5 +1,7 @@
 #include "server/rpc/kernel_service.h"
 
+#include "server/rpc/wire_forms.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/rpc/grpc_status.h"
@@ -65,22 +67,11 @@ grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1
   response->set_cache_key(a.key);
   response->set_uri(a.uri);
   response->set_arch(a.arch);
-  for (const auto& k : a.kernels) {
-    auto* out = response->add_kernels();
-    out->set_name(k.name);
-    out->set_registers(k.registers);
-    out->set_static_shared_bytes(k.static_shared_bytes);
-    out->set_max_dynamic_shared_bytes(k.max_dynamic_shared_bytes);
-    out->set_max_threads_per_block(k.max_threads_per_block);
-    out->set_stack_bytes(k.stack_bytes);
-    out->set_spill_store_bytes(k.spill_store_bytes);
-    out->set_spill_load_bytes(k.spill_load_bytes);
-    out->set_const_bytes(k.const_bytes);
-  }
+  for (const auto& k : a.kernels) ToWire(k, response->add_kernels());
   response->set_origin(served->origin);
   response->set_job_id(served->job_id);
   *response->mutable_timings() = served->timings;
-  for (const auto& [k, v] : a.launch) (*response->mutable_launch())[k] = v;
+  ToWire(a.launch, response->mutable_launch());
   for (const auto& [k, v] : a.params) (*response->mutable_params())[k] = v;
   return grpc::Status::OK;
 }

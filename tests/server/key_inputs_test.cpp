@@ -41,7 +41,7 @@ Request Rmsnorm() {
   r.spec.link_options = {"-O3"};
   r.spec.entries = {"rmsnorm"};
   r.spec.arch_families = {kernels::FamilyAtLeast(80)};
-  r.spec.launch = {{"block", "256"}};
+  r.spec.launch = {{.entry = "rmsnorm", .block = 256}};
   r.spec.compile_memory_mb = 64;
   r.tree.root = "/opt/kiln/share/kiln/kernels";
   r.tree.digest = cache::Sha256Hex("the kernels tree");
@@ -86,7 +86,7 @@ TEST_CASE("what cannot change the cubin stays out of the key", "[key_inputs]") {
   std::vector<std::function<void(Request&)>> changes = {
       [](Request& r) { r.tree.root = "/home/someone/kiln/kernels"; },
       [](Request& r) { r.tree.generation = 4; },
-      [](Request& r) { r.spec.launch["block"] = "512"; },
+      [](Request& r) { r.spec.launch[0].block = 512; },
       [](Request& r) { r.spec.compile_memory_mb = 4096; },
       [](Request& r) { r.spec.units[0].origin = Origin::kRequest; },
       [](Request& r) { r.spec.units[0].tree_path = "src/elsewhere/rmsnorm.cu"; },
@@ -129,6 +129,7 @@ TEST_CASE("every input that can change the cubin changes the key", "[key_inputs]
 
 TEST_CASE("the key of a fixed request is pinned: a change here makes every warm cache miss once",
           "[key_inputs]") {
-  // Computed with the engine's inline assembly this function replaced: the move changed no byte.
-  CHECK(Rmsnorm().Key() == "501e23c29b89b65ca82e602c2d4ef6549fccc428c7c315854c1c25e1e19c0ae4");
+  // First computed with the engine's inline assembly this function replaced (the move changed
+  // no byte); then cache format 2 (typed launch hints in the index) changed the format field.
+  CHECK(Rmsnorm().Key() == "35e5ac80a8b4c1b2bd3870efbf42c25abff5ccc83163e32d8be0e04d561fb686");
 }

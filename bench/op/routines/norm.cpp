@@ -7,9 +7,10 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
-#include "client/ops/norm/norm_launcher.h"
+#include "client/ops/norm/norm_ops.h"
 #include "client/ops/norm/norm_plan.h"
-#include "kiln/ops.h"
+#include "kiln/norm/norm_contract.h"
+#include "kiln/ops/norm.h"
 
 namespace kiln::bench {
 namespace {
@@ -68,9 +69,9 @@ class NormRoutine : public Routine {
 
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
     const int64_t rows = AxisValue(shape, "rows"), hidden = AxisValue(shape, "hidden");
-    if (hidden > client::kMaxNormHidden)
+    if (hidden > norm::kMaxHidden)
       return Status(StatusCode::kInvalidArgument, std::string(name()) + ": hidden=" + std::to_string(hidden) +
-                                                      " is outside 1.." + std::to_string(client::kMaxNormHidden));
+                                                      " is outside 1.." + std::to_string(norm::kMaxHidden));
     const double es = static_cast<double>(DTypeSize(dtype));
     const double matrix = static_cast<double>(rows) * static_cast<double>(hidden) * es;
     CaseSpec spec;
@@ -156,7 +157,7 @@ class NormRoutine : public Routine {
           return Status(StatusCode::kInvalidArgument, backend + ": the tensors allow vec <= " +
                                                           std::to_string(plan->vec) + " only");
         plan->vec = vec;
-        return client::RunNorm(*plan, stream);
+        return client::LaunchNormPlan(*plan, stream);
       });
     }
     return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");

@@ -6,6 +6,7 @@
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/ops/norm/norm_ops.h"
 #include "client/ops/norm/norm_plan.h"
 #include "client/ops/op_table.h"
 #include "kiln/norm/norm_contract.h"
@@ -64,9 +65,7 @@ struct RmsNormArgs {
 
 Status RunRmsNorm(const RmsNormArgs& a, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const NormPlan plan, PlanRmsNorm(*a.out, *a.input, *a.weight, a.eps, api));
-  // NormPlan: a = out, b = input.
-  const norm::RmsNormParams params = {plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride, plan.eps};
-  return LaunchNorm(plan, kRmsNormKernels, norm::kRmsNormEntry, params, stream);
+  return LaunchNormPlan(plan, stream);
 }
 
 struct FusedAddRmsNormArgs {
@@ -82,10 +81,7 @@ struct FusedAddRmsNormArgs {
 
 Status RunFusedAddRmsNorm(const FusedAddRmsNormArgs& a, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const NormPlan plan, PlanFusedAddRmsNorm(*a.input, *a.residual, *a.weight, a.eps, api));
-  // NormPlan: a = input, b = residual.
-  const norm::FusedAddRmsNormParams params = {plan.a,    plan.b,        plan.weight, plan.rows,
-                                              plan.a_stride, plan.b_stride, plan.eps};
-  return LaunchNorm(plan, kFusedAddRmsNormKernels, norm::kFusedAddRmsNormEntry, params, stream);
+  return LaunchNormPlan(plan, stream);
 }
 
 const OpDescriptor kRmsNorm = {.name = "rms_norm",
@@ -104,6 +100,18 @@ KILN_REGISTER_OP(kRmsNorm);
 KILN_REGISTER_OP(kFusedAddRmsNorm);
 
 }  // namespace
+
+Status LaunchNormPlan(const NormPlan& plan, void* stream) {
+  // NormPlan: a = out and b = input for rms_norm; a = input and b = residual for the fused op.
+  if (plan.op == NormOp::kRmsNorm)
+    return LaunchNorm(plan, kRmsNormKernels, norm::kRmsNormEntry,
+                      norm::RmsNormParams{plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride, plan.eps},
+                      stream);
+  return LaunchNorm(
+      plan, kFusedAddRmsNormKernels, norm::kFusedAddRmsNormEntry,
+      norm::FusedAddRmsNormParams{plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride, plan.eps}, stream);
+}
+
 }  // namespace kiln::client
 
 namespace kiln::ops {

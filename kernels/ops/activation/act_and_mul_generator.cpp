@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/activation/activation_contract.h"
@@ -63,22 +64,20 @@ class ActAndMulGenerator : public OpGenerator {
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
     const DTypeInfo& dtype = FindDType(kDTypes, values.Text(kParamDType));
-    absl::StatusOr<int> vec = ResolveVec(op, values, dtype);
-    if (!vec.ok()) return vec.status();
-    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
-    if (!unit.ok()) return unit.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, dtype));
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
-    const ActAndMulLaunchShape shape = ChooseActAndMulShape(*vec, dtype.bytes);
+    const ActAndMulLaunchShape shape = ChooseActAndMulShape(vec, dtype.bytes);
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", dtype.name, VecSuffix(*vec, WidestVec(dtype.bytes)));
-    spec.params = {{kParamDType, dtype.name}, {kParamVec, std::to_string(*vec)}};
+    spec.uri = absl::StrCat(op, "_", dtype.name, VecSuffix(vec, WidestVec(dtype.bytes)));
+    spec.params = {{kParamDType, dtype.name}, {kParamVec, std::to_string(vec)}};
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/activation/act_and_mul_generator.cpp",
                                         {{"KILN_ACT_KIND", std::to_string(act_.kind)},
                                          {"KILN_ACT_T", dtype.cuda_type},
                                          {"KILN_ACT_VEC", std::to_string(shape.vec)},
                                          {"KILN_ACT_BLOCK", std::to_string(shape.block)},
                                          {"KILN_ACT_ITEMS", std::to_string(shape.items_per_thread)}}));
-    spec.units.push_back(std::move(unit).value());
+    spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {act_.entry};
     spec.launch = {{.entry = act_.entry, .block = shape.block, .items_per_block = shape.cols_per_block}};

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/comm/comm_contract.h"
@@ -76,27 +77,25 @@ class AllReduceGenerator : public OpGenerator {
     const DTypeInfo& dtype = FindDType(kDTypes, values.Text(kParamDType));
     const int world = values.Int(comm::kParamWorldSize);
     const int hidden = add_rmsnorm_ ? values.Int(comm::kParamHidden) : 0;  // 0: no hidden (all_reduce)
-    absl::StatusOr<int> vec = ResolveVec(op, values, dtype, hidden, comm::kParamHidden);
-    if (!vec.ok()) return vec.status();
-    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, add_rmsnorm_ ? kAddRmsNormUnitPath : kAllReduceUnitPath);
-    if (!unit.ok()) return unit.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, dtype, hidden, comm::kParamHidden));
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, add_rmsnorm_ ? kAddRmsNormUnitPath : kAllReduceUnitPath));
 
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name, "_w", world, add_rmsnorm_ ? absl::StrCat("_h", hidden) : "",
-                            VecSuffix(*vec, WidestVec(dtype.bytes, hidden)));
-    spec.params = {{kParamDType, dtype.name}, {comm::kParamWorldSize, std::to_string(world)}, {kParamVec, std::to_string(*vec)}};
+                            VecSuffix(vec, WidestVec(dtype.bytes, hidden)));
+    spec.params = {{kParamDType, dtype.name}, {comm::kParamWorldSize, std::to_string(world)}, {kParamVec, std::to_string(vec)}};
     if (add_rmsnorm_) spec.params[comm::kParamHidden] = std::to_string(hidden);
 
-    const int block = add_rmsnorm_ ? AllReduceAddRmsNormBlock(hidden, *vec) : kAllReduceBlock;
+    const int block = add_rmsnorm_ ? AllReduceAddRmsNormBlock(hidden, vec) : kAllReduceBlock;
     const int max_blocks = add_rmsnorm_ ? AllReduceAddRmsNormMaxBlocks(block) : kAllReduceMaxBlocks;
     const std::string prefix = add_rmsnorm_ ? "KILN_AR_RMSNORM_" : "KILN_ALL_REDUCE_";
     std::vector<std::pair<std::string, std::string>> defines = {{prefix + "T", dtype.cuda_type},
                                                                 {prefix + "WORLD", std::to_string(world)}};
     if (add_rmsnorm_) defines.push_back({prefix + "HIDDEN", std::to_string(hidden)});
-    defines.push_back({prefix + "VEC", std::to_string(*vec)});
+    defines.push_back({prefix + "VEC", std::to_string(vec)});
     defines.push_back({prefix + "BLOCK", std::to_string(block)});
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/comm/all_reduce_generator.cpp", defines));
-    spec.units.push_back(std::move(unit).value());
+    spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     if (add_rmsnorm_) {
       spec.entries = {comm::kAddRmsNormEntry};

@@ -1,6 +1,7 @@
 #include "kernels/ops/decode/append_paged_kv_generator.h"
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/decode/decode_contract.h"
@@ -42,21 +43,19 @@ class AppendPagedKvGenerator : public OpGenerator {
     const std::string op(name());
     const DTypeInfo& dtype = FindDType(kDTypes, values.Text(kParamDType));
     const int head_dim = values.Int(decode::kParamHeadDim);
-    absl::StatusOr<int> vec = ResolveVec(op, values, dtype);
-    if (!vec.ok()) return vec.status();
-    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
-    if (!unit.ok()) return unit.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, dtype));
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", dtype.name, "_d", head_dim, VecSuffix(*vec, WidestVec(dtype.bytes)));
+    spec.uri = absl::StrCat(op, "_", dtype.name, "_d", head_dim, VecSuffix(vec, WidestVec(dtype.bytes)));
     spec.params = {{kParamDType, dtype.name}, {decode::kParamHeadDim, std::to_string(head_dim)},
-                   {kParamVec, std::to_string(*vec)}};
+                   {kParamVec, std::to_string(vec)}};
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/decode/append_paged_kv_generator.cpp",
                                         {{"KILN_APPEND_T", dtype.cuda_type},
                                          {"KILN_APPEND_HEAD_DIM", std::to_string(head_dim)},
-                                         {"KILN_APPEND_VEC", std::to_string(*vec)},
+                                         {"KILN_APPEND_VEC", std::to_string(vec)},
                                          {"KILN_APPEND_BLOCK", std::to_string(kAppendPagedKvBlock)}}));
-    spec.units.push_back(std::move(unit).value());
+    spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {decode::kAppendPagedKvEntry};
     spec.launch = {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/decode/decode_contract.h"
@@ -66,8 +67,7 @@ class BatchDecodeGenerator : public OpGenerator {
     const int group = values.Int(decode::kParamGroup);
     const int page_size = values.Int(decode::kParamPageSize);
     const bool soft_cap = values.Text(decode::kParamSoftCap) == "1";
-    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
-    if (!unit.ok()) return unit.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     const BatchDecodeLaunchShape shape = ChooseBatchDecodeShape(head_dim);
     JitSpec spec;
@@ -85,7 +85,7 @@ class BatchDecodeGenerator : public OpGenerator {
                                          {"KILN_DECODE_SOFT_CAP", soft_cap ? "1" : "0"},
                                          {"KILN_DECODE_WARPS", std::to_string(shape.block / 32)},
                                          {"KILN_DECODE_STAGES", std::to_string(shape.stages)}}));
-    spec.units.push_back(std::move(unit).value());
+    spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {decode::kBatchDecodeEntry, decode::kBatchDecodeMergeEntry};
     spec.launch = {{.entry = decode::kBatchDecodeEntry, .block = shape.block, .dynamic_smem = shape.dynamic_smem},

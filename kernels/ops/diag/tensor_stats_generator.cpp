@@ -1,6 +1,7 @@
 #include "kernels/ops/diag/tensor_stats_generator.h"
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/diag/diag_contract.h"
@@ -51,8 +52,7 @@ class TensorStatsGenerator : public OpGenerator {
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
     const DTypeInfo& dtype = FindDType(kDTypes, values.Text(kParamDType));
-    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
-    if (!unit.ok()) return unit.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name);
@@ -60,7 +60,7 @@ class TensorStatsGenerator : public OpGenerator {
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/diag/tensor_stats_generator.cpp",
                                         {{"KILN_STATS_T", dtype.cuda_type},
                                          {"KILN_STATS_BLOCK", std::to_string(kTensorStatsBlock)}}));
-    spec.units.push_back(std::move(unit).value());
+    spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {diag::kTensorStatsEntry};
     spec.launch = {

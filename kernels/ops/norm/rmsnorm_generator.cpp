@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/norm/norm_contract.h"
@@ -59,15 +60,13 @@ class RmsNormGenerator : public OpGenerator {
     const std::string op(name());
     const DTypeInfo& dtype = FindDType(kDTypes, values.Text(kParamDType));
     const int hidden = values.Int(norm::kParamHidden);
-    absl::StatusOr<int> vec = ResolveVec(op, values, dtype, hidden, norm::kParamHidden);
-    if (!vec.ok()) return vec.status();
-    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
-    if (!unit.ok()) return unit.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, dtype, hidden, norm::kParamHidden));
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
-    const RmsNormLaunchShape shape = ChooseRmsNormShape(hidden, *vec, dtype.bytes);
+    const RmsNormLaunchShape shape = ChooseRmsNormShape(hidden, vec, dtype.bytes);
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", dtype.name, "_h", hidden, VecSuffix(*vec, WidestVec(dtype.bytes, hidden)));
-    spec.params = {{kParamDType, dtype.name}, {norm::kParamHidden, std::to_string(hidden)}, {kParamVec, std::to_string(*vec)}};
+    spec.uri = absl::StrCat(op, "_", dtype.name, "_h", hidden, VecSuffix(vec, WidestVec(dtype.bytes, hidden)));
+    spec.params = {{kParamDType, dtype.name}, {norm::kParamHidden, std::to_string(hidden)}, {kParamVec, std::to_string(vec)}};
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/norm/rmsnorm_generator.cpp",
                                         {{"KILN_RMSNORM_FUSED_ADD", fused_add_ ? "1" : "0"},
                                          {"KILN_RMSNORM_T", dtype.cuda_type},
@@ -75,7 +74,7 @@ class RmsNormGenerator : public OpGenerator {
                                          {"KILN_RMSNORM_VEC", std::to_string(shape.vec)},
                                          {"KILN_RMSNORM_THREADS_PER_ROW", std::to_string(shape.threads_per_row)},
                                          {"KILN_RMSNORM_ROWS_PER_BLOCK", std::to_string(shape.rows_per_block)}}));
-    spec.units.push_back(std::move(unit).value());
+    spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     const char* entry = fused_add_ ? norm::kFusedAddRmsNormEntry : norm::kRmsNormEntry;
     spec.entries = {entry};

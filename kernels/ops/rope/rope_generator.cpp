@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/rope/rope_contract.h"
@@ -79,30 +80,28 @@ class RopeGenerator : public OpGenerator {
     const int rotary_dim = values.Int(rope::kParamRotaryDim);
     const bool interleaved = values.Text(rope::kParamStyle) == rope::kStyleGptj;
     const PosType& pos = values.Text(rope::kParamPosDType) == kPosTypes[0].name ? kPosTypes[0] : kPosTypes[1];
-    absl::StatusOr<int> vec = ResolveVec(op, values, dtype, rotary_dim / 2, "rotary_dim / 2");
-    if (!vec.ok()) return vec.status();
-    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
-    if (!unit.ok()) return unit.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, dtype, rotary_dim / 2, "rotary_dim / 2"));
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
-    const RopeLaunchShape shape = ChooseRopeShape(rotary_dim, *vec);
+    const RopeLaunchShape shape = ChooseRopeShape(rotary_dim, vec);
     const char* style = interleaved ? rope::kStyleGptj : rope::kStyleNeox;
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name, "_r", rotary_dim, "_", style, "_", pos.short_name,
-                            VecSuffix(*vec, WidestVec(dtype.bytes, rotary_dim / 2)));
+                            VecSuffix(vec, WidestVec(dtype.bytes, rotary_dim / 2)));
     spec.params = {{kParamDType, dtype.name},
                    {rope::kParamRotaryDim, std::to_string(rotary_dim)},
                    {rope::kParamStyle, style},
                    {rope::kParamPosDType, pos.name},
-                   {kParamVec, std::to_string(*vec)}};
+                   {kParamVec, std::to_string(vec)}};
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/rope/rope_generator.cpp",
                                         {{"KILN_ROPE_COS_SIN_CACHE", cos_sin_cache_ ? "1" : "0"},
                                          {"KILN_ROPE_T", dtype.cuda_type},
                                          {"KILN_ROPE_POS", pos.cuda_type},
                                          {"KILN_ROPE_ROTARY_DIM", std::to_string(rotary_dim)},
-                                         {"KILN_ROPE_VEC", std::to_string(*vec)},
+                                         {"KILN_ROPE_VEC", std::to_string(vec)},
                                          {"KILN_ROPE_INTERLEAVED", interleaved ? "1" : "0"},
                                          {"KILN_ROPE_TOKENS_PER_BLOCK", std::to_string(shape.tokens_per_block)}}));
-    spec.units.push_back(std::move(unit).value());
+    spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     const char* entry = cos_sin_cache_ ? rope::kApplyRopeWithCosSinCacheEntry : rope::kApplyRopeEntry;
     spec.entries = {entry};

@@ -4,6 +4,7 @@
 // shape is fixed (one block of sampling::kBlock threads per row). Contract:
 // kiln/sampling/sampling_contract.h, docs/kernels-sampling.md.
 #include "absl/strings/str_cat.h"
+#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/sampling/sampling_contract.h"
@@ -83,23 +84,21 @@ class SamplingGenerator : public OpGenerator {
     const std::string op(name());
     const OutDType& out =
         values.Text(sampling::kParamOutDType) == kOutDTypes[0].name ? kOutDTypes[0] : kOutDTypes[1];
-    absl::StatusOr<int> vec = ResolveVec(op, values, kProbsType);
-    if (!vec.ok()) return vec.status();
-    absl::StatusOr<SourceFile> unit = UnitFromTree(op, tree, kUnitPath);
-    if (!unit.ok()) return unit.status();
+    KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, kProbsType));
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     const int smem = op_.uses_list ? sampling::kSelectSmemBytes : 0;
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", out.name, VecSuffix(*vec, WidestVec(kProbsType.bytes)));
-    spec.params = {{sampling::kParamOutDType, out.name}, {kParamVec, std::to_string(*vec)}};
+    spec.uri = absl::StrCat(op, "_", out.name, VecSuffix(vec, WidestVec(kProbsType.bytes)));
+    spec.params = {{sampling::kParamOutDType, out.name}, {kParamVec, std::to_string(vec)}};
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/sampling/sampling_generator.cpp",
                                         {{"KILN_SAMPLING_OP", op_.op_enum},
                                          {"KILN_SAMPLING_ENTRY", op_.entry},
                                          {"KILN_SAMPLING_OUT", out.cuda_type},
-                                         {"KILN_SAMPLING_VEC", std::to_string(*vec)},
+                                         {"KILN_SAMPLING_VEC", std::to_string(vec)},
                                          {"KILN_SAMPLING_THREADS", std::to_string(sampling::kBlock)},
                                          {"KILN_SAMPLING_USES_LIST", op_.uses_list ? "1" : "0"}}));
-    spec.units.push_back(std::move(unit).value());
+    spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {op_.entry};
     spec.launch = {{.entry = op_.entry, .block = sampling::kBlock, .dynamic_smem = smem, .items_per_block = 1}};

@@ -74,7 +74,7 @@ TEST_CASE("kiln get prints a human report, and --out writes the verified cubin",
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   for (const char* text : {"uri", "rmsnorm_bf16_h4096", "key", "origin", "compiled", "timings",
-                           "total", "ms", "launch", "block=", "rows_per_block=", "kernels",
+                           "total", "ms", "launch", "kiln_rmsnorm block=", "items_per_block=", "kernels",
                            "kiln_rmsnorm: ", "registers", "(verified)", "written"})
     CHECK(Has(r, text));
   const std::string cubin = kiln::testing::ReadFile(out);

@@ -5,12 +5,14 @@
 
 #include "client/comm/all_reduce_plan.h"
 #include "kiln/comm.h"
+#include "kiln/comm/comm_contract.h"
 #include "kiln/kiln.h"
 
 namespace kiln::client::comm {
 namespace {
 
 using ::kiln::comm::AllReduceAlgorithm;
+using ::kiln::comm::AllReduceGrid;
 
 TensorView Vec1D(uintptr_t address, DType dtype, int64_t n, int device = 0) {
   return TensorView::Contiguous(reinterpret_cast<void*>(address), dtype, {n},

@@ -53,9 +53,10 @@ TEST_CASE("Prefetch compiles once, then the daemon serves it from memory", "[cli
   CHECK(first->cache_key.size() == 64);
   CHECK(first->cubin_size > 0);
   CHECK(first->params.at("vec") == "8");
-  CHECK(first->launch.count("block") == 1);
-  CHECK(first->launch.count("rows_per_block") == 1);
-  CHECK(first->launch.count("dynamic_smem") == 1);
+  REQUIRE(first->launch.size() == 1);  // the entry's launch hints
+  CHECK(first->launch[0].entry == "kiln_rmsnorm");
+  CHECK(first->launch[0].block > 0);
+  CHECK(first->launch[0].items_per_block > 0);  // rows per block
   REQUIRE(first->kernels.size() == 1);
   CHECK(first->kernels[0].name == "kiln_rmsnorm");
 

@@ -6,6 +6,7 @@
 
 #include "kiln/client.h"
 #include "kiln/kernel.h"
+#include "kiln/norm/norm_contract.h"
 #include "tests/support/gpu_harness.h"
 #include "tests/support/kiln_rpc.h"
 
@@ -74,8 +75,8 @@ TEST_CASE("LoadOp gives the op's module and launch hints for a hand-made launch"
   INFO(module.status().ToString());
   REQUIRE(module.ok());
   const auto& launch = module->info().launch;
-  REQUIRE(launch.count("block"));
-  REQUIRE(launch.count("rows_per_block"));
+  REQUIRE(launch.size() == 1);
+  REQUIRE(launch[0].entry == "kiln_rmsnorm");
   auto kernel = module->kernel("kiln_rmsnorm");
   REQUIRE(kernel.ok());
 
@@ -87,14 +88,14 @@ TEST_CASE("LoadOp gives the op's module and launch hints for a hand-made launch"
   dx.Upload(x.bytes);
   dw.Upload(w.bytes);
   dy.Poison();
-  const long long rpb = std::stoll(launch.at("rows_per_block"));
+  // The op's contract (kiln/norm/norm_contract.h): rows_per_block rows per block, one
+  // parameter struct by value.
+  const long long rpb = launch[0].items_per_block;
   kiln::LaunchConfig config;
   config.grid.x = static_cast<unsigned>((rows + rpb - 1) / rpb);
-  config.block.x = static_cast<unsigned>(std::stoul(launch.at("block")));
-  void* out = dy.data();
-  const void* in = dx.data();
-  const void* weight = dw.data();
-  auto status = (*kernel)(config, out, in, weight, rows, hidden, hidden, 1e-6f);
+  config.block.x = static_cast<unsigned>(launch[0].block);
+  const kiln::norm::RmsNormParams params = {dy.data(), dx.data(), dw.data(), rows, hidden, hidden, 1e-6f};
+  auto status = (*kernel)(config, params);
   INFO(status.ToString());
   REQUIRE(status.ok());
   KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
