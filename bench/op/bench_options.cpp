@@ -52,6 +52,9 @@ std::string BenchUsage() {
 
   kiln-bench --routine NAME --shapes "AXIS=N,AXIS=N[;...]" [--dtype bf16[,fp16...]]
              [--backends kiln,reference[,...]|all] [--label TEXT] [options]
+  kiln-bench --traces DIR [options]      the default cases: one per example of every trace
+                                         definition of DIR (kernels/traces), backends
+                                         kiln,reference (what --generate-list prints)
   kiln-bench --list FILE [options]       one case per line: routine dtype shape backends [label]
   kiln-bench --list-routines             routines, their axes, dtypes and backends
   kiln-bench --generate-list TRACES_DIR  the default test list from the trace definitions'
@@ -128,7 +131,7 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
       KILN_RETURN_IF_ERROR(no_value());
       o.quiet = true;
     } else {
-      static const char* kValueFlags[] = {"--routine", "--list", "--generate-list", "--shapes", "--shape", "--dtype",
+      static const char* kValueFlags[] = {"--routine", "--list", "--traces", "--generate-list", "--shapes", "--shape", "--dtype",
                                           "--dtypes", "--backends", "--label", "--iters", "--warmup", "--max-seconds",
                                           "--l2", "--timer", "--seed", "--device", "--socket", "--out"};
       if (std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) == std::end(kValueFlags))
@@ -143,6 +146,9 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
       } else if (flag == "--list") {
         KILN_RETURN_IF_ERROR(set_mode(BenchMode::kList, flag));
         o.list_file = s;
+      } else if (flag == "--traces") {
+        KILN_RETURN_IF_ERROR(set_mode(BenchMode::kTraces, flag));
+        o.traces_dir = s;
       } else if (flag == "--generate-list") {
         KILN_RETURN_IF_ERROR(set_mode(BenchMode::kGenerateList, flag));
         o.traces_dir = s;
@@ -209,7 +215,8 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
   }
 
   if (!have_mode)
-    return Invalid("nothing to do: give --routine, --list, --list-routines, --generate-list or --overhead (see --help)");
+    return Invalid(
+        "nothing to do: give --routine, --traces, --list, --list-routines, --generate-list or --overhead (see --help)");
   if (o.mode != BenchMode::kRun && have_run_flags)
     return Invalid("--shapes, --dtype, --backends and --label go with --routine (a list file names them per line)");
   if (o.mode == BenchMode::kRun) {

@@ -6,10 +6,9 @@ namespace kiln::bench {
 
 std::string GenerateDefaultList(const std::vector<traces::TraceDefinition>& definitions) {
   std::string out =
-      "# kiln-bench's default test list, generated from the examples of kernels/traces/*.json by\n"
-      "#   kiln-bench --generate-list kernels/traces --out bench/definitions/default.list\n"
-      "# Do not edit: add an example to a trace definition and regenerate; a test fails when\n"
-      "# this file differs from what the definitions generate.\n"
+      "# kiln-bench's default cases, generated from the examples of kernels/traces/*.json\n"
+      "# (kiln-bench --traces kernels/traces runs them; --generate-list prints them). To change\n"
+      "# them, change the examples: this text is derived, never kept.\n"
       "#\n"
       "# routine              dtype shape                            backends         label\n";
   for (const auto& def : definitions) {

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # One benchmark round on the H200 (device tool, kind nvidia-h200), from the repository root
 # with the bundle in .gpu/ (docs/benchmarking.md has the bundle recipe): a kilnd of its own,
-# then kiln-bench on a test list (default: bench/definitions/default.list, generated from the
-# trace definitions), kiln-bench --overhead (op-call overhead against a raw cuLaunchKernelEx),
+# then kiln-bench on the default cases (--traces kernels/traces: one per example of every trace
+# definition) or a test list, kiln-bench --overhead (op-call overhead against a raw cuLaunchKernelEx),
 # and bench/compare_torch.py. Logs, JSON and CSV go to $OUT.
 #   bash bench/op/gpu_round.sh [bench|overhead|torch|all] [LIST] [COMPARE_TORCH_ARGS...]
 # One device command runs at most 10 minutes: give `bench` and `torch` a command each (`all`
-# may not fit); a LIST of some routines (grep the default list) runs a part.
+# may not fit); a LIST of some routines (kiln-bench --generate-list kernels/traces | grep ...) runs
+# a part.
 set -u
 what=${1:-all}
-list=${2:-bench/definitions/default.list}
+list=${2:-}  # empty: the default cases of kernels/traces
 shift $(( $# < 2 ? $# : 2 ))
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
@@ -25,7 +26,9 @@ for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
 export KILN_SOCKET=$dir/kilnd.sock
 
 if [[ $what == bench || $what == all ]]; then
-  timeout 520 kiln-bench --list "$list" --out "$OUT/kiln-bench.json" --out "$OUT/kiln-bench.csv" \
+  cases=(--traces kernels/traces)
+  [[ -n $list ]] && cases=(--list "$list")
+  timeout 520 kiln-bench "${cases[@]}" --out "$OUT/kiln-bench.json" --out "$OUT/kiln-bench.csv" \
     > "$OUT/kiln-bench.log" 2>&1
   echo "kiln-bench rc=$?"
   cat "$OUT/kiln-bench.log"

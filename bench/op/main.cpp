@@ -96,6 +96,12 @@ int Run(const BenchOptions& options, const std::string& command_line) {
     auto parsed = ParseTestList(text.str(), options.list_file);
     if (!parsed.ok()) return Fail(parsed.status().message(), kExitUsage);
     cases = std::move(*parsed);
+  } else if (options.mode == BenchMode::kTraces) {
+    auto text = GenerateDefaultListFromDir(options.traces_dir);
+    if (!text.ok()) return Fail(text.status().message(), kExitUsage);
+    auto parsed = ParseTestList(*text, options.traces_dir);
+    if (!parsed.ok()) return Fail(parsed.status().message(), kExitUsage);
+    cases = std::move(*parsed);
   } else {
     cases = CommandLineCases(options);
   }
@@ -177,6 +183,7 @@ int Run(const BenchOptions& options, const std::string& command_line) {
                          {"mechanism", copy->mechanism}, {"what", copy->what + "; GB/s counts read + write"}}},
   };
   if (options.mode == BenchMode::kList) meta["list"] = options.list_file;
+  if (options.mode == BenchMode::kTraces) meta["traces"] = options.traces_dir;
   for (const auto& out : options.outs)
     if (Status s = WriteRows(out, meta, rows); !s.ok()) return Fail(s.message());
 
@@ -257,6 +264,7 @@ int main(int argc, char** argv) {
       return Overhead(*options, command_line);
     case BenchMode::kRun:
     case BenchMode::kList:
+    case BenchMode::kTraces:
       return Run(*options, command_line);
   }
   return kExitUsage;

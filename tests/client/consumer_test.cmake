@@ -2,8 +2,10 @@
 #  1. install the client component of the build tree into a fresh prefix;
 #  2. check what was installed: library, public headers (free of gRPC, protobuf, abseil and
 #     CUDA includes), CMake package files; and that the library exports only Kiln's API;
-#  3. configure, build (-Werror) and run tests/client/consumer against that prefix.
-foreach(var KILN_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR EXPECTED_VERSION)
+#  3. configure, build (-Werror) and run tests/client/consumer against that prefix, with a C
+#     file that calls every C function the installed headers declare (every_c_function.py):
+#     each must be defined (the link) and callable (it returns).
+foreach(var KILN_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR EXPECTED_VERSION PYTHON)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "consumer_test.cmake: -D${var}=... is required")
   endif()
@@ -59,12 +61,29 @@ if(NM)
   endforeach()
 endif()
 
+set(every "${WORK_DIR}/every_c_function.c")
+run("${PYTHON}" "${CONSUMER_SOURCE_DIR}/every_c_function.py" "${prefix}/include" "${every}")
+string(STRIP "${run_output}" declared)
+string(REPLACE " " ";" declared "${declared}")
 run("${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-    "-DCMAKE_PREFIX_PATH=${prefix}" "-DKILN_EXPECTED_VERSION=${EXPECTED_VERSION}")
-run("${CMAKE_COMMAND}" --build "${WORK_DIR}/build")
+    "-DCMAKE_PREFIX_PATH=${prefix}" "-DKILN_EXPECTED_VERSION=${EXPECTED_VERSION}" "-DKILN_EVERY_C_FUNCTION=${every}")
+execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK_DIR}/build" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the consumer does not build against the installed package. An \"undefined reference to "
+                      "kiln_...\" names a C function that client/include/kiln declares and libkiln_client does not "
+                      "define (or export): define it with its op (client/ops/<family>/<family>_ops.cpp, "
+                      "docs/adding-a-kernel.md).\n${out}\n${err}")
+endif()
 run("${WORK_DIR}/build/consumer")
 message(STATUS "${run_output}")
 if(NOT run_output MATCHES "kiln consumer ok")
   message(FATAL_ERROR "the consumer did not finish: ${run_output}")
 endif()
+foreach(name IN LISTS declared)
+  if(NOT run_output MATCHES "C ABI ${name}: ")
+    message(FATAL_ERROR "the consumer did not call ${name}: ${run_output}")
+  endif()
+endforeach()
+list(LENGTH declared count)
+message(STATUS "every C function declared by the installed headers (${count}) is defined and callable")
 file(REMOVE_RECURSE "${WORK_DIR}")

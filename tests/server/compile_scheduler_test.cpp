@@ -39,7 +39,7 @@ TEST_CASE("at most max_jobs compiles run at once", "[scheduler]") {
   CHECK(g.peak == 3);
 }
 
-TEST_CASE("the memory budget bounds concurrent compiles; an oversized job runs alone", "[scheduler]") {
+TEST_CASE("the memory budget bounds concurrent compiles, an oversized job runs alone", "[scheduler]") {
   CompileScheduler s(8, 1000);
   Gauge g;
   std::atomic<int> done{0};

@@ -82,7 +82,7 @@ TEST_CASE("GetEntry carries the entry's manifest, compile log and debug controls
   CHECK(list.entries(0).compile_log().empty());
 }
 
-TEST_CASE("lineinfo, -G and a verbose log are each a separate entry; a verbose request for a cached kernel gets "
+TEST_CASE("lineinfo, -G and a verbose log are each a separate entry, a verbose request for a cached kernel gets "
           "its verbose log",
           "[cache][debug]") {
   TempDir dir;

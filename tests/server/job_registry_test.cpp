@@ -29,7 +29,7 @@ TEST_CASE("jobs get unique ids and are listed newest first with a state filter",
   CHECK_FALSE(r.Get("nope").has_value());
 }
 
-TEST_CASE("only the last finished jobs are kept; running ones always are", "[jobs]") {
+TEST_CASE("only the last finished jobs are kept, running ones always are", "[jobs]") {
   JobRegistry r(5);
   std::string running = r.Create(v1::Job());
   for (int i = 0; i < 20; ++i) {

@@ -73,7 +73,7 @@ TEST_CASE("an op is compiled once, then served from memory, then from disk after
   CHECK(Stats(rpc).compiles() == 0);
 }
 
-TEST_CASE("equal requests give equal keys; every param and the arch change the key", "[kernel]") {
+TEST_CASE("equal requests give equal keys, every param and the arch change the key", "[kernel]") {
   TempDir dir;
   DaemonProcess d({.root = dir.path()});
   Rpc rpc(d.channel());
@@ -104,7 +104,7 @@ TEST_CASE("equal requests give equal keys; every param and the arch change the k
   CHECK(sm90.response.arch() == "sm_90");  // a portable spec is built for the target as asked
 }
 
-TEST_CASE("raw sources compile with allowed options; options and code change the key", "[kernel]") {
+TEST_CASE("raw sources compile with allowed options, options and code change the key", "[kernel]") {
   TempDir dir;
   DaemonProcess d({.root = dir.path()});
   Rpc rpc(d.channel());

@@ -53,10 +53,14 @@ TEST_CASE("kiln-bench options: defaults and the other modes", "[bench]") {
   CHECK(run->l2 == L2Mode::kRotate);
   CHECK(run->timer == TimerChoice::kAuto);
 
-  auto list = Parse({"--list", "bench/definitions/default.list", "--out", "r.json"});
+  auto list = Parse({"--list", "cases.list", "--out", "r.json"});
   REQUIRE(list.ok());
   CHECK(list->mode == BenchMode::kList);
-  CHECK(list->list_file == "bench/definitions/default.list");
+  CHECK(list->list_file == "cases.list");
+  auto traces = Parse({"--traces", "kernels/traces"});
+  REQUIRE(traces.ok());
+  CHECK(traces->mode == BenchMode::kTraces);
+  CHECK(traces->traces_dir == "kernels/traces");
 
   auto gen = Parse({"--generate-list", "kernels/traces", "--out", "default.list"});
   REQUIRE(gen.ok());

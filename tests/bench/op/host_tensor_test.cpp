@@ -39,7 +39,7 @@ TEST_CASE("random host tensors: in range, rounded to the dtype, never zero", "[b
   }
 }
 
-TEST_CASE("random host tensors: the seed decides, not the threads; chunks differ", "[bench]") {
+TEST_CASE("random host tensors: the seed decides, not the threads, chunks differ", "[bench]") {
   // Three chunks of 1M elements and a part: filled on several threads.
   const size_t n = (size_t{3} << 20) + 12345;
   std::mt19937_64 a(42), b(42), c(43);

@@ -18,7 +18,7 @@ AllowedSet Allowed(SamplingRule rule, SamplingParams p) {
   return AllowedTokens(rule, kRow.data(), static_cast<int64_t>(kRow.size()), p);
 }
 
-TEST_CASE("allowed sets: top-k keeps ties at the k-th value; k <= 0 or >= vocab is no top-k", "[bench]") {
+TEST_CASE("allowed sets: top-k keeps ties at the k-th value, k <= 0 or >= vocab is no top-k", "[bench]") {
   AllowedSet k2 = Allowed(SamplingRule::kTopK, {.top_k = 2});
   CHECK(k2.threshold == 0.1875f);
   CHECK(k2.size == 3);  // a and both b
@@ -43,7 +43,7 @@ TEST_CASE("allowed sets: top-p keeps v while the mass above v is below p * row s
   CHECK(Allowed(SamplingRule::kTopP, {.top_p = NAN}).size == 1);
 }
 
-TEST_CASE("allowed sets: top-k then top-p over the top-k mass; min-p against the row max", "[bench]") {
+TEST_CASE("allowed sets: top-k then top-p over the top-k mass, min-p against the row max", "[bench]") {
   // The top-3 set {a, b, b} has mass 0.75: p = 0.6 allows b (0.375 < 0.45), p = 0.4 does not.
   CHECK(Allowed(SamplingRule::kTopKTopP, {.top_k = 3, .top_p = 0.6}).size == 3);
   CHECK(Allowed(SamplingRule::kTopKTopP, {.top_k = 3, .top_p = 0.4}).size == 1);

@@ -129,7 +129,7 @@ TEST_CASE("kiln inspect by key, 8-digit prefix and URI: entry, manifest, generat
   CHECK(by_uri["entries"][0]["entry"].contains("manifest"));  // fetched whole, not from the light listing
 }
 
-TEST_CASE("kiln inspect URI shows every entry of it: archs and debug variants; --arch picks one",
+TEST_CASE("kiln inspect URI shows every entry of it: archs and debug variants, --arch picks one",
           "[client][cli][daemon][inspect]") {
   Daemon d;
   const std::string plain = Json(d.Cli(kGet))["cacheKey"];

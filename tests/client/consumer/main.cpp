@@ -5,6 +5,7 @@
 #include <cstring>
 
 extern "C" int check_c_abi(void);
+extern "C" int call_every_c_function(void);
 
 int main() {
   if (std::strcmp(kiln::Version(), KILN_VERSION_STRING) != 0) {
@@ -22,6 +23,7 @@ int main() {
   }
   std::printf("C++: %s\n", status.ToString().c_str());
   if (check_c_abi() != 0) return 1;
+  if (call_every_c_function() != 0) return 1;
   std::printf("kiln consumer ok (kiln %s, daemon target %s)\n", kiln::Version(),
               kiln::DaemonTarget().c_str());
   return 0;

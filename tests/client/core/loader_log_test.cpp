@@ -18,7 +18,7 @@ size_t Count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("KILN_LOADER_LOG is 0 or 1; anything else is off with a message", "[client][loader-log]") {
+TEST_CASE("KILN_LOADER_LOG is 0 or 1, anything else is off with a message", "[client][loader-log]") {
   std::string error;
   for (const char* off : {static_cast<const char*>(nullptr), "", "0"}) {
     CHECK_FALSE(kiln::client::ParseLoaderLog(off, &error));
@@ -59,7 +59,7 @@ TEST_CASE("a loader-log line says what, for which arch, from where, how big and 
   CHECK(reused.find("load ") == std::string::npos);
 }
 
-TEST_CASE("a process with KILN_LOADER_LOG=1 logs each kernel it fetches from a real daemon; 0 and unset log nothing",
+TEST_CASE("a process with KILN_LOADER_LOG=1 logs each kernel it fetches from a real daemon, 0 and unset log nothing",
           "[client][loader-log][daemon]") {
   kiln::testing::TempDir dir{"kiln-loader-log"};
   kiln::testing::DaemonProcess daemon{kiln::testing::DaemonOptions{.root = dir.path()}};

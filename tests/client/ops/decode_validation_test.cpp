@@ -106,7 +106,7 @@ TEST_CASE("BatchDecodePlan refuses unsupported shapes, dtypes and page tables by
                  "kv_indptr_host: kv_indptr[0] = -1 is negative");
 }
 
-TEST_CASE("a single long request is split across the GPU; many short ones are not", "[client][decode][schedule]") {
+TEST_CASE("a single long request is split across the GPU, many short ones are not", "[client][decode][schedule]") {
   // Llama-3.1-8B (8 kv heads) on an H200 (132 SMs: 264 block slots).
   auto one_long = ScheduleBatchDecode({100000}, -1, 8, 16, 132);
   CHECK(one_long.split);
@@ -427,7 +427,7 @@ TEST_CASE("append_paged_kv chooses the widest vector the layout allows", "[clien
   CHECK(a.Check()->vec == 2);
 }
 
-TEST_CASE("append_paged_kv refuses bad arguments by name; nothing to append is OK", "[client][decode][validation]") {
+TEST_CASE("append_paged_kv refuses bad arguments by name, nothing to append is OK", "[client][decode][validation]") {
   {
     AppendArgs a;
     a.k = TensorView::Contiguous(At(3), DType::kFloat16, {5, 4, 64});
