@@ -4,9 +4,7 @@
 // dtypes and tensors its op's trace definition describes.
 #include <catch2/catch.hpp>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "bench/op/default_list.h"
 #include "bench/op/routine.h"
@@ -18,13 +16,6 @@ namespace kiln::bench {
 namespace {
 
 const std::string kSource = KILN_TEST_SOURCE_DIR;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 const std::vector<traces::TraceDefinition>& Traces() {
   static const std::vector<traces::TraceDefinition> defs = [] {
