@@ -44,9 +44,7 @@ std::vector<const Routine*> RoutineRegistry::All() const {
 }
 
 StatusOr<DType> ParseDType(std::string_view name) {
-  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32,
-                  DType::kInt64})
-    if (name == DTypeName(d)) return d;
+  if (std::optional<DType> d = DTypeFromName(name)) return *d;
   return Status(StatusCode::kInvalidArgument,
                 "dtype '" + std::string(name) + "' is not a dtype (fp32, fp16, bf16, int8, uint8, int32, int64)");
 }

@@ -22,13 +22,6 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::optional<DType> DTypeFromName(const std::string& name) {
-  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32,
-                  DType::kInt64})
-    if (name == DTypeName(d)) return d;
-  return std::nullopt;
-}
-
 std::optional<Role> RoleFromName(const std::string& name) {
   for (Role r : {Role::kInput, Role::kOutput, Role::kInOut})
     if (name == RoleName(r)) return r;

@@ -28,6 +28,13 @@ const char* DTypeName(DType dtype) {
   return "unknown-dtype";
 }
 
+std::optional<DType> DTypeFromName(std::string_view name) {
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32,
+                  DType::kInt64})
+    if (name == DTypeName(d)) return d;
+  return std::nullopt;
+}
+
 std::string DeviceName(const Device& device) {
   const std::string index = std::to_string(device.index);
   switch (device.type) {

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "kiln/export.h"
 
@@ -24,6 +26,8 @@ enum class DType : uint8_t {
 
 KILN_API size_t DTypeSize(DType dtype);       // bytes per element
 KILN_API const char* DTypeName(DType dtype);  // "fp32", "fp16", "bf16", "int8", ... (op params)
+// The dtype DTypeName spells `name`; nullopt for any other text.
+KILN_API std::optional<DType> DTypeFromName(std::string_view name);
 
 // The numbers are DLPack's DLDeviceType values.
 enum class DeviceType : int32_t {

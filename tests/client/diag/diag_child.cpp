@@ -7,8 +7,9 @@
 //   kiln_diag_child op-then-exit      the same call, then a normal exit
 //   kiln_diag_child invalid           an rms_norm that validation refuses
 //   kiln_diag_child c-abi             kiln_rms_norm through the C ABI
-//   kiln_diag_child all-ops           one call of every traced op (each stops at validation or
-//                                     at the driver)
+//   kiln_diag_child all-ops TRACES    one call of every op of the op table, made from its trace
+//                                     definition in TRACES (each stops at validation or at the
+//                                     driver)
 //   kiln_diag_child host-calls N OP...  N rounds of traced calls named OP on host tensors: the
 //                                     real trace path (log, statistics gate, dumps, limits,
 //                                     filters, the pause hook) around a body that reports its
@@ -34,10 +35,12 @@
 #include <vector>
 
 #include "client/diag/call_trace.h"
+#include "client/ops/op_table.h"
 #include "client/core/driver/cuda_driver.h"
 #include "kiln/comm.h"
 #include "kiln/kiln.h"
 #include "kiln/ops.h"
+#include "tests/client/ops/trace_example_args.h"
 
 namespace {
 
@@ -56,39 +59,37 @@ kiln::Status RmsNorm() {
   return kiln::ops::rms_norm(out, in, w, 1e-6);
 }
 
-void AllOps() {
-  const auto bf = DType::kBFloat16;
-  auto x = TensorView::Contiguous(Fake(1), bf, {4, 256});
-  auto y = TensorView::Contiguous(Fake(2), bf, {4, 128});
-  auto w = TensorView::Contiguous(Fake(3), bf, {256});
-  Print("rms_norm", kiln::ops::rms_norm(x, x, w, 1e-6));
-  Print("fused_add_rms_norm", kiln::ops::fused_add_rms_norm(x, TensorView::Contiguous(Fake(4), bf, {4, 256}), w, 1e-6));
-  Print("silu_and_mul", kiln::ops::silu_and_mul(y, x));
-  Print("gelu_and_mul", kiln::ops::gelu_and_mul(y, x));
-  Print("gelu_tanh_and_mul", kiln::ops::gelu_tanh_and_mul(y, x));
-  auto q = TensorView::Contiguous(Fake(5), bf, {4, 8, 128});
-  auto k = TensorView::Contiguous(Fake(6), bf, {4, 2, 128});
-  auto pos = TensorView::Contiguous(Fake(7), DType::kInt32, {4});
-  Print("apply_rope", kiln::ops::apply_rope(q, k, pos, {}));
-  auto cache = TensorView::Contiguous(Fake(8), DType::kFloat32, {4096, 128});
-  Print("apply_rope_with_cos_sin_cache", kiln::ops::apply_rope_with_cos_sin_cache(q, k, pos, cache, false));
-  auto probs = TensorView::Contiguous(Fake(9), DType::kFloat32, {4, 1000});
-  auto samples = TensorView::Contiguous(Fake(10), DType::kInt32, {4});
-  Print("top_k_sampling", kiln::ops::top_k_sampling(samples, probs, {nullptr, 50}, {1, 2}));
-  Print("top_p_sampling", kiln::ops::top_p_sampling(samples, probs, {nullptr, 0.9}, {1, 2}));
-  Print("top_k_top_p_sampling", kiln::ops::top_k_top_p_sampling(samples, probs, {nullptr, 50}, {nullptr, 0.9}, {1, 2}));
-  Print("min_p_sampling", kiln::ops::min_p_sampling(samples, probs, {nullptr, 0.1}, {1, 2}));
-  Print("argmax", kiln::ops::argmax(samples, probs));
-  auto kc = TensorView::Contiguous(Fake(11), bf, {16, 16, 2, 128});
-  auto vc = TensorView::Contiguous(Fake(12), bf, {16, 16, 2, 128});
-  auto kn = TensorView::Contiguous(Fake(13), bf, {4, 2, 128});
-  auto i4 = TensorView::Contiguous(Fake(14), DType::kInt32, {4});
-  auto i5 = TensorView::Contiguous(Fake(15), DType::kInt32, {5});
-  Print("append_paged_kv", kiln::ops::append_paged_kv(kc, vc, kn, kn, i4, i4, i5, i4, i4));
-  const int32_t indptr[] = {0, 1, 2, 3, 4}, last[] = {5, 5, 5, 5};
-  auto plan = kiln::ops::BatchDecodePlan::Create(indptr, last, 4, 8, 2, 128, 16, bf, {}, 0);
-  Print("BatchDecodePlan::Create", plan.status());
-  if (plan.ok()) Print("batch_decode", kiln::ops::batch_decode(*plan, q, nullptr, q, kc, vc, i5, i4, i4, nullptr, 0));
+// One call of every op of the op table through its invoker, with the arguments of its trace
+// definition's first example (tests/client/ops/trace_example_args.h). Prints, per op,
+// "<name>: called: <status>" when the call reached its call record (a traced call; its
+// outcome follows), "<name>: not called: <status>" when its invoker refused the arguments
+// before that, or "<name>: not invokable: <why>".
+int AllOps(const std::string& traces_dir) {
+  auto defs = kiln::traces::LoadTraceDefinitions(traces_dir);
+  if (!defs.ok()) {
+    std::fprintf(stderr, "kiln_diag_child: %s\n", defs.status().ToString().c_str());
+    return 2;
+  }
+  std::string called;
+  kiln::client::diag::SetCallObserver(
+      [&](const kiln::client::diag::OpCall& call, const kiln::Status&) { called = call.op; });
+  for (const kiln::client::OpDescriptor* op : kiln::client::AllOps()) {
+    if (op->invoke == nullptr) {
+      std::printf("%s: not invokable: %s\n", op->name, op->not_invokable);
+      continue;
+    }
+    const kiln::traces::TraceDefinition* def = kiln::client::testing::FindTraceDefinition(*defs, op->op);
+    if (def == nullptr || def->examples.empty()) {
+      std::fprintf(stderr, "kiln_diag_child: op %s has no trace definition with an example\n", op->name);
+      return 2;
+    }
+    kiln::client::testing::TraceExampleArgs args(*def);
+    called.clear();
+    const kiln::Status status = op->invoke(*op, args, nullptr);
+    std::printf("%s: %s: %s\n", op->name, called == op->name ? "called" : "not called", status.ToString().c_str());
+  }
+  kiln::client::diag::SetCallObserver(nullptr);
+  return 0;
 }
 
 // One host "op" of the trace path: out = 2 * input, over a strided input view.
@@ -441,10 +442,7 @@ int main(int argc, char** argv) {
     std::printf("kiln_rms_norm: %s %s\n", kiln_status_name(s), kiln_last_error());
     return 0;
   }
-  if (mode == "all-ops") {
-    AllOps();
-    return 0;
-  }
+  if (mode == "all-ops" && argc == 3) return AllOps(argv[2]);
   if (mode == "host-calls" && argc >= 4) {
     const int rounds = std::atoi(argv[2]);
     for (int r = 0; r < rounds; ++r)
