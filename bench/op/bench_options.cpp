@@ -59,6 +59,10 @@ std::string BenchUsage() {
   kiln-bench --list-routines             routines, their axes, dtypes and backends
   kiln-bench --generate-list TRACES_DIR  the default test list from the trace definitions'
                                          examples (kernels/traces), to stdout or --out FILE
+  kiln-bench --check [options]           correctness only: every backend of every routine, each
+                                         dtype, at the routine's check shapes (small and
+                                         awkward), on fresh random inputs with poisoned outputs,
+                                         against the float64 CPU reference; nothing is timed
   kiln-bench --overhead [options]        host time per call of kiln::ops calls (silu_and_mul
                                          1x8, rms_norm 1x128) against a raw cuLaunchKernelEx of
                                          the same kernel (routine call_overhead)
@@ -90,7 +94,8 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
   std::string shapes_text;
   auto set_mode = [&](BenchMode mode, const std::string& flag) -> Status {
     if (have_mode && o.mode != mode)
-      return Invalid(flag + ": give one of --routine, --list, --list-routines, --generate-list, --overhead, --help");
+      return Invalid(flag + ": give one of --routine, --traces, --list, --list-routines, --generate-list, --check, "
+                            "--overhead, --help");
     have_mode = true;
     o.mode = mode;
     return OkStatus();
@@ -127,6 +132,9 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
     } else if (flag == "--overhead") {
       KILN_RETURN_IF_ERROR(no_value());
       KILN_RETURN_IF_ERROR(set_mode(BenchMode::kOverhead, flag));
+    } else if (flag == "--check") {
+      KILN_RETURN_IF_ERROR(no_value());
+      KILN_RETURN_IF_ERROR(set_mode(BenchMode::kCheck, flag));
     } else if (flag == "--quiet") {
       KILN_RETURN_IF_ERROR(no_value());
       o.quiet = true;
@@ -216,7 +224,8 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
 
   if (!have_mode)
     return Invalid(
-        "nothing to do: give --routine, --traces, --list, --list-routines, --generate-list or --overhead (see --help)");
+        "nothing to do: give --routine, --traces, --list, --list-routines, --generate-list, --check or --overhead (see "
+        "--help)");
   if (o.mode != BenchMode::kRun && have_run_flags)
     return Invalid("--shapes, --dtype, --backends and --label go with --routine (a list file names them per line)");
   if (o.mode == BenchMode::kRun) {

@@ -17,6 +17,7 @@ enum class BenchMode {
   kListRoutines,   // --list-routines
   kGenerateList,   // --generate-list TRACES_DIR: the default test list from trace examples
   kOverhead,       // --overhead: host time of an op call against a raw launch (call_overhead.h)
+  kCheck,          // --check: every backend of every routine against float64 at its CheckShapes()
   kHelp,
 };
 

@@ -177,17 +177,23 @@ const CaseRunner::CheckedReference& CaseRunner::ReferenceOnCpu(const Routine& ro
   const std::string key = std::string(routine.name()) + "/" + DTypeName(dtype);
   auto it = reference_checked_.find(key);
   if (it != reference_checked_.end()) return it->second;
-  CheckedReference& result = reference_checked_[key];
-  const ShapeAxes small = routine.SmallShape();
-  const std::string where = "the reference backend of " + key + " at " + FormatShape(small);
-  auto fail = [&](const Status& s) -> const CheckedReference& {
+  return reference_checked_[key] = CheckOnCpu(routine, "reference", dtype, routine.SmallShape());
+}
+
+CaseRunner::CheckedReference CaseRunner::CheckOnCpu(const Routine& routine, const std::string& backend, DType dtype,
+                                                    const ShapeAxes& shape) {
+  const std::string key = std::string(routine.name()) + "/" + DTypeName(dtype);
+  const std::string where = "the " + backend + " backend of " + key + " at " + FormatShape(shape);
+  CheckedReference result;
+  auto fail = [&](const Status& s) {
     result.status = Status(s.code(), where + ": " + s.message());
     return result;
   };
-  auto spec = routine.Describe(small, dtype);
+  auto spec = routine.Describe(shape, dtype);
   if (!spec.ok()) return fail(spec.status());
-  std::mt19937_64 rng(options_.seed ^ Fnv1a("cpu-check " + key));
-  auto inputs = HostInputs(routine, *spec, small, rng);
+  // Fresh inputs per backend and shape: a backend cannot pass on data another one was checked on.
+  std::mt19937_64 rng(options_.seed ^ Fnv1a("cpu-check " + key + " " + backend + " " + FormatShape(shape)));
+  auto inputs = HostInputs(routine, *spec, shape, rng);
   if (!inputs.ok()) return fail(inputs.status());
   const std::vector<HostTensor>& host = *inputs;
   std::vector<DeviceMemory> memory;
@@ -198,7 +204,7 @@ const CaseRunner::CheckedReference& CaseRunner::ReferenceOnCpu(const Routine& ro
     set.push_back(ContiguousView(m->ptr(), t, device_.info().ordinal));
     memory.push_back(std::move(*m));
   }
-  auto fn = routine.Prepare("reference", *spec, small, dtype);
+  auto fn = routine.Prepare(backend, *spec, shape, dtype);
   if (!fn.ok()) return fail(fn.status());
   auto got = RunOnce(*fn, *spec, host, set);
   if (!got.ok()) return fail(got.status());
@@ -215,7 +221,7 @@ const CaseRunner::CheckedReference& CaseRunner::ReferenceOnCpu(const Routine& ro
     if (!again.ok()) return fail(again.status());
     if (std::string diff = Reproducible(*spec, *got, *again); !diff.empty())
       return fail(Status(StatusCode::kInternal, "not deterministic: " + diff));
-    result.detail = "reference's draws checked against float64 allowed sets on the CPU at " + FormatShape(small) +
+    result.detail = backend + "'s draws checked against float64 allowed sets on the CPU at " + FormatShape(shape) +
                     " (" + validity->what + "), reproducible";
     return result;
   }
@@ -236,7 +242,7 @@ const CaseRunner::CheckedReference& CaseRunner::ReferenceOnCpu(const Routine& ro
     max_err = std::max(max_err, c.max_abs_err);
     worst = std::max(worst, c.worst_fraction);
   }
-  result.detail = "reference checked against float64 on the CPU at " + FormatShape(small) + ": max abs err " +
+  result.detail = backend + " checked against float64 on the CPU at " + FormatShape(shape) + ": max abs err " +
                   Format("%.3g", max_err) + " (" + Format("%.2f", worst) + " of the tolerance)";
   return result;
 }

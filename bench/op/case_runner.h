@@ -39,11 +39,18 @@ class CaseRunner {
 
   std::vector<ResultRow> Run(const BenchCase& c);
 
- private:
   struct CheckedReference {
-    Status status;
-    std::string detail;
+    Status status;       // what failed, naming the backend, routine, dtype and shape
+    std::string detail;  // on success: what was compared and the largest error
   };
+  // One call of `backend` at `shape` on fresh random inputs, its outputs poisoned (NaN) first,
+  // against the routine's float64 CPU reference (or, for draws, the allowed sets and a second
+  // call that must repeat them bit for bit). kiln-bench --check runs it for every backend at
+  // every Routine::CheckShapes(); the reference backend is checked so before any row uses it.
+  CheckedReference CheckOnCpu(const Routine& routine, const std::string& backend, DType dtype,
+                              const ShapeAxes& shape);
+
+ private:
   const CheckedReference& ReferenceOnCpu(const Routine& routine, DType dtype);
   StatusOr<std::vector<HostTensor>> RunOnce(const BackendFn& fn, const CaseSpec& spec, const std::vector<HostTensor>& host,
                                             const TensorSet& set);

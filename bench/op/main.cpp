@@ -244,6 +244,45 @@ int Overhead(const BenchOptions& options, const std::string& command_line) {
   return failed > 0 ? kExitFailed : 0;
 }
 
+// kiln-bench --check: the GPU correctness check of every op, from its routine alone (docs/
+// adding-a-kernel.md): every backend, dtype and check shape against float64 on the CPU.
+int Check(const BenchOptions& options) {
+  auto driver = client::CudaDriver::Get();
+  if (!driver.ok()) {
+    std::fprintf(stderr, "kiln-bench: SKIPPED: no GPU: %s\n", driver.status().message().c_str());
+    return kExitNoGpu;
+  }
+  std::unique_ptr<BenchDevice> device;
+  if (int code = OpenDeviceAndDaemon(options, &device); code != 0) return code;
+  BenchDevice& d = *device;
+  auto gate = StreamGate::Create(d);
+  if (!gate.ok()) return Fail(gate.status().ToString());
+  std::unique_ptr<Timer> events = MakeEventTimer(d, **gate);
+  CaseRunner runner(options, d, nullptr, *events, CopyBaseline{});
+  std::printf("# %s (%s); kilnd %s; seed %llu\n", d.info().name.c_str(), d.arch().c_str(), DaemonTarget().c_str(),
+              static_cast<unsigned long long>(options.seed));
+  int checks = 0, failed = 0;
+  for (const Routine* routine : RoutineRegistry::Global().All()) {
+    for (DType dtype : routine->dtypes()) {
+      for (const BackendInfo& backend : routine->backends()) {
+        for (const ShapeAxes& shape : routine->CheckShapes()) {
+          const CaseRunner::CheckedReference r = runner.CheckOnCpu(*routine, backend.name, dtype, shape);
+          ++checks;
+          if (r.status.ok()) {
+            std::printf("pass  %s\n", r.detail.c_str());
+          } else {
+            ++failed;
+            std::printf("FAIL  %s\n", r.status.ToString().c_str());
+          }
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  std::printf("# %d checks: %d passed, %d failed\n", checks, checks - failed, failed);
+  return failed > 0 ? kExitFailed : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -262,6 +301,8 @@ int main(int argc, char** argv) {
       return GenerateList(*options);
     case BenchMode::kOverhead:
       return Overhead(*options, command_line);
+    case BenchMode::kCheck:
+      return Check(*options);
     case BenchMode::kRun:
     case BenchMode::kList:
     case BenchMode::kTraces:

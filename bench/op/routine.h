@@ -100,6 +100,10 @@ class Routine {
   virtual StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const = 0;
   // A case small enough for the float64 CPU check of the reference backend.
   virtual ShapeAxes SmallShape() const = 0;
+  // The cases kiln-bench --check runs every backend at against the float64 CPU reference (the
+  // GPU correctness check every op gets from its routine): SmallShape() and the awkward sizes
+  // a routine adds (one row, sizes no vector width divides, the largest the op takes).
+  virtual std::vector<ShapeAxes> CheckShapes() const { return {SmallShape()}; }
   // After the framework drew random data for every input that is not routine_fills: the
   // routine's own inputs (page tables, probabilities, per-request parameters) and any pattern
   // its refcheck needs. Host tensors in CaseSpec order; `rng` is the case's.

@@ -122,6 +122,28 @@ TEST_CASE("every op refuses a tensor without dimensions, at a null or host point
   }
 }
 
+TEST_CASE("the op table and the trace definitions name the same ops", "[client][ops]") {
+  for (const OpDescriptor* op : kiln::client::AllOps()) {
+    const traces::TraceDefinition* def = kiln::client::testing::FindTraceDefinition(Definitions(), op->op);
+    INFO(op->name << " (" << op->cpp_api << ") is in the op table but has no trace definition: add kernels/traces/"
+                  << op->op << ".json (kernels/traces/README.md, docs/adding-a-kernel.md)");
+    REQUIRE(def != nullptr);
+    INFO("kernels/traces/" << def->file);
+    CHECK(def->api_cpp == op->cpp_api);
+    CHECK(def->op_type == op->family);
+    if (!def->api_c.empty()) CHECK(def->api_c == op->c_api);
+  }
+  for (const traces::TraceDefinition& def : Definitions()) {
+    if (def.IsInternal()) continue;  // an internal op (tensor_stats) is no op of the public API
+    bool found = false;
+    for (const OpDescriptor* op : kiln::client::AllOps()) found = found || def.name == op->op;
+    INFO("kernels/traces/" << def.file << " declares " << def.api_cpp
+                           << ", but no op of the op table has it: declare it with KILN_REGISTER_OP in client/ops/"
+                           << def.op_type << "/" << def.op_type << "_ops.cpp (docs/adding-a-kernel.md)");
+    CHECK(found);
+  }
+}
+
 TEST_CASE("only the collectives and batch_decode are left out of the checks above", "[client][ops]") {
   // A new op is covered above unless it is added here with the reason and a test of its own.
   std::set<std::string> left_out;
