@@ -1,5 +1,6 @@
 // kiln ops and kiln get OP --help against a real kilnd: the table, --json (the ListOps reply),
-// one op's help, an unknown op, and a daemon without trace definitions.
+// one op's help, an unknown op, and docs/ops.md, which must be exactly what
+// `kiln ops --markdown` prints against a daemon serving this tree's kernels/.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -173,4 +174,30 @@ TEST_CASE("kiln ops against a daemon without trace definitions says so", "[clien
   auto md = d.Cli({"ops", "rmsnorm", "--markdown"});
   CHECK(md.exit_code == 0);
   CHECK(Has(md, "- trace definition: none in the daemon's kernels folder"));
+}
+
+TEST_CASE("docs/ops.md is what kiln ops --markdown prints for this tree", "[client][cli][daemon][discovery][docs]") {
+  Daemon d;  // serving the tree's kernels/ (KILN_TEST_KERNELS_DIR names another tree's)
+  // The documented command, run as written; its output is kept in the build tree so a stale
+  // docs/ops.md can be replaced by copying it.
+  const std::string fresh = std::string(KILN_TEST_BINARY_DIR) + "/docs/ops.md";
+  fs::create_directories(fs::path(fresh).parent_path());
+  auto r = kiln::testing::Run(
+      {.argv = {"/bin/sh", "-c", "exec \"$0\" ops --markdown > \"$1\"", kiln::testing::KilnCliPath(), fresh},
+       .set_env = {{"KILN_SOCKET", d.daemon.socket()}}});
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string markdown = kiln::testing::ReadFile(fresh);
+  REQUIRE(markdown.rfind("# Op reference\n", 0) == 0);
+  for (const char* text : {"\n## norm\n", "\n### `rmsnorm`\n", "| `hidden` | an integer in 1..65536 | required |",
+                           "- arch families: sm_80+\n",
+                           "  - inputs: `input[rows, hidden] fp32/fp16/bf16`, `weight[hidden] fp32/fp16/bf16`\n"})
+    CHECK(markdown.find(text) != std::string::npos);
+  const std::string committed = (fs::path(kiln::testing::KernelsDir()).parent_path() / "docs" / "ops.md").string();
+  const std::string docs = fs::exists(committed) ? kiln::testing::ReadFile(committed) : "";
+  if (docs != markdown)
+    FAIL("docs/ops.md is stale: the current reference is " << fresh << "; copy it over docs/ops.md (`cp " << fresh
+                                                           << " " << committed
+                                                           << "`), or build, start kilnd on this tree, and run "
+                                                              "`build/client/kiln ops --markdown > docs/ops.md`");
 }
