@@ -1,6 +1,6 @@
 // kiln ops and kiln get OP --help against a real kilnd: the table, --json (the ListOps reply),
-// one op's help, an unknown op, and docs/ops.md, which must be exactly what
-// `kiln ops --markdown` prints against a daemon serving this tree's kernels/.
+// one op's help, an unknown op, a daemon without trace definitions, and docs/ops.md, which
+// must be exactly what `kiln ops --markdown` prints against a daemon serving this tree's kernels/.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
