@@ -51,6 +51,9 @@ struct CommandSpec {
   int min_positionals = 0;
   int max_positionals = 0;  // -1: unlimited
   std::function<int(Invocation&)> run;
+  // Set for a command whose --help depends on its arguments: with positionals, --help runs
+  // this instead of printing the command's help (`kiln get OP --help`: OP's params).
+  std::function<int(Invocation&)> help_with_arguments;
 };
 
 class Invocation {
@@ -97,5 +100,10 @@ void AddJobsCommands(std::vector<CommandSpec>& commands);
 void AddInspectCommand(std::vector<CommandSpec>& commands);
 void AddReplayCommand(std::vector<CommandSpec>& commands);
 void AddDoctorCommand(std::vector<CommandSpec>& commands);
+void AddOpsCommand(std::vector<CommandSpec>& commands);
+
+// `kiln get OP --help` (command_ops.cpp): OP's params, arch families and trace definition, from
+// the daemon's ListOps.
+int RunOpHelp(Invocation& invocation);
 
 }  // namespace kiln::cli

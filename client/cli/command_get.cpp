@@ -28,16 +28,17 @@ void AddGetCommand(std::vector<CommandSpec>& commands) {
   c.path = "get";
   c.arguments = "OP [KEY=VALUE...]";
   c.summary = "get an op of the kernel library from the daemon (compiled on a miss)";
-  c.details =
-      "Prints where the cubin came from (memory, disk, prebuilt, compiled), the daemon's timings,\n"
-      "the launch hints and each kernel's registers, shared memory and spills. The cubin's\n"
-      "SHA-256 is checked on the way in.\n\n"
-      "Example:\n"
-      "  kiln get rmsnorm dtype=bf16 hidden=4096 --arch sm_90a --out rmsnorm.cubin";
+  c.details = "Prints where the cubin came from (memory, disk, prebuilt, compiled), the daemon's timings,\n"
+              "the launch hints and each kernel's registers, shared memory and spills. The cubin's\n"
+              "SHA-256 is checked on the way in. `kiln get OP --help` lists OP's params, what each\n"
+              "allows and its default (asked of the daemon); `kiln ops` lists every op.\n\n"
+              "Example:\n"
+              "  kiln get rmsnorm dtype=bf16 hidden=4096 --arch sm_90a --out rmsnorm.cubin";
   c.options = KernelFetchOptions();
   c.min_positionals = 1;
   c.max_positionals = -1;
   c.run = RunGet;
+  c.help_with_arguments = RunOpHelp;
   commands.push_back(std::move(c));
 }
 

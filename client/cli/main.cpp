@@ -45,6 +45,7 @@ bool IsGroup(const std::vector<CommandSpec>& commands, const std::string& word) 
 int Run(const std::vector<std::string>& args) {
   std::vector<CommandSpec> commands;
   kiln::cli::AddGetCommand(commands);
+  kiln::cli::AddOpsCommand(commands);
   kiln::cli::AddCompileCommand(commands);
   kiln::cli::AddCacheCommands(commands);
   kiln::cli::AddJobsCommands(commands);
@@ -94,7 +95,7 @@ int Run(const std::vector<std::string>& args) {
     std::cerr << "kiln: unknown command '" << words[0] << "' (see kiln --help)" << std::endl;
     return kiln::cli::kExitUsage;
   }
-  if (global.help) {
+  if (global.help && !spec->help_with_arguments) {
     std::cout << kiln::cli::CommandHelp(*spec);
     return kiln::cli::kExitOk;
   }
@@ -114,9 +115,20 @@ int Run(const std::vector<std::string>& args) {
                                     global.timeout + "'");
       invocation.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
     }
-    kiln::cli::ArgumentParser::Parse(
-        std::vector<std::string>(global.rest.begin() + static_cast<long>(used), global.rest.end()),
-        invocation);
+    const std::vector<std::string> rest(global.rest.begin() + static_cast<long>(used), global.rest.end());
+    if (global.help) {  // a command whose help depends on its arguments
+      try {
+        kiln::cli::ArgumentParser::Parse(rest, invocation);
+      } catch (const kiln::cli::UsageError&) {
+        if (!invocation.positionals().empty()) throw;
+      }
+      if (invocation.positionals().empty()) {  // `kiln get --help`: the command's own help
+        std::cout << kiln::cli::CommandHelp(*spec);
+        return kiln::cli::kExitOk;
+      }
+      return spec->help_with_arguments(invocation);
+    }
+    kiln::cli::ArgumentParser::Parse(rest, invocation);
     return spec->run(invocation);
   } catch (const kiln::cli::UsageError& e) {
     std::cerr << "kiln " << spec->path << ": " << e.what() << "\nUsage: " << kiln::cli::UsageLine(*spec)

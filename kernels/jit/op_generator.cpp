@@ -62,13 +62,15 @@ const OpGenerator* OpRegistry::Find(std::string_view name) const {
 absl::StatusOr<JitSpec> OpRegistry::Generate(std::string_view name, const Params& params,
                                              const TreeSnapshot& tree) const {
   const OpGenerator* op = Find(name);
-  if (op == nullptr) {
-    std::vector<std::string> known;
-    for (const auto& o : ops_) known.emplace_back(o->name());
-    return absl::NotFoundError(absl::StrCat("unknown op '", std::string(name), "'; known ops: ",
-                                            known.empty() ? "(none)" : absl::StrJoin(known, ", ")));
-  }
+  if (op == nullptr) return UnknownOpError(name);
   return op->Generate(params, tree);
+}
+
+absl::Status OpRegistry::UnknownOpError(std::string_view name) const {
+  std::vector<std::string> known;
+  for (const auto& o : ops_) known.emplace_back(o->name());
+  return absl::NotFoundError(absl::StrCat("unknown op '", std::string(name),
+                                          "'; known ops: ", known.empty() ? "(none)" : absl::StrJoin(known, ", ")));
 }
 
 void OpRegistry::Add(std::unique_ptr<OpGenerator> op) { ops_.push_back(std::move(op)); }

@@ -50,6 +50,8 @@ class OpRegistry {
   const std::vector<std::unique_ptr<OpGenerator>>& all() const { return ops_; }
   // NOT_FOUND naming the op and listing the known ones.
   absl::StatusOr<JitSpec> Generate(std::string_view name, const Params& params, const TreeSnapshot& tree) const;
+  // The NOT_FOUND of an unknown op (GetKernel, ListOps): "unknown op 'x'; known ops: a, b".
+  absl::Status UnknownOpError(std::string_view name) const;
 
   void Add(std::unique_ptr<OpGenerator> op);
 

@@ -4,7 +4,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/jit/op_generator.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/op_catalog.h"
 
 namespace kiln::server {
 
@@ -73,6 +75,14 @@ grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1
   *response->mutable_timings() = served->timings;
   ToWire(a.launch, response->mutable_launch());
   for (const auto& [k, v] : a.params) (*response->mutable_params())[k] = v;
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelServiceImpl::ListOps(grpc::ServerContext*, const v1::ListOpsRequest* request,
+                                        v1::ListOpsResponse* response) {
+  auto listed = server::ListOps(kernels::OpRegistry::Builtin(), engine_->options().kernels_dir, request->name());
+  if (!listed.ok()) return ToGrpc(listed.status());
+  *response = *std::move(listed);
   return grpc::Status::OK;
 }
 

@@ -131,3 +131,27 @@ TEST_CASE("grpcurl GetEntry by a key prefix shows the entry's manifest, as docum
   CHECK(m["generated_dir"].get<std::string>().find("rmsnorm_bf16_h4096") != std::string::npos);
   CHECK(j.contains("debug"));  // all false: printed as an empty object by grpcurl
 }
+
+TEST_CASE("grpcurl ListOps lists the ops, one op by name, as documented", "[grpcurl]") {
+  std::string grpcurl = RequireGrpcurl();
+  TempDir dir;
+  DaemonProcess d({.root = dir.path()});
+  auto all = Shell("grpcurl -plaintext -unix $SOCK kiln.v1.KernelService/ListOps", d.socket(), grpcurl);
+  INFO(all.output);
+  REQUIRE(all.exit_code == 0);
+  auto j = nlohmann::json::parse(all.output);
+  REQUIRE(j["ops"].size() > 10);
+  CHECK(j["ops"][0].contains("arch_families"));
+  auto one = Shell(R"(grpcurl -plaintext -unix -d '{"name": "rmsnorm"}' $SOCK kiln.v1.KernelService/ListOps)",
+                   d.socket(), grpcurl);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  auto r = nlohmann::json::parse(one.output);
+  REQUIRE(r["ops"].size() == 1);
+  CHECK(r["ops"][0]["name"] == "rmsnorm");
+  CHECK(r["ops"][0]["params"][0]["name"] == "dtype");
+  CHECK(r["ops"][0]["params"][0]["kind"] == "KIND_CHOICE");
+  CHECK(r["ops"][0]["arch_families"][0] == "sm_80+");
+  // The trace definition is the file's text: JSON in a string.
+  CHECK(nlohmann::json::parse(r["ops"][0]["trace_definition"].get<std::string>())["name"] == "rmsnorm");
+}

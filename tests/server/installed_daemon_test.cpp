@@ -1,6 +1,6 @@
 // An installed kilnd: `cmake --install` into a prefix that is then made read-only; kilnd
 // started from it with no kernels flag finds the kernel library in <prefix>/share/kiln and
-// serves a compile, and nothing in the prefix changes.
+// serves a compile and its ops' trace definitions, and nothing in the prefix changes.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -61,6 +61,20 @@ TEST_CASE("an installed kilnd finds its kernels in the prefix and writes nothing
   REQUIRE(r.status.ok());
   CHECK(r.response.origin() == v1::ORIGIN_COMPILED);
   CHECK_THAT(daemon.Output(), Catch::Contains(prefix + "/share/kiln/kernels"));
+  // The trace definitions are installed beside the device code, and ListOps serves them.
+  {
+    v1::ListOpsRequest request;
+    request.set_name("rmsnorm");
+    v1::ListOpsResponse ops;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto status = rpc.kernels->ListOps(&context, request, &ops);
+    INFO(status.error_message());
+    REQUIRE(status.ok());
+    REQUIRE(ops.ops_size() == 1);
+    CHECK(ops.ops(0).trace_definition() ==
+          ReadFile(std::string(KILN_TEST_SOURCE_DIR) + "/kernels/traces/rmsnorm.json"));
+  }
   daemon.Signal(SIGTERM);
   CHECK(daemon.Wait(std::chrono::seconds(30)) == 0);
   CHECK(SnapshotTree(prefix) == before);

@@ -31,7 +31,7 @@ TEST_CASE("kiln --help lists the commands and documents the exit codes", "[clien
   auto r = Cli({"--help"});
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  for (const char* text : {"get OP [KEY=VALUE...]", "compile", "cache ls", "cache stats", "cache verify",
+  for (const char* text : {"get OP [KEY=VALUE...]", "ops [OP]", "compile", "cache ls", "cache stats", "cache verify",
                            "cache evict", "jobs ls", "jobs watch", "doctor", "--socket PATH",
                            "--timeout SECONDS", "KILN_SOCKET", "Exit codes:",
                            "1  the daemon answered with an error", "2  usage error",
@@ -47,7 +47,7 @@ TEST_CASE("every command has --help", "[client][cli]") {
   for (std::vector<std::string> command :
        {std::vector<std::string>{"get"}, {"compile"}, {"cache", "ls"}, {"cache", "stats"},
         {"cache", "verify"}, {"cache", "evict"}, {"cache", "get"}, {"jobs", "ls"}, {"jobs", "get"},
-        {"jobs", "watch"}, {"doctor"},
+        {"jobs", "watch"}, {"doctor"}, {"ops"},
         {"cache"}, {"jobs"}}) {
     command.push_back("--help");
     auto r = Cli(command);
@@ -56,7 +56,10 @@ TEST_CASE("every command has --help", "[client][cli]") {
     CHECK(Has(r, "Usage: kiln " + command[0]));
   }
   auto get = Cli({"get", "--help"});
-  for (const char* text : {"--arch ARCH", "--json", "--out FILE", "Exit codes:"}) CHECK(Has(get, text));
+  for (const char* text : {"--arch ARCH", "--json", "--out FILE", "Exit codes:", "kiln get OP --help"})
+    CHECK(Has(get, text));
+  auto ops = Cli({"ops", "--help"});
+  for (const char* text : {"Usage: kiln ops [OP] [OPTIONS]", "--json", "--markdown"}) CHECK(Has(ops, text));
   auto evict = Cli({"help", "cache", "evict"});
   CHECK(evict.exit_code == 0);
   for (const char* text : {"--key KEY", "--all", "--dry-run", "(repeatable)"}) CHECK(Has(evict, text));
@@ -91,6 +94,9 @@ TEST_CASE("usage errors exit with 2 and say what is wrong", "[client][cli]") {
       {{"cache", "get", "a", "b"}, "kiln cache get: unexpected argument 'b'"},
       {{"--timeout", "soon", "cache", "ls"}, "--timeout wants a number of seconds > 0, got 'soon'"},
       {{"cache", "ls", "--socket"}, "--socket needs a value"},
+      {{"ops", "--json", "--markdown"}, "--json and --markdown exclude each other"},
+      {{"ops", "rmsnorm", "extra"}, "kiln ops: unexpected argument 'extra'"},
+      {{"get", "rmsnorm", "--bogus", "--help"}, "kiln get: unknown option --bogus"},
   };
   for (const auto& c : cases) {
     auto r = Cli(c.args);
@@ -128,6 +134,8 @@ TEST_CASE("an unreachable daemon exits with 3 and names the socket", "[client][c
       {"cache", "evict", "--all"},
       {"jobs", "ls"},
       {"jobs", "watch"},
+      {"ops", "--markdown"},
+      {"get", "rmsnorm", "--help"},
   };
   for (auto args : commands) {
     args.push_back("--socket");
