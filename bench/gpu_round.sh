@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole GPU round of the kernel library, on the device machine from the repository root
-# with the bundle in .gpu/ (docs/building.md, docs/benchmarking.md): every [gpu] test of the
-# client, then kiln-bench on the default test list (every op: norms, activations, rope,
-# decode, append, sampling) with the op-call overhead benchmark, and bench/compare_torch.py
-# (via bench/op/gpu_round.sh). With two GPUs (nvidia-h200-x2) also the multi-GPU comm tests.
+# with the bundle in .gpu/ (bench/gpu_bundle.sh; docs/building.md, docs/benchmarking.md): every
+# [gpu] test of the client, kiln-bench --check (every op's routine against float64), then
+# kiln-bench on the default cases (one per trace example of every op) with the op-call overhead
+# benchmark, and bench/compare_torch.py (via bench/op/gpu_round.sh). With two GPUs
+# (nvidia-h200-x2) also the multi-GPU comm tests.
 # Logs, JSON and CSV go to $OUT. A device command runs at most 10 minutes: run `tests`,
 # `bench` and `torch` as separate commands.
 #   bash bench/gpu_round.sh [tests|bench|torch|all]
@@ -11,11 +12,7 @@ set -u
 what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
-source .gpu/env.sh
-export KILN_TEST_KILND=$PWD/.gpu/bin/kilnd KILN_TEST_CLI=$PWD/.gpu/bin/kiln \
-  KILN_TEST_KERNELS_DIR=$PWD/kernels KILN_TEST_LAUNCH=$PWD/.gpu/bin/kiln-launch \
-  KILN_TEST_COMM_RANK_TESTS=$PWD/.gpu/bin/kiln_comm_rank_tests \
-  KILN_TEST_DIAG_CHILD=$PWD/.gpu/bin/kiln_diag_child
+source .gpu/env.sh  # PATH, LD_LIBRARY_PATH and the KILN_TEST_* paths of the bundle
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 chmod -R a+rX .gpu kernels
 
@@ -30,6 +27,9 @@ if [[ $what == tests || $what == all ]]; then
   rest="[gpu]~[ops]~[activation]~[rope]~[sampling]~[decode]~[diag]"
   timeout 120 kiln_client_tests "$rest" -d yes > "$OUT/gpu-tests-rest.log" 2>&1; echo "kiln_client_tests $rest rc=$?"
   grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gpu-tests-rest.log" | tail -8
+  timeout 300 kiln_bench_tests "[gpu]" -d yes > "$OUT/gpu-tests-bench-check.log" 2>&1
+  echo "kiln_bench_tests [gpu] (kiln-bench --check) rc=$?"
+  grep -E "^[0-9.]+ s: |test cases|FAILED|checks: " "$OUT/gpu-tests-bench-check.log" | tail -6
   if [[ -x .gpu/bin/kiln_comm_gpu_tests ]]; then
     timeout 400 kiln_comm_gpu_tests -d yes > "$OUT/comm-gpu-tests.log" 2>&1; echo "kiln_comm_gpu_tests rc=$?"
     grep -E "test cases|passed|FAILED|error after|after [0-9.]+ s" "$OUT/comm-gpu-tests.log" | head -12

@@ -76,6 +76,13 @@ class ActAndMulRoutine : public Routine {
   }
 
   ShapeAxes SmallShape() const override { return {{"rows", 5}, {"d", 1000}, {"d2", 2000}}; }
+  // One element; an odd d (scalar access only); a Llama-3.1-8B row.
+  std::vector<ShapeAxes> CheckShapes() const override {
+    return {SmallShape(),
+            {{"rows", 1}, {"d", 1}, {"d2", 2}},
+            {{"rows", 3}, {"d", 4097}, {"d2", 8194}},
+            {{"rows", 2}, {"d", 14336}, {"d2", 28672}}};
+  }
 
   Status CpuReference(const CaseSpec& spec, const std::vector<HostTensor>& t,
                       std::map<size_t, std::vector<double>>* expected) const override {

@@ -141,6 +141,17 @@ class RopeRoutine : public Routine {
     return {{"tokens", 5}, {"q_heads", 3}, {"k_heads", 2}, {"head_dim", 64}};
   }
 
+  // One token and head; the largest head_dim; a rotary part that is all of head_dim.
+  std::vector<ShapeAxes> CheckShapes() const override {
+    if (cached_)
+      return {SmallShape(),
+              {{"tokens", 1}, {"q_heads", 1}, {"k_heads", 1}, {"head_dim", 64}, {"max_position", 1}, {"rotary_dim", 64}},
+              {{"tokens", 7}, {"q_heads", 5}, {"k_heads", 1}, {"head_dim", 256}, {"max_position", 37}, {"rotary_dim", 128}}};
+    return {SmallShape(),
+            {{"tokens", 1}, {"q_heads", 1}, {"k_heads", 1}, {"head_dim", 64}},
+            {{"tokens", 7}, {"q_heads", 5}, {"k_heads", 1}, {"head_dim", 256}}};
+  }
+
   Status CpuReference(const CaseSpec& spec, const std::vector<HostTensor>& t,
                       std::map<size_t, std::vector<double>>* expected) const override {
     const int64_t tokens = spec.tensors[0].shape[0], hd = spec.tensors[0].shape[2];

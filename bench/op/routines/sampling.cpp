@@ -301,6 +301,10 @@ class SamplingRoutine : public Routine {
   }
 
   ShapeAxes SmallShape() const override { return {{"batch", 5}, {"vocab", 1000}}; }
+  // A vocabulary of one; an odd one; one row of Llama 3's.
+  std::vector<ShapeAxes> CheckShapes() const override {
+    return {SmallShape(), {{"batch", 2}, {"vocab", 1}}, {{"batch", 3}, {"vocab", 30001}}, {{"batch", 1}, {"vocab", 128256}}};
+  }
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
                     std::vector<HostTensor>* t) const override {

@@ -81,6 +81,17 @@ TEST_CASE("kiln-bench options: defaults and the other modes", "[bench]") {
   CHECK(Contains(ErrorOf({"--overhead", "--shapes", "rows=1"}), "go with --routine"));
   CHECK(Contains(ErrorOf({"--overhead=1"}), "--overhead takes no value"));
   CHECK(Contains(ErrorOf({"--overhead", "--list-routines"}), "give one of --routine"));
+
+  // --check: correctness only, every routine; the seed, device and socket apply.
+  auto check = Parse({"--check", "--seed", "7", "--socket", "/tmp/k.sock"});
+  REQUIRE(check.ok());
+  CHECK(check->mode == BenchMode::kCheck);
+  CHECK(check->seed == 7);
+  CHECK(check->socket == "/tmp/k.sock");
+  CHECK(Contains(BenchUsage(), "--check"));
+  CHECK(Contains(ErrorOf({"--check=1"}), "--check takes no value"));
+  CHECK(Contains(ErrorOf({"--check", "--overhead"}), "give one of --routine"));
+  CHECK(Contains(ErrorOf({"--check", "--dtype", "fp16"}), "go with --routine"));
 }
 
 TEST_CASE("kiln-bench options: every bad flag is refused, naming it and what is allowed", "[bench]") {

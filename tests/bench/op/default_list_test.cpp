@@ -72,6 +72,26 @@ TEST_CASE("every op of the op table has a kiln-bench routine", "[bench]") {
   CHECK(covered >= 14);  // the op table is linked whole: every op of the library registered itself
 }
 
+TEST_CASE("every routine's check shapes are cases it takes, for each of its dtypes", "[bench]") {
+  for (const Routine* routine : RoutineRegistry::Global().All()) {
+    const std::vector<std::string> routine_axes = routine->axes();
+    const std::set<std::string> axes(routine_axes.begin(), routine_axes.end());
+    const std::vector<ShapeAxes> shapes = routine->CheckShapes();
+    CHECK_FALSE(shapes.empty());
+    for (const ShapeAxes& shape : shapes) {
+      INFO("routine " << routine->name() << " check shape " << FormatShape(shape));
+      std::set<std::string> given;
+      for (const auto& [name, value] : shape) given.insert(name);
+      CHECK(given == axes);
+      for (DType d : routine->dtypes()) {
+        auto spec = routine->Describe(shape, d);
+        INFO(DTypeName(d) << ": " << spec.status().ToString());
+        CHECK(spec.ok());
+      }
+    }
+  }
+}
+
 TEST_CASE("every kiln-bench routine matches its op's trace definition", "[bench][traces]") {
   for (const Routine* routine : RoutineRegistry::Global().All()) {
     INFO("routine " << routine->name());
