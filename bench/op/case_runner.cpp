@@ -205,7 +205,10 @@ CaseRunner::CheckedReference CaseRunner::CheckOnCpu(const Routine& routine, cons
     memory.push_back(std::move(*m));
   }
   auto fn = routine.Prepare(backend, *spec, shape, dtype);
-  if (!fn.ok()) return fail(fn.status());
+  if (!fn.ok()) {
+    result.not_applicable = fn.status().code() == StatusCode::kInvalidArgument;
+    return fail(fn.status());
+  }
   auto got = RunOnce(*fn, *spec, host, set);
   if (!got.ok()) return fail(got.status());
 

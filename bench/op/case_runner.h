@@ -42,6 +42,9 @@ class CaseRunner {
   struct CheckedReference {
     Status status;       // what failed, naming the backend, routine, dtype and shape
     std::string detail;  // on success: what was compared and the largest error
+    // The backend cannot run this case (Prepare said INVALID_ARGUMENT: a forced vector width
+    // that does not divide the row); status says why. Not a failure of kiln-bench --check.
+    bool not_applicable = false;
   };
   // One call of `backend` at `shape` on fresh random inputs, its outputs poisoned (NaN) first,
   // against the routine's float64 CPU reference (or, for draws, the allowed sets and a second

@@ -261,25 +261,31 @@ int Check(const BenchOptions& options) {
   CaseRunner runner(options, d, nullptr, *events, CopyBaseline{});
   std::printf("# %s (%s); kilnd %s; seed %llu\n", d.info().name.c_str(), d.arch().c_str(), DaemonTarget().c_str(),
               static_cast<unsigned long long>(options.seed));
-  int checks = 0, failed = 0;
+  int checks = 0, failed = 0, not_applicable = 0;
   for (const Routine* routine : RoutineRegistry::Global().All()) {
     for (DType dtype : routine->dtypes()) {
       for (const BackendInfo& backend : routine->backends()) {
         for (const ShapeAxes& shape : routine->CheckShapes()) {
           const CaseRunner::CheckedReference r = runner.CheckOnCpu(*routine, backend.name, dtype, shape);
+          const std::string what = std::string(routine->name()) + " " + DTypeName(dtype) + " " + backend.name + " " +
+                                   FormatShape(shape);
           ++checks;
           if (r.status.ok()) {
-            std::printf("pass  %s\n", r.detail.c_str());
+            std::printf("pass  %s: %s\n", what.c_str(), r.detail.c_str());
+          } else if (r.not_applicable) {
+            ++not_applicable;
+            std::printf("n/a   %s: %s\n", what.c_str(), r.status.message().c_str());
           } else {
             ++failed;
-            std::printf("FAIL  %s\n", r.status.ToString().c_str());
+            std::printf("FAIL  %s: %s\n", what.c_str(), r.status.ToString().c_str());
           }
           std::fflush(stdout);
         }
       }
     }
   }
-  std::printf("# %d checks: %d passed, %d failed\n", checks, checks - failed, failed);
+  std::printf("# %d checks: %d passed, %d failed, %d not applicable (the backend does not take the case)\n", checks,
+              checks - failed - not_applicable, failed, not_applicable);
   return failed > 0 ? kExitFailed : 0;
 }
 

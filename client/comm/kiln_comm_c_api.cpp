@@ -8,7 +8,7 @@
 #include "client/core/capi/c_status.h"
 #include "client/core/capi/dlpack_tensor.h"
 #include "kiln/comm.h"
-#include "kiln/kiln.h"
+#include "kiln/c_abi.h"
 
 struct kiln_comm {
   std::unique_ptr<kiln::comm::Communicator> comm;

@@ -6,7 +6,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
-#include "kiln/ops.h"
+#include "kiln/ops/activation.h"
 
 namespace kiln::bench {
 namespace {

@@ -15,7 +15,7 @@
 #include "bench/op/paged_kv_table.h"
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
-#include "kiln/ops.h"
+#include "kiln/ops/decode.h"
 
 namespace kiln::bench {
 namespace {

@@ -23,7 +23,7 @@
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
 #include "client/core/driver/cuda_driver.h"
-#include "kiln/ops.h"
+#include "kiln/ops/decode.h"
 
 namespace kiln::bench {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
-#include "kiln/ops.h"
+#include "kiln/ops/rope.h"
 
 namespace kiln::bench {
 namespace {

@@ -21,7 +21,7 @@
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
 #include "bench/op/sampling_check.h"
-#include "kiln/ops.h"
+#include "kiln/ops/sampling.h"
 
 namespace kiln::bench {
 namespace {

@@ -40,7 +40,8 @@ TEST_CASE("every routine's backends match float64 on the GPU at their check shap
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("FAIL") == std::string::npos);
   CHECK(r.output.find(" checks: ") != std::string::npos);
-  CHECK(r.output.find("pass  kiln checked against float64") != std::string::npos);
+  CHECK(r.output.find("pass  rmsnorm bf16 kiln rows=1,hidden=1: kiln checked against float64") != std::string::npos);
+  CHECK(r.output.find(" 0 failed") != std::string::npos);
 }
 
 }  // namespace

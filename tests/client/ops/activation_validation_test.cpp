@@ -10,8 +10,7 @@
 #include <string>
 
 #include "client/ops/activation/activation_plan.h"
-#include "kiln/kiln.h"
-#include "kiln/ops.h"
+#include "kiln/ops/activation.h"
 #include "tests/support/gpu_capability.h"
 
 namespace {

@@ -13,8 +13,7 @@
 #include "client/ops/decode/decode_call.h"
 #include "client/ops/decode/decode_plan.h"
 #include "client/ops/decode/decode_schedule.h"
-#include "kiln/kiln.h"
-#include "kiln/ops.h"
+#include "kiln/ops/decode.h"
 
 namespace {
 

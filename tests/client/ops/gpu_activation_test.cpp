@@ -16,8 +16,7 @@
 
 #include "kiln/client.h"
 #include "kiln/kernel.h"
-#include "kiln/kiln.h"
-#include "kiln/ops.h"
+#include "kiln/ops/activation.h"
 #include "tests/support/gpu_harness.h"
 
 namespace {

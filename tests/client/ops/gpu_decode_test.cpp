@@ -25,8 +25,7 @@
 #include <vector>
 
 #include "kiln/client.h"
-#include "kiln/kiln.h"
-#include "kiln/ops.h"
+#include "kiln/ops/decode.h"
 #include "tests/support/gpu_harness.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include "client/ops/norm/norm_plan.h"
 #include "client/core/loader/launch_cache.h"
 #include "kiln/client.h"
-#include "kiln/ops.h"
+#include "kiln/ops/norm.h"
 #include "tests/support/gpu_harness.h"
 
 namespace {

@@ -20,8 +20,7 @@
 #include <tuple>
 
 #include "kiln/client.h"
-#include "kiln/kiln.h"
-#include "kiln/ops.h"
+#include "kiln/ops/rope.h"
 #include "tests/support/gpu_harness.h"
 
 namespace {

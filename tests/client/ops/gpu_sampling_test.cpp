@@ -29,8 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/kiln.h"
-#include "kiln/ops.h"
+#include "kiln/ops/sampling.h"
 #include "tests/support/gpu_harness.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "client/ops/norm/norm_plan.h"
-#include "kiln/ops.h"
+#include "kiln/ops/norm.h"
 #include "tests/support/gpu_capability.h"
 
 namespace {

@@ -11,8 +11,7 @@
 #include <string>
 
 #include "client/ops/rope/rope_plan.h"
-#include "kiln/kiln.h"
-#include "kiln/ops.h"
+#include "kiln/ops/rope.h"
 #include "tests/support/gpu_capability.h"
 
 namespace {

@@ -10,8 +10,7 @@
 #include <string>
 
 #include "client/ops/sampling/sampling_plan.h"
-#include "kiln/kiln.h"
-#include "kiln/ops.h"
+#include "kiln/ops/sampling.h"
 
 namespace {
 
