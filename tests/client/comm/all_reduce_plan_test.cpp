@@ -6,7 +6,6 @@
 #include "client/comm/all_reduce_plan.h"
 #include "kiln/comm.h"
 #include "kiln/comm/comm_contract.h"
-#include "kiln/kiln.h"
 
 namespace kiln::client::comm {
 namespace {

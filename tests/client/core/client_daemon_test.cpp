@@ -8,7 +8,7 @@
 #include "client/core/rpc/sha256.h"
 #include "kiln/client.h"
 #include "kiln/kernel.h"
-#include "kiln/kiln.h"
+#include "kiln/c_abi.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/kiln_rpc.h"
 #include "tests/support/temp_dir.h"

@@ -8,7 +8,7 @@
 
 #include "kiln/client.h"
 #include "kiln/kernel.h"
-#include "kiln/kiln.h"
+#include "kiln/c_abi.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
