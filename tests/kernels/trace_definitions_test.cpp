@@ -121,10 +121,21 @@ TEST_CASE("every registered op has a trace definition, and every definition name
   std::vector<std::string> missing, unknown;
   std::set_difference(registered.begin(), registered.end(), defined.begin(), defined.end(), std::back_inserter(missing));
   std::set_difference(defined.begin(), defined.end(), registered.begin(), registered.end(), std::back_inserter(unknown));
-  INFO("registered ops without kernels/traces/<op>.json: " << Join(missing));
+  INFO("registered ops without a trace definition: " << Join(missing)
+                                                     << "; add kernels/traces/<op>.json (kernels/traces/README.md)");
   CHECK(missing.empty());
-  INFO("definitions naming no registered op: " << Join(unknown));
+  INFO("trace definitions naming no registered op: "
+       << Join(unknown)
+       << "; add the op's generator, kernels/ops/<family>/<op>_generator.cpp with KILN_REGISTER_OP_GENERATOR "
+          "(docs/adding-a-kernel.md)");
   CHECK(unknown.empty());
+  // Each op's family is its definition's op_type (the folder of its contract and client code).
+  for (const auto& op : kernels::OpRegistry::Builtin().all())
+    for (const auto& def : Definitions())
+      if (def.name == op->name()) {
+        INFO(def.file << ": op_type '" << def.op_type << "', but the generator's family is '" << op->family() << "'");
+        CHECK(def.op_type == op->family());
+      }
 }
 
 TEST_CASE("every trace definition is well-formed: schema, axes, shapes, examples, constraints", "[traces]") {
