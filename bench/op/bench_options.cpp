@@ -136,9 +136,8 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
                                           "--l2", "--timer", "--seed", "--device", "--socket", "--out"};
       if (std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) == std::end(kValueFlags))
         return Invalid("unknown flag '" + flag + "' (see --help)");
-      auto v = take();
-      if (!v.ok()) return v.status();
-      const std::string& s = *v;
+      KILN_ASSIGN_OR_RETURN(auto v, take());
+      const std::string& s = v;
       if (flag == "--routine") {
         KILN_RETURN_IF_ERROR(set_mode(BenchMode::kRun, flag));
         if (s.empty()) return Invalid("--routine: empty; see --list-routines");
@@ -157,26 +156,22 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
         shapes_text = s;
       } else if (flag == "--dtype" || flag == "--dtypes") {
         have_run_flags = true;
-        auto d = ParseNameList(s, "--dtype");
-        if (!d.ok()) return d.status();
-        o.dtypes = *d;
+        KILN_ASSIGN_OR_RETURN(auto d, ParseNameList(s, "--dtype"));
+        o.dtypes = d;
       } else if (flag == "--backends") {
         have_run_flags = true;
-        auto b = ParseNameList(s, "--backends");
-        if (!b.ok()) return b.status();
-        o.backends = *b;
+        KILN_ASSIGN_OR_RETURN(auto b, ParseNameList(s, "--backends"));
+        o.backends = b;
       } else if (flag == "--label") {
         have_run_flags = true;
         if (s.find_first_of(" \t#") != std::string::npos) return Invalid("--label '" + s + "': no spaces or '#'");
         o.label = s;
       } else if (flag == "--iters") {
-        auto n = ParseInteger(flag, s, 1, 1000000);
-        if (!n.ok()) return n.status();
-        o.iters = static_cast<int>(*n);
+        KILN_ASSIGN_OR_RETURN(auto n, ParseInteger(flag, s, 1, 1000000));
+        o.iters = static_cast<int>(n);
       } else if (flag == "--warmup") {
-        auto n = ParseInteger(flag, s, 0, 100000);
-        if (!n.ok()) return n.status();
-        o.warmup = static_cast<int>(*n);
+        KILN_ASSIGN_OR_RETURN(auto n, ParseInteger(flag, s, 0, 100000));
+        o.warmup = static_cast<int>(n);
       } else if (flag == "--max-seconds") {
         char* end = nullptr;
         const double d = std::strtod(s.c_str(), &end);
@@ -196,13 +191,11 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
         if (it == kTimers.end()) return Invalid("--timer '" + s + "': expected auto, cupti or events");
         o.timer = it->second;
       } else if (flag == "--seed") {
-        auto n = ParseInteger(flag, s, 0, (1LL << 62));
-        if (!n.ok()) return n.status();
-        o.seed = static_cast<uint64_t>(*n);
+        KILN_ASSIGN_OR_RETURN(auto n, ParseInteger(flag, s, 0, (1LL << 62)));
+        o.seed = static_cast<uint64_t>(n);
       } else if (flag == "--device") {
-        auto n = ParseInteger(flag, s, 0, 63);
-        if (!n.ok()) return n.status();
-        o.device = static_cast<int>(*n);
+        KILN_ASSIGN_OR_RETURN(auto n, ParseInteger(flag, s, 0, 63));
+        o.device = static_cast<int>(n);
       } else if (flag == "--socket") {
         o.socket = s;
       } else if (flag == "--out") {

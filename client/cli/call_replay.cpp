@@ -30,9 +30,8 @@ std::string NotReplayableReason(const std::string& op) {
 
 StatusOr<std::unique_ptr<CallReplay>> CallReplay::Prepare(const DumpedCall& dump, int device) {
   if (!dump.inputs) return Status(StatusCode::kFailedPrecondition, dump.inputs_missing);
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
-  const client::CudaDriver& d = **driver;
+  KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
+  const client::CudaDriver& d = *driver;
   std::unique_ptr<CallReplay> r(new CallReplay(dump, device));
 
   // Tensors that were the same memory (an in-place call) share one buffer again.
@@ -121,11 +120,10 @@ const std::vector<uint8_t>* CallReplay::HostBytes(std::string_view name) const {
 }
 
 StatusOr<void*> CallReplay::Scratch(size_t bytes) {
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
+  KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
   Buffer b;
   b.bytes = bytes;
-  KILN_RETURN_IF_ERROR((*driver)->Check((*driver)->cuMemAlloc(&b.base, bytes), "cuMemAlloc(workspace)"));
+  KILN_RETURN_IF_ERROR(driver->Check(driver->cuMemAlloc(&b.base, bytes), "cuMemAlloc(workspace)"));
   buffers_.push_back(b);
   return reinterpret_cast<void*>(b.base);
 }
@@ -140,9 +138,8 @@ Status CallReplay::Run() {
   Status status = op->invoke(*op, *this, nullptr);
   client::diag::SetCallObserver(nullptr);
   if (!status.ok()) return status;
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
-  return (*driver)->Check((*driver)->cuCtxSynchronize(), "cuCtxSynchronize (after the replayed call)");
+  KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
+  return driver->Check(driver->cuCtxSynchronize(), "cuCtxSynchronize (after the replayed call)");
 }
 
 StatusOr<std::vector<uint8_t>> CallReplay::Read(const std::string& name) const {

@@ -152,7 +152,7 @@ struct CommunicatorState {
   Status AsyncError() const {
     {
       std::lock_guard<std::mutex> lock(error_mu);
-      if (!lost.ok()) return lost;
+      KILN_RETURN_IF_ERROR(lost);
     }
     if (control == nullptr) return OkStatus();
     const unsigned error = __atomic_load_n(&control->error, __ATOMIC_ACQUIRE);
@@ -293,9 +293,8 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
                             client::comm::AllReduceKernels(*driver, context, plan.dtype, world, vec));
       void* out = plan.out;
       if (!out_aligned) {
-        auto scratch = out_scratch.Get(bytes);
-        if (!scratch.ok()) return scratch.status();
-        out = reinterpret_cast<void*>(*scratch);
+        KILN_ASSIGN_OR_RETURN(auto scratch, out_scratch.Get(bytes));
+        out = reinterpret_cast<void*>(scratch);
       }
       KILN_RETURN_IF_ERROR(LaunchAllReduce(*kernels, two_shot, Peers(data), plan.in, out, plan.n, vec,
                                            /*copy_input=*/false, stream));
@@ -323,16 +322,14 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
                           client::comm::AllReduceKernels(*driver, context, plan.dtype, world, vec));
     const void* kernel_in = src;
     if (!in_aligned) {  // an aligned local copy: the same kernel as on every other rank
-      auto scratch = in_scratch.Get(piece_bytes);
-      if (!scratch.ok()) return scratch.status();
-      KILN_RETURN_IF_ERROR(Copy(*scratch, reinterpret_cast<CUdeviceptr>(src), piece_bytes, stream));
-      kernel_in = reinterpret_cast<const void*>(*scratch);
+      KILN_ASSIGN_OR_RETURN(auto scratch, in_scratch.Get(piece_bytes));
+      KILN_RETURN_IF_ERROR(Copy(scratch, reinterpret_cast<CUdeviceptr>(src), piece_bytes, stream));
+      kernel_in = reinterpret_cast<const void*>(scratch);
     }
     void* out = dst;
     if (!out_aligned) {
-      auto scratch = out_scratch.Get(piece_bytes);
-      if (!scratch.ok()) return scratch.status();
-      out = reinterpret_cast<void*>(*scratch);
+      KILN_ASSIGN_OR_RETURN(auto scratch, out_scratch.Get(piece_bytes));
+      out = reinterpret_cast<void*>(scratch);
     }
     KILN_RETURN_IF_ERROR(LaunchAllReduce(*kernels, two_shot, peers, kernel_in, out, count, vec,
                                          /*copy_input=*/true, stream));
@@ -355,10 +352,9 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
 
   const void* weight = plan.weight;
   if (!Aligned(weight, align)) {
-    auto scratch = weight_scratch.Get(row_bytes);
-    if (!scratch.ok()) return scratch.status();
-    KILN_RETURN_IF_ERROR(Copy(*scratch, reinterpret_cast<CUdeviceptr>(weight), row_bytes, stream));
-    weight = reinterpret_cast<const void*>(*scratch);
+    KILN_ASSIGN_OR_RETURN(auto scratch, weight_scratch.Get(row_bytes));
+    KILN_RETURN_IF_ERROR(Copy(scratch, reinterpret_cast<CUdeviceptr>(weight), row_bytes, stream));
+    weight = reinterpret_cast<const void*>(scratch);
   }
   const int64_t piece_rows = static_cast<int64_t>(StagingBytes() / row_bytes);
   const std::vector<CUdeviceptr> staging = Staging();
@@ -379,16 +375,14 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
     }
     void* kernel_residual = residual;
     if (!Aligned(residual, align)) {
-      auto scratch = residual_scratch.Get(bytes);
-      if (!scratch.ok()) return scratch.status();
-      KILN_RETURN_IF_ERROR(Copy(*scratch, reinterpret_cast<CUdeviceptr>(residual), bytes, stream));
-      kernel_residual = reinterpret_cast<void*>(*scratch);
+      KILN_ASSIGN_OR_RETURN(auto scratch, residual_scratch.Get(bytes));
+      KILN_RETURN_IF_ERROR(Copy(scratch, reinterpret_cast<CUdeviceptr>(residual), bytes, stream));
+      kernel_residual = reinterpret_cast<void*>(scratch);
     }
     void* kernel_out = out;
     if (!Aligned(out, align)) {
-      auto scratch = out_scratch.Get(bytes);
-      if (!scratch.ok()) return scratch.status();
-      kernel_out = reinterpret_cast<void*>(*scratch);
+      KILN_ASSIGN_OR_RETURN(auto scratch, out_scratch.Get(bytes));
+      kernel_out = reinterpret_cast<void*>(scratch);
     }
 
     LaunchConfig config;

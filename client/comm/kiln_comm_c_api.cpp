@@ -42,9 +42,8 @@ Status Create(const char* api, kiln_comm** out,
               const std::function<kiln::StatusOr<std::unique_ptr<kiln::comm::Communicator>>()>& make) {
   if (out == nullptr) return Invalid(std::string(api) + ": comm (the result pointer) is NULL");
   *out = nullptr;
-  auto comm = make();
-  if (!comm.ok()) return comm.status();
-  *out = new kiln_comm{std::move(comm).value()};
+  KILN_ASSIGN_OR_RETURN(auto comm, make());
+  *out = new kiln_comm{std::move(comm)};
   return kiln::OkStatus();
 }
 
@@ -73,12 +72,9 @@ kiln_status kiln_comm_create(int rank, int world_size, const char* address,
   const char* api = "kiln_comm_create";
   return GuardC(api, [&] {
     if (comm != nullptr) *comm = nullptr;
-    auto resolved = ToOptions(options, api);
-    if (!resolved.ok()) return resolved.status();
-    return Create(api, comm, [&] {
-      return kiln::comm::Communicator::Create(rank, world_size, address ? address : "",
-                                              *resolved);
-    });
+    KILN_ASSIGN_OR_RETURN(auto resolved, ToOptions(options, api));
+    return Create(api, comm,
+                  [&] { return kiln::comm::Communicator::Create(rank, world_size, address ? address : "", resolved); });
   });
 }
 
@@ -86,9 +82,8 @@ kiln_status kiln_comm_create_from_env(const kiln_comm_options* options, kiln_com
   const char* api = "kiln_comm_create_from_env";
   return GuardC(api, [&] {
     if (comm != nullptr) *comm = nullptr;
-    auto resolved = ToOptions(options, api);
-    if (!resolved.ok()) return resolved.status();
-    return Create(api, comm, [&] { return kiln::comm::Communicator::FromEnvironment(*resolved); });
+    KILN_ASSIGN_OR_RETURN(auto resolved, ToOptions(options, api));
+    return Create(api, comm, [&] { return kiln::comm::Communicator::FromEnvironment(resolved); });
   });
 }
 
@@ -146,9 +141,8 @@ kiln_status kiln_comm_alloc_registered(kiln_comm* comm, size_t bytes, void** ptr
     KILN_RETURN_IF_ERROR(NeedComm(comm, api));
     if (ptr == nullptr) return Invalid(std::string(api) + ": ptr (the result pointer) is NULL");
     *ptr = nullptr;
-    auto p = comm->comm->AllocateRegistered(bytes);
-    if (!p.ok()) return p.status();
-    *ptr = *p;
+    KILN_ASSIGN_OR_RETURN(auto p, comm->comm->AllocateRegistered(bytes));
+    *ptr = p;
     return kiln::OkStatus();
   });
 }

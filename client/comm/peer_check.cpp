@@ -56,8 +56,7 @@ Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes,
   }
 
   const int me = rendezvous.rank();
-  auto count = DeviceCount(driver);
-  if (!count.ok()) return count.status();
+  KILN_ASSIGN_OR_RETURN(auto count, DeviceCount(driver));
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
     const RankInfo& peer = ranks[static_cast<size_t>(r)];
     if (peer.buffer_bytes != buffer_bytes)
@@ -77,7 +76,7 @@ Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes,
                         "; each rank needs its own GPU (kiln-launch gives rank i the device "
                         "KILN_LOCAL_RANK = i)");
     // Where this process sees the peer's GPU too, it must be able to reach its memory.
-    for (int d = 0; d < *count; ++d) {
+    for (int d = 0; d < count; ++d) {
       CUdevice other = 0;
       CUuuid other_uuid = {};
       if (driver.cuDeviceGet(&other, d) != CUDA_SUCCESS ||

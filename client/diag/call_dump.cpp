@@ -176,14 +176,13 @@ Status WriteTensors(const OpCall& call, const std::string& path, Want&& want) {
     entries.push_back(std::move(e));
     chosen.push_back(&t);
   }
-  auto writer = SafetensorsWriter::Create(path, std::move(entries), metadata);
-  if (!writer.ok()) return writer.status();
+  KILN_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(path, std::move(entries), metadata));
   for (const CallTensor* t : chosen) {
     auto bytes = ReadTensor(t->view, call.stream);
     if (!bytes.ok()) return bytes.status().WithContext("reading " + t->name);
-    KILN_RETURN_IF_ERROR(writer->Append(*bytes));
+    KILN_RETURN_IF_ERROR(writer.Append(*bytes));
   }
-  return writer->Commit();
+  return writer.Commit();
 }
 
 std::string Human(int64_t bytes) {
@@ -217,9 +216,8 @@ Status SynchronizeCallStream(const OpCall& call) {
   bool device_memory = false;
   for (const auto& t : call.tensors) device_memory |= t.view.device.type != DeviceType::kCPU;
   if (!device_memory) return OkStatus();
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
-  return (*driver)->Check((*driver)->cuStreamSynchronize(static_cast<CUstream>(call.stream)), "cuStreamSynchronize");
+  KILN_ASSIGN_OR_RETURN(auto driver, CudaDriver::Get());
+  return driver->Check(driver->cuStreamSynchronize(static_cast<CUstream>(call.stream)), "cuStreamSynchronize");
 }
 
 CallDumper& CallDumper::Global() {

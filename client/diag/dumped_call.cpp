@@ -139,17 +139,15 @@ StatusOr<DumpedCall> ReadDumpedCall(const std::string& folder) {
 
   const std::string inputs = folder + "/inputs.safetensors";
   if (Exists(inputs)) {
-    auto file = ReadSafetensors(inputs);
-    if (!file.ok()) return file.status();
-    d.inputs = std::move(file).value();
+    KILN_ASSIGN_OR_RETURN(auto file, ReadSafetensors(inputs));
+    d.inputs = std::move(file);
   } else {
     d.inputs_missing = "inputs.safetensors is missing (the process ended before the inputs were written)";
   }
   const std::string outputs = folder + "/outputs.safetensors";
   if (Exists(outputs)) {
-    auto file = ReadSafetensors(outputs);
-    if (!file.ok()) return file.status();
-    d.outputs = std::move(file).value();
+    KILN_ASSIGN_OR_RETURN(auto file, ReadSafetensors(outputs));
+    d.outputs = std::move(file);
   } else if (d.status != "completed") {
     d.outputs_missing = "the call never completed (status '" + d.status + "'): no outputs were recorded";
   } else if (d.result && d.result->first != "OK") {

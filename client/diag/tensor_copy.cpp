@@ -71,10 +71,9 @@ StatusOr<std::vector<uint8_t>> ReadTensor(const TensorView& t, void* stream) {
   const size_t bytes = static_cast<size_t>(span.end - span.begin) * es;
   if (!NeedsDriverCopy(t.device)) return GatherFrom(t, first, span.begin);  // host memory: read in place
 
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
+  KILN_ASSIGN_OR_RETURN(auto driver, CudaDriver::Get());
   std::vector<uint8_t> image(bytes);
-  const CudaDriver& d = **driver;
+  const CudaDriver& d = *driver;
   const CUstream s = static_cast<CUstream>(stream);
   KILN_RETURN_IF_ERROR(d.Check(d.cuMemcpyDtoHAsync(image.data(), reinterpret_cast<CUdeviceptr>(first), bytes, s),
                                "cuMemcpyDtoHAsync(" + t.Describe() + ")"));

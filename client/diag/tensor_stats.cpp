@@ -233,10 +233,9 @@ Status Combine(const std::vector<PartialAbi>& partials, int64_t numel, TensorSta
 }  // namespace
 
 StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
-  auto view = PrepareView(t);
-  if (!view.ok()) return view.status();
+  KILN_ASSIGN_OR_RETURN(auto view, PrepareView(t));
   TensorStats stats;
-  if (view->numel == 0) return stats;  // nothing to look at, and nothing to launch
+  if (view.numel == 0) return stats;  // nothing to look at, and nothing to launch
 
   auto driver_or = CudaDriver::Get();
   if (!driver_or.ok()) return driver_or.status().WithContext(kApi);
@@ -255,7 +254,7 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kStatsKernels, StatsSpec{t.dtype}, t.device.index, kApi));
   const CUcontext context = ready.context;
   const EntryLaunchReady& e = ready.launch->entry();
-  int64_t blocks = (view->numel + e.block - 1) / e.block;
+  int64_t blocks = (view.numel + e.block - 1) / e.block;
   // The records' buffer bounds the grid: 48 MiB of records at most, whatever the hint says.
   blocks = std::min<int64_t>(blocks, e.max_blocks > 0 ? std::min<int64_t>(e.max_blocks, 1 << 20) : 1 << 20);
   const size_t bytes = static_cast<size_t>(blocks) * sizeof(PartialAbi);
@@ -263,8 +262,8 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   auto buffer = pool.Take(driver, context, bytes);
   if (!buffer.ok()) return buffer.status().WithContext(kApi);
 
-  ::kiln::diag::TensorStatsParams params = {reinterpret_cast<PartialAbi*>(*buffer), reinterpret_cast<const void*>(view->data),
-                              view->numel, view->layout};
+  ::kiln::diag::TensorStatsParams params = {reinterpret_cast<PartialAbi*>(*buffer),
+                                            reinterpret_cast<const void*>(view.data), view.numel, view.layout};
   void* args[] = {&params};
   LaunchConfig config;
   config.grid.x = static_cast<unsigned>(blocks);
@@ -285,7 +284,7 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   if (!synced.ok()) return synced.WithContext(kApi);
   pool.Give(context, *buffer, bytes);
   if (!copied.ok()) return copied.WithContext(kApi);
-  KILN_RETURN_IF_ERROR(Combine(partials, view->numel, &stats));
+  KILN_RETURN_IF_ERROR(Combine(partials, view.numel, &stats));
   return stats;
 }
 

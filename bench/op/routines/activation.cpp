@@ -104,12 +104,12 @@ class ActAndMulRoutine : public Routine {
     }
     if (backend == "reference") {
       const int which = static_cast<int>(act_);
-      auto kernel = LoadReferenceKernel("kiln_bench_ref_act" + std::to_string(which),
-                                        "#define KILN_REF_ACT " + std::to_string(which) + "\n" + kReferenceSource,
-                                        "kiln_bench_ref_act_and_mul", dtype);
-      if (!kernel.ok()) return kernel.status();
+      KILN_ASSIGN_OR_RETURN(
+          auto kernel, LoadReferenceKernel("kiln_bench_ref_act" + std::to_string(which),
+                                           "#define KILN_REF_ACT " + std::to_string(which) + "\n" + kReferenceSource,
+                                           "kiln_bench_ref_act_and_mul", dtype));
       const long long rows = AxisValue(shape, "rows"), d = AxisValue(shape, "d");
-      return BackendFn([k = *kernel, rows, d](const TensorSet& t, CUstream stream) {
+      return BackendFn([k = kernel, rows, d](const TensorSet& t, CUstream stream) {
         LaunchConfig config;
         config.block.x = 256;
         const long long blocks = (rows * d + 255) / 256;

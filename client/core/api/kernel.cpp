@@ -29,20 +29,17 @@ struct Target {
 
 // The device a load is for and the arch to ask for.
 StatusOr<Target> TargetFor(const LoadOptions& options) {
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
+  KILN_ASSIGN_OR_RETURN(auto driver, CudaDriver::Get());
   Target target;
-  target.driver = *driver;
+  target.driver = driver;
   if (options.device < 0) {
-    auto ctx = client::CurrentContext(**driver, -1);
-    if (!ctx.ok()) return ctx.status();
-    target.device = ctx->device;
-    target.arch = client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor);
+    KILN_ASSIGN_OR_RETURN(auto ctx, client::CurrentContext(*driver, -1));
+    target.device = ctx.device;
+    target.arch = client::ArchForComputeCapability(ctx.cc_major, ctx.cc_minor);
   } else {
-    auto info = client::DescribeDevice(**driver, options.device);
-    if (!info.ok()) return info.status();
+    KILN_ASSIGN_OR_RETURN(auto info, client::DescribeDevice(*driver, options.device));
     target.device = options.device;
-    target.arch = info->arch();
+    target.arch = info.arch();
   }
   return target;
 }
@@ -62,10 +59,9 @@ StatusOr<Module> Load(const Target& target, v1::GetKernelRequest request, const 
                       const std::vector<std::string>& entries, std::string identity) {
   request.mutable_target()->set_arch(target.arch);
   if (identity.empty()) identity = client::ModuleCache::RequestIdentity(request);
-  auto library = client::ModuleCache::Global().GetOrLoad(*target.driver, request, entries, identity,
-                                                         options.reuse_loaded);
-  if (!library.ok()) return library.status();
-  return detail::LoadedLibrary::MakeModule(std::move(library).value(), target.device);
+  KILN_ASSIGN_OR_RETURN(auto library, client::ModuleCache::Global().GetOrLoad(*target.driver, request, entries,
+                                                                              identity, options.reuse_loaded));
+  return detail::LoadedLibrary::MakeModule(std::move(library), target.device);
 }
 
 StatusOr<ModuleInfo> PrefetchRequest(const v1::GetKernelRequest& request) {
@@ -122,9 +118,8 @@ Status Kernel::Launch(const LaunchConfig& config, void** args) const {
                       ", but the current context is on cuda:" + std::to_string(ctx->device) +
                       ", a " + client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor) +
                       " device; load the module for that device");
-  auto function = lib.Function(entry_, ctx->context, config.dynamic_smem_bytes);
-  if (!function.ok()) return function.status();
-  return client::LaunchFunction(*lib.driver, *function, config, args, name);
+  KILN_ASSIGN_OR_RETURN(auto function, lib.Function(entry_, ctx->context, config.dynamic_smem_bytes));
+  return client::LaunchFunction(*lib.driver, function, config, args, name);
 }
 
 const ModuleInfo& Module::info() const {

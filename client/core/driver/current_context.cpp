@@ -28,14 +28,12 @@ ContextRegistry& Registry() {
 
 Status LearnDevices(const CudaDriver& driver, ContextRegistry& r) {
   if (r.devices_known) return OkStatus();
-  auto count = DeviceCount(driver);
-  if (!count.ok()) return count.status();
-  if (*count == 0)
-    return Status(StatusCode::kNoDriver, "the CUDA driver sees no GPU (cuDeviceGetCount = 0)");
-  r.handles.resize(*count);
-  r.by_ordinal.resize(*count);
-  r.primary.assign(*count, nullptr);
-  for (int i = 0; i < *count; ++i) {
+  KILN_ASSIGN_OR_RETURN(auto count, DeviceCount(driver));
+  if (count == 0) return Status(StatusCode::kNoDriver, "the CUDA driver sees no GPU (cuDeviceGetCount = 0)");
+  r.handles.resize(count);
+  r.by_ordinal.resize(count);
+  r.primary.assign(count, nullptr);
+  for (int i = 0; i < count; ++i) {
     KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceGet(&r.handles[i], i), "cuDeviceGet"));
     ContextInfo& info = r.by_ordinal[i];
     info.device = i;

@@ -15,13 +15,11 @@ StatusOr<int> DeviceCount(const CudaDriver& driver) {
 }
 
 StatusOr<DeviceInfo> DescribeDevice(const CudaDriver& driver, int ordinal) {
-  auto count = DeviceCount(driver);
-  if (!count.ok()) return count.status();
-  if (ordinal < 0 || ordinal >= *count)
+  KILN_ASSIGN_OR_RETURN(auto count, DeviceCount(driver));
+  if (ordinal < 0 || ordinal >= count)
     return Status(StatusCode::kInvalidArgument,
-                  "cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " +
-                      std::to_string(*count) + " device(s)" +
-                      (*count > 0 ? " (cuda:0 ... cuda:" + std::to_string(*count - 1) + ")" : ""));
+                  "cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " + std::to_string(count) +
+                      " device(s)" + (count > 0 ? " (cuda:0 ... cuda:" + std::to_string(count - 1) + ")" : ""));
   CUdevice device = 0;
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceGet(&device, ordinal), "cuDeviceGet"));
   DeviceInfo info;

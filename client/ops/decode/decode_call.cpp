@@ -65,27 +65,24 @@ struct PageTable {
 StatusOr<PageTable> ViewPageTable(const TensorView& kv_indptr, const TensorView& kv_indices,
                                   const TensorView& kv_last_page_len, int64_t batch, int64_t min_indices) {
   PageTable table;
-  auto indptr = ViewInt32Vector(kv_indptr, "kv_indptr");
-  if (!indptr.ok()) return indptr.status();
-  auto indices = ViewInt32Vector(kv_indices, "kv_indices");
-  if (!indices.ok()) return indices.status();
-  auto last = ViewInt32Vector(kv_last_page_len, "kv_last_page_len");
-  if (!last.ok()) return last.status();
-  if (batch < 0) batch = last->size;  // append: the batch is what the page table says
+  KILN_ASSIGN_OR_RETURN(auto indptr, ViewInt32Vector(kv_indptr, "kv_indptr"));
+  KILN_ASSIGN_OR_RETURN(auto indices, ViewInt32Vector(kv_indices, "kv_indices"));
+  KILN_ASSIGN_OR_RETURN(auto last, ViewInt32Vector(kv_last_page_len, "kv_last_page_len"));
+  if (batch < 0) batch = last.size;  // append: the batch is what the page table says
   if (batch < 1)
     return Invalid("kv_last_page_len: expected at least one request, found shape " + ShapeText(kv_last_page_len));
-  if (indptr->size != batch + 1)
+  if (indptr.size != batch + 1)
     return Invalid("kv_indptr: expected shape [" + std::to_string(batch + 1) + "] (batch + 1), found " +
                    ShapeText(kv_indptr));
-  if (last->size != batch)
+  if (last.size != batch)
     return Invalid("kv_last_page_len: expected shape [" + std::to_string(batch) + "] (batch), found " +
                    ShapeText(kv_last_page_len));
-  if (indices->size < min_indices)
+  if (indices.size < min_indices)
     return Invalid("kv_indices: the plan's page table addresses " + std::to_string(min_indices) +
                    " entries (kv_indptr[batch]), found shape " + ShapeText(kv_indices));
-  table.indptr = *indptr;
-  table.indices = *indices;
-  table.last_page_len = *last;
+  table.indptr = indptr;
+  table.indices = indices;
+  table.last_page_len = last;
   return table;
 }
 

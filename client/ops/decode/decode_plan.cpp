@@ -160,9 +160,9 @@ StatusOr<BatchDecodePlan> BatchDecodePlan::Create(const int32_t* kv_indptr_host,
                                                   const DecodeOptions& options, int device) {
   static constexpr const char* kApi = "kiln::ops::BatchDecodePlan::Create";
   // Every argument is checked before the driver is touched (the SM count does not change them).
-  auto checked = client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads,
-                                         num_kv_heads, head_dim, page_size, dtype, options, 0, 1, kApi);
-  if (!checked.ok()) return checked.status();
+  KILN_RETURN_IF_ERROR(client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads,
+                                               num_kv_heads, head_dim, page_size, dtype, options, 0, 1, kApi)
+                           .status());
   if (device < -1) return Status(StatusCode::kInvalidArgument, std::string(kApi) + ": device: expected -1 (the current "
                                  "context's) or a CUDA ordinal, found " + std::to_string(device));
 

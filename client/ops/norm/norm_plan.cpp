@@ -27,16 +27,13 @@ std::string EpsText(double eps) {
 StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name,
                         const TensorView& y_t, const char* y_name, const TensorView& w_t,
                         double eps) {
-  auto x = ViewAsRows(x_t, x_name);
-  if (!x.ok()) return x.status();
-  auto y = ViewAsRows(y_t, y_name);
-  if (!y.ok()) return y.status();
+  KILN_ASSIGN_OR_RETURN(auto x, ViewAsRows(x_t, x_name));
+  KILN_ASSIGN_OR_RETURN(auto y, ViewAsRows(y_t, y_name));
   if (w_t.ndim != 1)
-    return Invalid("weight: expected a 1-D tensor [hidden] = [" + std::to_string(x->hidden) +
-                   "], found rank " + std::to_string(w_t.ndim) +
+    return Invalid("weight: expected a 1-D tensor [hidden] = [" + std::to_string(x.hidden) + "], found rank " +
+                   std::to_string(w_t.ndim) +
                    (w_t.ndim >= 1 && w_t.ndim <= kMaxTensorDims ? " " + ShapeText(w_t) : ""));
-  auto w = ViewAsRows(w_t, "weight");
-  if (!w.ok()) return w.status();
+  KILN_ASSIGN_OR_RETURN(auto w, ViewAsRows(w_t, "weight"));
 
   if (!IsNormDType(x_t.dtype))
     return Invalid(std::string(x_name) + ": dtype " + DTypeName(x_t.dtype) +
@@ -53,15 +50,15 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name,
   if (!same_shape)
     return Invalid(std::string(y_name) + ": expected shape " + ShapeText(x_t) + " (" + x_name +
                    "'s), found " + ShapeText(y_t));
-  if (x->hidden < 1 || x->hidden > norm::kMaxHidden)
+  if (x.hidden < 1 || x.hidden > norm::kMaxHidden)
     return Invalid(std::string(x_name) + ": hidden size (the last dim) must be 1 to " +
-                   std::to_string(norm::kMaxHidden) + ", found " + std::to_string(x->hidden) +
-                   " in shape " + ShapeText(x_t));
-  if (w->hidden != x->hidden)
-    return Invalid("weight: expected shape [" + std::to_string(x->hidden) + "] (" + x_name +
-                   "'s hidden size), found " + ShapeText(w_t));
+                   std::to_string(norm::kMaxHidden) + ", found " + std::to_string(x.hidden) + " in shape " +
+                   ShapeText(x_t));
+  if (w.hidden != x.hidden)
+    return Invalid("weight: expected shape [" + std::to_string(x.hidden) + "] (" + x_name + "'s hidden size), found " +
+                   ShapeText(w_t));
 
-  for (const RowView* v : {&*y, &*w}) {
+  for (const RowView* v : {&y, &w}) {
     if (v->tensor->device != x_t.device)
       return Invalid(std::string(v->name) + ": on " + DeviceName(v->tensor->device) + ", but " +
                      x_name + " is on " + DeviceName(x_t.device) +
@@ -76,7 +73,7 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name,
                    " is not a positive finite float (the kernel computes in float)");
 
   // Rows that are written must not overlap each other.
-  const RowView* written[2] = {op == NormOp::kRmsNorm ? &*y : &*x, &*y};
+  const RowView* written[2] = {op == NormOp::kRmsNorm ? &y : &x, &y};
   for (const RowView* v : written) {
     if (v->rows > 1 && v->row_stride < v->hidden)
       return Invalid(std::string(v->name) + ": its rows overlap (row stride " +
@@ -84,35 +81,35 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name,
                      "); a tensor the op writes needs a row stride of at least hidden");
   }
   if (op == NormOp::kRmsNorm) {
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*y, *x, /*same_is_ok=*/true));  // out vs input
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*y, *w, false));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, x, /*same_is_ok=*/true));  // out vs input
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, w, false));
   } else {
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*x, *y, false));  // input vs residual
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*x, *w, false));
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*y, *w, false));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(x, y, false));  // input vs residual
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(x, w, false));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, w, false));
   }
 
   NormPlan plan;
   plan.op = op;
   plan.dtype = x_t.dtype;
   plan.device = x_t.device.index;
-  plan.rows = x->rows;
-  plan.hidden = x->hidden;
+  plan.rows = x.rows;
+  plan.hidden = x.hidden;
   plan.eps = eps_f;
-  plan.weight = w->data;
+  plan.weight = w.data;
   if (op == NormOp::kRmsNorm) {
-    plan.a = y->data;  // out
-    plan.b = x->data;  // input
-    plan.a_stride = y->row_stride;
-    plan.b_stride = x->row_stride;
+    plan.a = y.data;  // out
+    plan.b = x.data;  // input
+    plan.a_stride = y.row_stride;
+    plan.b_stride = x.row_stride;
   } else {
-    plan.a = x->data;  // input
-    plan.b = y->data;  // residual
-    plan.a_stride = x->row_stride;
-    plan.b_stride = y->row_stride;
+    plan.a = x.data;  // input
+    plan.b = y.data;  // residual
+    plan.a_stride = x.row_stride;
+    plan.b_stride = y.row_stride;
   }
   if (plan.rows > 0)
-    plan.vec = ChooseVecWidth(x->element_size, plan.hidden, {plan.a_stride, plan.b_stride},
+    plan.vec = ChooseVecWidth(x.element_size, plan.hidden, {plan.a_stride, plan.b_stride},
                               {plan.a, plan.b, plan.weight});
   return plan;
 }

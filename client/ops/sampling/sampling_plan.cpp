@@ -36,8 +36,7 @@ StatusOr<RowView> PerRowTensor(const TensorView& t, const char* name, DType dtyp
   if (t.shape[0] != rows)
     return Invalid(std::string(name) + ": expected shape [" + std::to_string(rows) +
                    "] (probs' rows), found " + ShapeText(t));
-  auto v = ViewAsRows(t, name);
-  if (!v.ok()) return v.status();
+  KILN_ASSIGN_OR_RETURN(auto v, ViewAsRows(t, name));
   if (t.device != probs.device)
     return Invalid(std::string(name) + ": on " + DeviceName(t.device) + ", but probs is on " +
                    DeviceName(probs.device) + "; all tensors must be on one device");
@@ -55,12 +54,11 @@ StatusOr<SamplingPlan> Plan(SamplingOp op, const SamplingArgs& a) {
                    (probs_t.ndim >= 1 && probs_t.ndim <= kMaxTensorDims ? " " + ShapeText(probs_t) : ""));
   if (probs_t.dtype != DType::kFloat32)
     return Invalid(std::string("probs: expected dtype fp32, found ") + DTypeName(probs_t.dtype));
-  auto probs = ViewAsRows(probs_t, "probs");
-  if (!probs.ok()) return probs.status();
-  if (probs->hidden < 1 || probs->hidden > int64_t{sampling::kMaxVocab})
+  KILN_ASSIGN_OR_RETURN(auto probs, ViewAsRows(probs_t, "probs"));
+  if (probs.hidden < 1 || probs.hidden > int64_t{sampling::kMaxVocab})
     return Invalid("probs: the vocabulary size (dim 1) must be 1 to " + std::to_string(int64_t{sampling::kMaxVocab}) +
-                   ", found " + std::to_string(probs->hidden) + " in shape " + ShapeText(probs_t));
-  const int64_t rows = probs->rows;
+                   ", found " + std::to_string(probs.hidden) + " in shape " + ShapeText(probs_t));
+  const int64_t rows = probs.rows;
 
   if (samples_t.ndim != 1)
     return Invalid("samples: expected a 1-D tensor [B] = [" + std::to_string(rows) + "], found rank " +
@@ -71,31 +69,29 @@ StatusOr<SamplingPlan> Plan(SamplingOp op, const SamplingArgs& a) {
   if (samples_t.shape[0] != rows)
     return Invalid("samples: expected shape [" + std::to_string(rows) + "] (probs' rows), found " +
                    ShapeText(samples_t));
-  auto samples = ViewAsRows(samples_t, "samples");
-  if (!samples.ok()) return samples.status();
+  KILN_ASSIGN_OR_RETURN(auto samples, ViewAsRows(samples_t, "samples"));
   if (samples_t.device != probs_t.device)
     return Invalid("samples: on " + DeviceName(samples_t.device) + ", but probs is on " +
                    DeviceName(probs_t.device) + "; all tensors must be on one device");
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*samples, *probs, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(samples, probs, false));
 
   SamplingPlan plan;
   plan.op = op;
   plan.out_dtype = samples_t.dtype;
   plan.device = probs_t.device.index;
   plan.rows = rows;
-  plan.vocab = probs->hidden;
-  plan.row_stride = probs->row_stride;
-  plan.samples = samples->data;
-  plan.probs = reinterpret_cast<const float*>(probs->data);
+  plan.vocab = probs.hidden;
+  plan.row_stride = probs.row_stride;
+  plan.samples = samples.data;
+  plan.probs = reinterpret_cast<const float*>(probs.data);
   plan.seed = a.seed;
   plan.offset = a.offset;
 
   if (UsesK(op)) {
     if (a.k_values != nullptr) {
-      auto k = PerRowTensor(*a.k_values, "top_k", DType::kInt32, rows, probs_t);
-      if (!k.ok()) return k.status();
-      KILN_RETURN_IF_ERROR(CheckNoOverlap(*samples, *k, false));
-      plan.k_values = reinterpret_cast<const int32_t*>(k->data);
+      KILN_ASSIGN_OR_RETURN(auto k, PerRowTensor(*a.k_values, "top_k", DType::kInt32, rows, probs_t));
+      KILN_RETURN_IF_ERROR(CheckNoOverlap(samples, k, false));
+      plan.k_values = reinterpret_cast<const int32_t*>(k.data);
     } else if (a.k_scalar < 0) {
       return Invalid("top_k: expected k >= 0 (0: no top-k), found " + std::to_string(a.k_scalar));
     }
@@ -104,10 +100,9 @@ StatusOr<SamplingPlan> Plan(SamplingOp op, const SamplingArgs& a) {
   if (UsesP(op)) {
     const char* name = PName(op);
     if (a.p_values != nullptr) {
-      auto p = PerRowTensor(*a.p_values, name, DType::kFloat32, rows, probs_t);
-      if (!p.ok()) return p.status();
-      KILN_RETURN_IF_ERROR(CheckNoOverlap(*samples, *p, false));
-      plan.p_values = reinterpret_cast<const float*>(p->data);
+      KILN_ASSIGN_OR_RETURN(auto p, PerRowTensor(*a.p_values, name, DType::kFloat32, rows, probs_t));
+      KILN_RETURN_IF_ERROR(CheckNoOverlap(samples, p, false));
+      plan.p_values = reinterpret_cast<const float*>(p.data);
     } else if (op == SamplingOp::kMinP) {
       if (!(a.p_scalar >= 0.0 && a.p_scalar <= 1.0))
         return Invalid("min_p: expected a value in [0, 1], found " + Number(a.p_scalar));
@@ -117,8 +112,7 @@ StatusOr<SamplingPlan> Plan(SamplingOp op, const SamplingArgs& a) {
     plan.p_scalar = a.p_scalar;
   }
 
-  if (rows > 0)
-    plan.vec = ChooseVecWidth(sizeof(float), plan.vocab, {plan.row_stride}, {probs->data});
+  if (rows > 0) plan.vec = ChooseVecWidth(sizeof(float), plan.vocab, {plan.row_stride}, {probs.data});
   return plan;
 }
 
