@@ -5,19 +5,19 @@
 #include <map>
 #include <tuple>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/driver/cuda_driver.h"
 #include "client/diag/call_trace.h"
 #include "client/diag/tensor_copy.h"
-#include "client/core/driver/cuda_driver.h"
 #include "client/ops/op_table.h"
 
 namespace kiln::cli {
 namespace {
 
+using client::InvalidArgument;
 using client::diag::DumpedCall;
 using client::diag::DumpedTensor;
 using client::diag::Role;
-
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
 
 }  // namespace
 
@@ -83,11 +83,11 @@ StatusOr<std::unique_ptr<CallReplay>> CallReplay::Prepare(const DumpedCall& dump
     const DumpedTensor& t = dump.tensors[i];
     if (t.role == Role::kOutput) continue;
     const auto* data = dump.inputs->Find(t.name);
-    if (data == nullptr) return Invalid("inputs.safetensors has no tensor '" + t.name + "'");
+    if (data == nullptr) return InvalidArgument("inputs.safetensors has no tensor '" + t.name + "'");
     const TensorView& v = r->views_[i].second;
     if (data->bytes.size() != static_cast<size_t>(v.numel()) * DTypeSize(v.dtype))
-      return Invalid("inputs.safetensors: " + t.name + " has " + std::to_string(data->bytes.size()) +
-                     " bytes, its metadata says " + v.Describe());
+      return InvalidArgument("inputs.safetensors: " + t.name + " has " + std::to_string(data->bytes.size()) +
+                             " bytes, its metadata says " + v.Describe());
     client::diag::ScatterInto(v, data->bytes, where[i].second, &images[where[i].first]);
   }
   for (size_t i = 0; i < images.size(); ++i) {
@@ -144,7 +144,7 @@ Status CallReplay::Run() {
 
 StatusOr<std::vector<uint8_t>> CallReplay::Read(const std::string& name) const {
   const TensorView* v = Tensor(name);
-  if (v == nullptr) return Invalid("the replay has no tensor '" + name + "'");
+  if (v == nullptr) return InvalidArgument("the replay has no tensor '" + name + "'");
   return client::diag::ReadTensor(*v, nullptr);
 }
 

@@ -10,10 +10,11 @@
 
 #include "client/cli/call_replay.h"
 #include "client/cli/command.h"
-#include "client/diag/dumped_call.h"
+#include "client/core/api/message_text.h"
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/current_context.h"
 #include "client/core/driver/devices.h"
+#include "client/diag/dumped_call.h"
 #include "kiln/client.h"
 
 namespace kiln::cli {
@@ -23,21 +24,11 @@ using client::diag::DumpedCall;
 using client::diag::KernelChoice;
 using Json = nlohmann::ordered_json;
 
-std::string Dims(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-std::string DimText(const Dim3& d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
-}
-
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
 std::string KernelText(const KernelChoice& k) {
-  std::string s = OrDash(k.uri) + " key " + OrDash(k.cache_key) + " arch " + OrDash(k.arch) + " entry " + k.entry + " grid " +
-                  DimText(k.config.grid) + " block " + DimText(k.config.block) + " smem " +
+  std::string s = OrDash(k.uri) + " key " + OrDash(k.cache_key) + " arch " + OrDash(k.arch) + " entry " + k.entry +
+                  " grid " + client::DimsText(k.config.grid) + " block " + client::DimsText(k.config.block) + " smem " +
                   std::to_string(k.config.dynamic_smem_bytes);
   if (!k.backend.empty()) s += " backend " + k.backend;
   return s;
@@ -149,7 +140,7 @@ void PrintRecorded(std::ostream& out, const DumpedCall& d) {
   bool first = true;
   for (const auto& t : d.tensors) {
     out << (first ? "tensors   " : "          ") << t.name << ": " << RoleName(t.role) << " " << DTypeName(t.dtype)
-        << Dims(t.shape) << " strides " << Dims(t.strides) << " " << t.device << " align "
+        << client::ListText(t.shape) << " strides " << client::ListText(t.strides) << " " << t.device << " align "
         << client::diag::PointerAlignment(reinterpret_cast<const void*>(t.pointer)) << "\n";
     first = false;
   }

@@ -1,6 +1,7 @@
 // Rendezvous::Join: rank 0 accepts world_size - 1 hellos and checks them; every other rank
 // connects (retrying until rank 0 listens), says hello and waits for the group to complete.
 #include "client/comm/rendezvous.h"
+#include "client/core/api/invalid_argument.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -50,13 +51,11 @@ StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const std::string& addres
                                                        std::chrono::milliseconds timeout) {
   const std::string where = "rendezvous '" + address + "': ";
   if (world_size < 1 || world_size > kMaxWorldSize)
-    return Status(StatusCode::kInvalidArgument,
-                  where + "world size " + std::to_string(world_size) + " is out of range (1.." +
-                      std::to_string(kMaxWorldSize) + ")");
+    return InvalidArgument(where + "world size " + std::to_string(world_size) + " is out of range (1.." +
+                           std::to_string(kMaxWorldSize) + ")");
   if (rank < 0 || rank >= world_size)
-    return Status(StatusCode::kInvalidArgument,
-                  where + "rank " + std::to_string(rank) + " is out of range for world size " +
-                      std::to_string(world_size) + " (0.." + std::to_string(world_size - 1) + ")");
+    return InvalidArgument(where + "rank " + std::to_string(rank) + " is out of range for world size " +
+                           std::to_string(world_size) + " (0.." + std::to_string(world_size - 1) + ")");
   KILN_ASSIGN_OR_RETURN(auto parsed, ParseSocketAddress(address));
   const auto deadline = Clock::now() + timeout;
   std::unique_ptr<Rendezvous> r(new Rendezvous(std::move(parsed), rank, world_size));

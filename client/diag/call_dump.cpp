@@ -16,11 +16,13 @@
 
 extern char** environ;
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/devices.h"
 #include "client/diag/diag_config.h"
 #include "client/diag/safetensors.h"
 #include "client/diag/tensor_copy.h"
-#include "client/core/driver/cuda_driver.h"
-#include "client/core/driver/devices.h"
 #include "kiln/version.h"
 
 namespace kiln::client::diag {
@@ -199,7 +201,7 @@ std::string Human(int64_t bytes) {
 }  // namespace
 
 Status MakeFolders(const std::string& path) {
-  if (path.empty()) return Status(StatusCode::kInvalidArgument, "an empty folder path");
+  if (path.empty()) return InvalidArgument("an empty folder path");
   for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix = path.substr(0, slash);
     if (!prefix.empty() && ::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/cuda_driver.h"
 
 namespace kiln::client::diag {
@@ -63,7 +64,7 @@ std::vector<uint8_t> GatherFrom(const TensorView& t, const uint8_t* span, int64_
 
 StatusOr<std::vector<uint8_t>> ReadTensor(const TensorView& t, void* stream) {
   if (t.ndim < 0 || t.ndim > kMaxTensorDims)
-    return Status(StatusCode::kInvalidArgument, "a tensor of rank " + std::to_string(t.ndim) + " cannot be read");
+    return InvalidArgument("a tensor of rank " + std::to_string(t.ndim) + " cannot be read");
   const ElementSpan span = CoveringSpan(t);
   if (span.end == span.begin) return std::vector<uint8_t>();
   const size_t es = DTypeSize(t.dtype);

@@ -6,6 +6,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "client/core/api/invalid_argument.h"
 #include "kiln/ops.h"
 
 namespace kiln::bench {
@@ -67,8 +68,8 @@ class ActAndMulRoutine : public Routine {
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
     const int64_t rows = AxisValue(shape, "rows"), d = AxisValue(shape, "d"), d2 = AxisValue(shape, "d2");
     if (d2 != 2 * d)
-      return Status(StatusCode::kInvalidArgument, std::string(name()) + ": d2=" + std::to_string(d2) +
-                                                      " must be 2 * d=" + std::to_string(2 * d));
+      return client::InvalidArgument(std::string(name()) + ": d2=" + std::to_string(d2) +
+                                     " must be 2 * d=" + std::to_string(2 * d));
     CaseSpec spec;
     spec.tensors = {{"out", dtype, {rows, d}, TensorRole::kOutput}, {"input", dtype, {rows, d2}, TensorRole::kInput}};
     spec.bytes = static_cast<double>(rows) * static_cast<double>(d + d2) * static_cast<double>(DTypeSize(dtype));

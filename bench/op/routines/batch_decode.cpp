@@ -22,6 +22,7 @@
 #include "bench/op/paged_kv_table.h"
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/cuda_driver.h"
 #include "kiln/ops.h"
 
@@ -129,9 +130,8 @@ StatusOr<DecodeShape> DecodeShapeOf(const ShapeAxes& shape) {
   s.kv_heads = AxisValue(shape, "num_kv_heads");
   s.head_dim = AxisValue(shape, "head_dim");
   if (s.qo_heads < 1 || s.kv_heads < 1 || s.head_dim < 1 || s.qo_heads % s.kv_heads != 0)
-    return Status(StatusCode::kInvalidArgument,
-                  "batch_decode: num_qo_heads=" + std::to_string(s.qo_heads) + " must be a multiple of num_kv_heads=" +
-                      std::to_string(s.kv_heads));
+    return client::InvalidArgument("batch_decode: num_qo_heads=" + std::to_string(s.qo_heads) +
+                                   " must be a multiple of num_kv_heads=" + std::to_string(s.kv_heads));
   return s;
 }
 
@@ -310,8 +310,8 @@ class BatchDecodeRoutine : public Routine {
     if (backend != "reference")
       return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");
     if (table.batch > 65535)
-      return Status(StatusCode::kInvalidArgument, "batch_decode reference: batch=" + std::to_string(table.batch) +
-                                                      " exceeds its grid's 65535 rows");
+      return client::InvalidArgument("batch_decode reference: batch=" + std::to_string(table.batch) +
+                                     " exceeds its grid's 65535 rows");
     KILN_ASSIGN_OR_RETURN(auto kernel, LoadReferenceKernel("kiln_bench_ref_decode", kReferenceSource,
                                                            "kiln_bench_ref_batch_decode", dtype));
     const long long qo_heads = s.qo_heads, kv_heads = s.kv_heads, head_dim = s.head_dim;

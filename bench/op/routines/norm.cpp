@@ -7,6 +7,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "client/core/api/invalid_argument.h"
 #include "client/ops/norm/norm_ops.h"
 #include "client/ops/norm/norm_plan.h"
 #include "kiln/norm/norm_contract.h"
@@ -70,8 +71,8 @@ class NormRoutine : public Routine {
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
     const int64_t rows = AxisValue(shape, "rows"), hidden = AxisValue(shape, "hidden");
     if (hidden > norm::kMaxHidden)
-      return Status(StatusCode::kInvalidArgument, std::string(name()) + ": hidden=" + std::to_string(hidden) +
-                                                      " is outside 1.." + std::to_string(norm::kMaxHidden));
+      return client::InvalidArgument(std::string(name()) + ": hidden=" + std::to_string(hidden) + " is outside 1.." +
+                                     std::to_string(norm::kMaxHidden));
     const double es = static_cast<double>(DTypeSize(dtype));
     const double matrix = static_cast<double>(rows) * static_cast<double>(hidden) * es;
     CaseSpec spec;
@@ -146,15 +147,14 @@ class NormRoutine : public Routine {
       if (backend != "kiln_vec" + std::to_string(vec)) continue;
       const int64_t hidden = AxisValue(shape, "hidden");
       if (hidden % vec != 0)
-        return Status(StatusCode::kInvalidArgument, backend + ": vec=" + std::to_string(vec) +
-                                                        " does not divide hidden=" + std::to_string(hidden));
+        return client::InvalidArgument(backend + ": vec=" + std::to_string(vec) +
+                                       " does not divide hidden=" + std::to_string(hidden));
       return BackendFn([fused, vec, backend](const TensorSet& t, CUstream stream) -> Status {
         KILN_ASSIGN_OR_RETURN(auto plan, fused ? client::PlanFusedAddRmsNorm(t[0], t[1], t[2], kEps,
                                                                              "kiln-bench fused_add_rmsnorm")
                                                : client::PlanRmsNorm(t[0], t[1], t[2], kEps, "kiln-bench rmsnorm"));
         if (vec > plan.vec)
-          return Status(StatusCode::kInvalidArgument,
-                        backend + ": the tensors allow vec <= " + std::to_string(plan.vec) + " only");
+          return client::InvalidArgument(backend + ": the tensors allow vec <= " + std::to_string(plan.vec) + " only");
         plan.vec = vec;
         return client::LaunchNormPlan(plan, stream);
       });

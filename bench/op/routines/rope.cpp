@@ -11,6 +11,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "client/core/api/invalid_argument.h"
 #include "kiln/ops.h"
 
 namespace kiln::bench {
@@ -120,8 +121,8 @@ class RopeRoutine : public Routine {
     const int64_t kh = AxisValue(shape, "k_heads"), hd = AxisValue(shape, "head_dim");
     const int64_t rotary = cached_ ? AxisValue(shape, "rotary_dim") : hd;
     if (rotary % 2 != 0 || rotary > hd)
-      return Status(StatusCode::kInvalidArgument, std::string(name()) + ": the rotary dim " + std::to_string(rotary) +
-                                                      " must be even and at most head_dim=" + std::to_string(hd));
+      return client::InvalidArgument(std::string(name()) + ": the rotary dim " + std::to_string(rotary) +
+                                     " must be even and at most head_dim=" + std::to_string(hd));
     const int64_t max_position = cached_ ? AxisValue(shape, "max_position") : kMaxPosition;
     CaseSpec spec;
     spec.tensors = {{"q", dtype, {tokens, qh, hd}, TensorRole::kInOut},

@@ -21,6 +21,7 @@
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
 #include "bench/op/sampling_check.h"
+#include "client/core/api/invalid_argument.h"
 #include "kiln/ops.h"
 
 namespace kiln::bench {
@@ -286,8 +287,8 @@ class SamplingRoutine : public Routine {
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
     const int64_t batch = AxisValue(shape, "batch"), vocab = AxisValue(shape, "vocab");
     if (vocab > kMaxVocab)
-      return Status(StatusCode::kInvalidArgument, std::string(name()) + ": vocab=" + std::to_string(vocab) +
-                                                      " is outside 1.." + std::to_string(kMaxVocab));
+      return client::InvalidArgument(std::string(name()) + ": vocab=" + std::to_string(vocab) + " is outside 1.." +
+                                     std::to_string(kMaxVocab));
     CaseSpec spec;
     spec.tensors = {{"samples", DType::kInt32, {batch}, TensorRole::kOutput},
                     {"probs", dtype, {batch, vocab}, TensorRole::kInput}};
@@ -393,7 +394,7 @@ class SamplingRoutine : public Routine {
     const char* entry = sampler == Sampler::kArgmax ? "kiln_bench_ref_argmax" : "kiln_bench_ref_sample";
     KILN_ASSIGN_OR_RETURN(auto kernel, LoadReferenceKernel("kiln_bench_ref_sampling", kReferenceSource, entry, dtype));
     const long long batch = AxisValue(shape, "batch"), vocab = AxisValue(shape, "vocab");
-    if (batch > 0x7FFFFFFF) return Status(StatusCode::kInvalidArgument, std::string(name()) + ": batch too large");
+    if (batch > 0x7FFFFFFF) return client::InvalidArgument(std::string(name()) + ": batch too large");
     return BackendFn([k = kernel, sampler, batch, vocab](const TensorSet& t, CUstream stream) -> Status {
       LaunchConfig config;
       config.grid.x = static_cast<unsigned>(batch);

@@ -1,6 +1,7 @@
 // kiln::Module, kiln::Kernel and the functions that load them (kiln/kernel.h).
 #include "kiln/kernel.h"
 #include <chrono>
+#include "client/core/api/invalid_argument.h"
 
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/current_context.h"
@@ -66,9 +67,8 @@ StatusOr<Module> Load(const Target& target, v1::GetKernelRequest request, const 
 
 StatusOr<ModuleInfo> PrefetchRequest(const v1::GetKernelRequest& request) {
   if (request.target().arch().empty())
-    return Status(StatusCode::kInvalidArgument,
-                  "prefetch of " + client::DescribeRequest(request) +
-                      ": name the arch to build for (e.g. \"sm_90a\")");
+    return client::InvalidArgument("prefetch of " + client::DescribeRequest(request) +
+                                   ": name the arch to build for (e.g. \"sm_90a\")");
   const auto start = std::chrono::steady_clock::now();
   auto fetched = client::FetchCubin(request);
   if (!fetched.ok()) {
@@ -105,9 +105,7 @@ const ModuleInfo& Kernel::module_info() const {
 }
 
 Status Kernel::Launch(const LaunchConfig& config, void** args) const {
-  if (!library_)
-    return Status(StatusCode::kInvalidArgument,
-                  "launch of an empty kiln::Kernel (get one from kiln::Module::kernel)");
+  if (!library_) return client::InvalidArgument("launch of an empty kiln::Kernel (get one from kiln::Module::kernel)");
   const detail::LoadedLibrary& lib = *library_;
   const std::string& name = lib.entries[entry_].name;
   auto ctx = client::CurrentContext(*lib.driver, device_);
@@ -135,7 +133,7 @@ std::vector<std::string> Module::entries() const {
 }
 
 StatusOr<Kernel> Module::kernel(std::string_view entry) const {
-  if (!library_) return Status(StatusCode::kInvalidArgument, "kernel() of an empty kiln::Module");
+  if (!library_) return client::InvalidArgument("kernel() of an empty kiln::Module");
   int index = library_->FindEntry(entry);
   if (index < 0)
     return Status(StatusCode::kNotFound, "module " + library_->info.uri + " has no kernel '" +

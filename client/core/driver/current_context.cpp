@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/devices.h"
 
 namespace kiln::client {
@@ -81,9 +82,8 @@ StatusOr<ContextInfo> CurrentContext(const CudaDriver& driver, int fallback_devi
   if (ctx == nullptr) {
     int ordinal = fallback_device < 0 ? 0 : fallback_device;
     if (ordinal >= static_cast<int>(r.handles.size()))
-      return Status(StatusCode::kInvalidArgument,
-                    "cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " +
-                        std::to_string(r.handles.size()) + " device(s)");
+      return InvalidArgument("cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " +
+                             std::to_string(r.handles.size()) + " device(s)");
     if (r.primary[ordinal] == nullptr) {
       KILN_RETURN_IF_ERROR(
           driver.Check(driver.cuDevicePrimaryCtxRetain(&r.primary[ordinal], r.handles[ordinal]),

@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/devices.h"
 #include "client/core/loader/arch_compat.h"
 #include "client/core/loader/module_cache.h"
@@ -26,11 +27,10 @@ StatusOr<ContextInfo> ContextForDevice(const CudaDriver& driver, int device, con
   auto ctx = CurrentContext(driver, device);
   if (!ctx.ok()) return ctx.status().WithContext(api);
   if (ctx->device != device)
-    return Status(StatusCode::kInvalidArgument,
-                  std::string(api) + ": the tensors are on cuda:" + std::to_string(device) +
-                      ", but the current CUDA context is on cuda:" + std::to_string(ctx->device) +
-                      "; make a context of cuda:" + std::to_string(device) +
-                      " current first (e.g. cudaSetDevice(" + std::to_string(device) + "))");
+    return InvalidArgument(std::string(api) + ": the tensors are on cuda:" + std::to_string(device) +
+                           ", but the current CUDA context is on cuda:" + std::to_string(ctx->device) +
+                           "; make a context of cuda:" + std::to_string(device) +
+                           " current first (e.g. cudaSetDevice(" + std::to_string(device) + "))");
   return ctx;
 }
 
