@@ -10,6 +10,7 @@
 
 #include "client/cli/call_replay.h"
 #include "client/cli/command.h"
+#include "client/core/api/float16.h"
 #include "client/core/api/message_text.h"
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/current_context.h"
@@ -53,19 +54,12 @@ double ElementValue(DType dtype, const uint8_t* p) {
     case DType::kFloat16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-      const double sign = (h & 0x8000) ? -1.0 : 1.0;
-      if (e == 0) return sign * std::ldexp(m, -24);
-      if (e == 31) return m ? NAN : sign * INFINITY;
-      return sign * std::ldexp(1024 + m, e - 25);
+      return client::HalfToFloat(h);
     }
     case DType::kBFloat16: {
       uint16_t b;
       std::memcpy(&b, p, 2);
-      const uint32_t u = static_cast<uint32_t>(b) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
+      return client::BFloat16ToFloat(b);
     }
     case DType::kInt8: return static_cast<int8_t>(*p);
     case DType::kUInt8: return *p;
