@@ -5,29 +5,26 @@
 namespace kiln::bench {
 
 StatusOr<std::unique_ptr<BenchDevice>> BenchDevice::Open(int ordinal) {
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
-  auto count = client::DeviceCount(**driver);
-  if (!count.ok()) return count.status();
-  if (*count == 0) return Status(StatusCode::kNoDriver, "the CUDA driver sees no GPU");
-  auto info = client::DescribeDevice(**driver, ordinal);
-  if (!info.ok()) return info.status();
+  KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
+  KILN_ASSIGN_OR_RETURN(auto count, client::DeviceCount(*driver));
+  if (count == 0) return Status(StatusCode::kNoDriver, "the CUDA driver sees no GPU");
+  KILN_ASSIGN_OR_RETURN(auto info, client::DescribeDevice(*driver, ordinal));
 
   std::unique_ptr<BenchDevice> d(new BenchDevice());
-  d->driver_ = *driver;
-  d->info_ = *info;
+  d->driver_ = driver;
+  d->info_ = info;
   CUdevice device = 0;
-  KILN_RETURN_IF_ERROR(d->Check((*driver)->cuDeviceGet(&device, ordinal), "cuDeviceGet"));
+  KILN_RETURN_IF_ERROR(d->Check(driver->cuDeviceGet(&device, ordinal), "cuDeviceGet"));
   int l2 = 0;
-  KILN_RETURN_IF_ERROR(d->Check((*driver)->cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device),
+  KILN_RETURN_IF_ERROR(d->Check(driver->cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device),
                                 "cuDeviceGetAttribute(L2_CACHE_SIZE)"));
   d->l2_bytes_ = static_cast<size_t>(l2);
   // The primary context, as the CUDA runtime and the ops API use it.
-  KILN_RETURN_IF_ERROR(d->Check((*driver)->cuDevicePrimaryCtxRetain(&d->context_, device), "cuDevicePrimaryCtxRetain"));
-  KILN_RETURN_IF_ERROR(d->Check((*driver)->cuCtxSetCurrent(d->context_), "cuCtxSetCurrent"));
+  KILN_RETURN_IF_ERROR(d->Check(driver->cuDevicePrimaryCtxRetain(&d->context_, device), "cuDevicePrimaryCtxRetain"));
+  KILN_RETURN_IF_ERROR(d->Check(driver->cuCtxSetCurrent(d->context_), "cuCtxSetCurrent"));
   // A blocking stream: it orders after the synchronous uploads and memsets (which run on the
   // legacy default stream, and may return before their DMA is done) without more syncs.
-  KILN_RETURN_IF_ERROR(d->Check((*driver)->cuStreamCreate(&d->stream_, CU_STREAM_DEFAULT), "cuStreamCreate"));
+  KILN_RETURN_IF_ERROR(d->Check(driver->cuStreamCreate(&d->stream_, CU_STREAM_DEFAULT), "cuStreamCreate"));
   return d;
 }
 

@@ -6,17 +6,20 @@
 #include <functional>
 #include <map>
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::bench {
 namespace {
 
-Status Invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+using client::InvalidArgument;
 
 StatusOr<long long> ParseInteger(const std::string& flag, const std::string& value, long long lo, long long hi) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
-    return Invalid(flag + " '" + value + "': expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+    return InvalidArgument(flag + " '" + value + "': expected an integer in " + std::to_string(lo) + ".." +
+                           std::to_string(hi));
   return v;
 }
 
@@ -94,7 +97,7 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
   std::string shapes_text;
   auto set_mode = [&](BenchMode mode, const std::string& flag) -> Status {
     if (have_mode && o.mode != mode)
-      return Invalid(flag + ": give one of --routine, --traces, --list, --list-routines, --generate-list, --check, "
+      return InvalidArgument(flag + ": give one of --routine, --traces, --list, --list-routines, --generate-list, --check, "
                             "--overhead, --help");
     have_mode = true;
     o.mode = mode;
@@ -112,16 +115,14 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
         inline_value = true;
       }
     } else {
-      return Invalid("unexpected argument '" + flag + "' (flags start with --; see --help)");
+      return InvalidArgument("unexpected argument '" + flag + "' (flags start with --; see --help)");
     }
     auto take = [&]() -> StatusOr<std::string> {
       if (inline_value) return value;
-      if (i + 1 >= args.size()) return Invalid(flag + ": missing its value");
+      if (i + 1 >= args.size()) return InvalidArgument(flag + ": missing its value");
       return args[++i];
     };
-    auto no_value = [&]() -> Status {
-      return inline_value ? Invalid(flag + " takes no value") : OkStatus();
-    };
+    auto no_value = [&]() -> Status { return inline_value ? InvalidArgument(flag + " takes no value") : OkStatus(); };
 
     if (flag == "--help" || flag == "-h") {
       KILN_RETURN_IF_ERROR(no_value());
@@ -143,13 +144,12 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
                                           "--dtypes", "--backends", "--label", "--iters", "--warmup", "--max-seconds",
                                           "--l2", "--timer", "--seed", "--device", "--socket", "--out"};
       if (std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) == std::end(kValueFlags))
-        return Invalid("unknown flag '" + flag + "' (see --help)");
-      auto v = take();
-      if (!v.ok()) return v.status();
-      const std::string& s = *v;
+        return InvalidArgument("unknown flag '" + flag + "' (see --help)");
+      KILN_ASSIGN_OR_RETURN(auto v, take());
+      const std::string& s = v;
       if (flag == "--routine") {
         KILN_RETURN_IF_ERROR(set_mode(BenchMode::kRun, flag));
-        if (s.empty()) return Invalid("--routine: empty; see --list-routines");
+        if (s.empty()) return InvalidArgument("--routine: empty; see --list-routines");
         o.routine = s;
       } else if (flag == "--list") {
         KILN_RETURN_IF_ERROR(set_mode(BenchMode::kList, flag));
@@ -165,87 +165,85 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
         shapes_text = s;
       } else if (flag == "--dtype" || flag == "--dtypes") {
         have_run_flags = true;
-        auto d = ParseNameList(s, "--dtype");
-        if (!d.ok()) return d.status();
-        o.dtypes = *d;
+        KILN_ASSIGN_OR_RETURN(auto d, ParseNameList(s, "--dtype"));
+        o.dtypes = d;
       } else if (flag == "--backends") {
         have_run_flags = true;
-        auto b = ParseNameList(s, "--backends");
-        if (!b.ok()) return b.status();
-        o.backends = *b;
+        KILN_ASSIGN_OR_RETURN(auto b, ParseNameList(s, "--backends"));
+        o.backends = b;
       } else if (flag == "--label") {
         have_run_flags = true;
-        if (s.find_first_of(" \t#") != std::string::npos) return Invalid("--label '" + s + "': no spaces or '#'");
+        if (s.find_first_of(" \t#") != std::string::npos)
+          return InvalidArgument("--label '" + s + "': no spaces or '#'");
         o.label = s;
       } else if (flag == "--iters") {
-        auto n = ParseInteger(flag, s, 1, 1000000);
-        if (!n.ok()) return n.status();
-        o.iters = static_cast<int>(*n);
+        KILN_ASSIGN_OR_RETURN(auto n, ParseInteger(flag, s, 1, 1000000));
+        o.iters = static_cast<int>(n);
       } else if (flag == "--warmup") {
-        auto n = ParseInteger(flag, s, 0, 100000);
-        if (!n.ok()) return n.status();
-        o.warmup = static_cast<int>(*n);
+        KILN_ASSIGN_OR_RETURN(auto n, ParseInteger(flag, s, 0, 100000));
+        o.warmup = static_cast<int>(n);
       } else if (flag == "--max-seconds") {
         char* end = nullptr;
         const double d = std::strtod(s.c_str(), &end);
         if (s.empty() || *end != '\0' || !std::isfinite(d) || d <= 0 || d > 3600)
-          return Invalid("--max-seconds '" + s + "': expected a number of seconds in (0, 3600]");
+          return InvalidArgument("--max-seconds '" + s + "': expected a number of seconds in (0, 3600]");
         o.max_seconds = d;
       } else if (flag == "--l2") {
         static const std::map<std::string, L2Mode> kModes = {
             {"rotate", L2Mode::kRotate}, {"flush", L2Mode::kFlush}, {"warm", L2Mode::kWarm}};
         auto it = kModes.find(s);
-        if (it == kModes.end()) return Invalid("--l2 '" + s + "': expected rotate, flush or warm");
+        if (it == kModes.end()) return InvalidArgument("--l2 '" + s + "': expected rotate, flush or warm");
         o.l2 = it->second;
       } else if (flag == "--timer") {
         static const std::map<std::string, TimerChoice> kTimers = {
             {"auto", TimerChoice::kAuto}, {"cupti", TimerChoice::kCupti}, {"events", TimerChoice::kEvents}};
         auto it = kTimers.find(s);
-        if (it == kTimers.end()) return Invalid("--timer '" + s + "': expected auto, cupti or events");
+        if (it == kTimers.end()) return InvalidArgument("--timer '" + s + "': expected auto, cupti or events");
         o.timer = it->second;
       } else if (flag == "--seed") {
-        auto n = ParseInteger(flag, s, 0, (1LL << 62));
-        if (!n.ok()) return n.status();
-        o.seed = static_cast<uint64_t>(*n);
+        KILN_ASSIGN_OR_RETURN(auto n, ParseInteger(flag, s, 0, (1LL << 62)));
+        o.seed = static_cast<uint64_t>(n);
       } else if (flag == "--device") {
-        auto n = ParseInteger(flag, s, 0, 63);
-        if (!n.ok()) return n.status();
-        o.device = static_cast<int>(*n);
+        KILN_ASSIGN_OR_RETURN(auto n, ParseInteger(flag, s, 0, 63));
+        o.device = static_cast<int>(n);
       } else if (flag == "--socket") {
         o.socket = s;
       } else if (flag == "--out") {
-        if (s.empty()) return Invalid("--out: empty file name");
+        if (s.empty()) return InvalidArgument("--out: empty file name");
         o.outs.push_back(s);
       } else {
-        return Invalid("unknown flag '" + flag + "' (see --help)");
+        return InvalidArgument("unknown flag '" + flag + "' (see --help)");
       }
     }
   }
 
   if (!have_mode)
-    return Invalid(
+    return InvalidArgument(
         "nothing to do: give --routine, --traces, --list, --list-routines, --generate-list, --check or --overhead (see "
         "--help)");
   if (o.mode != BenchMode::kRun && have_run_flags)
-    return Invalid("--shapes, --dtype, --backends and --label go with --routine (a list file names them per line)");
+    return InvalidArgument(
+        "--shapes, --dtype, --backends and --label go with --routine (a list file names them per line)");
   if (o.mode == BenchMode::kRun) {
-    if (shapes_text.empty()) return Invalid("--routine " + o.routine + ": give --shapes \"AXIS=N,...\" (see --list-routines)");
+    if (shapes_text.empty())
+      return InvalidArgument("--routine " + o.routine + ": give --shapes \"AXIS=N,...\" (see --list-routines)");
     size_t start = 0;
     while (start <= shapes_text.size()) {
       size_t end = shapes_text.find(';', start);
       if (end == std::string::npos) end = shapes_text.size();
       auto shape = ParseShape(shapes_text.substr(start, end - start));
-      if (!shape.ok()) return Invalid("--shapes: " + shape.status().message());
+      if (!shape.ok()) return InvalidArgument("--shapes: " + shape.status().message());
       o.shapes.push_back(*shape);
       start = end + 1;
     }
   }
-  if (o.mode == BenchMode::kGenerateList && o.outs.size() > 1) return Invalid("--generate-list writes one --out file");
+  if (o.mode == BenchMode::kGenerateList && o.outs.size() > 1)
+    return InvalidArgument("--generate-list writes one --out file");
   if (o.mode != BenchMode::kGenerateList) {
     for (const auto& out : o.outs) {
       const bool json = out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0;
       const bool csv = out.size() > 4 && out.compare(out.size() - 4, 4, ".csv") == 0;
-      if (!json && !csv) return Invalid("--out '" + out + "': the file name must end in .json or .csv");
+      if (!json && !csv) return InvalidArgument("--out '" + out + "': the file name must end in .json or .csv");
     }
   }
   return o;

@@ -79,11 +79,11 @@ Status AddTensor(const BenchDevice& device, OverheadCase* c, DType dtype, std::v
   size_t n = 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
   HostTensor h = RandomHostTensor(dtype, n, rng);
-  auto m = DeviceMemory::Allocate(device, h.bytes.size());
-  if (!m.ok()) return m.status();
-  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuMemcpyHtoD(m->ptr(), h.bytes.data(), h.bytes.size()), "cuMemcpyHtoD"));
-  c->views.push_back(Contiguous(*m, dtype, std::move(shape), device.info().ordinal));
-  c->memory.push_back(std::move(*m));
+  KILN_ASSIGN_OR_RETURN(auto m, DeviceMemory::Allocate(device, h.bytes.size()));
+  KILN_RETURN_IF_ERROR(
+      device.Check(device.driver().cuMemcpyHtoD(m.ptr(), h.bytes.data(), h.bytes.size()), "cuMemcpyHtoD"));
+  c->views.push_back(Contiguous(m, dtype, std::move(shape), device.info().ordinal));
+  c->memory.push_back(std::move(m));
   c->host.push_back(std::move(h));
   return OkStatus();
 }
@@ -94,12 +94,10 @@ Status AddTensor(const BenchDevice& device, OverheadCase* c, DType dtype, std::v
 // launch hint. Also the public API's handle to the same entry (kiln::LoadOp, which must give
 // the same cubin).
 StatusOr<const EntryLaunch*> UseOpModule(OverheadCase* c, int device, const OpRequest& request, const char* entry) {
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
-  auto ctx = client::CurrentContext(**driver, device);
-  if (!ctx.ok()) return ctx.status();
-  const v1::GetKernelRequest wire =
-      client::MakeKernelRequest(request, client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor));
+  KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
+  KILN_ASSIGN_OR_RETURN(auto ctx, client::CurrentContext(*driver, device));
+  const v1::GetKernelRequest wire = client::MakeKernelRequest(request, client::ArchForComputeCapability(ctx.cc_major,
+                                                                                                        ctx.cc_minor));
   auto library = client::ModuleCache::Global().Find(client::ModuleCache::RequestIdentity(wire));
   if (library == nullptr)
     return Status(StatusCode::kInternal, c->op + ": the module cache has no entry for the request the op makes (" +
@@ -111,9 +109,9 @@ StatusOr<const EntryLaunch*> UseOpModule(OverheadCase* c, int device, const OpRe
   if (hint == nullptr) return Status(StatusCode::kInternal, info.uri + " has no launch hint for " + entry);
   const int index = library->FindEntry(entry);
   if (index < 0) return Status(StatusCode::kInternal, info.uri + " has no kernel " + entry);
-  auto function = library->Function(static_cast<size_t>(index), ctx->context, static_cast<unsigned>(hint->dynamic_smem));
-  if (!function.ok()) return function.status();
-  c->function = *function;
+  KILN_ASSIGN_OR_RETURN(auto function, library->Function(static_cast<size_t>(index), ctx.context,
+                                                         static_cast<unsigned>(hint->dynamic_smem)));
+  c->function = function;
   c->uri = info.uri;
 
   auto module = LoadOp(request);
@@ -122,9 +120,8 @@ StatusOr<const EntryLaunch*> UseOpModule(OverheadCase* c, int device, const OpRe
     return Status(StatusCode::kFailedPrecondition,
                   c->op + ": kiln::LoadOp gave " + module->info().uri + " (key " + module->info().cache_key.substr(0, 12) +
                       "), but the op launches " + info.uri + " (key " + info.cache_key.substr(0, 12) + ")");
-  auto kernel = module->kernel(entry);
-  if (!kernel.ok()) return kernel.status();
-  c->kernel = *kernel;
+  KILN_ASSIGN_OR_RETURN(auto kernel, module->kernel(entry));
+  c->kernel = kernel;
   return hint;
 }
 

@@ -118,26 +118,24 @@ extern "C" __global__ void __launch_bounds__(512) kiln_bench_copy(const uint4* _
 StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& timer) {
   // 512 MiB each way: far beyond L2, long enough (about 250 us on an H200) to time well.
   const size_t bytes = std::min<size_t>(size_t{512} << 20, device.free_bytes() / 4) / 16 * 16;
-  auto src = DeviceMemory::Allocate(device, bytes);
-  if (!src.ok()) return src.status();
-  auto dst = DeviceMemory::Allocate(device, bytes);
-  if (!dst.ok()) return dst.status();
-  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuMemsetD8(src->ptr(), 0x5A, bytes), "cuMemsetD8"));
+  KILN_ASSIGN_OR_RETURN(auto src, DeviceMemory::Allocate(device, bytes));
+  KILN_ASSIGN_OR_RETURN(auto dst, DeviceMemory::Allocate(device, bytes));
+  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuMemsetD8(src.ptr(), 0x5A, bytes), "cuMemsetD8"));
   const auto& d = device.driver();
   auto measure = [&](const std::function<Status(int)>& copy) -> StatusOr<double> {
     for (int i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(copy(i));
-    auto run = timer.Measure(20, [](int) { return OkStatus(); }, copy);
-    if (!run.ok()) return run.status();
-    return SummarizeTimes(run->us).median;
+    const auto nothing_between = [](int) { return OkStatus(); };
+    KILN_ASSIGN_OR_RETURN(const TimedRun run, timer.Measure(20, nothing_between, copy));
+    return SummarizeTimes(run.us).median;
   };
-  auto memcpy_us = measure([&](int) {
-    return device.Check(d.cuMemcpyDtoDAsync(dst->ptr(), src->ptr(), bytes, device.stream()), "cuMemcpyDtoDAsync");
-  });
-  if (!memcpy_us.ok()) return memcpy_us.status();
+  const auto memcpy_copy = [&](int) {
+    return device.Check(d.cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), bytes, device.stream()), "cuMemcpyDtoDAsync");
+  };
+  KILN_ASSIGN_OR_RETURN(const double memcpy_us, measure(memcpy_copy));
 
   CopyBaseline b;
   b.bytes = bytes;
-  b.median_us = *memcpy_us;
+  b.median_us = memcpy_us;
   b.what = "cuMemcpyDtoDAsync";
   SourceRequest source;
   source.name = "kiln_bench_copy";
@@ -145,19 +143,18 @@ StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& ti
   source.entries = {"kiln_bench_copy"};
   auto module = LoadSource(source);
   if (module.ok()) {
-    auto kernel = module->kernel("kiln_bench_copy");
-    if (!kernel.ok()) return kernel.status();
+    KILN_ASSIGN_OR_RETURN(auto kernel, module->kernel("kiln_bench_copy"));
     const unsigned long long vectors = bytes / 16;
     LaunchConfig config;
     config.block.x = 512;
     config.grid.x = static_cast<unsigned>(std::min<unsigned long long>((vectors + 2047) / 2048, 132ull * 8));
     config.stream = device.stream();
-    auto kernel_us = measure([&](int) {
-      return (*kernel)(config, reinterpret_cast<const void*>(src->ptr()), reinterpret_cast<void*>(dst->ptr()), vectors);
-    });
-    if (!kernel_us.ok()) return kernel_us.status();
-    if (*kernel_us < b.median_us) {
-      b.median_us = *kernel_us;
+    const auto kernel_copy = [&](int) {
+      return kernel(config, reinterpret_cast<const void*>(src.ptr()), reinterpret_cast<void*>(dst.ptr()), vectors);
+    };
+    KILN_ASSIGN_OR_RETURN(const double kernel_us, measure(kernel_copy));
+    if (kernel_us < b.median_us) {
+      b.median_us = kernel_us;
       b.what = "copy kernel (16-byte vectors)";
     }
   } else {

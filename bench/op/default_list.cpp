@@ -1,6 +1,7 @@
 #include "bench/op/default_list.h"
 
 #include "bench/op/test_list.h"
+#include "client/core/api/invalid_argument.h"
 
 namespace kiln::bench {
 
@@ -36,8 +37,7 @@ std::string GenerateDefaultList(const std::vector<traces::TraceDefinition>& defi
 
 StatusOr<std::string> GenerateDefaultListFromDir(const std::string& traces_dir) {
   auto definitions = traces::LoadTraceDefinitions(traces_dir);
-  if (!definitions.ok())
-    return Status(StatusCode::kInvalidArgument, std::string(definitions.status().message()));
+  if (!definitions.ok()) return client::InvalidArgument(std::string(definitions.status().message()));
   return GenerateDefaultList(*definitions);
 }
 

@@ -6,21 +6,10 @@
 #include <sstream>
 
 #include "bench/op/host_parallel.h"
+#include "client/core/api/float16.h"
 
 namespace kiln::bench {
 namespace {
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 template <typename T>
 T Load(const uint8_t* p) {
@@ -36,43 +25,6 @@ void Store(uint8_t* p, T v) {
 
 }  // namespace
 
-uint16_t FloatToBf16(float value) {
-  if (std::isnan(value)) return 0x7FC0;
-  uint32_t u = Bits(value);
-  u += 0x7FFF + ((u >> 16) & 1);  // round to nearest even
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float Bf16ToFloat(uint16_t bits) { return FromBits(static_cast<uint32_t>(bits) << 16); }
-
-uint16_t FloatToHalf(float value) {
-  const uint32_t sign = (Bits(value) >> 16) & 0x8000;
-  if (std::isnan(value)) return 0x7E00;
-  const float a = std::fabs(value);
-  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00);  // rounds to infinity
-  if (a < 6.103515625e-05f)  // subnormal: a multiple of 2^-24, rounded to nearest even
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
-  const uint32_t mag = Bits(a);
-  const uint32_t exponent = ((mag >> 23) & 0xFF) - 127 + 15;
-  const uint32_t mantissa = mag & 0x7FFFFF;
-  uint32_t half = (exponent << 10) | (mantissa >> 13);
-  const uint32_t rest = mantissa & 0x1FFF;
-  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;  // may carry into the exponent
-  return static_cast<uint16_t>(sign | half);
-}
-
-float HalfToFloat(uint16_t bits) {
-  const uint32_t sign = (bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1F;
-  const uint32_t mantissa = bits & 0x3FF;
-  if (exponent == 0) {
-    const float value = static_cast<float>(mantissa) / 16777216.0f;
-    return sign ? -value : value;
-  }
-  if (exponent == 31) return FromBits(sign | 0x7F800000u | (mantissa << 13));
-  return FromBits(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
-}
-
 HostTensor HostTensor::Zeros(DType dtype, size_t count) {
   HostTensor t;
   t.dtype = dtype;
@@ -84,8 +36,8 @@ double HostTensor::Get(size_t i) const {
   const uint8_t* p = bytes.data() + i * DTypeSize(dtype);
   switch (dtype) {
     case DType::kFloat32: return Load<float>(p);
-    case DType::kFloat16: return HalfToFloat(Load<uint16_t>(p));
-    case DType::kBFloat16: return Bf16ToFloat(Load<uint16_t>(p));
+    case DType::kFloat16: return client::HalfToFloat(Load<uint16_t>(p));
+    case DType::kBFloat16: return client::BFloat16ToFloat(Load<uint16_t>(p));
     case DType::kInt8: return Load<int8_t>(p);
     case DType::kUInt8: return Load<uint8_t>(p);
     case DType::kInt32: return Load<int32_t>(p);
@@ -98,8 +50,8 @@ void HostTensor::Set(size_t i, double value) {
   uint8_t* p = bytes.data() + i * DTypeSize(dtype);
   switch (dtype) {
     case DType::kFloat32: Store(p, static_cast<float>(value)); break;
-    case DType::kFloat16: Store(p, FloatToHalf(static_cast<float>(value))); break;
-    case DType::kBFloat16: Store(p, FloatToBf16(static_cast<float>(value))); break;
+    case DType::kFloat16: Store(p, client::FloatToHalf(static_cast<float>(value))); break;
+    case DType::kBFloat16: Store(p, client::FloatToBFloat16(static_cast<float>(value))); break;
     case DType::kInt8: Store(p, static_cast<int8_t>(value)); break;
     case DType::kUInt8: Store(p, static_cast<uint8_t>(value)); break;
     case DType::kInt32: Store(p, static_cast<int32_t>(value)); break;
@@ -133,14 +85,14 @@ HostTensor RandomHostTensor(DType dtype, size_t count, std::mt19937_64& rng, dou
       // Never zero (a zero would hide a missing write), also after rounding to the dtype.
       switch (dtype) {
         case DType::kFloat16: {
-          uint16_t h = FloatToHalf(v);
-          if ((h & 0x7FFF) == 0) h = FloatToHalf(0.5f);
+          uint16_t h = client::FloatToHalf(v);
+          if ((h & 0x7FFF) == 0) h = client::FloatToHalf(0.5f);
           Store(bytes + 2 * i, h);
           break;
         }
         case DType::kBFloat16: {
-          uint16_t b = FloatToBf16(v);
-          if ((b & 0x7FFF) == 0) b = FloatToBf16(0.5f);
+          uint16_t b = client::FloatToBFloat16(v);
+          if ((b & 0x7FFF) == 0) b = client::FloatToBFloat16(0.5f);
           Store(bytes + 2 * i, b);
           break;
         }

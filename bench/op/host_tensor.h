@@ -1,6 +1,6 @@
-// Host-side tensors of kiln-bench: elements of one dtype in host memory, the dtype
-// conversions (round to nearest even, as the kernels' FromFloat), random fills, and the
-// element-wise comparison behind every refcheck.
+// Host-side tensors of kiln-bench: elements of one dtype in host memory (fp16 and bf16
+// rounded to nearest even, as the kernels' FromFloat: client/core/api/float16.h), random
+// fills, and the element-wise comparison behind every refcheck.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +11,6 @@
 #include "kiln/tensor_view.h"
 
 namespace kiln::bench {
-
-uint16_t FloatToBf16(float value);
-float Bf16ToFloat(uint16_t bits);
-uint16_t FloatToHalf(float value);
-float HalfToFloat(uint16_t bits);
 
 struct HostTensor {
   DType dtype = DType::kFloat32;

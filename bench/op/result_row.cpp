@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::bench {
 namespace {
 
@@ -168,7 +170,7 @@ Status WriteRows(const std::string& path, const nlohmann::json& meta, const std:
     text = CsvHeader() + "\n";
     for (const auto& r : rows) text += RowToCsv(r) + "\n";
   } else {
-    return Status(StatusCode::kInvalidArgument, "--out '" + path + "': the file name must end in .json or .csv");
+    return client::InvalidArgument("--out '" + path + "': the file name must end in .json or .csv");
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;

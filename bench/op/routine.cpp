@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::bench {
 
 size_t TensorSpec::numel() const {
@@ -45,8 +47,8 @@ std::vector<const Routine*> RoutineRegistry::All() const {
 
 StatusOr<DType> ParseDType(std::string_view name) {
   if (std::optional<DType> d = DTypeFromName(name)) return *d;
-  return Status(StatusCode::kInvalidArgument,
-                "dtype '" + std::string(name) + "' is not a dtype (fp32, fp16, bf16, int8, uint8, int32, int64)");
+  return client::InvalidArgument("dtype '" + std::string(name) +
+                                 "' is not a dtype (fp32, fp16, bf16, int8, uint8, int32, int64)");
 }
 
 bool HasBackend(const Routine& routine, std::string_view backend) {

@@ -29,18 +29,16 @@ extern "C" __global__ void kiln_bench_gate(volatile unsigned* words, unsigned lo
 StatusOr<std::unique_ptr<StreamGate>> StreamGate::Create(const BenchDevice& device) {
   std::unique_ptr<StreamGate> gate(new StreamGate());
   gate->device_ = &device;
-  auto words = HostMappedWords::Allocate(device, 2);
-  if (!words.ok()) return words.status();
-  gate->words_ = std::move(*words);
+  KILN_ASSIGN_OR_RETURN(auto words, HostMappedWords::Allocate(device, 2));
+  gate->words_ = std::move(words);
   SourceRequest source;
   source.name = "kiln_bench_gate";
   source.code = kGateSource;
   source.entries = {"kiln_bench_gate"};
   auto module = LoadSource(source);
   if (!module.ok()) return module.status().WithContext("the stream gate kernel");
-  auto kernel = module->kernel("kiln_bench_gate");
-  if (!kernel.ok()) return kernel.status();
-  gate->kernel_ = *kernel;
+  KILN_ASSIGN_OR_RETURN(auto kernel, module->kernel("kiln_bench_gate"));
+  gate->kernel_ = kernel;
   return gate;
 }
 

@@ -4,10 +4,12 @@
 #include <cctype>
 #include <sstream>
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::bench {
 namespace {
 
-Status Invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+using client::InvalidArgument;
 
 bool IsIdentifier(std::string_view s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
@@ -34,23 +36,26 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
 }  // namespace
 
 StatusOr<ShapeAxes> ParseShape(std::string_view text) {
-  if (text.empty()) return Invalid("shape: empty; expected axis=value pairs such as rows=4096,hidden=4096");
+  if (text.empty()) return InvalidArgument("shape: empty; expected axis=value pairs such as rows=4096,hidden=4096");
   ShapeAxes shape;
   for (std::string_view item : Split(text, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos)
-      return Invalid("shape '" + std::string(text) + "': '" + std::string(item) + "' is not axis=value");
+      return InvalidArgument("shape '" + std::string(text) + "': '" + std::string(item) + "' is not axis=value");
     const std::string name(item.substr(0, eq));
     const std::string_view value = item.substr(eq + 1);
     if (!IsIdentifier(name))
-      return Invalid("shape '" + std::string(text) + "': axis name '" + name + "' is not an identifier");
+      return InvalidArgument("shape '" + std::string(text) + "': axis name '" + name + "' is not an identifier");
     if (value.empty() || value.size() > 15 ||
         !std::all_of(value.begin(), value.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-      return Invalid("shape '" + std::string(text) + "': " + name + "='" + std::string(value) +
-                     "' is not a positive integer");
+      return InvalidArgument("shape '" + std::string(text) + "': " + name + "='" + std::string(value) +
+                             "' is not a positive integer");
     const int64_t v = std::stoll(std::string(value));
-    if (v <= 0) return Invalid("shape '" + std::string(text) + "': " + name + " must be positive, found " + std::string(value));
-    if (AxisValue(shape, name) >= 0) return Invalid("shape '" + std::string(text) + "': axis '" + name + "' given twice");
+    if (v <= 0)
+      return InvalidArgument("shape '" + std::string(text) + "': " + name + " must be positive, found " +
+                             std::string(value));
+    if (AxisValue(shape, name) >= 0)
+      return InvalidArgument("shape '" + std::string(text) + "': axis '" + name + "' given twice");
     shape.emplace_back(name, v);
   }
   return shape;
@@ -66,10 +71,11 @@ StatusOr<std::vector<std::string>> ParseNameList(std::string_view text, std::str
   std::vector<std::string> out;
   for (std::string_view item : Split(text, ',')) {
     if (!IsName(item))
-      return Invalid(std::string(what) + " '" + std::string(text) + "': '" + std::string(item) +
-                     "' is not a name (letters, digits, _ . -)");
+      return InvalidArgument(std::string(what) + " '" + std::string(text) + "': '" + std::string(item) +
+                             "' is not a name (letters, digits, _ . -)");
     if (std::find(out.begin(), out.end(), item) != out.end())
-      return Invalid(std::string(what) + " '" + std::string(text) + "': '" + std::string(item) + "' given twice");
+      return InvalidArgument(std::string(what) + " '" + std::string(text) + "': '" + std::string(item) +
+                             "' given twice");
     out.emplace_back(item);
   }
   return out;
@@ -93,19 +99,19 @@ StatusOr<std::vector<BenchCase>> ParseTestList(std::string_view text, std::strin
     for (std::string w; words >> w;) columns.push_back(w);
     if (columns.empty()) continue;
     if (columns.size() < 4 || columns.size() > 5)
-      return Invalid(where + ": expected 'routine dtype shape backends [label]', found " +
-                     std::to_string(columns.size()) + " columns");
+      return InvalidArgument(where + ": expected 'routine dtype shape backends [label]', found " +
+                             std::to_string(columns.size()) + " columns");
     BenchCase c;
     c.origin = where;
     c.routine = columns[0];
     c.dtype = columns[1];
-    if (!IsIdentifier(c.routine)) return Invalid(where + ": routine '" + c.routine + "' is not a name");
-    if (!IsName(c.dtype)) return Invalid(where + ": dtype '" + c.dtype + "' is not a name");
+    if (!IsIdentifier(c.routine)) return InvalidArgument(where + ": routine '" + c.routine + "' is not a name");
+    if (!IsName(c.dtype)) return InvalidArgument(where + ": dtype '" + c.dtype + "' is not a name");
     auto shape = ParseShape(columns[2]);
-    if (!shape.ok()) return Invalid(where + ": " + shape.status().message());
+    if (!shape.ok()) return InvalidArgument(where + ": " + shape.status().message());
     c.shape = std::move(*shape);
     auto backends = ParseNameList(columns[3], "backends");
-    if (!backends.ok()) return Invalid(where + ": " + backends.status().message());
+    if (!backends.ok()) return InvalidArgument(where + ": " + backends.status().message());
     c.backends = std::move(*backends);
     if (columns.size() == 5) c.label = columns[4];
     cases.push_back(std::move(c));

@@ -5,19 +5,19 @@
 #include <map>
 #include <tuple>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/driver/cuda_driver.h"
 #include "client/diag/call_trace.h"
 #include "client/diag/tensor_copy.h"
-#include "client/core/driver/cuda_driver.h"
 #include "client/ops/op_table.h"
 
 namespace kiln::cli {
 namespace {
 
+using client::InvalidArgument;
 using client::diag::DumpedCall;
 using client::diag::DumpedTensor;
 using client::diag::Role;
-
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
 
 }  // namespace
 
@@ -30,9 +30,8 @@ std::string NotReplayableReason(const std::string& op) {
 
 StatusOr<std::unique_ptr<CallReplay>> CallReplay::Prepare(const DumpedCall& dump, int device) {
   if (!dump.inputs) return Status(StatusCode::kFailedPrecondition, dump.inputs_missing);
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
-  const client::CudaDriver& d = **driver;
+  KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
+  const client::CudaDriver& d = *driver;
   std::unique_ptr<CallReplay> r(new CallReplay(dump, device));
 
   // Tensors that were the same memory (an in-place call) share one buffer again.
@@ -84,11 +83,11 @@ StatusOr<std::unique_ptr<CallReplay>> CallReplay::Prepare(const DumpedCall& dump
     const DumpedTensor& t = dump.tensors[i];
     if (t.role == Role::kOutput) continue;
     const auto* data = dump.inputs->Find(t.name);
-    if (data == nullptr) return Invalid("inputs.safetensors has no tensor '" + t.name + "'");
+    if (data == nullptr) return InvalidArgument("inputs.safetensors has no tensor '" + t.name + "'");
     const TensorView& v = r->views_[i].second;
     if (data->bytes.size() != static_cast<size_t>(v.numel()) * DTypeSize(v.dtype))
-      return Invalid("inputs.safetensors: " + t.name + " has " + std::to_string(data->bytes.size()) +
-                     " bytes, its metadata says " + v.Describe());
+      return InvalidArgument("inputs.safetensors: " + t.name + " has " + std::to_string(data->bytes.size()) +
+                             " bytes, its metadata says " + v.Describe());
     client::diag::ScatterInto(v, data->bytes, where[i].second, &images[where[i].first]);
   }
   for (size_t i = 0; i < images.size(); ++i) {
@@ -121,11 +120,10 @@ const std::vector<uint8_t>* CallReplay::HostBytes(std::string_view name) const {
 }
 
 StatusOr<void*> CallReplay::Scratch(size_t bytes) {
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
+  KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
   Buffer b;
   b.bytes = bytes;
-  KILN_RETURN_IF_ERROR((*driver)->Check((*driver)->cuMemAlloc(&b.base, bytes), "cuMemAlloc(workspace)"));
+  KILN_RETURN_IF_ERROR(driver->Check(driver->cuMemAlloc(&b.base, bytes), "cuMemAlloc(workspace)"));
   buffers_.push_back(b);
   return reinterpret_cast<void*>(b.base);
 }
@@ -140,14 +138,13 @@ Status CallReplay::Run() {
   Status status = op->invoke(*op, *this, nullptr);
   client::diag::SetCallObserver(nullptr);
   if (!status.ok()) return status;
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
-  return (*driver)->Check((*driver)->cuCtxSynchronize(), "cuCtxSynchronize (after the replayed call)");
+  KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
+  return driver->Check(driver->cuCtxSynchronize(), "cuCtxSynchronize (after the replayed call)");
 }
 
 StatusOr<std::vector<uint8_t>> CallReplay::Read(const std::string& name) const {
   const TensorView* v = Tensor(name);
-  if (v == nullptr) return Invalid("the replay has no tensor '" + name + "'");
+  if (v == nullptr) return InvalidArgument("the replay has no tensor '" + name + "'");
   return client::diag::ReadTensor(*v, nullptr);
 }
 

@@ -10,10 +10,12 @@
 
 #include "client/cli/call_replay.h"
 #include "client/cli/command.h"
-#include "client/diag/dumped_call.h"
+#include "client/core/api/float16.h"
+#include "client/core/api/message_text.h"
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/current_context.h"
 #include "client/core/driver/devices.h"
+#include "client/diag/dumped_call.h"
 #include "kiln/client.h"
 
 namespace kiln::cli {
@@ -23,21 +25,11 @@ using client::diag::DumpedCall;
 using client::diag::KernelChoice;
 using Json = nlohmann::ordered_json;
 
-std::string Dims(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-std::string DimText(const Dim3& d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
-}
-
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
 std::string KernelText(const KernelChoice& k) {
-  std::string s = OrDash(k.uri) + " key " + OrDash(k.cache_key) + " arch " + OrDash(k.arch) + " entry " + k.entry + " grid " +
-                  DimText(k.config.grid) + " block " + DimText(k.config.block) + " smem " +
+  std::string s = OrDash(k.uri) + " key " + OrDash(k.cache_key) + " arch " + OrDash(k.arch) + " entry " + k.entry +
+                  " grid " + client::DimsText(k.config.grid) + " block " + client::DimsText(k.config.block) + " smem " +
                   std::to_string(k.config.dynamic_smem_bytes);
   if (!k.backend.empty()) s += " backend " + k.backend;
   return s;
@@ -62,19 +54,12 @@ double ElementValue(DType dtype, const uint8_t* p) {
     case DType::kFloat16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-      const double sign = (h & 0x8000) ? -1.0 : 1.0;
-      if (e == 0) return sign * std::ldexp(m, -24);
-      if (e == 31) return m ? NAN : sign * INFINITY;
-      return sign * std::ldexp(1024 + m, e - 25);
+      return client::HalfToFloat(h);
     }
     case DType::kBFloat16: {
       uint16_t b;
       std::memcpy(&b, p, 2);
-      const uint32_t u = static_cast<uint32_t>(b) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
+      return client::BFloat16ToFloat(b);
     }
     case DType::kInt8: return static_cast<int8_t>(*p);
     case DType::kUInt8: return *p;
@@ -149,7 +134,7 @@ void PrintRecorded(std::ostream& out, const DumpedCall& d) {
   bool first = true;
   for (const auto& t : d.tensors) {
     out << (first ? "tensors   " : "          ") << t.name << ": " << RoleName(t.role) << " " << DTypeName(t.dtype)
-        << Dims(t.shape) << " strides " << Dims(t.strides) << " " << t.device << " align "
+        << client::ListText(t.shape) << " strides " << client::ListText(t.strides) << " " << t.device << " align "
         << client::diag::PointerAlignment(reinterpret_cast<const void*>(t.pointer)) << "\n";
     first = false;
   }

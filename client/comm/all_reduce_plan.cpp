@@ -4,15 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/ops/row_view.h"
 
 namespace kiln::client::comm {
 namespace {
-
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
 
 bool IsReduceDType(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
@@ -20,11 +19,9 @@ bool IsReduceDType(DType d) {
 
 // A tensor seen as [rows, hidden] whose rows are back to back (one dense span).
 StatusOr<RowView> DenseRows(const TensorView& t, const char* name) {
-  auto v = ViewAsRows(t, name);
-  if (!v.ok()) return v.status();
-  if (v->rows > 1 && v->row_stride != v->hidden)
-    return Invalid(std::string(name) + ": expected a dense (contiguous) tensor, found " +
-                   t.Describe());
+  KILN_ASSIGN_OR_RETURN(auto v, ViewAsRows(t, name));
+  if (v.rows > 1 && v.row_stride != v.hidden)
+    return InvalidArgument(std::string(name) + ": expected a dense (contiguous) tensor, found " + t.Describe());
   return v;
 }
 
@@ -33,97 +30,87 @@ Status SameShape(const TensorView& a, const char* a_name, const TensorView& b,
   bool same = a.ndim == b.ndim;
   for (int d = 0; same && d < a.ndim; ++d) same = a.shape[d] == b.shape[d];
   if (!same)
-    return Invalid(std::string(b_name) + ": expected shape " + ShapeText(a) + " (" + a_name +
-                   "'s), found " + ShapeText(b));
+    return InvalidArgument(std::string(b_name) + ": expected shape " + ShapeText(a) + " (" + a_name + "'s), found " +
+                           ShapeText(b));
   if (b.dtype != a.dtype)
-    return Invalid(std::string(b_name) + ": expected dtype " + DTypeName(a.dtype) + " (" +
-                   a_name + "'s), found " + DTypeName(b.dtype));
+    return InvalidArgument(std::string(b_name) + ": expected dtype " + DTypeName(a.dtype) + " (" + a_name +
+                           "'s), found " + DTypeName(b.dtype));
   if (b.device != a.device)
-    return Invalid(std::string(b_name) + ": on " + DeviceName(b.device) + ", but " + a_name +
-                   " is on " + DeviceName(a.device) + "; all tensors must be on one device");
+    return InvalidArgument(std::string(b_name) + ": on " + DeviceName(b.device) + ", but " + a_name + " is on " +
+                           DeviceName(a.device) + "; all tensors must be on one device");
   return OkStatus();
 }
 
 Status CheckDType(const TensorView& t, const char* name) {
   if (!IsReduceDType(t.dtype))
-    return Invalid(std::string(name) + ": dtype " + DTypeName(t.dtype) +
-                   " is not supported; expected fp32, fp16 or bf16");
+    return InvalidArgument(std::string(name) + ": dtype " + DTypeName(t.dtype) +
+                           " is not supported; expected fp32, fp16 or bf16");
   return OkStatus();
 }
 
 }  // namespace
 
 StatusOr<AllReducePlan> PlanAllReduce(const TensorView& out, const TensorView& in) {
-  auto i = DenseRows(in, "in");
-  if (!i.ok()) return i.status();
-  auto o = DenseRows(out, "out");
-  if (!o.ok()) return o.status();
+  KILN_ASSIGN_OR_RETURN(auto i, DenseRows(in, "in"));
+  KILN_ASSIGN_OR_RETURN(auto o, DenseRows(out, "out"));
   KILN_RETURN_IF_ERROR(CheckDType(in, "in"));
   KILN_RETURN_IF_ERROR(SameShape(in, "in", out, "out"));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*o, *i, /*same_is_ok=*/true));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(o, i, /*same_is_ok=*/true));
   AllReducePlan plan;
   plan.dtype = in.dtype;
   plan.element_size = DTypeSize(in.dtype);
   plan.device = in.device.index;
   plan.n = in.numel();
-  plan.in = i->data;
-  plan.out = o->data;
+  plan.in = i.data;
+  plan.out = o.data;
   return plan;
 }
 
 StatusOr<AddRmsNormPlan> PlanAddRmsNorm(const TensorView& out, const TensorView& in,
                                         const TensorView& residual, const TensorView& weight,
                                         double eps) {
-  auto i = DenseRows(in, "in");
-  if (!i.ok()) return i.status();
-  auto o = DenseRows(out, "out");
-  if (!o.ok()) return o.status();
-  auto r = DenseRows(residual, "residual");
-  if (!r.ok()) return r.status();
+  KILN_ASSIGN_OR_RETURN(auto i, DenseRows(in, "in"));
+  KILN_ASSIGN_OR_RETURN(auto o, DenseRows(out, "out"));
+  KILN_ASSIGN_OR_RETURN(auto r, DenseRows(residual, "residual"));
   KILN_RETURN_IF_ERROR(CheckDType(in, "in"));
   KILN_RETURN_IF_ERROR(SameShape(in, "in", out, "out"));
   KILN_RETURN_IF_ERROR(SameShape(in, "in", residual, "residual"));
   if (weight.ndim != 1)
-    return Invalid("weight: expected a 1-D tensor [hidden] = [" + std::to_string(i->hidden) +
-                   "], found rank " + std::to_string(weight.ndim));
-  auto w = DenseRows(weight, "weight");
-  if (!w.ok()) return w.status();
+    return InvalidArgument("weight: expected a 1-D tensor [hidden] = [" + std::to_string(i.hidden) + "], found rank " +
+                           std::to_string(weight.ndim));
+  KILN_ASSIGN_OR_RETURN(auto w, DenseRows(weight, "weight"));
   if (weight.dtype != in.dtype)
-    return Invalid(std::string("weight: expected dtype ") + DTypeName(in.dtype) +
-                   " (in's), found " + DTypeName(weight.dtype));
+    return InvalidArgument(std::string("weight: expected dtype ") + DTypeName(in.dtype) + " (in's), found " +
+                           DTypeName(weight.dtype));
   if (weight.device != in.device)
-    return Invalid("weight: on " + DeviceName(weight.device) + ", but in is on " +
-                   DeviceName(in.device) + "; all tensors must be on one device");
-  if (in.numel() > 0 && (i->hidden < 1 || i->hidden > int64_t{::kiln::comm::kMaxAddRmsNormHidden}))
-    return Invalid("in: hidden size (the last dim) must be 1 to " +
-                   std::to_string(int64_t{::kiln::comm::kMaxAddRmsNormHidden}) + ", found " +
-                   std::to_string(i->hidden) + " in shape " + ShapeText(in));
-  if (w->hidden != i->hidden)
-    return Invalid("weight: expected shape [" + std::to_string(i->hidden) +
-                   "] (in's hidden size), found " + ShapeText(weight));
-  if (!std::isfinite(eps) || eps <= 0 || !std::isfinite(static_cast<float>(eps)) ||
-      static_cast<float>(eps) <= 0) {
-    char text[64];
-    std::snprintf(text, sizeof(text), "%g", eps);
-    return Invalid(std::string("eps: expected a finite float > 0, found ") + text);
-  }
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*o, *i, /*same_is_ok=*/true));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*r, *i, false));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*r, *o, false));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*r, *w, false));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*o, *w, false));
+    return InvalidArgument("weight: on " + DeviceName(weight.device) + ", but in is on " + DeviceName(in.device) +
+                           "; all tensors must be on one device");
+  if (in.numel() > 0 && (i.hidden < 1 || i.hidden > int64_t{::kiln::comm::kMaxAddRmsNormHidden}))
+    return InvalidArgument("in: hidden size (the last dim) must be 1 to " +
+                           std::to_string(int64_t{::kiln::comm::kMaxAddRmsNormHidden}) + ", found " +
+                           std::to_string(i.hidden) + " in shape " + ShapeText(in));
+  if (w.hidden != i.hidden)
+    return InvalidArgument("weight: expected shape [" + std::to_string(i.hidden) + "] (in's hidden size), found " +
+                           ShapeText(weight));
+  if (!std::isfinite(eps) || eps <= 0 || !std::isfinite(static_cast<float>(eps)) || static_cast<float>(eps) <= 0)
+    return InvalidArgument("eps: expected a finite float > 0, found " + NumberText(eps));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(o, i, /*same_is_ok=*/true));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(r, i, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(r, o, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(r, w, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(o, w, false));
 
   AddRmsNormPlan plan;
   plan.dtype = in.dtype;
   plan.element_size = DTypeSize(in.dtype);
   plan.device = in.device.index;
-  plan.rows = i->rows;
-  plan.hidden = i->hidden;
+  plan.rows = i.rows;
+  plan.hidden = i.hidden;
   plan.eps = static_cast<float>(eps);
-  plan.in = i->data;
-  plan.residual = r->data;
-  plan.weight = w->data;
-  plan.out = o->data;
+  plan.in = i.data;
+  plan.residual = r.data;
+  plan.weight = w.data;
+  plan.out = o.data;
   return plan;
 }
 

@@ -41,7 +41,7 @@ const OpKernels kAddRmsNormKernels = {::kiln::comm::kAllReduceAddRmsNormOp, {{{:
 // Every entry's grid must fit the flag slots of a rank (kMaxBlocks), which the kernels index by
 // block: a daemon that prescribes more is refused before anything launches.
 StatusOr<const OpLaunch*> CheckedGrid(StatusOr<const OpLaunch*> launch, int entries) {
-  if (!launch.ok()) return launch;
+  KILN_RETURN_IF_ERROR(launch.status());
   for (int i = 0; i < entries; ++i) {
     const int64_t max_blocks = (*launch)->entry(i).max_blocks;
     if (max_blocks < 1 || max_blocks > ::kiln::comm::kMaxBlocks)

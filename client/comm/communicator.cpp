@@ -15,21 +15,23 @@
 
 #include "client/comm/all_reduce_plan.h"
 #include "client/comm/comm_kernels.h"
-#include "kiln/comm/comm_contract.h"
 #include "client/comm/peer_check.h"
 #include "client/comm/rendezvous.h"
 #include "client/comm/symmetric_memory.h"
-#include "client/diag/call_trace.h"
-#include "client/ops/op_table.h"
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/current_context.h"
 #include "client/core/driver/devices.h"
 #include "client/core/loader/kernel_launch.h"
+#include "client/diag/call_trace.h"
+#include "client/ops/op_table.h"
 #include "kiln/comm.h"
+#include "kiln/comm/comm_contract.h"
 
 namespace kiln::comm {
 
 using client::CudaDriver;
+using client::InvalidArgument;
 using KernelControl = ::KilnCommControl;
 using KernelPeers = ::KilnCommPeers;
 using client::comm::SymmetricMemory;
@@ -39,8 +41,6 @@ namespace {
 constexpr size_t kMinBufferBytes = size_t{1} << 20;
 constexpr size_t kMaxBufferBytes = size_t{16} << 30;
 constexpr size_t kVectorBytes = 16;
-
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
 
 bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
@@ -152,7 +152,7 @@ struct CommunicatorState {
   Status AsyncError() const {
     {
       std::lock_guard<std::mutex> lock(error_mu);
-      if (!lost.ok()) return lost;
+      KILN_RETURN_IF_ERROR(lost);
     }
     if (control == nullptr) return OkStatus();
     const unsigned error = __atomic_load_n(&control->error, __ATOMIC_ACQUIRE);
@@ -178,10 +178,9 @@ struct CommunicatorState {
     auto ctx = client::CurrentContext(*driver, context.device);
     if (!ctx.ok()) return ctx.status().WithContext(api);
     if (ctx->context != context.context)
-      return Invalid(std::string(api) + ": the current CUDA context (on cuda:" +
-                     std::to_string(ctx->device) +
-                     ") is not the one the communicator was created in (on cuda:" +
-                     std::to_string(context.device) + ")");
+      return InvalidArgument(
+          std::string(api) + ": the current CUDA context (on cuda:" + std::to_string(ctx->device) +
+          ") is not the one the communicator was created in (on cuda:" + std::to_string(context.device) + ")");
     return OkStatus();
   }
 
@@ -281,9 +280,9 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
     const uintptr_t out_begin = reinterpret_cast<uintptr_t>(plan.out);
     const uintptr_t in_begin = reinterpret_cast<uintptr_t>(plan.in);
     if (out_begin < in_begin + bytes && in_begin < out_begin + bytes)
-      return Invalid(std::string(kAllReduceApi) +
-                     ": out overlaps the registered input buffer, which the peers read while "
-                     "this rank writes; write the result to another tensor");
+      return InvalidArgument(std::string(kAllReduceApi) +
+                             ": out overlaps the registered input buffer, which the peers read while "
+                             "this rank writes; write the result to another tensor");
     const CUdeviceptr offset = in_begin - reg->local();
     if (offset % kVectorBytes == 0) {  // the same offset on every rank, so the same choice
       std::vector<CUdeviceptr> data(static_cast<size_t>(world));
@@ -293,9 +292,8 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
                             client::comm::AllReduceKernels(*driver, context, plan.dtype, world, vec));
       void* out = plan.out;
       if (!out_aligned) {
-        auto scratch = out_scratch.Get(bytes);
-        if (!scratch.ok()) return scratch.status();
-        out = reinterpret_cast<void*>(*scratch);
+        KILN_ASSIGN_OR_RETURN(auto scratch, out_scratch.Get(bytes));
+        out = reinterpret_cast<void*>(scratch);
       }
       KILN_RETURN_IF_ERROR(LaunchAllReduce(*kernels, two_shot, Peers(data), plan.in, out, plan.n, vec,
                                            /*copy_input=*/false, stream));
@@ -323,16 +321,14 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
                           client::comm::AllReduceKernels(*driver, context, plan.dtype, world, vec));
     const void* kernel_in = src;
     if (!in_aligned) {  // an aligned local copy: the same kernel as on every other rank
-      auto scratch = in_scratch.Get(piece_bytes);
-      if (!scratch.ok()) return scratch.status();
-      KILN_RETURN_IF_ERROR(Copy(*scratch, reinterpret_cast<CUdeviceptr>(src), piece_bytes, stream));
-      kernel_in = reinterpret_cast<const void*>(*scratch);
+      KILN_ASSIGN_OR_RETURN(auto scratch, in_scratch.Get(piece_bytes));
+      KILN_RETURN_IF_ERROR(Copy(scratch, reinterpret_cast<CUdeviceptr>(src), piece_bytes, stream));
+      kernel_in = reinterpret_cast<const void*>(scratch);
     }
     void* out = dst;
     if (!out_aligned) {
-      auto scratch = out_scratch.Get(piece_bytes);
-      if (!scratch.ok()) return scratch.status();
-      out = reinterpret_cast<void*>(*scratch);
+      KILN_ASSIGN_OR_RETURN(auto scratch, out_scratch.Get(piece_bytes));
+      out = reinterpret_cast<void*>(scratch);
     }
     KILN_RETURN_IF_ERROR(LaunchAllReduce(*kernels, two_shot, peers, kernel_in, out, count, vec,
                                          /*copy_input=*/true, stream));
@@ -355,10 +351,9 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
 
   const void* weight = plan.weight;
   if (!Aligned(weight, align)) {
-    auto scratch = weight_scratch.Get(row_bytes);
-    if (!scratch.ok()) return scratch.status();
-    KILN_RETURN_IF_ERROR(Copy(*scratch, reinterpret_cast<CUdeviceptr>(weight), row_bytes, stream));
-    weight = reinterpret_cast<const void*>(*scratch);
+    KILN_ASSIGN_OR_RETURN(auto scratch, weight_scratch.Get(row_bytes));
+    KILN_RETURN_IF_ERROR(Copy(scratch, reinterpret_cast<CUdeviceptr>(weight), row_bytes, stream));
+    weight = reinterpret_cast<const void*>(scratch);
   }
   const int64_t piece_rows = static_cast<int64_t>(StagingBytes() / row_bytes);
   const std::vector<CUdeviceptr> staging = Staging();
@@ -379,16 +374,14 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
     }
     void* kernel_residual = residual;
     if (!Aligned(residual, align)) {
-      auto scratch = residual_scratch.Get(bytes);
-      if (!scratch.ok()) return scratch.status();
-      KILN_RETURN_IF_ERROR(Copy(*scratch, reinterpret_cast<CUdeviceptr>(residual), bytes, stream));
-      kernel_residual = reinterpret_cast<void*>(*scratch);
+      KILN_ASSIGN_OR_RETURN(auto scratch, residual_scratch.Get(bytes));
+      KILN_RETURN_IF_ERROR(Copy(scratch, reinterpret_cast<CUdeviceptr>(residual), bytes, stream));
+      kernel_residual = reinterpret_cast<void*>(scratch);
     }
     void* kernel_out = out;
     if (!Aligned(out, align)) {
-      auto scratch = out_scratch.Get(bytes);
-      if (!scratch.ok()) return scratch.status();
-      kernel_out = reinterpret_cast<void*>(*scratch);
+      KILN_ASSIGN_OR_RETURN(auto scratch, out_scratch.Get(bytes));
+      kernel_out = reinterpret_cast<void*>(scratch);
     }
 
     LaunchConfig config;
@@ -437,18 +430,18 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int world
                                                              const CommOptions& options) {
   const std::string api = "kiln::comm::Communicator::Create";
   if (world_size < 1 || world_size > kiln::comm::kMaxWorld)
-    return Invalid(api + ": world_size must be 1.." + std::to_string(kiln::comm::kMaxWorld) +
-                   ", found " + std::to_string(world_size));
+    return InvalidArgument(api + ": world_size must be 1.." + std::to_string(kiln::comm::kMaxWorld) + ", found " +
+                           std::to_string(world_size));
   if (rank < 0 || rank >= world_size)
-    return Invalid(api + ": rank must be 0.." + std::to_string(world_size - 1) + ", found " +
-                   std::to_string(rank));
+    return InvalidArgument(api + ": rank must be 0.." + std::to_string(world_size - 1) + ", found " +
+                           std::to_string(rank));
   if (address.empty())
-    return Invalid(api + ": the rendezvous address is empty (kiln-launch sets KILN_COMM_ADDRESS)");
+    return InvalidArgument(api + ": the rendezvous address is empty (kiln-launch sets KILN_COMM_ADDRESS)");
   if (options.buffer_bytes < kMinBufferBytes || options.buffer_bytes > kMaxBufferBytes)
-    return Invalid(api + ": buffer_bytes must be 1 MiB .. 16 GiB, found " +
-                   std::to_string(options.buffer_bytes));
+    return InvalidArgument(api + ": buffer_bytes must be 1 MiB .. 16 GiB, found " +
+                           std::to_string(options.buffer_bytes));
   if (options.setup_timeout.count() <= 0 || options.kernel_timeout.count() < 0)
-    return Invalid(api + ": setup_timeout must be > 0 and kernel_timeout >= 0 (0: no limit)");
+    return InvalidArgument(api + ": setup_timeout must be > 0 and kernel_timeout >= 0 (0: no limit)");
 
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(api);
@@ -456,14 +449,14 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int world
   if (!count.ok()) return count.status().WithContext(api);
   int device = options.device;
   if (device >= *count)
-    return Invalid(api + ": device cuda:" + std::to_string(device) + " does not exist (" +
-                   std::to_string(*count) + " visible)");
+    return InvalidArgument(api + ": device cuda:" + std::to_string(device) + " does not exist (" +
+                           std::to_string(*count) + " visible)");
   auto ctx = client::CurrentContext(**driver, device < 0 ? 0 : device);
   if (!ctx.ok()) return ctx.status().WithContext(api);
   if (device >= 0 && ctx->device != device)
-    return Invalid(api + ": the current CUDA context is on cuda:" + std::to_string(ctx->device) +
-                   ", not cuda:" + std::to_string(device) + "; make cuda:" +
-                   std::to_string(device) + " current first (cudaSetDevice)");
+    return InvalidArgument(api + ": the current CUDA context is on cuda:" + std::to_string(ctx->device) +
+                           ", not cuda:" + std::to_string(device) + "; make cuda:" + std::to_string(device) +
+                           " current first (cudaSetDevice)");
   if (ctx->cc_major < 8)
     return Status(StatusCode::kFailedPrecondition,
                   api + ": cuda:" + std::to_string(ctx->device) + " is sm_" +
@@ -514,12 +507,12 @@ namespace {
 StatusOr<int> EnvInt(const char* name, int lo, int hi) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0')
-    return Invalid(std::string(name) + " is not set (start the ranks with kiln-launch -n N)");
+    return InvalidArgument(std::string(name) + " is not set (start the ranks with kiln-launch -n N)");
   char* end = nullptr;
   long value = std::strtol(text, &end, 10);
   if (*end != '\0' || value < lo || value > hi)
-    return Invalid(std::string(name) + "='" + text + "' is not an integer in " +
-                   std::to_string(lo) + ".." + std::to_string(hi));
+    return InvalidArgument(std::string(name) + "='" + text + "' is not an integer in " + std::to_string(lo) + ".." +
+                           std::to_string(hi));
   return static_cast<int>(value);
 }
 
@@ -533,7 +526,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment(const Comm
   if (!rank.ok()) return rank.status().WithContext(api);
   const char* address = std::getenv("KILN_COMM_ADDRESS");
   if (address == nullptr || *address == '\0')
-    return Invalid(api + ": KILN_COMM_ADDRESS is not set (start the ranks with kiln-launch -n N)");
+    return InvalidArgument(api + ": KILN_COMM_ADDRESS is not set (start the ranks with kiln-launch -n N)");
   CommOptions resolved = options;
   if (resolved.device < 0 && std::getenv("KILN_LOCAL_RANK") != nullptr) {
     auto local = EnvInt("KILN_LOCAL_RANK", 0, 1023);
@@ -552,8 +545,8 @@ Status RunAllReduce(detail::CommunicatorState& impl, const TensorView& out, cons
   auto plan = client::comm::PlanAllReduce(out, in);
   if (!plan.ok()) return plan.status().WithContext(kAllReduceApi);
   if (plan->device != impl.context.device)
-    return Invalid(std::string(kAllReduceApi) + ": in is on cuda:" + std::to_string(plan->device) +
-                   ", the communicator on cuda:" + std::to_string(impl.context.device));
+    return InvalidArgument(std::string(kAllReduceApi) + ": in is on cuda:" + std::to_string(plan->device) +
+                           ", the communicator on cuda:" + std::to_string(impl.context.device));
   std::lock_guard<std::mutex> lock(impl.mu);
   KILN_RETURN_IF_ERROR(impl.AsyncError());
   if (plan->n == 0) return OkStatus();
@@ -567,9 +560,8 @@ Status RunAllReduceAddRmsNorm(detail::CommunicatorState& impl, const TensorView&
   auto plan = client::comm::PlanAddRmsNorm(out, in, residual, weight, eps);
   if (!plan.ok()) return plan.status().WithContext(kAddRmsNormApi);
   if (plan->device != impl.context.device)
-    return Invalid(std::string(kAddRmsNormApi) + ": in is on cuda:" +
-                   std::to_string(plan->device) + ", the communicator on cuda:" +
-                   std::to_string(impl.context.device));
+    return InvalidArgument(std::string(kAddRmsNormApi) + ": in is on cuda:" + std::to_string(plan->device) +
+                           ", the communicator on cuda:" + std::to_string(impl.context.device));
   if (impl.world == 1)
     return Status(StatusCode::kUnimplemented,
                   std::string(kAddRmsNormApi) +
@@ -617,7 +609,7 @@ Status Communicator::AllReduceAddRmsNorm(const TensorView& out, const TensorView
 StatusOr<void*> Communicator::AllocateRegistered(size_t bytes) {
   const std::string api = "kiln::comm::Communicator::AllocateRegistered";
   if (bytes == 0 || bytes > kMaxBufferBytes)
-    return Invalid(api + ": bytes must be 1 .. 16 GiB, found " + std::to_string(bytes));
+    return InvalidArgument(api + ": bytes must be 1 .. 16 GiB, found " + std::to_string(bytes));
   std::lock_guard<std::mutex> lock(impl_->mu);
   KILN_RETURN_IF_ERROR(impl_->AsyncError());
   if (impl_->world == 1)

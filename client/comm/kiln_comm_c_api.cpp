@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/capi/dlpack_tensor.h"
 #include "kiln/comm.h"
@@ -20,16 +21,15 @@ using kiln::Status;
 using kiln::StatusCode;
 using kiln::client::FromDLTensor;
 using kiln::client::GuardC;
-
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
+using kiln::client::InvalidArgument;
 
 kiln::StatusOr<kiln::comm::CommOptions> ToOptions(const kiln_comm_options* c, const char* api) {
   kiln::comm::CommOptions options;
   if (c == nullptr) return options;
   if (c->struct_size < sizeof(kiln_comm_options))
-    return Invalid(std::string(api) + ": options->struct_size is " +
-                   std::to_string(c->struct_size) + ", expected at least " +
-                   std::to_string(sizeof(kiln_comm_options)) + " (call kiln_comm_options_init)");
+    return InvalidArgument(std::string(api) + ": options->struct_size is " + std::to_string(c->struct_size) +
+                           ", expected at least " + std::to_string(sizeof(kiln_comm_options)) +
+                           " (call kiln_comm_options_init)");
   options.device = c->device;
   if (c->buffer_bytes != 0) options.buffer_bytes = c->buffer_bytes;
   if (c->setup_timeout_ms > 0) options.setup_timeout = std::chrono::milliseconds(c->setup_timeout_ms);
@@ -40,17 +40,16 @@ kiln::StatusOr<kiln::comm::CommOptions> ToOptions(const kiln_comm_options* c, co
 
 Status Create(const char* api, kiln_comm** out,
               const std::function<kiln::StatusOr<std::unique_ptr<kiln::comm::Communicator>>()>& make) {
-  if (out == nullptr) return Invalid(std::string(api) + ": comm (the result pointer) is NULL");
+  if (out == nullptr) return InvalidArgument(std::string(api) + ": comm (the result pointer) is NULL");
   *out = nullptr;
-  auto comm = make();
-  if (!comm.ok()) return comm.status();
-  *out = new kiln_comm{std::move(comm).value()};
+  KILN_ASSIGN_OR_RETURN(auto comm, make());
+  *out = new kiln_comm{std::move(comm)};
   return kiln::OkStatus();
 }
 
 Status NeedComm(const kiln_comm* comm, const char* api) {
   if (comm == nullptr || !comm->comm)
-    return Invalid(std::string(api) + ": comm is NULL (create it with kiln_comm_create)");
+    return InvalidArgument(std::string(api) + ": comm is NULL (create it with kiln_comm_create)");
   return kiln::OkStatus();
 }
 
@@ -73,12 +72,9 @@ kiln_status kiln_comm_create(int rank, int world_size, const char* address,
   const char* api = "kiln_comm_create";
   return GuardC(api, [&] {
     if (comm != nullptr) *comm = nullptr;
-    auto resolved = ToOptions(options, api);
-    if (!resolved.ok()) return resolved.status();
-    return Create(api, comm, [&] {
-      return kiln::comm::Communicator::Create(rank, world_size, address ? address : "",
-                                              *resolved);
-    });
+    KILN_ASSIGN_OR_RETURN(auto resolved, ToOptions(options, api));
+    return Create(api, comm,
+                  [&] { return kiln::comm::Communicator::Create(rank, world_size, address ? address : "", resolved); });
   });
 }
 
@@ -86,9 +82,8 @@ kiln_status kiln_comm_create_from_env(const kiln_comm_options* options, kiln_com
   const char* api = "kiln_comm_create_from_env";
   return GuardC(api, [&] {
     if (comm != nullptr) *comm = nullptr;
-    auto resolved = ToOptions(options, api);
-    if (!resolved.ok()) return resolved.status();
-    return Create(api, comm, [&] { return kiln::comm::Communicator::FromEnvironment(*resolved); });
+    KILN_ASSIGN_OR_RETURN(auto resolved, ToOptions(options, api));
+    return Create(api, comm, [&] { return kiln::comm::Communicator::FromEnvironment(resolved); });
   });
 }
 
@@ -115,8 +110,8 @@ kiln_status kiln_all_reduce(kiln_comm* comm, DLTensor* out, const DLTensor* in,
     auto i = FromDLTensor(in, "in");
     if (!i.ok()) return i.status().WithContext(api);
     if (algorithm < KILN_ALL_REDUCE_AUTO || algorithm > KILN_ALL_REDUCE_TWO_SHOT)
-      return Invalid(std::string(api) + ": algorithm " + std::to_string(static_cast<int>(algorithm)) +
-                     " is not one of KILN_ALL_REDUCE_AUTO (0), _ONE_SHOT (1), _TWO_SHOT (2)");
+      return InvalidArgument(std::string(api) + ": algorithm " + std::to_string(static_cast<int>(algorithm)) +
+                             " is not one of KILN_ALL_REDUCE_AUTO (0), _ONE_SHOT (1), _TWO_SHOT (2)");
     return comm->comm->AllReduce(*o, *i, stream,
                                  static_cast<kiln::comm::AllReduceAlgorithm>(algorithm));
   });
@@ -144,11 +139,10 @@ kiln_status kiln_comm_alloc_registered(kiln_comm* comm, size_t bytes, void** ptr
   const char* api = "kiln_comm_alloc_registered";
   return GuardC(api, [&]() -> Status {
     KILN_RETURN_IF_ERROR(NeedComm(comm, api));
-    if (ptr == nullptr) return Invalid(std::string(api) + ": ptr (the result pointer) is NULL");
+    if (ptr == nullptr) return InvalidArgument(std::string(api) + ": ptr (the result pointer) is NULL");
     *ptr = nullptr;
-    auto p = comm->comm->AllocateRegistered(bytes);
-    if (!p.ok()) return p.status();
-    *ptr = *p;
+    KILN_ASSIGN_OR_RETURN(auto p, comm->comm->AllocateRegistered(bytes));
+    *ptr = p;
     return kiln::OkStatus();
   });
 }

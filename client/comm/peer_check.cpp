@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/devices.h"
 
 namespace kiln::client::comm {
@@ -56,28 +57,23 @@ Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes,
   }
 
   const int me = rendezvous.rank();
-  auto count = DeviceCount(driver);
-  if (!count.ok()) return count.status();
+  KILN_ASSIGN_OR_RETURN(auto count, DeviceCount(driver));
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
     const RankInfo& peer = ranks[static_cast<size_t>(r)];
     if (peer.buffer_bytes != buffer_bytes)
-      return Status(StatusCode::kInvalidArgument,
-                    "rank " + std::to_string(r) + " asked for a " +
-                        std::to_string(peer.buffer_bytes) + "-byte buffer, rank " +
-                        std::to_string(me) + " for " + std::to_string(buffer_bytes) +
-                        "; every rank must pass the same CommOptions::buffer_bytes");
+      return InvalidArgument("rank " + std::to_string(r) + " asked for a " + std::to_string(peer.buffer_bytes) +
+                             "-byte buffer, rank " + std::to_string(me) + " for " + std::to_string(buffer_bytes) +
+                             "; every rank must pass the same CommOptions::buffer_bytes");
     if (r == me) continue;
     if (peer.uuid == UuidText(uuid))
-      return Status(StatusCode::kInvalidArgument,
-                    "ranks " + std::to_string(std::min(r, me)) + " and " +
-                        std::to_string(std::max(r, me)) + " (pids " +
-                        std::to_string(ranks[static_cast<size_t>(std::min(r, me))].pid) + ", " +
-                        std::to_string(ranks[static_cast<size_t>(std::max(r, me))].pid) +
-                        ") both drive GPU " + peer.uuid +
-                        "; each rank needs its own GPU (kiln-launch gives rank i the device "
-                        "KILN_LOCAL_RANK = i)");
+      return InvalidArgument("ranks " + std::to_string(std::min(r, me)) + " and " + std::to_string(std::max(r, me)) +
+                             " (pids " + std::to_string(ranks[static_cast<size_t>(std::min(r, me))].pid) + ", " +
+                             std::to_string(ranks[static_cast<size_t>(std::max(r, me))].pid) + ") both drive GPU " +
+                             peer.uuid +
+                             "; each rank needs its own GPU (kiln-launch gives rank i the device "
+                             "KILN_LOCAL_RANK = i)");
     // Where this process sees the peer's GPU too, it must be able to reach its memory.
-    for (int d = 0; d < *count; ++d) {
+    for (int d = 0; d < count; ++d) {
       CUdevice other = 0;
       CUuuid other_uuid = {};
       if (driver.cuDeviceGet(&other, d) != CUDA_SUCCESS ||

@@ -1,6 +1,7 @@
 // Rendezvous after Join: the collectives, the reader thread that sees every byte and every
 // lost peer, and the clean leave.
 #include "client/comm/rendezvous.h"
+#include "client/core/api/invalid_argument.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -77,18 +78,15 @@ Status Rendezvous::RunCollective(Kind kind, std::string_view payload, const std:
                                  std::chrono::milliseconds timeout, std::vector<Frame>* received) {
   const std::string what = Where() + KindName(kind) + ": ";
   if (payload.size() > kMaxFramePayload)
-    return Status(StatusCode::kInvalidArgument,
-                  what + "a payload of " + std::to_string(payload.size()) +
-                      " bytes exceeds the limit of " + std::to_string(kMaxFramePayload) + " bytes");
+    return InvalidArgument(what + "a payload of " + std::to_string(payload.size()) + " bytes exceeds the limit of " +
+                           std::to_string(kMaxFramePayload) + " bytes");
   if (fds.size() > kMaxFrameFds)
-    return Status(StatusCode::kInvalidArgument,
-                  what + std::to_string(fds.size()) + " fds exceed the limit of " +
-                      std::to_string(kMaxFrameFds) + " per rank");
+    return InvalidArgument(what + std::to_string(fds.size()) + " fds exceed the limit of " +
+                           std::to_string(kMaxFrameFds) + " per rank");
   for (size_t i = 0; i < fds.size(); ++i)
     if (::fcntl(fds[i], F_GETFD) < 0)
-      return Status(StatusCode::kInvalidArgument, what + "fds[" + std::to_string(i) + "] = " +
-                                                      std::to_string(fds[i]) +
-                                                      " is not an open file descriptor");
+      return InvalidArgument(what + "fds[" + std::to_string(i) + "] = " + std::to_string(fds[i]) +
+                             " is not an open file descriptor");
 
   std::lock_guard serial(collective_mu_);
   {

@@ -1,6 +1,7 @@
 // Rendezvous::Join: rank 0 accepts world_size - 1 hellos and checks them; every other rank
 // connects (retrying until rank 0 listens), says hello and waits for the group to complete.
 #include "client/comm/rendezvous.h"
+#include "client/core/api/invalid_argument.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -50,25 +51,21 @@ StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const std::string& addres
                                                        std::chrono::milliseconds timeout) {
   const std::string where = "rendezvous '" + address + "': ";
   if (world_size < 1 || world_size > kMaxWorldSize)
-    return Status(StatusCode::kInvalidArgument,
-                  where + "world size " + std::to_string(world_size) + " is out of range (1.." +
-                      std::to_string(kMaxWorldSize) + ")");
+    return InvalidArgument(where + "world size " + std::to_string(world_size) + " is out of range (1.." +
+                           std::to_string(kMaxWorldSize) + ")");
   if (rank < 0 || rank >= world_size)
-    return Status(StatusCode::kInvalidArgument,
-                  where + "rank " + std::to_string(rank) + " is out of range for world size " +
-                      std::to_string(world_size) + " (0.." + std::to_string(world_size - 1) + ")");
-  auto parsed = ParseSocketAddress(address);
-  if (!parsed.ok()) return parsed.status();
+    return InvalidArgument(where + "rank " + std::to_string(rank) + " is out of range for world size " +
+                           std::to_string(world_size) + " (0.." + std::to_string(world_size - 1) + ")");
+  KILN_ASSIGN_OR_RETURN(auto parsed, ParseSocketAddress(address));
   const auto deadline = Clock::now() + timeout;
-  std::unique_ptr<Rendezvous> r(new Rendezvous(std::move(*parsed), rank, world_size));
+  std::unique_ptr<Rendezvous> r(new Rendezvous(std::move(parsed), rank, world_size));
   if (world_size == 1) return r;  // nobody to meet: no socket, no thread
 
   r->peers_.resize(world_size);
   Status status;
   if (rank == 0) {
-    auto listener = ListenAt(r->address_, world_size);
-    if (!listener.ok()) return listener.status();
-    status = r->AcceptAll(*listener, deadline, timeout);
+    KILN_ASSIGN_OR_RETURN(auto listener, ListenAt(r->address_, world_size));
+    status = r->AcceptAll(listener, deadline, timeout);
     // Everyone who will ever connect has (or the group failed): the name can go.
     if (!r->address_.abstract) ::unlink(r->address_.text.c_str());
   } else {

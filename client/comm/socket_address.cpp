@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::client::comm {
 namespace {
 
@@ -20,18 +22,15 @@ StatusOr<SocketAddress> ParseSocketAddress(const std::string& text) {
   a.abstract = !text.empty() && text[0] == '@';
   const std::string name = a.abstract ? text.substr(1) : text;
   if (name.empty())
-    return Status(StatusCode::kInvalidArgument,
-                  "rendezvous address " + Quoted(text) +
-                      " is empty: give a socket path or @name (abstract namespace)");
-  if (name.find('\0') != std::string::npos)
-    return Status(StatusCode::kInvalidArgument, "rendezvous address contains a NUL byte");
+    return InvalidArgument("rendezvous address " + Quoted(text) +
+                           " is empty: give a socket path or @name (abstract namespace)");
+  if (name.find('\0') != std::string::npos) return InvalidArgument("rendezvous address contains a NUL byte");
   // A path needs its terminating NUL inside sun_path; an abstract name starts after the
   // leading NUL and is not terminated.
   const size_t room = sizeof(a.addr.sun_path) - 1;
   if (name.size() > room)
-    return Status(StatusCode::kInvalidArgument,
-                  "rendezvous address " + Quoted(text) + " is " + std::to_string(name.size()) +
-                      " bytes long; a unix socket address holds at most " + std::to_string(room));
+    return InvalidArgument("rendezvous address " + Quoted(text) + " is " + std::to_string(name.size()) +
+                           " bytes long; a unix socket address holds at most " + std::to_string(room));
   a.addr.sun_family = AF_UNIX;
   if (a.abstract) {
     a.addr.sun_path[0] = '\0';

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::client::comm {
 namespace {
 
@@ -84,11 +86,10 @@ StatusOr<std::unique_ptr<SymmetricMemory>> SymmetricMemory::Create(
   for (int r = 0; r < world; ++r) {
     const PeerContribution& c = (*gathered)[static_cast<size_t>(r)];
     if (c.payload != std::to_string(memory->size_) || c.fds.size() != 1)
-      return Status(StatusCode::kInvalidArgument,
-                    "rank " + std::to_string(r) + " shares " + c.payload + " bytes (" +
-                        std::to_string(c.fds.size()) + " handles) where rank " +
-                        std::to_string(rank) + " shares " + std::to_string(memory->size_) +
-                        " (1 handle): every rank must ask for the same buffer size");
+      return InvalidArgument("rank " + std::to_string(r) + " shares " + c.payload + " bytes (" +
+                             std::to_string(c.fds.size()) + " handles) where rank " + std::to_string(rank) +
+                             " shares " + std::to_string(memory->size_) +
+                             " (1 handle): every rank must ask for the same buffer size");
     if (r == rank) continue;
     Mapping& m = memory->mappings_[static_cast<size_t>(r)];
     void* os_handle = reinterpret_cast<void*>(static_cast<uintptr_t>(c.fds[0]));

@@ -16,11 +16,13 @@
 
 extern char** environ;
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/driver/devices.h"
 #include "client/diag/diag_config.h"
 #include "client/diag/safetensors.h"
 #include "client/diag/tensor_copy.h"
-#include "client/core/driver/cuda_driver.h"
-#include "client/core/driver/devices.h"
 #include "kiln/version.h"
 
 namespace kiln::client::diag {
@@ -176,14 +178,13 @@ Status WriteTensors(const OpCall& call, const std::string& path, Want&& want) {
     entries.push_back(std::move(e));
     chosen.push_back(&t);
   }
-  auto writer = SafetensorsWriter::Create(path, std::move(entries), metadata);
-  if (!writer.ok()) return writer.status();
+  KILN_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(path, std::move(entries), metadata));
   for (const CallTensor* t : chosen) {
     auto bytes = ReadTensor(t->view, call.stream);
     if (!bytes.ok()) return bytes.status().WithContext("reading " + t->name);
-    KILN_RETURN_IF_ERROR(writer->Append(*bytes));
+    KILN_RETURN_IF_ERROR(writer.Append(*bytes));
   }
-  return writer->Commit();
+  return writer.Commit();
 }
 
 std::string Human(int64_t bytes) {
@@ -200,7 +201,7 @@ std::string Human(int64_t bytes) {
 }  // namespace
 
 Status MakeFolders(const std::string& path) {
-  if (path.empty()) return Status(StatusCode::kInvalidArgument, "an empty folder path");
+  if (path.empty()) return InvalidArgument("an empty folder path");
   for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix = path.substr(0, slash);
     if (!prefix.empty() && ::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
@@ -217,9 +218,8 @@ Status SynchronizeCallStream(const OpCall& call) {
   bool device_memory = false;
   for (const auto& t : call.tensors) device_memory |= t.view.device.type != DeviceType::kCPU;
   if (!device_memory) return OkStatus();
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
-  return (*driver)->Check((*driver)->cuStreamSynchronize(static_cast<CUstream>(call.stream)), "cuStreamSynchronize");
+  KILN_ASSIGN_OR_RETURN(auto driver, CudaDriver::Get());
+  return driver->Check(driver->cuStreamSynchronize(static_cast<CUstream>(call.stream)), "cuStreamSynchronize");
 }
 
 CallDumper& CallDumper::Global() {

@@ -9,12 +9,13 @@
 #include <mutex>
 #include <thread>
 
+#include "client/core/api/message_text.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/loader/launch_observer.h"
 #include "client/diag/call_dump.h"
 #include "client/diag/call_log.h"
 #include "client/diag/op_filter.h"
 #include "client/diag/tensor_stats.h"
-#include "client/core/driver/cuda_driver.h"
-#include "client/core/loader/launch_observer.h"
 
 namespace kiln::client::diag {
 namespace {

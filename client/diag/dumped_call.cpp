@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/diag/call_dump.h"
 
 namespace kiln::client::diag {
@@ -66,8 +67,8 @@ StatusOr<DumpedCall> ReadDumpedCall(const std::string& folder) {
   const std::string meta_path = folder + "/meta.json";
   std::ifstream in(meta_path);
   if (!in)
-    return Status(StatusCode::kInvalidArgument,
-                  folder + " is not a call dump: cannot read " + meta_path + " (" + std::strerror(errno) + ")");
+    return InvalidArgument(folder + " is not a call dump: cannot read " + meta_path + " (" + std::strerror(errno) +
+                           ")");
   std::stringstream text;
   text << in.rdbuf();
   const Json meta = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
@@ -76,8 +77,8 @@ StatusOr<DumpedCall> ReadDumpedCall(const std::string& folder) {
   };
   if (!meta.is_object()) return bad("not a JSON object (damaged?)");
   if (Text(meta, "format") != kDumpFormat)
-    return Status(StatusCode::kInvalidArgument, meta_path + ": format '" + Text(meta, "format") + "' is not " +
-                                                    kDumpFormat + " (a dump of another Kiln version?)");
+    return InvalidArgument(meta_path + ": format '" + Text(meta, "format") + "' is not " + kDumpFormat +
+                           " (a dump of another Kiln version?)");
   DumpedCall d;
   d.folder = folder;
   try {
@@ -139,17 +140,15 @@ StatusOr<DumpedCall> ReadDumpedCall(const std::string& folder) {
 
   const std::string inputs = folder + "/inputs.safetensors";
   if (Exists(inputs)) {
-    auto file = ReadSafetensors(inputs);
-    if (!file.ok()) return file.status();
-    d.inputs = std::move(file).value();
+    KILN_ASSIGN_OR_RETURN(auto file, ReadSafetensors(inputs));
+    d.inputs = std::move(file);
   } else {
     d.inputs_missing = "inputs.safetensors is missing (the process ended before the inputs were written)";
   }
   const std::string outputs = folder + "/outputs.safetensors";
   if (Exists(outputs)) {
-    auto file = ReadSafetensors(outputs);
-    if (!file.ok()) return file.status();
-    d.outputs = std::move(file).value();
+    KILN_ASSIGN_OR_RETURN(auto file, ReadSafetensors(outputs));
+    d.outputs = std::move(file);
   } else if (d.status != "completed") {
     d.outputs_missing = "the call never completed (status '" + d.status + "'): no outputs were recorded";
   } else if (d.result && d.result->first != "OK") {

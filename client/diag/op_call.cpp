@@ -1,9 +1,10 @@
 #include "client/diag/op_call.h"
 
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+
+#include "client/core/api/message_text.h"
 
 namespace kiln::client::diag {
 
@@ -27,13 +28,6 @@ std::string DoubleText(double value) {
   return buffer;
 }
 
-std::string PointerText(const void* p) {
-  if (p == nullptr) return "(nil)";
-  char buffer[24];
-  std::snprintf(buffer, sizeof(buffer), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
-  return buffer;
-}
-
 int PointerAlignment(const void* p) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(p);
   int alignment = 1;
@@ -43,10 +37,6 @@ int PointerAlignment(const void* p) {
 
 std::string DescribeTensor(const TensorView& t) {
   return t.Describe() + " @" + PointerText(t.data) + " align=" + std::to_string(PointerAlignment(t.data));
-}
-
-std::string DimsText(const Dim3& d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
 }
 
 OpCall& OpCall::Param(const char* name, double value) { return Param(name, DoubleText(value)); }

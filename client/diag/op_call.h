@@ -78,13 +78,9 @@ struct OpCall {
 
 // Canonical text of a double that parses back to the same value ("1e-06", "0.1", "inf").
 std::string DoubleText(double value);
-// "0x7f12a0000000", "(nil)" as %p would, but the same on every libc.
-std::string PointerText(const void* p);
 // The largest power of two dividing the address, capped at 256 ("256" for null).
 int PointerAlignment(const void* p);
 // "bf16[7, 4096] strides [4096, 1] cuda:0 @0x7f12a0000000 align=256".
 std::string DescribeTensor(const TensorView& t);
-// "(7, 1, 1)".
-std::string DimsText(const Dim3& d);
 
 }  // namespace kiln::client::diag

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::client::diag {
 namespace {
 
@@ -71,7 +73,7 @@ StatusOr<SafetensorsWriter> SafetensorsWriter::Create(const std::string& path, s
   size_t offset = 0;
   for (const auto& e : entries) {
     if (e.name == "__metadata__" || header.contains(e.name))
-      return Status(StatusCode::kInvalidArgument, "safetensors: tensor name '" + e.name + "' is reserved or repeated");
+      return InvalidArgument("safetensors: tensor name '" + e.name + "' is reserved or repeated");
     const size_t bytes = e.Bytes();
     header[e.name] = {{"dtype", SafetensorsDType(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/cuda_driver.h"
 
 namespace kiln::client::diag {
@@ -63,7 +64,7 @@ std::vector<uint8_t> GatherFrom(const TensorView& t, const uint8_t* span, int64_
 
 StatusOr<std::vector<uint8_t>> ReadTensor(const TensorView& t, void* stream) {
   if (t.ndim < 0 || t.ndim > kMaxTensorDims)
-    return Status(StatusCode::kInvalidArgument, "a tensor of rank " + std::to_string(t.ndim) + " cannot be read");
+    return InvalidArgument("a tensor of rank " + std::to_string(t.ndim) + " cannot be read");
   const ElementSpan span = CoveringSpan(t);
   if (span.end == span.begin) return std::vector<uint8_t>();
   const size_t es = DTypeSize(t.dtype);
@@ -71,10 +72,9 @@ StatusOr<std::vector<uint8_t>> ReadTensor(const TensorView& t, void* stream) {
   const size_t bytes = static_cast<size_t>(span.end - span.begin) * es;
   if (!NeedsDriverCopy(t.device)) return GatherFrom(t, first, span.begin);  // host memory: read in place
 
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
+  KILN_ASSIGN_OR_RETURN(auto driver, CudaDriver::Get());
   std::vector<uint8_t> image(bytes);
-  const CudaDriver& d = **driver;
+  const CudaDriver& d = *driver;
   const CUstream s = static_cast<CUstream>(stream);
   KILN_RETURN_IF_ERROR(d.Check(d.cuMemcpyDtoHAsync(image.data(), reinterpret_cast<CUdeviceptr>(first), bytes, s),
                                "cuMemcpyDtoHAsync(" + t.Describe() + ")"));

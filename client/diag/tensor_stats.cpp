@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/current_context.h"
 #include "client/core/loader/kernel_launch.h"
@@ -40,16 +41,6 @@ using PartialAbi = ::kiln::diag::TensorStatsPartial;
 constexpr int kMaxStatsDims = ::kiln::diag::kMaxStatsDims;
 static_assert(kMaxTensorDims <= kMaxStatsDims, "the kernel's layout must hold every TensorView rank");
 
-Status Invalid(const std::string& what) {
-  return Status(StatusCode::kInvalidArgument, std::string(kApi) + ": t: " + what);
-}
-
-std::string Hex(uintptr_t p) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(p));
-  return buffer;
-}
-
 bool KnownDType(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
@@ -80,37 +71,40 @@ struct StatsView {
 // transposed or flipped one, becomes ndim 1, stride 1: the kernel's contiguous path.
 StatusOr<StatsView> PrepareView(const TensorView& t) {
   if (t.ndim < 0 || t.ndim > kMaxTensorDims)
-    return Invalid("expected a tensor of rank 0 to " + std::to_string(kMaxTensorDims) + ", found rank " +
-                   std::to_string(t.ndim) +
-                   (t.ndim < 0 ? " (TensorView::Contiguous and ::Strided give -1 for more than " +
-                                     std::to_string(kMaxTensorDims) + " dims or a strides count unlike the shape's)"
-                               : std::string()));
+    return InvalidArgument("t", "expected a tensor of rank 0 to " + std::to_string(kMaxTensorDims) + ", found rank " +
+                                    std::to_string(t.ndim) +
+                                    (t.ndim < 0 ? " (TensorView::Contiguous and ::Strided give -1 for more than " +
+                                                      std::to_string(kMaxTensorDims) +
+                                                      " dims or a strides count unlike the shape's)"
+                                                : std::string()));
   if (!KnownDType(t.dtype))
-    return Invalid("unknown dtype (kiln::DType value " + std::to_string(static_cast<int>(t.dtype)) +
-                   "); expected fp32, fp16, bf16, int8, uint8, int32 or int64");
+    return InvalidArgument("t", "unknown dtype (kiln::DType value " + std::to_string(static_cast<int>(t.dtype)) +
+                                    "); expected fp32, fp16, bf16, int8, uint8, int32 or int64");
   if (t.device.type != DeviceType::kCUDA)
-    return Invalid("expected a CUDA device tensor, found one on " + DeviceName(t.device) +
-                   " (statistics run on the tensor's GPU)");
-  if (t.device.index < 0) return Invalid("device ordinal " + std::to_string(t.device.index) + " is negative");
+    return InvalidArgument("t", "expected a CUDA device tensor, found one on " + DeviceName(t.device) +
+                                    " (statistics run on the tensor's GPU)");
+  if (t.device.index < 0)
+    return InvalidArgument("t", "device ordinal " + std::to_string(t.device.index) + " is negative");
 
   __int128 numel = 1;
   for (int d = 0; d < t.ndim; ++d) {
     if (t.shape[d] < 0)
-      return Invalid("dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) + " in " +
-                     t.Describe());
+      return InvalidArgument("t", "dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) +
+                                      " in " + t.Describe());
     numel = std::min<__int128>(numel * t.shape[d], __int128{kMaxNumel} + 1);  // saturates: no overflow
   }
-  if (numel > kMaxNumel) return Invalid("more than 2^62 elements in " + t.Describe());
+  if (numel > kMaxNumel) return InvalidArgument("t", "more than 2^62 elements in " + t.Describe());
   StatsView view;
   view.numel = static_cast<int64_t>(numel);
   if (view.numel == 0) return view;
 
   const int64_t element = static_cast<int64_t>(DTypeSize(t.dtype));
   const uintptr_t data = reinterpret_cast<uintptr_t>(t.data);
-  if (data == 0) return Invalid("data is null, but the tensor has " + std::to_string(view.numel) + " elements");
+  if (data == 0)
+    return InvalidArgument("t", "data is null, but the tensor has " + std::to_string(view.numel) + " elements");
   if (data % static_cast<uintptr_t>(element) != 0)
-    return Invalid("data " + Hex(data) + " is not aligned to the element size (" + std::to_string(element) +
-                   " bytes of " + DTypeName(t.dtype) + ")");
+    return InvalidArgument("t", "data " + PointerText(data) + " is not aligned to the element size (" +
+                                    std::to_string(element) + " bytes of " + DTypeName(t.dtype) + ")");
 
   struct Dim {
     int64_t size;
@@ -126,7 +120,7 @@ StatusOr<StatsView> PrepareView(const TensorView& t) {
     const __int128 reach = (t.shape[d] - 1) * (stride < 0 ? -stride : stride);
     span += reach;  // < 2^127: each reach is below 2^126, and the sum is checked each step
     if (span > kMaxSpanBytes / element)
-      return Invalid("the strides span more than 2^60 bytes: " + t.Describe());
+      return InvalidArgument("t", "the strides span more than 2^60 bytes: " + t.Describe());
     if (stride < 0) base_shift -= reach;
     dims[ndim++] = {t.shape[d], static_cast<int64_t>(stride < 0 ? -stride : stride)};
   }
@@ -233,10 +227,12 @@ Status Combine(const std::vector<PartialAbi>& partials, int64_t numel, TensorSta
 }  // namespace
 
 StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
-  auto view = PrepareView(t);
-  if (!view.ok()) return view.status();
+  // The checks name the argument ("t: ..."); the API goes in front, as for every error here.
+  auto prepared = PrepareView(t);
+  if (!prepared.ok()) return prepared.status().WithContext(kApi);
+  const StatsView& view = *prepared;
   TensorStats stats;
-  if (view->numel == 0) return stats;  // nothing to look at, and nothing to launch
+  if (view.numel == 0) return stats;  // nothing to look at, and nothing to launch
 
   auto driver_or = CudaDriver::Get();
   if (!driver_or.ok()) return driver_or.status().WithContext(kApi);
@@ -255,7 +251,7 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kStatsKernels, StatsSpec{t.dtype}, t.device.index, kApi));
   const CUcontext context = ready.context;
   const EntryLaunchReady& e = ready.launch->entry();
-  int64_t blocks = (view->numel + e.block - 1) / e.block;
+  int64_t blocks = (view.numel + e.block - 1) / e.block;
   // The records' buffer bounds the grid: 48 MiB of records at most, whatever the hint says.
   blocks = std::min<int64_t>(blocks, e.max_blocks > 0 ? std::min<int64_t>(e.max_blocks, 1 << 20) : 1 << 20);
   const size_t bytes = static_cast<size_t>(blocks) * sizeof(PartialAbi);
@@ -263,8 +259,8 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   auto buffer = pool.Take(driver, context, bytes);
   if (!buffer.ok()) return buffer.status().WithContext(kApi);
 
-  ::kiln::diag::TensorStatsParams params = {reinterpret_cast<PartialAbi*>(*buffer), reinterpret_cast<const void*>(view->data),
-                              view->numel, view->layout};
+  ::kiln::diag::TensorStatsParams params = {reinterpret_cast<PartialAbi*>(*buffer),
+                                            reinterpret_cast<const void*>(view.data), view.numel, view.layout};
   void* args[] = {&params};
   LaunchConfig config;
   config.grid.x = static_cast<unsigned>(blocks);
@@ -285,7 +281,7 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   if (!synced.ok()) return synced.WithContext(kApi);
   pool.Give(context, *buffer, bytes);
   if (!copied.ok()) return copied.WithContext(kApi);
-  KILN_RETURN_IF_ERROR(Combine(partials, view->numel, &stats));
+  KILN_RETURN_IF_ERROR(Combine(partials, view.numel, &stats));
   return stats;
 }
 

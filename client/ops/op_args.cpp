@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/capi/dlpack_tensor.h"
 
 namespace kiln::client {
@@ -28,7 +29,7 @@ TraceWriter& TraceWriter::PerRequest(const char* name, const ops::PerRequestFloa
 }
 
 void ArgReader::Fail(std::string message) {
-  if (status_.ok()) status_ = Status(StatusCode::kInvalidArgument, std::move(message));
+  if (status_.ok()) status_ = InvalidArgument(std::move(message));
 }
 
 ArgReader& ArgReader::Need(const char* name, const TensorView*& t) {

@@ -1,35 +1,11 @@
 #include "client/ops/row_view.h"
 
-#include <cstdio>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
+
 namespace kiln::client {
-namespace {
-
-Status Invalid(const char* name, const std::string& what) {
-  return Status(StatusCode::kInvalidArgument, std::string(name) + ": " + what);
-}
-
-std::string Hex(uintptr_t p) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(p));
-  return buffer;
-}
-
-std::string StridesText(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.strides[d]);
-  return s + "]";
-}
-
-}  // namespace
-
-std::string ShapeText(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim && d < kMaxTensorDims; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
-  return s + "]";
-}
-
 uintptr_t RowView::end() const {
   if (empty()) return begin();
   return begin() + static_cast<uintptr_t>(((rows - 1) * row_stride + hidden) * element_size);
@@ -37,20 +13,19 @@ uintptr_t RowView::end() const {
 
 StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
   if (t.ndim < 1 || t.ndim > kMaxTensorDims)
-    return Invalid(name, "expected a tensor of rank 1 to " + std::to_string(kMaxTensorDims) +
-                             " ([..., hidden]), found rank " + std::to_string(t.ndim));
+    return InvalidArgument(name, "expected a tensor of rank 1 to " + std::to_string(kMaxTensorDims) +
+                                     " ([..., hidden]), found rank " + std::to_string(t.ndim));
   if (t.device.type != DeviceType::kCUDA)
-    return Invalid(name, "expected a CUDA device tensor, found one on " + DeviceName(t.device));
+    return InvalidArgument(name, "expected a CUDA device tensor, found one on " + DeviceName(t.device));
   if (t.device.index < 0)
-    return Invalid(name, "device ordinal " + std::to_string(t.device.index) + " is negative");
+    return InvalidArgument(name, "device ordinal " + std::to_string(t.device.index) + " is negative");
   for (int d = 0; d < t.ndim; ++d) {
     if (t.shape[d] < 0)
-      return Invalid(name, "dim " + std::to_string(d) + " has negative size " +
-                               std::to_string(t.shape[d]) + " (shape " + ShapeText(t) + ")");
+      return InvalidArgument(name, "dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) +
+                                       " (shape " + ShapeText(t) + ")");
     if (t.strides[d] < 0)
-      return Invalid(name, "dim " + std::to_string(d) + " has negative stride " +
-                               std::to_string(t.strides[d]) + " (strides " + StridesText(t) +
-                               "); only non-negative strides are supported");
+      return InvalidArgument(name, "dim " + std::to_string(d) + " has negative stride " + std::to_string(t.strides[d]) +
+                                       " (strides " + StridesText(t) + "); only non-negative strides are supported");
   }
   RowView v;
   v.name = name;
@@ -63,8 +38,8 @@ StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
   for (int d = 0; d < last; ++d) v.rows *= t.shape[d];
 
   if (t.shape[last] > 1 && t.strides[last] != 1)
-    return Invalid(name, "the last dim must be contiguous (stride 1), found stride " +
-                             std::to_string(t.strides[last]) + " in " + t.Describe());
+    return InvalidArgument(name, "the last dim must be contiguous (stride 1), found stride " +
+                                     std::to_string(t.strides[last]) + " in " + t.Describe());
 
   // Leading dims flatten into rows when each (of size > 1) steps over exactly the next one.
   v.row_stride = v.hidden;
@@ -81,21 +56,20 @@ StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
         for (int e = d + 1; e <= inner; ++e) expected *= t.shape[e];
         expected *= t.strides[inner];
         if (t.strides[d] != expected)
-          return Invalid(name, "leading dims " + ShapeText(t) + " with strides " +
-                                   StridesText(t) + " cannot be flattened into rows: dim " +
-                                   std::to_string(d) + " has stride " +
-                                   std::to_string(t.strides[d]) + ", flattening needs " +
-                                   std::to_string(expected) + "; make the tensor contiguous");
+          return InvalidArgument(name, "leading dims " + ShapeText(t) + " with strides " + StridesText(t) +
+                                           " cannot be flattened into rows: dim " + std::to_string(d) + " has stride " +
+                                           std::to_string(t.strides[d]) + ", flattening needs " +
+                                           std::to_string(expected) + "; make the tensor contiguous");
       }
     }
   }
 
   if (!v.empty() && v.data == nullptr)
-    return Invalid(name, "data is NULL, but the tensor " + ShapeText(t) + " is not empty");
+    return InvalidArgument(name, "data is NULL, but the tensor " + ShapeText(t) + " is not empty");
   if (v.element_size > 1 && v.begin() % v.element_size != 0)
-    return Invalid(name, "data pointer " + Hex(v.begin()) + " is not aligned to " +
-                             std::to_string(v.element_size) + " bytes (the size of one " +
-                             DTypeName(t.dtype) + " element)");
+    return InvalidArgument(name, "data pointer " + PointerText(v.begin()) + " is not aligned to " +
+                                     std::to_string(v.element_size) + " bytes (the size of one " + DTypeName(t.dtype) +
+                                     " element)");
   return v;
 }
 
@@ -114,13 +88,12 @@ Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok) {
     if (offset < 0) offset += stride;
     if (offset >= a_bytes && stride - offset >= b_bytes) return OkStatus();
   }
-  return Status(StatusCode::kInvalidArgument,
-                std::string(a.name) + " and " + b.name + " overlap in memory (" + a.name + " " +
-                    Hex(a.begin()) + "..." + Hex(a.end()) + ", " + b.name + " " +
-                    Hex(b.begin()) + "..." + Hex(b.end()) + ")" +
-                    (same_is_ok ? "; " + std::string(a.name) + " must be " + b.name +
-                                      " itself (same pointer and strides) or separate memory"
-                                : "; they must be separate memory"));
+  return InvalidArgument(
+      std::string(a.name) + " and " + b.name + " overlap in memory (" + a.name + " " + PointerText(a.begin()) + "..." +
+      PointerText(a.end()) + ", " + b.name + " " + PointerText(b.begin()) + "..." + PointerText(b.end()) + ")" +
+      (same_is_ok
+           ? "; " + std::string(a.name) + " must be " + b.name + " itself (same pointer and strides) or separate memory"
+           : "; they must be separate memory"));
 }
 
 }  // namespace kiln::client

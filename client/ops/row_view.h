@@ -30,9 +30,6 @@ struct RowView {
 // is not CUDA.
 StatusOr<RowView> ViewAsRows(const TensorView& tensor, const char* name);
 
-// "[7, 4096]"
-std::string ShapeText(const TensorView& tensor);
-
 // OK when the two views share no element, or are the very same view (same pointer and row
 // stride) and `same_is_ok`. Otherwise INVALID_ARGUMENT naming both.
 Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "client/core/api/float16.h"
 #include "kiln/client.h"
 
 namespace kiln::testing {
@@ -62,62 +63,6 @@ std::vector<uint8_t> DeviceBuffer::Download() const {
 
 void DeviceBuffer::Poison() { KILN_CU(Driver().cuMemsetD8(ptr_, 0xFF, bytes_)); }
 
-namespace {
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-}  // namespace
-
-uint16_t FloatToBf16(float value) {
-  uint32_t u = Bits(value);
-  if (std::isnan(value)) return 0x7FC0;
-  u += 0x7FFF + ((u >> 16) & 1);  // round to nearest even
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float Bf16ToFloat(uint16_t bits) { return FromBits(static_cast<uint32_t>(bits) << 16); }
-
-uint16_t FloatToHalf(float value) {
-  const uint32_t u = Bits(value);
-  const uint32_t sign = (u >> 16) & 0x8000;
-  if (std::isnan(value)) return 0x7E00;
-  float a = std::fabs(value);
-  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00);  // rounds to infinity
-  if (a < 6.103515625e-05f) {
-    // Subnormal half: a multiple of 2^-24, rounded to nearest even by the FPU.
-    const float scaled = a * 16777216.0f;  // 2^24
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
-  }
-  uint32_t mag = Bits(a);
-  uint32_t exponent = ((mag >> 23) & 0xFF) - 127 + 15;
-  uint32_t mantissa = mag & 0x7FFFFF;
-  uint32_t half = (exponent << 10) | (mantissa >> 13);
-  const uint32_t rest = mantissa & 0x1FFF;
-  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;  // may carry into the exponent
-  return static_cast<uint16_t>(sign | half);
-}
-
-float HalfToFloat(uint16_t bits) {
-  const uint32_t sign = (bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1F;
-  const uint32_t mantissa = bits & 0x3FF;
-  if (exponent == 0) {
-    const float value = static_cast<float>(mantissa) / 16777216.0f;  // 2^-24 units
-    return sign ? -value : value;
-  }
-  if (exponent == 31) return FromBits(sign | 0x7F800000u | (mantissa << 13));
-  return FromBits(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
-}
-
 float HostTensor::Get(size_t i) const {
   switch (dtype) {
     case DType::kFloat32: {
@@ -128,12 +73,12 @@ float HostTensor::Get(size_t i) const {
     case DType::kFloat16: {
       uint16_t h;
       std::memcpy(&h, bytes.data() + 2 * i, 2);
-      return HalfToFloat(h);
+      return client::HalfToFloat(h);
     }
     case DType::kBFloat16: {
       uint16_t b;
       std::memcpy(&b, bytes.data() + 2 * i, 2);
-      return Bf16ToFloat(b);
+      return client::BFloat16ToFloat(b);
     }
     default: FAIL("HostTensor: unsupported dtype"); return 0;
   }
@@ -143,12 +88,12 @@ void HostTensor::Set(size_t i, float value) {
   switch (dtype) {
     case DType::kFloat32: std::memcpy(bytes.data() + 4 * i, &value, 4); break;
     case DType::kFloat16: {
-      uint16_t h = FloatToHalf(value);
+      uint16_t h = client::FloatToHalf(value);
       std::memcpy(bytes.data() + 2 * i, &h, 2);
       break;
     }
     case DType::kBFloat16: {
-      uint16_t b = FloatToBf16(value);
+      uint16_t b = client::FloatToBFloat16(value);
       std::memcpy(bytes.data() + 2 * i, &b, 2);
       break;
     }

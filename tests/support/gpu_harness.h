@@ -1,7 +1,7 @@
 // What the [gpu] tests of the client share: a GPU session (skipped visibly without a suitable
 // GPU; a real kilnd in temp folders; the client pointed at it; the device's primary context
-// current), device buffers through the client's driver loader (no cudart), host-side dtype
-// conversions, random data, and the per-dtype tolerances of the float64 references.
+// current), device buffers through the client's driver loader (no cudart), host tensors,
+// random data, and the per-dtype tolerances of the float64 references.
 #pragma once
 
 #include <cuda.h>
@@ -58,13 +58,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Round-to-nearest-even conversions, as the kernels' FromFloat.
-uint16_t FloatToHalf(float value);
-float HalfToFloat(uint16_t bits);
-uint16_t FloatToBf16(float value);
-float Bf16ToFloat(uint16_t bits);
-
-// Elements of one dtype in host memory.
+// Elements of one dtype in host memory (fp16 and bf16 rounded to nearest even, as the
+// kernels' FromFloat: client/core/api/float16.h).
 struct HostTensor {
   DType dtype = DType::kFloat32;
   std::vector<uint8_t> bytes;

@@ -6,6 +6,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "client/core/api/invalid_argument.h"
 #include "kiln/ops/activation.h"
 
 namespace kiln::bench {
@@ -67,8 +68,8 @@ class ActAndMulRoutine : public Routine {
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
     const int64_t rows = AxisValue(shape, "rows"), d = AxisValue(shape, "d"), d2 = AxisValue(shape, "d2");
     if (d2 != 2 * d)
-      return Status(StatusCode::kInvalidArgument, std::string(name()) + ": d2=" + std::to_string(d2) +
-                                                      " must be 2 * d=" + std::to_string(2 * d));
+      return client::InvalidArgument(std::string(name()) + ": d2=" + std::to_string(d2) +
+                                     " must be 2 * d=" + std::to_string(2 * d));
     CaseSpec spec;
     spec.tensors = {{"out", dtype, {rows, d}, TensorRole::kOutput}, {"input", dtype, {rows, d2}, TensorRole::kInput}};
     spec.bytes = static_cast<double>(rows) * static_cast<double>(d + d2) * static_cast<double>(DTypeSize(dtype));
@@ -111,12 +112,12 @@ class ActAndMulRoutine : public Routine {
     }
     if (backend == "reference") {
       const int which = static_cast<int>(act_);
-      auto kernel = LoadReferenceKernel("kiln_bench_ref_act" + std::to_string(which),
-                                        "#define KILN_REF_ACT " + std::to_string(which) + "\n" + kReferenceSource,
-                                        "kiln_bench_ref_act_and_mul", dtype);
-      if (!kernel.ok()) return kernel.status();
+      KILN_ASSIGN_OR_RETURN(
+          auto kernel, LoadReferenceKernel("kiln_bench_ref_act" + std::to_string(which),
+                                           "#define KILN_REF_ACT " + std::to_string(which) + "\n" + kReferenceSource,
+                                           "kiln_bench_ref_act_and_mul", dtype));
       const long long rows = AxisValue(shape, "rows"), d = AxisValue(shape, "d");
-      return BackendFn([k = *kernel, rows, d](const TensorSet& t, CUstream stream) {
+      return BackendFn([k = kernel, rows, d](const TensorSet& t, CUstream stream) {
         LaunchConfig config;
         config.block.x = 256;
         const long long blocks = (rows * d + 255) / 256;

@@ -57,15 +57,13 @@ struct AppendShape {
 };
 
 StatusOr<AppendShape> AppendShapeOf(const ShapeAxes& shape) {
-  auto table = PagedKvShapeOf(shape, "append_paged_kv");
-  if (!table.ok()) return table.status();
+  KILN_ASSIGN_OR_RETURN(auto table, PagedKvShapeOf(shape, "append_paged_kv"));
   AppendShape s;
-  s.table = *table;
+  s.table = table;
   s.nnz = AxisValue(shape, "nnz");
   s.kv_heads = AxisValue(shape, "num_kv_heads");
   s.head_dim = AxisValue(shape, "head_dim");
-  auto tokens = AppendTokensFor(s.table, s.nnz, "append_paged_kv");  // nnz against batch and kv_len
-  if (!tokens.ok()) return tokens.status();
+  KILN_RETURN_IF_ERROR(AppendTokensFor(s.table, s.nnz, "append_paged_kv").status());  // nnz against batch and kv_len
   return s;
 }
 
@@ -85,27 +83,26 @@ class AppendPagedKvRoutine : public Routine {
   }
 
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
-    auto s = AppendShapeOf(shape);
-    if (!s.ok()) return s.status();
-    const PagedKvShape& t = s->table;
-    const std::vector<int64_t> cache = {t.num_pages, t.page_size, s->kv_heads, s->head_dim};
+    KILN_ASSIGN_OR_RETURN(auto s, AppendShapeOf(shape));
+    const PagedKvShape& t = s.table;
+    const std::vector<int64_t> cache = {t.num_pages, t.page_size, s.kv_heads, s.head_dim};
     CaseSpec spec;
     spec.tensors = {{"k_cache", dtype, cache, TensorRole::kInOut},
                     {"v_cache", dtype, cache, TensorRole::kInOut},
-                    {"k", dtype, {s->nnz, s->kv_heads, s->head_dim}, TensorRole::kInput},
-                    {"v", dtype, {s->nnz, s->kv_heads, s->head_dim}, TensorRole::kInput},
-                    {"batch_indices", DType::kInt32, {s->nnz}, TensorRole::kInput},
-                    {"positions", DType::kInt32, {s->nnz}, TensorRole::kInput},
+                    {"k", dtype, {s.nnz, s.kv_heads, s.head_dim}, TensorRole::kInput},
+                    {"v", dtype, {s.nnz, s.kv_heads, s.head_dim}, TensorRole::kInput},
+                    {"batch_indices", DType::kInt32, {s.nnz}, TensorRole::kInput},
+                    {"positions", DType::kInt32, {s.nnz}, TensorRole::kInput},
                     {"kv_indptr", DType::kInt32, {t.batch + 1}, TensorRole::kInput},
                     {"kv_indices", DType::kInt32, {t.nnz_pages}, TensorRole::kInput},
                     {"kv_last_page_len", DType::kInt32, {t.batch}, TensorRole::kInput}};
     for (size_t i : {kBatchIndices, kPositions, kIndptr, kIndices, kLastPageLen}) spec.tensors[i].routine_fills = true;
     spec.tensors[kKCache].exact = spec.tensors[kVCache].exact = true;
-    const double tokens = static_cast<double>(s->nnz * s->kv_heads * s->head_dim) * static_cast<double>(DTypeSize(dtype));
+    const double tokens = static_cast<double>(s.nnz * s.kv_heads * s.head_dim) * static_cast<double>(DTypeSize(dtype));
     // k and v read, the same bytes written into the caches; per token its batch index and
     // position, and the page table entries it looks up (indptr[b], indptr[b + 1],
     // last_page_len[b], one page id): 24 bytes.
-    spec.bytes = 4 * tokens + 24.0 * static_cast<double>(s->nnz);
+    spec.bytes = 4 * tokens + 24.0 * static_cast<double>(s.nnz);
     spec.footprint = spec.bytes;
     return spec;
   }
@@ -119,18 +116,16 @@ class AppendPagedKvRoutine : public Routine {
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
                     std::vector<HostTensor>* t) const override {
-    auto s = AppendShapeOf(shape);
-    if (!s.ok()) return s.status();
-    auto tokens = AppendTokensFor(s->table, s->nnz, "append_paged_kv");
-    if (!tokens.ok()) return tokens.status();
+    KILN_ASSIGN_OR_RETURN(auto s, AppendShapeOf(shape));
+    KILN_ASSIGN_OR_RETURN(auto tokens, AppendTokensFor(s.table, s.nnz, "append_paged_kv"));
     auto write = [&](size_t which, const std::vector<int32_t>& values) {
       for (size_t i = 0; i < values.size(); ++i) (*t)[which].Set(i, values[i]);
     };
-    write(kBatchIndices, tokens->batch_indices);
-    write(kPositions, tokens->positions);
-    write(kIndptr, KvIndptr(s->table));
-    write(kIndices, KvIndices(s->table, rng()));
-    write(kLastPageLen, KvLastPageLen(s->table));
+    write(kBatchIndices, tokens.batch_indices);
+    write(kPositions, tokens.positions);
+    write(kIndptr, KvIndptr(s.table));
+    write(kIndices, KvIndices(s.table, rng()));
+    write(kLastPageLen, KvLastPageLen(s.table));
     return OkStatus();
   }
 
@@ -165,8 +160,7 @@ class AppendPagedKvRoutine : public Routine {
 
   StatusOr<BackendFn> Prepare(const std::string& backend, const CaseSpec& spec, const ShapeAxes& shape,
                               DType dtype) const override {
-    auto s = AppendShapeOf(shape);
-    if (!s.ok()) return s.status();
+    KILN_ASSIGN_OR_RETURN(auto s, AppendShapeOf(shape));
     if (backend == "kiln") {
       return BackendFn([](const TensorSet& t, CUstream stream) {
         return ops::append_paged_kv(t[kKCache], t[kVCache], t[kK], t[kV], t[kBatchIndices], t[kPositions], t[kIndptr],
@@ -175,11 +169,11 @@ class AppendPagedKvRoutine : public Routine {
     }
     if (backend != "reference")
       return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");
-    auto kernel = LoadReferenceKernel("kiln_bench_ref_append", kReferenceSource, "kiln_bench_ref_append_paged_kv", dtype);
-    if (!kernel.ok()) return kernel.status();
-    const long long nnz = s->nnz, batch = s->table.batch, num_pages = s->table.num_pages;
-    const long long page_size = s->table.page_size, row = s->kv_heads * s->head_dim, nnz_pages = s->table.nnz_pages;
-    return BackendFn([k = *kernel, nnz, batch, num_pages, page_size, row, nnz_pages](const TensorSet& t,
+    KILN_ASSIGN_OR_RETURN(auto kernel, LoadReferenceKernel("kiln_bench_ref_append", kReferenceSource,
+                                                           "kiln_bench_ref_append_paged_kv", dtype));
+    const long long nnz = s.nnz, batch = s.table.batch, num_pages = s.table.num_pages;
+    const long long page_size = s.table.page_size, row = s.kv_heads * s.head_dim, nnz_pages = s.table.nnz_pages;
+    return BackendFn([k = kernel, nnz, batch, num_pages, page_size, row, nnz_pages](const TensorSet& t,
                                                                                     CUstream stream) {
       LaunchConfig config;
       config.block.x = 256;

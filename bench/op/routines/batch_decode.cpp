@@ -22,6 +22,7 @@
 #include "bench/op/paged_kv_table.h"
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/cuda_driver.h"
 #include "kiln/ops/decode.h"
 
@@ -122,17 +123,15 @@ struct DecodeShape {
 };
 
 StatusOr<DecodeShape> DecodeShapeOf(const ShapeAxes& shape) {
-  auto table = PagedKvShapeOf(shape, "batch_decode");
-  if (!table.ok()) return table.status();
+  KILN_ASSIGN_OR_RETURN(auto table, PagedKvShapeOf(shape, "batch_decode"));
   DecodeShape s;
-  s.table = *table;
+  s.table = table;
   s.qo_heads = AxisValue(shape, "num_qo_heads");
   s.kv_heads = AxisValue(shape, "num_kv_heads");
   s.head_dim = AxisValue(shape, "head_dim");
   if (s.qo_heads < 1 || s.kv_heads < 1 || s.head_dim < 1 || s.qo_heads % s.kv_heads != 0)
-    return Status(StatusCode::kInvalidArgument,
-                  "batch_decode: num_qo_heads=" + std::to_string(s.qo_heads) + " must be a multiple of num_kv_heads=" +
-                      std::to_string(s.kv_heads));
+    return client::InvalidArgument("batch_decode: num_qo_heads=" + std::to_string(s.qo_heads) +
+                                   " must be a multiple of num_kv_heads=" + std::to_string(s.kv_heads));
   return s;
 }
 
@@ -154,14 +153,13 @@ class BatchDecodeRoutine : public Routine {
   }
 
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
-    auto s = DecodeShapeOf(shape);
-    if (!s.ok()) return s.status();
-    const PagedKvShape& t = s->table;
-    const std::vector<int64_t> cache = {t.num_pages, t.page_size, s->kv_heads, s->head_dim};
+    KILN_ASSIGN_OR_RETURN(auto s, DecodeShapeOf(shape));
+    const PagedKvShape& t = s.table;
+    const std::vector<int64_t> cache = {t.num_pages, t.page_size, s.kv_heads, s.head_dim};
     CaseSpec spec;
-    spec.tensors = {{"out", dtype, {t.batch, s->qo_heads, s->head_dim}, TensorRole::kOutput},
-                    {"lse", DType::kFloat32, {t.batch, s->qo_heads}, TensorRole::kOutput},
-                    {"q", dtype, {t.batch, s->qo_heads, s->head_dim}, TensorRole::kInput},
+    spec.tensors = {{"out", dtype, {t.batch, s.qo_heads, s.head_dim}, TensorRole::kOutput},
+                    {"lse", DType::kFloat32, {t.batch, s.qo_heads}, TensorRole::kOutput},
+                    {"q", dtype, {t.batch, s.qo_heads, s.head_dim}, TensorRole::kInput},
                     {"k_cache", dtype, cache, TensorRole::kInput},
                     {"v_cache", dtype, cache, TensorRole::kInput},
                     {"kv_indptr", DType::kInt32, {t.batch + 1}, TensorRole::kInput},
@@ -174,13 +172,13 @@ class BatchDecodeRoutine : public Routine {
     spec.tensors[kOut].tolerance = dtype == DType::kBFloat16 ? Tolerance{2e-3, 1.6e-2} : Tolerance{5e-4, 3e-3};
     spec.tensors[kLse].tolerance = {1e-3, 1e-5};  // fp32 throughout
     const double es = static_cast<double>(DTypeSize(dtype));
-    const double kv = 2.0 * static_cast<double>(t.tokens()) * static_cast<double>(s->kv_heads * s->head_dim) * es;
-    const double qo = static_cast<double>(t.batch * s->qo_heads * s->head_dim) * es;
+    const double kv = 2.0 * static_cast<double>(t.tokens()) * static_cast<double>(s.kv_heads * s.head_dim) * es;
+    const double qo = static_cast<double>(t.batch * s.qo_heads * s.head_dim) * es;
     // K and V of every position read once, q read, out and lse written, the page table read.
-    spec.bytes = kv + 2 * qo + 4.0 * static_cast<double>(t.batch * s->qo_heads) +
+    spec.bytes = kv + 2 * qo + 4.0 * static_cast<double>(t.batch * s.qo_heads) +
                  4.0 * static_cast<double>(2 * t.batch + 1 + t.nnz_pages);
     // q.k and the weights times V: two multiply-adds per (position, query head, dim).
-    spec.flops = 4.0 * static_cast<double>(t.tokens()) * static_cast<double>(s->qo_heads * s->head_dim);
+    spec.flops = 4.0 * static_cast<double>(t.tokens()) * static_cast<double>(s.qo_heads * s.head_dim);
     return spec;
   }
 
@@ -193,16 +191,15 @@ class BatchDecodeRoutine : public Routine {
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
                     std::vector<HostTensor>* t) const override {
-    auto s = DecodeShapeOf(shape);
-    if (!s.ok()) return s.status();
-    const PagedKvShape& table = s->table;
+    KILN_ASSIGN_OR_RETURN(auto s, DecodeShapeOf(shape));
+    const PagedKvShape& table = s.table;
     const std::vector<int32_t> indptr = KvIndptr(table), last = KvLastPageLen(table);
     const std::vector<int32_t> indices = KvIndices(table, rng());
     for (size_t i = 0; i < indptr.size(); ++i) (*t)[kIndptr].Set(i, indptr[i]);
     for (size_t i = 0; i < indices.size(); ++i) (*t)[kIndices].Set(i, indices[i]);
     for (size_t i = 0; i < last.size(); ++i) (*t)[kLastPageLen].Set(i, last[i]);
 
-    const int64_t row = s->kv_heads * s->head_dim;  // elements of one cache slot
+    const int64_t row = s.kv_heads * s.head_dim;  // elements of one cache slot
     HostTensor& k = (*t)[kKCache];
     HostTensor& v = (*t)[kVCache];
     // Owned pages: V = noise + sign of the position's region; the slots past kv_len NaN.
@@ -218,9 +215,9 @@ class BatchDecodeRoutine : public Routine {
         for (int64_t slot = 0; slot < table.page_size; ++slot) {
           const int64_t pos = logical * table.page_size + slot;
           const size_t base = static_cast<size_t>((page * table.page_size + slot) * row);
-          for (int64_t h = 0; h < s->kv_heads; ++h)
-            for (int64_t d = 0; d < s->head_dim; ++d) {
-              const size_t i = base + static_cast<size_t>(h * s->head_dim + d);
+          for (int64_t h = 0; h < s.kv_heads; ++h)
+            for (int64_t d = 0; d < s.head_dim; ++d) {
+              const size_t i = base + static_cast<size_t>(h * s.head_dim + d);
               if (pos >= table.kv_len) {
                 k.Set(i, NAN);
                 v.Set(i, NAN);
@@ -291,24 +288,20 @@ class BatchDecodeRoutine : public Routine {
 
   StatusOr<BackendFn> Prepare(const std::string& backend, const CaseSpec& spec, const ShapeAxes& shape,
                               DType dtype) const override {
-    auto s = DecodeShapeOf(shape);
-    if (!s.ok()) return s.status();
-    const PagedKvShape& table = s->table;
-    auto driver = client::CudaDriver::Get();
-    if (!driver.ok()) return driver.status();
+    KILN_ASSIGN_OR_RETURN(auto s, DecodeShapeOf(shape));
+    const PagedKvShape& table = s.table;
+    KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
     if (backend == "kiln") {
       // The host copies of the page table the plan is made from: the same as FillInputs wrote.
       const std::vector<int32_t> indptr = KvIndptr(table), last = KvLastPageLen(table);
-      auto plan = ops::BatchDecodePlan::Create(indptr.data(), last.data(), table.batch, s->qo_heads, s->kv_heads,
-                                               s->head_dim, table.page_size, dtype);
-      if (!plan.ok()) return plan.status();
+      KILN_ASSIGN_OR_RETURN(auto plan, ops::BatchDecodePlan::Create(indptr.data(), last.data(), table.batch, s.qo_heads,
+                                                                    s.kv_heads, s.head_dim, table.page_size, dtype));
       std::shared_ptr<DeviceMemory> workspace;
-      if (plan->workspace_bytes() > 0) {
-        auto memory = DeviceMemory::Allocate(**driver, plan->workspace_bytes());
-        if (!memory.ok()) return memory.status();
-        workspace = std::make_shared<DeviceMemory>(std::move(*memory));
+      if (plan.workspace_bytes() > 0) {
+        KILN_ASSIGN_OR_RETURN(auto memory, DeviceMemory::Allocate(*driver, plan.workspace_bytes()));
+        workspace = std::make_shared<DeviceMemory>(std::move(memory));
       }
-      return BackendFn([plan = *plan, workspace](const TensorSet& t, CUstream stream) {
+      return BackendFn([plan, workspace](const TensorSet& t, CUstream stream) {
         return ops::batch_decode(plan, t[kOut], &t[kLse], t[kQ], t[kKCache], t[kVCache], t[kIndptr], t[kIndices],
                                  t[kLastPageLen], workspace ? workspace->data() : nullptr,
                                  workspace ? workspace->bytes() : 0, stream);
@@ -317,18 +310,18 @@ class BatchDecodeRoutine : public Routine {
     if (backend != "reference")
       return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");
     if (table.batch > 65535)
-      return Status(StatusCode::kInvalidArgument, "batch_decode reference: batch=" + std::to_string(table.batch) +
-                                                      " exceeds its grid's 65535 rows");
-    auto kernel = LoadReferenceKernel("kiln_bench_ref_decode", kReferenceSource, "kiln_bench_ref_batch_decode", dtype);
-    if (!kernel.ok()) return kernel.status();
-    const long long qo_heads = s->qo_heads, kv_heads = s->kv_heads, head_dim = s->head_dim;
+      return client::InvalidArgument("batch_decode reference: batch=" + std::to_string(table.batch) +
+                                     " exceeds its grid's 65535 rows");
+    KILN_ASSIGN_OR_RETURN(auto kernel, LoadReferenceKernel("kiln_bench_ref_decode", kReferenceSource,
+                                                           "kiln_bench_ref_batch_decode", dtype));
+    const long long qo_heads = s.qo_heads, kv_heads = s.kv_heads, head_dim = s.head_dim;
     const long long page_size = table.page_size, max_kv_len = table.kv_len;
-    auto memory = DeviceMemory::Allocate(**driver, static_cast<size_t>(table.batch * qo_heads * max_kv_len) * 4);
-    if (!memory.ok()) return memory.status();
-    auto scratch = std::make_shared<DeviceMemory>(std::move(*memory));
+    KILN_ASSIGN_OR_RETURN(
+        auto memory, DeviceMemory::Allocate(*driver, static_cast<size_t>(table.batch * qo_heads * max_kv_len) * 4));
+    auto scratch = std::make_shared<DeviceMemory>(std::move(memory));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
     const unsigned batch = static_cast<unsigned>(table.batch);
-    return BackendFn([k = *kernel, scratch, qo_heads, kv_heads, head_dim, page_size, max_kv_len, scale,
+    return BackendFn([k = kernel, scratch, qo_heads, kv_heads, head_dim, page_size, max_kv_len, scale,
                       batch](const TensorSet& t, CUstream stream) {
       LaunchConfig config;
       config.grid.x = static_cast<unsigned>(qo_heads);

@@ -7,6 +7,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "client/core/api/invalid_argument.h"
 #include "client/ops/norm/norm_ops.h"
 #include "client/ops/norm/norm_plan.h"
 #include "kiln/norm/norm_contract.h"
@@ -70,8 +71,8 @@ class NormRoutine : public Routine {
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
     const int64_t rows = AxisValue(shape, "rows"), hidden = AxisValue(shape, "hidden");
     if (hidden > norm::kMaxHidden)
-      return Status(StatusCode::kInvalidArgument, std::string(name()) + ": hidden=" + std::to_string(hidden) +
-                                                      " is outside 1.." + std::to_string(norm::kMaxHidden));
+      return client::InvalidArgument(std::string(name()) + ": hidden=" + std::to_string(hidden) + " is outside 1.." +
+                                     std::to_string(norm::kMaxHidden));
     const double es = static_cast<double>(DTypeSize(dtype));
     const double matrix = static_cast<double>(rows) * static_cast<double>(hidden) * es;
     CaseSpec spec;
@@ -136,10 +137,9 @@ class NormRoutine : public Routine {
     }
     if (backend == "reference") {
       const char* entry = fused_ ? "kiln_bench_ref_fused_add_rmsnorm" : "kiln_bench_ref_rmsnorm";
-      auto kernel = LoadReferenceKernel("kiln_bench_ref_norm", kReferenceSource, entry, dtype);
-      if (!kernel.ok()) return kernel.status();
+      KILN_ASSIGN_OR_RETURN(auto kernel, LoadReferenceKernel("kiln_bench_ref_norm", kReferenceSource, entry, dtype));
       const long long rows = AxisValue(shape, "rows"), hidden = AxisValue(shape, "hidden");
-      return BackendFn([k = *kernel, rows, hidden](const TensorSet& t, CUstream stream) {
+      return BackendFn([k = kernel, rows, hidden](const TensorSet& t, CUstream stream) {
         LaunchConfig config;
         config.block.x = 128;
         config.grid.x = static_cast<unsigned>((rows + 127) / 128);
@@ -151,17 +151,16 @@ class NormRoutine : public Routine {
       if (backend != "kiln_vec" + std::to_string(vec)) continue;
       const int64_t hidden = AxisValue(shape, "hidden");
       if (hidden % vec != 0)
-        return Status(StatusCode::kInvalidArgument, backend + ": vec=" + std::to_string(vec) +
-                                                        " does not divide hidden=" + std::to_string(hidden));
+        return client::InvalidArgument(backend + ": vec=" + std::to_string(vec) +
+                                       " does not divide hidden=" + std::to_string(hidden));
       return BackendFn([fused, vec, backend](const TensorSet& t, CUstream stream) -> Status {
-        auto plan = fused ? client::PlanFusedAddRmsNorm(t[0], t[1], t[2], kEps, "kiln-bench fused_add_rmsnorm")
-                          : client::PlanRmsNorm(t[0], t[1], t[2], kEps, "kiln-bench rmsnorm");
-        if (!plan.ok()) return plan.status();
-        if (vec > plan->vec)
-          return Status(StatusCode::kInvalidArgument, backend + ": the tensors allow vec <= " +
-                                                          std::to_string(plan->vec) + " only");
-        plan->vec = vec;
-        return client::LaunchNormPlan(*plan, stream);
+        KILN_ASSIGN_OR_RETURN(auto plan, fused ? client::PlanFusedAddRmsNorm(t[0], t[1], t[2], kEps,
+                                                                             "kiln-bench fused_add_rmsnorm")
+                                               : client::PlanRmsNorm(t[0], t[1], t[2], kEps, "kiln-bench rmsnorm"));
+        if (vec > plan.vec)
+          return client::InvalidArgument(backend + ": the tensors allow vec <= " + std::to_string(plan.vec) + " only");
+        plan.vec = vec;
+        return client::LaunchNormPlan(plan, stream);
       });
     }
     return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");

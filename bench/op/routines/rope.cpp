@@ -11,6 +11,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "client/core/api/invalid_argument.h"
 #include "kiln/ops/rope.h"
 
 namespace kiln::bench {
@@ -120,8 +121,8 @@ class RopeRoutine : public Routine {
     const int64_t kh = AxisValue(shape, "k_heads"), hd = AxisValue(shape, "head_dim");
     const int64_t rotary = cached_ ? AxisValue(shape, "rotary_dim") : hd;
     if (rotary % 2 != 0 || rotary > hd)
-      return Status(StatusCode::kInvalidArgument, std::string(name()) + ": the rotary dim " + std::to_string(rotary) +
-                                                      " must be even and at most head_dim=" + std::to_string(hd));
+      return client::InvalidArgument(std::string(name()) + ": the rotary dim " + std::to_string(rotary) +
+                                     " must be even and at most head_dim=" + std::to_string(hd));
     const int64_t max_position = cached_ ? AxisValue(shape, "max_position") : kMaxPosition;
     CaseSpec spec;
     spec.tensors = {{"q", dtype, {tokens, qh, hd}, TensorRole::kInOut},
@@ -204,16 +205,15 @@ class RopeRoutine : public Routine {
     if (backend != "reference")
       return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");
     const char* entry = cached_ ? "kiln_bench_ref_rope_cache" : "kiln_bench_ref_rope";
-    auto kernel = LoadReferenceKernel("kiln_bench_ref_rope", kReferenceSource, entry, dtype);
-    if (!kernel.ok()) return kernel.status();
+    KILN_ASSIGN_OR_RETURN(auto kernel, LoadReferenceKernel("kiln_bench_ref_rope", kReferenceSource, entry, dtype));
     if (cached_) {
       const long long rotary = AxisValue(shape, "rotary_dim"), max_position = AxisValue(shape, "max_position");
-      return BackendFn([k = *kernel, tokens, qh, kh, hd, rotary, max_position](const TensorSet& t, CUstream stream) {
+      return BackendFn([k = kernel, tokens, qh, kh, hd, rotary, max_position](const TensorSet& t, CUstream stream) {
         return k(GridFor(tokens * (qh + kh) * (rotary / 2), stream), t[0].data, t[1].data, t[2].data, t[3].data,
                  tokens, qh, kh, hd, rotary, max_position);
       });
     }
-    return BackendFn([k = *kernel, tokens, qh, kh, hd](const TensorSet& t, CUstream stream) {
+    return BackendFn([k = kernel, tokens, qh, kh, hd](const TensorSet& t, CUstream stream) {
       return k(GridFor(tokens * (qh + kh) * (hd / 2), stream), t[0].data, t[1].data, t[2].data, tokens, qh, kh, hd,
                kTheta, kLlama31.factor, kLlama31.low_freq_factor, kLlama31.high_freq_factor,
                static_cast<double>(kLlama31.original_max_position));

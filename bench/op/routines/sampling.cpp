@@ -21,6 +21,7 @@
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
 #include "bench/op/sampling_check.h"
+#include "client/core/api/invalid_argument.h"
 #include "kiln/ops/sampling.h"
 
 namespace kiln::bench {
@@ -286,8 +287,8 @@ class SamplingRoutine : public Routine {
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
     const int64_t batch = AxisValue(shape, "batch"), vocab = AxisValue(shape, "vocab");
     if (vocab > kMaxVocab)
-      return Status(StatusCode::kInvalidArgument, std::string(name()) + ": vocab=" + std::to_string(vocab) +
-                                                      " is outside 1.." + std::to_string(kMaxVocab));
+      return client::InvalidArgument(std::string(name()) + ": vocab=" + std::to_string(vocab) + " is outside 1.." +
+                                     std::to_string(kMaxVocab));
     CaseSpec spec;
     spec.tensors = {{"samples", DType::kInt32, {batch}, TensorRole::kOutput},
                     {"probs", dtype, {batch, vocab}, TensorRole::kInput}};
@@ -395,11 +396,10 @@ class SamplingRoutine : public Routine {
     if (backend != "reference")
       return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");
     const char* entry = sampler == Sampler::kArgmax ? "kiln_bench_ref_argmax" : "kiln_bench_ref_sample";
-    auto kernel = LoadReferenceKernel("kiln_bench_ref_sampling", kReferenceSource, entry, dtype);
-    if (!kernel.ok()) return kernel.status();
+    KILN_ASSIGN_OR_RETURN(auto kernel, LoadReferenceKernel("kiln_bench_ref_sampling", kReferenceSource, entry, dtype));
     const long long batch = AxisValue(shape, "batch"), vocab = AxisValue(shape, "vocab");
-    if (batch > 0x7FFFFFFF) return Status(StatusCode::kInvalidArgument, std::string(name()) + ": batch too large");
-    return BackendFn([k = *kernel, sampler, batch, vocab](const TensorSet& t, CUstream stream) -> Status {
+    if (batch > 0x7FFFFFFF) return client::InvalidArgument(std::string(name()) + ": batch too large");
+    return BackendFn([k = kernel, sampler, batch, vocab](const TensorSet& t, CUstream stream) -> Status {
       LaunchConfig config;
       config.grid.x = static_cast<unsigned>(batch);
       config.block.x = 256;
@@ -411,10 +411,23 @@ class SamplingRoutine : public Routine {
       const void* min_p = nullptr;
       int rule = 0;
       switch (sampler) {
-        case Sampler::kTopK: top_k = t[2].data; rule = 0; break;
-        case Sampler::kTopP: top_p = t[2].data; rule = 1; break;
-        case Sampler::kTopKTopP: top_k = t[2].data; top_p = t[3].data; rule = 2; break;
-        case Sampler::kMinP: min_p = t[2].data; rule = 3; break;
+        case Sampler::kTopK:
+          top_k = t[2].data;
+          rule = 0;
+          break;
+        case Sampler::kTopP:
+          top_p = t[2].data;
+          rule = 1;
+          break;
+        case Sampler::kTopKTopP:
+          top_k = t[2].data;
+          top_p = t[3].data;
+          rule = 2;
+          break;
+        case Sampler::kMinP:
+          min_p = t[2].data;
+          rule = 3;
+          break;
         case Sampler::kArgmax: break;
       }
       return k(config, t[0].data, t[1].data, top_k, top_p, min_p, vocab, rule,

@@ -1,5 +1,6 @@
 // The process-wide client settings and counters (kiln/client.h).
 #include "kiln/client.h"
+#include "client/core/api/invalid_argument.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,9 +13,8 @@ namespace kiln {
 
 Status Configure(const ClientOptions& options) {
   if (options.rpc_timeout.count() <= 0)
-    return Status(StatusCode::kInvalidArgument,
-                  "ClientOptions::rpc_timeout must be positive, got " +
-                      std::to_string(options.rpc_timeout.count()) + " ms");
+    return client::InvalidArgument("ClientOptions::rpc_timeout must be positive, got " +
+                                   std::to_string(options.rpc_timeout.count()) + " ms");
   client::ReplaceSettings(options);
   return OkStatus();
 }

@@ -1,6 +1,7 @@
 // kiln::Module, kiln::Kernel and the functions that load them (kiln/kernel.h).
 #include "kiln/kernel.h"
 #include <chrono>
+#include "client/core/api/invalid_argument.h"
 
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/current_context.h"
@@ -29,20 +30,17 @@ struct Target {
 
 // The device a load is for and the arch to ask for.
 StatusOr<Target> TargetFor(const LoadOptions& options) {
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status();
+  KILN_ASSIGN_OR_RETURN(auto driver, CudaDriver::Get());
   Target target;
-  target.driver = *driver;
+  target.driver = driver;
   if (options.device < 0) {
-    auto ctx = client::CurrentContext(**driver, -1);
-    if (!ctx.ok()) return ctx.status();
-    target.device = ctx->device;
-    target.arch = client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor);
+    KILN_ASSIGN_OR_RETURN(auto ctx, client::CurrentContext(*driver, -1));
+    target.device = ctx.device;
+    target.arch = client::ArchForComputeCapability(ctx.cc_major, ctx.cc_minor);
   } else {
-    auto info = client::DescribeDevice(**driver, options.device);
-    if (!info.ok()) return info.status();
+    KILN_ASSIGN_OR_RETURN(auto info, client::DescribeDevice(*driver, options.device));
     target.device = options.device;
-    target.arch = info->arch();
+    target.arch = info.arch();
   }
   return target;
 }
@@ -62,17 +60,15 @@ StatusOr<Module> Load(const Target& target, v1::GetKernelRequest request, const 
                       const std::vector<std::string>& entries, std::string identity) {
   request.mutable_target()->set_arch(target.arch);
   if (identity.empty()) identity = client::ModuleCache::RequestIdentity(request);
-  auto library = client::ModuleCache::Global().GetOrLoad(*target.driver, request, entries, identity,
-                                                         options.reuse_loaded);
-  if (!library.ok()) return library.status();
-  return detail::LoadedLibrary::MakeModule(std::move(library).value(), target.device);
+  KILN_ASSIGN_OR_RETURN(auto library, client::ModuleCache::Global().GetOrLoad(*target.driver, request, entries,
+                                                                              identity, options.reuse_loaded));
+  return detail::LoadedLibrary::MakeModule(std::move(library), target.device);
 }
 
 StatusOr<ModuleInfo> PrefetchRequest(const v1::GetKernelRequest& request) {
   if (request.target().arch().empty())
-    return Status(StatusCode::kInvalidArgument,
-                  "prefetch of " + client::DescribeRequest(request) +
-                      ": name the arch to build for (e.g. \"sm_90a\")");
+    return client::InvalidArgument("prefetch of " + client::DescribeRequest(request) +
+                                   ": name the arch to build for (e.g. \"sm_90a\")");
   const auto start = std::chrono::steady_clock::now();
   auto fetched = client::FetchCubin(request);
   if (!fetched.ok()) {
@@ -109,9 +105,7 @@ const ModuleInfo& Kernel::module_info() const {
 }
 
 Status Kernel::Launch(const LaunchConfig& config, void** args) const {
-  if (!library_)
-    return Status(StatusCode::kInvalidArgument,
-                  "launch of an empty kiln::Kernel (get one from kiln::Module::kernel)");
+  if (!library_) return client::InvalidArgument("launch of an empty kiln::Kernel (get one from kiln::Module::kernel)");
   const detail::LoadedLibrary& lib = *library_;
   const std::string& name = lib.entries[entry_].name;
   auto ctx = client::CurrentContext(*lib.driver, device_);
@@ -122,9 +116,8 @@ Status Kernel::Launch(const LaunchConfig& config, void** args) const {
                       ", but the current context is on cuda:" + std::to_string(ctx->device) +
                       ", a " + client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor) +
                       " device; load the module for that device");
-  auto function = lib.Function(entry_, ctx->context, config.dynamic_smem_bytes);
-  if (!function.ok()) return function.status();
-  return client::LaunchFunction(*lib.driver, *function, config, args, name);
+  KILN_ASSIGN_OR_RETURN(auto function, lib.Function(entry_, ctx->context, config.dynamic_smem_bytes));
+  return client::LaunchFunction(*lib.driver, function, config, args, name);
 }
 
 const ModuleInfo& Module::info() const {
@@ -140,7 +133,7 @@ std::vector<std::string> Module::entries() const {
 }
 
 StatusOr<Kernel> Module::kernel(std::string_view entry) const {
-  if (!library_) return Status(StatusCode::kInvalidArgument, "kernel() of an empty kiln::Module");
+  if (!library_) return client::InvalidArgument("kernel() of an empty kiln::Module");
   int index = library_->FindEntry(entry);
   if (index < 0)
     return Status(StatusCode::kNotFound, "module " + library_->info.uri + " has no kernel '" +

@@ -2,12 +2,10 @@
 
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::client {
 namespace {
-
-Status Invalid(const char* name, const std::string& what) {
-  return Status(StatusCode::kInvalidArgument, std::string(name) + ": " + what);
-}
 
 const char* CodeName(uint8_t code) {
   switch (code) {
@@ -34,28 +32,28 @@ bool ToDType(const DLDataType& t, DType* out) {
 }  // namespace
 
 StatusOr<TensorView> FromDLTensor(const DLTensor* t, const char* name) {
-  if (t == nullptr) return Invalid(name, "the DLTensor pointer is NULL");
+  if (t == nullptr) return InvalidArgument(name, "the DLTensor pointer is NULL");
   if (t->ndim < 1 || t->ndim > kMaxTensorDims)
-    return Invalid(name, "expected ndim 1 to " + std::to_string(kMaxTensorDims) + ", found " +
-                             std::to_string(t->ndim));
-  if (t->shape == nullptr) return Invalid(name, "shape is NULL with ndim " + std::to_string(t->ndim));
+    return InvalidArgument(name, "expected ndim 1 to " + std::to_string(kMaxTensorDims) + ", found " +
+                                     std::to_string(t->ndim));
+  if (t->shape == nullptr) return InvalidArgument(name, "shape is NULL with ndim " + std::to_string(t->ndim));
   if (t->dtype.lanes != 1)
-    return Invalid(name, "dtype lanes must be 1, found " + std::to_string(t->dtype.lanes) +
-                             " (vector dtypes are not supported)");
+    return InvalidArgument(name, "dtype lanes must be 1, found " + std::to_string(t->dtype.lanes) +
+                                     " (vector dtypes are not supported)");
   TensorView v;
   if (!ToDType(t->dtype, &v.dtype))
-    return Invalid(name, "dtype code " + std::to_string(t->dtype.code) + " (" +
-                             CodeName(t->dtype.code) + ") with " + std::to_string(t->dtype.bits) +
-                             " bits is not supported; expected kDLFloat 32, kDLFloat 16 or "
-                             "kDLBfloat 16");
+    return InvalidArgument(name, "dtype code " + std::to_string(t->dtype.code) + " (" + CodeName(t->dtype.code) +
+                                     ") with " + std::to_string(t->dtype.bits) +
+                                     " bits is not supported; expected kDLFloat 32, kDLFloat 16 or "
+                                     "kDLBfloat 16");
   switch (t->device.device_type) {
     case kDLCUDA: v.device.type = DeviceType::kCUDA; break;
     case kDLCPU: v.device.type = DeviceType::kCPU; break;
     case kDLCUDAHost: v.device.type = DeviceType::kCUDAHost; break;
     case kDLCUDAManaged: v.device.type = DeviceType::kCUDAManaged; break;
     default:
-      return Invalid(name, "device type " + std::to_string(t->device.device_type) +
-                               " is not supported; expected kDLCUDA (2)");
+      return InvalidArgument(name, "device type " + std::to_string(t->device.device_type) +
+                                       " is not supported; expected kDLCUDA (2)");
   }
   v.device.index = t->device.device_id;
   v.ndim = t->ndim;

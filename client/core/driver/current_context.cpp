@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/driver/devices.h"
 
 namespace kiln::client {
@@ -28,14 +29,12 @@ ContextRegistry& Registry() {
 
 Status LearnDevices(const CudaDriver& driver, ContextRegistry& r) {
   if (r.devices_known) return OkStatus();
-  auto count = DeviceCount(driver);
-  if (!count.ok()) return count.status();
-  if (*count == 0)
-    return Status(StatusCode::kNoDriver, "the CUDA driver sees no GPU (cuDeviceGetCount = 0)");
-  r.handles.resize(*count);
-  r.by_ordinal.resize(*count);
-  r.primary.assign(*count, nullptr);
-  for (int i = 0; i < *count; ++i) {
+  KILN_ASSIGN_OR_RETURN(auto count, DeviceCount(driver));
+  if (count == 0) return Status(StatusCode::kNoDriver, "the CUDA driver sees no GPU (cuDeviceGetCount = 0)");
+  r.handles.resize(count);
+  r.by_ordinal.resize(count);
+  r.primary.assign(count, nullptr);
+  for (int i = 0; i < count; ++i) {
     KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceGet(&r.handles[i], i), "cuDeviceGet"));
     ContextInfo& info = r.by_ordinal[i];
     info.device = i;
@@ -83,9 +82,8 @@ StatusOr<ContextInfo> CurrentContext(const CudaDriver& driver, int fallback_devi
   if (ctx == nullptr) {
     int ordinal = fallback_device < 0 ? 0 : fallback_device;
     if (ordinal >= static_cast<int>(r.handles.size()))
-      return Status(StatusCode::kInvalidArgument,
-                    "cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " +
-                        std::to_string(r.handles.size()) + " device(s)");
+      return InvalidArgument("cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " +
+                             std::to_string(r.handles.size()) + " device(s)");
     if (r.primary[ordinal] == nullptr) {
       KILN_RETURN_IF_ERROR(
           driver.Check(driver.cuDevicePrimaryCtxRetain(&r.primary[ordinal], r.handles[ordinal]),

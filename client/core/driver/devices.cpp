@@ -1,5 +1,7 @@
 #include "client/core/driver/devices.h"
 
+#include "client/core/api/invalid_argument.h"
+
 namespace kiln::client {
 
 std::string ArchForComputeCapability(int major, int minor) {
@@ -15,13 +17,11 @@ StatusOr<int> DeviceCount(const CudaDriver& driver) {
 }
 
 StatusOr<DeviceInfo> DescribeDevice(const CudaDriver& driver, int ordinal) {
-  auto count = DeviceCount(driver);
-  if (!count.ok()) return count.status();
-  if (ordinal < 0 || ordinal >= *count)
-    return Status(StatusCode::kInvalidArgument,
-                  "cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " +
-                      std::to_string(*count) + " device(s)" +
-                      (*count > 0 ? " (cuda:0 ... cuda:" + std::to_string(*count - 1) + ")" : ""));
+  KILN_ASSIGN_OR_RETURN(auto count, DeviceCount(driver));
+  if (ordinal < 0 || ordinal >= count)
+    return InvalidArgument("cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " +
+                           std::to_string(count) + " device(s)" +
+                           (count > 0 ? " (cuda:0 ... cuda:" + std::to_string(count - 1) + ")" : ""));
   CUdevice device = 0;
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceGet(&device, ordinal), "cuDeviceGet"));
   DeviceInfo info;

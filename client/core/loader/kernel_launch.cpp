@@ -2,28 +2,21 @@
 
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/core/loader/launch_observer.h"
 
 namespace kiln::client {
 
 std::atomic<LaunchObserver> detail::g_launch_observer{nullptr};
 
-namespace {
-
-std::string Dims(const Dim3& d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
-}
-
-}  // namespace
-
 Status LaunchFunction(const CudaDriver& driver, CUfunction function, const LaunchConfig& config,
                       void** args, std::string_view kernel_name, const ModuleInfo* module) {
   const Dim3& g = config.grid;
   const Dim3& b = config.block;
   if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)
-    return Status(StatusCode::kInvalidArgument,
-                  "launch of " + std::string(kernel_name) + ": grid " + Dims(g) + " and block " +
-                      Dims(b) + " must be at least 1 in every dimension");
+    return InvalidArgument("launch of " + std::string(kernel_name) + ": grid " + DimsText(g) + " and block " +
+                           DimsText(b) + " must be at least 1 in every dimension");
   CUlaunchConfig launch = {};
   launch.gridDimX = g.x;
   launch.gridDimY = g.y;
@@ -46,10 +39,9 @@ Status LaunchFunction(const CudaDriver& driver, CUfunction function, const Launc
     observer(module, kernel_name, config);
   CUresult r = driver.cuLaunchKernelEx(&launch, function, args, nullptr);
   if (r == CUDA_SUCCESS) return OkStatus();
-  return Status(StatusCode::kCudaError,
-                "cuLaunchKernelEx(" + std::string(kernel_name) + ", grid " + Dims(g) + ", block " +
-                    Dims(b) + ", dynamic smem " + std::to_string(config.dynamic_smem_bytes) +
-                    " B): " + driver.ErrorText(r));
+  return Status(StatusCode::kCudaError, "cuLaunchKernelEx(" + std::string(kernel_name) + ", grid " + DimsText(g) +
+                                            ", block " + DimsText(b) + ", dynamic smem " +
+                                            std::to_string(config.dynamic_smem_bytes) + " B): " + driver.ErrorText(r));
 }
 
 }  // namespace kiln::client

@@ -56,9 +56,8 @@ StatusOr<const OpLaunch*> FindOrResolveLaunch(const CudaDriver& driver, const Op
     return launch;
   }
   Bump(Counters().op_fast_misses);
-  StatusOr<OpLaunch> resolved = ResolveOpLaunch(driver, op, spec.Params(), ctx);
-  if (!resolved.ok()) return resolved.status();
-  const OpLaunch* launch = cache.Insert(key, std::move(resolved).value());
+  KILN_ASSIGN_OR_RETURN(OpLaunch resolved, ResolveOpLaunch(driver, op, spec.Params(), ctx));
+  const OpLaunch* launch = cache.Insert(key, std::move(resolved));
   memo.Remember(key, launch);
   return launch;
 }
@@ -77,11 +76,10 @@ template <typename Spec>
 StatusOr<PreparedLaunch> PrepareOpLaunch(const OpKernels& op, const Spec& spec, int device, const char* api) {
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(api);
-  auto ctx = ContextForDevice(**driver, device, api);
-  if (!ctx.ok()) return ctx.status();
-  auto found = FindOrResolveLaunch(**driver, op, spec, *ctx);
+  KILN_ASSIGN_OR_RETURN(auto ctx, ContextForDevice(**driver, device, api));
+  auto found = FindOrResolveLaunch(**driver, op, spec, ctx);
   if (!found.ok()) return found.status().WithContext(api);
-  return PreparedLaunch{*driver, ctx->context, *found};
+  return PreparedLaunch{*driver, ctx.context, *found};
 }
 
 }  // namespace kiln::client

@@ -4,6 +4,7 @@
 // kiln/activation/activation_contract.h.
 #include <climits>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/activation/activation_plan.h"
@@ -58,9 +59,9 @@ Status RunActAndMul(const ActAndMulArgs& a, const char* api, void* stream) {
   const EntryLaunchReady& e = ready.launch->entry();
   const int64_t chunks = (plan.d + e.items_per_block - 1) / e.items_per_block;
   if (plan.rows > INT_MAX / chunks)
-    return Status(StatusCode::kInvalidArgument,
-                  std::string(api) + ": " + std::to_string(plan.rows) + " rows of d " + std::to_string(plan.d) +
-                      " need more than 2^31-1 blocks (" + std::to_string(chunks) + " per row); split the call");
+    return InvalidArgument(std::string(api) + ": " + std::to_string(plan.rows) + " rows of d " +
+                           std::to_string(plan.d) + " need more than 2^31-1 blocks (" + std::to_string(chunks) +
+                           " per row); split the call");
   LaunchConfig config;
   config.grid.x = static_cast<unsigned>(plan.rows * chunks);
   config.block.x = e.block;

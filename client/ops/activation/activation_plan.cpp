@@ -2,13 +2,13 @@
 
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
 
 namespace kiln::client {
 namespace {
-
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
 
 // input's shape with the last dim halved: what out must be.
 std::string HalvedShapeText(const TensorView& input, int64_t d) {
@@ -19,54 +19,53 @@ std::string HalvedShapeText(const TensorView& input, int64_t d) {
 }
 
 StatusOr<ActivationPlan> Plan(ActivationOp op, const TensorView& out_t, const TensorView& in_t) {
-  auto in = ViewAsRows(in_t, "input");
-  if (!in.ok()) return in.status();
-  auto out = ViewAsRows(out_t, "out");
-  if (!out.ok()) return out.status();
+  KILN_ASSIGN_OR_RETURN(auto in, ViewAsRows(in_t, "input"));
+  KILN_ASSIGN_OR_RETURN(auto out, ViewAsRows(out_t, "out"));
 
   if (in_t.dtype != DType::kFloat16 && in_t.dtype != DType::kBFloat16)
-    return Invalid(std::string("input: dtype ") + DTypeName(in_t.dtype) +
-                   " is not supported; expected fp16 or bf16");
+    return InvalidArgument(std::string("input: dtype ") + DTypeName(in_t.dtype) +
+                           " is not supported; expected fp16 or bf16");
   if (out_t.dtype != in_t.dtype)
-    return Invalid(std::string("out: expected dtype ") + DTypeName(in_t.dtype) + " (input's), found " +
-                   DTypeName(out_t.dtype));
+    return InvalidArgument(std::string("out: expected dtype ") + DTypeName(in_t.dtype) + " (input's), found " +
+                           DTypeName(out_t.dtype));
 
-  if (in->hidden < 2 || in->hidden % 2 != 0)
-    return Invalid("input: the last dim must be 2d, even and at least 2 (x = the first d columns, "
-                   "y = the last d), found " + std::to_string(in->hidden) + " in shape " + ShapeText(in_t));
-  const int64_t d = in->hidden / 2;
+  if (in.hidden < 2 || in.hidden % 2 != 0)
+    return InvalidArgument("input: the last dim must be 2d, even and at least 2 (x = the first d columns, "
+                           "y = the last d), found " +
+                           std::to_string(in.hidden) + " in shape " + ShapeText(in_t));
+  const int64_t d = in.hidden / 2;
   if (d > activation::kMaxD)
-    return Invalid("input: d (half the last dim) must be at most " + std::to_string(activation::kMaxD) +
-                   ", found " + std::to_string(d) + " in shape " + ShapeText(in_t));
+    return InvalidArgument("input: d (half the last dim) must be at most " + std::to_string(activation::kMaxD) +
+                           ", found " + std::to_string(d) + " in shape " + ShapeText(in_t));
 
-  bool same_shape = out_t.ndim == in_t.ndim && out->hidden == d;
+  bool same_shape = out_t.ndim == in_t.ndim && out.hidden == d;
   for (int i = 0; same_shape && i + 1 < in_t.ndim; ++i) same_shape = out_t.shape[i] == in_t.shape[i];
   if (!same_shape)
-    return Invalid("out: expected shape " + HalvedShapeText(in_t, d) +
-                   " (input's leading dims, last dim d = half of input's), found " + ShapeText(out_t));
+    return InvalidArgument("out: expected shape " + HalvedShapeText(in_t, d) +
+                           " (input's leading dims, last dim d = half of input's), found " + ShapeText(out_t));
 
   if (out_t.device != in_t.device)
-    return Invalid("out: on " + DeviceName(out_t.device) + ", but input is on " + DeviceName(in_t.device) +
-                   "; all tensors must be on one device");
+    return InvalidArgument("out: on " + DeviceName(out_t.device) + ", but input is on " + DeviceName(in_t.device) +
+                           "; all tensors must be on one device");
 
-  if (out->rows > 1 && out->row_stride < d)
-    return Invalid("out: its rows overlap (row stride " + std::to_string(out->row_stride) + " < d " +
-                   std::to_string(d) + "); the op writes out, so its row stride must be at least d");
+  if (out.rows > 1 && out.row_stride < d)
+    return InvalidArgument("out: its rows overlap (row stride " + std::to_string(out.row_stride) + " < d " +
+                           std::to_string(d) + "); the op writes out, so its row stride must be at least d");
   // The kernel reads input through the read-only cache while it writes out.
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*out, *in, /*same_is_ok=*/false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(out, in, /*same_is_ok=*/false));
 
   ActivationPlan plan;
   plan.op = op;
   plan.dtype = in_t.dtype;
   plan.device = in_t.device.index;
-  plan.rows = in->rows;
+  plan.rows = in.rows;
   plan.d = d;
-  plan.out = out->data;
-  plan.input = in->data;
-  plan.out_stride = out->row_stride;
-  plan.in_stride = in->row_stride;
+  plan.out = out.data;
+  plan.input = in.data;
+  plan.out_stride = out.row_stride;
+  plan.in_stride = in.row_stride;
   if (plan.rows > 0)
-    plan.vec = ChooseVecWidth(in->element_size, d, {plan.out_stride, plan.in_stride}, {plan.out, plan.input});
+    plan.vec = ChooseVecWidth(in.element_size, d, {plan.out_stride, plan.in_stride}, {plan.out, plan.input});
   return plan;
 }
 

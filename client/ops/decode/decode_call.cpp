@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/ops/decode/paged_kv_view.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
@@ -14,47 +15,31 @@
 namespace kiln::client {
 namespace {
 
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
-
-std::string Hex(uintptr_t p) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(p));
-  return buffer;
-}
-
-std::string Dims(std::initializer_list<int64_t> dims) {
-  std::string s = "[";
-  bool first = true;
-  for (int64_t d : dims) {
-    s += (first ? "" : ", ") + std::to_string(d);
-    first = false;
-  }
-  return s + "]";
-}
-
 // q and out are read and written as element pairs: even strides, 4-byte aligned pointers.
 Status CheckPairs(const HeadsView& v) {
   if (v.rows * v.heads * v.head_dim == 0) return OkStatus();
   if ((v.rows > 1 && v.row_stride % 2 != 0) || (v.heads > 1 && v.head_stride % 2 != 0))
-    return Invalid(std::string(v.name) + ": the batch and head strides must be even (it is accessed as element "
-                   "pairs), found strides [" + std::to_string(v.row_stride) + ", " + std::to_string(v.head_stride) + ", 1]");
+    return InvalidArgument(std::string(v.name) +
+                           ": the batch and head strides must be even (it is accessed as element "
+                           "pairs), found strides [" +
+                           std::to_string(v.row_stride) + ", " + std::to_string(v.head_stride) + ", 1]");
   if (reinterpret_cast<uintptr_t>(v.data) % 4 != 0)
-    return Invalid(std::string(v.name) + ": data pointer " + Hex(reinterpret_cast<uintptr_t>(v.data)) +
-                   " is not 4-byte aligned (it is accessed as element pairs)");
+    return InvalidArgument(std::string(v.name) + ": data pointer " + PointerText(v.data) +
+                           " is not 4-byte aligned (it is accessed as element pairs)");
   return OkStatus();
 }
 
 Status CheckShape3(const HeadsView& v, int64_t d0, int64_t d1, int64_t d2, const char* meaning) {
   if (v.rows != d0 || v.heads != d1 || v.head_dim != d2)
-    return Invalid(std::string(v.name) + ": expected shape " + Dims({d0, d1, d2}) + " (" + meaning + "), found " +
-                   ShapeText(*v.tensor));
+    return InvalidArgument(std::string(v.name) + ": expected shape " + ListText({d0, d1, d2}) + " (" + meaning +
+                           "), found " + ShapeText(*v.tensor));
   return OkStatus();
 }
 
 Status CheckDType(const TensorView& t, const char* name, DType want, const char* whose) {
   if (t.dtype != want)
-    return Invalid(std::string(name) + ": expected dtype " + DTypeName(want) + " (" + whose + "), found " +
-                   DTypeName(t.dtype));
+    return InvalidArgument(std::string(name) + ": expected dtype " + DTypeName(want) + " (" + whose + "), found " +
+                           DTypeName(t.dtype));
   return OkStatus();
 }
 
@@ -65,27 +50,25 @@ struct PageTable {
 StatusOr<PageTable> ViewPageTable(const TensorView& kv_indptr, const TensorView& kv_indices,
                                   const TensorView& kv_last_page_len, int64_t batch, int64_t min_indices) {
   PageTable table;
-  auto indptr = ViewInt32Vector(kv_indptr, "kv_indptr");
-  if (!indptr.ok()) return indptr.status();
-  auto indices = ViewInt32Vector(kv_indices, "kv_indices");
-  if (!indices.ok()) return indices.status();
-  auto last = ViewInt32Vector(kv_last_page_len, "kv_last_page_len");
-  if (!last.ok()) return last.status();
-  if (batch < 0) batch = last->size;  // append: the batch is what the page table says
+  KILN_ASSIGN_OR_RETURN(auto indptr, ViewInt32Vector(kv_indptr, "kv_indptr"));
+  KILN_ASSIGN_OR_RETURN(auto indices, ViewInt32Vector(kv_indices, "kv_indices"));
+  KILN_ASSIGN_OR_RETURN(auto last, ViewInt32Vector(kv_last_page_len, "kv_last_page_len"));
+  if (batch < 0) batch = last.size;  // append: the batch is what the page table says
   if (batch < 1)
-    return Invalid("kv_last_page_len: expected at least one request, found shape " + ShapeText(kv_last_page_len));
-  if (indptr->size != batch + 1)
-    return Invalid("kv_indptr: expected shape [" + std::to_string(batch + 1) + "] (batch + 1), found " +
-                   ShapeText(kv_indptr));
-  if (last->size != batch)
-    return Invalid("kv_last_page_len: expected shape [" + std::to_string(batch) + "] (batch), found " +
-                   ShapeText(kv_last_page_len));
-  if (indices->size < min_indices)
-    return Invalid("kv_indices: the plan's page table addresses " + std::to_string(min_indices) +
-                   " entries (kv_indptr[batch]), found shape " + ShapeText(kv_indices));
-  table.indptr = *indptr;
-  table.indices = *indices;
-  table.last_page_len = *last;
+    return InvalidArgument("kv_last_page_len: expected at least one request, found shape " +
+                           ShapeText(kv_last_page_len));
+  if (indptr.size != batch + 1)
+    return InvalidArgument("kv_indptr: expected shape [" + std::to_string(batch + 1) + "] (batch + 1), found " +
+                           ShapeText(kv_indptr));
+  if (last.size != batch)
+    return InvalidArgument("kv_last_page_len: expected shape [" + std::to_string(batch) + "] (batch), found " +
+                           ShapeText(kv_last_page_len));
+  if (indices.size < min_indices)
+    return InvalidArgument("kv_indices: the plan's page table addresses " + std::to_string(min_indices) +
+                           " entries (kv_indptr[batch]), found shape " + ShapeText(kv_indices));
+  table.indptr = indptr;
+  table.indices = indices;
+  table.last_page_len = last;
   return table;
 }
 
@@ -98,7 +81,7 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
                                            void* workspace, size_t workspace_bytes, const char* api) {
   auto fail = [api](const Status& s) { return s.WithContext(api); };
   const ops::BatchDecodePlan::State* s = DecodePlanAccess::Get(plan);
-  if (s == nullptr) return fail(Invalid("plan: empty (moved from); make one with BatchDecodePlan::Create"));
+  if (s == nullptr) return fail(InvalidArgument("plan: empty (moved from); make one with BatchDecodePlan::Create"));
 
   auto q = ViewHeads(q_t, "q");
   if (!q.ok()) return fail(q.status());
@@ -118,9 +101,9 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
   if (!v.ok()) return fail(v.status());
   KILN_RETURN_IF_ERROR(fail(CheckDType(k_t, "k_cache", s->dtype, "the plan's")));
   if (k->page_size != s->page_size || k->num_kv_heads != s->num_kv_heads || k->head_dim != s->head_dim)
-    return fail(Invalid("k_cache: expected shape [num_pages, " + std::to_string(s->page_size) + ", " +
-                        std::to_string(s->num_kv_heads) + ", " + std::to_string(s->head_dim) +
-                        "] (the plan's page_size, num_kv_heads, head_dim), found " + ShapeText(k_t)));
+    return fail(InvalidArgument("k_cache: expected shape [num_pages, " + std::to_string(s->page_size) + ", " +
+                                std::to_string(s->num_kv_heads) + ", " + std::to_string(s->head_dim) +
+                                "] (the plan's page_size, num_kv_heads, head_dim), found " + ShapeText(k_t)));
   KILN_RETURN_IF_ERROR(fail(CheckCachePair(*k, *v)));
 
   auto table = ViewPageTable(kv_indptr, kv_indices, kv_last_page_len, s->batch, s->indptr_end);
@@ -131,15 +114,15 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
     auto rows = ViewAsRows(*lse, "lse");
     if (!rows.ok()) return fail(rows.status());
     if (lse->ndim != 2 || lse->shape[0] != s->batch || lse->shape[1] != s->num_qo_heads)
-      return fail(Invalid("lse: expected shape " + Dims({s->batch, s->num_qo_heads}) +
-                          " (the plan's batch_size, num_qo_heads), found " + ShapeText(*lse)));
+      return fail(InvalidArgument("lse: expected shape " + ListText({s->batch, s->num_qo_heads}) +
+                                  " (the plan's batch_size, num_qo_heads), found " + ShapeText(*lse)));
     KILN_RETURN_IF_ERROR(fail(CheckDType(*lse, "lse", DType::kFloat32, "log-sum-exp is fp32")));
   }
 
   // One device: the plan's.
   if (q_t.device.index != s->device)
-    return fail(Invalid("q: on " + DeviceName(q_t.device) + ", but the plan was made for cuda:" +
-                        std::to_string(s->device) + " (its SM count sized the split)"));
+    return fail(InvalidArgument("q: on " + DeviceName(q_t.device) + ", but the plan was made for cuda:" +
+                                std::to_string(s->device) + " (its SM count sized the split)"));
   KILN_RETURN_IF_ERROR(fail(CheckSameDevice(q_t.device, "q",
                                             {{&out_t, "out"}, {&k_t, "k_cache"}, {&v_t, "v_cache"},
                                              {&kv_indptr, "kv_indptr"}, {&kv_indices, "kv_indices"},
@@ -161,14 +144,13 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
 
   if (s->workspace_bytes > 0) {
     if (workspace == nullptr)
-      return fail(Invalid("workspace: NULL, but the plan splits the KV and needs " +
-                          std::to_string(s->workspace_bytes) + " bytes (plan.workspace_bytes())"));
+      return fail(InvalidArgument("workspace: NULL, but the plan splits the KV and needs " +
+                                  std::to_string(s->workspace_bytes) + " bytes (plan.workspace_bytes())"));
     if (workspace_bytes < s->workspace_bytes)
-      return fail(Invalid("workspace_bytes: the plan needs " + std::to_string(s->workspace_bytes) + " bytes, found " +
-                          std::to_string(workspace_bytes)));
+      return fail(InvalidArgument("workspace_bytes: the plan needs " + std::to_string(s->workspace_bytes) +
+                                  " bytes, found " + std::to_string(workspace_bytes)));
     if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-      return fail(Invalid("workspace: pointer " + Hex(reinterpret_cast<uintptr_t>(workspace)) +
-                          " is not 16-byte aligned"));
+      return fail(InvalidArgument("workspace: pointer " + PointerText(workspace) + " is not 16-byte aligned"));
     const uintptr_t ws_begin = reinterpret_cast<uintptr_t>(workspace), ws_end = ws_begin + s->workspace_bytes;
     std::vector<std::pair<const TensorView*, const char*>> all(std::begin(read), std::end(read));
     all.push_back({&out_t, "out"});
@@ -176,9 +158,10 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
     for (const auto& [t, name] : all) {
       const ByteExtent e = ExtentOf(*t);
       if (e.begin != e.end && e.begin < ws_end && ws_begin < e.end)
-        return fail(Invalid(std::string("workspace and ") + name + " overlap in memory (workspace " + Hex(ws_begin) +
-                            "..." + Hex(ws_end) + ", " + name + " " + Hex(e.begin) + "..." + Hex(e.end) +
-                            "); they must be separate memory"));
+        return fail(InvalidArgument(std::string("workspace and ") + name + " overlap in memory (workspace " +
+                                    PointerText(ws_begin) + "..." + PointerText(ws_end) + ", " + name + " " +
+                                    PointerText(e.begin) + "..." + PointerText(e.end) +
+                                    "); they must be separate memory"));
     }
   }
 
@@ -233,9 +216,10 @@ StatusOr<AppendPagedKvCall> CheckAppendPagedKv(const TensorView& k_cache_t, cons
   if (!vc.ok()) return fail(vc.status());
   KILN_RETURN_IF_ERROR(fail(CheckCachePair(*kc, *vc)));
   if (kc->head_dim != 64 && kc->head_dim != 128 && kc->head_dim != 256)
-    return fail(Invalid("k_cache: head_dim " + std::to_string(kc->head_dim) +
-                        " is not supported; supported: 64, 128, 256 (shape " + ShapeText(k_cache_t) + ")"));
-  if (kc->page_size > INT32_MAX) return fail(Invalid("k_cache: page_size above 2^31-1: " + ShapeText(k_cache_t)));
+    return fail(InvalidArgument("k_cache: head_dim " + std::to_string(kc->head_dim) +
+                                " is not supported; supported: 64, 128, 256 (shape " + ShapeText(k_cache_t) + ")"));
+  if (kc->page_size > INT32_MAX)
+    return fail(InvalidArgument("k_cache: page_size above 2^31-1: " + ShapeText(k_cache_t)));
 
   auto k = ViewHeads(k_t, "k");
   if (!k.ok()) return fail(k.status());
@@ -253,15 +237,15 @@ StatusOr<AppendPagedKvCall> CheckAppendPagedKv(const TensorView& k_cache_t, cons
   auto positions = ViewInt32Vector(positions_t, "positions");
   if (!positions.ok()) return fail(positions.status());
   if (batch_indices->size != nnz)
-    return fail(Invalid("batch_indices: expected shape [" + std::to_string(nnz) + "] (nnz, k's first dim), found " +
-                        ShapeText(batch_indices_t)));
+    return fail(InvalidArgument("batch_indices: expected shape [" + std::to_string(nnz) +
+                                "] (nnz, k's first dim), found " + ShapeText(batch_indices_t)));
   if (positions->size != nnz)
-    return fail(Invalid("positions: expected shape [" + std::to_string(nnz) + "] (nnz, k's first dim), found " +
-                        ShapeText(positions_t)));
+    return fail(InvalidArgument("positions: expected shape [" + std::to_string(nnz) + "] (nnz, k's first dim), found " +
+                                ShapeText(positions_t)));
   auto table = ViewPageTable(kv_indptr, kv_indices, kv_last_page_len, -1, 0);
   if (!table.ok()) return fail(table.status());
   if (table->last_page_len.size > INT32_MAX - 1)
-    return fail(Invalid("kv_last_page_len: at most 2^31-2 requests, found " + ShapeText(kv_last_page_len)));
+    return fail(InvalidArgument("kv_last_page_len: at most 2^31-2 requests, found " + ShapeText(kv_last_page_len)));
 
   KILN_RETURN_IF_ERROR(fail(CheckSameDevice(k_cache_t.device, "k_cache",
                                             {{&k_t, "k"}, {&v_t, "v"}, {&batch_indices_t, "batch_indices"},

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/decode/decode_call.h"
@@ -140,7 +142,7 @@ struct BatchDecodeArgs {
         .Param("logits_soft_cap", o.logits_soft_cap)
         .Param("window_left", o.window_left)
         .Param("plan_device", plan.device())
-        .Param("workspace", diag::PointerText(a.workspace))
+        .Param("workspace", PointerText(a.workspace))
         .Param("workspace_bytes", static_cast<uint64_t>(a.workspace_bytes))
         .Param("plan", plan.Describe());
   }
@@ -204,19 +206,18 @@ Status InvokeBatchDecode(const OpDescriptor& op, NamedArgs& named, void* stream)
   if (dtype_name == "fp16")
     dtype = DType::kFloat16;
   else if (dtype_name != "bf16")
-    return Status(StatusCode::kInvalidArgument, "param dtype='" + dtype_name + "' is not a decode dtype (fp16, bf16)");
+    return InvalidArgument("param dtype='" + dtype_name + "' is not a decode dtype (fp16, bf16)");
 
   const std::vector<uint8_t>* indptr = named.HostBytes("kv_indptr");
   const std::vector<uint8_t>* last = named.HostBytes("kv_last_page_len");
   if (indptr == nullptr || last == nullptr || a.kv_indptr->dtype != DType::kInt32 ||
       a.kv_last_page_len->dtype != DType::kInt32)
-    return Status(StatusCode::kInvalidArgument,
-                  "the call needs int32 kv_indptr and kv_last_page_len on the host to plan it again");
+    return InvalidArgument("the call needs int32 kv_indptr and kv_last_page_len on the host to plan it again");
   std::vector<int32_t> indptr_host(indptr->size() / 4), last_host(last->size() / 4);
   std::memcpy(indptr_host.data(), indptr->data(), indptr_host.size() * 4);
   std::memcpy(last_host.data(), last->data(), last_host.size() * 4);
   if (static_cast<int64_t>(indptr_host.size()) < batch + 1 || static_cast<int64_t>(last_host.size()) < batch)
-    return Status(StatusCode::kInvalidArgument, "the page table is shorter than batch_size " + std::to_string(batch));
+    return InvalidArgument("the page table is shorter than batch_size " + std::to_string(batch));
   KILN_ASSIGN_OR_RETURN(const ops::BatchDecodePlan plan,
                         ops::BatchDecodePlan::Create(indptr_host.data(), last_host.data(), batch, num_qo_heads,
                                                      num_kv_heads, head_dim, page_size, dtype, o, named.device()));
@@ -239,8 +240,6 @@ const OpDescriptor kBatchDecode = {.name = "batch_decode",
                                    .invoke = InvokeBatchDecode};
 KILN_REGISTER_OP(kBatchDecode);
 
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
-
 // The dtypes a decode plan can name: fp16 and bf16; the others get a message naming them.
 StatusOr<DType> PlanDType(DLDataType t, const char* api) {
   if (t.lanes == 1 && t.code == kDLFloat && t.bits == 16) return DType::kFloat16;
@@ -249,8 +248,8 @@ StatusOr<DType> PlanDType(DLDataType t, const char* api) {
                                                           : "code " + std::to_string(t.code) + " with " +
                                                                 std::to_string(t.bits) + " bits and " +
                                                                 std::to_string(t.lanes) + " lanes";
-  return Invalid(std::string(api) + ": dtype: " + found +
-                 " is not supported; supported: kDLFloat 16 (fp16), kDLBfloat 16 (bf16)");
+  return InvalidArgument(std::string(api) + ": dtype: " + found +
+                         " is not supported; supported: kDLFloat 16 (fp16), kDLBfloat 16 (bf16)");
 }
 
 }  // namespace
@@ -304,7 +303,7 @@ kiln_status kiln_batch_decode_plan_create(const int32_t* kv_indptr_host, const i
                                           kiln_batch_decode_plan** plan) {
   static constexpr const char* kApi = "kiln_batch_decode_plan_create";
   return GuardC(kApi, [&]() -> kiln::Status {
-    if (plan == nullptr) return Invalid(std::string(kApi) + ": plan (the result pointer) is NULL");
+    if (plan == nullptr) return InvalidArgument(std::string(kApi) + ": plan (the result pointer) is NULL");
     *plan = nullptr;
     KILN_ASSIGN_OR_RETURN(const kiln::DType kiln_dtype, PlanDType(dtype, kApi));
     kiln::ops::DecodeOptions options;
@@ -338,7 +337,8 @@ kiln_status kiln_batch_decode(const kiln_batch_decode_plan* plan, DLTensor* out,
                               size_t workspace_bytes, void* stream) {
   if (plan == nullptr)
     return GuardC(kBatchDecode.c_api, [] {
-      return Invalid(std::string(kBatchDecode.c_api) + ": plan is NULL (make one with kiln_batch_decode_plan_create)");
+      return InvalidArgument(std::string(kBatchDecode.c_api) +
+                             ": plan is NULL (make one with kiln_batch_decode_plan_create)");
     });
   return CallOpC(kBatchDecode, stream, RunBatchDecode, [&](CTensors& t) {
     BatchDecodeArgs a;

@@ -1,5 +1,7 @@
 // kiln::ops::BatchDecodePlan: argument checks, the kernel's scalars and the split schedule.
 #include "client/ops/decode/decode_plan.h"
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 
 #include <climits>
 #include <cmath>
@@ -15,16 +17,6 @@ namespace {
 
 constexpr double kLog2E = 1.4426950408889634;
 
-Status Invalid(const char* api, const std::string& what) {
-  return Status(StatusCode::kInvalidArgument, std::string(api) + ": " + what);
-}
-
-std::string Number(double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%g", value);
-  return buffer;
-}
-
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // Each request's KV length from the host page table, or the first inconsistency.
@@ -32,52 +24,49 @@ StatusOr<std::vector<int64_t>> KvLengths(const int32_t* indptr, const int32_t* l
                                          int64_t page_size) {
   std::vector<int64_t> kv_len(static_cast<size_t>(batch));
   if (indptr[0] < 0)
-    return Status(StatusCode::kInvalidArgument, "kv_indptr_host: kv_indptr[0] = " + std::to_string(indptr[0]) +
-                                                    " is negative; offsets into kv_indices are >= 0");
+    return InvalidArgument("kv_indptr_host: kv_indptr[0] = " + std::to_string(indptr[0]) +
+                           " is negative; offsets into kv_indices are >= 0");
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t pages = static_cast<int64_t>(indptr[b + 1]) - indptr[b];
     if (pages < 1)
-      return Status(StatusCode::kInvalidArgument,
-                    "kv_indptr_host: request " + std::to_string(b) + " has " + std::to_string(pages) +
-                        " pages (kv_indptr[" + std::to_string(b) + "] = " + std::to_string(indptr[b]) +
-                        ", kv_indptr[" + std::to_string(b + 1) + "] = " + std::to_string(indptr[b + 1]) +
-                        "); every request needs at least one page (the query's own token)");
+      return InvalidArgument("kv_indptr_host: request " + std::to_string(b) + " has " + std::to_string(pages) +
+                             " pages (kv_indptr[" + std::to_string(b) + "] = " + std::to_string(indptr[b]) +
+                             ", kv_indptr[" + std::to_string(b + 1) + "] = " + std::to_string(indptr[b + 1]) +
+                             "); every request needs at least one page (the query's own token)");
     if (last[b] < 1 || last[b] > page_size)
-      return Status(StatusCode::kInvalidArgument,
-                    "kv_last_page_len_host: request " + std::to_string(b) + "'s last page holds " +
-                        std::to_string(last[b]) + " tokens; expected 1 to page_size (" + std::to_string(page_size) +
-                        ")");
+      return InvalidArgument("kv_last_page_len_host: request " + std::to_string(b) + "'s last page holds " +
+                             std::to_string(last[b]) + " tokens; expected 1 to page_size (" +
+                             std::to_string(page_size) + ")");
     kv_len[static_cast<size_t>(b)] = (pages - 1) * page_size + last[b];
     if (kv_len[static_cast<size_t>(b)] > INT32_MAX)
-      return Status(StatusCode::kInvalidArgument, "kv_indptr_host: request " + std::to_string(b) + " has " +
-                                                      std::to_string(kv_len[static_cast<size_t>(b)]) +
-                                                      " positions; at most 2^31-1 are supported");
+      return InvalidArgument("kv_indptr_host: request " + std::to_string(b) + " has " +
+                             std::to_string(kv_len[static_cast<size_t>(b)]) +
+                             " positions; at most 2^31-1 are supported");
   }
   return kv_len;
 }
 
 }  // namespace
 
-Status CheckDecodeShape(int64_t num_qo_heads, int64_t num_kv_heads, int64_t head_dim, int64_t page_size,
-                        DType dtype) {
-  auto invalid = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, what); };
+Status CheckDecodeShape(int64_t num_qo_heads, int64_t num_kv_heads, int64_t head_dim, int64_t page_size, DType dtype) {
   if (dtype != DType::kFloat16 && dtype != DType::kBFloat16)
-    return invalid(std::string("dtype: ") + DTypeName(dtype) +
-                   " is not supported; supported: fp16, bf16 (the kernel runs on tensor-core MMAs)");
+    return InvalidArgument(std::string("dtype: ") + DTypeName(dtype) +
+                           " is not supported; supported: fp16, bf16 (the kernel runs on tensor-core MMAs)");
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
-    return invalid("head_dim: " + std::to_string(head_dim) + " is not supported; supported: 64, 128, 256");
+    return InvalidArgument("head_dim: " + std::to_string(head_dim) + " is not supported; supported: 64, 128, 256");
   if (page_size < 1 || page_size > 256 || (page_size & (page_size - 1)) != 0)
-    return invalid("page_size: " + std::to_string(page_size) + " is not supported; supported: a power of two, 1 to 256");
+    return InvalidArgument("page_size: " + std::to_string(page_size) +
+                           " is not supported; supported: a power of two, 1 to 256");
   if (num_kv_heads < 1 || num_kv_heads > 8192)
-    return invalid("num_kv_heads: expected 1 to 8192, found " + std::to_string(num_kv_heads));
+    return InvalidArgument("num_kv_heads: expected 1 to 8192, found " + std::to_string(num_kv_heads));
   if (num_qo_heads < 1 || num_qo_heads % num_kv_heads != 0)
-    return invalid("num_qo_heads: " + std::to_string(num_qo_heads) + " is not a positive multiple of num_kv_heads (" +
-                   std::to_string(num_kv_heads) + ")");
+    return InvalidArgument("num_qo_heads: " + std::to_string(num_qo_heads) +
+                           " is not a positive multiple of num_kv_heads (" + std::to_string(num_kv_heads) + ")");
   const int64_t group = num_qo_heads / num_kv_heads;
   if (group != 1 && group != 2 && group != 4 && group != 8)
-    return invalid("num_qo_heads: " + std::to_string(num_qo_heads) + " query heads over " +
-                   std::to_string(num_kv_heads) + " kv heads is a group of " + std::to_string(group) +
-                   "; supported groups (num_qo_heads / num_kv_heads): 1, 2, 4, 8");
+    return InvalidArgument("num_qo_heads: " + std::to_string(num_qo_heads) + " query heads over " +
+                           std::to_string(num_kv_heads) + " kv heads is a group of " + std::to_string(group) +
+                           "; supported groups (num_qo_heads / num_kv_heads): 1, 2, 4, 8");
   return OkStatus();
 }
 
@@ -93,37 +82,40 @@ StatusOr<ops::BatchDecodePlan> PlanBatchDecode(const int32_t* kv_indptr_host, co
                                                const ops::DecodeOptions& options, int device, int num_sms,
                                                const char* api) {
   if (batch_size < 1)
-    return Invalid(api, "batch_size: expected at least 1 request, found " + std::to_string(batch_size) +
-                            " (an empty batch has nothing to decode; skip the call)");
-  if (batch_size > INT32_MAX - 1) return Invalid(api, "batch_size: at most 2^31-2 requests, found " + std::to_string(batch_size));
-  if (kv_indptr_host == nullptr) return Invalid(api, "kv_indptr_host: NULL; expected the host copy of kv_indptr [batch_size + 1]");
+    return InvalidArgument(api, "batch_size: expected at least 1 request, found " + std::to_string(batch_size) +
+                                    " (an empty batch has nothing to decode; skip the call)");
+  if (batch_size > INT32_MAX - 1)
+    return InvalidArgument(api, "batch_size: at most 2^31-2 requests, found " + std::to_string(batch_size));
+  if (kv_indptr_host == nullptr)
+    return InvalidArgument(api, "kv_indptr_host: NULL; expected the host copy of kv_indptr [batch_size + 1]");
   if (kv_last_page_len_host == nullptr)
-    return Invalid(api, "kv_last_page_len_host: NULL; expected the host copy of kv_last_page_len [batch_size]");
+    return InvalidArgument(api, "kv_last_page_len_host: NULL; expected the host copy of kv_last_page_len [batch_size]");
   Status shape = CheckDecodeShape(num_qo_heads, num_kv_heads, head_dim, page_size, dtype);
   if (!shape.ok()) return shape.WithContext(api);
 
   const double sm_scale = options.sm_scale == 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : options.sm_scale;
   if (!std::isfinite(options.sm_scale) || options.sm_scale < 0)
-    return Invalid(api, "options.sm_scale: expected 0 (1/sqrt(head_dim)) or a finite value > 0, found " +
-                            Number(options.sm_scale));
+    return InvalidArgument(api, "options.sm_scale: expected 0 (1/sqrt(head_dim)) or a finite value > 0, found " +
+                                    NumberText(options.sm_scale));
   if (!std::isfinite(options.logits_soft_cap) || options.logits_soft_cap < 0)
-    return Invalid(api, "options.logits_soft_cap: expected 0 (off) or a finite value > 0, found " +
-                            Number(options.logits_soft_cap));
+    return InvalidArgument(api, "options.logits_soft_cap: expected 0 (off) or a finite value > 0, found " +
+                                    NumberText(options.logits_soft_cap));
   if (options.window_left < -1)
-    return Invalid(api, "options.window_left: expected -1 (no window) or >= 0, found " +
-                            std::to_string(options.window_left));
+    return InvalidArgument(api, "options.window_left: expected -1 (no window) or >= 0, found " +
+                                    std::to_string(options.window_left));
   const bool capped = options.logits_soft_cap > 0;
   const double logit_scale = capped ? sm_scale / options.logits_soft_cap : sm_scale * kLog2E;
   const double cap_scale = capped ? options.logits_soft_cap * kLog2E : 0.0;
   const float logit_scale_f = static_cast<float>(logit_scale), cap_scale_f = static_cast<float>(cap_scale);
   if (!std::isfinite(logit_scale_f) || logit_scale_f <= 0 || !std::isfinite(cap_scale_f))
-    return Invalid(api, "options: sm_scale " + Number(sm_scale) + " with soft cap " + Number(options.logits_soft_cap) +
-                            " gives a logit scale of " + Number(logit_scale) +
-                            ", which is not a positive finite float (the kernel computes in float)");
+    return InvalidArgument(api, "options: sm_scale " + NumberText(sm_scale) + " with soft cap " +
+                                    NumberText(options.logits_soft_cap) + " gives a logit scale of " +
+                                    NumberText(logit_scale) +
+                                    ", which is not a positive finite float (the kernel computes in float)");
 
   if (batch_size * num_kv_heads > INT32_MAX)
-    return Invalid(api, "batch_size: " + std::to_string(batch_size) + " requests x " + std::to_string(num_kv_heads) +
-                            " kv heads exceed 2^31-1 blocks; split the batch");
+    return InvalidArgument(api, "batch_size: " + std::to_string(batch_size) + " requests x " +
+                                    std::to_string(num_kv_heads) + " kv heads exceed 2^31-1 blocks; split the batch");
   auto kv_len = KvLengths(kv_indptr_host, kv_last_page_len_host, batch_size, page_size);
   if (!kv_len.ok()) return kv_len.status().WithContext(api);
 
@@ -160,11 +152,14 @@ StatusOr<BatchDecodePlan> BatchDecodePlan::Create(const int32_t* kv_indptr_host,
                                                   const DecodeOptions& options, int device) {
   static constexpr const char* kApi = "kiln::ops::BatchDecodePlan::Create";
   // Every argument is checked before the driver is touched (the SM count does not change them).
-  auto checked = client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads,
-                                         num_kv_heads, head_dim, page_size, dtype, options, 0, 1, kApi);
-  if (!checked.ok()) return checked.status();
-  if (device < -1) return Status(StatusCode::kInvalidArgument, std::string(kApi) + ": device: expected -1 (the current "
-                                 "context's) or a CUDA ordinal, found " + std::to_string(device));
+  KILN_RETURN_IF_ERROR(client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads,
+                                               num_kv_heads, head_dim, page_size, dtype, options, 0, 1, kApi)
+                           .status());
+  if (device < -1)
+    return client::InvalidArgument(std::string(kApi) +
+                                   ": device: expected -1 (the current "
+                                   "context's) or a CUDA ordinal, found " +
+                                   std::to_string(device));
 
   auto driver = client::CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(kApi);
@@ -176,8 +171,8 @@ StatusOr<BatchDecodePlan> BatchDecodePlan::Create(const int32_t* kv_indptr_host,
   CUdevice handle = 0;
   CUresult found = (*driver)->cuDeviceGet(&handle, device);
   if (found != CUDA_SUCCESS)
-    return Status(StatusCode::kInvalidArgument, std::string(kApi) + ": device: cuda:" + std::to_string(device) +
-                                                    " is not a CUDA device here (" + (*driver)->ErrorText(found) + ")");
+    return client::InvalidArgument(std::string(kApi) + ": device: cuda:" + std::to_string(device) +
+                                   " is not a CUDA device here (" + (*driver)->ErrorText(found) + ")");
   int num_sms = 0;
   KILN_RETURN_IF_ERROR((*driver)
                            ->Check((*driver)->cuDeviceGetAttribute(&num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,

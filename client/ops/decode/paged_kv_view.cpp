@@ -1,52 +1,39 @@
 #include "client/ops/decode/paged_kv_view.h"
 
-#include <cstdio>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/ops/row_view.h"
 
 namespace kiln::client {
 namespace {
 
-Status Invalid(const char* name, const std::string& what) {
-  return Status(StatusCode::kInvalidArgument, std::string(name) + ": " + what);
-}
-
-std::string Hex(uintptr_t p) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(p));
-  return buffer;
-}
-
-std::string StridesText(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim && d < kMaxTensorDims; ++d) s += (d ? ", " : "") + std::to_string(t.strides[d]);
-  return s + "]";
-}
-
 // Rank, device, non-negative sizes and strides, and a usable pointer.
 Status CheckBasics(const TensorView& t, const char* name, int rank, const char* layout) {
   if (t.ndim != rank)
-    return Invalid(name, "expected a " + std::to_string(rank) + "-D tensor " + layout + ", found rank " +
-                             std::to_string(t.ndim) +
-                             (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : ""));
+    return InvalidArgument(name, "expected a " + std::to_string(rank) + "-D tensor " + layout + ", found rank " +
+                                     std::to_string(t.ndim) +
+                                     (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : ""));
   if (t.device.type != DeviceType::kCUDA)
-    return Invalid(name, "expected a CUDA device tensor, found one on " + DeviceName(t.device));
-  if (t.device.index < 0) return Invalid(name, "device ordinal " + std::to_string(t.device.index) + " is negative");
+    return InvalidArgument(name, "expected a CUDA device tensor, found one on " + DeviceName(t.device));
+  if (t.device.index < 0)
+    return InvalidArgument(name, "device ordinal " + std::to_string(t.device.index) + " is negative");
   for (int d = 0; d < rank; ++d) {
     if (t.shape[d] < 0)
-      return Invalid(name, "dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) +
-                               " (shape " + ShapeText(t) + ")");
+      return InvalidArgument(name, "dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) +
+                                       " (shape " + ShapeText(t) + ")");
     if (t.strides[d] < 0)
-      return Invalid(name, "dim " + std::to_string(d) + " has negative stride " + std::to_string(t.strides[d]) +
-                               " (strides " + StridesText(t) + "); only non-negative strides are supported");
+      return InvalidArgument(name, "dim " + std::to_string(d) + " has negative stride " + std::to_string(t.strides[d]) +
+                                       " (strides " + StridesText(t) + "); only non-negative strides are supported");
   }
   const uintptr_t p = reinterpret_cast<uintptr_t>(t.data);
-  if (t.numel() > 0 && t.data == nullptr) return Invalid(name, "data is NULL, but the tensor " + ShapeText(t) + " is not empty");
+  if (t.numel() > 0 && t.data == nullptr)
+    return InvalidArgument(name, "data is NULL, but the tensor " + ShapeText(t) + " is not empty");
   const size_t element = DTypeSize(t.dtype);
   if (t.numel() > 0 && element > 1 && p % element != 0)
-    return Invalid(name, "data pointer " + Hex(p) + " is not aligned to " + std::to_string(element) +
-                             " bytes (the size of one " + DTypeName(t.dtype) + " element)");
+    return InvalidArgument(name, "data pointer " + PointerText(p) + " is not aligned to " + std::to_string(element) +
+                                     " bytes (the size of one " + DTypeName(t.dtype) + " element)");
   return OkStatus();
 }
 
@@ -65,7 +52,8 @@ ByteExtent ExtentOf(const TensorView& t) {
 StatusOr<PagedCacheView> ViewPagedCache(const TensorView& t, const char* name) {
   KILN_RETURN_IF_ERROR(CheckBasics(t, name, 4, "[num_pages, page_size, num_kv_heads, head_dim]"));
   if (t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16)
-    return Invalid(name, std::string("dtype ") + DTypeName(t.dtype) + " is not supported; expected fp16 or bf16");
+    return InvalidArgument(name,
+                           std::string("dtype ") + DTypeName(t.dtype) + " is not supported; expected fp16 or bf16");
   PagedCacheView v;
   v.name = name;
   v.tensor = &t;
@@ -75,43 +63,43 @@ StatusOr<PagedCacheView> ViewPagedCache(const TensorView& t, const char* name) {
   v.num_kv_heads = t.shape[2];
   v.head_dim = t.shape[3];
   v.page_stride = t.strides[0];
-  if (v.num_pages < 1) return Invalid(name, "expected at least one page, found shape " + ShapeText(t));
+  if (v.num_pages < 1) return InvalidArgument(name, "expected at least one page, found shape " + ShapeText(t));
   // Inside a page the layout is dense: [page_size, num_kv_heads, head_dim] row-major. A dim of
   // size 1 may have any stride.
   const int64_t dense[3] = {v.num_kv_heads * v.head_dim, v.head_dim, 1};
   for (int d = 1; d < 4; ++d) {
     if (t.shape[d] > 1 && t.strides[d] != dense[d - 1])
-      return Invalid(name, "a page must be dense [page_size, num_kv_heads, head_dim]: expected strides [*, " +
-                               std::to_string(dense[0]) + ", " + std::to_string(dense[1]) + ", 1], found " +
-                               StridesText(t));
+      return InvalidArgument(name, "a page must be dense [page_size, num_kv_heads, head_dim]: expected strides [*, " +
+                                       std::to_string(dense[0]) + ", " + std::to_string(dense[1]) + ", 1], found " +
+                                       StridesText(t));
   }
   const int64_t page_elements = v.page_size * v.num_kv_heads * v.head_dim;
   if (v.num_pages > 1 && v.page_stride < page_elements)
-    return Invalid(name, "pages overlap: page stride " + std::to_string(v.page_stride) + " < " +
-                             std::to_string(page_elements) + " elements per page");
+    return InvalidArgument(name, "pages overlap: page stride " + std::to_string(v.page_stride) + " < " +
+                                     std::to_string(page_elements) + " elements per page");
   if (v.num_pages == 1) v.page_stride = page_elements;
   if (v.page_stride % 8 != 0)
-    return Invalid(name, "the page stride must be a multiple of 8 elements (16 bytes), found " +
-                             std::to_string(v.page_stride));
+    return InvalidArgument(name, "the page stride must be a multiple of 8 elements (16 bytes), found " +
+                                     std::to_string(v.page_stride));
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
-    return Invalid(name, "data pointer " + Hex(reinterpret_cast<uintptr_t>(t.data)) +
-                             " is not 16-byte aligned (the kernels copy 16-byte chunks of the cache)");
-  if (v.num_pages > INT32_MAX) return Invalid(name, "more than 2^31-1 pages: " + std::to_string(v.num_pages));
+    return InvalidArgument(name, "data pointer " + PointerText(t.data) +
+                                     " is not 16-byte aligned (the kernels copy 16-byte chunks of the cache)");
+  if (v.num_pages > INT32_MAX) return InvalidArgument(name, "more than 2^31-1 pages: " + std::to_string(v.num_pages));
   return v;
 }
 
 Status CheckCachePair(const PagedCacheView& k, const PagedCacheView& v) {
   if (v.tensor->dtype != k.tensor->dtype)
-    return Invalid(v.name, std::string("expected dtype ") + DTypeName(k.tensor->dtype) + " (" + k.name +
-                               "'s), found " + DTypeName(v.tensor->dtype));
+    return InvalidArgument(v.name, std::string("expected dtype ") + DTypeName(k.tensor->dtype) + " (" + k.name +
+                                       "'s), found " + DTypeName(v.tensor->dtype));
   for (int d = 0; d < 4; ++d) {
     if (v.tensor->shape[d] != k.tensor->shape[d])
-      return Invalid(v.name, "expected shape " + ShapeText(*k.tensor) + " (" + k.name + "'s), found " +
-                                 ShapeText(*v.tensor));
+      return InvalidArgument(v.name, "expected shape " + ShapeText(*k.tensor) + " (" + k.name + "'s), found " +
+                                         ShapeText(*v.tensor));
   }
   if (v.tensor->device != k.tensor->device)
-    return Invalid(v.name, "on " + DeviceName(v.tensor->device) + ", but " + k.name + " is on " +
-                               DeviceName(k.tensor->device) + "; all tensors must be on one device");
+    return InvalidArgument(v.name, "on " + DeviceName(v.tensor->device) + ", but " + k.name + " is on " +
+                                       DeviceName(k.tensor->device) + "; all tensors must be on one device");
   // K and V pages interleaved in one pool (equal page strides, V's pages in the gaps between
   // K's) share no element although their extents overlap.
   if (k.page_stride == v.page_stride) {
@@ -129,8 +117,8 @@ Status CheckCachePair(const PagedCacheView& k, const PagedCacheView& v) {
 StatusOr<HeadsView> ViewHeads(const TensorView& t, const char* name) {
   KILN_RETURN_IF_ERROR(CheckBasics(t, name, 3, "[rows, heads, head_dim]"));
   if (t.shape[2] > 1 && t.strides[2] != 1)
-    return Invalid(name, "the last dim (head_dim) must be contiguous (stride 1), found stride " +
-                             std::to_string(t.strides[2]) + " in " + t.Describe());
+    return InvalidArgument(name, "the last dim (head_dim) must be contiguous (stride 1), found stride " +
+                                     std::to_string(t.strides[2]) + " in " + t.Describe());
   HeadsView v;
   v.name = name;
   v.tensor = &t;
@@ -145,27 +133,27 @@ StatusOr<HeadsView> ViewHeads(const TensorView& t, const char* name) {
 
 StatusOr<Int32Vector> ViewInt32Vector(const TensorView& t, const char* name) {
   KILN_RETURN_IF_ERROR(CheckBasics(t, name, 1, "[n]"));
-  if (t.dtype != DType::kInt32) return Invalid(name, std::string("expected dtype int32, found ") + DTypeName(t.dtype));
+  if (t.dtype != DType::kInt32)
+    return InvalidArgument(name, std::string("expected dtype int32, found ") + DTypeName(t.dtype));
   if (t.shape[0] > 1 && t.strides[0] != 1)
-    return Invalid(name, "must be contiguous (stride 1), found stride " + std::to_string(t.strides[0]));
+    return InvalidArgument(name, "must be contiguous (stride 1), found stride " + std::to_string(t.strides[0]));
   return Int32Vector{static_cast<const int32_t*>(t.data), t.shape[0]};
 }
 
 Status CheckDisjoint(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name) {
   const ByteExtent x = ExtentOf(a), y = ExtentOf(b);
   if (x.begin == x.end || y.begin == y.end || x.end <= y.begin || y.end <= x.begin) return OkStatus();
-  return Status(StatusCode::kInvalidArgument,
-                std::string(a_name) + " and " + b_name + " overlap in memory (" + a_name + " " + Hex(x.begin) +
-                    "..." + Hex(x.end) + ", " + b_name + " " + Hex(y.begin) + "..." + Hex(y.end) +
-                    "); they must be separate memory");
+  return InvalidArgument(std::string(a_name) + " and " + b_name + " overlap in memory (" + a_name + " " +
+                         PointerText(x.begin) + "..." + PointerText(x.end) + ", " + b_name + " " +
+                         PointerText(y.begin) + "..." + PointerText(y.end) + "); they must be separate memory");
 }
 
 Status CheckSameDevice(const Device& device, const char* device_owner,
                        std::initializer_list<std::pair<const TensorView*, const char*>> tensors) {
   for (const auto& [t, name] : tensors) {
     if (t->device != device)
-      return Invalid(name, "on " + DeviceName(t->device) + ", but " + device_owner + " is on " + DeviceName(device) +
-                               "; all tensors must be on one device");
+      return InvalidArgument(name, "on " + DeviceName(t->device) + ", but " + device_owner + " is on " +
+                                       DeviceName(device) + "; all tensors must be on one device");
   }
   return OkStatus();
 }

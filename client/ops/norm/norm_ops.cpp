@@ -3,6 +3,7 @@
 // kernel contract kiln/norm/norm_contract.h.
 #include <climits>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
@@ -41,8 +42,8 @@ Status LaunchNorm(const NormPlan& plan, const OpKernels& kernels, const char* en
   const EntryLaunchReady& e = ready.launch->entry();
   const int64_t grid = (plan.rows + e.items_per_block - 1) / e.items_per_block;
   if (grid > INT_MAX)
-    return Status(StatusCode::kInvalidArgument, std::string(plan.api) + ": " + std::to_string(plan.rows) +
-                                                    " rows need more than 2^31-1 blocks; split the call");
+    return InvalidArgument(std::string(plan.api) + ": " + std::to_string(plan.rows) +
+                           " rows need more than 2^31-1 blocks; split the call");
   LaunchConfig config;
   config.grid.x = static_cast<unsigned>(grid);
   config.block.x = e.block;

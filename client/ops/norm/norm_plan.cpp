@@ -1,25 +1,18 @@
 #include "client/ops/norm/norm_plan.h"
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
 
 namespace kiln::client {
 namespace {
 
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
-
 bool IsNormDType(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
-}
-
-std::string EpsText(double eps) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%g", eps);
-  return buffer;
 }
 
 // The checks both ops share. `x` is the tensor that defines dtype, shape and device (input);
@@ -27,92 +20,88 @@ std::string EpsText(double eps) {
 StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name,
                         const TensorView& y_t, const char* y_name, const TensorView& w_t,
                         double eps) {
-  auto x = ViewAsRows(x_t, x_name);
-  if (!x.ok()) return x.status();
-  auto y = ViewAsRows(y_t, y_name);
-  if (!y.ok()) return y.status();
+  KILN_ASSIGN_OR_RETURN(auto x, ViewAsRows(x_t, x_name));
+  KILN_ASSIGN_OR_RETURN(auto y, ViewAsRows(y_t, y_name));
   if (w_t.ndim != 1)
-    return Invalid("weight: expected a 1-D tensor [hidden] = [" + std::to_string(x->hidden) +
-                   "], found rank " + std::to_string(w_t.ndim) +
-                   (w_t.ndim >= 1 && w_t.ndim <= kMaxTensorDims ? " " + ShapeText(w_t) : ""));
-  auto w = ViewAsRows(w_t, "weight");
-  if (!w.ok()) return w.status();
+    return InvalidArgument("weight: expected a 1-D tensor [hidden] = [" + std::to_string(x.hidden) + "], found rank " +
+                           std::to_string(w_t.ndim) +
+                           (w_t.ndim >= 1 && w_t.ndim <= kMaxTensorDims ? " " + ShapeText(w_t) : ""));
+  KILN_ASSIGN_OR_RETURN(auto w, ViewAsRows(w_t, "weight"));
 
   if (!IsNormDType(x_t.dtype))
-    return Invalid(std::string(x_name) + ": dtype " + DTypeName(x_t.dtype) +
-                   " is not supported; expected fp32, fp16 or bf16");
+    return InvalidArgument(std::string(x_name) + ": dtype " + DTypeName(x_t.dtype) +
+                           " is not supported; expected fp32, fp16 or bf16");
   if (y_t.dtype != x_t.dtype)
-    return Invalid(std::string(y_name) + ": expected dtype " + DTypeName(x_t.dtype) + " (" +
-                   x_name + "'s), found " + DTypeName(y_t.dtype));
+    return InvalidArgument(std::string(y_name) + ": expected dtype " + DTypeName(x_t.dtype) + " (" + x_name +
+                           "'s), found " + DTypeName(y_t.dtype));
   if (w_t.dtype != x_t.dtype)
-    return Invalid(std::string("weight: expected dtype ") + DTypeName(x_t.dtype) + " (" + x_name +
-                   "'s), found " + DTypeName(w_t.dtype));
+    return InvalidArgument(std::string("weight: expected dtype ") + DTypeName(x_t.dtype) + " (" + x_name +
+                           "'s), found " + DTypeName(w_t.dtype));
 
   bool same_shape = y_t.ndim == x_t.ndim;
   for (int d = 0; same_shape && d < x_t.ndim; ++d) same_shape = y_t.shape[d] == x_t.shape[d];
   if (!same_shape)
-    return Invalid(std::string(y_name) + ": expected shape " + ShapeText(x_t) + " (" + x_name +
-                   "'s), found " + ShapeText(y_t));
-  if (x->hidden < 1 || x->hidden > norm::kMaxHidden)
-    return Invalid(std::string(x_name) + ": hidden size (the last dim) must be 1 to " +
-                   std::to_string(norm::kMaxHidden) + ", found " + std::to_string(x->hidden) +
-                   " in shape " + ShapeText(x_t));
-  if (w->hidden != x->hidden)
-    return Invalid("weight: expected shape [" + std::to_string(x->hidden) + "] (" + x_name +
-                   "'s hidden size), found " + ShapeText(w_t));
+    return InvalidArgument(std::string(y_name) + ": expected shape " + ShapeText(x_t) + " (" + x_name + "'s), found " +
+                           ShapeText(y_t));
+  if (x.hidden < 1 || x.hidden > norm::kMaxHidden)
+    return InvalidArgument(std::string(x_name) + ": hidden size (the last dim) must be 1 to " +
+                           std::to_string(norm::kMaxHidden) + ", found " + std::to_string(x.hidden) + " in shape " +
+                           ShapeText(x_t));
+  if (w.hidden != x.hidden)
+    return InvalidArgument("weight: expected shape [" + std::to_string(x.hidden) + "] (" + x_name +
+                           "'s hidden size), found " + ShapeText(w_t));
 
-  for (const RowView* v : {&*y, &*w}) {
+  for (const RowView* v : {&y, &w}) {
     if (v->tensor->device != x_t.device)
-      return Invalid(std::string(v->name) + ": on " + DeviceName(v->tensor->device) + ", but " +
-                     x_name + " is on " + DeviceName(x_t.device) +
-                     "; all tensors must be on one device");
+      return InvalidArgument(std::string(v->name) + ": on " + DeviceName(v->tensor->device) + ", but " + x_name +
+                             " is on " + DeviceName(x_t.device) + "; all tensors must be on one device");
   }
 
   if (!std::isfinite(eps) || eps <= 0)
-    return Invalid("eps: expected a finite value > 0, found " + EpsText(eps));
+    return InvalidArgument("eps: expected a finite value > 0, found " + NumberText(eps));
   const float eps_f = static_cast<float>(eps);
   if (!std::isfinite(eps_f) || eps_f <= 0)
-    return Invalid("eps: " + EpsText(eps) +
-                   " is not a positive finite float (the kernel computes in float)");
+    return InvalidArgument("eps: " + NumberText(eps) +
+                           " is not a positive finite float (the kernel computes in float)");
 
   // Rows that are written must not overlap each other.
-  const RowView* written[2] = {op == NormOp::kRmsNorm ? &*y : &*x, &*y};
+  const RowView* written[2] = {op == NormOp::kRmsNorm ? &y : &x, &y};
   for (const RowView* v : written) {
     if (v->rows > 1 && v->row_stride < v->hidden)
-      return Invalid(std::string(v->name) + ": its rows overlap (row stride " +
-                     std::to_string(v->row_stride) + " < hidden " + std::to_string(v->hidden) +
-                     "); a tensor the op writes needs a row stride of at least hidden");
+      return InvalidArgument(std::string(v->name) + ": its rows overlap (row stride " + std::to_string(v->row_stride) +
+                             " < hidden " + std::to_string(v->hidden) +
+                             "); a tensor the op writes needs a row stride of at least hidden");
   }
   if (op == NormOp::kRmsNorm) {
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*y, *x, /*same_is_ok=*/true));  // out vs input
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*y, *w, false));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, x, /*same_is_ok=*/true));  // out vs input
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, w, false));
   } else {
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*x, *y, false));  // input vs residual
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*x, *w, false));
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(*y, *w, false));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(x, y, false));  // input vs residual
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(x, w, false));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, w, false));
   }
 
   NormPlan plan;
   plan.op = op;
   plan.dtype = x_t.dtype;
   plan.device = x_t.device.index;
-  plan.rows = x->rows;
-  plan.hidden = x->hidden;
+  plan.rows = x.rows;
+  plan.hidden = x.hidden;
   plan.eps = eps_f;
-  plan.weight = w->data;
+  plan.weight = w.data;
   if (op == NormOp::kRmsNorm) {
-    plan.a = y->data;  // out
-    plan.b = x->data;  // input
-    plan.a_stride = y->row_stride;
-    plan.b_stride = x->row_stride;
+    plan.a = y.data;  // out
+    plan.b = x.data;  // input
+    plan.a_stride = y.row_stride;
+    plan.b_stride = x.row_stride;
   } else {
-    plan.a = x->data;  // input
-    plan.b = y->data;  // residual
-    plan.a_stride = x->row_stride;
-    plan.b_stride = y->row_stride;
+    plan.a = x.data;  // input
+    plan.b = y.data;  // residual
+    plan.a_stride = x.row_stride;
+    plan.b_stride = y.row_stride;
   }
   if (plan.rows > 0)
-    plan.vec = ChooseVecWidth(x->element_size, plan.hidden, {plan.a_stride, plan.b_stride},
+    plan.vec = ChooseVecWidth(x.element_size, plan.hidden, {plan.a_stride, plan.b_stride},
                               {plan.a, plan.b, plan.weight});
   return plan;
 }

@@ -3,6 +3,7 @@
 // the kernel contract kiln/rope/rope_contract.h.
 #include <climits>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/op_table.h"
@@ -64,8 +65,8 @@ Status LaunchRope(const RopePlan& plan, const OpKernels& kernels, const char* en
   const EntryLaunchReady& e = ready.launch->entry();
   const int64_t grid_x = (plan.tokens + e.items_per_block - 1) / e.items_per_block;
   if (grid_x > INT_MAX)
-    return Status(StatusCode::kInvalidArgument, std::string(plan.api) + ": " + std::to_string(plan.tokens) +
-                                                    " tokens need more than 2^31-1 blocks; split the call");
+    return InvalidArgument(std::string(plan.api) + ": " + std::to_string(plan.tokens) +
+                           " tokens need more than 2^31-1 blocks; split the call");
   const int64_t threads_per_token = e.block / e.items_per_block;
   LaunchConfig config;
   config.grid.x = static_cast<unsigned>(grid_x);

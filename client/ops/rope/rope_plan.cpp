@@ -2,34 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
 
 namespace kiln::client {
 namespace {
-
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
-
-std::string Number(double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%g", value);
-  return buffer;
-}
-
-std::string Hex(const void* p) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%p", p);
-  return buffer;
-}
-
-std::string StridesText(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim && d < kMaxTensorDims; ++d) s += (d ? ", " : "") + std::to_string(t.strides[d]);
-  return s + "]";
-}
 
 // q or k as [tokens, heads, head_dim] with the head dim contiguous.
 struct HeadsView {
@@ -47,23 +28,24 @@ struct HeadsView {
 StatusOr<HeadsView> ViewAsHeads(const TensorView& t, const char* name) {
   const std::string n(name);
   if (t.ndim != 3)
-    return Invalid(n + ": expected a 3-D tensor [tokens, heads, head_dim], found rank " + std::to_string(t.ndim) +
-                   (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : ""));
+    return InvalidArgument(n + ": expected a 3-D tensor [tokens, heads, head_dim], found rank " +
+                           std::to_string(t.ndim) +
+                           (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : ""));
   if (t.device.type != DeviceType::kCUDA)
-    return Invalid(n + ": expected a CUDA device tensor, found one on " + DeviceName(t.device));
+    return InvalidArgument(n + ": expected a CUDA device tensor, found one on " + DeviceName(t.device));
   if (t.device.index < 0)
-    return Invalid(n + ": device ordinal " + std::to_string(t.device.index) + " is negative");
+    return InvalidArgument(n + ": device ordinal " + std::to_string(t.device.index) + " is negative");
   for (int d = 0; d < 3; ++d) {
     if (t.shape[d] < 0)
-      return Invalid(n + ": dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) +
-                     " (shape " + ShapeText(t) + ")");
+      return InvalidArgument(n + ": dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) +
+                             " (shape " + ShapeText(t) + ")");
     if (t.strides[d] < 0)
-      return Invalid(n + ": dim " + std::to_string(d) + " has negative stride " + std::to_string(t.strides[d]) +
-                     " (strides " + StridesText(t) + "); only non-negative strides are supported");
+      return InvalidArgument(n + ": dim " + std::to_string(d) + " has negative stride " + std::to_string(t.strides[d]) +
+                             " (strides " + StridesText(t) + "); only non-negative strides are supported");
   }
   if (t.shape[2] > 1 && t.strides[2] != 1)
-    return Invalid(n + ": the head dim (dim 2) must be contiguous (stride 1), found stride " +
-                   std::to_string(t.strides[2]) + " in " + t.Describe());
+    return InvalidArgument(n + ": the head dim (dim 2) must be contiguous (stride 1), found stride " +
+                           std::to_string(t.strides[2]) + " in " + t.Describe());
   HeadsView v;
   v.name = name;
   v.tensor = &t;
@@ -75,10 +57,11 @@ StatusOr<HeadsView> ViewAsHeads(const TensorView& t, const char* name) {
   v.token_stride = t.strides[0];
   v.head_stride = t.strides[1];
   if (t.numel() > 0 && v.data == nullptr)
-    return Invalid(n + ": data is NULL, but the tensor " + ShapeText(t) + " is not empty");
+    return InvalidArgument(n + ": data is NULL, but the tensor " + ShapeText(t) + " is not empty");
   if (v.element_size > 1 && reinterpret_cast<uintptr_t>(v.data) % v.element_size != 0)
-    return Invalid(n + ": data pointer " + Hex(v.data) + " is not aligned to " + std::to_string(v.element_size) +
-                   " bytes (the size of one " + DTypeName(t.dtype) + " element)");
+    return InvalidArgument(n + ": data pointer " + PointerText(v.data) + " is not aligned to " +
+                           std::to_string(v.element_size) + " bytes (the size of one " + DTypeName(t.dtype) +
+                           " element)");
   return v;
 }
 
@@ -108,106 +91,107 @@ Status CheckRowsDisjoint(const HeadsView& v, int64_t rotary_dim) {
   if (dims[0].size <= 1 || dims[1].size <= 1) {
     const Dim& d = dims[0].size > 1 ? dims[0] : dims[1];
     if (d.size <= 1 || d.stride >= rotary_dim) return OkStatus();
-    return Invalid(std::string(v.name) + ": its " + d.what + " stride " + std::to_string(d.stride) +
-                   " is less than rotary_dim " + std::to_string(rotary_dim) +
-                   ", so the rotated parts of two " + d.what + "s overlap; a tensor the op writes needs "
-                   "rows that do not overlap");
+    return InvalidArgument(std::string(v.name) + ": its " + d.what + " stride " + std::to_string(d.stride) +
+                           " is less than rotary_dim " + std::to_string(rotary_dim) + ", so the rotated parts of two " +
+                           d.what + "s overlap; a tensor the op writes needs rows that do not overlap");
   }
   if (dims[0].stride > dims[1].stride) std::swap(dims[0], dims[1]);
   if (dims[0].stride >= rotary_dim && dims[1].stride >= (dims[0].size - 1) * dims[0].stride + rotary_dim)
     return OkStatus();
-  return Invalid(std::string(v.name) + ": its rotated parts overlap (token stride " + std::to_string(v.token_stride) +
-                 ", head stride " + std::to_string(v.head_stride) + ", " + std::to_string(v.tokens) + " tokens, " +
-                 std::to_string(v.heads) + " heads, rotary_dim " + std::to_string(rotary_dim) +
-                 "); a tensor the op writes needs (token, head) rows that do not overlap");
+  return InvalidArgument(std::string(v.name) + ": its rotated parts overlap (token stride " +
+                         std::to_string(v.token_stride) + ", head stride " + std::to_string(v.head_stride) + ", " +
+                         std::to_string(v.tokens) + " tokens, " + std::to_string(v.heads) + " heads, rotary_dim " +
+                         std::to_string(rotary_dim) +
+                         "); a tensor the op writes needs (token, head) rows that do not overlap");
 }
 
 // What both ops check: q, k, positions and their relations. `rotary_dim` is the resolved
 // value (options or the cache), `rotary_from` names where it came from for messages.
 StatusOr<RopePlan> PlanCommon(RopeOp op, const TensorView& q_t, const TensorView& k_t, const TensorView& p_t,
                               int64_t rotary_dim, const std::string& rotary_from, bool interleaved) {
-  auto q = ViewAsHeads(q_t, "q");
-  if (!q.ok()) return q.status();
-  auto k = ViewAsHeads(k_t, "k");
-  if (!k.ok()) return k.status();
+  KILN_ASSIGN_OR_RETURN(auto q, ViewAsHeads(q_t, "q"));
+  KILN_ASSIGN_OR_RETURN(auto k, ViewAsHeads(k_t, "k"));
 
   if (q_t.dtype != DType::kFloat16 && q_t.dtype != DType::kBFloat16)
-    return Invalid(std::string("q: dtype ") + DTypeName(q_t.dtype) + " is not supported; expected fp16 or bf16");
+    return InvalidArgument(std::string("q: dtype ") + DTypeName(q_t.dtype) +
+                           " is not supported; expected fp16 or bf16");
   if (k_t.dtype != q_t.dtype)
-    return Invalid(std::string("k: expected dtype ") + DTypeName(q_t.dtype) + " (q's), found " + DTypeName(k_t.dtype));
-  if (k->tokens != q->tokens)
-    return Invalid("k: expected " + std::to_string(q->tokens) + " tokens (q's dim 0), found " +
-                   std::to_string(k->tokens) + " in shape " + ShapeText(k_t));
-  if (k->head_dim != q->head_dim)
-    return Invalid("k: expected head_dim " + std::to_string(q->head_dim) + " (q's dim 2), found " +
-                   std::to_string(k->head_dim) + " in shape " + ShapeText(k_t));
-  for (const HeadsView* v : {&*q, &*k}) {
+    return InvalidArgument(std::string("k: expected dtype ") + DTypeName(q_t.dtype) + " (q's), found " +
+                           DTypeName(k_t.dtype));
+  if (k.tokens != q.tokens)
+    return InvalidArgument("k: expected " + std::to_string(q.tokens) + " tokens (q's dim 0), found " +
+                           std::to_string(k.tokens) + " in shape " + ShapeText(k_t));
+  if (k.head_dim != q.head_dim)
+    return InvalidArgument("k: expected head_dim " + std::to_string(q.head_dim) + " (q's dim 2), found " +
+                           std::to_string(k.head_dim) + " in shape " + ShapeText(k_t));
+  for (const HeadsView* v : {&q, &k}) {
     if (v->heads > int64_t{rope::kMaxHeads})
-      return Invalid(std::string(v->name) + ": at most " + std::to_string(int64_t{rope::kMaxHeads}) + " heads, found " +
-                     std::to_string(v->heads));
+      return InvalidArgument(std::string(v->name) + ": at most " + std::to_string(int64_t{rope::kMaxHeads}) +
+                             " heads, found " + std::to_string(v->heads));
   }
   if (k_t.device != q_t.device)
-    return Invalid("k: on " + DeviceName(k_t.device) + ", but q is on " + DeviceName(q_t.device) +
-                   "; all tensors must be on one device");
+    return InvalidArgument("k: on " + DeviceName(k_t.device) + ", but q is on " + DeviceName(q_t.device) +
+                           "; all tensors must be on one device");
 
   // positions [tokens], int32 or int64, contiguous.
   if (p_t.ndim != 1)
-    return Invalid("positions: expected a 1-D tensor [tokens] = [" + std::to_string(q->tokens) + "], found rank " +
-                   std::to_string(p_t.ndim) + (p_t.ndim >= 1 && p_t.ndim <= kMaxTensorDims ? " " + ShapeText(p_t) : ""));
+    return InvalidArgument("positions: expected a 1-D tensor [tokens] = [" + std::to_string(q.tokens) +
+                           "], found rank " + std::to_string(p_t.ndim) +
+                           (p_t.ndim >= 1 && p_t.ndim <= kMaxTensorDims ? " " + ShapeText(p_t) : ""));
   if (p_t.dtype != DType::kInt32 && p_t.dtype != DType::kInt64)
-    return Invalid(std::string("positions: dtype ") + DTypeName(p_t.dtype) +
-                   " is not supported; expected int32 or int64 (token positions are integers)");
-  auto p = ViewAsRows(p_t, "positions");
-  if (!p.ok()) return p.status();
-  if (p_t.shape[0] != q->tokens)
-    return Invalid("positions: expected shape [" + std::to_string(q->tokens) + "] (q's tokens), found " + ShapeText(p_t));
+    return InvalidArgument(std::string("positions: dtype ") + DTypeName(p_t.dtype) +
+                           " is not supported; expected int32 or int64 (token positions are integers)");
+  KILN_ASSIGN_OR_RETURN(auto p, ViewAsRows(p_t, "positions"));
+  if (p_t.shape[0] != q.tokens)
+    return InvalidArgument("positions: expected shape [" + std::to_string(q.tokens) + "] (q's tokens), found " +
+                           ShapeText(p_t));
   if (p_t.device != q_t.device)
-    return Invalid("positions: on " + DeviceName(p_t.device) + ", but q is on " + DeviceName(q_t.device) +
-                   "; all tensors must be on one device");
+    return InvalidArgument("positions: on " + DeviceName(p_t.device) + ", but q is on " + DeviceName(q_t.device) +
+                           "; all tensors must be on one device");
 
-  if (rotary_dim % 2 != 0 || rotary_dim < 2 || rotary_dim > q->head_dim || rotary_dim > int64_t{rope::kMaxRotaryDim})
-    return Invalid(rotary_from + ": expected an even value in 2.." +
-                   std::to_string(std::min(q->head_dim, int64_t{rope::kMaxRotaryDim})) + " (at most head_dim " +
-                   std::to_string(q->head_dim) + " and " + std::to_string(int64_t{rope::kMaxRotaryDim}) + "), found " +
-                   std::to_string(rotary_dim));
+  if (rotary_dim % 2 != 0 || rotary_dim < 2 || rotary_dim > q.head_dim || rotary_dim > int64_t{rope::kMaxRotaryDim})
+    return InvalidArgument(rotary_from + ": expected an even value in 2.." +
+                           std::to_string(std::min(q.head_dim, int64_t{rope::kMaxRotaryDim})) + " (at most head_dim " +
+                           std::to_string(q.head_dim) + " and " + std::to_string(int64_t{rope::kMaxRotaryDim}) +
+                           "), found " + std::to_string(rotary_dim));
 
-  KILN_RETURN_IF_ERROR(CheckRowsDisjoint(*q, rotary_dim));
-  KILN_RETURN_IF_ERROR(CheckRowsDisjoint(*k, rotary_dim));
-  const RowView q_rows = WrittenRows(*q, rotary_dim), k_rows = WrittenRows(*k, rotary_dim);
+  KILN_RETURN_IF_ERROR(CheckRowsDisjoint(q, rotary_dim));
+  KILN_RETURN_IF_ERROR(CheckRowsDisjoint(k, rotary_dim));
+  const RowView q_rows = WrittenRows(q, rotary_dim), k_rows = WrittenRows(k, rotary_dim);
   KILN_RETURN_IF_ERROR(CheckNoOverlap(q_rows, k_rows, false));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(q_rows, *p, false));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(k_rows, *p, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(q_rows, p, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(k_rows, p, false));
 
   RopePlan plan;
   plan.op = op;
   plan.dtype = q_t.dtype;
   plan.pos_dtype = p_t.dtype;
   plan.device = q_t.device.index;
-  plan.tokens = q->tokens;
-  plan.q_heads = q->heads;
-  plan.k_heads = k->heads;
-  plan.head_dim = q->head_dim;
+  plan.tokens = q.tokens;
+  plan.q_heads = q.heads;
+  plan.k_heads = k.heads;
+  plan.head_dim = q.head_dim;
   plan.rotary_dim = rotary_dim;
   plan.interleaved = interleaved;
-  plan.q = q->data;
-  plan.k = k->data;
-  plan.positions = p->data;
-  plan.q_token_stride = q->token_stride;
-  plan.q_head_stride = q->head_stride;
-  plan.k_token_stride = k->token_stride;
-  plan.k_head_stride = k->head_stride;
+  plan.q = q.data;
+  plan.k = k.data;
+  plan.positions = p.data;
+  plan.q_token_stride = q.token_stride;
+  plan.q_head_stride = q.head_stride;
+  plan.k_token_stride = k.token_stride;
+  plan.k_head_stride = k.head_stride;
   // A stride of a dim with one entry is never stepped over, so it does not limit the vector.
   auto used = [](int64_t size, int64_t stride) { return size > 1 ? stride : 0; };
-  plan.vec = ChooseVecWidth(q->element_size, rotary_dim / 2,
-                            {used(q->tokens, q->token_stride), used(q->heads, q->head_stride),
-                             used(k->tokens, k->token_stride), used(k->heads, k->head_stride)},
-                            {q->heads > 0 ? plan.q : nullptr, k->heads > 0 ? plan.k : nullptr});
+  plan.vec = ChooseVecWidth(q.element_size, rotary_dim / 2,
+                            {used(q.tokens, q.token_stride), used(q.heads, q.head_stride),
+                             used(k.tokens, k.token_stride), used(k.heads, k.head_stride)},
+                            {q.heads > 0 ? plan.q : nullptr, k.heads > 0 ? plan.k : nullptr});
   return plan;
 }
 
 Status CheckPositiveFinite(const char* name, double value) {
   if (std::isfinite(value) && value > 0) return OkStatus();
-  return Invalid(std::string(name) + ": expected a finite value > 0, found " + Number(value));
+  return InvalidArgument(std::string(name) + ": expected a finite value > 0, found " + NumberText(value));
 }
 
 }  // namespace
@@ -216,30 +200,31 @@ StatusOr<RopePlan> PlanApplyRope(const TensorView& q, const TensorView& k, const
                                  const ops::RopeOptions& options, const char* api) {
   auto plan = [&]() -> StatusOr<RopePlan> {
     if (options.rotary_dim < 0)
-      return Invalid("rotary_dim: expected 0 (the head dim) or an even value in 2..min(head_dim, " +
-                     std::to_string(int64_t{rope::kMaxRotaryDim}) + "), found " + std::to_string(options.rotary_dim));
+      return InvalidArgument("rotary_dim: expected 0 (the head dim) or an even value in 2..min(head_dim, " +
+                             std::to_string(int64_t{rope::kMaxRotaryDim}) + "), found " +
+                             std::to_string(options.rotary_dim));
     // Only q's rank is needed to resolve 0; ViewAsHeads reports a bad one first.
     const int64_t head_dim = q.ndim == 3 ? q.shape[2] : 0;
     const int64_t rotary_dim = options.rotary_dim == 0 ? head_dim : options.rotary_dim;
     const std::string from = options.rotary_dim == 0 ? "rotary_dim (0: the head dim)" : "rotary_dim";
-    auto plan = PlanCommon(RopeOp::kApplyRope, q, k, positions, rotary_dim, from, options.interleaved);
-    if (!plan.ok()) return plan.status();
+    KILN_ASSIGN_OR_RETURN(auto plan,
+                          PlanCommon(RopeOp::kApplyRope, q, k, positions, rotary_dim, from, options.interleaved));
     KILN_RETURN_IF_ERROR(CheckPositiveFinite("theta", options.theta));
-    plan->log2_theta = std::log2(options.theta);
+    plan.log2_theta = std::log2(options.theta);
     if (options.llama31.has_value()) {
       const ops::Llama31RopeScaling& s = *options.llama31;
       KILN_RETURN_IF_ERROR(CheckPositiveFinite("llama31.factor", s.factor));
       KILN_RETURN_IF_ERROR(CheckPositiveFinite("llama31.low_freq_factor", s.low_freq_factor));
       if (!std::isfinite(s.high_freq_factor) || !(s.high_freq_factor > s.low_freq_factor))
-        return Invalid("llama31.high_freq_factor: expected a finite value > low_freq_factor (" +
-                       Number(s.low_freq_factor) + "), found " + Number(s.high_freq_factor));
+        return InvalidArgument("llama31.high_freq_factor: expected a finite value > low_freq_factor (" +
+                               NumberText(s.low_freq_factor) + "), found " + NumberText(s.high_freq_factor));
       if (s.original_max_position <= 0)
-        return Invalid("llama31.original_max_position: expected a value > 0, found " +
-                       std::to_string(s.original_max_position));
-      plan->factor = s.factor;
-      plan->low_freq_factor = s.low_freq_factor;
-      plan->high_freq_factor = s.high_freq_factor;
-      plan->original_max_position = static_cast<double>(s.original_max_position);
+        return InvalidArgument("llama31.original_max_position: expected a value > 0, found " +
+                               std::to_string(s.original_max_position));
+      plan.factor = s.factor;
+      plan.low_freq_factor = s.low_freq_factor;
+      plan.high_freq_factor = s.high_freq_factor;
+      plan.original_max_position = static_cast<double>(s.original_max_position);
     }
     return plan;
   }();
@@ -254,37 +239,34 @@ StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const Tenso
                                                 const char* api) {
   auto plan = [&]() -> StatusOr<RopePlan> {
     if (cache_t.ndim != 2)
-      return Invalid("cos_sin_cache: expected a 2-D tensor [max_position, rotary_dim], found rank " +
-                     std::to_string(cache_t.ndim) +
-                     (cache_t.ndim >= 1 && cache_t.ndim <= kMaxTensorDims ? " " + ShapeText(cache_t) : ""));
-    auto cache = ViewAsRows(cache_t, "cos_sin_cache");
-    if (!cache.ok()) return cache.status();
+      return InvalidArgument("cos_sin_cache: expected a 2-D tensor [max_position, rotary_dim], found rank " +
+                             std::to_string(cache_t.ndim) +
+                             (cache_t.ndim >= 1 && cache_t.ndim <= kMaxTensorDims ? " " + ShapeText(cache_t) : ""));
+    KILN_ASSIGN_OR_RETURN(auto cache, ViewAsRows(cache_t, "cos_sin_cache"));
     if (cache_t.dtype != DType::kFloat32)
-      return Invalid(std::string("cos_sin_cache: dtype ") + DTypeName(cache_t.dtype) +
-                     " is not supported; expected fp32");
-    auto plan = PlanCommon(RopeOp::kApplyRopeWithCosSinCache, q, k, positions, cache->hidden,
-                           "cos_sin_cache: its dim 1 (rotary_dim)", interleaved);
-    if (!plan.ok()) return plan.status();
+      return InvalidArgument(std::string("cos_sin_cache: dtype ") + DTypeName(cache_t.dtype) +
+                             " is not supported; expected fp32");
+    KILN_ASSIGN_OR_RETURN(auto plan, PlanCommon(RopeOp::kApplyRopeWithCosSinCache, q, k, positions, cache.hidden,
+                                                "cos_sin_cache: its dim 1 (rotary_dim)", interleaved));
     if (cache_t.device != q.device)
-      return Invalid("cos_sin_cache: on " + DeviceName(cache_t.device) + ", but q is on " + DeviceName(q.device) +
-                     "; all tensors must be on one device");
+      return InvalidArgument("cos_sin_cache: on " + DeviceName(cache_t.device) + ", but q is on " +
+                             DeviceName(q.device) + "; all tensors must be on one device");
     // q and k passed PlanCommon, so their views are valid.
     for (const auto& [tensor, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}}) {
-      auto view = ViewAsHeads(*tensor, name);
-      if (!view.ok()) return view.status();
-      KILN_RETURN_IF_ERROR(CheckNoOverlap(WrittenRows(*view, plan->rotary_dim), *cache, false));
+      KILN_ASSIGN_OR_RETURN(auto view, ViewAsHeads(*tensor, name));
+      KILN_RETURN_IF_ERROR(CheckNoOverlap(WrittenRows(view, plan.rotary_dim), cache, false));
     }
-    plan->cos_sin_cache = cache->data;
-    plan->max_position = cache->rows;
-    plan->cache_stride = cache->row_stride;
+    plan.cos_sin_cache = cache.data;
+    plan.max_position = cache.rows;
+    plan.cache_stride = cache.row_stride;
     // The kernel reads the cache min(vec, 4) floats at a time: the pointer and the row stride
     // must allow that too.
-    while (plan->vec > 1) {
-      const int64_t floats = std::min(plan->vec, 4);
-      const bool pointer_ok = reinterpret_cast<uintptr_t>(cache->data) % (floats * 4) == 0;
-      const bool stride_ok = cache->rows <= 1 || cache->row_stride % floats == 0;
+    while (plan.vec > 1) {
+      const int64_t floats = std::min(plan.vec, 4);
+      const bool pointer_ok = reinterpret_cast<uintptr_t>(cache.data) % (floats * 4) == 0;
+      const bool stride_ok = cache.rows <= 1 || cache.row_stride % floats == 0;
       if (pointer_ok && stride_ok) break;
-      plan->vec /= 2;
+      plan.vec /= 2;
     }
     return plan;
   }();

@@ -4,6 +4,7 @@
 // kiln/sampling/sampling_contract.h.
 #include <climits>
 
+#include "client/core/api/invalid_argument.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/op_table.h"
@@ -71,8 +72,8 @@ Status RunSample(const SampleArgs<kS>& a, const char* api, void* stream) {
                         PrepareOpLaunch(kS.kernels, SamplingSpec{plan.out_dtype, plan.vec}, plan.device, api));
   const EntryLaunchReady& e = ready.launch->entry();
   if (plan.rows > INT_MAX)
-    return Status(StatusCode::kInvalidArgument, std::string(api) + ": " + std::to_string(plan.rows) +
-                                                    " rows need more than 2^31-1 blocks (one per row); split the call");
+    return InvalidArgument(std::string(api) + ": " + std::to_string(plan.rows) +
+                           " rows need more than 2^31-1 blocks (one per row); split the call");
   LaunchConfig config;
   config.grid.x = static_cast<unsigned>(plan.rows);
   config.block.x = e.block;

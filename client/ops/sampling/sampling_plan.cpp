@@ -1,22 +1,15 @@
 #include "client/ops/sampling/sampling_plan.h"
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
 
 namespace kiln::client {
 namespace {
-
-Status Invalid(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
-
-std::string Number(double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%g", value);
-  return buffer;
-}
 
 bool UsesK(SamplingOp op) { return op == SamplingOp::kTopK || op == SamplingOp::kTopKTopP; }
 bool UsesP(SamplingOp op) {
@@ -28,19 +21,19 @@ const char* PName(SamplingOp op) { return op == SamplingOp::kMinP ? "min_p" : "t
 StatusOr<RowView> PerRowTensor(const TensorView& t, const char* name, DType dtype, int64_t rows,
                                const TensorView& probs) {
   if (t.ndim != 1)
-    return Invalid(std::string(name) + ": expected a 1-D tensor [B] = [" + std::to_string(rows) +
-                   "], found rank " + std::to_string(t.ndim) +
-                   (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : ""));
+    return InvalidArgument(std::string(name) + ": expected a 1-D tensor [B] = [" + std::to_string(rows) +
+                           "], found rank " + std::to_string(t.ndim) +
+                           (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : ""));
   if (t.dtype != dtype)
-    return Invalid(std::string(name) + ": expected dtype " + DTypeName(dtype) + ", found " + DTypeName(t.dtype));
+    return InvalidArgument(std::string(name) + ": expected dtype " + DTypeName(dtype) + ", found " +
+                           DTypeName(t.dtype));
   if (t.shape[0] != rows)
-    return Invalid(std::string(name) + ": expected shape [" + std::to_string(rows) +
-                   "] (probs' rows), found " + ShapeText(t));
-  auto v = ViewAsRows(t, name);
-  if (!v.ok()) return v.status();
+    return InvalidArgument(std::string(name) + ": expected shape [" + std::to_string(rows) + "] (probs' rows), found " +
+                           ShapeText(t));
+  KILN_ASSIGN_OR_RETURN(auto v, ViewAsRows(t, name));
   if (t.device != probs.device)
-    return Invalid(std::string(name) + ": on " + DeviceName(t.device) + ", but probs is on " +
-                   DeviceName(probs.device) + "; all tensors must be on one device");
+    return InvalidArgument(std::string(name) + ": on " + DeviceName(t.device) + ", but probs is on " +
+                           DeviceName(probs.device) + "; all tensors must be on one device");
   return v;
 }
 
@@ -51,74 +44,70 @@ StatusOr<SamplingPlan> Plan(SamplingOp op, const SamplingArgs& a) {
   const TensorView& samples_t = *a.samples;
 
   if (probs_t.ndim != 2)
-    return Invalid("probs: expected a 2-D tensor [B, V], found rank " + std::to_string(probs_t.ndim) +
-                   (probs_t.ndim >= 1 && probs_t.ndim <= kMaxTensorDims ? " " + ShapeText(probs_t) : ""));
+    return InvalidArgument("probs: expected a 2-D tensor [B, V], found rank " + std::to_string(probs_t.ndim) +
+                           (probs_t.ndim >= 1 && probs_t.ndim <= kMaxTensorDims ? " " + ShapeText(probs_t) : ""));
   if (probs_t.dtype != DType::kFloat32)
-    return Invalid(std::string("probs: expected dtype fp32, found ") + DTypeName(probs_t.dtype));
-  auto probs = ViewAsRows(probs_t, "probs");
-  if (!probs.ok()) return probs.status();
-  if (probs->hidden < 1 || probs->hidden > int64_t{sampling::kMaxVocab})
-    return Invalid("probs: the vocabulary size (dim 1) must be 1 to " + std::to_string(int64_t{sampling::kMaxVocab}) +
-                   ", found " + std::to_string(probs->hidden) + " in shape " + ShapeText(probs_t));
-  const int64_t rows = probs->rows;
+    return InvalidArgument(std::string("probs: expected dtype fp32, found ") + DTypeName(probs_t.dtype));
+  KILN_ASSIGN_OR_RETURN(auto probs, ViewAsRows(probs_t, "probs"));
+  if (probs.hidden < 1 || probs.hidden > int64_t{sampling::kMaxVocab})
+    return InvalidArgument("probs: the vocabulary size (dim 1) must be 1 to " +
+                           std::to_string(int64_t{sampling::kMaxVocab}) + ", found " + std::to_string(probs.hidden) +
+                           " in shape " + ShapeText(probs_t));
+  const int64_t rows = probs.rows;
 
   if (samples_t.ndim != 1)
-    return Invalid("samples: expected a 1-D tensor [B] = [" + std::to_string(rows) + "], found rank " +
-                   std::to_string(samples_t.ndim) +
-                   (samples_t.ndim >= 1 && samples_t.ndim <= kMaxTensorDims ? " " + ShapeText(samples_t) : ""));
+    return InvalidArgument("samples: expected a 1-D tensor [B] = [" + std::to_string(rows) + "], found rank " +
+                           std::to_string(samples_t.ndim) +
+                           (samples_t.ndim >= 1 && samples_t.ndim <= kMaxTensorDims ? " " + ShapeText(samples_t) : ""));
   if (samples_t.dtype != DType::kInt32 && samples_t.dtype != DType::kInt64)
-    return Invalid(std::string("samples: expected dtype int32 or int64, found ") + DTypeName(samples_t.dtype));
+    return InvalidArgument(std::string("samples: expected dtype int32 or int64, found ") + DTypeName(samples_t.dtype));
   if (samples_t.shape[0] != rows)
-    return Invalid("samples: expected shape [" + std::to_string(rows) + "] (probs' rows), found " +
-                   ShapeText(samples_t));
-  auto samples = ViewAsRows(samples_t, "samples");
-  if (!samples.ok()) return samples.status();
+    return InvalidArgument("samples: expected shape [" + std::to_string(rows) + "] (probs' rows), found " +
+                           ShapeText(samples_t));
+  KILN_ASSIGN_OR_RETURN(auto samples, ViewAsRows(samples_t, "samples"));
   if (samples_t.device != probs_t.device)
-    return Invalid("samples: on " + DeviceName(samples_t.device) + ", but probs is on " +
-                   DeviceName(probs_t.device) + "; all tensors must be on one device");
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(*samples, *probs, false));
+    return InvalidArgument("samples: on " + DeviceName(samples_t.device) + ", but probs is on " +
+                           DeviceName(probs_t.device) + "; all tensors must be on one device");
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(samples, probs, false));
 
   SamplingPlan plan;
   plan.op = op;
   plan.out_dtype = samples_t.dtype;
   plan.device = probs_t.device.index;
   plan.rows = rows;
-  plan.vocab = probs->hidden;
-  plan.row_stride = probs->row_stride;
-  plan.samples = samples->data;
-  plan.probs = reinterpret_cast<const float*>(probs->data);
+  plan.vocab = probs.hidden;
+  plan.row_stride = probs.row_stride;
+  plan.samples = samples.data;
+  plan.probs = reinterpret_cast<const float*>(probs.data);
   plan.seed = a.seed;
   plan.offset = a.offset;
 
   if (UsesK(op)) {
     if (a.k_values != nullptr) {
-      auto k = PerRowTensor(*a.k_values, "top_k", DType::kInt32, rows, probs_t);
-      if (!k.ok()) return k.status();
-      KILN_RETURN_IF_ERROR(CheckNoOverlap(*samples, *k, false));
-      plan.k_values = reinterpret_cast<const int32_t*>(k->data);
+      KILN_ASSIGN_OR_RETURN(auto k, PerRowTensor(*a.k_values, "top_k", DType::kInt32, rows, probs_t));
+      KILN_RETURN_IF_ERROR(CheckNoOverlap(samples, k, false));
+      plan.k_values = reinterpret_cast<const int32_t*>(k.data);
     } else if (a.k_scalar < 0) {
-      return Invalid("top_k: expected k >= 0 (0: no top-k), found " + std::to_string(a.k_scalar));
+      return InvalidArgument("top_k: expected k >= 0 (0: no top-k), found " + std::to_string(a.k_scalar));
     }
     plan.k_scalar = a.k_scalar;
   }
   if (UsesP(op)) {
     const char* name = PName(op);
     if (a.p_values != nullptr) {
-      auto p = PerRowTensor(*a.p_values, name, DType::kFloat32, rows, probs_t);
-      if (!p.ok()) return p.status();
-      KILN_RETURN_IF_ERROR(CheckNoOverlap(*samples, *p, false));
-      plan.p_values = reinterpret_cast<const float*>(p->data);
+      KILN_ASSIGN_OR_RETURN(auto p, PerRowTensor(*a.p_values, name, DType::kFloat32, rows, probs_t));
+      KILN_RETURN_IF_ERROR(CheckNoOverlap(samples, p, false));
+      plan.p_values = reinterpret_cast<const float*>(p.data);
     } else if (op == SamplingOp::kMinP) {
       if (!(a.p_scalar >= 0.0 && a.p_scalar <= 1.0))
-        return Invalid("min_p: expected a value in [0, 1], found " + Number(a.p_scalar));
+        return InvalidArgument("min_p: expected a value in [0, 1], found " + NumberText(a.p_scalar));
     } else if (!(a.p_scalar > 0.0 && a.p_scalar <= 1.0)) {
-      return Invalid("top_p: expected a value in (0, 1], found " + Number(a.p_scalar));
+      return InvalidArgument("top_p: expected a value in (0, 1], found " + NumberText(a.p_scalar));
     }
     plan.p_scalar = a.p_scalar;
   }
 
-  if (rows > 0)
-    plan.vec = ChooseVecWidth(sizeof(float), plan.vocab, {plan.row_stride}, {probs->data});
+  if (rows > 0) plan.vec = ChooseVecWidth(sizeof(float), plan.vocab, {plan.row_stride}, {probs.data});
   return plan;
 }
 

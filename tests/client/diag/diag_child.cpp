@@ -34,9 +34,10 @@
 #include <string>
 #include <vector>
 
+#include "client/core/api/float16.h"
+#include "client/core/driver/cuda_driver.h"
 #include "client/diag/call_trace.h"
 #include "client/ops/op_table.h"
-#include "client/core/driver/cuda_driver.h"
 #include "kiln/comm.h"
 #include "kiln/kiln.h"
 #include "kiln/ops.h"
@@ -144,20 +145,6 @@ void Require(const kiln::Status& s, const char* what) {
   if (!s.ok()) std::exit(4);
 }
 
-uint16_t ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f)) return 0x7FC0;
-  u += 0x7FFF + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
-}
-float FromBf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // A device tensor with its host image (the values as the dtype holds them, as floats).
 struct GpuTensor {
   DType dtype = DType::kFloat32;
@@ -216,7 +203,10 @@ struct GpuTensor {
       uint8_t* p = image.data() + static_cast<size_t>(offs[i]) * es;
       const double v = values[i];
       if (dtype == DType::kFloat32) { float f = static_cast<float>(v); std::memcpy(p, &f, 4); }
-      if (dtype == DType::kBFloat16) { uint16_t b = ToBf16(static_cast<float>(v)); std::memcpy(p, &b, 2); }
+      if (dtype == DType::kBFloat16) {
+        uint16_t b = kiln::client::FloatToBFloat16(static_cast<float>(v));
+        std::memcpy(p, &b, 2);
+      }
       if (dtype == DType::kInt32) { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); }
     }
     Check(g_driver->cuMemcpyHtoD(ptr, image.data(), image.size()), "cuMemcpyHtoD");
@@ -230,7 +220,11 @@ struct GpuTensor {
     for (int64_t off : Offsets()) {
       const uint8_t* p = image.data() + static_cast<size_t>(off) * es;
       if (dtype == DType::kFloat32) { float f; std::memcpy(&f, p, 4); out.push_back(f); }
-      if (dtype == DType::kBFloat16) { uint16_t b; std::memcpy(&b, p, 2); out.push_back(FromBf16(b)); }
+      if (dtype == DType::kBFloat16) {
+        uint16_t b;
+        std::memcpy(&b, p, 2);
+        out.push_back(kiln::client::BFloat16ToFloat(b));
+      }
       if (dtype == DType::kInt32) { int32_t x; std::memcpy(&x, p, 4); out.push_back(x); }
     }
     return out;

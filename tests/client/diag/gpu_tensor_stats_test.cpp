@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "client/core/api/float16.h"
 #include "client/diag/tensor_stats.h"
 #include "tests/support/gpu_harness.h"
 
@@ -53,12 +54,12 @@ double HostValue(DType dtype, const uint8_t* p) {
     case DType::kFloat16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      return kiln::testing::HalfToFloat(h);
+      return kiln::client::HalfToFloat(h);
     }
     case DType::kBFloat16: {
       uint16_t b;
       std::memcpy(&b, p, 2);
-      return kiln::testing::Bf16ToFloat(b);
+      return kiln::client::BFloat16ToFloat(b);
     }
     case DType::kInt8: return static_cast<int8_t>(*p);
     case DType::kUInt8: return *p;
@@ -190,12 +191,12 @@ std::vector<uint8_t> RandomBytes(DType dtype, size_t count, std::mt19937_64& rng
     switch (dtype) {
       case DType::kFloat32: std::memcpy(p, &f, 4); break;
       case DType::kFloat16: {
-        const uint16_t h = kiln::testing::FloatToHalf(f);
+        const uint16_t h = kiln::client::FloatToHalf(f);
         std::memcpy(p, &h, 2);
         break;
       }
       case DType::kBFloat16: {
-        const uint16_t b = kiln::testing::FloatToBf16(f);
+        const uint16_t b = kiln::client::FloatToBFloat16(f);
         std::memcpy(p, &b, 2);
         break;
       }

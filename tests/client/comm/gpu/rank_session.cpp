@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "client/core/api/float16.h"
+
 namespace kiln::testing {
 namespace {
 
@@ -55,8 +57,8 @@ RankSession& Session() {
 
 float RoundTo(DType dtype, float v) {
   switch (dtype) {
-    case DType::kFloat16: return HalfToFloat(FloatToHalf(v));
-    case DType::kBFloat16: return Bf16ToFloat(FloatToBf16(v));
+    case DType::kFloat16: return client::HalfToFloat(client::FloatToHalf(v));
+    case DType::kBFloat16: return client::BFloat16ToFloat(client::FloatToBFloat16(v));
     default: return v;
   }
 }
