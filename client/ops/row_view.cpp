@@ -6,15 +6,8 @@
 #include "client/core/api/message_text.h"
 
 namespace kiln::client {
-uintptr_t RowView::end() const {
-  if (empty()) return begin();
-  return begin() + static_cast<uintptr_t>(((rows - 1) * row_stride + hidden) * element_size);
-}
 
-StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
-  if (t.ndim < 1 || t.ndim > kMaxTensorDims)
-    return InvalidArgument(name, "expected a tensor of rank 1 to " + std::to_string(kMaxTensorDims) +
-                                     " ([..., hidden]), found rank " + std::to_string(t.ndim));
+Status CheckCudaTensor(const TensorView& t, const char* name) {
   if (t.device.type != DeviceType::kCUDA)
     return InvalidArgument(name, "expected a CUDA device tensor, found one on " + DeviceName(t.device));
   if (t.device.index < 0)
@@ -27,6 +20,19 @@ StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
       return InvalidArgument(name, "dim " + std::to_string(d) + " has negative stride " + std::to_string(t.strides[d]) +
                                        " (strides " + StridesText(t) + "); only non-negative strides are supported");
   }
+  return OkStatus();
+}
+
+uintptr_t RowView::end() const {
+  if (empty()) return begin();
+  return begin() + static_cast<uintptr_t>(((rows - 1) * row_stride + hidden) * element_size);
+}
+
+StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
+  if (t.ndim < 1 || t.ndim > kMaxTensorDims)
+    return InvalidArgument(name, "expected a tensor of rank 1 to " + std::to_string(kMaxTensorDims) +
+                                     " ([..., hidden]), found rank " + std::to_string(t.ndim));
+  KILN_RETURN_IF_ERROR(CheckCudaTensor(t, name));
   RowView v;
   v.name = name;
   v.tensor = &t;

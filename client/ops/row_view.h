@@ -24,6 +24,11 @@ struct RowView {
   uintptr_t end() const;
 };
 
+// INVALID_ARGUMENT "<name>: ..." for a tensor that is not on a CUDA device (or has a negative
+// device ordinal), or has a negative size or stride. The checks every view below starts with;
+// the rank is the caller's to check first.
+Status CheckCudaTensor(const TensorView& tensor, const char* name);
+
 // INVALID_ARGUMENT "<name>: ..." for: a rank outside 1..kMaxTensorDims, a negative size or
 // stride, a last dim that is not contiguous, leading dims that cannot be flattened, a NULL
 // pointer for a non-empty tensor, a pointer not aligned to the element size, or a device that

@@ -15,18 +15,7 @@ Status CheckBasics(const TensorView& t, const char* name, int rank, const char* 
     return InvalidArgument(name, "expected a " + std::to_string(rank) + "-D tensor " + layout + ", found rank " +
                                      std::to_string(t.ndim) +
                                      (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : ""));
-  if (t.device.type != DeviceType::kCUDA)
-    return InvalidArgument(name, "expected a CUDA device tensor, found one on " + DeviceName(t.device));
-  if (t.device.index < 0)
-    return InvalidArgument(name, "device ordinal " + std::to_string(t.device.index) + " is negative");
-  for (int d = 0; d < rank; ++d) {
-    if (t.shape[d] < 0)
-      return InvalidArgument(name, "dim " + std::to_string(d) + " has negative size " + std::to_string(t.shape[d]) +
-                                       " (shape " + ShapeText(t) + ")");
-    if (t.strides[d] < 0)
-      return InvalidArgument(name, "dim " + std::to_string(d) + " has negative stride " + std::to_string(t.strides[d]) +
-                                       " (strides " + StridesText(t) + "); only non-negative strides are supported");
-  }
+  KILN_RETURN_IF_ERROR(CheckCudaTensor(t, name));
   const uintptr_t p = reinterpret_cast<uintptr_t>(t.data);
   if (t.numel() > 0 && t.data == nullptr)
     return InvalidArgument(name, "data is NULL, but the tensor " + ShapeText(t) + " is not empty");
