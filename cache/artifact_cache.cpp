@@ -17,40 +17,35 @@ namespace {
 absl::Status CheckKey(const std::string& key) {
   bool ok = key.size() >= 2 && key[0] != '.';
   for (char c : key) {
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '.' || c == '_' || c == '-');
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                c == '-');
   }
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "\"", key,
-      "\" is not a cache key: use ComputeCacheKey (keys are [A-Za-z0-9._-], at least 2 "
-      "characters, not starting with '.')"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", key,
+                   "\" is not a cache key: use ComputeCacheKey (keys are [A-Za-z0-9._-], at least 2 "
+                   "characters, not starting with '.')"));
 }
 
 std::string Quoted(const std::vector<std::string>& list) {
-  return absl::StrCat("[",
-                      absl::StrJoin(list, ", ",
-                                    [](std::string* out, const std::string& s) {
-                                      absl::StrAppend(out, "\"", s, "\"");
-                                    }),
-                      "]");
+  return absl::StrCat(
+      "[",
+      absl::StrJoin(list, ", ", [](std::string* out, const std::string& s) { absl::StrAppend(out, "\"", s, "\""); }),
+      "]");
 }
 
 // Every field where the row differs from what the request expects.
 std::vector<std::string> Mismatches(const EntryRecord& r, const Compatibility& e) {
   std::vector<std::string> out;
   auto check = [&](const char* what, const std::string& found, const std::string& expected) {
-    if (found != expected)
-      out.push_back(absl::StrCat(what, " is \"", found, "\", expected \"", expected, "\""));
+    if (found != expected) out.push_back(absl::StrCat(what, " is \"", found, "\", expected \"", expected, "\""));
   };
   check("uri", r.uri, e.uri);
   check("arch", r.arch, e.arch);
   if (r.options != e.options)
-    out.push_back(
-        absl::StrCat("options are ", Quoted(r.options), ", expected ", Quoted(e.options)));
+    out.push_back(absl::StrCat("options are ", Quoted(r.options), ", expected ", Quoted(e.options)));
   if (r.format_version != e.format_version)
-    out.push_back(
-        absl::StrCat("format version is ", r.format_version, ", expected ", e.format_version));
+    out.push_back(absl::StrCat("format version is ", r.format_version, ", expected ", e.format_version));
   check("kiln version", r.kiln_version, e.kiln_version);
   check("nvrtc version", r.nvrtc_version, e.nvrtc_version);
   check("nvjitlink version", r.nvjitlink_version, e.nvjitlink_version);
@@ -84,8 +79,7 @@ ArtifactCache::~ArtifactCache() {
 }
 
 absl::StatusOr<std::optional<CachedArtifact>> ArtifactCache::Lookup(
-    const std::string& key, const Compatibility& expect,
-    const std::function<void(const std::string&)>& on_problem) {
+    const std::string& key, const Compatibility& expect, const std::function<void(const std::string&)>& on_problem) {
   auto found = index_->Find(key);
   if (!found.ok() && found.status().code() == absl::StatusCode::kDataLoss) {
     // An unreadable row (bad JSON). If removing it works, the index itself is fine: a miss.
@@ -101,9 +95,8 @@ absl::StatusOr<std::optional<CachedArtifact>> ArtifactCache::Lookup(
   EntryRecord record = std::move(**found);
 
   if (auto mismatches = Mismatches(record, expect); !mismatches.empty()) {
-    DropUnusableEntry(
-        record, absl::StrCat("it does not match the request: ", absl::StrJoin(mismatches, "; ")),
-        /*blob_corrupt=*/false, on_problem);
+    DropUnusableEntry(record, absl::StrCat("it does not match the request: ", absl::StrJoin(mismatches, "; ")),
+                      /*blob_corrupt=*/false, on_problem);
     return std::optional<CachedArtifact>();
   }
   auto bytes = blobs_->Read(record.sha256);
@@ -117,14 +110,14 @@ absl::StatusOr<std::optional<CachedArtifact>> ArtifactCache::Lookup(
         DropUnusableEntry(record, std::string(bytes.status().message()), true, on_problem);
         return std::optional<CachedArtifact>();
       default:
-        return absl::Status(bytes.status().code(), absl::StrCat("looking up cache entry ", key,
-                                                                ": ", bytes.status().message()));
+        return absl::Status(bytes.status().code(),
+                            absl::StrCat("looking up cache entry ", key, ": ", bytes.status().message()));
     }
   }
   if (bytes->size() != record.size_bytes) {
     DropUnusableEntry(record,
-                      absl::StrCat("the index says ", record.size_bytes, " bytes but blob ",
-                                   record.sha256, " has ", bytes->size()),
+                      absl::StrCat("the index says ", record.size_bytes, " bytes but blob ", record.sha256, " has ",
+                                   bytes->size()),
                       false, on_problem);
     return std::optional<CachedArtifact>();
   }
@@ -135,8 +128,7 @@ absl::StatusOr<std::optional<CachedArtifact>> ArtifactCache::Lookup(
   return std::optional<CachedArtifact>(std::move(artifact));
 }
 
-void ArtifactCache::DropUnusableEntry(const EntryRecord& record, const std::string& problem,
-                                      bool blob_corrupt,
+void ArtifactCache::DropUnusableEntry(const EntryRecord& record, const std::string& problem, bool blob_corrupt,
                                       const std::function<void(const std::string&)>& on_problem) {
   std::string action;
   auto removed = index_->RemoveIfBlob(
@@ -146,8 +138,8 @@ void ArtifactCache::DropUnusableEntry(const EntryRecord& record, const std::stri
           return absl::OkStatus();
         }
         if (!blob_corrupt && rows_left > 0) {
-          action = absl::StrCat("removed the entry; kept its blob, which ", rows_left,
-                                " other entr", rows_left == 1 ? "y uses" : "ies use");
+          action = absl::StrCat("removed the entry; kept its blob, which ", rows_left, " other entr",
+                                rows_left == 1 ? "y uses" : "ies use");
           return absl::OkStatus();
         }
         auto moved = blobs_->Quarantine(sha, absl::StrCat("entry ", record.key, ": ", problem));
@@ -155,8 +147,7 @@ void ArtifactCache::DropUnusableEntry(const EntryRecord& record, const std::stri
           quarantined_.fetch_add(1);
           action = absl::StrCat("removed the entry and quarantined its blob to ", *moved);
         } else {
-          action = absl::StrCat("removed the entry; could not quarantine its blob (",
-                                moved.status().message(), ")");
+          action = absl::StrCat("removed the entry; could not quarantine its blob (", moved.status().message(), ")");
         }
         return absl::OkStatus();  // the row goes even when the blob could not be moved
       });
@@ -167,14 +158,12 @@ void ArtifactCache::DropUnusableEntry(const EntryRecord& record, const std::stri
     action = "another process already replaced or removed the entry";
   }
   if (on_problem) {
-    on_problem(absl::StrCat("cache entry ", record.key, " (uri \"", record.uri, "\", arch ",
-                            record.arch, ") was not served: ", problem, "; ", action,
-                            "; it will be recompiled"));
+    on_problem(absl::StrCat("cache entry ", record.key, " (uri \"", record.uri, "\", arch ", record.arch,
+                            ") was not served: ", problem, "; ", action, "; it will be recompiled"));
   }
 }
 
-absl::StatusOr<FileLock> ArtifactCache::LockKey(const std::string& key,
-                                                std::chrono::milliseconds timeout) {
+absl::StatusOr<FileLock> ArtifactCache::LockKey(const std::string& key, std::chrono::milliseconds timeout) {
   KILN_ABSL_RETURN_IF_ERROR(CheckKey(key));
   const std::string dir = absl::StrCat(options_.dir, "/locks/", key.substr(0, 2));
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
@@ -187,8 +176,8 @@ absl::StatusOr<EntryRecord> ArtifactCache::Commit(EntryRecord record, std::strin
   KILN_ABSL_RETURN_IF_ERROR(CheckKey(record.key));
   auto sha = blobs_->Put(cubin);
   if (!sha.ok())
-    return absl::Status(sha.status().code(), absl::StrCat("committing cache entry ", record.key,
-                                                          ": ", sha.status().message()));
+    return absl::Status(sha.status().code(),
+                        absl::StrCat("committing cache entry ", record.key, ": ", sha.status().message()));
   record.sha256 = *sha;
   record.size_bytes = cubin.size();
   record.created_unix_ms = file_io::NowUnixMs();

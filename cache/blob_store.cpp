@@ -29,8 +29,7 @@ namespace {
 absl::Status CheckSha(std::string_view sha256) {
   if (IsSha256Hex(sha256)) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("\"", std::string(sha256),
-                   "\" is not a blob name (64 lowercase hex digits of a SHA-256 expected)"));
+      absl::StrCat("\"", std::string(sha256), "\" is not a blob name (64 lowercase hex digits of a SHA-256 expected)"));
 }
 
 // 16 hex digits, distinct per call within a process and unpredictable across processes.
@@ -43,8 +42,7 @@ std::string RandomTag() {
   if (seeded_for != ::getpid()) {
     seeded_for = ::getpid();
     std::random_device device;
-    rng.seed((static_cast<uint64_t>(device()) << 32) ^ device() ^
-             (static_cast<uint64_t>(seeded_for) << 20) ^
+    rng.seed((static_cast<uint64_t>(device()) << 32) ^ device() ^ (static_cast<uint64_t>(seeded_for) << 20) ^
              static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   }
   uint64_t value = rng() ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
@@ -82,8 +80,7 @@ bool ProcessAlive(long pid) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BlobStore>> BlobStore::Open(const std::string& root) {
-  if (root.empty())
-    return absl::InvalidArgumentError("blob store root is empty; pass the cache folder");
+  if (root.empty()) return absl::InvalidArgumentError("blob store root is empty; pass the cache folder");
   for (const char* sub : {"blobs", "tmp", "quarantine"}) {
     KILN_ABSL_RETURN_IF_ERROR(file_io::MakeDirs(absl::StrCat(root, "/", sub)));
   }
@@ -121,8 +118,7 @@ absl::StatusOr<std::string> BlobStore::Put(std::string_view bytes) {
   if (::mkdir(fan_dir.c_str(), 0755) == 0) {
     KILN_ABSL_RETURN_IF_ERROR(file_io::FsyncDir(root_ + "/blobs"));
   } else if (errno != EEXIST) {
-    return ErrnoStatus(errno, absl::StrCat("create blob folder ", fan_dir),
-                       "check that the cache folder is writable");
+    return ErrnoStatus(errno, absl::StrCat("create blob folder ", fan_dir), "check that the cache folder is writable");
   }
 
   const std::string temp = NewTempPath(::getpid());
@@ -155,21 +151,19 @@ absl::StatusOr<std::string> BlobStore::Read(std::string_view sha256_view) const 
   auto bytes = file_io::ReadWholeFile(path);
   if (!bytes.ok()) {
     if (bytes.status().code() == absl::StatusCode::kNotFound)
-      return absl::NotFoundError(
-          absl::StrCat("blob ", sha256, " is not in the store (", path, ")"));
+      return absl::NotFoundError(absl::StrCat("blob ", sha256, " is not in the store (", path, ")"));
     return bytes.status();
   }
   std::string actual = Sha256Hex(*bytes);
   if (actual != sha256) {
-    return absl::DataLossError(absl::StrCat(
-        "blob ", path, " is corrupt: expected sha256 ", sha256, ", found ", actual, " over ",
-        bytes->size(), " bytes; quarantine it (ArtifactCache::Verify does) and recompile"));
+    return absl::DataLossError(absl::StrCat("blob ", path, " is corrupt: expected sha256 ", sha256, ", found ", actual,
+                                            " over ", bytes->size(),
+                                            " bytes; quarantine it (ArtifactCache::Verify does) and recompile"));
   }
   return std::move(*bytes);
 }
 
-absl::StatusOr<std::string> BlobStore::Quarantine(std::string_view sha256_view,
-                                                  std::string_view reason_view) {
+absl::StatusOr<std::string> BlobStore::Quarantine(std::string_view sha256_view, std::string_view reason_view) {
   KILN_ABSL_RETURN_IF_ERROR(CheckSha(sha256_view));
   const std::string sha256(sha256_view);
   const std::string reason(reason_view);
@@ -180,13 +174,13 @@ absl::StatusOr<std::string> BlobStore::Quarantine(std::string_view sha256_view,
   for (int n = 1; ::lstat(target.c_str(), &st) == 0; ++n) target = absl::StrCat(base, "-", n);
   if (::rename(source.c_str(), target.c_str()) != 0) {
     if (errno == ENOENT)
-      return absl::NotFoundError(absl::StrCat("cannot quarantine blob ", sha256,
-                                              ": it is not in the store (", source, ")"));
+      return absl::NotFoundError(
+          absl::StrCat("cannot quarantine blob ", sha256, ": it is not in the store (", source, ")"));
     return ErrnoStatus(errno, absl::StrCat("move blob ", source, " to ", target));
   }
   std::string why = absl::StrCat("blob: ", sha256, "\nfrom: ", source, "\nreason: ", reason,
-                                 "\nquarantined_unix_ms: ", file_io::NowUnixMs(),
-                                 "\npid: ", ::getpid(), "\nhost: ", file_io::HostName(), "\n");
+                                 "\nquarantined_unix_ms: ", file_io::NowUnixMs(), "\npid: ", ::getpid(),
+                                 "\nhost: ", file_io::HostName(), "\n");
   KILN_ABSL_RETURN_IF_ERROR(file_io::WriteSmallFile(target + ".why", why));
   (void)file_io::FsyncDir(root_ + "/quarantine");
   return target;
@@ -196,8 +190,7 @@ absl::Status BlobStore::Remove(std::string_view sha256) {
   KILN_ABSL_RETURN_IF_ERROR(CheckSha(sha256));
   const std::string path = PathOf(sha256);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return ErrnoStatus(errno, absl::StrCat("remove blob ", path),
-                       "check the permissions of the blobs folder");
+    return ErrnoStatus(errno, absl::StrCat("remove blob ", path), "check the permissions of the blobs folder");
   return absl::OkStatus();
 }
 
@@ -219,8 +212,7 @@ absl::StatusOr<std::vector<BlobStore::BlobInfo>> BlobStore::List() const {
       info.size = static_cast<uint64_t>(st.st_size);
       info.modified = std::chrono::system_clock::time_point(
           std::chrono::duration_cast<std::chrono::system_clock::duration>(
-              std::chrono::seconds(st.st_mtim.tv_sec) +
-              std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+              std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
       blobs.push_back(std::move(info));
     }
   }
@@ -248,9 +240,8 @@ absl::StatusOr<int> BlobStore::SweepStaleTemps(std::chrono::seconds max_age) {
     const TempName name = ParseTempName(it->path().filename().string());
     const bool ours_to_judge = name.pid > 0 && name.host == file_io::HostName();
     const auto modified = std::chrono::system_clock::time_point(
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::seconds(st.st_mtim.tv_sec) +
-            std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::seconds(st.st_mtim.tv_sec) +
+                                                                        std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
     const bool too_old = now - modified > max_age;
     // NOTES: a writer holds its flock from open to rename, except for the instant between
     // open() and flock(); there its pid is alive, which the pid test below respects.

@@ -24,9 +24,8 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::string& 
   std::unique_ptr<CacheIndex> index(new CacheIndex());
   index->path_ = path;
   // NOTES: NOMUTEX because mu_ already serializes every use of the connection.
-  int rc =
-      sqlite3_open_v2(path.c_str(), &index->db_,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &index->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
   if (rc != SQLITE_OK) return SqliteStatus(index->db_, rc, path, "opening the index");
   sqlite3_extended_result_codes(index->db_, 1);
   sqlite3_busy_timeout(index->db_, kBusyTimeoutMs);
@@ -34,13 +33,11 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::string& 
   // NOTES: WAL lets readers (lookups in every process) run while one writer commits; the
   // switch is persistent in the file. SQLite answers BUSY at once, without its busy handler,
   // when another process is opening or switching the same file, so this retries itself.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
   auto pause = std::chrono::milliseconds(1);
   while (true) {
     absl::Status status = index->ConfigureConnection();
-    if (status.ok() || status.code() != absl::StatusCode::kUnavailable ||
-        std::chrono::steady_clock::now() >= deadline)
+    if (status.ok() || status.code() != absl::StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline)
       return status.ok() ? absl::StatusOr<std::unique_ptr<CacheIndex>>(std::move(index)) : status;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
@@ -53,9 +50,9 @@ absl::Status CacheIndex::ConfigureConnection() {
     KILN_ABSL_RETURN_IF_ERROR(wal.Prepare("PRAGMA journal_mode=WAL"));
     KILN_ABSL_ASSIGN_OR_RETURN(bool row, wal.Step());
     if (!row || wal.Text(0) != "wal") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cache index ", path_, ": cannot switch to WAL journal mode (got \"",
-          row ? wal.Text(0) : "", "\"); put the cache folder on a local file system"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cache index ", path_, ": cannot switch to WAL journal mode (got \"", row ? wal.Text(0) : "",
+                       "\"); put the cache folder on a local file system"));
     }
   }
   // NOTES: synchronous=NORMAL in WAL never corrupts the index; a power cut may lose the last
@@ -73,8 +70,8 @@ absl::Status CacheIndex::InitSchema() {
   auto check_version = [&](std::optional<int>* found) -> absl::Status {
     {
       SqliteStatement has_meta(db_, path_);
-      KILN_ABSL_RETURN_IF_ERROR(has_meta.Prepare(
-          "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"));
+      KILN_ABSL_RETURN_IF_ERROR(
+          has_meta.Prepare("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"));
       KILN_ABSL_ASSIGN_OR_RETURN(bool row, has_meta.Step());
       if (!row || has_meta.Int(0) == 0) return absl::OkStatus();  // a new index
     }
@@ -86,16 +83,14 @@ absl::Status CacheIndex::InitSchema() {
     int version = 0;
     std::string text = stmt.Text(0);
     if (!absl::SimpleAtoi(text, &version))
-      return absl::DataLossError(absl::StrCat("cache index ", path_, ": schema version \"", text,
-                                              "\" is not a number; move the file aside"));
+      return absl::DataLossError(
+          absl::StrCat("cache index ", path_, ": schema version \"", text, "\" is not a number; move the file aside"));
     if (version != kSchemaVersion) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cache index ", path_, " has schema version ", version,
-                       ", this kilnd understands ", kSchemaVersion,
-                       version > kSchemaVersion
-                           ? "; it was written by a newer Kiln: run that version, or give this "
-                             "one another cache folder"
-                           : "; move the file aside (the cache is rebuilt by recompiling)"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cache index ", path_, " has schema version ", version, ", this kilnd understands ", kSchemaVersion,
+          version > kSchemaVersion ? "; it was written by a newer Kiln: run that version, or give this "
+                                     "one another cache folder"
+                                   : "; move the file aside (the cache is rebuilt by recompiling)"));
     }
     *found = version;
     return absl::OkStatus();
@@ -122,8 +117,7 @@ absl::Status CacheIndex::InitSchema() {
   });
 }
 
-absl::Status CacheIndex::WriteTransaction(const std::string& what,
-                                          const std::function<absl::Status()>& body) {
+absl::Status CacheIndex::WriteTransaction(const std::string& what, const std::function<absl::Status()>& body) {
   if (auto status = SqliteExec(db_, path_, "BEGIN IMMEDIATE"); !status.ok()) {
     return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
   }
@@ -138,8 +132,8 @@ absl::Status CacheIndex::WriteTransaction(const std::string& what,
 
 absl::StatusOr<std::optional<EntryRecord>> CacheIndex::FindLocked(const std::string& key) {
   SqliteStatement stmt(db_, path_);
-  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(
-      absl::StrCat("SELECT ", entry_row::SelectColumns(true), " FROM entries WHERE key = ?1")));
+  KILN_ABSL_RETURN_IF_ERROR(
+      stmt.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(true), " FROM entries WHERE key = ?1")));
   stmt.Bind(1, key);
   KILN_ABSL_ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) return std::optional<EntryRecord>();
@@ -152,15 +146,11 @@ absl::StatusOr<std::optional<EntryRecord>> CacheIndex::Find(const std::string& k
   return FindLocked(key);
 }
 
-absl::Status CacheIndex::Upsert(const EntryRecord& record) {
-  return Upsert(record, nullptr, nullptr);
-}
+absl::Status CacheIndex::Upsert(const EntryRecord& record) { return Upsert(record, nullptr, nullptr); }
 
-absl::Status CacheIndex::Upsert(const EntryRecord& record,
-                                const std::function<absl::Status()>& before_write,
+absl::Status CacheIndex::Upsert(const EntryRecord& record, const std::function<absl::Status()>& before_write,
                                 const BlobHook& on_replaced_blob) {
-  if (record.key.empty())
-    return absl::InvalidArgumentError("cannot store an index entry without a key");
+  if (record.key.empty()) return absl::InvalidArgumentError("cannot store an index entry without a key");
   std::lock_guard<std::mutex> lock(mu_);
   return WriteTransaction(absl::StrCat("storing entry ", record.key), [&]() -> absl::Status {
     if (before_write) {
@@ -215,8 +205,7 @@ absl::StatusOr<bool> CacheIndex::RemoveIfBlob(const std::string& key, const std:
   return removed;
 }
 
-absl::StatusOr<bool> CacheIndex::RunIfUnreferenced(const std::string& sha256,
-                                                   const std::function<absl::Status()>& fn) {
+absl::StatusOr<bool> CacheIndex::RunIfUnreferenced(const std::string& sha256, const std::function<absl::Status()>& fn) {
   std::lock_guard<std::mutex> lock(mu_);
   bool ran = false;
   auto run_if_unreferenced = [&]() -> absl::Status {
@@ -225,8 +214,7 @@ absl::StatusOr<bool> CacheIndex::RunIfUnreferenced(const std::string& sha256,
     ran = true;
     return fn();
   };
-  KILN_ABSL_RETURN_IF_ERROR(
-      WriteTransaction(absl::StrCat("checking blob ", sha256), run_if_unreferenced));
+  KILN_ABSL_RETURN_IF_ERROR(WriteTransaction(absl::StrCat("checking blob ", sha256), run_if_unreferenced));
   return ran;
 }
 
@@ -235,9 +223,8 @@ absl::Status CacheIndex::AddHits(const std::map<std::string, std::pair<uint64_t,
   std::lock_guard<std::mutex> lock(mu_);
   return WriteTransaction("recording hits", [&]() -> absl::Status {
     SqliteStatement stmt(db_, path_);
-    KILN_ABSL_RETURN_IF_ERROR(
-        stmt.Prepare("UPDATE entries SET hit_count = hit_count + ?2, "
-                     "last_used_unix_ms = MAX(last_used_unix_ms, ?3) WHERE key = ?1"));
+    KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare("UPDATE entries SET hit_count = hit_count + ?2, "
+                                           "last_used_unix_ms = MAX(last_used_unix_ms, ?3) WHERE key = ?1"));
     for (const auto& [key, hit] : hits) {
       stmt.Bind(1, key);
       stmt.Bind(2, static_cast<int64_t>(hit.first));
@@ -252,9 +239,8 @@ absl::Status CacheIndex::AddHits(const std::map<std::string, std::pair<uint64_t,
 absl::StatusOr<CacheIndex::Totals> CacheIndex::GetTotals() {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement stmt(db_, path_);
-  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(
-      "SELECT (SELECT COUNT(*) FROM entries), COUNT(*), COALESCE(SUM(size), 0) FROM "
-      "(SELECT MAX(size_bytes) AS size FROM entries GROUP BY sha256)"));
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare("SELECT (SELECT COUNT(*) FROM entries), COUNT(*), COALESCE(SUM(size), 0) FROM "
+                                         "(SELECT MAX(size_bytes) AS size FROM entries GROUP BY sha256)"));
   KILN_ABSL_ASSIGN_OR_RETURN(bool row, stmt.Step());
   Totals totals;
   if (row) {

@@ -109,11 +109,9 @@ class CacheIndex {
   // Removes the row of `key` only while it still names blob `sha256` (another process may
   // have replaced it since it was read), then calls `on_removed` with the rows left that
   // name that blob. false: the row was gone or changed, nothing done.
-  absl::StatusOr<bool> RemoveIfBlob(const std::string& key, const std::string& sha256,
-                                    const BlobHook& on_removed);
+  absl::StatusOr<bool> RemoveIfBlob(const std::string& key, const std::string& sha256, const BlobHook& on_removed);
   // Runs `fn` only when no row names blob `sha256`. false: some row does, nothing done.
-  absl::StatusOr<bool> RunIfUnreferenced(const std::string& sha256,
-                                         const std::function<absl::Status()>& fn);
+  absl::StatusOr<bool> RunIfUnreferenced(const std::string& sha256, const std::function<absl::Status()>& fn);
 
   const std::string& path() const { return path_; }
 

@@ -37,8 +37,7 @@ struct Where {
 // (the prefix was all 0xFF bytes).
 std::string UpperBoundOfPrefix(std::string prefix) {
   while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xFF) prefix.pop_back();
-  if (!prefix.empty())
-    prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  if (!prefix.empty()) prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
   return prefix;
 }
 
@@ -59,8 +58,7 @@ Where FilterWhere(const EntryFilter& filter) {
     // One JSON parameter instead of one per key: no limit on the number of keys.
     nlohmann::json keys = filter.keys;
     where.params.push_back(keys.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    absl::StrAppend(&where.sql, " AND key IN (SELECT value FROM json_each(?", where.params.size(),
-                    "))");
+    absl::StrAppend(&where.sql, " AND key IN (SELECT value FROM json_each(?", where.params.size(), "))");
   }
   return where;
 }
@@ -76,20 +74,17 @@ std::string FilterFingerprint(const EntryFilter& filter) {
 }
 
 std::string MakeToken(const EntryFilter& filter, const std::string& last_key) {
-  return absl::WebSafeBase64Escape(
-      absl::StrCat(kTokenTag, "\n", FilterFingerprint(filter), "\n", last_key));
+  return absl::WebSafeBase64Escape(absl::StrCat(kTokenTag, "\n", FilterFingerprint(filter), "\n", last_key));
 }
 
 absl::StatusOr<std::string> ParseToken(const EntryFilter& filter, const std::string& token) {
   std::string raw;
   std::vector<std::string> parts;
-  if (absl::WebSafeBase64Unescape(token, &raw))
-    parts = absl::StrSplit(raw, absl::MaxSplits('\n', 2));
+  if (absl::WebSafeBase64Unescape(token, &raw)) parts = absl::StrSplit(raw, absl::MaxSplits('\n', 2));
   if (parts.size() != 3 || parts[0] != kTokenTag)
-    return absl::InvalidArgumentError(
-        absl::StrCat("page token \"", token.substr(0, 40),
-                     "\" is not one this cache made; pass the "
-                     "next_page_token of the previous page, or none for the first page"));
+    return absl::InvalidArgumentError(absl::StrCat("page token \"", token.substr(0, 40),
+                                                   "\" is not one this cache made; pass the "
+                                                   "next_page_token of the previous page, or none for the first page"));
   if (parts[1] != FilterFingerprint(filter))
     return absl::InvalidArgumentError(
         "page token was made for a different filter; list again from the first page with this "
@@ -111,8 +106,7 @@ absl::StatusOr<std::vector<EntryRecord>> ReadAll(SqliteStatement& stmt, const st
 }  // namespace
 
 absl::StatusOr<CacheIndex::Page> CacheIndex::List(const EntryFilter& filter, int page_size,
-                                                  const std::string& page_token,
-                                                  bool with_details) {
+                                                  const std::string& page_token, bool with_details) {
   if (page_size <= 0) page_size = kDefaultPageSize;
   page_size = std::min(page_size, kMaxPageSize);
   std::string after;
@@ -131,8 +125,7 @@ absl::StatusOr<CacheIndex::Page> CacheIndex::List(const EntryFilter& filter, int
   Page page;
   {
     SqliteStatement count(db_, path_);
-    if (auto status = count.Prepare(absl::StrCat("SELECT COUNT(*) FROM entries WHERE ", where.sql));
-        !status.ok())
+    if (auto status = count.Prepare(absl::StrCat("SELECT COUNT(*) FROM entries WHERE ", where.sql)); !status.ok())
       return finish(status);
     where.Bind(count);
     auto row = count.Step();
@@ -141,9 +134,9 @@ absl::StatusOr<CacheIndex::Page> CacheIndex::List(const EntryFilter& filter, int
   }
   SqliteStatement select(db_, path_);
   const int after_param = static_cast<int>(where.params.size()) + 1;
-  if (auto status = select.Prepare(absl::StrCat(
-          "SELECT ", entry_row::SelectColumns(with_details), " FROM entries WHERE ", where.sql,
-          " AND key > ?", after_param, " ORDER BY key LIMIT ?", after_param + 1));
+  if (auto status = select.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(with_details),
+                                                " FROM entries WHERE ", where.sql, " AND key > ?", after_param,
+                                                " ORDER BY key LIMIT ?", after_param + 1));
       !status.ok())
     return finish(status);
   where.Bind(select);
@@ -161,16 +154,14 @@ absl::StatusOr<CacheIndex::Page> CacheIndex::List(const EntryFilter& filter, int
   return page;
 }
 
-absl::StatusOr<std::vector<EntryRecord>> CacheIndex::FindByPrefix(const std::string& prefix,
-                                                                  int limit) {
+absl::StatusOr<std::vector<EntryRecord>> CacheIndex::FindByPrefix(const std::string& prefix, int limit) {
   Where where;
   AddPrefix(where, "key", prefix);
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement stmt(db_, path_);
   const int limit_param = static_cast<int>(where.params.size()) + 1;
-  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(true),
-                                                      " FROM entries WHERE ", where.sql,
-                                                      " ORDER BY key LIMIT ?", limit_param)));
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(true), " FROM entries WHERE ",
+                                                      where.sql, " ORDER BY key LIMIT ?", limit_param)));
   where.Bind(stmt);
   stmt.Bind(limit_param, static_cast<int64_t>(std::max(limit, 0)));
   return ReadAll(stmt, path_);
@@ -179,17 +170,16 @@ absl::StatusOr<std::vector<EntryRecord>> CacheIndex::FindByPrefix(const std::str
 absl::StatusOr<std::vector<EntryRecord>> CacheIndex::All() {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement stmt(db_, path_);
-  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(
-      absl::StrCat("SELECT ", entry_row::SelectColumns(false), " FROM entries ORDER BY key")));
+  KILN_ABSL_RETURN_IF_ERROR(
+      stmt.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(false), " FROM entries ORDER BY key")));
   return ReadAll(stmt, path_);
 }
 
 absl::StatusOr<std::vector<EntryRecord>> CacheIndex::LeastRecentlyUsed(int limit) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement stmt(db_, path_);
-  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(absl::StrCat(
-      "SELECT ", entry_row::SelectColumns(false),
-      " FROM entries ORDER BY last_used_unix_ms, key LIMIT ?1")));
+  KILN_ABSL_RETURN_IF_ERROR(stmt.Prepare(absl::StrCat("SELECT ", entry_row::SelectColumns(false),
+                                                      " FROM entries ORDER BY last_used_unix_ms, key LIMIT ?1")));
   stmt.Bind(1, static_cast<int64_t>(std::max(limit, 0)));
   return ReadAll(stmt, path_);
 }

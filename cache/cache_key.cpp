@@ -21,12 +21,10 @@ class Encoder {
     absl::StrAppend(&out_, tag, " ", value.size(), ":", value, "\n");
   }
   void Pair(absl::string_view tag, absl::string_view first, absl::string_view second) {
-    absl::StrAppend(&out_, tag, " ", first.size(), ":", first, " ", second.size(), ":", second,
-                    "\n");
+    absl::StrAppend(&out_, tag, " ", first.size(), ":", first, " ", second.size(), ":", second, "\n");
   }
   void Count(absl::string_view tag, size_t count) { absl::StrAppend(&out_, tag, " ", count, "\n"); }
-  void List(absl::string_view tag, absl::string_view item_tag,
-            const std::vector<std::string>& items) {
+  void List(absl::string_view tag, absl::string_view item_tag, const std::vector<std::string>& items) {
     Count(tag, items.size());
     for (const auto& item : items) Field(item_tag, item);
   }
@@ -40,9 +38,7 @@ class Encoder {
 // after a short flag such as -I/-include is one.
 bool HasAbsolutePath(std::string_view option) {
   if (option.starts_with('/')) return true;
-  if (auto eq = option.find('=');
-      eq != std::string_view::npos && option.substr(eq + 1).starts_with('/'))
-    return true;
+  if (auto eq = option.find('='); eq != std::string_view::npos && option.substr(eq + 1).starts_with('/')) return true;
   for (std::string_view flag : {"-I", "-isystem", "-include", "-L", "-o"}) {
     if (option.starts_with(flag) && option.substr(flag.size()).starts_with('/')) return true;
   }
@@ -72,9 +68,7 @@ std::string CanonicalEncoding(const KeyInputs& in) {
   return absl::StrCat(kEncodingHeader, e.Take());
 }
 
-std::string ComputeCacheKey(const KeyInputs& inputs) {
-  return Sha256Hex(CanonicalEncoding(inputs));
-}
+std::string ComputeCacheKey(const KeyInputs& inputs) { return Sha256Hex(CanonicalEncoding(inputs)); }
 
 absl::Status ValidateKeyInputs(const KeyInputs& in) {
   std::vector<std::string> problems;
@@ -85,11 +79,10 @@ absl::Status ValidateKeyInputs(const KeyInputs& in) {
     if (source.name.empty()) problems.push_back("a source has no name");
     if (source.name.starts_with('/'))
       problems.push_back(
-          absl::StrCat("source name \"", source.name,
-                       "\" is an absolute path (use its name as the compile sees it)"));
+          absl::StrCat("source name \"", source.name, "\" is an absolute path (use its name as the compile sees it)"));
     if (!IsSha256Hex(source.sha256))
-      problems.push_back(absl::StrCat("source \"", source.name, "\" has hash \"", source.sha256,
-                                      "\", not 64 lowercase hex digits"));
+      problems.push_back(
+          absl::StrCat("source \"", source.name, "\" has hash \"", source.sha256, "\", not 64 lowercase hex digits"));
   }
   for (const auto* list : {&in.options, &in.link_options}) {
     for (const auto& option : *list) {
@@ -100,8 +93,8 @@ absl::Status ValidateKeyInputs(const KeyInputs& in) {
     }
   }
   if (problems.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "cache key inputs for uri \"", in.uri, "\" are not usable: ", absl::StrJoin(problems, "; ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("cache key inputs for uri \"", in.uri, "\" are not usable: ", absl::StrJoin(problems, "; ")));
 }
 
 }  // namespace kiln::cache

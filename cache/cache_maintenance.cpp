@@ -17,16 +17,16 @@ constexpr int kListPage = 1000;
 
 absl::StatusOr<ArtifactCache::Removal> ArtifactCache::RemoveEntry(const EntryRecord& record) {
   Removal removal;
-  auto removed = index_->RemoveIfBlob(
-      record.key, record.sha256, [&](const std::string& sha, uint64_t rows_left) -> absl::Status {
-        if (rows_left > 0) return absl::OkStatus();
-        auto status = blobs_->Remove(sha);
-        if (status.ok()) removal.bytes_freed = record.size_bytes;
-        return status;
-      });
+  auto removed = index_->RemoveIfBlob(record.key, record.sha256,
+                                      [&](const std::string& sha, uint64_t rows_left) -> absl::Status {
+                                        if (rows_left > 0) return absl::OkStatus();
+                                        auto status = blobs_->Remove(sha);
+                                        if (status.ok()) removal.bytes_freed = record.size_bytes;
+                                        return status;
+                                      });
   if (!removed.ok())
-    return absl::Status(removed.status().code(), absl::StrCat("removing cache entry ", record.key,
-                                                              ": ", removed.status().message()));
+    return absl::Status(removed.status().code(),
+                        absl::StrCat("removing cache entry ", record.key, ": ", removed.status().message()));
   removal.removed = *removed;
   if (!removal.removed) removal.bytes_freed = 0;
   return removal;
@@ -67,15 +67,14 @@ absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
   std::map<std::string, std::vector<EntryRecord>> by_blob;
   for (auto& row : rows) by_blob[row.sha256].push_back(std::move(row));
 
-  auto remove_rows = [&](const std::vector<EntryRecord>& group, const std::string& problem,
-                         const std::string& action, const std::string& quarantine_path) {
+  auto remove_rows = [&](const std::vector<EntryRecord>& group, const std::string& problem, const std::string& action,
+                         const std::string& quarantine_path) {
     for (const auto& row : group) {
       ++report.entries_checked;
       auto removed = index_->RemoveIfBlob(row.key, row.sha256, nullptr);
-      std::string done =
-          !removed.ok() ? absl::StrCat("could not remove the entry: ", removed.status().message())
-          : *removed    ? action
-                        : "the entry was already replaced or removed meanwhile";
+      std::string done = !removed.ok() ? absl::StrCat("could not remove the entry: ", removed.status().message())
+                         : *removed    ? action
+                                       : "the entry was already replaced or removed meanwhile";
       report.problems.push_back({row.key, row.sha256, problem, done, quarantine_path});
     }
   };
@@ -89,12 +88,9 @@ absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
         if (row.size_bytes == bytes->size()) continue;
         auto removal = RemoveEntry(row);
         report.problems.push_back(
-            {row.key, sha,
-             absl::StrCat("the index says ", row.size_bytes, " bytes, the blob has ",
-                          bytes->size()),
-             removal.ok()
-                 ? "removed the entry; the next request recompiles it"
-                 : absl::StrCat("could not remove the entry: ", removal.status().message()),
+            {row.key, sha, absl::StrCat("the index says ", row.size_bytes, " bytes, the blob has ", bytes->size()),
+             removal.ok() ? "removed the entry; the next request recompiles it"
+                          : absl::StrCat("could not remove the entry: ", removal.status().message()),
              ""});
       }
       continue;
@@ -108,11 +104,9 @@ absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
                   moved.ok()
                       ? absl::StrCat("quarantined the blob to ", *moved,
                                      " and removed the entry; the next request recompiles it")
-                      : absl::StrCat("removed the entry; could not quarantine the blob: ",
-                                     moved.status().message()),
+                      : absl::StrCat("removed the entry; could not quarantine the blob: ", moved.status().message()),
                   moved.ok() ? *moved : "");
-    } else if (error.code() == absl::StatusCode::kNotFound ||
-               error.code() == absl::StatusCode::kInvalidArgument) {
+    } else if (error.code() == absl::StatusCode::kNotFound || error.code() == absl::StatusCode::kInvalidArgument) {
       remove_rows(group, absl::StrCat("blob missing: ", error.message()),
                   "removed the entry; the next request recompiles it", "");
     } else {
@@ -133,18 +127,16 @@ absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
     ++report.blobs_checked;
     if (bytes.ok()) continue;  // a good orphan: Recover removes it once past orphan_grace
     if (bytes.status().code() != absl::StatusCode::kDataLoss) {
-      report.problems.push_back({"", blob.sha256,
-                                 absl::StrCat("orphan blob unreadable: ", bytes.status().message()),
+      report.problems.push_back({"", blob.sha256, absl::StrCat("orphan blob unreadable: ", bytes.status().message()),
                                  "nothing: fix the cause and verify again", ""});
       continue;
     }
     auto moved = blobs_->Quarantine(blob.sha256, std::string(bytes.status().message()));
     if (moved.ok()) quarantined_.fetch_add(1);
-    report.problems.push_back(
-        {"", blob.sha256, absl::StrCat("orphan blob: ", bytes.status().message()),
-         moved.ok() ? absl::StrCat("quarantined the blob to ", *moved)
-                    : absl::StrCat("could not quarantine the blob: ", moved.status().message()),
-         moved.ok() ? *moved : ""});
+    report.problems.push_back({"", blob.sha256, absl::StrCat("orphan blob: ", bytes.status().message()),
+                               moved.ok() ? absl::StrCat("quarantined the blob to ", *moved)
+                                          : absl::StrCat("could not quarantine the blob: ", moved.status().message()),
+                               moved.ok() ? *moved : ""});
   }
   return report;
 }
@@ -193,8 +185,7 @@ absl::StatusOr<EvictReport> ArtifactCache::EnforceSizeLimit(const std::string& k
     KILN_ABSL_ASSIGN_OR_RETURN(CacheIndex::Totals totals, index_->GetTotals());
     if (totals.bytes <= options_.max_bytes) break;
     uint64_t excess = totals.bytes - options_.max_bytes;
-    KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntryRecord> oldest,
-                               index_->LeastRecentlyUsed(kEvictionBatch));
+    KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntryRecord> oldest, index_->LeastRecentlyUsed(kEvictionBatch));
     bool progressed = false;
     for (const auto& entry : oldest) {
       if (entry.key == keep_key) continue;

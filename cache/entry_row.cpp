@@ -115,9 +115,8 @@ absl::StatusOr<EntryRecord> ReadRow(const SqliteStatement& stmt, const std::stri
   r.compile_log = stmt.Text(21);
 
   auto bad = [&](const char* column, const std::string& text) {
-    return absl::DataLossError(absl::StrCat("cache index ", index_path, ": row ", r.key,
-                                            " has an unreadable ", column, " (", text.substr(0, 80),
-                                            "); remove the entry (it will be recompiled)"));
+    return absl::DataLossError(absl::StrCat("cache index ", index_path, ": row ", r.key, " has an unreadable ", column,
+                                            " (", text.substr(0, 80), "); remove the entry (it will be recompiled)"));
   };
   auto params = nlohmann::json::parse(params_text, nullptr, /*allow_exceptions=*/false);
   if (!params.is_object()) return bad("params_json", params_text);

@@ -78,8 +78,7 @@ absl::Status MakeDirs(const std::string& dir) {
   for (size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
     const std::string part = dir.substr(0, end);
     if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
-      return ErrnoStatus(errno, absl::StrCat("create folder ", part),
-                         "check that its parent exists and is writable");
+      return ErrnoStatus(errno, absl::StrCat("create folder ", part), "check that its parent exists and is writable");
     if (end == std::string::npos) break;
   }
   struct stat st {};
@@ -90,8 +89,7 @@ absl::Status MakeDirs(const std::string& dir) {
 }
 
 int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -102,8 +100,8 @@ const std::string& HostName() {
     std::string out;
     for (const char* p = buf; *p != '\0'; ++p) {
       char c = *p;
-      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '.' || c == '_' || c == '-';
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                c == '-';
       out.push_back(ok ? c : '_');
     }
     return out;

@@ -27,9 +27,8 @@ absl::StatusOr<int> OpenLockFile(const std::string& path) {
     std::string hint = err == ENOENT   ? "create its folder first"
                        : err == EACCES ? "check the permissions of the lock folder"
                                        : "check the lock folder";
-    return absl::Status(
-        absl::ErrnoToStatusCode(err),
-        absl::StrCat("cannot open lock file ", path, ": ", std::strerror(err), "; ", hint));
+    return absl::Status(absl::ErrnoToStatusCode(err),
+                        absl::StrCat("cannot open lock file ", path, ": ", std::strerror(err), "; ", hint));
   }
   return fd;
 }
@@ -66,9 +65,7 @@ void RecordHolder(int fd) {
 
 }  // namespace
 
-FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
-  other.fd_ = -1;
-}
+FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) { other.fd_ = -1; }
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
@@ -109,8 +106,7 @@ absl::StatusOr<FileLock> FileLock::TryAcquire(const std::string& path) {
   return lock;
 }
 
-absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path,
-                                           std::chrono::milliseconds timeout) {
+absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path, std::chrono::milliseconds timeout) {
   KILN_ABSL_ASSIGN_OR_RETURN(int fd, OpenLockFile(path));
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout;
@@ -128,9 +124,9 @@ absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path,
     if (now >= deadline) {
       std::string holder = DescribeHolder(fd);
       ::close(fd);
-      return absl::DeadlineExceededError(absl::StrCat(
-          "timed out after ", timeout.count(), " ms waiting for lock ", path, ", held by ", holder,
-          "; a compile of the same key is still running: retry later or raise the timeout"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("timed out after ", timeout.count(), " ms waiting for lock ", path, ", held by ", holder,
+                       "; a compile of the same key is still running: retry later or raise the timeout"));
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     std::this_thread::sleep_for(std::min(pause, std::max(left, std::chrono::milliseconds(1))));

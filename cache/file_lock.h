@@ -22,8 +22,7 @@ class FileLock {
   static absl::StatusOr<FileLock> TryAcquire(const std::string& path);
   // Waits until `timeout` (polling with back-off, so a waiter is never stuck in the kernel):
   // DEADLINE_EXCEEDED naming the path when it runs out. Creates the file (0644) if missing.
-  static absl::StatusOr<FileLock> Acquire(const std::string& path,
-                                          std::chrono::milliseconds timeout);
+  static absl::StatusOr<FileLock> Acquire(const std::string& path, std::chrono::milliseconds timeout);
 
   bool held() const { return fd_ >= 0; }
   const std::string& path() const { return path_; }

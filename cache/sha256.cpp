@@ -45,8 +45,7 @@ std::string Sha256::FinalHex() {
   if (impl_->finished) throw std::logic_error("Sha256::FinalHex called twice");
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  if (EVP_DigestFinal_ex(impl_->ctx, digest, &size) != 1)
-    throw std::runtime_error("OpenSSL: SHA-256 final failed");
+  if (EVP_DigestFinal_ex(impl_->ctx, digest, &size) != 1) throw std::runtime_error("OpenSSL: SHA-256 final failed");
   impl_->finished = true;
   return LowerHex(std::string_view(reinterpret_cast<const char*>(digest), size));
 }

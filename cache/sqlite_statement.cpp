@@ -8,21 +8,18 @@ namespace kiln::cache {
 
 absl::Status SqliteStatus(sqlite3* db, int rc, const std::string& path, absl::string_view what) {
   const char* detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  std::string message = absl::StrCat("cache index ", path, ": ", what, " failed: ", detail,
-                                     " (sqlite code ", rc, ")");
+  std::string message = absl::StrCat("cache index ", path, ": ", what, " failed: ", detail, " (sqlite code ", rc, ")");
   switch (rc & 0xFF) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return absl::UnavailableError(absl::StrCat(
-          message, "; another process kept the index locked past the busy timeout: retry"));
+      return absl::UnavailableError(
+          absl::StrCat(message, "; another process kept the index locked past the busy timeout: retry"));
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       return absl::DataLossError(
-          absl::StrCat(message,
-                       "; the index is damaged: stop kilnd, move the file aside and restart (blobs "
-                       "are kept; entries are rebuilt by recompiling)"));
-    case SQLITE_FULL:
-      return absl::ResourceExhaustedError(absl::StrCat(message, "; free disk space"));
+          absl::StrCat(message, "; the index is damaged: stop kilnd, move the file aside and restart (blobs "
+                                "are kept; entries are rebuilt by recompiling)"));
+    case SQLITE_FULL: return absl::ResourceExhaustedError(absl::StrCat(message, "; free disk space"));
     case SQLITE_READONLY:
     case SQLITE_PERM:
     case SQLITE_AUTH:
@@ -31,10 +28,8 @@ absl::Status SqliteStatus(sqlite3* db, int rc, const std::string& path, absl::st
     case SQLITE_CANTOPEN:
       return absl::FailedPreconditionError(
           absl::StrCat(message, "; check that the cache folder exists and is writable"));
-    case SQLITE_IOERR:
-      return absl::UnavailableError(absl::StrCat(message, "; check the disk"));
-    default:
-      return absl::InternalError(message);
+    case SQLITE_IOERR: return absl::UnavailableError(absl::StrCat(message, "; check the disk"));
+    default: return absl::InternalError(message);
   }
 }
 
@@ -45,8 +40,7 @@ SqliteStatement::~SqliteStatement() {
 absl::Status SqliteStatement::Prepare(std::string_view sql) {
   sql_ = std::string(sql);
   int rc = sqlite3_prepare_v2(db_, sql_.c_str(), static_cast<int>(sql_.size()), &stmt_, nullptr);
-  if (rc != SQLITE_OK)
-    return SqliteStatus(db_, rc, path_, absl::StrCat("preparing \"", sql_, "\""));
+  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, path_, absl::StrCat("preparing \"", sql_, "\""));
   return absl::OkStatus();
 }
 
@@ -78,8 +72,7 @@ void SqliteStatement::Reset() {
 std::string SqliteStatement::Text(int column) const {
   const unsigned char* text = sqlite3_column_text(stmt_, column);
   if (text == nullptr) return "";
-  return std::string(reinterpret_cast<const char*>(text),
-                     static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+  return std::string(reinterpret_cast<const char*>(text), static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 int64_t SqliteStatement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
 double SqliteStatement::Real(int column) const { return sqlite3_column_double(stmt_, column); }

@@ -73,13 +73,14 @@ StatusOr<std::unique_ptr<HostMappedWords>> HostMappedWords::Allocate(const Bench
   std::unique_ptr<HostMappedWords> w(new HostMappedWords());
   w->driver_ = &device.driver();
   void* host = nullptr;
-  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuMemHostAlloc(&host, count * sizeof(unsigned),
-                                                                   CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
-                                    "cuMemHostAlloc"));
+  KILN_RETURN_IF_ERROR(
+      device.Check(device.driver().cuMemHostAlloc(&host, count * sizeof(unsigned),
+                                                  CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+                   "cuMemHostAlloc"));
   w->host_ = static_cast<volatile unsigned*>(host);
   for (size_t i = 0; i < count; ++i) w->host_[i] = 0;
-  KILN_RETURN_IF_ERROR(device.Check(device.driver().cuMemHostGetDevicePointer(&w->device_, host, 0),
-                                    "cuMemHostGetDevicePointer"));
+  KILN_RETURN_IF_ERROR(
+      device.Check(device.driver().cuMemHostGetDevicePointer(&w->device_, host, 0), "cuMemHostGetDevicePointer"));
   return w;
 }
 

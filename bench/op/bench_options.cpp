@@ -97,8 +97,9 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
   std::string shapes_text;
   auto set_mode = [&](BenchMode mode, const std::string& flag) -> Status {
     if (have_mode && o.mode != mode)
-      return InvalidArgument(flag + ": give one of --routine, --traces, --list, --list-routines, --generate-list, --check, "
-                            "--overhead, --help");
+      return InvalidArgument(flag +
+                             ": give one of --routine, --traces, --list, --list-routines, --generate-list, --check, "
+                             "--overhead, --help");
     have_mode = true;
     o.mode = mode;
     return OkStatus();
@@ -140,9 +141,11 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
       KILN_RETURN_IF_ERROR(no_value());
       o.quiet = true;
     } else {
-      static const char* kValueFlags[] = {"--routine", "--list", "--traces", "--generate-list", "--shapes", "--shape", "--dtype",
-                                          "--dtypes", "--backends", "--label", "--iters", "--warmup", "--max-seconds",
-                                          "--l2", "--timer", "--seed", "--device", "--socket", "--out"};
+      static const char* kValueFlags[] = {"--routine",     "--list",   "--traces", "--generate-list",
+                                          "--shapes",      "--shape",  "--dtype",  "--dtypes",
+                                          "--backends",    "--label",  "--iters",  "--warmup",
+                                          "--max-seconds", "--l2",     "--timer",  "--seed",
+                                          "--device",      "--socket", "--out"};
       if (std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) == std::end(kValueFlags))
         return InvalidArgument("unknown flag '" + flag + "' (see --help)");
       KILN_ASSIGN_OR_RETURN(auto v, take());

@@ -11,13 +11,13 @@
 namespace kiln::bench {
 
 enum class BenchMode {
-  kRun,            // --routine ... (the cases of the command line)
-  kList,           // --list FILE
-  kTraces,         // --traces DIR: the default cases, generated from the trace definitions of DIR
-  kListRoutines,   // --list-routines
-  kGenerateList,   // --generate-list TRACES_DIR: the default test list from trace examples
-  kOverhead,       // --overhead: host time of an op call against a raw launch (call_overhead.h)
-  kCheck,          // --check: every backend of every routine against float64 at its CheckShapes()
+  kRun,           // --routine ... (the cases of the command line)
+  kList,          // --list FILE
+  kTraces,        // --traces DIR: the default cases, generated from the trace definitions of DIR
+  kListRoutines,  // --list-routines
+  kGenerateList,  // --generate-list TRACES_DIR: the default test list from trace examples
+  kOverhead,      // --overhead: host time of an op call against a raw launch (call_overhead.h)
+  kCheck,         // --check: every backend of every routine against float64 at its CheckShapes()
   kHelp,
 };
 

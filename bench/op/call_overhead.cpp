@@ -117,9 +117,10 @@ StatusOr<const EntryLaunch*> UseOpModule(OverheadCase* c, int device, const OpRe
   auto module = LoadOp(request);
   if (!module.ok()) return module.status().WithContext("kiln::LoadOp(" + request.name + ")");
   if (module->info().uri != info.uri || module->info().cache_key != info.cache_key)
-    return Status(StatusCode::kFailedPrecondition,
-                  c->op + ": kiln::LoadOp gave " + module->info().uri + " (key " + module->info().cache_key.substr(0, 12) +
-                      "), but the op launches " + info.uri + " (key " + info.cache_key.substr(0, 12) + ")");
+    return Status(StatusCode::kFailedPrecondition, c->op + ": kiln::LoadOp gave " + module->info().uri + " (key " +
+                                                       module->info().cache_key.substr(0, 12) +
+                                                       "), but the op launches " + info.uri + " (key " +
+                                                       info.cache_key.substr(0, 12) + ")");
   KILN_ASSIGN_OR_RETURN(auto kernel, module->kernel(entry));
   c->kernel = kernel;
   return hint;
@@ -155,7 +156,8 @@ StatusOr<std::unique_ptr<OverheadCase>> SiluCase(const BenchDevice& device, std:
                         client::PlanActAndMul(client::ActivationOp::kSiluAndMul, out, input, "kiln-bench --overhead"));
   KILN_ASSIGN_OR_RETURN(
       const EntryLaunch* hint,
-      UseOpModule(c.get(), device.info().ordinal, {activation::kSiluAndMulOp, {{kParamDType, "bf16"}, {kParamVec, std::to_string(plan.vec)}}},
+      UseOpModule(c.get(), device.info().ordinal,
+                  {activation::kSiluAndMulOp, {{kParamDType, "bf16"}, {kParamVec, std::to_string(plan.vec)}}},
                   activation::kSiluAndMulEntry));
   // The op's grid: one block per (row, chunk of items_per_block columns).
   const int64_t chunks = (plan.d + hint->items_per_block - 1) / hint->items_per_block;
@@ -181,13 +183,12 @@ StatusOr<std::unique_ptr<OverheadCase>> RmsNormCase(const BenchDevice& device, s
 
   KILN_ASSIGN_OR_RETURN(const client::NormPlan plan,
                         client::PlanRmsNorm(out, input, weight, kEps, "kiln-bench --overhead"));
-  KILN_ASSIGN_OR_RETURN(const EntryLaunch* hint,
-                        UseOpModule(c.get(), device.info().ordinal,
-                                    {norm::kRmsNormOp,
-                                     {{kParamDType, "bf16"},
-                                      {norm::kParamHidden, std::to_string(plan.hidden)},
-                                      {kParamVec, std::to_string(plan.vec)}}},
-                                    norm::kRmsNormEntry));
+  KILN_ASSIGN_OR_RETURN(const EntryLaunch* hint, UseOpModule(c.get(), device.info().ordinal,
+                                                             {norm::kRmsNormOp,
+                                                              {{kParamDType, "bf16"},
+                                                               {norm::kParamHidden, std::to_string(plan.hidden)},
+                                                               {kParamVec, std::to_string(plan.vec)}}},
+                                                             norm::kRmsNormEntry));
   // items_per_block rows per block; the plan's a is out, b is input.
   const int64_t grid = (plan.rows + hint->items_per_block - 1) / hint->items_per_block;
   SetLaunch(c.get(), *hint, static_cast<unsigned>(grid), device.stream());
@@ -284,13 +285,15 @@ std::vector<ResultRow> MeasureCallOverhead(const BenchOptions& options, const Be
     Status checked = c.op_call(stream);
     if (checked.ok()) checked = device.Synchronize();
     if (checked.ok())
-      checked = device.Check(d.cuMemcpyDtoH(want.bytes.data(), c.memory[c.out].ptr(), want.bytes.size()), "cuMemcpyDtoH");
+      checked = device.Check(d.cuMemcpyDtoH(want.bytes.data(), c.memory[c.out].ptr(), want.bytes.size()),
+                             "cuMemcpyDtoH");
     if (checked.ok())
       checked = SameOutput(device, c, want, "cuLaunchKernelEx of the op's CUfunction", [&] {
         return device.Check(d.cuLaunchKernelEx(&c.config, c.function, c.args.data(), nullptr), "cuLaunchKernelEx");
       });
     if (checked.ok())
-      checked = SameOutput(device, c, want, "kiln::Kernel::Launch", [&] { return c.kernel.Launch(c.kernel_config, c.args.data()); });
+      checked = SameOutput(device, c, want, "kiln::Kernel::Launch",
+                           [&] { return c.kernel.Launch(c.kernel_config, c.args.data()); });
     if (!checked.ok()) {
       std::fprintf(stderr, "kiln-bench: REFCHECK FAILED: call_overhead %s: %s\n", name, checked.ToString().c_str());
       fail("refcheck_failed", checked.ToString());
@@ -309,7 +312,7 @@ std::vector<ResultRow> MeasureCallOverhead(const BenchOptions& options, const Be
       const bool keep = rep >= options.warmup;
       for (int k = 0; k < 3 && timed.ok(); ++k) {
         const int which = (rep + k) % 3;
-        StatusOr<double> ns = which == 0 ? TimeBatch(op, keep, &samples[0])
+        StatusOr<double> ns = which == 0   ? TimeBatch(op, keep, &samples[0])
                               : which == 1 ? TimeBatch(raw, keep, &samples[1])
                                            : TimeBatch(launch, keep, &samples[2]);
         if (!ns.ok()) {

@@ -233,7 +233,8 @@ CaseRunner::CheckedReference CaseRunner::CheckOnCpu(const Routine& routine, cons
     if (!Written(spec->tensors[i])) continue;
     auto want = expected.find(i);
     if (want == expected.end())
-      return fail(Status(StatusCode::kInternal, "the routine's CPU reference gives nothing for '" + spec->tensors[i].name + "'"));
+      return fail(Status(StatusCode::kInternal,
+                         "the routine's CPU reference gives nothing for '" + spec->tensors[i].name + "'"));
     const Comparison c = CompareOutput(spec->tensors[i], (*got)[i], want->second, dtype, /*cross=*/false);
     if (!c.ok)
       return fail(Status(StatusCode::kInternal, "'" + spec->tensors[i].name + "' differs from float64: " +
@@ -253,7 +254,8 @@ StatusOr<std::vector<HostTensor>> CaseRunner::RunOnce(const BackendFn& fn, const
   for (size_t i = 0; i < spec.tensors.size(); ++i) {
     const CUdeviceptr p = reinterpret_cast<CUdeviceptr>(set[i].data);
     if (Read(spec.tensors[i]))
-      KILN_RETURN_IF_ERROR(device_.Check(d.cuMemcpyHtoD(p, host[i].bytes.data(), host[i].bytes.size()), "cuMemcpyHtoD"));
+      KILN_RETURN_IF_ERROR(
+          device_.Check(d.cuMemcpyHtoD(p, host[i].bytes.data(), host[i].bytes.size()), "cuMemcpyHtoD"));
     else  // poison: 0xFF is NaN in every float dtype, so an element never written fails the check
       KILN_RETURN_IF_ERROR(device_.Check(d.cuMemsetD8(p, 0xFF, spec.tensors[i].bytes()), "cuMemsetD8"));
   }
@@ -263,9 +265,9 @@ StatusOr<std::vector<HostTensor>> CaseRunner::RunOnce(const BackendFn& fn, const
   for (size_t i = 0; i < spec.tensors.size(); ++i) {
     if (!Written(spec.tensors[i])) continue;
     out[i] = HostTensor::Zeros(spec.tensors[i].dtype, spec.tensors[i].numel());
-    KILN_RETURN_IF_ERROR(device_.Check(
-        d.cuMemcpyDtoH(out[i].bytes.data(), reinterpret_cast<CUdeviceptr>(set[i].data), out[i].bytes.size()),
-        "cuMemcpyDtoH"));
+    KILN_RETURN_IF_ERROR(device_.Check(d.cuMemcpyDtoH(out[i].bytes.data(), reinterpret_cast<CUdeviceptr>(set[i].data),
+                                                      out[i].bytes.size()),
+                                       "cuMemcpyDtoH"));
   }
   return out;
 }
@@ -280,9 +282,9 @@ Status CaseRunner::Time(const BackendFn& fn, const CaseSpec& spec, ResultRow* ro
                                                         pristine_[i].bytes.data(), pristine_[i].bytes.size()),
                                          "cuMemcpyHtoD"));
   for (int s = 1; s < nsets; ++s)
-    KILN_RETURN_IF_ERROR(device_.Check(d.cuMemcpyDtoDAsync(pool_.ptr() + s * set_stride_, pool_.ptr(), set_stride_,
-                                                           device_.stream()),
-                                       "cuMemcpyDtoDAsync"));
+    KILN_RETURN_IF_ERROR(
+        device_.Check(d.cuMemcpyDtoDAsync(pool_.ptr() + s * set_stride_, pool_.ptr(), set_stride_, device_.stream()),
+                      "cuMemcpyDtoDAsync"));
   // Those copies left the sets in L2; a set must be cold at its first timed use too.
   if (options_.l2 != L2Mode::kWarm)
     KILN_RETURN_IF_ERROR(device_.Check(d.cuMemsetD8Async(flush_.ptr(), 0, flush_.bytes(), device_.stream()),
@@ -301,13 +303,13 @@ Status CaseRunner::Time(const BackendFn& fn, const CaseSpec& spec, ResultRow* ro
     if (iterations < options_.iters)
       row->message += "iterations cut from " + std::to_string(options_.iters) + " to " + std::to_string(iterations) +
                       " by --max-seconds; ";
-    else
-      iterations = options_.iters;
+    else iterations = options_.iters;
   }
 
   auto between = [&](int) -> Status {
     if (l2_mode_ != L2Mode::kFlush) return OkStatus();
-    return device_.Check(d.cuMemsetD8Async(flush_.ptr(), 0, flush_.bytes(), device_.stream()), "cuMemsetD8Async (L2 flush)");
+    return device_.Check(d.cuMemsetD8Async(flush_.ptr(), 0, flush_.bytes(), device_.stream()),
+                         "cuMemsetD8Async (L2 flush)");
   };
   auto call = [&](int i) { return fn(sets_[(warmup + i) % nsets], device_.stream()); };
 
@@ -354,8 +356,10 @@ std::vector<ResultRow> CaseRunner::Run(const BenchCase& c) {
   if (routine == nullptr) {
     std::vector<std::string> names;
     for (const Routine* r : RoutineRegistry::Global().All()) names.emplace_back(r->name());
-    return all_fail("skipped", "kiln-bench has no routine '" + c.routine + "' (routines: " + Join(names) +
-                                   "; add one in bench/op/routines/, docs/benchmarking.md)", {});
+    return all_fail("skipped",
+                    "kiln-bench has no routine '" + c.routine + "' (routines: " + Join(names) +
+                        "; add one in bench/op/routines/, docs/benchmarking.md)",
+                    {});
   }
   std::vector<std::string> backends;
   for (const auto& b : c.backends) {
@@ -409,8 +413,10 @@ std::vector<ResultRow> CaseRunner::Run(const BenchCase& c) {
     }
   }
   if (set_stride_ * static_cast<size_t>(nsets) > device_.free_bytes() / 2 && nsets == 1)
-    return all_fail("error", "one set of tensors (" + Megabytes(static_cast<double>(set_stride_)) +
-                                 ") needs more than half of the free device memory", backends);
+    return all_fail("error",
+                    "one set of tensors (" + Megabytes(static_cast<double>(set_stride_)) +
+                        ") needs more than half of the free device memory",
+                    backends);
   sets_.clear();
   pool_ = DeviceMemory();
   auto pool = DeviceMemory::Allocate(device_, set_stride_ * static_cast<size_t>(nsets));
@@ -433,7 +439,8 @@ std::vector<ResultRow> CaseRunner::Run(const BenchCase& c) {
   std::string l2_mode;
   switch (l2_mode_) {
     case L2Mode::kRotate:
-      l2_mode = "rotate " + std::to_string(nsets) + " sets (" + Megabytes(static_cast<double>(set_stride_) * nsets) + ")";
+      l2_mode = "rotate " + std::to_string(nsets) + " sets (" + Megabytes(static_cast<double>(set_stride_) * nsets) +
+                ")";
       if (touched * (nsets - 1) < 2 * l2 && nsets < calls) l2_mode += ", less than 2x L2: partly warm";
       break;
     case L2Mode::kFlush:

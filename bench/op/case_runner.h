@@ -22,7 +22,7 @@ namespace kiln::bench {
 struct CopyBaseline {
   double gbps = NAN;  // (read + write) bytes / median time
   double median_us = NAN;
-  size_t bytes = 0;   // copied per call
+  size_t bytes = 0;  // copied per call
   std::string mechanism;
   std::string what;  // the faster of cuMemcpyDtoDAsync and a copy kernel
 };
@@ -34,8 +34,7 @@ StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& ti
 class CaseRunner {
  public:
   // `cupti` may be null (events only); `events` is the fallback when CUPTI fails for a row.
-  CaseRunner(const BenchOptions& options, const BenchDevice& device, Timer* cupti, Timer& events,
-             CopyBaseline copy);
+  CaseRunner(const BenchOptions& options, const BenchDevice& device, Timer* cupti, Timer& events, CopyBaseline copy);
 
   std::vector<ResultRow> Run(const BenchCase& c);
 
@@ -50,13 +49,12 @@ class CaseRunner {
   // against the routine's float64 CPU reference (or, for draws, the allowed sets and a second
   // call that must repeat them bit for bit). kiln-bench --check runs it for every backend at
   // every Routine::CheckShapes(); the reference backend is checked so before any row uses it.
-  CheckedReference CheckOnCpu(const Routine& routine, const std::string& backend, DType dtype,
-                              const ShapeAxes& shape);
+  CheckedReference CheckOnCpu(const Routine& routine, const std::string& backend, DType dtype, const ShapeAxes& shape);
 
  private:
   const CheckedReference& ReferenceOnCpu(const Routine& routine, DType dtype);
-  StatusOr<std::vector<HostTensor>> RunOnce(const BackendFn& fn, const CaseSpec& spec, const std::vector<HostTensor>& host,
-                                            const TensorSet& set);
+  StatusOr<std::vector<HostTensor>> RunOnce(const BackendFn& fn, const CaseSpec& spec,
+                                            const std::vector<HostTensor>& host, const TensorSet& set);
   Status Time(const BackendFn& fn, const CaseSpec& spec, ResultRow* row);
 
   const BenchOptions& options_;
@@ -70,7 +68,7 @@ class CaseRunner {
   size_t set_stride_ = 0;
   std::vector<TensorSet> sets_;
   std::vector<HostTensor> pristine_;
-  DeviceMemory flush_;  // --l2 flush, and rotate's fallback to it: 2x L2
+  DeviceMemory flush_;                // --l2 flush, and rotate's fallback to it: 2x L2
   L2Mode l2_mode_ = L2Mode::kRotate;  // the case's: --l2, or flush where rotation cannot work
 };
 

@@ -99,8 +99,7 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
           external.emplace_back(e->correlationId, e->externalId);
         break;
       }
-      default:
-        break;  // driver API records: only there so that the external correlations are made
+      default: break;  // driver API records: only there so that the external correlations are made
     }
   }
   std::free(buffer);
@@ -144,7 +143,8 @@ Status Start() {
   if (!missing.empty()) return Unavailable(api.path + " lacks " + missing);
 
   uint32_t version = 0;
-  if (CUptiResult r = api.GetVersion(&version); r != CUPTI_SUCCESS) return Unavailable("cuptiGetVersion: " + ResultText(r));
+  if (CUptiResult r = api.GetVersion(&version); r != CUPTI_SUCCESS)
+    return Unavailable("cuptiGetVersion: " + ResultText(r));
   // The activity records' layouts are those of the headers we were built with: same major.
   if (version / 10000 != CUPTI_API_VERSION / 10000)
     return Unavailable(api.path + " has API version " + std::to_string(version) + "; kiln-bench was built for " +

@@ -6,12 +6,11 @@
 namespace kiln::bench {
 
 std::string GenerateDefaultList(const std::vector<traces::TraceDefinition>& definitions) {
-  std::string out =
-      "# kiln-bench's default cases, generated from the examples of kernels/traces/*.json\n"
-      "# (kiln-bench --traces kernels/traces runs them; --generate-list prints them). To change\n"
-      "# them, change the examples: this text is derived, never kept.\n"
-      "#\n"
-      "# routine              dtype shape                            backends         label\n";
+  std::string out = "# kiln-bench's default cases, generated from the examples of kernels/traces/*.json\n"
+                    "# (kiln-bench --traces kernels/traces runs them; --generate-list prints them). To change\n"
+                    "# them, change the examples: this text is derived, never kept.\n"
+                    "#\n"
+                    "# routine              dtype shape                            backends         label\n";
   for (const auto& def : definitions) {
     // No examples: nothing to measure (an internal op's definition); not even its name, so
     // such a definition never changes the list.

@@ -33,7 +33,8 @@ class EventTimer : public Timer {
         enqueued = between(base + j);
         if (enqueued.ok()) enqueued = device_.Check(d.cuEventRecord(events_[2 * j], device_.stream()), "cuEventRecord");
         if (enqueued.ok()) enqueued = call(base + j);
-        if (enqueued.ok()) enqueued = device_.Check(d.cuEventRecord(events_[2 * j + 1], device_.stream()), "cuEventRecord");
+        if (enqueued.ok())
+          enqueued = device_.Check(d.cuEventRecord(events_[2 * j + 1], device_.stream()), "cuEventRecord");
       }
       gate_.Open();  // before any return: a closed gate would hold the stream until its timeout
       KILN_RETURN_IF_ERROR(device_.Synchronize());
@@ -41,8 +42,8 @@ class EventTimer : public Timer {
       if (gate_.TimedOut()) run.warning = "the stream gate timed out: launch gaps may be in these times";
       for (int j = 0; j < n; ++j) {
         float ms = 0;
-        KILN_RETURN_IF_ERROR(device_.Check(d.cuEventElapsedTime(&ms, events_[2 * j], events_[2 * j + 1]),
-                                           "cuEventElapsedTime"));
+        KILN_RETURN_IF_ERROR(
+            device_.Check(d.cuEventElapsedTime(&ms, events_[2 * j], events_[2 * j + 1]), "cuEventElapsedTime"));
         run.us.push_back(static_cast<double>(ms) * 1000.0);
       }
     }

@@ -12,6 +12,7 @@ namespace kiln::bench {
 // Calls fn(chunk, begin, end) for every chunk [begin, end) of [0, count) of `chunk_size`
 // elements (the last may be shorter), on up to hardware_concurrency threads; returns when all
 // are done. fn must not throw and must only write what its chunk owns.
-void ForEachChunk(size_t count, size_t chunk_size, const std::function<void(size_t chunk, size_t begin, size_t end)>& fn);
+void ForEachChunk(size_t count, size_t chunk_size,
+                  const std::function<void(size_t chunk, size_t begin, size_t end)>& fn);
 
 }  // namespace kiln::bench

@@ -96,9 +96,7 @@ HostTensor RandomHostTensor(DType dtype, size_t count, std::mt19937_64& rng, dou
           Store(bytes + 2 * i, b);
           break;
         }
-        default:
-          Store(bytes + 4 * i, v == 0.0f ? 0.5f : v);
-          break;
+        default: Store(bytes + 4 * i, v == 0.0f ? 0.5f : v); break;
       }
     }
   });
@@ -184,11 +182,13 @@ Comparison CompareWith(const HostTensor& got, size_t count, WantAt want_at, Tole
 }  // namespace
 
 Comparison Compare(const HostTensor& got, const std::vector<double>& want, Tolerance tolerance) {
-  return CompareWith(got, want.size(), [&](size_t i) { return want[i]; }, tolerance);
+  return CompareWith(
+      got, want.size(), [&](size_t i) { return want[i]; }, tolerance);
 }
 
 Comparison Compare(const HostTensor& got, const HostTensor& want, Tolerance tolerance) {
-  return CompareWith(got, want.size(), [&](size_t i) { return want.Get(i); }, tolerance);
+  return CompareWith(
+      got, want.size(), [&](size_t i) { return want.Get(i); }, tolerance);
 }
 
 }  // namespace kiln::bench

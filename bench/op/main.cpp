@@ -138,12 +138,12 @@ int Run(const BenchOptions& options, const std::string& command_line) {
   if (!copy.ok()) return Fail("device-to-device copy baseline: " + copy.status().ToString());
 
   if (!options.quiet) {
-    std::printf("# %s (%s, %d SMs, L2 %zu MB), driver for CUDA %s; kilnd %s\n", d.info().name.c_str(),
-                d.arch().c_str(), d.info().multiprocessors, d.l2_bytes() >> 20,
-                client::CudaVersionString(d.driver().version()).c_str(), DaemonTarget().c_str());
+    std::printf("# %s (%s, %d SMs, L2 %zu MB), driver for CUDA %s; kilnd %s\n", d.info().name.c_str(), d.arch().c_str(),
+                d.info().multiprocessors, d.l2_bytes() >> 20, client::CudaVersionString(d.driver().version()).c_str(),
+                DaemonTarget().c_str());
     std::printf("# timer: %s; L2: %s; device-to-device copy: %.0f GB/s (%zu MiB, %.1f us)\n",
-                cupti_timer ? "cupti_activity" : "cuda_events", L2ModeName(options.l2), copy->gbps,
-                copy->bytes >> 20, copy->median_us);
+                cupti_timer ? "cupti_activity" : "cuda_events", L2ModeName(options.l2), copy->gbps, copy->bytes >> 20,
+                copy->median_us);
     std::printf("%s\n", TableHeader().c_str());
   }
 
@@ -172,15 +172,19 @@ int Run(const BenchOptions& options, const std::string& command_line) {
       {"memory_bytes", d.info().total_memory},
       {"driver_cuda_version", client::CudaVersionString(d.driver().version())},
       {"daemon", DaemonTarget()},
-      {"timer", {{"requested", TimerChoiceName(options.timer)},
-                 {"cupti", cupti.ok() ? std::string("used") : cupti.message()}}},
+      {"timer",
+       {{"requested", TimerChoiceName(options.timer)}, {"cupti", cupti.ok() ? std::string("used") : cupti.message()}}},
       {"l2", L2ModeName(options.l2)},
       {"iters", options.iters},
       {"warmup", options.warmup},
       {"max_seconds", options.max_seconds},
       {"seed", options.seed},
-      {"copy_baseline", {{"bytes", copy->bytes}, {"median_us", copy->median_us}, {"gbps", copy->gbps},
-                         {"mechanism", copy->mechanism}, {"what", copy->what + "; GB/s counts read + write"}}},
+      {"copy_baseline",
+       {{"bytes", copy->bytes},
+        {"median_us", copy->median_us},
+        {"gbps", copy->gbps},
+        {"mechanism", copy->mechanism},
+        {"what", copy->what + "; GB/s counts read + write"}}},
   };
   if (options.mode == BenchMode::kList) meta["list"] = options.list_file;
   if (options.mode == BenchMode::kTraces) meta["traces"] = options.traces_dir;
@@ -215,10 +219,8 @@ int Overhead(const BenchOptions& options, const std::string& command_line) {
   int failed = 0;
   for (const auto& row : rows) {
     if (row.status != "ok") ++failed;
-    if (!options.quiet && row.status == "ok")
-      std::printf("%s %+10.3f\n", RowToTableLine(row).c_str(), row.overhead_us);
-    else if (!options.quiet)
-      std::printf("%s\n", RowToTableLine(row).c_str());
+    if (!options.quiet && row.status == "ok") std::printf("%s %+10.3f\n", RowToTableLine(row).c_str(), row.overhead_us);
+    else if (!options.quiet) std::printf("%s\n", RowToTableLine(row).c_str());
     if (row.backend == "kiln" && row.status == "ok") std::printf("# %s: %s\n", row.label.c_str(), row.message.c_str());
   }
   nlohmann::json meta = {
@@ -298,21 +300,14 @@ int main(int argc, char** argv) {
   auto options = ParseBenchOptions(args);
   if (!options.ok()) return Fail(options.status().message() + "\n(kiln-bench --help shows the usage)", kExitUsage);
   switch (options->mode) {
-    case BenchMode::kHelp:
-      std::fputs(BenchUsage().c_str(), stdout);
-      return 0;
-    case BenchMode::kListRoutines:
-      return ListRoutines();
-    case BenchMode::kGenerateList:
-      return GenerateList(*options);
-    case BenchMode::kOverhead:
-      return Overhead(*options, command_line);
-    case BenchMode::kCheck:
-      return Check(*options);
+    case BenchMode::kHelp: std::fputs(BenchUsage().c_str(), stdout); return 0;
+    case BenchMode::kListRoutines: return ListRoutines();
+    case BenchMode::kGenerateList: return GenerateList(*options);
+    case BenchMode::kOverhead: return Overhead(*options, command_line);
+    case BenchMode::kCheck: return Check(*options);
     case BenchMode::kRun:
     case BenchMode::kList:
-    case BenchMode::kTraces:
-      return Run(*options, command_line);
+    case BenchMode::kTraces: return Run(*options, command_line);
   }
   return kExitUsage;
 }

@@ -147,10 +147,12 @@ std::string RowToTableLine(const ResultRow& r) {
   const bool t = HasTimes(r);
   char buf[512];
   std::snprintf(buf, sizeof(buf), "%-20s %-16s %-5s %-26s %10s %8s %8s %6s %8s %6s  %-9s %s", r.routine.c_str(),
-                r.backend.c_str(), r.dtype.c_str(), r.shape.c_str(), dash(Number(t ? r.stats.median : NAN, "%.3f")).c_str(),
-                dash(Number(t ? r.stats.std : NAN, "%.3f")).c_str(), dash(Number(t ? r.stats.min : NAN, "%.3f")).c_str(),
-                t ? std::to_string(r.stats.n).c_str() : "-", dash(Number(AchievedGBps(r), "%.1f")).c_str(),
-                dash(Number(PercentOfCopy(r), "%.1f")).c_str(), r.refcheck.c_str(), dash(r.mechanism).c_str());
+                r.backend.c_str(), r.dtype.c_str(), r.shape.c_str(),
+                dash(Number(t ? r.stats.median : NAN, "%.3f")).c_str(),
+                dash(Number(t ? r.stats.std : NAN, "%.3f")).c_str(),
+                dash(Number(t ? r.stats.min : NAN, "%.3f")).c_str(), t ? std::to_string(r.stats.n).c_str() : "-",
+                dash(Number(AchievedGBps(r), "%.1f")).c_str(), dash(Number(PercentOfCopy(r), "%.1f")).c_str(),
+                r.refcheck.c_str(), dash(r.mechanism).c_str());
   std::string line = buf;
   if (r.status != "ok") line += "  " + r.status + ": " + r.message;
   return line;

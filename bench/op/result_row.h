@@ -20,8 +20,8 @@ struct ResultRow {
   std::string label;  // the case's label (trace example name), may be empty
   std::string shape;  // "rows=2048,hidden=4096"
   std::string dtype;
-  std::string arch;   // "sm_90"
-  std::string gpu;    // "NVIDIA H200"
+  std::string arch;  // "sm_90"
+  std::string gpu;   // "NVIDIA H200"
   // ok | refcheck_failed | error | skipped. Only "ok" rows carry timings.
   std::string status = "ok";
   // pass | baseline (the reference backend itself, checked against float64 on the CPU) |
@@ -31,17 +31,17 @@ struct ResultRow {
   double max_abs_err = NAN;  // against the reference backend's output
   TimingStats stats;         // microseconds per call
   int warmup = 0;
-  std::string mechanism;     // cupti_activity | cuda_events
-  std::string l2;            // how L2 was defeated: "rotate 40 sets (2.7 GB)", "flush", "warm"
-  double bytes = NAN;        // bytes one call must read and write
-  double flops = NAN;        // floating-point operations of one call, where meaningful
-  double copy_gbps = NAN;    // device-to-device copy bandwidth (read + write) of this run
+  std::string mechanism;   // cupti_activity | cuda_events
+  std::string l2;          // how L2 was defeated: "rotate 40 sets (2.7 GB)", "flush", "warm"
+  double bytes = NAN;      // bytes one call must read and write
+  double flops = NAN;      // floating-point operations of one call, where meaningful
+  double copy_gbps = NAN;  // device-to-device copy bandwidth (read + write) of this run
   // call_overhead rows (kiln-bench --overhead): median host time per call minus that of a raw
   // cuLaunchKernelEx of the same kernel.
   double overhead_us = NAN;
-  std::string kernels;       // the kernels timed (CUPTI names them)
-  std::string message;       // why a row failed or was skipped, and warnings
-  std::string reproduce;     // the command line of this row alone
+  std::string kernels;    // the kernels timed (CUPTI names them)
+  std::string message;    // why a row failed or was skipped, and warnings
+  std::string reproduce;  // the command line of this row alone
 };
 
 double AchievedGBps(const ResultRow& row);  // bytes / median

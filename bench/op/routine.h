@@ -129,8 +129,8 @@ class Routine {
   // Everything `backend` needs before timing (kernels fetched from kilnd and loaded), and the
   // call. INVALID_ARGUMENT when the backend cannot run this case (a forced vec that does not
   // divide the row); NOT_FOUND for an unknown backend.
-  virtual StatusOr<BackendFn> Prepare(const std::string& backend, const CaseSpec& spec,
-                                      const ShapeAxes& shape, DType dtype) const = 0;
+  virtual StatusOr<BackendFn> Prepare(const std::string& backend, const CaseSpec& spec, const ShapeAxes& shape,
+                                      DType dtype) const = 0;
 };
 
 class RoutineRegistry {
@@ -145,9 +145,9 @@ class RoutineRegistry {
 };
 
 // In a routine's .cpp, at namespace scope: KILN_BENCH_REGISTER_ROUTINE(RmsNormRoutine);
-#define KILN_BENCH_REGISTER_ROUTINE(Type)                  \
-  [[maybe_unused]] static const bool kiln_bench_registered_##Type = \
-      ::kiln::bench::RoutineRegistry::Global().Add(std::make_unique<Type>())
+#define KILN_BENCH_REGISTER_ROUTINE(Type)                                                                         \
+  [[maybe_unused]] static const bool kiln_bench_registered_##Type = ::kiln::bench::RoutineRegistry::Global().Add( \
+      std::make_unique<Type>())
 
 // "fp32" -> kFloat32 ...; INVALID_ARGUMENT listing the names otherwise.
 StatusOr<DType> ParseDType(std::string_view name);

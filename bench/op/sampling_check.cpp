@@ -58,12 +58,8 @@ AllowedSet AllowedTokens(SamplingRule rule, const float* row, int64_t vocab, con
     return TopPThreshold(desc, n, p * mass);
   };
   switch (rule) {
-    case SamplingRule::kTopK:
-      threshold = desc[top_k() - 1];
-      break;
-    case SamplingRule::kTopP:
-      threshold = top_p(positive, set.row_mass);
-      break;
+    case SamplingRule::kTopK: threshold = desc[top_k() - 1]; break;
+    case SamplingRule::kTopP: threshold = top_p(positive, set.row_mass); break;
     case SamplingRule::kTopKTopP: {
       const size_t n = top_k();
       double mass_k = 0;
@@ -147,7 +143,8 @@ std::string DescribeAllowedSets(const std::vector<AllowedSet>& allowed) {
   }
   const double n = static_cast<double>(allowed.size());
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "%zu rows, allowed sets of %lld..%lld tokens (mean %.1f), %.1f%% of the mass on average",
+  std::snprintf(buf, sizeof(buf),
+                "%zu rows, allowed sets of %lld..%lld tokens (mean %.1f), %.1f%% of the mass on average",
                 allowed.size(), static_cast<long long>(lo), static_cast<long long>(hi), sizes / n, 100.0 * share / n);
   return buf;
 }

@@ -11,7 +11,7 @@ struct TimingStats {
   size_t n = 0;
   double median = 0;  // the mean of the two middle values for an even count
   double mean = 0;
-  double std = 0;     // sample standard deviation (n - 1); 0 for fewer than two samples
+  double std = 0;  // sample standard deviation (n - 1); 0 for fewer than two samples
   double min = 0;
   double max = 0;
 };

@@ -25,7 +25,7 @@ Summary Summarize(std::vector<double> v) {
 }
 
 nlohmann::json ToJson(const Summary& s, const std::string& unit) {
-  return {{"unit", unit}, {"n", s.n},     {"min", s.min},   {"p50", s.p50},  {"p90", s.p90},
+  return {{"unit", unit}, {"n", s.n},     {"min", s.min},   {"p50", s.p50},    {"p90", s.p90},
           {"p99", s.p99}, {"max", s.max}, {"mean", s.mean}, {"stdev", s.stdev}};
 }
 

@@ -129,7 +129,8 @@ json RepeatLookup(const Args& args, testing::DaemonProcess& daemon) {
   auto s = Summarize(per_call_ns);
   std::printf("in-process repeat lookup: p50 %.0f ns per call (100 batches of %d), %llu RPCs\n", s.p50, kBatch,
               (unsigned long long)rpcs);
-  return {{"per_call", ToJson(s, "ns")}, {"rpcs_during", rpcs}, {"target", "<= 1 us"}, {"met", s.p50 <= 1000 && rpcs == 0}};
+  return {
+      {"per_call", ToJson(s, "ns")}, {"rpcs_during", rpcs}, {"target", "<= 1 us"}, {"met", s.p50 <= 1000 && rpcs == 0}};
 }
 
 json ColdCompile(const Args& args, const std::string& root) {
@@ -155,8 +156,13 @@ json ColdCompile(const Args& args, const std::string& root) {
   grpc::ClientContext ctx;
   if (!rpc.jobs->GetJob(&ctx, get, &job).ok()) Die("GetJob");
   const auto& m = job.manifest();
-  std::vector<std::string> argv = {args.nvcc, "-cubin", "-arch=" + m.arch(), "-I" + daemon.gen_dir() + "/" + m.uri(),
-                                   "-I" + testing::KernelsDir() + "/include", "-o", root + "/nvcc.cubin"};
+  std::vector<std::string> argv = {args.nvcc,
+                                   "-cubin",
+                                   "-arch=" + m.arch(),
+                                   "-I" + daemon.gen_dir() + "/" + m.uri(),
+                                   "-I" + testing::KernelsDir() + "/include",
+                                   "-o",
+                                   root + "/nvcc.cubin"};
   for (const auto& o : m.options()) argv.push_back(o);
   argv.push_back(m.generated_dir() + "/rmsnorm.cu");
   std::vector<double> nvcc_ms;

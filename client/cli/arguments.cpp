@@ -89,13 +89,11 @@ void ArgumentParser::Parse(const std::vector<std::string>& args, Invocation& inv
       value = args[++i];
     }
     auto& slot = inv.values_[name];
-    if (!slot.empty() && !option->repeatable)
-      throw UsageError(name + " given more than once");
+    if (!slot.empty() && !option->repeatable) throw UsageError(name + " given more than once");
     slot.push_back(value);
   }
   const int n = static_cast<int>(inv.positionals_.size());
-  if (n < spec.min_positionals)
-    throw UsageError("missing " + spec.arguments);
+  if (n < spec.min_positionals) throw UsageError("missing " + spec.arguments);
   if (spec.max_positionals >= 0 && n > spec.max_positionals)
     throw UsageError("unexpected argument '" + inv.positionals_[spec.max_positionals] + "'");
 }
@@ -141,12 +139,9 @@ std::string GroupHelp(const std::vector<CommandSpec>& commands, const std::strin
   s << "\nRun `kiln " << (group.empty() ? "" : group + " ") << "COMMAND --help` for its options.\n";
   if (group.empty()) {
     s << "\nGlobal options:\n"
-      << "  " << Pad("--socket PATH", 24)
-      << "kilnd's unix socket, or a gRPC target (unix:/path, host:port).\n"
-      << std::string(26, ' ') << "Default: $" << proto::kSocketEnv << ", else "
-      << proto::DefaultSocketPath() << "\n"
-      << "  " << Pad("--timeout SECONDS", 24)
-      << "how long to wait for one answer of the daemon (default 300)\n"
+      << "  " << Pad("--socket PATH", 24) << "kilnd's unix socket, or a gRPC target (unix:/path, host:port).\n"
+      << std::string(26, ' ') << "Default: $" << proto::kSocketEnv << ", else " << proto::DefaultSocketPath() << "\n"
+      << "  " << Pad("--timeout SECONDS", 24) << "how long to wait for one answer of the daemon (default 300)\n"
       << "  " << Pad("-h, --help", 24) << "help for kiln or for a command\n"
       << "  " << Pad("--version", 24) << "print the version\n"
       << "\nEnvironment:\n"

@@ -43,10 +43,10 @@ struct OptionSpec {
 class Invocation;
 
 struct CommandSpec {
-  std::string path;        // "cache ls"
-  std::string arguments;   // "OP [KEY=VALUE...]" (for the usage line)
-  std::string summary;     // one line
-  std::string details;     // paragraphs after the options in --help
+  std::string path;       // "cache ls"
+  std::string arguments;  // "OP [KEY=VALUE...]" (for the usage line)
+  std::string summary;    // one line
+  std::string details;    // paragraphs after the options in --help
   std::vector<OptionSpec> options;
   int min_positionals = 0;
   int max_positionals = 0;  // -1: unlimited
@@ -58,8 +58,7 @@ struct CommandSpec {
 
 class Invocation {
  public:
-  Invocation(const CommandSpec& spec, std::ostream& out, std::ostream& err)
-      : out(out), err(err), spec_(spec) {}
+  Invocation(const CommandSpec& spec, std::ostream& out, std::ostream& err) : out(out), err(err), spec_(spec) {}
 
   const CommandSpec& spec() const { return spec_; }
   bool Has(const std::string& option) const { return values_.count(option) > 0; }
@@ -73,9 +72,7 @@ class Invocation {
 
   // The daemon connection for --socket (made on first use).
   const client::DaemonConnection& Connection();
-  std::chrono::system_clock::time_point Deadline() const {
-    return std::chrono::system_clock::now() + timeout;
-  }
+  std::chrono::system_clock::time_point Deadline() const { return std::chrono::system_clock::now() + timeout; }
 
   // Prints "kiln <command>: <message>" and returns the exit code for `status`:
   // UNAVAILABLE → 3, anything else → 1.

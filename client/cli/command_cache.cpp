@@ -50,16 +50,13 @@ int RunLs(Invocation& inv) {
     inv.out << ToJson(all) << std::endl;
     return kExitOk;
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"KEY", "URI", "ARCH", "SIZE", "HITS", "COMPILE", "LAST USED"}};
+  std::vector<std::vector<std::string>> rows = {{"KEY", "URI", "ARCH", "SIZE", "HITS", "COMPILE", "LAST USED"}};
   for (const auto& e : all.entries())
-    rows.push_back({Short(e.cache_key()), e.uri(), e.arch(), HumanBytes(e.size_bytes()),
-                    std::to_string(e.hit_count()), HumanMs(e.compile_ms()),
-                    HumanTime(e.last_used())});
+    rows.push_back({Short(e.cache_key()), e.uri(), e.arch(), HumanBytes(e.size_bytes()), std::to_string(e.hit_count()),
+                    HumanMs(e.compile_ms()), HumanTime(e.last_used())});
   if (all.entries_size() > 0) PrintTable(inv.out, rows);
   inv.out << all.entries_size() << " of " << all.total_matching() << " matching entries";
-  if (static_cast<uint64_t>(all.entries_size()) < all.total_matching())
-    inv.out << " (raise --limit to see more)";
+  if (static_cast<uint64_t>(all.entries_size()) < all.total_matching()) inv.out << " (raise --limit to see more)";
   inv.out << std::endl;
   return kExitOk;
 }
@@ -89,8 +86,8 @@ int RunGet(Invocation& inv) {
       {"options", options.empty() ? "-" : options},
       {"toolchain", "nvrtc " + e.nvrtc_version() + ", nvJitLink " + e.nvjitlink_version() + ", kiln " +
                         e.kiln_version() + ", format " + std::to_string(e.format_version())},
-      {"created", HumanTime(e.created()) + (e.job_id().empty() ? "" : " by job " + e.job_id()) +
-                      " in " + HumanMs(e.compile_ms())},
+      {"created",
+       HumanTime(e.created()) + (e.job_id().empty() ? "" : " by job " + e.job_id()) + " in " + HumanMs(e.compile_ms())},
       {"used", std::to_string(e.hit_count()) + " hits, last " + HumanTime(e.last_used())},
       {"launch", LaunchText(e.launch())},
   };
@@ -119,18 +116,15 @@ int RunStats(Invocation& inv) {
   };
   PrintTable(inv.out,
              {{"cache dir", s.cache_dir()},
-              {"entries", std::to_string(s.entries()) + " (" + std::to_string(s.memory_entries()) +
-                              " in memory)"},
-              {"size", HumanBytes(s.bytes()) + " of " +
-                           (s.max_bytes() ? HumanBytes(s.max_bytes()) : std::string("unlimited"))},
-              {"hits", std::to_string(s.memory_hits()) + " memory (" + percent(s.memory_hits()) +
-                           "), " + std::to_string(s.disk_hits()) + " disk (" +
-                           percent(s.disk_hits()) + "), " + std::to_string(s.misses()) +
-                           " misses (" + percent(s.misses()) + ")"},
-              {"hit latency", "p50 " + HumanMs(s.hit_latency_p50_us() / 1000) + ", p99 " +
-                                  HumanMs(s.hit_latency_p99_us() / 1000)},
-              {"compiles", std::to_string(s.compiles()) + " (" +
-                               std::to_string(s.compile_failures()) + " failed)"},
+              {"entries", std::to_string(s.entries()) + " (" + std::to_string(s.memory_entries()) + " in memory)"},
+              {"size",
+               HumanBytes(s.bytes()) + " of " + (s.max_bytes() ? HumanBytes(s.max_bytes()) : std::string("unlimited"))},
+              {"hits", std::to_string(s.memory_hits()) + " memory (" + percent(s.memory_hits()) + "), " +
+                           std::to_string(s.disk_hits()) + " disk (" + percent(s.disk_hits()) + "), " +
+                           std::to_string(s.misses()) + " misses (" + percent(s.misses()) + ")"},
+              {"hit latency",
+               "p50 " + HumanMs(s.hit_latency_p50_us() / 1000) + ", p99 " + HumanMs(s.hit_latency_p99_us() / 1000)},
+              {"compiles", std::to_string(s.compiles()) + " (" + std::to_string(s.compile_failures()) + " failed)"},
               {"evictions", std::to_string(s.evictions())},
               {"quarantined", std::to_string(s.quarantined())},
               {"jit", s.jit_enabled() ? "on" : "OFF (only cached or prebuilt kernels are served)"},
@@ -148,15 +142,15 @@ int RunVerify(Invocation& inv) {
   if (inv.Has("--json")) {
     inv.out << ToJson(r) << std::endl;
   } else {
-    inv.out << "checked " << r.entries_checked() << " entries and " << r.blobs_checked()
-            << " blobs in " << HumanMs(r.elapsed_ms()) << ": ";
+    inv.out << "checked " << r.entries_checked() << " entries and " << r.blobs_checked() << " blobs in "
+            << HumanMs(r.elapsed_ms()) << ": ";
     if (r.problems_size() == 0) {
       inv.out << "no problems" << std::endl;
     } else {
       inv.out << r.problems_size() << " problem(s)" << std::endl;
       for (const auto& p : r.problems()) {
-        inv.out << "  " << (p.cache_key().empty() ? "blob " + Short(p.sha256()) : Short(p.cache_key()))
-                << ": " << p.problem();
+        inv.out << "  " << (p.cache_key().empty() ? "blob " + Short(p.sha256()) : Short(p.cache_key())) << ": "
+                << p.problem();
         if (!p.action().empty()) inv.out << " → " << p.action();
         if (!p.quarantine_path().empty()) inv.out << " (" << p.quarantine_path() << ")";
         inv.out << "\n";
@@ -175,13 +169,12 @@ int RunEvict(Invocation& inv) {
   request.set_arch(inv.Get("--arch"));
   request.set_all(inv.Has("--all"));
   request.set_dry_run(inv.Has("--dry-run"));
-  const bool filtered = request.cache_keys_size() > 0 || !request.op().empty() ||
-                        !request.uri_prefix().empty() || !request.arch().empty();
+  const bool filtered = request.cache_keys_size() > 0 || !request.op().empty() || !request.uri_prefix().empty() ||
+                        !request.arch().empty();
   if (!filtered && !request.all())
     throw UsageError("say what to evict: --key K, --op, --uri-prefix, --arch, "
                      "or --all");
-  if (filtered && request.all())
-    throw UsageError("--all cannot be combined with filters");
+  if (filtered && request.all()) throw UsageError("--all cannot be combined with filters");
   auto stub = v1::CacheService::NewStub(inv.Connection().channel());
   grpc::ClientContext context;
   context.set_deadline(inv.Deadline());
@@ -192,9 +185,9 @@ int RunEvict(Invocation& inv) {
     inv.out << ToJson(r) << std::endl;
     return kExitOk;
   }
-  inv.out << (request.dry_run() ? "would evict " : "evicted ") << r.evicted_size()
-          << " entries, " << (request.dry_run() ? "freeing " : "freed ")
-          << HumanBytes(r.bytes_freed()) << (request.dry_run() ? " (dry run)" : "") << "\n";
+  inv.out << (request.dry_run() ? "would evict " : "evicted ") << r.evicted_size() << " entries, "
+          << (request.dry_run() ? "freeing " : "freed ") << HumanBytes(r.bytes_freed())
+          << (request.dry_run() ? " (dry run)" : "") << "\n";
   for (const auto& key : r.evicted()) inv.out << "  " << key << "\n";
   inv.out << std::flush;
   return kExitOk;
@@ -204,35 +197,51 @@ int RunEvict(Invocation& inv) {
 
 void AddCacheCommands(std::vector<CommandSpec>& commands) {
   const OptionSpec json = {"--json", "", "print the reply as proto3 JSON (cacheKey, blobPath: the JSON names)"};
-  commands.push_back({"cache ls", "", "list cache entries, ordered by cache key", "",
+  commands.push_back({"cache ls",
+                      "",
+                      "list cache entries, ordered by cache key",
+                      "",
                       {{"--op", "OP", "only this op family (\"source\" for raw sources)"},
                        {"--uri-prefix", "PREFIX", "only URIs starting with PREFIX"},
                        {"--arch", "ARCH", "only this arch"},
                        {"--limit", "N", "at most N entries (default 100)"},
                        json},
-                      0, 0, RunLs});
-  commands.push_back({"cache get", "KEY", "one entry: what it was built from, by which toolchain, its use",
-                      "KEY is a full cache key or a unique prefix of at least 8 hex digits.", {json}, 1, 1,
+                      0,
+                      0,
+                      RunLs});
+  commands.push_back({"cache get",
+                      "KEY",
+                      "one entry: what it was built from, by which toolchain, its use",
+                      "KEY is a full cache key or a unique prefix of at least 8 hex digits.",
+                      {json},
+                      1,
+                      1,
                       RunGet});
-  commands.push_back({"cache stats", "", "the cache's size, hit rates and switches", "", {json},
-                      0, 0, RunStats});
-  commands.push_back(
-      {"cache verify", "", "check every entry's blob against its checksum",
-       "Damaged blobs are quarantined and their rows removed by the daemon. Exits with 4 when\n"
-       "anything was wrong.",
-       {json}, 0, 0, RunVerify});
-  commands.push_back(
-      {"cache evict", "", "remove entries (by key, op, URI prefix, arch, or all)",
-       "At least one filter, or --all, is required. Entries in use by a running process stay\n"
-       "loaded there; the next request compiles them again.",
-       {{"--key", "KEY", "a full cache key (64 hex digits; `kiln cache get PREFIX` finds one)", true},
-        {"--op", "OP", "every entry of this op family"},
-        {"--uri-prefix", "PREFIX", "every entry whose URI starts with PREFIX"},
-        {"--arch", "ARCH", "every entry of this arch"},
-        {"--all", "", "every entry"},
-        {"--dry-run", "", "only say what would be evicted"},
-        json},
-       0, 0, RunEvict});
+  commands.push_back({"cache stats", "", "the cache's size, hit rates and switches", "", {json}, 0, 0, RunStats});
+  commands.push_back({"cache verify",
+                      "",
+                      "check every entry's blob against its checksum",
+                      "Damaged blobs are quarantined and their rows removed by the daemon. Exits with 4 when\n"
+                      "anything was wrong.",
+                      {json},
+                      0,
+                      0,
+                      RunVerify});
+  commands.push_back({"cache evict",
+                      "",
+                      "remove entries (by key, op, URI prefix, arch, or all)",
+                      "At least one filter, or --all, is required. Entries in use by a running process stay\n"
+                      "loaded there; the next request compiles them again.",
+                      {{"--key", "KEY", "a full cache key (64 hex digits; `kiln cache get PREFIX` finds one)", true},
+                       {"--op", "OP", "every entry of this op family"},
+                       {"--uri-prefix", "PREFIX", "every entry whose URI starts with PREFIX"},
+                       {"--arch", "ARCH", "every entry of this arch"},
+                       {"--all", "", "every entry"},
+                       {"--dry-run", "", "only say what would be evicted"},
+                       json},
+                      0,
+                      0,
+                      RunEvict});
 }
 
 }  // namespace kiln::cli

@@ -48,13 +48,12 @@ void AddCompileCommand(std::vector<CommandSpec>& commands) {
   c.path = "compile";
   c.arguments = "--source FILE --entry NAME...";
   c.summary = "compile your own CUDA C++ source through the daemon (cached like any kernel)";
-  c.details =
-      "Entries are extern \"C\" __global__ functions. Options come from the daemon's allow-list\n"
-      "(-DNAME=VALUE, -std=c++20, --use_fast_math, -lineinfo, -maxrregcount=N, ...); #include may\n"
-      "name the kernels include folder and the CUDA headers. A compile error exits with 1 and\n"
-      "prints the compiler's message.\n\n"
-      "Example:\n"
-      "  kiln compile --source axpy.cu --entry axpy --option -DN=4 --arch sm_90a --out axpy.cubin";
+  c.details = "Entries are extern \"C\" __global__ functions. Options come from the daemon's allow-list\n"
+              "(-DNAME=VALUE, -std=c++20, --use_fast_math, -lineinfo, -maxrregcount=N, ...); #include may\n"
+              "name the kernels include folder and the CUDA headers. A compile error exits with 1 and\n"
+              "prints the compiler's message.\n\n"
+              "Example:\n"
+              "  kiln compile --source axpy.cu --entry axpy --option -DN=4 --arch sm_90a --out axpy.cubin";
   c.options = {
       {"--source", "FILE", "the main compilation unit"},
       {"--entry", "NAME", "a kernel to export", true},

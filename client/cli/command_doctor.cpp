@@ -48,15 +48,13 @@ std::string Env(const char* name) {
   return value != nullptr ? value : "";
 }
 
-void CheckWorkspace(Report& r, const std::string& label, const std::string& dir,
-                    const std::string& source) {
+void CheckWorkspace(Report& r, const std::string& label, const std::string& dir, const std::string& source) {
   const std::string what = label + " " + dir + " (" + source + ")";
   struct stat st {};
   if (stat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) return r.Problem(what + ": exists but is not a folder");
     if (access(dir.c_str(), W_OK | X_OK) != 0)
-      return r.Problem(what + ": not writable by uid " + std::to_string(geteuid()) + " (" +
-                       std::strerror(errno) + ")");
+      return r.Problem(what + ": not writable by uid " + std::to_string(geteuid()) + " (" + std::strerror(errno) + ")");
     return r.Ok(what + ": writable");
   }
   // Not there yet: kilnd creates it when the nearest existing parent lets it.
@@ -65,8 +63,7 @@ void CheckWorkspace(Report& r, const std::string& label, const std::string& dir,
   if (parent.empty()) parent = "/";
   if (access(parent.c_str(), W_OK | X_OK) == 0)
     return r.Ok(what + ": does not exist yet; can be created under " + parent.string());
-  r.Problem(what + ": does not exist, and " + parent.string() + " is not writable by uid " +
-            std::to_string(geteuid()));
+  r.Problem(what + ": does not exist, and " + parent.string() + " is not writable by uid " + std::to_string(geteuid()));
 }
 
 int RunDoctor(Invocation& inv) {
@@ -93,8 +90,8 @@ int RunDoctor(Invocation& inv) {
     // The daemon compiles without a GPU; only launching needs one.
     r.Warn(driver.status().message());
   } else {
-    r.Ok("CUDA driver for CUDA " + client::CudaVersionString((*driver)->version()) + " (" +
-         (*driver)->library_path() + ")");
+    r.Ok("CUDA driver for CUDA " + client::CudaVersionString((*driver)->version()) + " (" + (*driver)->library_path() +
+         ")");
     auto count = client::DeviceCount(**driver);
     if (!count.ok()) r.Problem(count.status().message());
     else if (*count == 0) r.Warn("the driver sees no GPU");
@@ -102,8 +99,8 @@ int RunDoctor(Invocation& inv) {
       auto d = client::DescribeDevice(**driver, i);
       if (!d.ok()) r.Problem(d.status().message());
       else
-        r.Ok("cuda:" + std::to_string(i) + "  " + d->name + "  " + d->arch() + "  " +
-             HumanBytes(d->total_memory) + "  " + std::to_string(d->multiprocessors) + " SMs");
+        r.Ok("cuda:" + std::to_string(i) + "  " + d->name + "  " + d->arch() + "  " + HumanBytes(d->total_memory) +
+             "  " + std::to_string(d->multiprocessors) + " SMs");
     }
   }
 
@@ -136,12 +133,10 @@ int RunDoctor(Invocation& inv) {
     r.Problem(connection.Explain(status, "kilnd").message());
   } else {
     r.Ok("kilnd answers at " + connection.target());
-    r.Info("cache " + s.cache_dir() + ": " + std::to_string(s.entries()) + " entries, " +
-           HumanBytes(s.bytes()) + (s.max_bytes() ? " of " + HumanBytes(s.max_bytes()) : "") +
-           "; hits " + std::to_string(s.memory_hits()) + " memory / " +
-           std::to_string(s.disk_hits()) + " disk, " + std::to_string(s.misses()) +
-           " misses; " + std::to_string(s.compiles()) + " compiles (" +
-           std::to_string(s.compile_failures()) + " failed)");
+    r.Info("cache " + s.cache_dir() + ": " + std::to_string(s.entries()) + " entries, " + HumanBytes(s.bytes()) +
+           (s.max_bytes() ? " of " + HumanBytes(s.max_bytes()) : "") + "; hits " + std::to_string(s.memory_hits()) +
+           " memory / " + std::to_string(s.disk_hits()) + " disk, " + std::to_string(s.misses()) + " misses; " +
+           std::to_string(s.compiles()) + " compiles (" + std::to_string(s.compile_failures()) + " failed)");
     if (!s.jit_enabled()) r.Warn("JIT is off: only cached or prebuilt kernels are served");
     if (!s.cache_enabled()) r.Warn("the cache is off: every request compiles (diagnostics mode)");
     if (s.quarantined() > 0)
@@ -149,8 +144,7 @@ int RunDoctor(Invocation& inv) {
   }
 
   inv.out << "\n"
-          << (r.problems() == 0 ? "no problems found"
-                                : std::to_string(r.problems()) + " problem(s) found")
+          << (r.problems() == 0 ? "no problems found" : std::to_string(r.problems()) + " problem(s) found")
           << std::endl;
   return r.problems() == 0 ? kExitOk : kExitProblem;
 }
@@ -158,11 +152,15 @@ int RunDoctor(Invocation& inv) {
 }  // namespace
 
 void AddDoctorCommand(std::vector<CommandSpec>& commands) {
-  commands.push_back(
-      {"doctor", "", "check this node: toolchain, GPUs, workspaces and the daemon",
-       "Exits with 4 when a problem was found. A missing GPU driver is a warning only: kilnd\n"
-       "compiles without one; launching kernels needs one.",
-       {}, 0, 0, RunDoctor});
+  commands.push_back({"doctor",
+                      "",
+                      "check this node: toolchain, GPUs, workspaces and the daemon",
+                      "Exits with 4 when a problem was found. A missing GPU driver is a warning only: kilnd\n"
+                      "compiles without one; launching kernels needs one.",
+                      {},
+                      0,
+                      0,
+                      RunDoctor});
 }
 
 }  // namespace kiln::cli

@@ -12,8 +12,7 @@ int RunGet(Invocation& inv) {
   op.name = args[0];
   for (size_t i = 1; i < args.size(); ++i) {
     const auto eq = args[i].find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw UsageError("'" + args[i] + "' is not KEY=VALUE (e.g. dtype=bf16)");
+    if (eq == std::string::npos || eq == 0) throw UsageError("'" + args[i] + "' is not KEY=VALUE (e.g. dtype=bf16)");
     const std::string key = args[i].substr(0, eq);
     if (op.params.count(key)) throw UsageError("param '" + key + "' given twice");
     op.params[key] = args[i].substr(eq + 1);

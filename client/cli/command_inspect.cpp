@@ -73,10 +73,8 @@ std::vector<v1::CacheEntry> EntriesOfUri(Invocation& inv, const std::string& uri
   std::vector<v1::CacheEntry> found;
   std::set<std::string> longer;  // URIs that start with the one asked for
   for (auto& e : ListByUri(inv, uri, arch)) {
-    if (e.uri() == uri)
-      found.push_back(std::move(e));
-    else if (longer.size() < 5)
-      longer.insert(e.uri());
+    if (e.uri() == uri) found.push_back(std::move(e));
+    else if (longer.size() < 5) longer.insert(e.uri());
   }
   if (found.empty()) {
     std::string message = "no cache entry has URI " + uri + (arch.empty() ? "" : " for " + arch);
@@ -125,8 +123,7 @@ void FindJob(Invocation& inv, EntryView& view) {
     return;
   }
   if (!status.ok()) {
-    view.job_note = "could not ask for job " + id + ": " +
-                    inv.Connection().Explain(status, "GetJob " + id).message();
+    view.job_note = "could not ask for job " + id + ": " + inv.Connection().Explain(status, "GetJob " + id).message();
     return;
   }
   // Job ids carry the daemon's pid: a later daemon with the same pid reuses them.
@@ -167,8 +164,8 @@ int RunInspect(Invocation& inv) {
     for (size_t i = 0; i < views.size(); ++i) {
       if (views.size() > 1)
         inv.out << (i == 0 ? "" : "\n") << "=== entry " << i + 1 << " of " << views.size() << " for "
-                << views[i].entry.uri() << ": " << views[i].entry.arch() << ", "
-                << DebugText(views[i].entry.debug()) << " ===\n";
+                << views[i].entry.uri() << ": " << views[i].entry.arch() << ", " << DebugText(views[i].entry.debug())
+                << " ===\n";
       PrintEntryView(inv.out, views[i]);
     }
     return kExitOk;
@@ -184,19 +181,18 @@ void AddInspectCommand(std::vector<CommandSpec>& commands) {
   c.path = "inspect";
   c.arguments = "KEY|URI";
   c.summary = "everything about a cache entry: manifest, generated sources, kernels, job, compile log";
-  c.details =
-      "KEY is a full cache key or a unique prefix of at least 8 hex digits; anything else is an\n"
-      "exact URI, and every entry of it is shown (one per arch and debug variant; --arch picks an\n"
-      "arch). The view: the entry (key, op and params, arch, debug controls, cubin, blob, created,\n"
-      "hits, versions, launch hints), its manifest (options, entries, toolchain, kernels-tree\n"
-      "digest, every source with origin, size, SHA-256 and path), the generated-sources folder\n"
-      "read on this machine (each file against the manifest's hash, or that it was removed), the\n"
-      "kernels (registers, shared memory, stack, spills, constant bytes, max threads), the job\n"
-      "that built it (when the daemon still remembers it) and the compile log kept with the\n"
-      "entry. An unknown key or URI, or a prefix of several keys, exits 1.\n\n"
-      "Examples:\n"
-      "  kiln inspect d8108e2d\n"
-      "  kiln inspect rmsnorm_bf16_h4096 --arch sm_90 --json";
+  c.details = "KEY is a full cache key or a unique prefix of at least 8 hex digits; anything else is an\n"
+              "exact URI, and every entry of it is shown (one per arch and debug variant; --arch picks an\n"
+              "arch). The view: the entry (key, op and params, arch, debug controls, cubin, blob, created,\n"
+              "hits, versions, launch hints), its manifest (options, entries, toolchain, kernels-tree\n"
+              "digest, every source with origin, size, SHA-256 and path), the generated-sources folder\n"
+              "read on this machine (each file against the manifest's hash, or that it was removed), the\n"
+              "kernels (registers, shared memory, stack, spills, constant bytes, max threads), the job\n"
+              "that built it (when the daemon still remembers it) and the compile log kept with the\n"
+              "entry. An unknown key or URI, or a prefix of several keys, exits 1.\n\n"
+              "Examples:\n"
+              "  kiln inspect d8108e2d\n"
+              "  kiln inspect rmsnorm_bf16_h4096 --arch sm_90 --json";
   c.options = {{"--arch", "ARCH", "with a URI: only its entry for this arch"},
                {"--json", "",
                 "print {\"entries\": [{\"entry\", \"generated\", \"job\" or \"jobNote\"}]} (proto3 JSON names)"}};

@@ -5,9 +5,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cctype>
 #include <charconv>
+#include <mutex>
 #include <ostream>
 #include <thread>
 
@@ -65,12 +65,11 @@ int RunLs(Invocation& inv) {
     inv.out << ToJson(r) << std::endl;
     return kExitOk;
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"ID", "STATE", "URI", "ARCH", "TOTAL", "CREATED", "ERROR"}};
+  std::vector<std::vector<std::string>> rows = {{"ID", "STATE", "URI", "ARCH", "TOTAL", "CREATED", "ERROR"}};
   for (const auto& j : r.jobs())
     rows.push_back({j.id(), StateText(j.state()), j.uri(), j.arch(),
-                    j.timings().total_ms() > 0 ? HumanMs(j.timings().total_ms()) : "-",
-                    HumanTime(j.created()), FirstLine(j.error(), 60)});
+                    j.timings().total_ms() > 0 ? HumanMs(j.timings().total_ms()) : "-", HumanTime(j.created()),
+                    FirstLine(j.error(), 60)});
   if (r.jobs_size() > 0) PrintTable(inv.out, rows);
   inv.out << r.jobs_size() << " job(s)" << std::endl;
   if (inv.Has("--log"))
@@ -102,12 +101,11 @@ int RunGet(Invocation& inv) {
       {"created", HumanTime(j.created())},
       {"finished", HumanTime(j.finished())},
       {"timings", "total " + HumanMs(t.total_ms()) + " (queue " + HumanMs(t.queue_ms()) + ", lock " +
-                      HumanMs(t.lock_ms()) + ", compile " + HumanMs(t.compile_ms()) + ", link " +
-                      HumanMs(t.link_ms()) + ", commit " + HumanMs(t.commit_ms()) + ")"},
+                      HumanMs(t.lock_ms()) + ", compile " + HumanMs(t.compile_ms()) + ", link " + HumanMs(t.link_ms()) +
+                      ", commit " + HumanMs(t.commit_ms()) + ")"},
   };
   if (!j.error().empty()) rows.push_back({"error", j.error()});
-  for (int i = 0; i < j.waiters_size(); ++i)
-    rows.push_back({i == 0 ? "waiters" : "", j.waiters(i).client()});
+  for (int i = 0; i < j.waiters_size(); ++i) rows.push_back({i == 0 ? "waiters" : "", j.waiters(i).client()});
   const v1::Manifest& m = j.manifest();
   std::string options;
   for (const auto& o : m.options()) options += (options.empty() ? "" : " ") + o;
@@ -124,8 +122,8 @@ int RunGet(Invocation& inv) {
 }
 
 std::string EventLine(const v1::Job& j) {
-  std::string line = HumanTime(j.finished().seconds() ? j.finished() : j.created()) + "  job " +
-                     j.id() + "  " + StateText(j.state()) + "  " + j.uri() + " " + j.arch();
+  std::string line = HumanTime(j.finished().seconds() ? j.finished() : j.created()) + "  job " + j.id() + "  " +
+                     StateText(j.state()) + "  " + j.uri() + " " + j.arch();
   if (j.timings().total_ms() > 0) line += "  " + HumanMs(j.timings().total_ms());
   if (!j.error().empty()) line += "  " + FirstLine(j.error(), 100);
   return line;
@@ -175,14 +173,11 @@ int RunWatch(Invocation& inv) {
   request.set_include_existing(inv.Has("--existing"));
   auto reader = stub->WatchJobs(&context, request);
   if (!inv.Has("--json"))
-    inv.err << "watching the jobs of kilnd at " << inv.Connection().target()
-            << " (Ctrl-C to stop)" << std::endl;
+    inv.err << "watching the jobs of kilnd at " << inv.Connection().target() << " (Ctrl-C to stop)" << std::endl;
   v1::JobEvent event;
   while (reader->Read(&event)) {
-    if (inv.Has("--json"))
-      inv.out << ToJsonLine(event) << std::endl;
-    else
-      inv.out << EventLine(event.job()) << std::endl;
+    if (inv.Has("--json")) inv.out << ToJsonLine(event) << std::endl;
+    else inv.out << EventLine(event.job()) << std::endl;
   }
   grpc::Status status = reader->Finish();
   bool interrupted = false;
@@ -194,8 +189,8 @@ int RunWatch(Invocation& inv) {
   if (interrupted) return kExitOk;
   if (status.ok() || status.error_code() == grpc::StatusCode::UNAVAILABLE ||
       status.error_code() == grpc::StatusCode::CANCELLED) {
-    inv.err << "kilnd closed the stream (" << (status.ok() ? "it is shutting down" : status.error_message())
-            << ")" << std::endl;
+    inv.err << "kilnd closed the stream (" << (status.ok() ? "it is shutting down" : status.error_message()) << ")"
+            << std::endl;
     return kExitOk;
   }
   return inv.Fail(inv.Connection().Explain(status, "WatchJobs"));
@@ -206,21 +201,28 @@ int RunWatch(Invocation& inv) {
 void AddJobsCommands(std::vector<CommandSpec>& commands) {
   const OptionSpec json = {"--json", "", "print proto3 JSON (the JSON names: jobId, cacheKey)"};
   commands.push_back(
-      {"jobs ls", "", "list compile jobs, newest first", "",
-       {{"--state", "STATE",
-         "only jobs in STATE: queued, waiting, compiling, succeeded, failed, abandoned, reused"},
+      {"jobs ls",
+       "",
+       "list compile jobs, newest first",
+       "",
+       {{"--state", "STATE", "only jobs in STATE: queued, waiting, compiling, succeeded, failed, abandoned, reused"},
         {"--limit", "N", "at most N jobs (default: the daemon's, 100)"},
         {"--log", "", "include each job's compiler log"},
         json},
-       0, 0, RunLs});
-  commands.push_back({"jobs get", "ID", "one job: manifest, timings, waiters and its compiler log", "",
-                      {json}, 1, 1, RunGet});
+       0,
+       0,
+       RunLs});
   commands.push_back(
-      {"jobs watch", "", "follow compile jobs as they change, until Ctrl-C",
-       "One line per change (one JSON object per line with --json). Ends with exit code 0 on\n"
-       "Ctrl-C or SIGTERM, and when the daemon shuts down.",
-       {{"--existing", "", "first show every job still queued or running"}, json},
-       0, 0, RunWatch});
+      {"jobs get", "ID", "one job: manifest, timings, waiters and its compiler log", "", {json}, 1, 1, RunGet});
+  commands.push_back({"jobs watch",
+                      "",
+                      "follow compile jobs as they change, until Ctrl-C",
+                      "One line per change (one JSON object per line with --json). Ends with exit code 0 on\n"
+                      "Ctrl-C or SIGTERM, and when the daemon shuts down.",
+                      {{"--existing", "", "first show every job still queued or running"}, json},
+                      0,
+                      0,
+                      RunWatch});
 }
 
 }  // namespace kiln::cli

@@ -36,7 +36,10 @@ std::string KernelText(const KernelChoice& k) {
 }
 
 Json KernelJson(const KernelChoice& k) {
-  Json j = {{"uri", k.uri}, {"cache_key", k.cache_key}, {"arch", k.arch}, {"entry", k.entry},
+  Json j = {{"uri", k.uri},
+            {"cache_key", k.cache_key},
+            {"arch", k.arch},
+            {"entry", k.entry},
             {"grid", {k.config.grid.x, k.config.grid.y, k.config.grid.z}},
             {"block", {k.config.block.x, k.config.block.y, k.config.block.z}},
             {"dynamic_smem", k.config.dynamic_smem_bytes}};
@@ -151,7 +154,8 @@ void PrintRecorded(std::ostream& out, const DumpedCall& d) {
   std::string env;
   for (const auto& [k, v] : d.environment) env += (env.empty() ? "" : " ") + k + "=" + v;
   out << "env       " << (env.empty() ? "-" : env) << "\n";
-  if (d.result) out << "result    " << d.result->first << (d.result->second.empty() ? "" : ": " + d.result->second) << "\n";
+  if (d.result)
+    out << "result    " << d.result->first << (d.result->second.empty() ? "" : ": " + d.result->second) << "\n";
   if (!d.inputs) out << "inputs    " << d.inputs_missing << "\n";
   if (!d.outputs) out << "outputs   " << d.outputs_missing << "\n";
 }
@@ -161,16 +165,31 @@ Json RecordedJson(const DumpedCall& d) {
   for (const auto& [k, v] : d.params) params[k] = v;
   Json tensors = Json::array();
   for (const auto& t : d.tensors)
-    tensors.push_back({{"name", t.name}, {"role", RoleName(t.role)}, {"dtype", DTypeName(t.dtype)},
-                       {"shape", t.shape}, {"strides", t.strides}, {"device", t.device},
+    tensors.push_back({{"name", t.name},
+                       {"role", RoleName(t.role)},
+                       {"dtype", DTypeName(t.dtype)},
+                       {"shape", t.shape},
+                       {"strides", t.strides},
+                       {"device", t.device},
                        {"align", client::diag::PointerAlignment(reinterpret_cast<const void*>(t.pointer))}});
   Json kernels = Json::array();
   for (const auto& k : d.kernels) kernels.push_back(KernelJson(k));
-  Json j = {{"dump", d.folder}, {"status", d.status}, {"call", d.call}, {"pid", d.pid}, {"time", d.time},
-            {"op", d.op}, {"api", d.api}, {"params", params}, {"tensors", tensors},
-            {"device", {{"name", d.device.name}, {"model", d.device.model}, {"arch", d.device.arch},
-                        {"multiprocessors", d.device.multiprocessors}}},
-            {"kernels", kernels}, {"environment", d.environment}};
+  Json j = {{"dump", d.folder},
+            {"status", d.status},
+            {"call", d.call},
+            {"pid", d.pid},
+            {"time", d.time},
+            {"op", d.op},
+            {"api", d.api},
+            {"params", params},
+            {"tensors", tensors},
+            {"device",
+             {{"name", d.device.name},
+              {"model", d.device.model},
+              {"arch", d.device.arch},
+              {"multiprocessors", d.device.multiprocessors}}},
+            {"kernels", kernels},
+            {"environment", d.environment}};
   if (d.result) j["result"] = {{"code", d.result->first}, {"message", d.result->second}};
   j["inputs"] = d.inputs.has_value();
   j["outputs"] = d.outputs.has_value();
@@ -245,8 +264,11 @@ int RunReplay(Invocation& inv) {
   for (size_t i = 0; same_kernels && i < kernels.size(); ++i)
     same_kernels = kernels[i].cache_key == dump->kernels[i].cache_key;
 
-  Json replayed = {{"device", here}, {"arch", info->arch()}, {"same_arch", same_arch},
-                   {"same_kernels", same_kernels}, {"result", status.ToString()}};
+  Json replayed = {{"device", here},
+                   {"arch", info->arch()},
+                   {"same_arch", same_arch},
+                   {"same_kernels", same_kernels},
+                   {"result", status.ToString()}};
   Json kernels_json = Json::array();
   for (const auto& k : kernels) kernels_json.push_back(KernelJson(k));
   replayed["kernels"] = kernels_json;
@@ -281,16 +303,21 @@ int RunReplay(Invocation& inv) {
     const Comparison c = Compare(want.name, want.dtype, want.bytes, *got);
     all_exact &= c.bit_exact;
     all_within &= c.outside == 0;
-    compared.push_back({{"name", c.name}, {"elements", c.elements}, {"bit_exact", c.bit_exact},
-                        {"differing", c.differing}, {"outside_tolerance", c.outside},
-                        {"max_abs_error", c.max_abs}, {"max_rel_error", c.max_rel}});
+    compared.push_back({{"name", c.name},
+                        {"elements", c.elements},
+                        {"bit_exact", c.bit_exact},
+                        {"differing", c.differing},
+                        {"outside_tolerance", c.outside},
+                        {"max_abs_error", c.max_abs},
+                        {"max_rel_error", c.max_rel}});
     if (!json) {
       inv.out << "compare   " << c.name << ": ";
       if (c.bit_exact) {
         inv.out << "bit-exact (" << c.elements << " elements)\n";
       } else {
         char line[200];
-        std::snprintf(line, sizeof(line), "%lld of %lld elements differ, max abs error %.3g, max rel error %.3g, %lld outside %s tolerance",
+        std::snprintf(line, sizeof(line),
+                      "%lld of %lld elements differ, max abs error %.3g, max rel error %.3g, %lld outside %s tolerance",
                       static_cast<long long>(c.differing), static_cast<long long>(c.elements), c.max_abs, c.max_rel,
                       static_cast<long long>(c.outside), DTypeName(want.dtype));
         inv.out << line << "\n";
@@ -313,19 +340,18 @@ void AddReplayCommand(std::vector<CommandSpec>& commands) {
   c.path = "replay";
   c.arguments = "DIR";
   c.summary = "run a dumped op call again (KILN_LOGLEVEL=10) and compare it with its dump";
-  c.details =
-      "DIR is one call's folder under KILN_DUMP_DIR. Prints what reproduces the call (op, params,\n"
-      "tensors with shapes, dtypes and strides, device and arch, kernels and backend, the KILN_*\n"
-      "variables), re-creates the tensors on the GPU from inputs.safetensors (same strides and\n"
-      "alignment), calls the op through kiln::ops, and compares with outputs.safetensors:\n"
-      "bit-exact where the same kernels ran on the same arch, else within the dtype's tolerance.\n"
-      "Needs a GPU and kilnd (the kernels come from the daemon like any op's).\n\n"
-      "Exit: 0 outputs match (or none were recorded); 1 the replayed call failed or the op cannot\n"
-      "be replayed (collectives); 2 DIR is not a readable dump, or no GPU; 3 kilnd unreachable;\n"
-      "4 outputs differ.\n\n"
-      "Example:\n"
-      "  KILN_LOGLEVEL=10 KILN_DUMP_DIR=/tmp/dumps ./my_app\n"
-      "  kiln replay /tmp/dumps/000042_31337_rms_norm";
+  c.details = "DIR is one call's folder under KILN_DUMP_DIR. Prints what reproduces the call (op, params,\n"
+              "tensors with shapes, dtypes and strides, device and arch, kernels and backend, the KILN_*\n"
+              "variables), re-creates the tensors on the GPU from inputs.safetensors (same strides and\n"
+              "alignment), calls the op through kiln::ops, and compares with outputs.safetensors:\n"
+              "bit-exact where the same kernels ran on the same arch, else within the dtype's tolerance.\n"
+              "Needs a GPU and kilnd (the kernels come from the daemon like any op's).\n\n"
+              "Exit: 0 outputs match (or none were recorded); 1 the replayed call failed or the op cannot\n"
+              "be replayed (collectives); 2 DIR is not a readable dump, or no GPU; 3 kilnd unreachable;\n"
+              "4 outputs differ.\n\n"
+              "Example:\n"
+              "  KILN_LOGLEVEL=10 KILN_DUMP_DIR=/tmp/dumps ./my_app\n"
+              "  kiln replay /tmp/dumps/000042_31337_rms_norm";
   c.options = {{"--json", "", "print the report as one JSON object"},
                {"--no-run", "", "only print the reproduction (no GPU needed)"},
                {"--device", "N", "the CUDA device to replay on (default 0)"}};

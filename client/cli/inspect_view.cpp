@@ -65,9 +65,9 @@ void PrintLog(std::ostream& out, const std::string& title, const std::string& lo
 
 std::string DebugText(const v1::DebugControls& d) {
   std::string text;
-  for (auto [on, word] : {std::pair{d.lineinfo(), "lineinfo (-lineinfo)"},
-                          std::pair{d.device_debug(), "device-debug (-G)"},
-                          std::pair{d.verbose_log(), "verbose-log (ptxas' report kept in the log)"}})
+  for (auto [on, word] :
+       {std::pair{d.lineinfo(), "lineinfo (-lineinfo)"}, std::pair{d.device_debug(), "device-debug (-G)"},
+        std::pair{d.verbose_log(), "verbose-log (ptxas' report kept in the log)"}})
     if (on) text += (text.empty() ? "" : ", ") + std::string(word);
   return text.empty() ? "none (the optimized default, no line info)" : "DEBUG COMPILE: " + text;
 }
@@ -102,14 +102,10 @@ GeneratedFolder ReadGeneratedFolder(const v1::Manifest& manifest, bool local) {
       if (!in.bad()) file.sha256 = client::Sha256Hex(bytes);
     }
     auto want = expected.find(file.name);
-    if (want == expected.end())
-      file.versus_manifest = "not in the manifest";
-    else if (file.sha256.empty())
-      file.versus_manifest = "unreadable";
-    else if (file.sha256 == want->second)
-      file.versus_manifest = "same";
-    else
-      file.versus_manifest = "DIFFERS (rewritten since, e.g. by a compile after a kernels edit)";
+    if (want == expected.end()) file.versus_manifest = "not in the manifest";
+    else if (file.sha256.empty()) file.versus_manifest = "unreadable";
+    else if (file.sha256 == want->second) file.versus_manifest = "same";
+    else file.versus_manifest = "DIFFERS (rewritten since, e.g. by a compile after a kernels edit)";
     seen.insert(file.name);
     folder.files.push_back(std::move(file));
   }
@@ -130,20 +126,20 @@ void PrintEntryView(std::ostream& out, const EntryView& view) {
   const v1::CacheEntry& e = view.entry;
   const v1::Manifest& m = e.manifest();
   PrintTable(out, {
-      {"key", e.cache_key()},
-      {"uri", e.uri()},
-      {"op", e.op() + "  " + MapText(e.params())},
-      {"arch", e.arch()},
-      {"debug", DebugText(e.debug())},
-      {"cubin", HumanBytes(e.size_bytes()) + ", sha256 " + e.sha256()},
-      {"blob", e.blob_path()},
-      {"created", HumanTime(e.created()) + (e.job_id().empty() ? "" : " by job " + e.job_id()) + " in " +
-                      HumanMs(e.compile_ms())},
-      {"used", std::to_string(e.hit_count()) + " hits, last " + HumanTime(e.last_used())},
-      {"versions", ToolchainText(e.nvrtc_version(), e.nvjitlink_version(), e.cuda_headers_version(),
-                                 e.kiln_version(), e.format_version())},
-      {"launch", LaunchText(e.launch())},
-  });
+                      {"key", e.cache_key()},
+                      {"uri", e.uri()},
+                      {"op", e.op() + "  " + MapText(e.params())},
+                      {"arch", e.arch()},
+                      {"debug", DebugText(e.debug())},
+                      {"cubin", HumanBytes(e.size_bytes()) + ", sha256 " + e.sha256()},
+                      {"blob", e.blob_path()},
+                      {"created", HumanTime(e.created()) + (e.job_id().empty() ? "" : " by job " + e.job_id()) +
+                                      " in " + HumanMs(e.compile_ms())},
+                      {"used", std::to_string(e.hit_count()) + " hits, last " + HumanTime(e.last_used())},
+                      {"versions", ToolchainText(e.nvrtc_version(), e.nvjitlink_version(), e.cuda_headers_version(),
+                                                 e.kiln_version(), e.format_version())},
+                      {"launch", LaunchText(e.launch())},
+                  });
 
   if (e.has_manifest()) {
     Section(out, "manifest",
@@ -151,9 +147,8 @@ void PrintEntryView(std::ostream& out, const EntryView& view) {
              {"link options", Joined(m.link_options())},
              {"entries", Joined(m.entries())},
              {"arch", m.arch()},
-             {"toolchain", ToolchainText(m.toolchain().nvrtc(), m.toolchain().nvjitlink(),
-                                         m.toolchain().cuda_headers(), m.toolchain().kiln(),
-                                         m.toolchain().cache_format())},
+             {"toolchain", ToolchainText(m.toolchain().nvrtc(), m.toolchain().nvjitlink(), m.toolchain().cuda_headers(),
+                                         m.toolchain().kiln(), m.toolchain().cache_format())},
              {"kernels tree", "sha256 " + m.kernels_tree_sha256()}});
     std::vector<std::vector<std::string>> sources = {{"NAME", "ORIGIN", "SIZE", "SHA256", "PATH"}};
     for (const auto& s : m.sources())
@@ -233,10 +228,8 @@ nlohmann::json EntryViewJson(const EntryView& view) {
   }
   generated["files"] = std::move(files);
   out["generated"] = std::move(generated);
-  if (view.job)
-    out["job"] = ProtoJson(*view.job);
-  else
-    out["jobNote"] = view.job_note;
+  if (view.job) out["job"] = ProtoJson(*view.job);
+  else out["jobNote"] = view.job_note;
   return out;
 }
 

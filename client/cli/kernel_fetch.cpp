@@ -11,8 +11,8 @@
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/devices.h"
 #include "client/core/loader/loader_log.h"
-#include "client/core/rpc/cubin_fetch.h"
 #include "client/core/rpc/client_identity.h"
+#include "client/core/rpc/cubin_fetch.h"
 
 namespace kiln::cli {
 namespace {
@@ -21,12 +21,12 @@ namespace {
 std::string LocalArch() {
   auto driver = client::CudaDriver::Get();
   if (!driver.ok())
-    throw UsageError("no --arch given, and no GPU here to take it from (" +
-                     driver.status().message() + "); pass one, e.g. --arch sm_90");
+    throw UsageError("no --arch given, and no GPU here to take it from (" + driver.status().message() +
+                     "); pass one, e.g. --arch sm_90");
   auto device = client::DescribeDevice(**driver, 0);
   if (!device.ok())
-    throw UsageError("no --arch given, and no GPU here to take it from (" +
-                     device.status().message() + "); pass one, e.g. --arch sm_90");
+    throw UsageError("no --arch given, and no GPU here to take it from (" + device.status().message() +
+                     "); pass one, e.g. --arch sm_90");
   return device->arch();
 }
 
@@ -35,8 +35,7 @@ std::string OriginText(const v1::GetKernelResponse& r) {
     case v1::ORIGIN_MEMORY: return "memory (the daemon's in-memory cache)";
     case v1::ORIGIN_DISK: return "disk (the on-disk cache)";
     case v1::ORIGIN_PREBUILT: return "prebuilt bundle";
-    case v1::ORIGIN_COMPILED:
-      return "compiled" + (r.job_id().empty() ? std::string() : " (job " + r.job_id() + ")");
+    case v1::ORIGIN_COMPILED: return "compiled" + (r.job_id().empty() ? std::string() : " (job " + r.job_id() + ")");
     default: return v1::Origin_Name(r.origin());
   }
 }
@@ -61,17 +60,14 @@ std::string TimingsText(const v1::Timings& t) {
 std::string KernelText(const v1::KernelAttributes& k) {
   std::string s = k.name() + ": " + std::to_string(k.registers()) + " registers, " +
                   HumanBytes(static_cast<uint64_t>(k.static_shared_bytes())) + " static smem";
-  if (k.max_threads_per_block() > 0)
-    s += ", up to " + std::to_string(k.max_threads_per_block()) + " threads/block";
+  if (k.max_threads_per_block() > 0) s += ", up to " + std::to_string(k.max_threads_per_block()) + " threads/block";
   if (k.max_dynamic_shared_bytes() > 0)
-    s += ", up to " + HumanBytes(static_cast<uint64_t>(k.max_dynamic_shared_bytes())) +
-         " dynamic smem";
+    s += ", up to " + HumanBytes(static_cast<uint64_t>(k.max_dynamic_shared_bytes())) + " dynamic smem";
   s += ", " + std::to_string(k.stack_bytes()) + " B stack";
   if (k.spill_store_bytes() > 0 || k.spill_load_bytes() > 0)
-    s += ", SPILLS " + std::to_string(k.spill_store_bytes()) + " B stored / " +
-         std::to_string(k.spill_load_bytes()) + " B loaded";
-  else
-    s += ", no spills";
+    s += ", SPILLS " + std::to_string(k.spill_store_bytes()) + " B stored / " + std::to_string(k.spill_load_bytes()) +
+         " B loaded";
+  else s += ", no spills";
   return s;
 }
 
@@ -89,8 +85,7 @@ void PrintHuman(std::ostream& out, const client::FetchedCubin& f, const std::str
   rows.push_back({"timings", TimingsText(r.timings())});
   rows.push_back({"params", MapText(r.params())});
   rows.push_back({"launch", LaunchText(r.launch())});
-  for (int i = 0; i < r.kernels_size(); ++i)
-    rows.push_back({i == 0 ? "kernels" : "", KernelText(r.kernels(i))});
+  for (int i = 0; i < r.kernels_size(); ++i) rows.push_back({i == 0 ? "kernels" : "", KernelText(r.kernels(i))});
   PrintTable(out, rows);
 }
 
@@ -98,7 +93,9 @@ void PrintHuman(std::ostream& out, const client::FetchedCubin& f, const std::str
 
 std::vector<OptionSpec> KernelFetchOptions() {
   return {
-      {"--arch", "ARCH", "target arch: sm_90 for an H100/H200 (what its clients ask for), sm_80 for an A100, sm_90a for Hopper-only code (default: the local GPU 0's)"},
+      {"--arch", "ARCH",
+       "target arch: sm_90 for an H100/H200 (what its clients ask for), sm_80 for an A100, sm_90a for Hopper-only code "
+       "(default: the local GPU 0's)"},
       {"--json", "", "print the daemon's reply as proto3 JSON (cacheKey, jobId; less the cubin bytes)"},
       {"--out", "FILE", "write the cubin to FILE"},
       {"--lineinfo", "", "compile with -lineinfo (a separate cache entry)"},
@@ -120,9 +117,8 @@ int FetchAndReport(Invocation& inv, v1::GetKernelRequest request) {
   const auto start = std::chrono::steady_clock::now();
   auto fetched = client::FetchCubin(inv.Connection(), request, options);
   if (!fetched.ok()) {
-    client::LogFetchFailure(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
-        fetched.status());
+    client::LogFetchFailure(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+                            fetched.status());
     return inv.Fail(fetched.status());
   }
   client::LogFetch(client::LoaderEvent::kFetched, request, *fetched, 0);

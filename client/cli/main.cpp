@@ -14,8 +14,8 @@ namespace {
 using kiln::cli::CommandSpec;
 
 // The command whose words start `words`, preferring the longest ("cache ls" over "cache").
-const CommandSpec* FindCommand(const std::vector<CommandSpec>& commands,
-                               const std::vector<std::string>& words, size_t* used) {
+const CommandSpec* FindCommand(const std::vector<CommandSpec>& commands, const std::vector<std::string>& words,
+                               size_t* used) {
   const CommandSpec* best = nullptr;
   for (const auto& c : commands) {
     std::vector<std::string> path;
@@ -111,8 +111,7 @@ int Run(const std::vector<std::string>& args) {
       } catch (const std::exception&) {
       }
       if (end != global.timeout.size() || !(seconds > 0) || seconds > 86400 * 7)
-        throw kiln::cli::UsageError("--timeout wants a number of seconds > 0, got '" +
-                                    global.timeout + "'");
+        throw kiln::cli::UsageError("--timeout wants a number of seconds > 0, got '" + global.timeout + "'");
       invocation.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
     }
     const std::vector<std::string> rest(global.rest.begin() + static_cast<long>(used), global.rest.end());

@@ -52,7 +52,7 @@ std::string HumanMs(double ms) {
 std::string HumanTime(const google::protobuf::Timestamp& t) {
   if (t.seconds() == 0 && t.nanos() == 0) return "-";
   std::time_t seconds = static_cast<std::time_t>(t.seconds());
-  std::tm local {};
+  std::tm local{};
   localtime_r(&seconds, &local);
   char buffer[32];
   std::strftime(buffer, sizeof(buffer), "%Y-%m-%d %H:%M:%S", &local);

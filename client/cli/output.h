@@ -23,8 +23,8 @@ std::string ToJson(const google::protobuf::Message& message);
 // One line (for streams of events: one JSON object per line).
 std::string ToJsonLine(const google::protobuf::Message& message);
 
-std::string HumanBytes(uint64_t bytes);   // "9.4 KiB"
-std::string HumanMs(double ms);           // "850 µs", "12.3 ms", "1.25 s"
+std::string HumanBytes(uint64_t bytes);                       // "9.4 KiB"
+std::string HumanMs(double ms);                               // "850 µs", "12.3 ms", "1.25 s"
 std::string HumanTime(const google::protobuf::Timestamp& t);  // local "2025-11-29 17:02:11", "-"
 
 // "block=128 rows_per_block=1" (sorted by key), "-" when empty.

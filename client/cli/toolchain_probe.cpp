@@ -22,9 +22,8 @@ void* OpenFirst(const std::vector<std::string>& names, Probe* probe) {
     void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle != nullptr) {
       link_map* map = nullptr;
-      probe->where = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name
-                         ? map->l_name
-                         : name;
+      probe->where = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name ? map->l_name
+                                                                                                      : name;
       return handle;
     }
     const char* why = dlerror();
@@ -33,9 +32,7 @@ void* OpenFirst(const std::vector<std::string>& names, Probe* probe) {
   return nullptr;
 }
 
-std::string Version(unsigned major, unsigned minor) {
-  return std::to_string(major) + "." + std::to_string(minor);
-}
+std::string Version(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
 }  // namespace
 
@@ -49,9 +46,7 @@ std::string CudaHome() {
 
 Probe ProbeNvrtc(const std::string& cuda_home) {
   Probe p;
-  void* handle = OpenFirst({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
-                            cuda_home + "/lib64/libnvrtc.so"},
-                           &p);
+  void* handle = OpenFirst({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", cuda_home + "/lib64/libnvrtc.so"}, &p);
   if (handle == nullptr) return p;
   using VersionFn = int (*)(int*, int*);  // nvrtcResult nvrtcVersion(int*, int*)
   auto version = reinterpret_cast<VersionFn>(dlsym(handle, "nvrtcVersion"));
@@ -68,9 +63,8 @@ Probe ProbeNvrtc(const std::string& cuda_home) {
 
 Probe ProbeNvJitLink(const std::string& cuda_home) {
   Probe p;
-  void* handle = OpenFirst({"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so",
-                            cuda_home + "/lib64/libnvJitLink.so"},
-                           &p);
+  void* handle = OpenFirst(
+      {"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so", cuda_home + "/lib64/libnvJitLink.so"}, &p);
   if (handle == nullptr) return p;
   // nvJitLinkResult nvJitLinkVersion(unsigned*, unsigned*)
   using VersionFn = int (*)(unsigned*, unsigned*);

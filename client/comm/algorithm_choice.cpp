@@ -16,8 +16,7 @@ size_t OneShotMaxBytes(int world_size) {
 }
 
 AllReduceAlgorithm ChooseAllReduceAlgorithm(size_t bytes, int world_size) {
-  return bytes <= OneShotMaxBytes(world_size) ? AllReduceAlgorithm::kOneShot
-                                              : AllReduceAlgorithm::kTwoShot;
+  return bytes <= OneShotMaxBytes(world_size) ? AllReduceAlgorithm::kOneShot : AllReduceAlgorithm::kTwoShot;
 }
 
 }  // namespace kiln::comm

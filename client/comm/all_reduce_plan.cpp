@@ -13,9 +13,7 @@
 namespace kiln::client::comm {
 namespace {
 
-bool IsReduceDType(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
-}
+bool IsReduceDType(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
 // A tensor seen as [rows, hidden] whose rows are back to back (one dense span).
 StatusOr<RowView> DenseRows(const TensorView& t, const char* name) {
@@ -25,8 +23,7 @@ StatusOr<RowView> DenseRows(const TensorView& t, const char* name) {
   return v;
 }
 
-Status SameShape(const TensorView& a, const char* a_name, const TensorView& b,
-                 const char* b_name) {
+Status SameShape(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name) {
   bool same = a.ndim == b.ndim;
   for (int d = 0; same && d < a.ndim; ++d) same = a.shape[d] == b.shape[d];
   if (!same)
@@ -66,9 +63,8 @@ StatusOr<AllReducePlan> PlanAllReduce(const TensorView& out, const TensorView& i
   return plan;
 }
 
-StatusOr<AddRmsNormPlan> PlanAddRmsNorm(const TensorView& out, const TensorView& in,
-                                        const TensorView& residual, const TensorView& weight,
-                                        double eps) {
+StatusOr<AddRmsNormPlan> PlanAddRmsNorm(const TensorView& out, const TensorView& in, const TensorView& residual,
+                                        const TensorView& weight, double eps) {
   KILN_ASSIGN_OR_RETURN(auto i, DenseRows(in, "in"));
   KILN_ASSIGN_OR_RETURN(auto o, DenseRows(out, "out"));
   KILN_ASSIGN_OR_RETURN(auto r, DenseRows(residual, "residual"));
@@ -126,8 +122,8 @@ int AlignedVec(size_t element_size, std::initializer_list<uintptr_t> addresses) 
   return vec;
 }
 
-::kiln::comm::AllReduceAlgorithm ResolveAlgorithm(::kiln::comm::AllReduceAlgorithm requested,
-                                                  size_t bytes, int world_size) {
+::kiln::comm::AllReduceAlgorithm ResolveAlgorithm(::kiln::comm::AllReduceAlgorithm requested, size_t bytes,
+                                                  int world_size) {
   if (requested != ::kiln::comm::AllReduceAlgorithm::kAuto) return requested;
   return ::kiln::comm::ChooseAllReduceAlgorithm(bytes, world_size);
 }

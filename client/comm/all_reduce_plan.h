@@ -36,15 +36,14 @@ struct AddRmsNormPlan {
 
 // INVALID_ARGUMENT "<argument>: <expected>, found <found>" for the first problem.
 StatusOr<AllReducePlan> PlanAllReduce(const TensorView& out, const TensorView& in);
-StatusOr<AddRmsNormPlan> PlanAddRmsNorm(const TensorView& out, const TensorView& in,
-                                        const TensorView& residual, const TensorView& weight,
-                                        double eps);
+StatusOr<AddRmsNormPlan> PlanAddRmsNorm(const TensorView& out, const TensorView& in, const TensorView& residual,
+                                        const TensorView& weight, double eps);
 
 // The widest vector (elements; vec * element_size <= 16 bytes) every address is aligned to.
 int AlignedVec(size_t element_size, std::initializer_list<uintptr_t> addresses);
 
 // Auto's resolution, and a forced choice passed through (kOneShot / kTwoShot).
-::kiln::comm::AllReduceAlgorithm ResolveAlgorithm(::kiln::comm::AllReduceAlgorithm requested,
-                                                  size_t bytes, int world_size);
+::kiln::comm::AllReduceAlgorithm ResolveAlgorithm(::kiln::comm::AllReduceAlgorithm requested, size_t bytes,
+                                                  int world_size);
 
 }  // namespace kiln::client::comm

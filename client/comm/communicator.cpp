@@ -3,8 +3,8 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,17 +50,17 @@ constexpr const char* kNotReplayable =
     "a collective: its result depends on every rank's input, and one process holds one rank's dump; replay "
     "the ranks' dumps with a communicator of the same world size instead";
 const client::OpDescriptor kAllReduceCall = {.name = "all_reduce",
-                                           .op = kiln::comm::kAllReduceOp,
-                                           .family = "comm",
-                                           .cpp_api = "kiln::comm::Communicator::AllReduce",
-                                           .c_api = "kiln_all_reduce",
-                                           .not_invokable = kNotReplayable};
+                                             .op = kiln::comm::kAllReduceOp,
+                                             .family = "comm",
+                                             .cpp_api = "kiln::comm::Communicator::AllReduce",
+                                             .c_api = "kiln_all_reduce",
+                                             .not_invokable = kNotReplayable};
 const client::OpDescriptor kAddRmsNormCall = {.name = "all_reduce_add_rms_norm",
-                                            .op = kiln::comm::kAllReduceAddRmsNormOp,
-                                            .family = "comm",
-                                            .cpp_api = "kiln::comm::Communicator::AllReduceAddRmsNorm",
-                                            .c_api = "kiln_all_reduce_add_rms_norm",
-                                            .not_invokable = kNotReplayable};
+                                              .op = kiln::comm::kAllReduceAddRmsNormOp,
+                                              .family = "comm",
+                                              .cpp_api = "kiln::comm::Communicator::AllReduceAddRmsNorm",
+                                              .c_api = "kiln_all_reduce_add_rms_norm",
+                                              .not_invokable = kNotReplayable};
 KILN_REGISTER_OP(kAllReduceCall);
 KILN_REGISTER_OP(kAddRmsNormCall);
 
@@ -140,10 +140,9 @@ struct CommunicatorState {
     {
       std::lock_guard<std::mutex> lock(error_mu);
       if (lost.ok())
-        lost = Status(StatusCode::kUnavailable,
-                      "communicator rank " + std::to_string(rank) + " of " +
-                          std::to_string(world) + ": " + why +
-                          "; the communicator stopped (destroy it)");
+        lost = Status(StatusCode::kUnavailable, "communicator rank " + std::to_string(rank) + " of " +
+                                                    std::to_string(world) + ": " + why +
+                                                    "; the communicator stopped (destroy it)");
     }
     // Kernels waiting at a barrier poll this word and give up.
     if (control != nullptr) __atomic_store_n(&control->abort, 1u, __ATOMIC_RELEASE);
@@ -157,20 +156,17 @@ struct CommunicatorState {
     if (control == nullptr) return OkStatus();
     const unsigned error = __atomic_load_n(&control->error, __ATOMIC_ACQUIRE);
     if (error == kiln::comm::kErrorNone) return OkStatus();
-    const std::string who = "communicator rank " + std::to_string(rank) + " of " +
-                            std::to_string(world) + ": ";
+    const std::string who = "communicator rank " + std::to_string(rank) + " of " + std::to_string(world) + ": ";
     const std::string peer = std::to_string(__atomic_load_n(&control->error_peer, __ATOMIC_ACQUIRE));
     const std::string block = std::to_string(__atomic_load_n(&control->error_block, __ATOMIC_ACQUIRE));
     if (error == kiln::comm::kErrorTimeout)
       return Status(StatusCode::kDeadlineExceeded,
-                    who + "a collective kernel waited more than " +
-                        std::to_string(options.kernel_timeout.count()) + " ms for rank " + peer +
-                        " (block " + block +
+                    who + "a collective kernel waited more than " + std::to_string(options.kernel_timeout.count()) +
+                        " ms for rank " + peer + " (block " + block +
                         ") and gave up; every rank must make the same calls in the same order. "
                         "The communicator stopped (destroy it)");
-    return Status(StatusCode::kUnavailable,
-                  who + "a collective kernel was aborted while waiting for rank " + peer +
-                      " (a peer was lost); the communicator stopped (destroy it)");
+    return Status(StatusCode::kUnavailable, who + "a collective kernel was aborted while waiting for rank " + peer +
+                                                " (a peer was lost); the communicator stopped (destroy it)");
   }
 
   // The calling thread's context must be the communicator's.
@@ -191,9 +187,8 @@ struct CommunicatorState {
   }
 
   Status Copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void* stream) const {
-    return driver->Check(
-        driver->cuMemcpyDtoDAsync(dst, src, bytes, static_cast<CUstream>(stream)),
-        "cuMemcpyDtoDAsync");
+    return driver->Check(driver->cuMemcpyDtoDAsync(dst, src, bytes, static_cast<CUstream>(stream)),
+                         "cuMemcpyDtoDAsync");
   }
 
   KernelPeers Peers(const std::vector<CUdeviceptr>& data) const {
@@ -218,8 +213,8 @@ struct CommunicatorState {
     const client::EntryLaunchReady& e = kernels.entry(two_shot ? 1 : 0);
     const char* entry = two_shot ? kiln::comm::kTwoShotEntry : kiln::comm::kOneShotEntry;
     LaunchConfig config;
-    config.grid.x = static_cast<unsigned>(kiln::comm::AllReduceGrid(n, vec, world, two_shot, static_cast<int>(e.block),
-                                                                    static_cast<int>(e.max_blocks)));
+    config.grid.x = static_cast<unsigned>(
+        kiln::comm::AllReduceGrid(n, vec, world, two_shot, static_cast<int>(e.block), static_cast<int>(e.max_blocks)));
     config.block.x = e.block;
     config.stream = stream;
     kiln::comm::AllReduceParams params = {peers,
@@ -238,8 +233,7 @@ struct CommunicatorState {
     return client::LaunchFunction(*driver, e.function, config, args, entry, &kernels.library->info);
   }
 
-  Status AllReduce(const client::comm::AllReducePlan& plan, void* stream,
-                   AllReduceAlgorithm requested);
+  Status AllReduce(const client::comm::AllReducePlan& plan, void* stream, AllReduceAlgorithm requested);
   Status AddRmsNorm(const client::comm::AddRmsNormPlan& plan, void* stream);
 };
 
@@ -261,13 +255,12 @@ CommunicatorState::~CommunicatorState() {
 }
 
 Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, void* stream,
-                                     AllReduceAlgorithm requested) {
+                                    AllReduceAlgorithm requested) {
   const size_t es = plan.element_size;
   const size_t bytes = static_cast<size_t>(plan.n) * es;
   if (world == 1) {
     if (plan.out == plan.in) return OkStatus();
-    return Copy(reinterpret_cast<CUdeviceptr>(plan.out), reinterpret_cast<CUdeviceptr>(plan.in),
-                bytes, stream);
+    return Copy(reinterpret_cast<CUdeviceptr>(plan.out), reinterpret_cast<CUdeviceptr>(plan.in), bytes, stream);
   }
   // One vector width for every rank (it shapes the partition of the work between blocks, which
   // must match across ranks): 16 bytes. A rank whose own pointers are less aligned bounces
@@ -298,8 +291,7 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
       KILN_RETURN_IF_ERROR(LaunchAllReduce(*kernels, two_shot, Peers(data), plan.in, out, plan.n, vec,
                                            /*copy_input=*/false, stream));
       if (!out_aligned)
-        return Copy(reinterpret_cast<CUdeviceptr>(plan.out), reinterpret_cast<CUdeviceptr>(out),
-                    bytes, stream);
+        return Copy(reinterpret_cast<CUdeviceptr>(plan.out), reinterpret_cast<CUdeviceptr>(out), bytes, stream);
       return OkStatus();
     }
   }
@@ -315,8 +307,7 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
     const size_t piece_bytes = static_cast<size_t>(count) * es;
     const char* src = static_cast<const char*>(plan.in) + static_cast<size_t>(offset) * es;
     char* dst = static_cast<char*>(plan.out) + static_cast<size_t>(offset) * es;
-    const bool two_shot =
-        client::comm::ResolveAlgorithm(requested, piece_bytes, world) == AllReduceAlgorithm::kTwoShot;
+    const bool two_shot = client::comm::ResolveAlgorithm(requested, piece_bytes, world) == AllReduceAlgorithm::kTwoShot;
     KILN_ASSIGN_OR_RETURN(const client::OpLaunch* kernels,
                           client::comm::AllReduceKernels(*driver, context, plan.dtype, world, vec));
     const void* kernel_in = src;
@@ -333,8 +324,8 @@ Status CommunicatorState::AllReduce(const client::comm::AllReducePlan& plan, voi
     KILN_RETURN_IF_ERROR(LaunchAllReduce(*kernels, two_shot, peers, kernel_in, out, count, vec,
                                          /*copy_input=*/true, stream));
     if (!out_aligned)
-      KILN_RETURN_IF_ERROR(Copy(reinterpret_cast<CUdeviceptr>(dst),
-                                reinterpret_cast<CUdeviceptr>(out), piece_bytes, stream));
+      KILN_RETURN_IF_ERROR(
+          Copy(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(out), piece_bytes, stream));
   }
   return OkStatus();
 }
@@ -368,8 +359,7 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
 
     bool copy_input = true;
     if (!Aligned(in, align)) {
-      KILN_RETURN_IF_ERROR(
-          Copy(staging[static_cast<size_t>(rank)], reinterpret_cast<CUdeviceptr>(in), bytes, stream));
+      KILN_RETURN_IF_ERROR(Copy(staging[static_cast<size_t>(rank)], reinterpret_cast<CUdeviceptr>(in), bytes, stream));
       copy_input = false;
     }
     void* kernel_residual = residual;
@@ -405,11 +395,11 @@ Status CommunicatorState::AddRmsNorm(const client::comm::AddRmsNormPlan& plan, v
     KILN_RETURN_IF_ERROR(client::LaunchFunction(*driver, e.function, config, args, kiln::comm::kAddRmsNormEntry,
                                                 &kernels->library->info));
     if (kernel_residual != residual)
-      KILN_RETURN_IF_ERROR(Copy(reinterpret_cast<CUdeviceptr>(residual),
-                                reinterpret_cast<CUdeviceptr>(kernel_residual), bytes, stream));
+      KILN_RETURN_IF_ERROR(
+          Copy(reinterpret_cast<CUdeviceptr>(residual), reinterpret_cast<CUdeviceptr>(kernel_residual), bytes, stream));
     if (kernel_out != out)
-      KILN_RETURN_IF_ERROR(Copy(reinterpret_cast<CUdeviceptr>(out),
-                                reinterpret_cast<CUdeviceptr>(kernel_out), bytes, stream));
+      KILN_RETURN_IF_ERROR(
+          Copy(reinterpret_cast<CUdeviceptr>(out), reinterpret_cast<CUdeviceptr>(kernel_out), bytes, stream));
   }
   return OkStatus();
 }
@@ -425,8 +415,7 @@ int Communicator::rank() const { return impl_->rank; }
 int Communicator::world_size() const { return impl_->world; }
 int Communicator::device() const { return impl_->context.device; }
 
-StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int world_size,
-                                                             const std::string& address,
+StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int world_size, const std::string& address,
                                                              const CommOptions& options) {
   const std::string api = "kiln::comm::Communicator::Create";
   if (world_size < 1 || world_size > kiln::comm::kMaxWorld)
@@ -458,10 +447,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int world
                            ", not cuda:" + std::to_string(device) + "; make cuda:" + std::to_string(device) +
                            " current first (cudaSetDevice)");
   if (ctx->cc_major < 8)
-    return Status(StatusCode::kFailedPrecondition,
-                  api + ": cuda:" + std::to_string(ctx->device) + " is sm_" +
-                      std::to_string(ctx->cc_major * 10 + ctx->cc_minor) +
-                      "; the all-reduce kernels need sm_80 or newer");
+    return Status(StatusCode::kFailedPrecondition, api + ": cuda:" + std::to_string(ctx->device) + " is sm_" +
+                                                       std::to_string(ctx->cc_major * 10 + ctx->cc_minor) +
+                                                       "; the all-reduce kernels need sm_80 or newer");
 
   auto impl = std::make_unique<Impl>(**driver);
   impl->rank = rank;
@@ -469,30 +457,26 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(int rank, int world
   impl->context = *ctx;
   impl->options = options;
 
-  auto rendezvous =
-      client::comm::Rendezvous::Join(address, rank, world_size, options.setup_timeout);
+  auto rendezvous = client::comm::Rendezvous::Join(address, rank, world_size, options.setup_timeout);
   if (!rendezvous.ok()) return rendezvous.status().WithContext(api);
   impl->rendezvous = std::move(rendezvous).value();
 
   // Every rank on its own GPU, each pair able to reach the other, one buffer size.
-  KILN_RETURN_IF_ERROR(client::comm::CheckPeers(**driver, ctx->device, options.buffer_bytes,
-                                                *impl->rendezvous, options.setup_timeout)
-                           .WithContext(api));
+  KILN_RETURN_IF_ERROR(
+      client::comm::CheckPeers(**driver, ctx->device, options.buffer_bytes, *impl->rendezvous, options.setup_timeout)
+          .WithContext(api));
 
   void* host = nullptr;
-  KILN_RETURN_IF_ERROR((*driver)->Check(
-      (*driver)->cuMemHostAlloc(&host, sizeof(KernelControl),
-                                CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
-      "cuMemHostAlloc(control words)"));
+  KILN_RETURN_IF_ERROR((*driver)->Check((*driver)->cuMemHostAlloc(&host, sizeof(KernelControl),
+                                                                  CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+                                        "cuMemHostAlloc(control words)"));
   std::memset(host, 0, sizeof(KernelControl));
   impl->control = static_cast<KernelControl*>(host);
-  KILN_RETURN_IF_ERROR((*driver)->Check(
-      (*driver)->cuMemHostGetDevicePointer(&impl->control_device, host, 0),
-      "cuMemHostGetDevicePointer"));
+  KILN_RETURN_IF_ERROR((*driver)->Check((*driver)->cuMemHostGetDevicePointer(&impl->control_device, host, 0),
+                                        "cuMemHostGetDevicePointer"));
 
   if (world_size > 1) {
-    auto memory = SymmetricMemory::Create(**driver, ctx->device,
-                                          kiln::comm::kDataOffset + options.buffer_bytes,
+    auto memory = SymmetricMemory::Create(**driver, ctx->device, kiln::comm::kDataOffset + options.buffer_bytes,
                                           *impl->rendezvous, options.setup_timeout);
     if (!memory.ok()) return memory.status().WithContext(api);
     impl->main = std::move(memory).value();
@@ -563,10 +547,9 @@ Status RunAllReduceAddRmsNorm(detail::CommunicatorState& impl, const TensorView&
     return InvalidArgument(std::string(kAddRmsNormApi) + ": in is on cuda:" + std::to_string(plan->device) +
                            ", the communicator on cuda:" + std::to_string(impl.context.device));
   if (impl.world == 1)
-    return Status(StatusCode::kUnimplemented,
-                  std::string(kAddRmsNormApi) +
-                      ": a world of one rank has nothing to reduce; use "
-                      "kiln::ops::fused_add_rms_norm");
+    return Status(StatusCode::kUnimplemented, std::string(kAddRmsNormApi) +
+                                                  ": a world of one rank has nothing to reduce; use "
+                                                  "kiln::ops::fused_add_rms_norm");
   std::lock_guard<std::mutex> lock(impl.mu);
   KILN_RETURN_IF_ERROR(impl.AsyncError());
   if (plan->rows == 0) return OkStatus();
@@ -592,9 +575,8 @@ Status Communicator::AllReduce(const TensorView& out, const TensorView& in, void
   return RunAllReduce(*impl_, out, in, stream, algorithm);
 }
 
-Status Communicator::AllReduceAddRmsNorm(const TensorView& out, const TensorView& in,
-                                         const TensorView& residual, const TensorView& weight,
-                                         double eps, void* stream) {
+Status Communicator::AllReduceAddRmsNorm(const TensorView& out, const TensorView& in, const TensorView& residual,
+                                         const TensorView& weight, double eps, void* stream) {
   if (KILN_UNLIKELY(client::diag::Level() != 0))
     return client::diag::Traced(
         kAddRmsNormCall.name, kAddRmsNormApi, stream,
@@ -612,11 +594,10 @@ StatusOr<void*> Communicator::AllocateRegistered(size_t bytes) {
     return InvalidArgument(api + ": bytes must be 1 .. 16 GiB, found " + std::to_string(bytes));
   std::lock_guard<std::mutex> lock(impl_->mu);
   KILN_RETURN_IF_ERROR(impl_->AsyncError());
-  if (impl_->world == 1)
-    return Status(StatusCode::kUnimplemented, api + ": a world of one rank shares nothing");
+  if (impl_->world == 1) return Status(StatusCode::kUnimplemented, api + ": a world of one rank shares nothing");
   KILN_RETURN_IF_ERROR(impl_->CheckContext(api.c_str()));
-  auto memory = SymmetricMemory::Create(*impl_->driver, impl_->context.device, bytes,
-                                        *impl_->rendezvous, impl_->options.setup_timeout);
+  auto memory = SymmetricMemory::Create(*impl_->driver, impl_->context.device, bytes, *impl_->rendezvous,
+                                        impl_->options.setup_timeout);
   if (!memory.ok()) return memory.status().WithContext(api);
   void* local = reinterpret_cast<void*>((*memory)->local());
   impl_->registered.push_back(std::move(memory).value());
@@ -627,8 +608,8 @@ Status Communicator::AsyncError() const { return impl_->AsyncError(); }
 
 Status Communicator::Synchronize(void* stream) {
   KILN_RETURN_IF_ERROR(impl_->CheckContext("kiln::comm::Communicator::Synchronize"));
-  KILN_RETURN_IF_ERROR(impl_->driver->Check(
-      impl_->driver->cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize"));
+  KILN_RETURN_IF_ERROR(
+      impl_->driver->Check(impl_->driver->cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize"));
   return impl_->AsyncError();
 }
 

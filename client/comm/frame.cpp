@@ -16,7 +16,9 @@ namespace {
 constexpr size_t kHeaderSize = 32;
 
 template <typename T>
-void Put(unsigned char* at, T v) { std::memcpy(at, &v, sizeof(T)); }
+void Put(unsigned char* at, T v) {
+  std::memcpy(at, &v, sizeof(T));
+}
 template <typename T>
 T Get(const unsigned char* at) {
   T v;
@@ -31,9 +33,8 @@ int MillisUntil(Clock::time_point deadline) {
 
 }  // namespace
 
-int SendFrame(int sock, FrameType type, uint32_t rank, uint32_t aux, uint64_t seq,
-              std::string_view body, std::span<const int> fds, Clock::time_point deadline,
-              int abort_fd, bool* torn) {
+int SendFrame(int sock, FrameType type, uint32_t rank, uint32_t aux, uint64_t seq, std::string_view body,
+              std::span<const int> fds, Clock::time_point deadline, int abort_fd, bool* torn) {
   *torn = false;
   if (fds.size() > kMaxFrameFds || body.size() > kMaxFrameBody) return EMSGSIZE;
   unsigned char header[kHeaderSize] = {};
@@ -54,8 +55,7 @@ int SendFrame(int sock, FrameType type, uint32_t rank, uint32_t aux, uint64_t se
     int n_iov = 0;
     if (sent < kHeaderSize) iov[n_iov++] = {header + sent, kHeaderSize - sent};
     size_t body_from = sent > kHeaderSize ? sent - kHeaderSize : 0;
-    if (body_from < body.size())
-      iov[n_iov++] = {const_cast<char*>(body.data()) + body_from, body.size() - body_from};
+    if (body_from < body.size()) iov[n_iov++] = {const_cast<char*>(body.data()) + body_from, body.size() - body_from};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = n_iov;
@@ -88,8 +88,7 @@ int SendFrame(int sock, FrameType type, uint32_t rank, uint32_t aux, uint64_t se
   return 0;
 }
 
-FrameReader::Result FrameReader::ReadSome(int sock, char* dst, size_t len, size_t* got,
-                                          std::string* error) {
+FrameReader::Result FrameReader::ReadSome(int sock, char* dst, size_t len, size_t* got, std::string* error) {
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFrameFds)];
   iovec iov{dst, len};
   msghdr msg{};
@@ -153,8 +152,8 @@ FrameReader::Result FrameReader::Read(int sock, Frame* out, std::string* error) 
       body_length_ = Get<uint32_t>(header_ + 24);
       expected_fds_ = Get<uint16_t>(header_ + 28);
       if (body_length_ > kMaxFrameBody || expected_fds_ > kMaxFrameFds) {
-        *error = "message of " + std::to_string(body_length_) + " bytes with " +
-                 std::to_string(expected_fds_) + " fds exceeds the limits";
+        *error = "message of " + std::to_string(body_length_) + " bytes with " + std::to_string(expected_fds_) +
+                 " fds exceeds the limits";
         return Result::kError;
       }
       frame_.body.resize(body_length_);

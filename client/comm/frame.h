@@ -53,9 +53,8 @@ using Clock = std::chrono::steady_clock;
 // Returns 0 or an errno: ETIMEDOUT, ECANCELED (aborted), EPIPE / ECONNRESET (peer gone).
 // *torn says whether part of the frame went out before a failure (the stream is then
 // unusable).
-int SendFrame(int sock, FrameType type, uint32_t rank, uint32_t aux, uint64_t seq,
-              std::string_view body, std::span<const int> fds, Clock::time_point deadline,
-              int abort_fd, bool* torn);
+int SendFrame(int sock, FrameType type, uint32_t rank, uint32_t aux, uint64_t seq, std::string_view body,
+              std::span<const int> fds, Clock::time_point deadline, int abort_fd, bool* torn);
 
 // Assembles frames from a non-blocking socket across partial reads.
 class FrameReader {

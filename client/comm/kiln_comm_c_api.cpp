@@ -8,8 +8,8 @@
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/capi/dlpack_tensor.h"
-#include "kiln/comm.h"
 #include "kiln/c_abi.h"
+#include "kiln/comm.h"
 
 struct kiln_comm {
   std::unique_ptr<kiln::comm::Communicator> comm;
@@ -33,8 +33,7 @@ kiln::StatusOr<kiln::comm::CommOptions> ToOptions(const kiln_comm_options* c, co
   options.device = c->device;
   if (c->buffer_bytes != 0) options.buffer_bytes = c->buffer_bytes;
   if (c->setup_timeout_ms > 0) options.setup_timeout = std::chrono::milliseconds(c->setup_timeout_ms);
-  if (c->kernel_timeout_ms >= 0)
-    options.kernel_timeout = std::chrono::milliseconds(c->kernel_timeout_ms);
+  if (c->kernel_timeout_ms >= 0) options.kernel_timeout = std::chrono::milliseconds(c->kernel_timeout_ms);
   return options;
 }
 
@@ -67,8 +66,8 @@ void kiln_comm_options_init(kiln_comm_options* options) {
   options->kernel_timeout_ms = static_cast<int>(defaults.kernel_timeout.count());
 }
 
-kiln_status kiln_comm_create(int rank, int world_size, const char* address,
-                             const kiln_comm_options* options, kiln_comm** comm) {
+kiln_status kiln_comm_create(int rank, int world_size, const char* address, const kiln_comm_options* options,
+                             kiln_comm** comm) {
   const char* api = "kiln_comm_create";
   return GuardC(api, [&] {
     if (comm != nullptr) *comm = nullptr;
@@ -95,13 +94,11 @@ void kiln_comm_destroy(kiln_comm* comm) {
 }
 
 int kiln_comm_rank(const kiln_comm* comm) { return comm && comm->comm ? comm->comm->rank() : -1; }
-int kiln_comm_world_size(const kiln_comm* comm) {
-  return comm && comm->comm ? comm->comm->world_size() : -1;
-}
+int kiln_comm_world_size(const kiln_comm* comm) { return comm && comm->comm ? comm->comm->world_size() : -1; }
 int kiln_comm_device(const kiln_comm* comm) { return comm && comm->comm ? comm->comm->device() : -1; }
 
-kiln_status kiln_all_reduce(kiln_comm* comm, DLTensor* out, const DLTensor* in,
-                            kiln_all_reduce_algorithm algorithm, void* stream) {
+kiln_status kiln_all_reduce(kiln_comm* comm, DLTensor* out, const DLTensor* in, kiln_all_reduce_algorithm algorithm,
+                            void* stream) {
   const char* api = "kiln_all_reduce";
   return GuardC(api, [&]() -> Status {
     KILN_RETURN_IF_ERROR(NeedComm(comm, api));
@@ -112,14 +109,12 @@ kiln_status kiln_all_reduce(kiln_comm* comm, DLTensor* out, const DLTensor* in,
     if (algorithm < KILN_ALL_REDUCE_AUTO || algorithm > KILN_ALL_REDUCE_TWO_SHOT)
       return InvalidArgument(std::string(api) + ": algorithm " + std::to_string(static_cast<int>(algorithm)) +
                              " is not one of KILN_ALL_REDUCE_AUTO (0), _ONE_SHOT (1), _TWO_SHOT (2)");
-    return comm->comm->AllReduce(*o, *i, stream,
-                                 static_cast<kiln::comm::AllReduceAlgorithm>(algorithm));
+    return comm->comm->AllReduce(*o, *i, stream, static_cast<kiln::comm::AllReduceAlgorithm>(algorithm));
   });
 }
 
-kiln_status kiln_all_reduce_add_rms_norm(kiln_comm* comm, DLTensor* out, const DLTensor* in,
-                                         DLTensor* residual, const DLTensor* weight, double eps,
-                                         void* stream) {
+kiln_status kiln_all_reduce_add_rms_norm(kiln_comm* comm, DLTensor* out, const DLTensor* in, DLTensor* residual,
+                                         const DLTensor* weight, double eps, void* stream) {
   const char* api = "kiln_all_reduce_add_rms_norm";
   return GuardC(api, [&]() -> Status {
     KILN_RETURN_IF_ERROR(NeedComm(comm, api));

@@ -32,15 +32,14 @@ struct RankInfo {
 
 }  // namespace
 
-Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes,
-                  Rendezvous& rendezvous, std::chrono::milliseconds timeout) {
+Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes, Rendezvous& rendezvous,
+                  std::chrono::milliseconds timeout) {
   CUdevice handle = 0;
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceGet(&handle, device), "cuDeviceGet"));
   CUuuid uuid = {};
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceGetUuid(&uuid, handle), "cuDeviceGetUuid"));
   std::ostringstream payload;
-  payload << UuidText(uuid) << ' ' << device << ' ' << static_cast<long>(getpid()) << ' '
-          << buffer_bytes;
+  payload << UuidText(uuid) << ' ' << device << ' ' << static_cast<long>(getpid()) << ' ' << buffer_bytes;
   auto gathered = rendezvous.AllGather(payload.str(), {}, timeout);
   if (!gathered.ok()) return gathered.status().WithContext("exchanging device identities");
 
@@ -50,9 +49,8 @@ Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes,
     std::istringstream in(c.payload);
     RankInfo info;
     if (!(in >> info.uuid >> info.device >> info.pid >> info.buffer_bytes))
-      return Status(StatusCode::kInternal,
-                    "rank " + std::to_string(c.rank) + " sent a malformed identity '" +
-                        c.payload + "' (a different Kiln version?)");
+      return Status(StatusCode::kInternal, "rank " + std::to_string(c.rank) + " sent a malformed identity '" +
+                                               c.payload + "' (a different Kiln version?)");
     ranks.push_back(info);
   }
 
@@ -76,18 +74,16 @@ Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes,
     for (int d = 0; d < count; ++d) {
       CUdevice other = 0;
       CUuuid other_uuid = {};
-      if (driver.cuDeviceGet(&other, d) != CUDA_SUCCESS ||
-          driver.cuDeviceGetUuid(&other_uuid, other) != CUDA_SUCCESS ||
+      if (driver.cuDeviceGet(&other, d) != CUDA_SUCCESS || driver.cuDeviceGetUuid(&other_uuid, other) != CUDA_SUCCESS ||
           UuidText(other_uuid) != peer.uuid)
         continue;
       int can_access = 0;
-      KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceCanAccessPeer(&can_access, handle, other),
-                                        "cuDeviceCanAccessPeer"));
+      KILN_RETURN_IF_ERROR(
+          driver.Check(driver.cuDeviceCanAccessPeer(&can_access, handle, other), "cuDeviceCanAccessPeer"));
       if (!can_access)
         return Status(StatusCode::kFailedPrecondition,
                       "cuda:" + std::to_string(device) + " (rank " + std::to_string(me) +
-                          ") cannot access the memory of cuda:" + std::to_string(d) + " (rank " +
-                          std::to_string(r) +
+                          ") cannot access the memory of cuda:" + std::to_string(d) + " (rank " + std::to_string(r) +
                           "): the all-reduce needs peer-to-peer access (NVLink or PCIe P2P)");
     }
   }

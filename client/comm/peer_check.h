@@ -13,7 +13,7 @@
 
 namespace kiln::client::comm {
 
-Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes,
-                  Rendezvous& rendezvous, std::chrono::milliseconds timeout);
+Status CheckPeers(const CudaDriver& driver, int device, size_t buffer_bytes, Rendezvous& rendezvous,
+                  std::chrono::milliseconds timeout);
 
 }  // namespace kiln::client::comm

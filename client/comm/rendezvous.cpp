@@ -16,7 +16,7 @@ namespace kiln::client::comm {
 namespace {
 
 constexpr auto kShortSend = std::chrono::seconds(1);  // leave, lost and error notices
-constexpr int kFramesPerWakeup = 64;                   // fairness between busy peers
+constexpr int kFramesPerWakeup = 64;                  // fairness between busy peers
 
 }  // namespace
 
@@ -26,12 +26,9 @@ Rendezvous::~Rendezvous() {
   peers_.clear();
 }
 
-const char* Rendezvous::KindName(Kind kind) {
-  return kind == Kind::kAllGather ? "AllGather" : "Barrier";
-}
+const char* Rendezvous::KindName(Kind kind) { return kind == Kind::kAllGather ? "AllGather" : "Barrier"; }
 
-StatusOr<std::vector<PeerContribution>> Rendezvous::AllGather(std::string_view payload,
-                                                              const std::vector<int>& fds,
+StatusOr<std::vector<PeerContribution>> Rendezvous::AllGather(std::string_view payload, const std::vector<int>& fds,
                                                               std::chrono::milliseconds timeout) {
   // Our own entry first: a failed dup() then fails only this rank, before anything is sent.
   std::vector<UniqueFd> own;
@@ -39,8 +36,8 @@ StatusOr<std::vector<PeerContribution>> Rendezvous::AllGather(std::string_view p
     int copy = ::fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
     if (copy < 0)
       return Status(errno == EBADF ? StatusCode::kInvalidArgument : StatusCode::kResourceExhausted,
-                    Where() + "AllGather: fds[" + std::to_string(i) + "] = " +
-                        std::to_string(fds[i]) + ": " + std::strerror(errno));
+                    Where() + "AllGather: fds[" + std::to_string(i) + "] = " + std::to_string(fds[i]) + ": " +
+                        std::strerror(errno));
     own.emplace_back(copy);
   }
   std::vector<Frame> received;
@@ -63,8 +60,7 @@ StatusOr<std::vector<PeerContribution>> Rendezvous::AllGather(std::string_view p
   if (std::count(filled.begin(), filled.end(), true) != world_size_) {
     for (auto& c : result)
       for (int fd : c.fds) ::close(fd);
-    return Fail(Status(StatusCode::kInternal,
-                       Where() + "AllGather: a rank's contribution is missing"));
+    return Fail(Status(StatusCode::kInternal, Where() + "AllGather: a rank's contribution is missing"));
   }
   return result;
 }
@@ -101,9 +97,9 @@ Status Rendezvous::RunCollective(Kind kind, std::string_view payload, const std:
                     : SendAndWait(kind, seq, payload, fds, deadline, timeout, received);
 }
 
-Status Rendezvous::GatherAndRelay(Kind kind, uint64_t seq, std::string_view payload,
-                                  const std::vector<int>& fds, Clock::time_point deadline,
-                                  std::chrono::milliseconds timeout, std::vector<Frame>* received) {
+Status Rendezvous::GatherAndRelay(Kind kind, uint64_t seq, std::string_view payload, const std::vector<int>& fds,
+                                  Clock::time_point deadline, std::chrono::milliseconds timeout,
+                                  std::vector<Frame>* received) {
   const std::string name = std::string(KindName(kind)) + " #" + std::to_string(seq);
   std::vector<Frame> frames;
   {
@@ -125,9 +121,8 @@ Status Rendezvous::GatherAndRelay(Kind kind, uint64_t seq, std::string_view payl
         if (arrived[k]) continue;
         if (peers_[k]->left) {
           Status s = FailLocked(Status(StatusCode::kFailedPrecondition,
-                                       Where() + "rank " + std::to_string(k) +
-                                           " left the rendezvous (Close) before " + name +
-                                           "; the group cannot run collectives any more"));
+                                       Where() + "rank " + std::to_string(k) + " left the rendezvous (Close) before " +
+                                           name + "; the group cannot run collectives any more"));
           lock.unlock();
           BroadcastError(s);
           return s;
@@ -135,28 +130,25 @@ Status Rendezvous::GatherAndRelay(Kind kind, uint64_t seq, std::string_view payl
         missing += (missing.empty() ? "" : ", ") + std::to_string(k);
       }
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && Clock::now() >= deadline) {
-        Status s = FailLocked(Status(StatusCode::kDeadlineExceeded,
-                                     Where() + name + " timed out after " + Seconds(timeout) +
-                                         " waiting for rank " + missing));
+        Status s = FailLocked(
+            Status(StatusCode::kDeadlineExceeded,
+                   Where() + name + " timed out after " + Seconds(timeout) + " waiting for rank " + missing));
         lock.unlock();
         BroadcastError(s);
         return s;
       }
     }
   }
-  std::sort(frames.begin(), frames.end(),
-            [](const Frame& a, const Frame& b) { return a.rank < b.rank; });
+  std::sort(frames.begin(), frames.end(), [](const Frame& a, const Frame& b) { return a.rank < b.rank; });
   for (size_t i = 0; i < frames.size(); ++i)
     if (frames[i].rank != i + 1)
-      return Fail(Status(StatusCode::kInternal,
-                         Where() + name + ": rank " + std::to_string(frames[i].rank) +
-                             " contributed twice (a bug in the rendezvous protocol)"));
+      return Fail(Status(StatusCode::kInternal, Where() + name + ": rank " + std::to_string(frames[i].rank) +
+                                                    " contributed twice (a bug in the rendezvous protocol)"));
   for (const auto& f : frames) {
     if (static_cast<Kind>(f.aux) == kind) continue;
     Status s = Fail(Status(StatusCode::kFailedPrecondition,
-                           Where() + "collective #" + std::to_string(seq) +
-                               " does not match: rank 0 called " + KindName(kind) + ", rank " +
-                               std::to_string(f.rank) + " called " +
+                           Where() + "collective #" + std::to_string(seq) + " does not match: rank 0 called " +
+                               KindName(kind) + ", rank " + std::to_string(f.rank) + " called " +
                                KindName(static_cast<Kind>(f.aux)) +
                                " (every rank must call the collectives in the same order)"));
     BroadcastError(s);
@@ -171,8 +163,7 @@ Status Rendezvous::GatherAndRelay(Kind kind, uint64_t seq, std::string_view payl
   };
   for (int to = 1; to < world_size_; ++to) {
     if (kind == Kind::kBarrier) {
-      if (int err = Send(*peers_[to], FrameType::kDone, 0, 0, seq, {}, {}, deadline, true))
-        return send_failed(to, err);
+      if (int err = Send(*peers_[to], FrameType::kDone, 0, 0, seq, {}, {}, deadline, true)) return send_failed(to, err);
       continue;
     }
     // Every rank but `to` itself, in rank order; rank 0's own contribution included.
@@ -194,12 +185,12 @@ Status Rendezvous::GatherAndRelay(Kind kind, uint64_t seq, std::string_view payl
   return OkStatus();
 }
 
-Status Rendezvous::SendAndWait(Kind kind, uint64_t seq, std::string_view payload,
-                               const std::vector<int>& fds, Clock::time_point deadline,
-                               std::chrono::milliseconds timeout, std::vector<Frame>* received) {
+Status Rendezvous::SendAndWait(Kind kind, uint64_t seq, std::string_view payload, const std::vector<int>& fds,
+                               Clock::time_point deadline, std::chrono::milliseconds timeout,
+                               std::vector<Frame>* received) {
   const std::string name = std::string(KindName(kind)) + " #" + std::to_string(seq);
-  if (int err = Send(*peers_[0], FrameType::kContrib, rank_, static_cast<uint32_t>(kind), seq,
-                     payload, fds, deadline, true))
+  if (int err = Send(*peers_[0], FrameType::kContrib, rank_, static_cast<uint32_t>(kind), seq, payload, fds, deadline,
+                     true))
     return SendFailed(0, err, deadline);
   const size_t expected = kind == Kind::kBarrier ? 1 : world_size_ - 1;
   std::unique_lock lock(mu_);
@@ -213,25 +204,23 @@ Status Rendezvous::SendAndWait(Kind kind, uint64_t seq, std::string_view payload
     if (failure_) return *failure_;
     if (closing_) return ClosedStatus();
     if (peers_[0]->left)
-      return FailLocked(Status(StatusCode::kFailedPrecondition,
-                               Where() + "rank 0 left the rendezvous (Close) before " + name +
-                                   " completed; the group cannot run collectives any more"));
+      return FailLocked(
+          Status(StatusCode::kFailedPrecondition, Where() + "rank 0 left the rendezvous (Close) before " + name +
+                                                      " completed; the group cannot run collectives any more"));
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && Clock::now() >= deadline)
-      return FailLocked(Status(StatusCode::kDeadlineExceeded,
-                               Where() + name + " timed out after " + Seconds(timeout) +
-                                   " on rank " + std::to_string(rank_) +
-                                   " (rank 0 answers once every rank has called it)"));
+      return FailLocked(Status(StatusCode::kDeadlineExceeded, Where() + name + " timed out after " + Seconds(timeout) +
+                                                                  " on rank " + std::to_string(rank_) +
+                                                                  " (rank 0 answers once every rank has called it)"));
   }
 }
 
-int Rendezvous::Send(Peer& peer, FrameType type, uint32_t rank, uint32_t aux, uint64_t seq,
-                     std::string_view body, std::span<const int> fds, Clock::time_point deadline,
-                     bool abortable) {
+int Rendezvous::Send(Peer& peer, FrameType type, uint32_t rank, uint32_t aux, uint64_t seq, std::string_view body,
+                     std::span<const int> fds, Clock::time_point deadline, bool abortable) {
   std::lock_guard lock(peer.send_mu);
   if (peer.torn || !peer.fd.valid()) return EPIPE;
   bool torn = false;
-  int err = SendFrame(peer.fd.get(), type, rank, aux, seq, body, fds, deadline,
-                      abortable ? abort_fd_.get() : -1, &torn);
+  int err = SendFrame(peer.fd.get(), type, rank, aux, seq, body, fds, deadline, abortable ? abort_fd_.get() : -1,
+                      &torn);
   if (torn) peer.torn = true;
   return err;
 }
@@ -240,8 +229,7 @@ Status Rendezvous::SendFailed(int to_rank, int error, Clock::time_point deadline
   if (error == ECANCELED) return ClosedStatus();
   const std::string to = "rank " + std::to_string(to_rank);
   if (error == ETIMEDOUT)
-    return Fail(Status(StatusCode::kDeadlineExceeded,
-                       Where() + "timed out sending to " + to + " (is it stopped?)"));
+    return Fail(Status(StatusCode::kDeadlineExceeded, Where() + "timed out sending to " + to + " (is it stopped?)"));
   // A peer that died: its end of stream is what the reader classifies (lost or left).
   std::unique_lock lock(mu_);
   Peer& peer = *peers_[to_rank];
@@ -250,11 +238,11 @@ Status Rendezvous::SendFailed(int to_rank, int error, Clock::time_point deadline
   if (failure_) return *failure_;
   if (closing_) return ClosedStatus();
   if (peer.left)
-    return FailLocked(Status(StatusCode::kFailedPrecondition,
-                             Where() + to + " left the rendezvous (Close); the group cannot run "
-                                            "collectives any more"));
-  return FailLocked(Status(StatusCode::kUnavailable,
-                           Where() + "sending to " + to + " failed: " + std::strerror(error)));
+    return FailLocked(Status(StatusCode::kFailedPrecondition, Where() + to +
+                                                                  " left the rendezvous (Close); the group cannot run "
+                                                                  "collectives any more"));
+  return FailLocked(
+      Status(StatusCode::kUnavailable, Where() + "sending to " + to + " failed: " + std::strerror(error)));
 }
 
 void Rendezvous::BroadcastError(const Status& status) {
@@ -264,8 +252,8 @@ void Rendezvous::BroadcastError(const Status& status) {
       std::lock_guard lock(mu_);
       if (peers_[k]->left || peers_[k]->gone) continue;
     }
-    Send(*peers_[k], FrameType::kError, 0, static_cast<uint32_t>(status.code()), 0,
-         status.message(), {}, Clock::now() + kShortSend, true);
+    Send(*peers_[k], FrameType::kError, 0, static_cast<uint32_t>(status.code()), 0, status.message(), {},
+         Clock::now() + kShortSend, true);
   }
 }
 
@@ -281,8 +269,7 @@ Status Rendezvous::FailLocked(Status status) {
 }
 
 Status Rendezvous::ClosedStatus() const {
-  return Status(StatusCode::kFailedPrecondition,
-                Where() + "closed on rank " + std::to_string(rank_));
+  return Status(StatusCode::kFailedPrecondition, Where() + "closed on rank " + std::to_string(rank_));
 }
 
 void Rendezvous::OnPeerLost(std::function<void(const std::string& why)> callback) {
@@ -334,11 +321,10 @@ void Rendezvous::ReaderLoop() {
           continue;
         }
         if (result == FrameReader::Result::kClosed)
-          OnPeerGone(peer, peer.reader.mid_frame()
-                               ? "connection closed in the middle of a message (process exited "
-                                 "or was killed)"
-                               : "connection closed without leaving (process exited or was "
-                                 "killed)");
+          OnPeerGone(peer, peer.reader.mid_frame() ? "connection closed in the middle of a message (process exited "
+                                                     "or was killed)"
+                                                   : "connection closed without leaving (process exited or was "
+                                                     "killed)");
         if (result == FrameReader::Result::kError) OnPeerGone(peer, error);
         break;
       }
@@ -369,8 +355,7 @@ void Rendezvous::OnFrame(Peer& peer, Frame frame) {
       return;
     case FrameType::kError:
       if (!from_root) break;
-      Fail(Status(frame.aux == 0 ? StatusCode::kUnknown : static_cast<StatusCode>(frame.aux),
-                  frame.body));
+      Fail(Status(frame.aux == 0 ? StatusCode::kUnknown : static_cast<StatusCode>(frame.aux), frame.body));
       return;
     case FrameType::kLost:
       if (!from_root) break;
@@ -382,11 +367,9 @@ void Rendezvous::OnFrame(Peer& peer, Frame frame) {
       cv_.notify_all();
       return;
     }
-    default:
-      break;
+    default: break;
   }
-  OnPeerGone(peer, "sent an unexpected message (type " +
-                       std::to_string(static_cast<int>(frame.type)) + ")");
+  OnPeerGone(peer, "sent an unexpected message (type " + std::to_string(static_cast<int>(frame.type)) + ")");
 }
 
 void Rendezvous::OnPeerGone(Peer& peer, const std::string& cause) {
@@ -432,7 +415,7 @@ void Rendezvous::Close() {
     closing_ = true;
     cv_.notify_all();
   }
-  if (peers_.empty()) return;  // world size 1
+  if (peers_.empty()) return;           // world size 1
   ::eventfd_write(abort_fd_.get(), 1);  // a collective's send on another thread gives up
   for (auto& peer : peers_) {
     if (!peer) continue;

@@ -67,8 +67,7 @@ class Rendezvous {
   // disagree on the world size or a rank joined twice: every rank that took part fails at
   // once with the same message; or another rank 0 already listens there); DEADLINE_EXCEEDED
   // ("no rank 0 listening at '/tmp/x' after 30 s"; on rank 0, the ranks still missing).
-  static StatusOr<std::unique_ptr<Rendezvous>> Join(const std::string& address, int rank,
-                                                    int world_size,
+  static StatusOr<std::unique_ptr<Rendezvous>> Join(const std::string& address, int rank, int world_size,
                                                     std::chrono::milliseconds timeout);
   ~Rendezvous();  // Close()
   Rendezvous(const Rendezvous&) = delete;
@@ -82,8 +81,7 @@ class Rendezvous {
   // and closes them). Returns world_size contributions indexed by rank; every fd in them is a
   // new descriptor (close-on-exec) the caller owns — its own entry holds dup()s of `fds`.
   // INVALID_ARGUMENT beyond the limits or for a closed fd (nothing is sent then).
-  StatusOr<std::vector<PeerContribution>> AllGather(std::string_view payload,
-                                                    const std::vector<int>& fds,
+  StatusOr<std::vector<PeerContribution>> AllGather(std::string_view payload, const std::vector<int>& fds,
                                                     std::chrono::milliseconds timeout);
   // Collective: returns once every rank has called it.
   Status Barrier(std::chrono::milliseconds timeout);
@@ -110,11 +108,11 @@ class Rendezvous {
   struct Peer {
     int rank = 0;
     UniqueFd fd;
-    FrameReader reader;   // used by the reader thread only
-    std::mutex send_mu;   // one frame at a time on this socket
-    bool torn = false;    // guarded by send_mu: a send stopped mid-frame; nothing more goes out
-    bool left = false;    // guarded by mu_: it said "leave"
-    bool gone = false;    // guarded by mu_: its stream ended; the reader no longer watches it
+    FrameReader reader;  // used by the reader thread only
+    std::mutex send_mu;  // one frame at a time on this socket
+    bool torn = false;   // guarded by send_mu: a send stopped mid-frame; nothing more goes out
+    bool left = false;   // guarded by mu_: it said "leave"
+    bool gone = false;   // guarded by mu_: its stream ended; the reader no longer watches it
   };
 
   Rendezvous(SocketAddress address, int rank, int world_size);
@@ -122,28 +120,24 @@ class Rendezvous {
   static std::string Seconds(std::chrono::milliseconds duration);  // "30 s", "0.25 s"
 
   // Join's two sides: fill peers_ with connected sockets.
-  Status AcceptAll(const UniqueFd& listener, Clock::time_point deadline,
-                   std::chrono::milliseconds timeout);
+  Status AcceptAll(const UniqueFd& listener, Clock::time_point deadline, std::chrono::milliseconds timeout);
   Status ConnectToRoot(Clock::time_point deadline, std::chrono::milliseconds timeout);
   Status StartReader();
 
   // The collective behind both public calls; `received` gets the other ranks' frames.
   Status RunCollective(Kind kind, std::string_view payload, const std::vector<int>& fds,
                        std::chrono::milliseconds timeout, std::vector<Frame>* received);
-  Status GatherAndRelay(Kind kind, uint64_t seq, std::string_view payload,
-                        const std::vector<int>& fds, Clock::time_point deadline,
-                        std::chrono::milliseconds timeout, std::vector<Frame>* received);
-  Status SendAndWait(Kind kind, uint64_t seq, std::string_view payload,
-                     const std::vector<int>& fds, Clock::time_point deadline,
-                     std::chrono::milliseconds timeout, std::vector<Frame>* received);
+  Status GatherAndRelay(Kind kind, uint64_t seq, std::string_view payload, const std::vector<int>& fds,
+                        Clock::time_point deadline, std::chrono::milliseconds timeout, std::vector<Frame>* received);
+  Status SendAndWait(Kind kind, uint64_t seq, std::string_view payload, const std::vector<int>& fds,
+                     Clock::time_point deadline, std::chrono::milliseconds timeout, std::vector<Frame>* received);
   // Sends on one peer's socket under its send lock; abortable sends stop on Close().
-  int Send(Peer& peer, FrameType type, uint32_t rank, uint32_t aux, uint64_t seq,
-           std::string_view body, std::span<const int> fds, Clock::time_point deadline,
-           bool abortable);
+  int Send(Peer& peer, FrameType type, uint32_t rank, uint32_t aux, uint64_t seq, std::string_view body,
+           std::span<const int> fds, Clock::time_point deadline, bool abortable);
   Status SendFailed(int to_rank, int error, Clock::time_point deadline);
   void BroadcastError(const Status& status);  // rank 0: the group's collective failed
-  Status Fail(Status status);                       // records a sticky failure, returns the first
-  Status FailLocked(Status status);                 // the same with mu_ held
+  Status Fail(Status status);                 // records a sticky failure, returns the first
+  Status FailLocked(Status status);           // the same with mu_ held
   Status ClosedStatus() const;
 
   void ReaderLoop();
@@ -157,8 +151,8 @@ class Rendezvous {
   const int rank_;
   const int world_size_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; rank 0 holds 1..n-1, others only [0]
-  UniqueFd wake_fd_;   // eventfd: wakes the reader to stop
-  UniqueFd abort_fd_;  // eventfd: written once on Close, stops abortable sends
+  UniqueFd wake_fd_;                          // eventfd: wakes the reader to stop
+  UniqueFd abort_fd_;                         // eventfd: written once on Close, stops abortable sends
   std::thread reader_;
 
   std::mutex collective_mu_;  // one collective at a time

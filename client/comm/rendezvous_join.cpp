@@ -24,8 +24,7 @@ int MillisUntil(Clock::time_point deadline) {
 // A rejection goes out with a short deadline of its own: the Join deadline may be over.
 void SendReject(int sock, const std::string& why) {
   bool torn = false;
-  SendFrame(sock, FrameType::kReject, 0, 0, 0, why, {}, Clock::now() + std::chrono::seconds(1), -1,
-            &torn);
+  SendFrame(sock, FrameType::kReject, 0, 0, 0, why, {}, Clock::now() + std::chrono::seconds(1), -1, &torn);
 }
 
 }  // namespace
@@ -46,8 +45,7 @@ std::string Rendezvous::Seconds(std::chrono::milliseconds duration) {
   return text + " s";
 }
 
-StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const std::string& address, int rank,
-                                                       int world_size,
+StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const std::string& address, int rank, int world_size,
                                                        std::chrono::milliseconds timeout) {
   const std::string where = "rendezvous '" + address + "': ";
   if (world_size < 1 || world_size > kMaxWorldSize)
@@ -79,8 +77,7 @@ StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const std::string& addres
   return r;
 }
 
-Status Rendezvous::AcceptAll(const UniqueFd& listener, Clock::time_point deadline,
-                             std::chrono::milliseconds timeout) {
+Status Rendezvous::AcceptAll(const UniqueFd& listener, Clock::time_point deadline, std::chrono::milliseconds timeout) {
   struct Pending {
     UniqueFd fd;
     FrameReader reader;
@@ -100,10 +97,9 @@ Status Rendezvous::AcceptAll(const UniqueFd& listener, Clock::time_point deadlin
       std::string missing;
       for (int k = 1; k < world_size_; ++k)
         if (!peers_[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-      return fail_group(StatusCode::kDeadlineExceeded,
-                        Where() + "only " + std::to_string(joined + 1) + " of " +
-                            std::to_string(world_size_) + " ranks joined within " +
-                            Seconds(timeout) + "; missing: rank " + missing);
+      return fail_group(StatusCode::kDeadlineExceeded, Where() + "only " + std::to_string(joined + 1) + " of " +
+                                                           std::to_string(world_size_) + " ranks joined within " +
+                                                           Seconds(timeout) + "; missing: rank " + missing);
     }
     std::vector<pollfd> fds{{listener.get(), POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
@@ -124,9 +120,9 @@ Status Rendezvous::AcceptAll(const UniqueFd& listener, Clock::time_point deadlin
       const int r = static_cast<int>(hello.rank);
       const int size = static_cast<int>(hello.aux);
       if (size != world_size_)
-        return fail_group(StatusCode::kFailedPrecondition,
-                          Where() + "rank 0 expects world size " + std::to_string(world_size_) +
-                              ", rank " + std::to_string(r) + " says " + std::to_string(size));
+        return fail_group(StatusCode::kFailedPrecondition, Where() + "rank 0 expects world size " +
+                                                               std::to_string(world_size_) + ", rank " +
+                                                               std::to_string(r) + " says " + std::to_string(size));
       if (r <= 0 || r >= world_size_ || peers_[r])
         return fail_group(StatusCode::kFailedPrecondition,
                           Where() + "rank " + std::to_string(r) +
@@ -145,11 +141,11 @@ Status Rendezvous::AcceptAll(const UniqueFd& listener, Clock::time_point deadlin
         if (!fd.valid()) break;
         ucred cred{};
         socklen_t len = sizeof(cred);
-        if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-            cred.uid != ::geteuid()) {
+        if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
           SendReject(fd.get(), Where() + "rank 0 runs as uid " + std::to_string(::geteuid()) +
                                    " and accepts only processes of the same user; this one "
-                                   "runs as uid " + std::to_string(cred.uid));
+                                   "runs as uid " +
+                                   std::to_string(cred.uid));
           continue;
         }
         pending.push_back(Pending{std::move(fd), FrameReader()});
@@ -160,11 +156,9 @@ Status Rendezvous::AcceptAll(const UniqueFd& listener, Clock::time_point deadlin
   const auto welcome_deadline = std::max(deadline, Clock::now() + std::chrono::seconds(1));
   for (int k = 1; k < world_size_; ++k) {
     bool torn = false;
-    if (SendFrame(peers_[k]->fd.get(), FrameType::kWelcome, 0, 0, 0, {}, {}, welcome_deadline, -1,
-                  &torn) != 0)
+    if (SendFrame(peers_[k]->fd.get(), FrameType::kWelcome, 0, 0, 0, {}, {}, welcome_deadline, -1, &torn) != 0)
       return fail_group(StatusCode::kUnavailable,
-                        Where() + "rank " + std::to_string(k) +
-                            " went away before the group was complete");
+                        Where() + "rank " + std::to_string(k) + " went away before the group was complete");
   }
   return OkStatus();
 }
@@ -179,8 +173,7 @@ Status Rendezvous::ConnectToRoot(Clock::time_point deadline, std::chrono::millis
     // Nothing there yet (ENOENT), nobody listening (ECONNREFUSED) or a full backlog (EAGAIN).
     if (error != ENOENT && error != ECONNREFUSED && error != EAGAIN)
       return Status(StatusCode::kUnavailable,
-                    Where() + "rank " + std::to_string(rank_) + " cannot connect: " +
-                        std::strerror(error));
+                    Where() + "rank " + std::to_string(rank_) + " cannot connect: " + std::strerror(error));
     if (Clock::now() >= deadline)
       return Status(StatusCode::kDeadlineExceeded,
                     "no rank 0 listening at '" + address_.text + "' after " + Seconds(timeout));
@@ -189,12 +182,9 @@ Status Rendezvous::ConnectToRoot(Clock::time_point deadline, std::chrono::millis
   }
 
   bool torn = false;
-  if (int err = SendFrame(fd.get(), FrameType::kHello, rank_, world_size_, 0, {}, {}, deadline, -1,
-                          &torn);
-      err != 0)
+  if (int err = SendFrame(fd.get(), FrameType::kHello, rank_, world_size_, 0, {}, {}, deadline, -1, &torn); err != 0)
     return Status(StatusCode::kUnavailable,
-                  Where() + "rank " + std::to_string(rank_) + " could not say hello to rank 0: " +
-                      std::strerror(err));
+                  Where() + "rank " + std::to_string(rank_) + " could not say hello to rank 0: " + std::strerror(err));
   FrameReader reader;
   while (true) {
     pollfd p{fd.get(), POLLIN, 0};
@@ -202,24 +192,19 @@ Status Rendezvous::ConnectToRoot(Clock::time_point deadline, std::chrono::millis
     if (ready < 0 && errno != EINTR)
       return Status(StatusCode::kInternal, Where() + "poll failed: " + std::strerror(errno));
     if (ready == 0 && Clock::now() >= deadline)
-      return Status(StatusCode::kDeadlineExceeded,
-                    Where() + "rank " + std::to_string(rank_) +
-                        " reached rank 0 but the group was not complete after " +
-                        Seconds(timeout) + " (rank 0 is still waiting for other ranks)");
+      return Status(StatusCode::kDeadlineExceeded, Where() + "rank " + std::to_string(rank_) +
+                                                       " reached rank 0 but the group was not complete after " +
+                                                       Seconds(timeout) + " (rank 0 is still waiting for other ranks)");
     Frame reply;
     std::string error;
     switch (reader.Read(fd.get(), &reply, &error)) {
-      case FrameReader::Result::kWouldBlock:
-        continue;
+      case FrameReader::Result::kWouldBlock: continue;
       case FrameReader::Result::kClosed:
-        return Status(StatusCode::kUnavailable,
-                      Where() + "rank 0 closed the connection before the group was complete "
-                                "(rank 0 failed or exited: see its output)");
-      case FrameReader::Result::kError:
-        return Status(StatusCode::kUnavailable, Where() + "from rank 0: " + error);
+        return Status(StatusCode::kUnavailable, Where() + "rank 0 closed the connection before the group was complete "
+                                                          "(rank 0 failed or exited: see its output)");
+      case FrameReader::Result::kError: return Status(StatusCode::kUnavailable, Where() + "from rank 0: " + error);
       case FrameReader::Result::kFrame:
-        if (reply.type == FrameType::kReject)
-          return Status(StatusCode::kFailedPrecondition, reply.body);
+        if (reply.type == FrameType::kReject) return Status(StatusCode::kFailedPrecondition, reply.body);
         if (reply.type != FrameType::kWelcome)
           return Status(StatusCode::kInternal, Where() + "unexpected message from rank 0 during "
                                                          "the handshake");

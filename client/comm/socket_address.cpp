@@ -46,8 +46,7 @@ StatusOr<SocketAddress> ParseSocketAddress(const std::string& text) {
 StatusOr<UniqueFd> ListenAt(const SocketAddress& address, int backlog) {
   const std::string where = "rendezvous " + Quoted(address.text) + ": ";
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid())
-    return Status(StatusCode::kInternal, where + "socket() failed: " + std::strerror(errno));
+  if (!fd.valid()) return Status(StatusCode::kInternal, where + "socket() failed: " + std::strerror(errno));
   const auto* sa = reinterpret_cast<const sockaddr*>(&address.addr);
   if (::bind(fd.get(), sa, address.length) != 0) {
     int err = errno;
@@ -64,16 +63,13 @@ StatusOr<UniqueFd> ListenAt(const SocketAddress& address, int backlog) {
       return Status(StatusCode::kFailedPrecondition,
                     where + "another rank 0 is already listening there (two launches sharing "
                             "one address?)");
-    if (err != 0)
-      return Status(StatusCode::kUnavailable,
-                    where + "rank 0 cannot listen there: " + std::strerror(err));
+    if (err != 0) return Status(StatusCode::kUnavailable, where + "rank 0 cannot listen there: " + std::strerror(err));
   }
   // bind() creates the file under the umask; only this user's processes may join.
   if (!address.abstract && ::chmod(address.text.c_str(), 0600) != 0) {
     int err = errno;
     ::unlink(address.text.c_str());
-    return Status(StatusCode::kUnavailable,
-                  where + "cannot make the socket file mode 0600: " + std::strerror(err));
+    return Status(StatusCode::kUnavailable, where + "cannot make the socket file mode 0600: " + std::strerror(err));
   }
   if (::listen(fd.get(), backlog) != 0) {
     int err = errno;
@@ -99,8 +95,8 @@ UniqueFd TryConnect(const SocketAddress& address, int* error) {
     pollfd p{fd.get(), POLLOUT, 0};
     int so_error = 0;
     socklen_t len = sizeof(so_error);
-    if (::poll(&p, 1, 100) == 1 &&
-        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error == 0) {
+    if (::poll(&p, 1, 100) == 1 && ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 &&
+        so_error == 0) {
       *error = 0;
       return fd;
     }

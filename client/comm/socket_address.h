@@ -13,7 +13,7 @@
 namespace kiln::client::comm {
 
 struct SocketAddress {
-  std::string text;   // as given: "/tmp/x.sock" or "@name"
+  std::string text;  // as given: "/tmp/x.sock" or "@name"
   bool abstract = false;
   sockaddr_un addr{};
   socklen_t length = 0;

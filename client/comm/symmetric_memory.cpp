@@ -30,8 +30,7 @@ struct FdList {
 }  // namespace
 
 Status SymmetricMemory::MapHandle(Mapping& m, int device) {
-  KILN_RETURN_IF_ERROR(driver_.Check(driver_.cuMemAddressReserve(&m.ptr, size_, 0, 0, 0),
-                                     "cuMemAddressReserve"));
+  KILN_RETURN_IF_ERROR(driver_.Check(driver_.cuMemAddressReserve(&m.ptr, size_, 0, 0, 0), "cuMemAddressReserve"));
   m.reserved = size_;
   KILN_RETURN_IF_ERROR(driver_.Check(driver_.cuMemMap(m.ptr, size_, 0, m.handle, 0), "cuMemMap"));
   m.mapped = true;
@@ -42,9 +41,9 @@ Status SymmetricMemory::MapHandle(Mapping& m, int device) {
   return driver_.Check(driver_.cuMemSetAccess(m.ptr, size_, &access, 1), "cuMemSetAccess");
 }
 
-StatusOr<std::unique_ptr<SymmetricMemory>> SymmetricMemory::Create(
-    const CudaDriver& driver, int device, size_t bytes, Rendezvous& rendezvous,
-    std::chrono::milliseconds timeout) {
+StatusOr<std::unique_ptr<SymmetricMemory>> SymmetricMemory::Create(const CudaDriver& driver, int device, size_t bytes,
+                                                                   Rendezvous& rendezvous,
+                                                                   std::chrono::milliseconds timeout) {
   const int world = rendezvous.world_size();
   const int rank = rendezvous.rank();
   std::unique_ptr<SymmetricMemory> memory(new SymmetricMemory(driver, rank));
@@ -52,10 +51,9 @@ StatusOr<std::unique_ptr<SymmetricMemory>> SymmetricMemory::Create(
 
   CUmemAllocationProp prop = DeviceProp(device);
   size_t granularity = 0;
-  KILN_RETURN_IF_ERROR(driver.Check(
-      driver.cuMemGetAllocationGranularity(&granularity, &prop,
-                                           CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-      "cuMemGetAllocationGranularity"));
+  KILN_RETURN_IF_ERROR(
+      driver.Check(driver.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                   "cuMemGetAllocationGranularity"));
   if (granularity == 0) granularity = 2u << 20;
   memory->size_ = (bytes + granularity - 1) / granularity * granularity;
 
@@ -63,18 +61,16 @@ StatusOr<std::unique_ptr<SymmetricMemory>> SymmetricMemory::Create(
   Mapping& own = memory->mappings_[static_cast<size_t>(rank)];
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuMemCreate(&own.handle, memory->size_, &prop, 0),
                                     "cuMemCreate(" + std::to_string(memory->size_) +
-                                        " bytes on cuda:" + std::to_string(device) +
-                                        ", POSIX fd handle)"));
+                                        " bytes on cuda:" + std::to_string(device) + ", POSIX fd handle)"));
   own.has_handle = true;
   KILN_RETURN_IF_ERROR(memory->MapHandle(own, device));
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuMemsetD8(own.ptr, 0, memory->size_), "cuMemsetD8"));
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuCtxSynchronize(), "cuCtxSynchronize"));
 
   int exported = -1;
-  KILN_RETURN_IF_ERROR(driver.Check(
-      driver.cuMemExportToShareableHandle(&exported, own.handle,
-                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-      "cuMemExportToShareableHandle(POSIX fd)"));
+  KILN_RETURN_IF_ERROR(driver.Check(driver.cuMemExportToShareableHandle(&exported, own.handle,
+                                                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                                    "cuMemExportToShareableHandle(POSIX fd)"));
   FdList own_fd{{exported}};
 
   auto gathered = rendezvous.AllGather(std::to_string(memory->size_), own_fd.fds, timeout);
@@ -93,15 +89,13 @@ StatusOr<std::unique_ptr<SymmetricMemory>> SymmetricMemory::Create(
     if (r == rank) continue;
     Mapping& m = memory->mappings_[static_cast<size_t>(r)];
     void* os_handle = reinterpret_cast<void*>(static_cast<uintptr_t>(c.fds[0]));
-    KILN_RETURN_IF_ERROR(driver.Check(
-        driver.cuMemImportFromShareableHandle(&m.handle, os_handle,
-                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-        "cuMemImportFromShareableHandle(rank " + std::to_string(r) + ")"));
+    KILN_RETURN_IF_ERROR(driver.Check(driver.cuMemImportFromShareableHandle(&m.handle, os_handle,
+                                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                                      "cuMemImportFromShareableHandle(rank " + std::to_string(r) + ")"));
     m.has_handle = true;
     Status mapped = memory->MapHandle(m, device);
     if (!mapped.ok())
-      return mapped.WithContext("mapping rank " + std::to_string(r) + "'s memory on cuda:" +
-                                std::to_string(device) +
+      return mapped.WithContext("mapping rank " + std::to_string(r) + "'s memory on cuda:" + std::to_string(device) +
                                 " (are the GPUs connected by NVLink or PCIe P2P?)");
   }
   return memory;

@@ -28,9 +28,8 @@ class SymmetricMemory {
   // Collective: every rank calls it with the same `bytes`. The allocation (rounded up to the
   // driver's granularity) is zeroed before any peer can see it. The calling thread must have a
   // context of `device` current.
-  static StatusOr<std::unique_ptr<SymmetricMemory>> Create(const CudaDriver& driver, int device,
-                                                           size_t bytes, Rendezvous& rendezvous,
-                                                           std::chrono::milliseconds timeout);
+  static StatusOr<std::unique_ptr<SymmetricMemory>> Create(const CudaDriver& driver, int device, size_t bytes,
+                                                           Rendezvous& rendezvous, std::chrono::milliseconds timeout);
   ~SymmetricMemory();
   SymmetricMemory(const SymmetricMemory&) = delete;
   SymmetricMemory& operator=(const SymmetricMemory&) = delete;

@@ -130,8 +130,12 @@ Json MetaJson(const OpCall& call, const std::string& status) {
   for (const auto& t : call.tensors) tensors.push_back(TensorJson(t));
   Json kernels = Json::array();
   for (const auto& k : call.kernels) {
-    Json kj = {{"uri", k.uri},       {"cache_key", k.cache_key},           {"arch", k.arch},
-               {"entry", k.entry},   {"grid", DimsJson(k.config.grid)},    {"block", DimsJson(k.config.block)},
+    Json kj = {{"uri", k.uri},
+               {"cache_key", k.cache_key},
+               {"arch", k.arch},
+               {"entry", k.entry},
+               {"grid", DimsJson(k.config.grid)},
+               {"block", DimsJson(k.config.block)},
                {"dynamic_smem", k.config.dynamic_smem_bytes}};
     if (k.config.cluster.x > 0) kj["cluster"] = DimsJson(k.config.cluster);
     if (!k.backend.empty()) kj["backend"] = k.backend;
@@ -158,8 +162,10 @@ Json MetaJson(const OpCall& call, const std::string& status) {
 template <typename Want>
 Status WriteTensors(const OpCall& call, const std::string& path, Want&& want) {
   std::vector<SafetensorsEntry> entries;
-  std::map<std::string, std::string> metadata = {{"kiln.format", kDumpFormat}, {"kiln.op", call.op},
-                                                 {"kiln.api", call.api}, {"kiln.call", std::to_string(call.id)}};
+  std::map<std::string, std::string> metadata = {{"kiln.format", kDumpFormat},
+                                                 {"kiln.op", call.op},
+                                                 {"kiln.api", call.api},
+                                                 {"kiln.call", std::to_string(call.id)}};
   std::vector<const CallTensor*> chosen;
   for (const auto& t : call.tensors) {
     if (!want(t)) continue;
@@ -193,8 +199,7 @@ std::string Human(int64_t bytes) {
     std::snprintf(buffer, sizeof(buffer), "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
   else if (bytes >= (1 << 20))
     std::snprintf(buffer, sizeof(buffer), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  else
-    std::snprintf(buffer, sizeof(buffer), "%lld B", static_cast<long long>(bytes));
+  else std::snprintf(buffer, sizeof(buffer), "%lld B", static_cast<long long>(bytes));
   return buffer;
 }
 
@@ -204,8 +209,7 @@ Status MakeFolders(const std::string& path) {
   if (path.empty()) return InvalidArgument("an empty folder path");
   for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix = path.substr(0, slash);
-    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
-      return Errno("creating " + prefix);
+    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return Errno("creating " + prefix);
     if (slash == std::string::npos) break;
   }
   struct stat st = {};
@@ -247,13 +251,15 @@ std::string CallDumper::BeginCall(const OpCall& call, std::string* note) {
     if (stopped_) return "";
     if (count_ + 1 > max_count_) {
       stopped_ = true;
-      *note = "dumps stopped: KILN_DUMP_MAX_COUNT=" + std::to_string(max_count_) + " calls dumped; no later call is dumped";
+      *note = "dumps stopped: KILN_DUMP_MAX_COUNT=" + std::to_string(max_count_) +
+              " calls dumped; no later call is dumped";
       return "";
     }
     if (bytes_ + bytes > max_bytes_) {
       stopped_ = true;
-      *note = "dumps stopped: this call's " + Human(bytes) + " of tensors would pass KILN_DUMP_MAX_BYTES=" +
-              std::to_string(max_bytes_) + " (" + Human(bytes_) + " written); no later call is dumped";
+      *note = "dumps stopped: this call's " + Human(bytes) +
+              " of tensors would pass KILN_DUMP_MAX_BYTES=" + std::to_string(max_bytes_) + " (" + Human(bytes_) +
+              " written); no later call is dumped";
       return "";
     }
     if (Status s = EnsureRoot(); !s.ok()) {
@@ -265,7 +271,8 @@ std::string CallDumper::BeginCall(const OpCall& call, std::string* note) {
     bytes_ += bytes;
   }
   char name[64];
-  std::snprintf(name, sizeof(name), "%06llu_%d_", static_cast<unsigned long long>(call.id), static_cast<int>(::getpid()));
+  std::snprintf(name, sizeof(name), "%06llu_%d_", static_cast<unsigned long long>(call.id),
+                static_cast<int>(::getpid()));
   folder = root_ + "/" + name + call.op;
   if (::mkdir(folder.c_str(), 0700) != 0) {
     *note = "dump failed: creating " + folder + ": " + std::strerror(errno);

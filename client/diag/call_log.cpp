@@ -69,8 +69,8 @@ int CallLog::FileFd() {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     failed_ = true;
-    const std::string line = "[kiln] KILN_LOGDEST='" + dest_ + "': cannot open " + path + ": " +
-                             std::strerror(errno) + "; the call log goes to stderr\n";
+    const std::string line = "[kiln] KILN_LOGDEST='" + dest_ + "': cannot open " + path + ": " + std::strerror(errno) +
+                             "; the call log goes to stderr\n";
     WriteAll(2, line.data(), line.size());
     return -1;
   }

@@ -23,8 +23,8 @@ namespace {
 // What one traced call carries besides its record.
 struct ActiveCall {
   OpCall* call = nullptr;
-  int level = 0;            // KILN_LOGLEVEL (0 while only an observer traces)
-  bool selected = false;    // passes KILN_DUMP_INCLUDE / EXCLUDE (gates statistics and dumps)
+  int level = 0;          // KILN_LOGLEVEL (0 while only an observer traces)
+  bool selected = false;  // passes KILN_DUMP_INCLUDE / EXCLUDE (gates statistics and dumps)
   bool launched = false;
   bool capturing = false;   // the stream was capturing a CUDA graph at the first launch
   std::string dump_folder;  // non-empty once the inputs were dumped

@@ -13,9 +13,9 @@
 // logs the call before running the body (level 1: the name; 3: params and inputs), keeps the
 // record as this thread's current call while the body runs, and logs the outcome after.
 // BeforeLaunch is the loader's launch observer (client/core/loader/launch_observer.h), which
-// Traced installs: LaunchFunction calls it right before cuLaunchKernelEx. The kernel line goes out before the launch, and on the call's first launch the
-// inputs' statistics (level 5) and dump (level 10) are taken — after validation, so they
-// never read memory a refused call pointed at.
+// Traced installs: LaunchFunction calls it right before cuLaunchKernelEx. The kernel line goes out before the launch,
+// and on the call's first launch the inputs' statistics (level 5) and dump (level 10) are taken — after validation, so
+// they never read memory a refused call pointed at.
 #pragma once
 
 #include <functional>

@@ -62,8 +62,7 @@ bool ParseByteCount(const std::string& text, int64_t* bytes) {
 DiagConfig ParseDiagConfig(const EnvLookup& env, std::vector<std::string>* warnings) {
   DiagConfig c;
   auto warn = [&](const char* name, const char* value, const std::string& accepted, const std::string& fallback) {
-    warnings->push_back(std::string(name) + "=" + Quoted(value) + " is not valid: " + accepted + "; using " +
-                        fallback);
+    warnings->push_back(std::string(name) + "=" + Quoted(value) + " is not valid: " + accepted + "; using " + fallback);
   };
   auto get = [&](const char* name) -> const char* {
     const char* v = env(name);
@@ -72,27 +71,21 @@ DiagConfig ParseDiagConfig(const EnvLookup& env, std::vector<std::string>* warni
 
   if (const char* v = get("KILN_LOGLEVEL")) {
     int64_t level = 0;
-    if (ParseInt(v, &level) && level >= 0 && level <= kMaxLevel)
-      c.level = static_cast<int>(level);
+    if (ParseInt(v, &level) && level >= 0 && level <= kMaxLevel) c.level = static_cast<int>(level);
     else
-      warn("KILN_LOGLEVEL", v,
-           "expected an integer 0..10 (0 off, 1 op names, 3 arguments, 5 statistics, 10 dumps)",
+      warn("KILN_LOGLEVEL", v, "expected an integer 0..10 (0 off, 1 op names, 3 arguments, 5 statistics, 10 dumps)",
            "0 (call logging off)");
   }
   if (const char* v = get("KILN_LOGDEST")) c.dest = v;  // any path is a path; opening it is checked later
   if (const char* v = get("KILN_DUMP_DIR")) c.dump_dir = v;
   if (const char* v = get("KILN_DUMP_MAX_COUNT")) {
     int64_t count = 0;
-    if (ParseInt(v, &count) && count >= 0)
-      c.dump_max_count = count;
-    else
-      warn("KILN_DUMP_MAX_COUNT", v, "expected a number of calls >= 0",
-           std::to_string(kDefaultDumpMaxCount));
+    if (ParseInt(v, &count) && count >= 0) c.dump_max_count = count;
+    else warn("KILN_DUMP_MAX_COUNT", v, "expected a number of calls >= 0", std::to_string(kDefaultDumpMaxCount));
   }
   if (const char* v = get("KILN_DUMP_MAX_BYTES")) {
     int64_t bytes = 0;
-    if (ParseByteCount(v, &bytes))
-      c.dump_max_bytes = bytes;
+    if (ParseByteCount(v, &bytes)) c.dump_max_bytes = bytes;
     else
       warn("KILN_DUMP_MAX_BYTES", v, "expected a number of bytes >= 0, optionally with K, M or G (x1024)",
            std::to_string(kDefaultDumpMaxBytes) + " (20G)");
@@ -101,10 +94,8 @@ DiagConfig ParseDiagConfig(const EnvLookup& env, std::vector<std::string>* warni
   if (const char* v = get("KILN_DUMP_EXCLUDE")) c.exclude = SplitPatterns(v);
   if (const char* v = get("KILN_DUMP_TEST_PAUSE_MS")) {
     int64_t ms = 0;
-    if (ParseInt(v, &ms) && ms >= 0 && ms <= 3600 * 1000)
-      c.test_pause_ms = ms;
-    else
-      warn("KILN_DUMP_TEST_PAUSE_MS", v, "expected milliseconds 0..3600000 (a test hook)", "0");
+    if (ParseInt(v, &ms) && ms >= 0 && ms <= 3600 * 1000) c.test_pause_ms = ms;
+    else warn("KILN_DUMP_TEST_PAUSE_MS", v, "expected milliseconds 0..3600000 (a test hook)", "0");
   }
   return c;
 }

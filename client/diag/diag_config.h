@@ -32,13 +32,13 @@ inline constexpr int64_t kDefaultDumpMaxCount = 1000;
 inline constexpr int64_t kDefaultDumpMaxBytes = int64_t{20} << 30;  // 20 GiB
 
 struct DiagConfig {
-  int level = kLevelOff;                 // KILN_LOGLEVEL
-  std::string dest = "stderr";           // KILN_LOGDEST: "stderr", "stdout" or a path
-  std::string dump_dir;                  // KILN_DUMP_DIR; empty: no dumps
+  int level = kLevelOff;                          // KILN_LOGLEVEL
+  std::string dest = "stderr";                    // KILN_LOGDEST: "stderr", "stdout" or a path
+  std::string dump_dir;                           // KILN_DUMP_DIR; empty: no dumps
   int64_t dump_max_count = kDefaultDumpMaxCount;  // KILN_DUMP_MAX_COUNT: calls dumped at most
   int64_t dump_max_bytes = kDefaultDumpMaxBytes;  // KILN_DUMP_MAX_BYTES: tensor bytes at most
-  std::vector<std::string> include;      // KILN_DUMP_INCLUDE: fnmatch globs; empty: every op
-  std::vector<std::string> exclude;      // KILN_DUMP_EXCLUDE: fnmatch globs
+  std::vector<std::string> include;               // KILN_DUMP_INCLUDE: fnmatch globs; empty: every op
+  std::vector<std::string> exclude;               // KILN_DUMP_EXCLUDE: fnmatch globs
   // KILN_DUMP_TEST_PAUSE_MS, a test hook: sleep this long after a call's inputs were dumped
   // and before its launch, so a test can kill the process mid-call. 0: off.
   int64_t test_pause_ms = 0;

@@ -72,9 +72,7 @@ StatusOr<DumpedCall> ReadDumpedCall(const std::string& folder) {
   std::stringstream text;
   text << in.rdbuf();
   const Json meta = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  auto bad = [&](const std::string& what) {
-    return Status(StatusCode::kDataLoss, meta_path + ": " + what);
-  };
+  auto bad = [&](const std::string& what) { return Status(StatusCode::kDataLoss, meta_path + ": " + what); };
   if (!meta.is_object()) return bad("not a JSON object (damaged?)");
   if (Text(meta, "format") != kDumpFormat)
     return InvalidArgument(meta_path + ": format '" + Text(meta, "format") + "' is not " + kDumpFormat +
@@ -133,7 +131,8 @@ StatusOr<DumpedCall> ReadDumpedCall(const std::string& folder) {
     if (meta.contains("environment"))
       for (auto it = meta["environment"].begin(); it != meta["environment"].end(); ++it)
         d.environment[it.key()] = it.value().get<std::string>();
-    if (meta.contains("result")) d.result = std::make_pair(Text(meta["result"], "code"), Text(meta["result"], "message"));
+    if (meta.contains("result"))
+      d.result = std::make_pair(Text(meta["result"], "code"), Text(meta["result"], "message"));
   } catch (const std::exception& e) {
     return bad(std::string("unexpected content: ") + e.what());
   }

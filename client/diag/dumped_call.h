@@ -50,9 +50,9 @@ struct DumpedCall {
   DumpedDevice device;
   std::map<std::string, std::string> environment;
   std::optional<std::pair<std::string, std::string>> result;  // code name, message
-  std::optional<SafetensorsFile> inputs;   // absent when the process died while writing them
-  std::string inputs_missing;              // why inputs is absent
-  std::optional<SafetensorsFile> outputs;  // absent unless the call completed OK
+  std::optional<SafetensorsFile> inputs;                      // absent when the process died while writing them
+  std::string inputs_missing;                                 // why inputs is absent
+  std::optional<SafetensorsFile> outputs;                     // absent unless the call completed OK
   std::string outputs_missing;
 
   const std::string* Param(const std::string& name) const;  // null when not recorded

@@ -30,12 +30,12 @@ struct CallTensor {
 
 // One kernel launch of the call, as reported right before cuLaunchKernelEx.
 struct KernelChoice {
-  std::string uri;        // empty when the launch came without a module (never for ops)
+  std::string uri;  // empty when the launch came without a module (never for ops)
   std::string cache_key;
-  std::string arch;       // what the cubin was built for
+  std::string arch;  // what the cubin was built for
   std::string entry;
   LaunchConfig config;
-  std::string backend;    // the op's choice at this launch (split-KV schedule, algorithm), or ""
+  std::string backend;  // the op's choice at this launch (split-KV schedule, algorithm), or ""
 };
 
 struct OpCall {

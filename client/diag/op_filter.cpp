@@ -13,8 +13,8 @@ bool AnyMatches(const std::vector<std::string>& patterns, const std::string& op,
 
 }  // namespace
 
-bool OpSelected(const std::vector<std::string>& include, const std::vector<std::string>& exclude,
-                const std::string& op, const std::string& api) {
+bool OpSelected(const std::vector<std::string>& include, const std::vector<std::string>& exclude, const std::string& op,
+                const std::string& api) {
   if (!include.empty() && !AnyMatches(include, op, api)) return false;
   return !AnyMatches(exclude, op, api);
 }

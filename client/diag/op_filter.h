@@ -10,7 +10,7 @@
 
 namespace kiln::client::diag {
 
-bool OpSelected(const std::vector<std::string>& include, const std::vector<std::string>& exclude,
-                const std::string& op, const std::string& api);
+bool OpSelected(const std::vector<std::string>& include, const std::vector<std::string>& exclude, const std::string& op,
+                const std::string& api);
 
 }  // namespace kiln::client::diag

@@ -16,9 +16,7 @@
 namespace kiln::client::diag {
 namespace {
 
-Status Errno(const std::string& what) {
-  return Status(StatusCode::kInternal, what + ": " + std::strerror(errno));
-}
+Status Errno(const std::string& what) { return Status(StatusCode::kInternal, what + ": " + std::strerror(errno)); }
 
 Status WriteAll(int fd, const void* data, size_t size, const std::string& path) {
   const char* p = static_cast<const char*>(data);
@@ -54,8 +52,8 @@ const char* SafetensorsDType(DType dtype) {
 }
 
 std::optional<DType> DTypeFromSafetensors(const std::string& name) {
-  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32,
-                  DType::kInt64})
+  for (DType d :
+       {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32, DType::kInt64})
     if (name == SafetensorsDType(d)) return d;
   return std::nullopt;
 }
@@ -75,7 +73,8 @@ StatusOr<SafetensorsWriter> SafetensorsWriter::Create(const std::string& path, s
     if (e.name == "__metadata__" || header.contains(e.name))
       return InvalidArgument("safetensors: tensor name '" + e.name + "' is reserved or repeated");
     const size_t bytes = e.Bytes();
-    header[e.name] = {{"dtype", SafetensorsDType(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[e.name] = {
+        {"dtype", SafetensorsDType(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -121,8 +120,8 @@ Status SafetensorsWriter::Append(const std::vector<uint8_t>& bytes) {
 Status SafetensorsWriter::Commit() {
   if (fd_ < 0) return Status(StatusCode::kInternal, "safetensors: " + path_ + " was already committed");
   if (next_ != entries_.size())
-    return Status(StatusCode::kInternal, "safetensors: " + std::to_string(entries_.size() - next_) +
-                                             " tensors of " + path_ + " were never written");
+    return Status(StatusCode::kInternal, "safetensors: " + std::to_string(entries_.size() - next_) + " tensors of " +
+                                             path_ + " were never written");
   const std::string tmp = path_ + ".tmp";
   if (::fsync(fd_) != 0) return Errno("fsync " + tmp);
   ::close(fd_);
@@ -152,8 +151,8 @@ StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | length[i];
   if (header_size > file_size - 8 || header_size > (uint64_t{100} << 20))
-    return Corrupt(path, "header of " + std::to_string(header_size) + " bytes in a file of " +
-                             std::to_string(file_size));
+    return Corrupt(path,
+                   "header of " + std::to_string(header_size) + " bytes in a file of " + std::to_string(file_size));
   std::string text(header_size, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(header_size))) return Corrupt(path, "header cut short");
   const uint64_t data_size = file_size - 8 - header_size;
@@ -200,7 +199,8 @@ StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
                                " elements of " + e["dtype"].get<std::string>());
     t.bytes.resize(end - begin);
     in.seekg(static_cast<std::streamoff>(8 + header_size + begin));
-    if (!t.bytes.empty() && !in.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size())))
+    if (!t.bytes.empty() &&
+        !in.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size())))
       return Corrupt(path, name + ": data cut short");
     ranges.emplace_back(begin, end);
     file.tensors.push_back(std::move(t));
@@ -211,7 +211,8 @@ StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
   std::vector<SafetensorsTensor> sorted;
   for (size_t k = 0; k < order.size(); ++k) {
-    if (k > 0 && ranges[order[k]].first < ranges[order[k - 1]].second && ranges[order[k]].first != ranges[order[k]].second)
+    if (k > 0 && ranges[order[k]].first < ranges[order[k - 1]].second &&
+        ranges[order[k]].first != ranges[order[k]].second)
       return Corrupt(path, file.tensors[order[k]].name + " overlaps " + file.tensors[order[k - 1]].name);
     sorted.push_back(std::move(file.tensors[order[k]]));
   }

@@ -34,7 +34,8 @@ ElementSpan CoveringSpan(const TensorView& t) {
   int64_t lo = 0, hi = 0;
   for (int d = 0; d < t.ndim; ++d) {
     const int64_t reach = (t.shape[d] - 1) * t.strides[d];
-    if (reach < 0) lo += reach; else hi += reach;
+    if (reach < 0) lo += reach;
+    else hi += reach;
   }
   return {lo, hi + 1};
 }

@@ -112,7 +112,7 @@ StatusOr<StatsView> PrepareView(const TensorView& t) {
   };
   Dim dims[kMaxTensorDims];
   int ndim = 0;
-  __int128 span = 0;       // elements between the lowest and the highest address
+  __int128 span = 0;        // elements between the lowest and the highest address
   __int128 base_shift = 0;  // elements from t.data to the lowest address
   for (int d = 0; d < t.ndim; ++d) {
     if (t.shape[d] == 1) continue;  // its stride is never used
@@ -248,7 +248,8 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
                   std::string(kApi) + ": the stream is capturing a CUDA graph; statistics wait for the stream, "
                                       "which a capture does not allow");
 
-  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kStatsKernels, StatsSpec{t.dtype}, t.device.index, kApi));
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
+                        PrepareOpLaunch(kStatsKernels, StatsSpec{t.dtype}, t.device.index, kApi));
   const CUcontext context = ready.context;
   const EntryLaunchReady& e = ready.launch->entry();
   int64_t blocks = (view.numel + e.block - 1) / e.block;
@@ -267,15 +268,16 @@ StatusOr<TensorStats> ComputeTensorStats(const TensorView& t, void* stream) {
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
-  if (Status s = LaunchFunction(driver, e.function, config, args, ::kiln::diag::kTensorStatsEntry, &ready.launch->library->info);
+  if (Status s = LaunchFunction(driver, e.function, config, args, ::kiln::diag::kTensorStatsEntry,
+                                &ready.launch->library->info);
       !s.ok()) {
     pool.Give(context, *buffer, bytes);  // nothing was launched
     return s.WithContext(kApi);
   }
   std::vector<PartialAbi> partials(static_cast<size_t>(blocks));
-  const Status copied = driver.Check(
-      driver.cuMemcpyDtoHAsync(partials.data(), *buffer, bytes, static_cast<CUstream>(stream)),
-      "cuMemcpyDtoHAsync(partial records)");
+  const Status copied = driver.Check(driver.cuMemcpyDtoHAsync(partials.data(), *buffer, bytes,
+                                                              static_cast<CUstream>(stream)),
+                                     "cuMemcpyDtoHAsync(partial records)");
   const Status synced = driver.Check(driver.cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
   // After a failed wait the kernel may still write the buffer: it is not reused (48 KiB lost).
   if (!synced.ok()) return synced.WithContext(kApi);

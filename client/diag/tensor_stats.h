@@ -12,7 +12,7 @@
 namespace kiln::client::diag {
 
 struct TensorStats {
-  int64_t count = 0;      // elements looked at (numel)
+  int64_t count = 0;  // elements looked at (numel)
   int64_t nan_count = 0;
   int64_t inf_count = 0;  // +Inf and -Inf
   int64_t finite_count = 0;

@@ -60,8 +60,7 @@ ArgReader& ArgReader::Param(const char* name, float& value) {
 
 ArgReader& ArgReader::Param(const char* name, int64_t& value) {
   const std::string* text = Text(name);
-  if (text != nullptr &&
-      !ParseWhole(*text, &value, [](const char* s, char** e) { return std::strtoll(s, e, 10); }))
+  if (text != nullptr && !ParseWhole(*text, &value, [](const char* s, char** e) { return std::strtoll(s, e, 10); }))
     Fail("param " + std::string(name) + "='" + *text + "' is not an integer");
   return *this;
 }
@@ -75,8 +74,7 @@ ArgReader& ArgReader::Param(const char* name, int& value) {
 
 ArgReader& ArgReader::Param(const char* name, uint64_t& value) {
   const std::string* text = Text(name);
-  if (text != nullptr &&
-      !ParseWhole(*text, &value, [](const char* s, char** e) { return std::strtoull(s, e, 10); }))
+  if (text != nullptr && !ParseWhole(*text, &value, [](const char* s, char** e) { return std::strtoull(s, e, 10); }))
     Fail("param " + std::string(name) + "='" + *text + "' is not an integer");
   return *this;
 }

@@ -82,8 +82,7 @@ StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
 Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok) {
   if (a.empty() || b.empty()) return OkStatus();
   if (a.end() <= b.begin() || b.end() <= a.begin()) return OkStatus();
-  if (same_is_ok && a.data == b.data && a.row_stride == b.row_stride && a.hidden == b.hidden)
-    return OkStatus();
+  if (same_is_ok && a.data == b.data && a.row_stride == b.row_stride && a.hidden == b.hidden) return OkStatus();
   // Interleaved rows of one buffer (e.g. the two halves of [rows, 2*hidden]) share no element
   // when every row of one lies in the gap between two rows of the other.
   if (a.row_stride == b.row_stride && a.element_size == b.element_size) {

@@ -20,8 +20,7 @@ bool ParseSeconds(const std::string& text, std::chrono::milliseconds* out) {
   char* end = nullptr;
   errno = 0;
   double s = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(s) || s < 0 || s > 86400)
-    return false;
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(s) || s < 0 || s > 86400) return false;
   *out = std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)));
   return true;
 }
@@ -64,13 +63,12 @@ ParsedLaunch ParseLaunchArguments(const std::vector<std::string>& args) {
     } else if (is(arg, "--nproc") || arg.rfind("-n", 0) == 0) {
       const std::string name = arg.rfind("--nproc", 0) == 0 ? "--nproc" : "-n";
       if (!value_of(arg, name, &value)) {
-        parsed.error = name + " needs a value: the number of processes (1.." +
-                       std::to_string(kMaxRanks) + ")";
+        parsed.error = name + " needs a value: the number of processes (1.." + std::to_string(kMaxRanks) + ")";
         return parsed;
       }
       if (!ParseRanks(value, &o.nproc)) {
-        parsed.error = name + " '" + value + "': the number of processes must be a whole number " +
-                       "from 1 to " + std::to_string(kMaxRanks);
+        parsed.error = name + " '" + value + "': the number of processes must be a whole number " + "from 1 to " +
+                       std::to_string(kMaxRanks);
         return parsed;
       }
       have_nproc = true;
@@ -80,8 +78,7 @@ ParsedLaunch ParseLaunchArguments(const std::vector<std::string>& args) {
         return parsed;
       }
       if (!ParseSeconds(value, &o.grace)) {
-        parsed.error =
-            "--grace-s '" + value + "': give seconds from 0 to 86400 (fractions allowed)";
+        parsed.error = "--grace-s '" + value + "': give seconds from 0 to 86400 (fractions allowed)";
         return parsed;
       }
     } else {
@@ -92,10 +89,8 @@ ParsedLaunch ParseLaunchArguments(const std::vector<std::string>& args) {
   o.command.assign(args.begin() + static_cast<long>(std::min(i, args.size())), args.end());
   if (o.help || o.version) return parsed;
   if (!have_nproc)
-    parsed.error = "-n/--nproc is required: how many processes to start (1.." +
-                   std::to_string(kMaxRanks) + ")";
-  else if (o.command.empty())
-    parsed.error = "no command given: kiln-launch -n N [--] CMD [ARGS...]";
+    parsed.error = "-n/--nproc is required: how many processes to start (1.." + std::to_string(kMaxRanks) + ")";
+  else if (o.command.empty()) parsed.error = "no command given: kiln-launch -n N [--] CMD [ARGS...]";
   return parsed;
 }
 

@@ -54,8 +54,7 @@ LaunchIdentity NewLaunchIdentity(std::string* error) {
   return id;
 }
 
-std::map<std::string, std::string> RankEnvironment(const LaunchIdentity& identity, int rank,
-                                                   int world_size) {
+std::map<std::string, std::string> RankEnvironment(const LaunchIdentity& identity, int rank, int world_size) {
   const std::string r = std::to_string(rank);
   const std::string n = std::to_string(world_size);
   // One node: the local rank is the rank, the local world is the world.

@@ -17,7 +17,6 @@ struct LaunchIdentity {
 LaunchIdentity NewLaunchIdentity(std::string* error);
 
 // The variables kiln-launch sets for `rank` (added to, or replacing, the inherited ones).
-std::map<std::string, std::string> RankEnvironment(const LaunchIdentity& identity, int rank,
-                                                   int world_size);
+std::map<std::string, std::string> RankEnvironment(const LaunchIdentity& identity, int rank, int world_size);
 
 }  // namespace kiln::launch

@@ -79,8 +79,7 @@ std::vector<std::string> EnvironmentFor(const LaunchIdentity& identity, int rank
 
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& options, const LaunchIdentity& identity)
-      : options_(options), identity_(identity) {}
+  Supervisor(const LaunchOptions& options, const LaunchIdentity& identity) : options_(options), identity_(identity) {}
   int Run();
 
  private:
@@ -89,8 +88,7 @@ class Supervisor {
   void OnSignal(int sig, int code);
   void SignalRunning(int sig);
   int Running() const {
-    return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(),
-                                          [](const Rank& r) { return r.running; }));
+    return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; }));
   }
   int ExitStatus() const;
 
@@ -151,8 +149,7 @@ bool Supervisor::Start(Rank& r) {
       ::close(out_pipe[0]);
       ::close(err_pipe[0]);
     }
-    Say(std::string("cannot start rank ") + std::to_string(r.rank) + ": fork failed: " +
-        std::strerror(fork_errno));
+    Say(std::string("cannot start rank ") + std::to_string(r.rank) + ": fork failed: " + std::strerror(fork_errno));
     first_failure_ = kExitLauncherError;
     return false;
   }
@@ -187,8 +184,7 @@ void Supervisor::Reap() {
   int status = 0;
   pid_t pid;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-    auto it = std::find_if(ranks_.begin(), ranks_.end(),
-                           [&](const Rank& r) { return r.pid == pid; });
+    auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.pid == pid; });
     if (it == ranks_.end()) continue;
     it->running = false;
     std::string how = Describe(status, &it->exit_code);
@@ -254,8 +250,7 @@ int Supervisor::Run() {
       kill_at_ = now + kKillAfterTerm;
     }
     if (kill_at_ && now >= *kill_at_) {
-      Say("sending SIGKILL to the " + std::to_string(Running()) + " rank(s) still running " +
-          "5 s after SIGTERM");
+      Say("sending SIGKILL to the " + std::to_string(Running()) + " rank(s) still running " + "5 s after SIGTERM");
       SignalRunning(SIGKILL);
       kill_at_.reset();
     }

@@ -19,8 +19,8 @@ constexpr int kFirstFamilySpecificCc = 100;
 std::string DescribeSupported() {
   std::vector<std::string> names;
   for (int cc : SupportedComputeCapabilities()) names.push_back(absl::StrCat("sm_", cc));
-  return absl::StrCat(absl::StrJoin(names, ", "), " (suffix 'a' from sm_", kFirstArchSpecificCc,
-                      ", 'f' from sm_", kFirstFamilySpecificCc, ")");
+  return absl::StrCat(absl::StrJoin(names, ", "), " (suffix 'a' from sm_", kFirstArchSpecificCc, ", 'f' from sm_",
+                      kFirstFamilySpecificCc, ")");
 }
 
 absl::Status BadArch(std::string_view text, std::string_view why) {
@@ -70,8 +70,7 @@ absl::StatusOr<GpuArch> GpuArch::Parse(std::string_view text) {
     return BadArch(text, absl::StrCat("has no arch-specific ('a') variant before sm_", kFirstArchSpecificCc));
   }
   if (arch.variant == 'f' && arch.cc < kFirstFamilySpecificCc) {
-    return BadArch(text, absl::StrCat("has no family-specific ('f') variant before sm_",
-                                      kFirstFamilySpecificCc));
+    return BadArch(text, absl::StrCat("has no family-specific ('f') variant before sm_", kFirstFamilySpecificCc));
   }
   return arch;
 }
@@ -82,13 +81,9 @@ std::string GpuArch::str() const {
   return s;
 }
 
-ArchFamily FamilyAtLeast(int min_cc) {
-  return ArchFamily{absl::StrCat("sm_", min_cc, "+"), min_cc, 0, '\0'};
-}
+ArchFamily FamilyAtLeast(int min_cc) { return ArchFamily{absl::StrCat("sm_", min_cc, "+"), min_cc, 0, '\0'}; }
 
-ArchFamily FamilyArchSpecific(int cc) {
-  return ArchFamily{absl::StrCat("sm_", cc, "a"), cc, cc, 'a'};
-}
+ArchFamily FamilyArchSpecific(int cc) { return ArchFamily{absl::StrCat("sm_", cc, "a"), cc, cc, 'a'}; }
 
 std::string DescribeFamilies(const std::vector<ArchFamily>& families) {
   std::vector<std::string> names;
@@ -96,8 +91,7 @@ std::string DescribeFamilies(const std::vector<ArchFamily>& families) {
   return names.empty() ? "(none)" : absl::StrJoin(names, ", ");
 }
 
-absl::StatusOr<GpuArch> ResolveArch(const GpuArch& requested,
-                                    const std::vector<ArchFamily>& families,
+absl::StatusOr<GpuArch> ResolveArch(const GpuArch& requested, const std::vector<ArchFamily>& families,
                                     std::string_view spec_uri) {
   for (const ArchFamily& family : families) {
     if (requested.cc < family.min_cc) continue;
@@ -107,11 +101,12 @@ absl::StatusOr<GpuArch> ResolveArch(const GpuArch& requested,
     if (family.variant == '\0') return requested;
     return GpuArch{requested.cc, family.variant};
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "'", std::string(spec_uri), "' cannot be built for the requested target ", requested.str(),
-      ": it supports only ", DescribeFamilies(families),
-      ". Kiln never compiles for another family; run it on a device of a supported arch "
-      "(or use a kernel that supports ", requested.str(), ")"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("'", std::string(spec_uri), "' cannot be built for the requested target ", requested.str(),
+                   ": it supports only ", DescribeFamilies(families),
+                   ". Kiln never compiles for another family; run it on a device of a supported arch "
+                   "(or use a kernel that supports ",
+                   requested.str(), ")"));
 }
 
 }  // namespace kiln::kernels

@@ -34,16 +34,15 @@ struct ArchFamily {
   char variant = '\0';
 };
 
-ArchFamily FamilyAtLeast(int min_cc);       // "sm_<min>+"
-ArchFamily FamilyArchSpecific(int cc);      // "sm_<cc>a"
+ArchFamily FamilyAtLeast(int min_cc);   // "sm_<min>+"
+ArchFamily FamilyArchSpecific(int cc);  // "sm_<cc>a"
 
 // Chooses the arch to compile for. The first family whose cc range holds the requested cc
 // wins; an arch-specific family compiles as "sm_<cc>a" (a device of cc 9.0 sends "sm_90"
 // and gets sm_90a code only because the spec asked for it). A portable family compiles the
 // requested target unchanged. No match is FAILED_PRECONDITION naming the requested target
 // and every family of the spec: never a silent compile for another family.
-absl::StatusOr<GpuArch> ResolveArch(const GpuArch& requested,
-                                    const std::vector<ArchFamily>& families,
+absl::StatusOr<GpuArch> ResolveArch(const GpuArch& requested, const std::vector<ArchFamily>& families,
                                     std::string_view spec_uri);
 
 std::string DescribeFamilies(const std::vector<ArchFamily>& families);  // "sm_80+, sm_90a"

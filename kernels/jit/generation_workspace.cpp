@@ -21,9 +21,9 @@ namespace {
 absl::Status ErrnoError(std::string_view what, const std::string& path, int error) {
   std::string message = absl::StrCat(std::string(what), " ", path, ": ", strerror(error));
   if (error == EACCES || error == EROFS || error == EPERM) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        message, " (the generated-sources workspace must be writable; point it elsewhere with "
-                 "the daemon's flag or environment variable)"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(message, " (the generated-sources workspace must be writable; point it elsewhere with "
+                              "the daemon's flag or environment variable)"));
   }
   return absl::InternalError(message);
 }
@@ -31,9 +31,8 @@ absl::Status ErrnoError(std::string_view what, const std::string& path, int erro
 // A URI or file name used as one path component of the workspace: never "..", never a '/'.
 bool IsSafeComponent(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.size() <= 255 &&
-         std::all_of(name.begin(), name.end(), [](char c) {
-           return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.';
-         });
+         std::all_of(name.begin(), name.end(),
+                     [](char c) { return absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.'; });
 }
 
 bool SameContent(const std::string& path, const std::string& content) {
@@ -102,8 +101,7 @@ absl::StatusOr<bool> WriteIfDifferent(const std::string& path, const std::string
 
 absl::StatusOr<std::string> MaterializeSpec(const JitSpec& spec, const std::string& gen_dir) {
   if (!IsSafeComponent(spec.uri)) {
-    return absl::InvalidArgumentError(absl::StrCat("spec URI '", spec.uri,
-                                                   "' cannot name a folder of the workspace"));
+    return absl::InvalidArgumentError(absl::StrCat("spec URI '", spec.uri, "' cannot name a folder of the workspace"));
   }
   if (gen_dir.empty()) return absl::InvalidArgumentError("no generated-sources workspace given");
   std::string folder = absl::StrCat(gen_dir, "/", spec.uri);
@@ -116,11 +114,10 @@ absl::StatusOr<std::string> MaterializeSpec(const JitSpec& spec, const std::stri
   for (const auto* files : {&spec.headers, &spec.units}) {
     for (const SourceFile& file : *files) {
       if (!IsSafeComponent(file.name)) {
-        return absl::InvalidArgumentError(absl::StrCat("source name '", file.name, "' of spec ",
-                                                       spec.uri, " cannot name a file"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("source name '", file.name, "' of spec ", spec.uri, " cannot name a file"));
       }
-      KILN_ABSL_RETURN_IF_ERROR(
-          WriteIfDifferent(absl::StrCat(folder, "/", file.name), file.content).status());
+      KILN_ABSL_RETURN_IF_ERROR(WriteIfDifferent(absl::StrCat(folder, "/", file.name), file.content).status());
     }
   }
   return folder;

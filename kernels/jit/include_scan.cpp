@@ -229,8 +229,7 @@ absl::Status CheckInclude(const IncludeContext& ctx, int line, std::string_view 
   if (std::string why = CheckIncludePath(path); !why.empty()) return BadInclude(ctx, line, shown, why);
   if (ctx.tree->files.count(absl::StrCat("include/", Str(path))) != 0) return absl::OkStatus();
   if (IsCudaHeader(ctx, path)) return absl::OkStatus();
-  return BadInclude(ctx, line, shown,
-                    "names no file of the kernels include folder or the CUDA include folder");
+  return BadInclude(ctx, line, shown, "names no file of the kernels include folder or the CUDA include folder");
 }
 
 // Directives and pragma forms that read files the include rules do not cover.
@@ -323,9 +322,8 @@ std::string RealFolder(const std::string& path) {
 
 }  // namespace
 
-absl::Status CheckRawSourceIncludes(std::string_view source_name, std::string_view unit_name,
-                                    std::string_view code, const TreeSnapshot& tree,
-                                    const std::string& cuda_include_dir) {
+absl::Status CheckRawSourceIncludes(std::string_view source_name, std::string_view unit_name, std::string_view code,
+                                    const TreeSnapshot& tree, const std::string& cuda_include_dir) {
   const IncludeContext ctx{source_name, unit_name, &tree, RealFolder(cuda_include_dir)};
   return ScanUnit(ctx, code);
 }

@@ -16,8 +16,7 @@ namespace kiln::kernels {
 // relative and without ".."; INVALID_ARGUMENT "raw source '<source>': <unit>:<line>: <what>
 // <why>; allowed: ..." for the first violation. Comments, string literals and raw strings
 // are skipped; a directive after a multi-line comment is still checked (stricter than C).
-absl::Status CheckRawSourceIncludes(std::string_view source_name, std::string_view unit_name,
-                                    std::string_view code, const TreeSnapshot& tree,
-                                    const std::string& cuda_include_dir);
+absl::Status CheckRawSourceIncludes(std::string_view source_name, std::string_view unit_name, std::string_view code,
+                                    const TreeSnapshot& tree, const std::string& cuda_include_dir);
 
 }  // namespace kiln::kernels

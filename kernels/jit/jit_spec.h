@@ -20,7 +20,7 @@ struct SourceFile {
     kKernels,    // copied from the kernels tree (tree_path says from where)
     kRequest,    // sent by the client (raw source requests)
   };
-  std::string name;       // file name inside the per-URI generation folder: "rmsnorm.cu"
+  std::string name;  // file name inside the per-URI generation folder: "rmsnorm.cu"
   std::string content;
   Origin origin = Origin::kGenerated;
   std::string tree_path;  // for kKernels: path relative to the kernels folder
@@ -56,8 +56,8 @@ struct JitSpec {
   std::vector<std::string> nvrtc_options;
   std::vector<std::string> link_options;  // nvJitLink options beyond -arch and -lto
 
-  std::vector<std::string> entries;          // extern "C" __global__ names in the cubin
-  std::vector<ArchFamily> arch_families;     // which targets this spec can be built for
+  std::vector<std::string> entries;       // extern "C" __global__ names in the cubin
+  std::vector<ArchFamily> arch_families;  // which targets this spec can be built for
 
   // How the client launches each entry: the shape the generator chose, which the client
   // cannot derive itself (its build may predate the daemon's kernels tree). One per entry that

@@ -23,8 +23,8 @@ namespace {
 // The folders of the kernels tree that hold device code; nothing else is read or watched.
 constexpr const char* kDeviceCodeFolders[] = {"include", "src"};
 
-constexpr uint32_t kWatchMask = IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
-                                IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+constexpr uint32_t kWatchMask = IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 
 struct WalkEntry {
   std::string relative;  // "include/kiln/common/vec.cuh"
@@ -38,8 +38,7 @@ struct WalkEntry {
 // Folder symlinks are not followed; file symlinks are. Entries that vanish mid-walk are
 // skipped (their removal is itself a change the next call sees).
 void WalkFolder(const std::string& absolute, const std::string& relative,
-                const std::function<void(const std::string&)>& on_dir,
-                std::vector<WalkEntry>* out) {
+                const std::function<void(const std::string&)>& on_dir, std::vector<WalkEntry>* out) {
   on_dir(absolute);
   DIR* dir = opendir(absolute.c_str());
   if (dir == nullptr) return;
@@ -67,8 +66,7 @@ void WalkFolder(const std::string& absolute, const std::string& relative,
   }
 }
 
-std::vector<WalkEntry> WalkTree(const std::string& root,
-                                const std::function<void(const std::string&)>& on_dir) {
+std::vector<WalkEntry> WalkTree(const std::string& root, const std::function<void(const std::string&)>& on_dir) {
   std::vector<WalkEntry> entries;
   for (const char* folder : kDeviceCodeFolders) {
     std::string absolute = root + "/" + folder;
@@ -82,9 +80,9 @@ std::vector<WalkEntry> WalkTree(const std::string& root,
 std::string StatSignature(const std::vector<WalkEntry>& entries) {
   std::string signature;
   for (const WalkEntry& e : entries) {
-    absl::StrAppend(&signature, e.is_dir ? "D " : "F ", e.relative, " ", e.st.st_size, " ",
-                    e.st.st_ino, " ", e.st.st_mtim.tv_sec, ".", e.st.st_mtim.tv_nsec, " ",
-                    e.st.st_ctim.tv_sec, ".", e.st.st_ctim.tv_nsec, "\n");
+    absl::StrAppend(&signature, e.is_dir ? "D " : "F ", e.relative, " ", e.st.st_size, " ", e.st.st_ino, " ",
+                    e.st.st_mtim.tv_sec, ".", e.st.st_mtim.tv_nsec, " ", e.st.st_ctim.tv_sec, ".", e.st.st_ctim.tv_nsec,
+                    "\n");
   }
   return signature;
 }
@@ -134,8 +132,7 @@ absl::StatusOr<std::unique_ptr<KernelTree>> KernelTree::Open(const std::string& 
   std::string normalized = root;
   while (normalized.size() > 1 && normalized.back() == '/') normalized.pop_back();
   if (!IsFolderRoot(normalized)) {
-    return absl::NotFoundError(absl::StrCat("kernels folder '", root,
-                                            "' does not exist or is not a folder"));
+    return absl::NotFoundError(absl::StrCat("kernels folder '", root, "' does not exist or is not a folder"));
   }
   std::unique_ptr<KernelTree> tree(new KernelTree());
   tree->root_ = normalized;

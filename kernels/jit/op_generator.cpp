@@ -5,8 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "absl/strings/str_join.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {

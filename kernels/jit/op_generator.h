@@ -69,6 +69,6 @@ class OpRegistry {
 // is linked whole (kernels/CMakeLists.txt), so a registration is never dropped by the linker.
 #define KILN_OP_GENERATOR_CONCAT_(a, b) a##b
 #define KILN_OP_GENERATOR_NAME_(line) KILN_OP_GENERATOR_CONCAT_(kiln_op_generator_registered_, line)
-#define KILN_REGISTER_OP_GENERATOR(Type, ...)                                 \
-  [[maybe_unused]] static const bool KILN_OP_GENERATOR_NAME_(__LINE__) =      \
-      ::kiln::kernels::OpRegistry::Register([] { return std::unique_ptr<::kiln::kernels::OpGenerator>(new Type(__VA_ARGS__)); })
+#define KILN_REGISTER_OP_GENERATOR(Type, ...)                                                                   \
+  [[maybe_unused]] static const bool KILN_OP_GENERATOR_NAME_(__LINE__) = ::kiln::kernels::OpRegistry::Register( \
+      [] { return std::unique_ptr<::kiln::kernels::OpGenerator>(new Type(__VA_ARGS__)); })

@@ -72,14 +72,14 @@ std::string ParamSummary(const ParamInfo& info) {
                       info.required() ? "required" : absl::StrCat("default ", info.default_value), ")");
 }
 
-absl::StatusOr<ParamValues> ParseParams(std::string_view op, const std::vector<ParamInfo>& infos,
-                                        const Params& given) {
+absl::StatusOr<ParamValues> ParseParams(std::string_view op, const std::vector<ParamInfo>& infos, const Params& given) {
   for (const auto& [key, value] : given) {
     auto known = std::find_if(infos.begin(), infos.end(), [&](const ParamInfo& i) { return i.name == key; });
     if (known == infos.end()) {
       std::vector<std::string> summaries;
       for (const ParamInfo& i : infos) summaries.push_back(ParamSummary(i));
-      return absl::InvalidArgumentError(absl::StrCat(std::string(op), ": unknown param '", key, "' (= '", value, "'); params are ",
+      return absl::InvalidArgumentError(absl::StrCat(std::string(op), ": unknown param '", key, "' (= '", value,
+                                                     "'); params are ",
                                                      summaries.empty() ? "none" : absl::StrJoin(summaries, ", ")));
     }
   }

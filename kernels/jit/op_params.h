@@ -57,8 +57,7 @@ class ParamValues {
 //   "<op>: unknown param 'x' (= '1'); params are dtype (fp16, bf16; required), vec (...)"
 //   "<op>: param 'hidden' is required; allowed: an integer in 1..65536"
 //   "<op>: param 'vec' = '3' is not allowed; allowed: a power of two in 1..16, or auto"
-absl::StatusOr<ParamValues> ParseParams(std::string_view op, const std::vector<ParamInfo>& infos,
-                                        const Params& given);
+absl::StatusOr<ParamValues> ParseParams(std::string_view op, const std::vector<ParamInfo>& infos, const Params& given);
 
 // "fp16, bf16", "an integer in 1..65536", "a power of two in 1..16", "an even integer in 2..512"
 // (", or auto" when the default is kAuto).

@@ -30,9 +30,7 @@ bool IsSourceName(std::string_view s) {
 bool IsUnitName(std::string_view s) {
   if (s.empty() || s.size() > 64 || !s.ends_with(".cu") || s == ".cu") return false;
   if (!IsIdentifierChar(s.front())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return IsIdentifierChar(c) || c == '.' || c == '-';
-  });
+  return std::all_of(s.begin(), s.end(), [](char c) { return IsIdentifierChar(c) || c == '.' || c == '-'; });
 }
 
 // --- options ----------------------------------------------------------------------------
@@ -58,12 +56,18 @@ std::string CheckOption(const std::string& option) {
     if (!IsIdentifier(name)) return absl::StrCat("'", Str(name), "' is not a macro name");
     return "";
   }
-  static const std::set<std::string_view> kExact = {
-      "-std=c++17", "--std=c++17", "-std=c++20", "--std=c++20",
-      "-use_fast_math", "--use_fast_math",
-      "-extra-device-vectorization", "--extra-device-vectorization",
-      "-default-device", "--device-as-default-execution-space",
-      "-lineinfo", "--generate-line-info"};
+  static const std::set<std::string_view> kExact = {"-std=c++17",
+                                                    "--std=c++17",
+                                                    "-std=c++20",
+                                                    "--std=c++20",
+                                                    "-use_fast_math",
+                                                    "--use_fast_math",
+                                                    "-extra-device-vectorization",
+                                                    "--extra-device-vectorization",
+                                                    "-default-device",
+                                                    "--device-as-default-execution-space",
+                                                    "-lineinfo",
+                                                    "--generate-line-info"};
   if (kExact.count(option) != 0) return "";
   std::string_view body = option;
   body.remove_prefix(body.starts_with("--") ? 2 : 1);
@@ -103,8 +107,8 @@ std::string CheckOption(const std::string& option) {
 absl::StatusOr<JitSpec> SpecFromRawSource(const RawSource& source, const TreeSnapshot& tree,
                                           const std::string& cuda_include_dir) {
   if (!IsSourceName(source.name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "raw source name '", source.name, "' is not allowed: use 1 to 64 of [A-Za-z0-9_]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("raw source name '", source.name, "' is not allowed: use 1 to 64 of [A-Za-z0-9_]"));
   }
   if (source.code.empty()) return InvalidRawSource(source.name, "the code is empty");
   if (source.entries.empty()) {
@@ -165,8 +169,7 @@ absl::StatusOr<JitSpec> SpecFromRawSource(const RawSource& source, const TreeSna
   }
 
   for (const SourceFile& unit : spec.units) {
-    KILN_ABSL_RETURN_IF_ERROR(
-        CheckRawSourceIncludes(source.name, unit.name, unit.content, tree, cuda_include_dir));
+    KILN_ABSL_RETURN_IF_ERROR(CheckRawSourceIncludes(source.name, unit.name, unit.content, tree, cuda_include_dir));
   }
 
   Sha256Digest digest;
@@ -191,4 +194,3 @@ absl::StatusOr<JitSpec> SpecFromRawSource(const RawSource& source, const TreeSna
 }
 
 }  // namespace kiln::kernels
-

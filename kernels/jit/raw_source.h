@@ -25,7 +25,7 @@ struct RawSource {
 
 inline constexpr size_t kMaxRawSourceBytes = 1 << 20;  // all units together
 inline constexpr size_t kMaxRawSourceEntries = 64;
-inline constexpr size_t kMaxRawSourceUnits = 16;     // main unit included
+inline constexpr size_t kMaxRawSourceUnits = 16;  // main unit included
 inline constexpr size_t kMaxRawSourceOptions = 64;
 
 // Validates and turns a raw source into a spec with URI "src_<name>_<12 hex>", the hex being
@@ -38,9 +38,9 @@ inline constexpr size_t kMaxRawSourceOptions = 64;
 //    the other dash form, e.g. -use_fast_math / --ftz=true);
 //  - an #include that is not a literal "path" or <path> naming a file of the kernels
 //    include folder (e.g. "kiln/common/vec.cuh") or an existing file under the CUDA include
-//    folder or its cccl/ folder (<cuda/std/cstdint>); absolute paths, ".." and macro includes are refused, and so are #include_next,
-//    #import, #embed, __has_include_next, and the pragmas that make the compiler read other
-//    files (#pragma include_alias, #pragma GCC dependency, also through _Pragma);
+//    folder or its cccl/ folder (<cuda/std/cstdint>); absolute paths, ".." and macro includes are refused, and so are
+//    #include_next, #import, #embed, __has_include_next, and the pragmas that make the compiler read other files
+//    (#pragma include_alias, #pragma GCC dependency, also through _Pragma);
 //    __has_include operands follow the path rules (relative, no "..").
 // The spec compiles for every arch this NVRTC supports (one portable family).
 absl::StatusOr<JitSpec> SpecFromRawSource(const RawSource& source, const TreeSnapshot& tree,

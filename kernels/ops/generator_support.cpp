@@ -56,8 +56,9 @@ absl::StatusOr<int> ResolveVec(std::string_view op, const ParamValues& values, c
   const bool divides = divisor != 0;
   return absl::InvalidArgumentError(
       absl::StrCat(std::string(op), ": param '", kParamVec, "' = '", vec, "' is not allowed for dtype ", dtype.name,
-                   divides ? absl::StrCat(" and ", std::string(divisor_name), " = ", divisor) : "", ": vec is a power of two with vec * ",
-                   dtype.bytes, " bytes <= ", kMaxVectorBytes, divides ? absl::StrCat(" that divides ", std::string(divisor_name)) : "",
+                   divides ? absl::StrCat(" and ", std::string(divisor_name), " = ", divisor) : "",
+                   ": vec is a power of two with vec * ", dtype.bytes, " bytes <= ", kMaxVectorBytes,
+                   divides ? absl::StrCat(" that divides ", std::string(divisor_name)) : "",
                    "; allowed here: ", absl::StrJoin(allowed, ", "), " (omit it for ", widest, ")"));
 }
 
@@ -75,7 +76,8 @@ absl::StatusOr<SourceFile> UnitFromTree(std::string_view op, const TreeSnapshot&
 SourceFile ConfigHeader(std::string_view op, std::string_view uri, std::string_view generator_file,
                         const std::vector<std::pair<std::string, std::string>>& defines) {
   std::string text = absl::StrCat("// ", kConfigName, " of ", std::string(uri), ", rendered by the ", std::string(op),
-                                  " generator\n// (", std::string(generator_file), ") from the request params. Do not edit.\n#pragma once\n");
+                                  " generator\n// (", std::string(generator_file),
+                                  ") from the request params. Do not edit.\n#pragma once\n");
   for (const auto& [name, value] : defines) absl::StrAppend(&text, "#define ", name, " ", value, "\n");
   return {kConfigName, std::move(text), SourceFile::Origin::kGenerated, ""};
 }

@@ -44,8 +44,8 @@ int WidestVec(int bytes, int divisor = 0);
 // divides `divisor` (named `divisor_name` in the message: "hidden"); INVALID_ARGUMENT
 // "<op>: param 'vec' = '8' is not allowed for dtype fp32: vec is a power of two with vec * 4
 // bytes <= 16; allowed here: 1, 2, 4 (omit it for 4)" otherwise.
-absl::StatusOr<int> ResolveVec(std::string_view op, const ParamValues& values, const DTypeInfo& dtype,
-                               int divisor = 0, std::string_view divisor_name = "");
+absl::StatusOr<int> ResolveVec(std::string_view op, const ParamValues& values, const DTypeInfo& dtype, int divisor = 0,
+                               std::string_view divisor_name = "");
 
 // "_v<vec>" when vec is not the default (so the default specialization keeps the plain URI).
 std::string VecSuffix(int vec, int default_vec);

@@ -28,19 +28,18 @@ class Checker {
     return absl::InvalidArgumentError(absl::StrCat(file_, ": ", where, ": ", what));
   }
 
-  absl::StatusOr<const Json*> Member(const Json& object, const std::string& where, const char* key,
-                                     bool required, Json::value_t type) const {
+  absl::StatusOr<const Json*> Member(const Json& object, const std::string& where, const char* key, bool required,
+                                     Json::value_t type) const {
     auto it = object.find(key);
     if (it == object.end()) {
       if (required) return Fail(where, absl::StrCat("missing required key '", key, "'"));
       return static_cast<const Json*>(nullptr);
     }
-    const bool ok = type == Json::value_t::number_integer
-                        ? it->is_number_integer()
-                        : type == Json::value_t::number_float ? it->is_number() : it->type() == type;
+    const bool ok = type == Json::value_t::number_integer ? it->is_number_integer()
+                    : type == Json::value_t::number_float ? it->is_number()
+                                                          : it->type() == type;
     if (!ok)
-      return Fail(absl::StrCat(where, ".", key),
-                  absl::StrCat("must be ", TypeName(type), ", found ", it->type_name()));
+      return Fail(absl::StrCat(where, ".", key), absl::StrCat("must be ", TypeName(type), ", found ", it->type_name()));
     return &*it;
   }
 
@@ -50,8 +49,7 @@ class Checker {
       bool known = false;
       for (const char* k : allowed) known = known || it.key() == k;
       if (!known)
-        return Fail(where, absl::StrCat("unknown key '", it.key(), "' (allowed: ",
-                                        absl::StrJoin(allowed, ", "), ")"));
+        return Fail(where, absl::StrCat("unknown key '", it.key(), "' (allowed: ", absl::StrJoin(allowed, ", "), ")"));
     }
     return absl::OkStatus();
   }
@@ -74,11 +72,11 @@ class Checker {
 
 bool IsIdentifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
-absl::Status ParseDtype(const Checker& c, const Json& value, const std::string& where, TraceTensor* t,
-                        bool output) {
+absl::Status ParseDtype(const Checker& c, const Json& value, const std::string& where, TraceTensor* t, bool output) {
   const std::string allowed = absl::StrJoin(KnownDtypes(), ", ");
   if (value.is_string()) {
     const std::string s = value.get<std::string>();
@@ -109,13 +107,14 @@ absl::Status ParseDtype(const Checker& c, const Json& value, const std::string& 
 }
 
 const std::set<std::string>& ScalarDtypes() {
-  static const std::set<std::string> kScalarTypes = {"float32", "float64", "int32", "int64", "uint32", "uint64", "bool"};
+  static const std::set<std::string> kScalarTypes = {"float32", "float64", "int32", "int64",
+                                                     "uint32",  "uint64",  "bool"};
   return kScalarTypes;
 }
 
 // `may_be_empty`: outputs of an API that returns its results (see "returns").
-absl::Status ParseTensors(const Checker& c, const Json& object, const char* section,
-                          const TraceDefinition& def, std::vector<TraceTensor>* out, bool may_be_empty = false) {
+absl::Status ParseTensors(const Checker& c, const Json& object, const char* section, const TraceDefinition& def,
+                          std::vector<TraceTensor>* out, bool may_be_empty = false) {
   if (object.empty() && !may_be_empty)
     return c.Fail(section, std::string("must name at least one tensor") +
                                (std::string(section) == "outputs" ? " (or be {} beside \"returns\")" : ""));
@@ -164,8 +163,7 @@ absl::Status CheckOutputs(const Checker& c, TraceDefinition* def) {
     const std::string where = "outputs." + out.name;
     if (!out.same_as.empty()) {
       const TraceTensor* src = FindTensor(def->inputs, out.same_as);
-      if (src == nullptr)
-        return c.Fail(where + ".dtype", absl::StrCat("same_as:", out.same_as, " names no input"));
+      if (src == nullptr) return c.Fail(where + ".dtype", absl::StrCat("same_as:", out.same_as, " names no input"));
     }
     if (const TraceTensor* in = FindTensor(def->inputs, out.name)) {
       // In place: one argument, read and written; it cannot change shape or dtype.
@@ -173,8 +171,8 @@ absl::Status CheckOutputs(const Checker& c, TraceDefinition* def) {
         return c.Fail(where, "an in-place argument (in inputs and outputs) must have the same shape in both");
       const bool same_dtype = out.same_as == out.name || (out.same_as.empty() && out.dtypes == in->dtypes);
       if (!same_dtype)
-        return c.Fail(where + ".dtype", absl::StrCat("an in-place argument keeps its dtype: write \"same_as:",
-                                                     out.name, "\""));
+        return c.Fail(where + ".dtype",
+                      absl::StrCat("an in-place argument keeps its dtype: write \"same_as:", out.name, "\""));
     }
   }
   return absl::OkStatus();
@@ -185,7 +183,8 @@ absl::Status ParseReturns(const Checker& c, const Json& returns, TraceDefinition
   KILN_ABSL_ASSIGN_OR_RETURN(const Json* type, c.Member(returns, "returns", "type", true, Json::value_t::string));
   def->returns.type = type->get<std::string>();
   if (!IsIdentifier(def->returns.type))
-    return c.Fail("returns.type", "must be the name of the C++ struct the API returns, found '" + def->returns.type + "'");
+    return c.Fail("returns.type",
+                  "must be the name of the C++ struct the API returns, found '" + def->returns.type + "'");
   KILN_ABSL_ASSIGN_OR_RETURN(const Json* fields, c.Member(returns, "returns", "fields", true, Json::value_t::object));
   if (fields->empty()) return c.Fail("returns.fields", "must name at least one member");
   for (auto it = fields->begin(); it != fields->end(); ++it) {
@@ -247,12 +246,13 @@ absl::Status ParseExamples(const Checker& c, const Json& examples, TraceDefiniti
                               ? KnownDtypes().count(ex.dtype) > 0
                               : std::find(op_dtypes.begin(), op_dtypes.end(), ex.dtype) != op_dtypes.end();
     if (!dtype_ok)
-      return c.Fail(where + ".dtype", absl::StrCat("'", ex.dtype, "' is not a dtype of the op (",
-                                                   absl::StrJoin(op_dtypes.empty() ? std::vector<std::string>(
-                                                                     KnownDtypes().begin(), KnownDtypes().end())
-                                                                                   : op_dtypes,
-                                                                 ", "),
-                                                   ")"));
+      return c.Fail(where + ".dtype",
+                    absl::StrCat("'", ex.dtype, "' is not a dtype of the op (",
+                                 absl::StrJoin(op_dtypes.empty() ? std::vector<std::string>(KnownDtypes().begin(),
+                                                                                            KnownDtypes().end())
+                                                                 : op_dtypes,
+                                               ", "),
+                                 ")"));
     const auto values = def->AxisValues(ex);
     for (const auto& constraint : def->constraints) {
       auto holds = EvaluateExpression(constraint, values);
@@ -266,10 +266,10 @@ absl::Status ParseExamples(const Checker& c, const Json& examples, TraceDefiniti
 
 absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   if (!doc.is_object()) return c.Fail("document", "must be a JSON object");
-  KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(doc, "document",
-                                       {"name", "op_type", "description", "api", "axes", "inputs", "outputs",
-                                        "returns", "scalars", "constraints", "tags", "reference", "examples",
-                                        "no_examples", "notes"}));
+  KILN_ABSL_RETURN_IF_ERROR(
+      c.OnlyKeys(doc, "document",
+                 {"name", "op_type", "description", "api", "axes", "inputs", "outputs", "returns", "scalars",
+                  "constraints", "tags", "reference", "examples", "no_examples", "notes"}));
   for (auto [key, field] : {std::pair{"name", &def->name}, std::pair{"op_type", &def->op_type},
                             std::pair{"description", &def->description}}) {
     KILN_ABSL_ASSIGN_OR_RETURN(const Json* v, c.Member(doc, "document", key, true, Json::value_t::string));
@@ -284,8 +284,8 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   KILN_ABSL_ASSIGN_OR_RETURN(const Json* internal, c.Member(*api, "api", "internal", false, Json::value_t::string));
   def->api_cpp = cpp->get<std::string>();
   if (!absl::StartsWith(def->api_cpp, "kiln::") || absl::EndsWith(def->api_cpp, ":"))
-    return c.Fail("api.cpp", "must be a qualified name in namespace kiln (\"kiln::ops::rms_norm\"), found '" +
-                                 def->api_cpp + "'");
+    return c.Fail("api.cpp",
+                  "must be a qualified name in namespace kiln (\"kiln::ops::rms_norm\"), found '" + def->api_cpp + "'");
   if (internal != nullptr) {
     // An internal op: declared in a header of the library's own tree, exported nowhere.
     def->api_internal_header = internal->get<std::string>();
@@ -293,7 +293,8 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
     if (h.empty() || h.front() == '/' || h.find("..") != std::string::npos || !absl::EndsWith(h, ".h") ||
         absl::StartsWith(h, "client/include/"))
       return c.Fail("api.internal", "must be the path from the repository root of a header outside the public "
-                                    "client/include/ (\"client/diag/tensor_stats.h\"), found '" + h + "'");
+                                    "client/include/ (\"client/diag/tensor_stats.h\"), found '" +
+                                        h + "'");
     if (api->contains("c"))
       return c.Fail("api.c", "an internal op (api.internal) has no C ABI export; leave api.c out");
   } else {
@@ -328,8 +329,7 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   KILN_ABSL_ASSIGN_OR_RETURN(const Json* inputs, c.Member(doc, "document", "inputs", true, Json::value_t::object));
   KILN_ABSL_RETURN_IF_ERROR(ParseTensors(c, *inputs, "inputs", *def, &def->inputs));
   KILN_ABSL_ASSIGN_OR_RETURN(const Json* returns, c.Member(doc, "document", "returns", false, Json::value_t::object));
-  if (returns != nullptr)
-    KILN_ABSL_RETURN_IF_ERROR(ParseReturns(c, *returns, def));
+  if (returns != nullptr) KILN_ABSL_RETURN_IF_ERROR(ParseReturns(c, *returns, def));
   KILN_ABSL_ASSIGN_OR_RETURN(const Json* outputs, c.Member(doc, "document", "outputs", true, Json::value_t::object));
   KILN_ABSL_RETURN_IF_ERROR(ParseTensors(c, *outputs, "outputs", *def, &def->outputs, returns != nullptr));
   KILN_ABSL_RETURN_IF_ERROR(CheckOutputs(c, def));
@@ -347,8 +347,8 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
       KILN_ABSL_ASSIGN_OR_RETURN(const Json* dtype, c.Member(*it, where, "dtype", true, Json::value_t::string));
       TraceScalar scalar{it.key(), dtype->get<std::string>(), 0, false};
       if (kScalarTypes.count(scalar.dtype) == 0)
-        return c.Fail(where + ".dtype", absl::StrCat("unknown scalar dtype '", scalar.dtype, "' (allowed: ",
-                                                     absl::StrJoin(kScalarTypes, ", "), ")"));
+        return c.Fail(where + ".dtype", absl::StrCat("unknown scalar dtype '", scalar.dtype,
+                                                     "' (allowed: ", absl::StrJoin(kScalarTypes, ", "), ")"));
       if (auto d = it->find("default"); d != it->end()) {
         if (!d->is_number() && !d->is_boolean()) return c.Fail(where + ".default", "must be a number or a boolean");
         scalar.default_value = d->is_boolean() ? (d->get<bool>() ? 1 : 0) : d->get<double>();

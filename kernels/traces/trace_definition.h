@@ -47,7 +47,7 @@ struct TraceScalar {
 // What an API returns instead of writing tensors (an internal diagnostics API returns a struct
 // of counts and values): the C++ struct's name and its members with their scalar dtypes.
 struct TraceReturn {
-  std::string type;  // "TensorStats"
+  std::string type;                                         // "TensorStats"
   std::vector<std::pair<std::string, std::string>> fields;  // {"count", "int64"}, in file order
 };
 
@@ -75,7 +75,7 @@ struct TraceDefinition {
   std::vector<std::string> tags;
   std::string reference_torch;
   std::string reference_cpp;  // "<file>:<function>"
-  TraceReturn returns;  // type empty: the API returns only a status
+  TraceReturn returns;        // type empty: the API returns only a status
   std::vector<TraceExample> examples;
   std::string no_examples;  // why an internal op has no examples (and so no benchmark cases)
 
@@ -95,8 +95,7 @@ const std::set<std::string>& KnownDtypes();
 // INVALID_ARGUMENT "<file>: <where>: <what>" on the first problem: malformed JSON, a missing,
 // unknown or mistyped key, an undefined axis, a bad same_as, an example that misses a var
 // axis or breaks a constraint, a constraint that does not parse, and so on.
-absl::StatusOr<TraceDefinition> ParseTraceDefinition(std::string_view json_text,
-                                                     std::string_view file_name);
+absl::StatusOr<TraceDefinition> ParseTraceDefinition(std::string_view json_text, std::string_view file_name);
 
 // Every *.json in `dir`, sorted by file name; each one's "name" must equal its file stem.
 absl::StatusOr<std::vector<TraceDefinition>> LoadTraceDefinitions(const std::string& dir);

@@ -40,8 +40,8 @@ class Parser {
 
  private:
   absl::Status Error(size_t pos, const std::string& what) const {
-    return absl::InvalidArgumentError(absl::StrCat("constraint '", std::string(text_), "': ", what,
-                                                   " at position ", pos));
+    return absl::InvalidArgumentError(
+        absl::StrCat("constraint '", std::string(text_), "': ", what, " at position ", pos));
   }
 
   absl::Status Tokenize() {
@@ -61,8 +61,8 @@ class Parser {
         tokens_.push_back({Token::kName, std::string(text_.substr(i, j - i)), i});
         i = j;
       } else {
-        static const char* kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/",
-                                     "%", "<", ">", "(", ")", ","};
+        static const char* kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-",
+                                     "*",  "/",  "%",  "<",  ">",  "(",  ")", ","};
         bool found = false;
         for (const char* op : kOps) {
           const std::string_view o(op);
@@ -81,9 +81,7 @@ class Parser {
   }
 
   const Token& Peek(size_t ahead = 0) const { return tokens_[std::min(next_ + ahead, tokens_.size() - 1)]; }
-  bool IsOp(const char* op, size_t ahead = 0) const {
-    return Peek(ahead).kind == Token::kOp && Peek(ahead).text == op;
-  }
+  bool IsOp(const char* op, size_t ahead = 0) const { return Peek(ahead).kind == Token::kOp && Peek(ahead).text == op; }
   bool IsWord(const char* word, size_t ahead = 0) const {
     return Peek(ahead).kind == Token::kName && Peek(ahead).text == word;
   }
@@ -281,8 +279,8 @@ absl::Status CheckNames(const Node& node, const std::set<std::string>& names, st
   if (node.kind == Node::kName && names.count(node.name) == 0) {
     std::string known;
     for (const auto& n : names) absl::StrAppend(&known, known.empty() ? "" : ", ", n);
-    return absl::InvalidArgumentError(absl::StrCat("constraint '", std::string(text), "': '", node.name,
-                                                   "' is not an axis (axes: ", known, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("constraint '", std::string(text), "': '", node.name, "' is not an axis (axes: ", known, ")"));
   }
   for (const auto& child : node.children) {
     KILN_ABSL_RETURN_IF_ERROR(CheckNames(*child, names, text));
@@ -296,8 +294,7 @@ class Evaluator {
 
   absl::StatusOr<double> Eval(const Node& n) {
     switch (n.kind) {
-      case Node::kNumber:
-        return n.number;
+      case Node::kNumber: return n.number;
       case Node::kName: {
         auto it = values_.find(n.name);
         if (it == values_.end()) return Error(n, "'" + n.name + "' has no value");
@@ -340,8 +337,12 @@ class Evaluator {
           KILN_ABSL_ASSIGN_OR_RETURN(double right, Eval(*n.children[i + 1]));
           const double a = left, b = right;
           const std::string& op = ops[i];
-          const bool holds = op == "==" ? a == b : op == "!=" ? a != b : op == "<" ? a < b
-                           : op == "<=" ? a <= b : op == ">" ? a > b : a >= b;
+          const bool holds = op == "=="   ? a == b
+                             : op == "!=" ? a != b
+                             : op == "<"  ? a < b
+                             : op == "<=" ? a <= b
+                             : op == ">"  ? a > b
+                                          : a >= b;
           if (!holds) return 0.0;
           left = right;
         }
@@ -390,8 +391,7 @@ absl::Status CheckExpression(std::string_view expression, const std::set<std::st
   return CheckNames(*tree, names, expression);
 }
 
-absl::StatusOr<double> EvaluateExpression(std::string_view expression,
-                                          const std::map<std::string, int64_t>& values) {
+absl::StatusOr<double> EvaluateExpression(std::string_view expression, const std::map<std::string, int64_t>& values) {
   KILN_ABSL_ASSIGN_OR_RETURN(std::unique_ptr<Node> tree, Parser(expression).Parse());
   return Evaluator(expression, values).Eval(*tree);
 }

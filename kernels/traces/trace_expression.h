@@ -26,7 +26,6 @@ namespace kiln::traces {
 absl::Status CheckExpression(std::string_view expression, const std::set<std::string>& names);
 
 // Parses and evaluates; every name must be a key of `values`. Division by zero is an error.
-absl::StatusOr<double> EvaluateExpression(std::string_view expression,
-                                          const std::map<std::string, int64_t>& values);
+absl::StatusOr<double> EvaluateExpression(std::string_view expression, const std::map<std::string, int64_t>& values);
 
 }  // namespace kiln::traces

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <tuple>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -55,8 +55,7 @@ std::string UsageText() {
   out << "kilnd: the Kiln daemon (JIT compilation and cache of CUDA kernels)\n\n"
          "usage: kilnd [flags]      (no flag is needed; each has an environment variable)\n\n";
   for (const auto& f : FlagTable()) {
-    out << "  " << f.flag << "\n      " << f.help << "\n      env " << f.env << "; default "
-        << f.default_text << "\n";
+    out << "  " << f.flag << "\n      " << f.help << "\n      env " << f.env << "; default " << f.default_text << "\n";
   }
   out << "  --help, --version\n";
   return out.str();
@@ -84,8 +83,7 @@ absl::StatusOr<bool> ParseBool(const std::string& where, const std::string& valu
       absl::StrCat(where, "=", value, " is not a boolean; use 1/true/yes/on or 0/false/no/off"));
 }
 
-absl::StatusOr<int64_t> ParseInt(const std::string& where, const std::string& value, int64_t min,
-                                 int64_t max) {
+absl::StatusOr<int64_t> ParseInt(const std::string& where, const std::string& value, int64_t min, int64_t max) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || end != value.data() + value.size() || v < min || v > max)
@@ -128,10 +126,9 @@ std::string DefaultKernelsDir() {
 absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args) {
   // Flags first: collect "--name value" / "--name=value" / boolean "--name".
   static const std::map<std::string, bool> kTakesValue = {
-      {"--socket", true},       {"--listen", true},       {"--cache-dir", true},
-      {"--gen-dir", true},      {"--kernels-dir", true},  {"--cuda-home", true},
-      {"--disable-jit", false}, {"--no-cache", false},    {"--arch", true},
-      {"--max-jobs", true},     {"--compile-memory-mb", true}, {"--cache-max-mb", true},
+      {"--socket", true},        {"--listen", true},           {"--cache-dir", true},         {"--gen-dir", true},
+      {"--kernels-dir", true},   {"--cuda-home", true},        {"--disable-jit", false},      {"--no-cache", false},
+      {"--arch", true},          {"--max-jobs", true},         {"--compile-memory-mb", true}, {"--cache-max-mb", true},
       {"--job-timeout-s", true}, {"--shutdown-grace-s", true}, {"--log-level", true}};
   std::map<std::string, std::string> flags;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -177,8 +174,8 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   if (c.socket.empty() || c.socket[0] != '/')
     return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.socket, "\" must be an absolute path"));
   if (c.socket.size() > 100)
-    return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.socket,
-                                                   "\" is longer than a unix socket path may be (~107 bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " \"", c.socket, "\" is longer than a unix socket path may be (~107 bytes)"));
   c.listen = pick("--listen", "KILN_LISTEN", &where).value_or("");
   if (!c.listen.empty()) {
     auto colon = c.listen.rfind(':');
@@ -199,13 +196,13 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
         "no kernels folder found (looked for <prefix>/share/kiln/kernels beside kilnd and the source "
         "tree); pass --kernels-dir or set KILN_KERNELS_DIR");
   if (!IsDir(c.kernels_dir + "/include"))
-    return absl::InvalidArgumentError(absl::StrCat(kernels ? where : "the default kernels folder", " \"",
-                                                   c.kernels_dir, "\" has no include/ folder of device code"));
+    return absl::InvalidArgumentError(absl::StrCat(kernels ? where : "the default kernels folder", " \"", c.kernels_dir,
+                                                   "\" has no include/ folder of device code"));
   std::string cuda_default = Env("CUDA_HOME").empty() ? "/usr/local/cuda" : Env("CUDA_HOME");
   c.cuda_home = pick("--cuda-home", "KILN_CUDA_HOME", &where).value_or(cuda_default);
   if (!fs::exists(c.cuda_home + "/include/cuda.h"))
-    return absl::InvalidArgumentError(absl::StrCat("CUDA toolkit \"", c.cuda_home,
-                                                   "\" has no include/cuda.h; pass --cuda-home or KILN_CUDA_HOME"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA toolkit \"", c.cuda_home, "\" has no include/cuda.h; pass --cuda-home or KILN_CUDA_HOME"));
   for (auto [flag, env, out] : {std::tuple{"--disable-jit", "KILN_DISABLE_JIT", &c.disable_jit},
                                 std::tuple{"--no-cache", "KILN_NO_CACHE", &c.no_cache}}) {
     if (auto v = pick(flag, env, &where)) {
@@ -213,8 +210,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     }
   }
   if (auto v = pick("--arch", "KILN_ARCH_LIST", &where)) {
-    for (auto part : absl::StrSplit(*v, absl::ByAnyChar(" ,;"), absl::SkipEmpty()))
-      c.arch_list.emplace_back(part);
+    for (auto part : absl::StrSplit(*v, absl::ByAnyChar(" ,;"), absl::SkipEmpty())) c.arch_list.emplace_back(part);
     if (c.arch_list.empty())
       return absl::InvalidArgumentError(absl::StrCat(where, " is empty; name archs like \"sm_80 sm_90a\""));
   }
@@ -226,13 +222,12 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   };
   int64_t max_jobs = 0, mem = 0, cache_max = 0, timeout = 0, grace = 0;
   int64_t cpus = std::max(1u, std::thread::hardware_concurrency());
-  for (const IntSetting& s : {
-           IntSetting{"--max-jobs", "KILN_MAX_JOBS", 1, 256, cpus, &max_jobs},
-           IntSetting{"--compile-memory-mb", "KILN_COMPILE_MEMORY_MB", 64, 1 << 24,
-                      std::max<int64_t>(512, MemAvailableMb() / 2), &mem},
-           IntSetting{"--cache-max-mb", "KILN_CACHE_MAX_MB", 1, int64_t(1) << 30, 10240, &cache_max},
-           IntSetting{"--job-timeout-s", "KILN_JOB_TIMEOUT_S", 1, 86400, 600, &timeout},
-           IntSetting{"--shutdown-grace-s", "KILN_SHUTDOWN_GRACE_S", 0, 3600, 30, &grace}}) {
+  for (const IntSetting& s : {IntSetting{"--max-jobs", "KILN_MAX_JOBS", 1, 256, cpus, &max_jobs},
+                              IntSetting{"--compile-memory-mb", "KILN_COMPILE_MEMORY_MB", 64, 1 << 24,
+                                         std::max<int64_t>(512, MemAvailableMb() / 2), &mem},
+                              IntSetting{"--cache-max-mb", "KILN_CACHE_MAX_MB", 1, int64_t(1) << 30, 10240, &cache_max},
+                              IntSetting{"--job-timeout-s", "KILN_JOB_TIMEOUT_S", 1, 86400, 600, &timeout},
+                              IntSetting{"--shutdown-grace-s", "KILN_SHUTDOWN_GRACE_S", 0, 3600, 30, &grace}}) {
     *s.out = s.def;
     if (auto v = pick(s.flag, s.env, &where)) {
       KILN_ABSL_ASSIGN_OR_RETURN(*s.out, ParseInt(where, *v, s.min, s.max));
@@ -246,8 +241,8 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   c.log_level = pick("--log-level", "KILN_LOG_LEVEL", &where).value_or("info");
   static const std::vector<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   if (std::find(kLevels.begin(), kLevels.end(), c.log_level) == kLevels.end())
-    return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.log_level, "\" is not one of ",
-                                                   absl::StrJoin(kLevels, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " \"", c.log_level, "\" is not one of ", absl::StrJoin(kLevels, ", ")));
   return c;
 }
 

@@ -12,12 +12,12 @@
 namespace kiln::server {
 
 struct DaemonConfig {
-  std::string socket;          // unix socket path
-  std::string listen;          // optional TCP host:port
-  std::string cache_dir;       // artifact workspace (index, blobs, locks)
-  std::string gen_dir;         // generated-sources workspace
-  std::string kernels_dir;     // the kernel library's device code (read-only)
-  std::string cuda_home;       // CUDA toolkit (headers for NVRTC)
+  std::string socket;       // unix socket path
+  std::string listen;       // optional TCP host:port
+  std::string cache_dir;    // artifact workspace (index, blobs, locks)
+  std::string gen_dir;      // generated-sources workspace
+  std::string kernels_dir;  // the kernel library's device code (read-only)
+  std::string cuda_home;    // CUDA toolkit (headers for NVRTC)
   bool disable_jit = false;
   bool no_cache = false;
   std::vector<std::string> arch_list;  // empty: every arch NVRTC supports

@@ -72,10 +72,10 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   const auto& tc = (*engine)->toolchain();
   spdlog::info("kilnd {} serving on {}{} (pid {}); cache {}{}, generated sources {}, kernels {}; "
                "NVRTC {}, nvJitLink {}, CUDA headers {}; JIT {}; up to {} compiles within {} MB",
-               tc.kiln, config.socket, config.listen.empty() ? "" : " and " + config.listen, getpid(),
-               config.cache_dir, config.no_cache ? " (disabled: --no-cache)" : "", config.gen_dir,
-               config.kernels_dir, tc.nvrtc, tc.nvjitlink, tc.cuda_headers,
-               config.disable_jit ? "disabled" : "enabled", config.max_jobs, config.compile_memory_mb);
+               tc.kiln, config.socket, config.listen.empty() ? "" : " and " + config.listen, getpid(), config.cache_dir,
+               config.no_cache ? " (disabled: --no-cache)" : "", config.gen_dir, config.kernels_dir, tc.nvrtc,
+               tc.nvjitlink, tc.cuda_headers, config.disable_jit ? "disabled" : "enabled", config.max_jobs,
+               config.compile_memory_mb);
 
   int sig = 0;
   sigwait(&signals, &sig);

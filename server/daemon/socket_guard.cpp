@@ -34,10 +34,9 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(const std::strin
       while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     }
     if (lock.status().code() == absl::StatusCode::kUnavailable)
-      return absl::FailedPreconditionError(
-          absl::StrCat("another kilnd", holder.empty() ? "" : absl::StrCat(" (pid ", holder, ")"),
-                       " already serves ", socket_path, " (it holds ", lock_path,
-                       "); stop it first, or give this daemon another --socket"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "another kilnd", holder.empty() ? "" : absl::StrCat(" (pid ", holder, ")"), " already serves ", socket_path,
+          " (it holds ", lock_path, "); stop it first, or give this daemon another --socket"));
     return lock.status();
   }
   guard->lock_ = std::move(*lock);

@@ -14,9 +14,8 @@ inline double MsSince(Clock::time_point t) {
 }
 
 inline void SetTimestampNow(google::protobuf::Timestamp* ts) {
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                .count();
+  auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   ts->set_seconds(ns / 1000000000);
   ts->set_nanos(int32_t(ns % 1000000000));
 }

@@ -8,14 +8,12 @@
 #include "cache/cache_key.h"
 #include "cache/sha256.h"
 #include "kernels/jit/generation_workspace.h"
-#include "server/engine/kernel_engine.h"
 #include "server/engine/clock.h"
 #include "server/engine/debug_controls.h"
+#include "server/engine/kernel_engine.h"
 
 namespace kiln::server {
 namespace {
-
-
 
 std::string LogOf(const absl::Status& s) {
   auto payload = s.GetPayload(kCompileLogPayload);
@@ -41,7 +39,8 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
       j.mutable_timings()->set_total_ms(MsSince(flight->submitted));
       SetTimestampNow(j.mutable_finished());
     });
-    spdlog::warn("job {} ({} for {}) failed: {}", flight->job_id, p.spec.uri, p.arch.str(), std::string(status.message()));
+    spdlog::warn("job {} ({} for {}) failed: {}", flight->job_id, p.spec.uri, p.arch.str(),
+                 std::string(status.message()));
     absl::Status out(status.code(), absl::StrCat(status.message(), " [job ", flight->job_id,
                                                  "; full log: kiln jobs get ", flight->job_id, "]"));
     Finish(flight, out, v1::ORIGIN_COMPILED);
@@ -63,9 +62,7 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
     key_lock.emplace(std::move(*lock));
 
     // 2. Look again: whoever held the lock may have committed this key.
-    auto again = cache_->Lookup(p.key, p.compat, [&](const std::string& problem) {
-      spdlog::warn("{}", problem);
-    });
+    auto again = cache_->Lookup(p.key, p.compat, [&](const std::string& problem) { spdlog::warn("{}", problem); });
     if (!again.ok()) return fail(again.status(), "");
     if (again->has_value()) {
       auto artifact = ArtifactFromRecord(p, **again);

@@ -15,8 +15,7 @@ CompileScheduler::~CompileScheduler() {
     if (t.joinable()) t.detach();
 }
 
-bool CompileScheduler::Submit(int64_t memory_mb, std::function<void()> run,
-                              std::function<void()> abandon) {
+bool CompileScheduler::Submit(int64_t memory_mb, std::function<void()> run, std::function<void()> abandon) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return false;
   queue_.push_back(Item{std::max<int64_t>(1, memory_mb), std::move(run), std::move(abandon)});

@@ -11,12 +11,12 @@
 namespace kiln::server {
 
 struct EngineOptions {
-  std::string cache_dir;         // artifact workspace: index, blobs, locks (unused with no_cache)
-  std::string gen_dir;           // generated-sources workspace: one folder of exact sources per URI
-  std::string kernels_dir;       // the kernel library's device code (read-only)
-  std::string cuda_include_dir;  // CUDA headers NVRTC compiles against ("<cuda home>/include")
-  bool disable_jit = false;      // serve only cached entries; a miss is refused
-  bool no_cache = false;         // compile every request and store nothing (diagnostics)
+  std::string cache_dir;               // artifact workspace: index, blobs, locks (unused with no_cache)
+  std::string gen_dir;                 // generated-sources workspace: one folder of exact sources per URI
+  std::string kernels_dir;             // the kernel library's device code (read-only)
+  std::string cuda_include_dir;        // CUDA headers NVRTC compiles against ("<cuda home>/include")
+  bool disable_jit = false;            // serve only cached entries; a miss is refused
+  bool no_cache = false;               // compile every request and store nothing (diagnostics)
   std::vector<std::string> arch_list;  // compute capabilities to compile for; empty: all
   int max_jobs = 1;                    // concurrent compiles at most
   int64_t compile_memory_mb = 512;     // memory budget of concurrent compiles

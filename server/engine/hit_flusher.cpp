@@ -4,8 +4,7 @@
 
 namespace kiln::server {
 
-HitFlusher::HitFlusher(cache::ArtifactCache* cache, std::chrono::milliseconds period)
-    : cache_(cache), period_(period) {
+HitFlusher::HitFlusher(cache::ArtifactCache* cache, std::chrono::milliseconds period) : cache_(cache), period_(period) {
   thread_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {

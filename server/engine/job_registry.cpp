@@ -12,8 +12,8 @@ constexpr size_t kMaxQueuedEventsPerWatcher = 10000;
 JobRegistry::JobRegistry(size_t max_finished) : max_finished_(max_finished) {}
 
 bool JobRegistry::IsFinished(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_ABANDONED || state == v1::JOB_STATE_REUSED;
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_ABANDONED ||
+         state == v1::JOB_STATE_REUSED;
 }
 
 std::string JobRegistry::Create(v1::Job job) {

@@ -61,7 +61,7 @@ class JobRegistry {
   const size_t max_finished_;
   mutable std::mutex mu_;
   uint64_t next_seq_ = 1;
-  std::map<uint64_t, v1::Job> jobs_;          // by sequence, oldest first
+  std::map<uint64_t, v1::Job> jobs_;  // by sequence, oldest first
   std::map<std::string, uint64_t> by_id_;
   std::vector<std::shared_ptr<Watcher>> watchers_;
   bool closed_ = false;

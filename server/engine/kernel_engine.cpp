@@ -56,8 +56,7 @@ std::string MakePchDir(const std::string& gen_dir) {
 
 }  // namespace
 
-KernelEngine::KernelEngine(const EngineOptions& options)
-    : options_(options), memory_(uint64_t(1) << 30) {}
+KernelEngine::KernelEngine(const EngineOptions& options) : options_(options), memory_(uint64_t(1) << 30) {}
 
 KernelEngine::~KernelEngine() {
   hit_flusher_.reset();
@@ -78,14 +77,12 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
   std::error_code ec;
   fs::create_directories(options.gen_dir, ec);
   if (ec || access(options.gen_dir.c_str(), W_OK) != 0)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the generated-sources workspace \"", options.gen_dir,
-        "\" cannot be created or written (", ec ? ec.message() : "not writable",
-        "); pass --gen-dir or set KILN_GEN_DIR to a writable folder"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the generated-sources workspace \"", options.gen_dir, "\" cannot be created or written (",
+                     ec ? ec.message() : "not writable", "); pass --gen-dir or set KILN_GEN_DIR to a writable folder"));
   KILN_ABSL_ASSIGN_OR_RETURN(engine->tree_, kernels::KernelTree::Open(options.kernels_dir));
   engine->pch_dir_ = MakePchDir(options.gen_dir);
-  engine->compiler_ = std::make_unique<NvrtcCompiler>(
-      CompilerOptions{options.cuda_include_dir, engine->pch_dir_});
+  engine->compiler_ = std::make_unique<NvrtcCompiler>(CompilerOptions{options.cuda_include_dir, engine->pch_dir_});
   if (options.no_cache)
     spdlog::warn("the cache is OFF (--no-cache / KILN_NO_CACHE): every request compiles and nothing is stored "
                  "(a diagnostic control; default: cached entries are reused)");
@@ -126,16 +123,15 @@ absl::StatusOr<KernelEngine::Prepared> KernelEngine::PrepareUncached(
         "target.arch is required: the compute capability of the device that will run the kernel, "
         "e.g. \"sm_90a\" or \"sm_80\"");
   KILN_ABSL_ASSIGN_OR_RETURN(kernels::GpuArch requested, kernels::GpuArch::Parse(query.target_arch));
-  if (!allowed_cc_.empty() &&
-      std::find(allowed_cc_.begin(), allowed_cc_.end(), requested.cc) == allowed_cc_.end())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this daemon compiles only for ", absl::StrJoin(options_.arch_list, " "), " (--arch / KILN_ARCH_LIST); ",
-        query.target_arch, " was requested"));
+  if (!allowed_cc_.empty() && std::find(allowed_cc_.begin(), allowed_cc_.end(), requested.cc) == allowed_cc_.end())
+    return absl::FailedPreconditionError(
+        absl::StrCat("this daemon compiles only for ", absl::StrJoin(options_.arch_list, " "),
+                     " (--arch / KILN_ARCH_LIST); ", query.target_arch, " was requested"));
 
   p.tree = std::move(tree);
-  KILN_ABSL_ASSIGN_OR_RETURN(
-      p.spec, query.is_source ? kernels::SpecFromRawSource(query.source, *p.tree, options_.cuda_include_dir)
-                              : kernels::OpRegistry::Builtin().Generate(query.op, query.params, *p.tree));
+  KILN_ABSL_ASSIGN_OR_RETURN(p.spec, query.is_source
+                                         ? kernels::SpecFromRawSource(query.source, *p.tree, options_.cuda_include_dir)
+                                         : kernels::OpRegistry::Builtin().Generate(query.op, query.params, *p.tree));
   KILN_ABSL_ASSIGN_OR_RETURN(p.arch, kernels::ResolveArch(requested, p.spec.arch_families, p.spec.uri));
   if (query.lineinfo) p.extra_options.emplace_back(kLineinfoOption);
   if (query.device_debug) p.extra_options.emplace_back(kDeviceDebugOption);
@@ -155,7 +151,7 @@ absl::StatusOr<KernelEngine::Prepared> KernelEngine::PrepareUncached(
   const cache::KeyInputs in = KeyInputsFor(p.spec, *p.tree, p.key_options, p.arch, compiler_->toolchain());
   for (const auto& source : in.sources) p.source_sha256.push_back(source.sha256);  // for the manifest
   p.key = cache::ComputeCacheKey(in);
-  p.compat = cache::Compatibility{in.uri,          in.arch,          in.options,         in.format_version,
+  p.compat = cache::Compatibility{in.uri,          in.arch,          in.options,          in.format_version,
                                   in.kiln_version, in.nvrtc_version, in.nvjitlink_version};
   p.key_ms = MsSince(t);
   return p;
@@ -190,9 +186,8 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
       return hit(std::move(artifact), v1::ORIGIN_MEMORY, t_lookup);
     }
     KILN_ABSL_ASSIGN_OR_RETURN(std::optional<cache::CachedArtifact> found,
-                               cache_->Lookup(p.key, p.compat, [&](const std::string& problem) {
-                                 spdlog::warn("{}", problem);
-                               }));
+                               cache_->Lookup(p.key, p.compat,
+                                              [&](const std::string& problem) { spdlog::warn("{}", problem); }));
     if (found.has_value()) {
       auto artifact = ArtifactFromRecord(p, *found);
       memory_.Put(artifact);
@@ -226,9 +221,9 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
       continue;
     }
     if (now >= deadline)
-      return absl::DeadlineExceededError(absl::StrCat(
-          "gave up waiting for compile job ", f.job_id, " (the request's deadline passed); the job goes on, ",
-          "and asking again later returns its result"));
+      return absl::DeadlineExceededError(absl::StrCat("gave up waiting for compile job ", f.job_id,
+                                                      " (the request's deadline passed); the job goes on, ",
+                                                      "and asking again later returns its result"));
     if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the request");
     f.cv.wait_until(lock, std::min({deadline, f.job_deadline, now + std::chrono::milliseconds(100)}));
   }
@@ -288,8 +283,9 @@ v1::Job KernelEngine::NewJob(const Prepared& p) const {
       s->set_sha256(p.source_sha256[index++]);
       s->set_size_bytes(f.content.size());
       s->set_origin(kernels::OriginName(f.origin));
-      s->set_path(f.origin == kernels::SourceFile::Origin::kKernels ? f.tree_path
-                                                                    : options_.gen_dir + "/" + p.spec.uri + "/" + f.name);
+      s->set_path(f.origin == kernels::SourceFile::Origin::kKernels
+                      ? f.tree_path
+                      : options_.gen_dir + "/" + p.spec.uri + "/" + f.name);
     }
   }
   m->set_kernels_tree_sha256(p.tree->digest);
@@ -362,8 +358,8 @@ void KernelEngine::AbandonForTimeout(const std::shared_ptr<Flight>& flight) {
   Finish(flight, absl::DeadlineExceededError(why), v1::ORIGIN_COMPILED);
 }
 
-void KernelEngine::Finish(const std::shared_ptr<Flight>& flight,
-                          absl::StatusOr<std::shared_ptr<const Artifact>> result, v1::Origin origin) {
+void KernelEngine::Finish(const std::shared_ptr<Flight>& flight, absl::StatusOr<std::shared_ptr<const Artifact>> result,
+                          v1::Origin origin) {
   {
     std::lock_guard<std::mutex> lock(flights_mu_);
     auto it = flights_.find(flight->key);

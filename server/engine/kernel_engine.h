@@ -58,8 +58,7 @@ class KernelEngine {
 
   // `deadline` is the caller's; `cancelled` says whether the caller gave up. Neither stops a
   // compile other requests may be waiting on.
-  absl::StatusOr<ServedKernel> GetKernel(const KernelQuery& query,
-                                         std::chrono::steady_clock::time_point deadline,
+  absl::StatusOr<ServedKernel> GetKernel(const KernelQuery& query, std::chrono::steady_clock::time_point deadline,
                                          const std::function<bool()>& cancelled);
 
   // Refuses new compiles, abandons queued jobs, ends job watchers. Hits are still served.
@@ -96,8 +95,8 @@ class KernelEngine {
                                                std::string job_id);
   std::shared_ptr<const Artifact> ArtifactFromRecord(const Prepared& prepared,
                                                      const cache::CachedArtifact& found) const;
-  void Finish(const std::shared_ptr<Flight>& flight,
-              absl::StatusOr<std::shared_ptr<const Artifact>> result, v1::Origin origin);
+  void Finish(const std::shared_ptr<Flight>& flight, absl::StatusOr<std::shared_ptr<const Artifact>> result,
+              v1::Origin origin);
   v1::Job NewJob(const Prepared& prepared) const;
 
   EngineOptions options_;

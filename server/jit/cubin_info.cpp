@@ -75,15 +75,18 @@ void ForEachSymbolValue(std::string_view info, F f) {
 
 std::map<std::string, CubinKernelInfo, std::less<>> ReadCubinKernelInfo(std::string_view cubin) {
   std::map<std::string, CubinKernelInfo, std::less<>> kernels;
-  if (cubin.size() < 64 || std::memcmp(cubin.data(), "\x7f" "ELF", 4) != 0 || cubin[4] != 2 /* 64-bit */ ||
-      cubin[5] != 1 /* little endian */) {
+  if (cubin.size() < 64 ||
+      std::memcmp(cubin.data(),
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      cubin[4] != 2 /* 64-bit */ || cubin[5] != 1 /* little endian */) {
     return kernels;
   }
   uint64_t section_offset = 0;
   uint16_t entry_size = 0, count = 0, names_index = 0;
-  if (!ReadAt(cubin, 0x28, &section_offset) || !ReadAt(cubin, 0x3a, &entry_size) ||
-      !ReadAt(cubin, 0x3c, &count) || !ReadAt(cubin, 0x3e, &names_index) || entry_size < 64 ||
-      names_index >= count) {
+  if (!ReadAt(cubin, 0x28, &section_offset) || !ReadAt(cubin, 0x3a, &entry_size) || !ReadAt(cubin, 0x3c, &count) ||
+      !ReadAt(cubin, 0x3e, &names_index) || entry_size < 64 || names_index >= count) {
     return kernels;
   }
   struct Section {
@@ -119,8 +122,8 @@ std::map<std::string, CubinKernelInfo, std::less<>> ReadCubinKernelInfo(std::str
     } else if (name == ".symtab" && s.link < count) {
       symbols = cubin.substr(s.offset, s.size);
     } else if (name.starts_with(kInfo)) {
-      kernels[std::string(name.substr(kInfo.size()))].max_threads =
-          MaxThreadsFromNvInfo(cubin.substr(s.offset, s.size));
+      kernels[std::string(name.substr(kInfo.size()))].max_threads = MaxThreadsFromNvInfo(
+          cubin.substr(s.offset, s.size));
     } else if (name.starts_with(kConst0)) {
       kernels[std::string(name.substr(kConst0.size()))].const0_bytes = static_cast<int>(s.size);
     } else if (name.starts_with(kShared) && !name.starts_with(".nv.shared.reserved")) {

@@ -8,7 +8,6 @@
 namespace kiln::server {
 namespace {
 
-
 // The integer right before `suffix` in `line` ("... 12 bytes smem" → 12); -1 when absent.
 int NumberBefore(std::string_view line, std::string_view suffix) {
   size_t at = line.find(suffix);
@@ -49,10 +48,18 @@ int MaxOptInSharedBytes(int cc) {
   constexpr int kKb = 1024;
   switch (cc) {
     case 75: return 64 * kKb;
-    case 80: case 87: return 163 * kKb;
-    case 86: case 88: case 89: return 99 * kKb;
-    case 90: case 100: case 101: case 103: case 110: return 227 * kKb;
-    case 120: case 121: return 99 * kKb;
+    case 80:
+    case 87: return 163 * kKb;
+    case 86:
+    case 88:
+    case 89: return 99 * kKb;
+    case 90:
+    case 100:
+    case 101:
+    case 103:
+    case 110: return 227 * kKb;
+    case 120:
+    case 121: return 99 * kKb;
     default: return 48 * kKb;
   }
 }
@@ -67,9 +74,8 @@ std::vector<std::string> PtxasEntryFunctions(std::string_view log) {
   return names;
 }
 
-std::vector<KernelAttributes> ParsePtxasInfo(std::string_view log,
-                                            const std::vector<std::string>& entries,
-                                            const kernels::GpuArch& arch) {
+std::vector<KernelAttributes> ParsePtxasInfo(std::string_view log, const std::vector<std::string>& entries,
+                                             const kernels::GpuArch& arch) {
   std::map<std::string, KernelAttributes, std::less<>> found;
   // ptxas reports one function at a time: "Compiling entry function 'k'" (kernels only),
   // "Function properties for k" followed by the stack/spill line (every function, device

@@ -19,7 +19,7 @@ struct KernelAttributes {
   int stack_bytes = 0;
   int spill_store_bytes = 0;
   int spill_load_bytes = 0;
-  int const_bytes = 0;               // cmem[0]
+  int const_bytes = 0;  // cmem[0]
 };
 
 // The lines of a compile log, without their newlines (Debian's abseil splits only its own
@@ -34,9 +34,8 @@ std::vector<std::string_view> LogLines(std::string_view log);
 // the registers alone here (see MaxThreadsForRegisters); NvrtcCompiler caps it by the
 // cubin's launch bounds (cubin_info.h) and fills const_bytes where ptxas is silent (it
 // prints no cmem[0] for sm_90 and later).
-std::vector<KernelAttributes> ParsePtxasInfo(std::string_view log,
-                                            const std::vector<std::string>& entries,
-                                            const kernels::GpuArch& arch);
+std::vector<KernelAttributes> ParsePtxasInfo(std::string_view log, const std::vector<std::string>& entries,
+                                             const kernels::GpuArch& arch);
 
 // Every kernel ("entry function") the log reports, in log order.
 std::vector<std::string> PtxasEntryFunctions(std::string_view log);

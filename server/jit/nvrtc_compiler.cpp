@@ -8,12 +8,12 @@
 #include <filesystem>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/ascii.h"
-#include "server/jit/cubin_info.h"
 #include "kiln_base/status_macros.h"
+#include "server/jit/cubin_info.h"
 #include "server/jit/pch_key.h"
 
 namespace kiln::server {
@@ -144,24 +144,22 @@ absl::Status CompileFailure(const CompileRequest& request, const std::string& st
                             const std::string& log) {
   const kernels::JitSpec& spec = *request.spec;
   const bool from_client = spec.op == "source";
-  std::string message = absl::StrCat(
-      stage, " ", what, " for ", spec.uri, " on ", request.arch.str(), " (sources in ",
-      request.generated_dir.empty() ? "memory; not materialized" : request.generated_dir, "):\n",
-      FirstErrorLines(log));
+  std::string message = absl::StrCat(stage, " ", what, " for ", spec.uri, " on ", request.arch.str(), " (sources in ",
+                                     request.generated_dir.empty() ? "memory; not materialized" : request.generated_dir,
+                                     "):\n", FirstErrorLines(log));
   if (!from_client) {
     absl::StrAppend(&message, "\nThe kernel library itself does not compile: fix the kernels tree "
                               "(the full log is attached).");
   }
-  absl::Status status = from_client ? absl::InvalidArgumentError(message)
-                                    : absl::FailedPreconditionError(message);
+  absl::Status status = from_client ? absl::InvalidArgumentError(message) : absl::FailedPreconditionError(message);
   status.SetPayload(kCompileLogPayload, absl::Cord(log));
   return status;
 }
 
 absl::Status ToolchainFailure(const CompileRequest& request, const std::string& call, const std::string& error,
                               const std::string& log) {
-  absl::Status status = absl::InternalError(absl::StrCat(call, " failed (", error, ") for ",
-                                                         request.spec->uri, " on ", request.arch.str()));
+  absl::Status status = absl::InternalError(
+      absl::StrCat(call, " failed (", error, ") for ", request.spec->uri, " on ", request.arch.str()));
   if (!log.empty()) status.SetPayload(kCompileLogPayload, absl::Cord(log));
   return status;
 }
@@ -173,8 +171,7 @@ struct UnitOutput {
 };
 
 absl::StatusOr<UnitOutput> CompileUnit(const CompileRequest& request, const kernels::SourceFile& unit,
-                                       const Headers& headers, const std::vector<std::string>& options,
-                                       bool lto) {
+                                       const Headers& headers, const std::vector<std::string>& options, bool lto) {
   Program program;
   nvrtcResult result = nvrtcCreateProgram(program.out(), unit.content.c_str(), unit.name.c_str(),
                                           static_cast<int>(headers.names.size()), headers.contents.data(),
@@ -200,12 +197,10 @@ absl::StatusOr<UnitOutput> CompileUnit(const CompileRequest& request, const kern
   result = lto ? nvrtcGetLTOIRSize(program.get(), &size) : nvrtcGetCUBINSize(program.get(), &size);
   if (result == NVRTC_SUCCESS) {
     out.binary.resize(size);
-    result = lto ? nvrtcGetLTOIR(program.get(), out.binary.data())
-                 : nvrtcGetCUBIN(program.get(), out.binary.data());
+    result = lto ? nvrtcGetLTOIR(program.get(), out.binary.data()) : nvrtcGetCUBIN(program.get(), out.binary.data());
   }
   if (result != NVRTC_SUCCESS || size == 0) {
-    return ToolchainFailure(request, lto ? "nvrtcGetLTOIR" : "nvrtcGetCUBIN",
-                            nvrtcGetErrorString(result), out.log);
+    return ToolchainFailure(request, lto ? "nvrtcGetLTOIR" : "nvrtcGetCUBIN", nvrtcGetErrorString(result), out.log);
   }
   out.compiled = true;
   return out;
@@ -342,16 +337,18 @@ absl::StatusOr<CompileResult> NvrtcCompiler::Compile(const CompileRequest& reque
     if (it == cubin_kernels.end() || !it->second.is_kernel) missing.push_back(entry);
   }
   if (!missing.empty()) {
-    return CompileFailure(
-        request, "the cubin", "has no kernel named " + absl::StrJoin(missing, ", "),
-        absl::StrCat(log, "error: entry ", absl::StrJoin(missing, ", "), " is not a kernel of the cubin; "
-                     "its kernels are: ", present.empty() ? "(none)" : absl::StrJoin(present, ", "),
-                     ". An entry must be an extern \"C\" __global__ function.\n"));
+    return CompileFailure(request, "the cubin", "has no kernel named " + absl::StrJoin(missing, ", "),
+                          absl::StrCat(log, "error: entry ", absl::StrJoin(missing, ", "),
+                                       " is not a kernel of the cubin; "
+                                       "its kernels are: ",
+                                       present.empty() ? "(none)" : absl::StrJoin(present, ", "),
+                                       ". An entry must be an extern \"C\" __global__ function.\n"));
   }
   std::vector<KernelAttributes> reported = ParsePtxasInfo(log, spec.entries, request.arch);
   for (const std::string& entry : spec.entries) {
     const CubinKernelInfo& info = cubin_kernels.find(entry)->second;
-    auto it = std::find_if(reported.begin(), reported.end(), [&](const KernelAttributes& k) { return k.name == entry; });
+    auto it = std::find_if(reported.begin(), reported.end(),
+                           [&](const KernelAttributes& k) { return k.name == entry; });
     KernelAttributes kernel;
     if (it != reported.end()) {
       kernel = *it;

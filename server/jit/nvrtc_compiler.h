@@ -21,18 +21,18 @@ namespace kiln::server {
 struct CompileRequest {
   const kernels::JitSpec* spec = nullptr;
   const kernels::TreeSnapshot* tree = nullptr;
-  kernels::GpuArch arch;                 // already resolved against the spec's families
+  kernels::GpuArch arch;                   // already resolved against the spec's families
   std::vector<std::string> extra_options;  // diagnostics (-lineinfo, -G); part of the key
-  bool verbose_log = false;              // keep ptxas -v output in the log
-  std::string generated_dir;             // where the sources were materialized (for messages)
+  bool verbose_log = false;                // keep ptxas -v output in the log
+  std::string generated_dir;               // where the sources were materialized (for messages)
 };
 
 struct CompileResult {
   std::string cubin;
-  std::string log;                       // NVRTC (+ nvJitLink) log, ptxas info included
-  std::vector<KernelAttributes> kernels; // one per spec entry, from ptxas' report
-  double compile_ms = 0;                 // NVRTC, all units
-  double link_ms = 0;                    // nvJitLink (0 on the direct path)
+  std::string log;                        // NVRTC (+ nvJitLink) log, ptxas info included
+  std::vector<KernelAttributes> kernels;  // one per spec entry, from ptxas' report
+  double compile_ms = 0;                  // NVRTC, all units
+  double link_ms = 0;                     // nvJitLink (0 on the direct path)
 };
 
 struct CompilerOptions {

@@ -102,8 +102,7 @@ std::string_view DirectivePrefix(std::string_view unit) {
   return unit;
 }
 
-std::string PchKey(const kernels::SourceFile& unit, const kernels::JitSpec& spec,
-                   const kernels::TreeSnapshot* tree) {
+std::string PchKey(const kernels::SourceFile& unit, const kernels::JitSpec& spec, const kernels::TreeSnapshot* tree) {
   const std::string_view prefix = DirectivePrefix(unit.content);
   const std::string directives = WithoutComments(prefix);
   const bool all_headers = HasComputedInclude(directives);

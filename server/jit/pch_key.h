@@ -28,7 +28,6 @@ std::string_view DirectivePrefix(std::string_view unit);
 // directive prefix (outside comments), in any include/ file of the tree (comments included),
 // or in another spec header in the key;
 // all of them when the prefix holds an #include that is not a literal name.
-std::string PchKey(const kernels::SourceFile& unit, const kernels::JitSpec& spec,
-                   const kernels::TreeSnapshot* tree);
+std::string PchKey(const kernels::SourceFile& unit, const kernels::JitSpec& spec, const kernels::TreeSnapshot* tree);
 
 }  // namespace kiln::server

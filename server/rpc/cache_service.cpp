@@ -104,7 +104,9 @@ grpc::Status CacheServiceImpl::GetEntry(grpc::ServerContext*, const v1::GetEntry
 grpc::Status CacheServiceImpl::EvictEntries(grpc::ServerContext*, const v1::EvictEntriesRequest* request,
                                             v1::EvictEntriesResponse* response) {
   if (auto s = RequireCache(); !s.ok()) return s;
-  cache::EntryFilter filter{request->op(), request->uri_prefix(), request->arch(),
+  cache::EntryFilter filter{request->op(),
+                            request->uri_prefix(),
+                            request->arch(),
                             {request->cache_keys().begin(), request->cache_keys().end()}};
   bool has_filter = !filter.op.empty() || !filter.uri_prefix.empty() || !filter.arch.empty() || !filter.keys.empty();
   if (!has_filter && !request->all())

@@ -80,7 +80,8 @@ TEST_CASE("KILN_ABSL_ASSIGN_OR_RETURN takes declarations, references, existing v
     int calls = 0;
     auto text = [&] { return Text(true, &calls); };
     // Two in one scope (and on one line): each has its own hidden local.
-    KILN_ABSL_ASSIGN_OR_RETURN(std::string a, text()); KILN_ABSL_ASSIGN_OR_RETURN(std::string b, text());
+    KILN_ABSL_ASSIGN_OR_RETURN(std::string a, text());
+    KILN_ABSL_ASSIGN_OR_RETURN(std::string b, text());
     CHECK(a + b == "hellohello");
 
     KILN_ABSL_ASSIGN_OR_RETURN(const std::string& ref, Text(true, &calls));

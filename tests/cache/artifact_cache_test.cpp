@@ -45,8 +45,7 @@ std::unique_ptr<ArtifactCache> OpenCache(const std::string& dir, uint64_t max_by
 
 EntryRecord CommitNamed(ArtifactCache& cache, const std::string& name, size_t size = 256,
                         const std::string& bytes_seed = "") {
-  auto committed = cache.Commit(MakeRecord(KeyFor(name)),
-                                FakeCubin(bytes_seed.empty() ? name : bytes_seed, size));
+  auto committed = cache.Commit(MakeRecord(KeyFor(name)), FakeCubin(bytes_seed.empty() ? name : bytes_seed, size));
   INFO(committed.status().ToString());
   REQUIRE(committed.ok());
   return *committed;
@@ -60,9 +59,8 @@ struct LookupResult {
 LookupResult LookupNamed(ArtifactCache& cache, const std::string& name,
                          std::optional<Compatibility> expect = std::nullopt) {
   LookupResult result;
-  auto found =
-      cache.Lookup(KeyFor(name), expect ? *expect : CompatibilityOf(MakeRecord(KeyFor(name))),
-                   [&](const std::string& p) { result.problems.push_back(p); });
+  auto found = cache.Lookup(KeyFor(name), expect ? *expect : CompatibilityOf(MakeRecord(KeyFor(name))),
+                            [&](const std::string& p) { result.problems.push_back(p); });
   INFO(found.status().ToString());
   REQUIRE(found.ok());
   result.artifact = std::move(*found);
@@ -79,12 +77,11 @@ size_t FilesIn(const std::string& dir) {
 TEST_CASE("Open creates the workspace layout", "[artifact_cache]") {
   TempDir dir("kiln-cache");
   auto cache = OpenCache(dir / "ws");
-  for (const char* sub : {"blobs", "locks", "tmp", "quarantine"})
-    CHECK(fs::is_directory(dir / "ws/" + sub));
+  for (const char* sub : {"blobs", "locks", "tmp", "quarantine"}) CHECK(fs::is_directory(dir / "ws/" + sub));
   CHECK(fs::is_regular_file(dir / "ws/index.sqlite"));
   CHECK((fs::status(dir / "ws/blobs").permissions() & fs::perms::all) ==
-        (fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-         fs::perms::others_read | fs::perms::others_exec));
+        (fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+         fs::perms::others_exec));
   CHECK(ArtifactCache::Open(CacheOptions{}).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
@@ -113,8 +110,7 @@ TEST_CASE("commit then lookup returns the verified bytes and the full record", "
   CHECK(miss.problems.empty());
 }
 
-TEST_CASE("an incompatible row is a miss, reported, removed, its blob quarantined",
-          "[artifact_cache]") {
+TEST_CASE("an incompatible row is a miss, reported, removed, its blob quarantined", "[artifact_cache]") {
   TempDir dir("kiln-cache");
   auto cache = OpenCache(dir.path());
   const EntryRecord stored = CommitNamed(*cache, "k");
@@ -202,8 +198,7 @@ TEST_CASE("an unreadable index row is a reported miss", "[artifact_cache]") {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open((dir / "index.sqlite").c_str(), &db) == SQLITE_OK);
     sqlite3_busy_timeout(db, 10000);
-    REQUIRE(sqlite3_exec(db, "UPDATE entries SET params_json = '{not json'", nullptr, nullptr,
-                         nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "UPDATE entries SET params_json = '{not json'", nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto result = LookupNamed(*cache, "k");
@@ -213,8 +208,7 @@ TEST_CASE("an unreadable index row is a reported miss", "[artifact_cache]") {
   CHECK_FALSE(cache->index().Find(stored.key)->has_value());
 }
 
-TEST_CASE("LRU eviction under a size limit never evicts the just-committed key",
-          "[artifact_cache]") {
+TEST_CASE("LRU eviction under a size limit never evicts the just-committed key", "[artifact_cache]") {
   TempDir dir("kiln-cache");
   auto cache = OpenCache(dir.path(), /*max_bytes=*/3000);
   for (const char* name : {"a", "b", "c"}) {
@@ -276,8 +270,7 @@ TEST_CASE("Evict by filter, dry run first", "[artifact_cache]") {
   TempDir dir("kiln-cache");
   auto cache = OpenCache(dir.path());
   auto commit = [&](const std::string& name, const std::string& uri, const std::string& arch) {
-    REQUIRE(
-        cache->Commit(MakeRecord(KeyFor(name), uri, "rmsnorm", arch), FakeCubin(name, 100)).ok());
+    REQUIRE(cache->Commit(MakeRecord(KeyFor(name), uri, "rmsnorm", arch), FakeCubin(name, 100)).ok());
   };
   commit("1", "rmsnorm_bf16", "sm_90a");
   commit("2", "rmsnorm_bf16", "sm_100a");
@@ -302,8 +295,7 @@ TEST_CASE("Evict by filter, dry run first", "[artifact_cache]") {
   CHECK(cache->blobs().List()->empty());
 }
 
-TEST_CASE("Recover removes rows without blobs and old orphans, keeps young ones",
-          "[artifact_cache]") {
+TEST_CASE("Recover removes rows without blobs and old orphans, keeps young ones", "[artifact_cache]") {
   TempDir dir("kiln-cache");
   std::string kept_orphan, old_orphan;
   EntryRecord rowless, healthy;
@@ -337,8 +329,7 @@ TEST_CASE("Recover removes rows without blobs and old orphans, keeps young ones"
   CHECK(no_grace->blobs().Exists(healthy.sha256));
 }
 
-TEST_CASE("Verify finds a flipped byte, quarantines it, and a later lookup misses cleanly",
-          "[artifact_cache]") {
+TEST_CASE("Verify finds a flipped byte, quarantines it, and a later lookup misses cleanly", "[artifact_cache]") {
   TempDir dir("kiln-cache");
   auto cache = OpenCache(dir.path());
   const EntryRecord bad = CommitNamed(*cache, "bad", 2000);
@@ -417,8 +408,7 @@ TEST_CASE("LockKey locks <dir>/locks/<aa>/<key>.lock and rejects unsafe keys", "
   for (std::string bad : {"", "a", "../../etc/passwd", ".hidden", "a/b"}) {
     INFO(bad);
     CHECK(cache->LockKey(bad, 1s).status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK(cache->Commit(MakeRecord(bad), "x").status().code() ==
-          absl::StatusCode::kInvalidArgument);
+    CHECK(cache->Commit(MakeRecord(bad), "x").status().code() == absl::StatusCode::kInvalidArgument);
   }
 }
 

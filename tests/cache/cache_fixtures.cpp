@@ -14,10 +14,9 @@ namespace kiln::cache::testing {
 std::string KeyFor(const std::string& name) { return Sha256Hex("test-key:" + name); }
 
 std::string FakeCubin(const std::string& seed, size_t size) {
-  std::string out =
-      "\x7f"
-      "ELF fake cubin for " +
-      seed + "\n";
+  std::string out = "\x7f"
+                    "ELF fake cubin for " +
+                    seed + "\n";
   std::string block = Sha256Hex(seed);
   while (out.size() < size) {
     out += block;
@@ -27,8 +26,7 @@ std::string FakeCubin(const std::string& seed, size_t size) {
   return out;
 }
 
-EntryRecord MakeRecord(const std::string& key, const std::string& uri, const std::string& op,
-                       const std::string& arch) {
+EntryRecord MakeRecord(const std::string& key, const std::string& uri, const std::string& op, const std::string& arch) {
   EntryRecord r;
   r.key = key;
   r.uri = uri;
@@ -51,8 +49,7 @@ EntryRecord MakeRecord(const std::string& key, const std::string& uri, const std
   return r;
 }
 
-EntryFilter Filter(std::string op, std::string uri_prefix, std::string arch,
-                   std::vector<std::string> keys) {
+EntryFilter Filter(std::string op, std::string uri_prefix, std::string arch, std::vector<std::string> keys) {
   EntryFilter filter;
   filter.op = std::move(op);
   filter.uri_prefix = std::move(uri_prefix);

@@ -19,8 +19,7 @@ std::string FakeCubin(const std::string& seed, size_t size = 256);
 EntryRecord MakeRecord(const std::string& key, const std::string& uri = "rmsnorm_bf16_h4096",
                        const std::string& op = "rmsnorm", const std::string& arch = "sm_90a");
 // An EntryFilter (op exact, uri prefix, arch exact, any of keys); "" / {} match anything.
-EntryFilter Filter(std::string op, std::string uri_prefix, std::string arch,
-                   std::vector<std::string> keys = {});
+EntryFilter Filter(std::string op, std::string uri_prefix, std::string arch, std::vector<std::string> keys = {});
 
 // What a request for `record` expects.
 Compatibility CompatibilityOf(const EntryRecord& record);

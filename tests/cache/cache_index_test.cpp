@@ -56,8 +56,7 @@ std::string RunSql(const std::string& path, const std::string& sql) {
   return result;
 }
 
-TEST_CASE("every EntryRecord field round-trips, upsert replaces and remove deletes",
-          "[cache_index]") {
+TEST_CASE("every EntryRecord field round-trips, upsert replaces and remove deletes", "[cache_index]") {
   TempDir dir("kiln-index");
   auto index = OpenIndex(dir);
   EntryRecord r = Stored("a");
@@ -177,8 +176,7 @@ TEST_CASE("List filters by op, uri prefix, arch and keys", "[cache_index]") {
   CHECK(keys_of(Filter("", "rmsnorm_bf16_h4096", "")) == S{KeyFor("1")});
   CHECK(keys_of(Filter("", "", "sm_100a")) == S{KeyFor("2")});
   CHECK(keys_of(Filter("rmsnorm", "", "sm_90a")) == S{KeyFor("1"), KeyFor("3")});
-  CHECK(keys_of(Filter("", "", "", {KeyFor("3"), KeyFor("4"), KeyFor("absent")})) ==
-        S{KeyFor("3"), KeyFor("4")});
+  CHECK(keys_of(Filter("", "", "", {KeyFor("3"), KeyFor("4"), KeyFor("absent")})) == S{KeyFor("3"), KeyFor("4")});
   CHECK(keys_of(Filter("gemm", "", "", {KeyFor("3"), KeyFor("4")})) == S{KeyFor("4")});
 
   // Heavy fields only when asked.
@@ -187,8 +185,7 @@ TEST_CASE("List filters by op, uri prefix, arch and keys", "[cache_index]") {
   CHECK(light.entries[0].compile_log.empty());
   CHECK(light.entries[0].manifest_json.empty());
   CHECK_FALSE(light.entries[0].kernels_json.empty());
-  auto heavy =
-      index->List(Filter("", "", "", {KeyFor("1")}), 10, "", /*with_details=*/true).value();
+  auto heavy = index->List(Filter("", "", "", {KeyFor("1")}), 10, "", /*with_details=*/true).value();
   CHECK(heavy.entries[0].compile_log == MakeRecord("x").compile_log);
 }
 
@@ -303,9 +300,8 @@ TEST_CASE("RemoveIfBlob removes only the row it read and reports rows left", "[c
   CHECK(left == 1);
 
   // A failing hook rolls the removal back.
-  auto failed = index->RemoveIfBlob(b.key, b.sha256, [](const std::string&, uint64_t) {
-    return absl::InternalError("hook failed");
-  });
+  auto failed = index->RemoveIfBlob(b.key, b.sha256,
+                                    [](const std::string&, uint64_t) { return absl::InternalError("hook failed"); });
   CHECK_FALSE(failed.ok());
   CHECK(index->Find(b.key)->has_value());
 }

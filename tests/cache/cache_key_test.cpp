@@ -81,8 +81,7 @@ TEST_CASE("every key input changes the key", "[cache_key]") {
 }
 
 TEST_CASE("the encoding has no concatenation ambiguity", "[cache_key]") {
-  auto differ = [](const std::function<void(KeyInputs&)>& one,
-                   const std::function<void(KeyInputs&)>& two) {
+  auto differ = [](const std::function<void(KeyInputs&)>& one, const std::function<void(KeyInputs&)>& two) {
     KeyInputs a = BaseInputs(), b = BaseInputs();
     one(a);
     two(b);
@@ -90,27 +89,13 @@ TEST_CASE("the encoding has no concatenation ambiguity", "[cache_key]") {
     CHECK(ComputeCacheKey(a) != ComputeCacheKey(b));
   };
   SECTION("param name/value boundary") {
-    differ(
-        [](KeyInputs& k) {
-          k.params = {{"a", "bc"}};
-        },
-        [](KeyInputs& k) {
-          k.params = {{"ab", "c"}};
-        });
+    differ([](KeyInputs& k) { k.params = {{"a", "bc"}}; }, [](KeyInputs& k) { k.params = {{"ab", "c"}}; });
   }
   SECTION("option list split") {
-    differ(
-        [](KeyInputs& k) {
-          k.options = {"-Da", "b"};
-        },
-        [](KeyInputs& k) { k.options = {"-Dab"}; });
+    differ([](KeyInputs& k) { k.options = {"-Da", "b"}; }, [](KeyInputs& k) { k.options = {"-Dab"}; });
   }
   SECTION("an empty option is still an option") {
-    differ(
-        [](KeyInputs& k) {
-          k.options = {"-Da", ""};
-        },
-        [](KeyInputs& k) { k.options = {"-Da"}; });
+    differ([](KeyInputs& k) { k.options = {"-Da", ""}; }, [](KeyInputs& k) { k.options = {"-Da"}; });
   }
   SECTION("an option moved into the link options") {
     differ(

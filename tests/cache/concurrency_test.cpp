@@ -28,15 +28,13 @@ using testing::MakeRecord;
 // (different keys, bytes equal to a shared name's: one blob, several rows).
 std::vector<std::pair<std::string, std::string>> WorkFor(int worker) {
   std::vector<std::pair<std::string, std::string>> work;  // (key name, bytes seed)
-  for (int i = 0; i < 6; ++i)
-    work.push_back({"shared" + std::to_string(i), "shared" + std::to_string(i)});
+  for (int i = 0; i < 6; ++i) work.push_back({"shared" + std::to_string(i), "shared" + std::to_string(i)});
   for (int i = 0; i < 6; ++i) {
     std::string own = "w" + std::to_string(worker) + "-" + std::to_string(i);
     work.push_back({own, own});
   }
   for (int i = 0; i < 3; ++i)
-    work.push_back(
-        {"alias" + std::to_string(worker) + "-" + std::to_string(i), "shared" + std::to_string(i)});
+    work.push_back({"alias" + std::to_string(worker) + "-" + std::to_string(i), "shared" + std::to_string(i)});
   return work;
 }
 
@@ -109,8 +107,8 @@ void CheckConsistent(const std::string& dir, uint64_t max_bytes) {
 void RunWorkers(const std::string& dir, int workers, uint64_t max_bytes) {
   std::vector<std::unique_ptr<ForkedChild>> children;
   for (int w = 0; w < workers; ++w) {
-    children.push_back(std::make_unique<ForkedChild>(
-        [&, w](ChildChannel& channel) { return Worker(dir, w, max_bytes, channel); }));
+    children.push_back(
+        std::make_unique<ForkedChild>([&, w](ChildChannel& channel) { return Worker(dir, w, max_bytes, channel); }));
   }
   for (auto& child : children) child->LetGo();
   for (size_t w = 0; w < children.size(); ++w) {
@@ -119,8 +117,7 @@ void RunWorkers(const std::string& dir, int workers, uint64_t max_bytes) {
   }
 }
 
-TEST_CASE("processes committing the same and different keys leave a consistent cache",
-          "[concurrency]") {
+TEST_CASE("processes committing the same and different keys leave a consistent cache", "[concurrency]") {
   TempDir dir("kiln-cache-mp");
   const uint64_t unlimited = 1ull << 30;
   RunWorkers(dir.path(), 4, unlimited);

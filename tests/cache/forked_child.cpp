@@ -28,9 +28,7 @@ void ChildChannel::NotifyParent() {
   (void)!::write(to_parent_, &byte, 1);
 }
 
-bool ChildChannel::WaitForParent(std::chrono::milliseconds timeout) {
-  return ReadByte(from_parent_, timeout);
-}
+bool ChildChannel::WaitForParent(std::chrono::milliseconds timeout) { return ReadByte(from_parent_, timeout); }
 
 ForkedChild::ForkedChild(std::function<int(ChildChannel&)> body) {
   int up[2], down[2];
@@ -66,9 +64,7 @@ ForkedChild::~ForkedChild() {
   ::close(to_child_);
 }
 
-bool ForkedChild::WaitUntilReady(std::chrono::milliseconds timeout) {
-  return ReadByte(from_child_, timeout);
-}
+bool ForkedChild::WaitUntilReady(std::chrono::milliseconds timeout) { return ReadByte(from_child_, timeout); }
 
 void ForkedChild::LetGo() {
   char byte = 'g';

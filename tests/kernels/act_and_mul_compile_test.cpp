@@ -29,7 +29,8 @@ void CompileAndCheck(const std::string& op, const std::string& dtype, int vec, c
   auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
   INFO(spec->uri << " " << arch_text << ": " << result.status().ToString());
   REQUIRE(result.ok());
-  CHECK(result->cubin.starts_with("\x7f" "ELF"));
+  CHECK(result->cubin.starts_with("\x7f"
+                                  "ELF"));
   REQUIRE(result->kernels.size() == 1);
   const server::KernelAttributes& k = result->kernels[0];
   const ActAndMulLaunchShape shape = ChooseActAndMulShape(vec, 2);
@@ -47,9 +48,10 @@ void CompileAndCheck(const std::string& op, const std::string& dtype, int vec, c
   // KILN_ACT_COMPILE_TABLE=<file>: one line per compile (registers, cubin size, time).
   if (const char* path = std::getenv("KILN_ACT_COMPILE_TABLE")) {
     if (std::FILE* table = std::fopen(path, "a")) {
-      std::fprintf(table, "%-8s %-28s block %4d items %2d cols %5d regs %3d spill %d/%d cubin %6zu B compile %7.1f ms\n",
-                   arch_text, spec->uri.c_str(), shape.block, shape.items_per_thread, shape.cols_per_block,
-                   k.registers, k.spill_store_bytes, k.spill_load_bytes, result->cubin.size(), result->compile_ms);
+      std::fprintf(table,
+                   "%-8s %-28s block %4d items %2d cols %5d regs %3d spill %d/%d cubin %6zu B compile %7.1f ms\n",
+                   arch_text, spec->uri.c_str(), shape.block, shape.items_per_thread, shape.cols_per_block, k.registers,
+                   k.spill_store_bytes, k.spill_load_bytes, result->cubin.size(), result->compile_ms);
       std::fclose(table);
     }
   }

@@ -87,8 +87,7 @@ TEST_CASE("an activation spec names its sources and entry and family and launch 
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch ==
-        std::vector<EntryLaunch>{{.entry = "kiln_silu_and_mul", .block = 128, .items_per_block = 4096}});
+  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_silu_and_mul", .block = 128, .items_per_block = 4096}});
   CHECK(spec.compile_memory_mb > 0);
 
   const JitSpec gelu = MustGenerate("gelu_and_mul", {{"dtype", "fp16"}, {"vec", "1"}});

@@ -32,7 +32,8 @@ int CompileAndCheck(const char* op, const Params& params, const char* arch_text,
   auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
   INFO(spec->uri << " " << arch_text << ": " << result.status().ToString());
   REQUIRE(result.ok());
-  CHECK(result->cubin.starts_with("\x7f" "ELF"));
+  CHECK(result->cubin.starts_with("\x7f"
+                                  "ELF"));
   CHECK(result->log.find("ptxas info") == std::string::npos);
   CHECK(result->link_ms == 0);
 
@@ -68,16 +69,15 @@ std::FILE* OpenTable() {
   return path != nullptr ? std::fopen(path, "a") : nullptr;
 }
 
-TEST_CASE("every all_reduce dtype x world size compiles for sm_80 and sm_90a with both entries",
-          "[comm][compile]") {
+TEST_CASE("every all_reduce dtype x world size compiles for sm_80 and sm_90a with both entries", "[comm][compile]") {
   std::FILE* table = OpenTable();
   int compiled = 0;
   for (const char* arch : {"sm_80", "sm_90a"}) {
     for (const std::string dtype : {"fp32", "fp16", "bf16"}) {
       for (int world : {2, 4, 8}) {
         for (const char* vec : {"auto", "1"}) {
-          compiled += CompileAndCheck("all_reduce", {{"dtype", dtype}, {"world_size", std::to_string(world)}, {"vec", vec}},
-                                      arch, table);
+          compiled += CompileAndCheck(
+              "all_reduce", {{"dtype", dtype}, {"world_size", std::to_string(world)}, {"vec", vec}}, arch, table);
         }
       }
     }

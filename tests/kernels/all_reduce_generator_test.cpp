@@ -50,9 +50,9 @@ TEST_CASE("all_reduce URIs are readable and canonical", "[comm]") {
         "all_reduce_fp32_w4_v1");
   CHECK(MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "bf16"}, {"world_size", "8"}, {"hidden", "4096"}}).uri ==
         "all_reduce_add_rmsnorm_bf16_w8_h4096");
-  CHECK(MustGenerate("all_reduce_add_rmsnorm",
-                     {{"dtype", "bf16"}, {"world_size", "8"}, {"hidden", "4096"}, {"vec", "4"}})
-            .uri == "all_reduce_add_rmsnorm_bf16_w8_h4096_v4");
+  CHECK(
+      MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "bf16"}, {"world_size", "8"}, {"hidden", "4096"}, {"vec", "4"}})
+          .uri == "all_reduce_add_rmsnorm_bf16_w8_h4096_v4");
   CHECK(MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "fp16"}, {"world_size", "2"}, {"hidden", "4095"}}).uri ==
         "all_reduce_add_rmsnorm_fp16_w2_h4095");
 
@@ -70,10 +70,10 @@ TEST_CASE("all_reduce URIs are readable and canonical", "[comm]") {
   CHECK(omitted.params == Params{{"dtype", "bf16"}, {"world_size", "8"}, {"vec", "8"}});
   CHECK(MustGenerate("all_reduce", {{"dtype", "fp32"}, {"world_size", "2"}}).params.at("vec") == "4");
 
-  const JitSpec fused = MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "bf16"}, {"world_size", "4"}, {"hidden", "4096"}});
-  for (const Params& params :
-       {Params{{"dtype", "bf16"}, {"world_size", "4"}, {"hidden", "04096"}, {"vec", "8"}},
-        Params{{"dtype", "bf16"}, {"world_size", "04"}, {"hidden", "4096"}, {"vec", "auto"}}}) {
+  const JitSpec fused = MustGenerate("all_reduce_add_rmsnorm",
+                                     {{"dtype", "bf16"}, {"world_size", "4"}, {"hidden", "4096"}});
+  for (const Params& params : {Params{{"dtype", "bf16"}, {"world_size", "4"}, {"hidden", "04096"}, {"vec", "8"}},
+                               Params{{"dtype", "bf16"}, {"world_size", "04"}, {"hidden", "4096"}, {"vec", "auto"}}}) {
     const JitSpec given = MustGenerate("all_reduce_add_rmsnorm", params);
     CHECK(given.uri == fused.uri);
     CHECK(given.params == fused.params);
@@ -135,14 +135,14 @@ TEST_CASE("an all_reduce spec names its unit, both entries, family and launch hi
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch ==
-        std::vector<EntryLaunch>{{.entry = "kiln_all_reduce_one_shot", .block = 512, .max_blocks = 64},
-                                 {.entry = "kiln_all_reduce_two_shot", .block = 512, .max_blocks = 64}});
+  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_all_reduce_one_shot", .block = 512, .max_blocks = 64},
+                                                {.entry = "kiln_all_reduce_two_shot", .block = 512, .max_blocks = 64}});
   CHECK(spec.params.at("vec") == "8");
   CHECK(spec.compile_memory_mb > 0);
   CHECK(MustGenerate("all_reduce", {{"dtype", "fp32"}, {"world_size", "3"}, {"vec", "1"}}).params.at("vec") == "1");
 
-  const JitSpec fused = MustGenerate("all_reduce_add_rmsnorm", {{"dtype", "fp16"}, {"world_size", "2"}, {"hidden", "8192"}});
+  const JitSpec fused = MustGenerate("all_reduce_add_rmsnorm",
+                                     {{"dtype", "fp16"}, {"world_size", "2"}, {"hidden", "8192"}});
   CHECK(fused.op == "all_reduce_add_rmsnorm");
   CHECK(fused.entries == std::vector<std::string>{"kiln_all_reduce_add_rmsnorm"});
   REQUIRE(fused.units.size() == 1);
@@ -234,7 +234,8 @@ TEST_CASE("every bad, unknown or missing comm param is INVALID_ARGUMENT naming i
       {{{"dtype", "bf16"}, {"world_size", "8"}, {"vec", "16"}}, {"'vec'", "'16'", "2 bytes <= 16"}},
       {{{"dtype", "fp32"}, {"world_size", "8"}, {"vec", "8"}}, {"'vec'", "'8'", "allowed here: 1, 2, 4"}},
       {{{"dtype", "fp16"}, {"world_size", "8"}, {"vec", "x"}}, {"'vec'", "'x'"}},
-      {{{"dtype", "bf16"}, {"world_size", "8"}, {"eps", "1e-6"}}, {"unknown param 'eps'", "dtype", "world_size", "vec"}},
+      {{{"dtype", "bf16"}, {"world_size", "8"}, {"eps", "1e-6"}},
+       {"unknown param 'eps'", "dtype", "world_size", "vec"}},
       {{{"dtype", "bf16"}, {"world_size", "8"}, {"", "x"}}, {"unknown param ''"}},
       {{{"dtype", "bf16"}, {"world_size", "8"}, {"rank", "0"}}, {"unknown param 'rank'"}},
   };

@@ -53,7 +53,8 @@ std::string ReturnType(const std::string& text, size_t name_at) {
   std::string out;
   std::string word;
   auto flush = [&] {
-    static const char* const kSpecifiers[] = {"KILN_API", "inline", "static", "virtual", "constexpr", "explicit", "extern"};
+    static const char* const kSpecifiers[] = {"KILN_API",  "inline",   "static", "virtual",
+                                              "constexpr", "explicit", "extern"};
     bool specifier = false;
     for (const char* s : kSpecifiers) specifier = specifier || word == s;
     if (!word.empty() && !specifier) out += (out.empty() || out.back() == '<' || out.back() == ':' ? "" : " ") + word;
@@ -250,8 +251,8 @@ ApiSignature FindDeclaration(const std::vector<std::pair<std::string, std::strin
       size_t word = before;
       while (word > 0 && (std::isalnum(static_cast<unsigned char>(text[word - 1])) || text[word - 1] == '_')) --word;
       const std::string previous_word = text.substr(word, before - word);
-      if (previous_word == "return" || previous_word == "else" || previous_word == "throw" ||
-          previous_word == "case" || previous_word == "new")
+      if (previous_word == "return" || previous_word == "else" || previous_word == "throw" || previous_word == "case" ||
+          previous_word == "new")
         continue;  // a call, not a declaration
       // The parameter list, to the matching ')'.
       size_t open = name_at + static_cast<size_t>(it->length()) - 1;
@@ -263,9 +264,9 @@ ApiSignature FindDeclaration(const std::vector<std::pair<std::string, std::strin
       }
       if (close >= text.size()) continue;
       size_t after = close + 1;
-      while (after < text.size() && (std::isspace(static_cast<unsigned char>(text[after])) ||
-                                     text.compare(after, 5, "const") == 0 || text.compare(after, 8, "noexcept") == 0 ||
-                                     text.compare(after, 8, "override") == 0)) {
+      while (after < text.size() &&
+             (std::isspace(static_cast<unsigned char>(text[after])) || text.compare(after, 5, "const") == 0 ||
+              text.compare(after, 8, "noexcept") == 0 || text.compare(after, 8, "override") == 0)) {
         if (std::isspace(static_cast<unsigned char>(text[after]))) ++after;
         else after += text.compare(after, 5, "const") == 0 ? 5 : 8;
       }

@@ -18,8 +18,8 @@ TEST_CASE("SupportedComputeCapabilities lists what NVRTC can build, sorted", "[a
 }
 
 TEST_CASE("GpuArch::Parse reads sm_<cc>[a|f] and str() gives it back", "[arch]") {
-  for (const char* text : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f",
-                           "sm_120", "sm_120a", "sm_120f"}) {
+  for (const char* text :
+       {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_120", "sm_120a", "sm_120f"}) {
     INFO(text);
     auto arch = GpuArch::Parse(text);
     REQUIRE(arch.ok());
@@ -38,13 +38,12 @@ TEST_CASE("GpuArch::Parse refuses what NVRTC cannot target, listing what it can"
     const char* text;
     const char* reason;
   };
-  for (Case c : {Case{"compute_90a", "virtual"}, Case{"sm90", "not of the form"},
-                 Case{"sm_", "not of the form"}, Case{"sm_9x", "not of the form"},
-                 Case{"90", "not of the form"}, Case{"sm_090", "not of the form"},
-                 Case{"SM_90", "not of the form"}, Case{"sm_90 ", "not of the form"},
-                 Case{"sm_80a", "no arch-specific"}, Case{"sm_90f", "no family-specific"},
-                 Case{"sm_95", "not supported"}, Case{"sm_1000", "not of the form"},
-                 Case{"sm_20", "not supported"}, Case{"", "not of the form"}}) {
+  for (Case c :
+       {Case{"compute_90a", "virtual"}, Case{"sm90", "not of the form"}, Case{"sm_", "not of the form"},
+        Case{"sm_9x", "not of the form"}, Case{"90", "not of the form"}, Case{"sm_090", "not of the form"},
+        Case{"SM_90", "not of the form"}, Case{"sm_90 ", "not of the form"}, Case{"sm_80a", "no arch-specific"},
+        Case{"sm_90f", "no family-specific"}, Case{"sm_95", "not supported"}, Case{"sm_1000", "not of the form"},
+        Case{"sm_20", "not supported"}, Case{"", "not of the form"}}) {
     INFO(c.text);
     auto arch = GpuArch::Parse(c.text);
     REQUIRE(!arch.ok());

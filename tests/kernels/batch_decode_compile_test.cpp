@@ -57,8 +57,11 @@ TEST_CASE("representative batch_decode specializations compile without spills", 
   // soft cap; the largest head (most registers) with whole-page tiles; and the sm_80 floor.
   for (const Case& c : {Case{"bf16", "128", "4", "16", "0", "sm_90a"}, Case{"fp16", "64", "8", "1", "1", "sm_90a"},
                         Case{"bf16", "256", "1", "64", "0", "sm_90a"}, Case{"fp16", "128", "2", "16", "0", "sm_80"}}) {
-    Params params = {{"dtype", c.dtype}, {"head_dim", c.head_dim}, {"group", c.group},
-                     {"page_size", c.page_size}, {"soft_cap", c.soft_cap}};
+    Params params = {{"dtype", c.dtype},
+                     {"head_dim", c.head_dim},
+                     {"group", c.group},
+                     {"page_size", c.page_size},
+                     {"soft_cap", c.soft_cap}};
     const server::CompileResult result = MustCompile("batch_decode", params, c.arch);
     const server::KernelAttributes& decode = result.kernels[0];
     const server::KernelAttributes& merge = result.kernels[1];
@@ -76,8 +79,8 @@ TEST_CASE("representative batch_decode specializations compile without spills", 
 
 TEST_CASE("append_paged_kv compiles for every vector width without spills", "[decode][compile]") {
   for (const char* vec : {"8", "1"}) {
-    const server::CompileResult result =
-        MustCompile("append_paged_kv", {{"dtype", "bf16"}, {"head_dim", "128"}, {"vec", vec}}, "sm_90a");
+    const server::CompileResult result = MustCompile("append_paged_kv",
+                                                     {{"dtype", "bf16"}, {"head_dim", "128"}, {"vec", vec}}, "sm_90a");
     CHECK(result.kernels[0].name == "kiln_append_paged_kv");
     CHECK(result.kernels[0].max_threads_per_block == 256);
   }
@@ -89,12 +92,14 @@ TEST_CASE("every decode-family specialization of a unit shares one PCH folder", 
     for (const char* head_dim : {"64", "256"}) {
       for (const char* soft_cap : {"0", "1"}) {
         auto spec = OpRegistry::Builtin().Generate(
-            "batch_decode", {{"dtype", dtype}, {"head_dim", head_dim}, {"group", "4"}, {"page_size", "16"}, {"soft_cap", soft_cap}},
+            "batch_decode",
+            {{"dtype", dtype}, {"head_dim", head_dim}, {"group", "4"}, {"page_size", "16"}, {"soft_cap", soft_cap}},
             *Tree());
         REQUIRE(spec.ok());
         decode_keys.insert(server::PchKey(spec->units[0], *spec, Tree().get()));
       }
-      auto spec = OpRegistry::Builtin().Generate("append_paged_kv", {{"dtype", dtype}, {"head_dim", head_dim}}, *Tree());
+      auto spec = OpRegistry::Builtin().Generate("append_paged_kv", {{"dtype", dtype}, {"head_dim", head_dim}},
+                                                 *Tree());
       REQUIRE(spec.ok());
       append_keys.insert(server::PchKey(spec->units[0], *spec, Tree().get()));
     }

@@ -1,8 +1,8 @@
 // The decode family's generators (batch_decode, append_paged_kv): registry lookup, readable and
 // canonical URIs, the spec of a specialization (sources, entries, family, launch shape), and
 // every bad, unknown or missing param refused with INVALID_ARGUMENT naming it.
-#include "kernels/ops/decode/append_paged_kv_generator.h"
 #include "kernels/ops/decode/batch_decode_generator.h"
+#include "kernels/ops/decode/append_paged_kv_generator.h"
 
 #include <catch2/catch.hpp>
 #include <set>
@@ -58,8 +58,8 @@ TEST_CASE("batch_decode URIs are readable, canonical and distinct", "[decode]") 
   CHECK(spelled.uri == omitted.uri);
   CHECK(spelled.params == omitted.params);
   CHECK(spelled.headers[0].content == omitted.headers[0].content);
-  CHECK(omitted.params == Params{{"dtype", "bf16"}, {"head_dim", "128"}, {"group", "4"}, {"page_size", "16"},
-                                 {"soft_cap", "0"}});
+  CHECK(omitted.params ==
+        Params{{"dtype", "bf16"}, {"head_dim", "128"}, {"group", "4"}, {"page_size", "16"}, {"soft_cap", "0"}});
 
   std::set<std::string> uris;
   size_t specs = 0;
@@ -151,8 +151,7 @@ TEST_CASE("append_paged_kv URIs, spec and refusals", "[decode]") {
   CHECK(spec.entries == std::vector<std::string>{"kiln_append_paged_kv"});
   CHECK(spec.units[0].tree_path == "src/decode/append_paged_kv.cu");
   CHECK(spec.arch_families[0].name == "sm_80+");
-  CHECK(spec.launch ==
-        std::vector<EntryLaunch>{{.entry = "kiln_append_paged_kv", .block = 256, .max_blocks = 8192}});
+  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_append_paged_kv", .block = 256, .max_blocks = 8192}});
   CHECK(Contains(spec.headers[0].content, "#define KILN_APPEND_VEC 8\n"));
 
   RequireInvalid("append_paged_kv", {{"dtype", "fp32"}, {"head_dim", "128"}},

@@ -172,7 +172,8 @@ TEST_CASE("every generator's smallest spec compiles for each of its arch familie
       auto result = compile_test::Compiler().Compile(request);
       INFO(result.status().ToString());
       REQUIRE(result.ok());
-      CHECK(result->cubin.starts_with("\x7f" "ELF"));
+      CHECK(result->cubin.starts_with("\x7f"
+                                      "ELF"));
       // Every entry the spec promises is a kernel of the cubin.
       std::set<std::string> kernels;
       for (const auto& k : result->kernels) kernels.insert(k.name);

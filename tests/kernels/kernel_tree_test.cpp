@@ -47,8 +47,8 @@ std::string Fingerprint(const std::string& root) {
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
     struct stat st {};
     lstat(entry.path().c_str(), &st);
-    out += entry.path().string() + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_mtim.tv_sec) +
-           "." + std::to_string(st.st_mtim.tv_nsec) + "\n";
+    out += entry.path().string() + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec) + "\n";
   }
   return out;
 }
@@ -150,7 +150,8 @@ TEST_CASE("an atomic replace (write a temp file, rename it over) is seen", "[tre
     auto tree = OpenTree(dir.path(), mode);
     tree->Current();
     WriteFile(dir.path() + "/include/kiln/.a.cuh.tmp", "// replaced by rename\n");
-    REQUIRE(rename((dir.path() + "/include/kiln/.a.cuh.tmp").c_str(), (dir.path() + "/include/kiln/a.cuh").c_str()) == 0);
+    REQUIRE(rename((dir.path() + "/include/kiln/.a.cuh.tmp").c_str(), (dir.path() + "/include/kiln/a.cuh").c_str()) ==
+            0);
     CHECK(FileOf(*tree->Current(), "include/kiln/a.cuh") == "// replaced by rename\n");
   }
 }

@@ -77,13 +77,34 @@ TEST_CASE("a raw source becomes a spec with a content-addressed URI", "[raw]") {
 }
 
 TEST_CASE("every allowed option is accepted", "[raw]") {
-  for (const char* option :
-       {"-DFOO", "-DFOO=1", "-DFOO=a b", "-D_X=(1+2)", "-UFOO", "--define-macro=X=1", "--undefine-macro=X",
-        "-std=c++17", "-std=c++20", "--std=c++17", "--use_fast_math", "-use_fast_math", "-ftz=true",
-        "-ftz=false", "--ftz=true", "-prec-div=false", "-prec-sqrt=true", "-fmad=false", "--fmad=true",
-        "-maxrregcount=16", "-maxrregcount=255", "--maxrregcount=64", "--extra-device-vectorization",
-        "-extra-device-vectorization", "-default-device", "--device-as-default-execution-space",
-        "-lineinfo", "--generate-line-info"}) {
+  for (const char* option : {"-DFOO",
+                             "-DFOO=1",
+                             "-DFOO=a b",
+                             "-D_X=(1+2)",
+                             "-UFOO",
+                             "--define-macro=X=1",
+                             "--undefine-macro=X",
+                             "-std=c++17",
+                             "-std=c++20",
+                             "--std=c++17",
+                             "--use_fast_math",
+                             "-use_fast_math",
+                             "-ftz=true",
+                             "-ftz=false",
+                             "--ftz=true",
+                             "-prec-div=false",
+                             "-prec-sqrt=true",
+                             "-fmad=false",
+                             "--fmad=true",
+                             "-maxrregcount=16",
+                             "-maxrregcount=255",
+                             "--maxrregcount=64",
+                             "--extra-device-vectorization",
+                             "-extra-device-vectorization",
+                             "-default-device",
+                             "--device-as-default-execution-space",
+                             "-lineinfo",
+                             "--generate-line-info"}) {
     RawSource source = Source();
     source.options = {option};
     INFO(option);
@@ -96,18 +117,32 @@ TEST_CASE("each forbidden option is refused with its reason and the allow-list",
     std::string option;
     const char* reason;
   };
-  for (const Case& c : {Case{"-I/etc", "include paths"}, Case{"--include-path=/x", "include paths"},
-                        Case{"-include", "include paths"}, Case{"--pre-include=/etc/passwd", "pre-includes"},
-                        Case{"--gpu-architecture=sm_90", "sets the target"}, Case{"-arch=sm_90", "sets the target"},
-                        Case{"-G", "debug"}, Case{"--device-debug", "debug"}, Case{"-std=c++14", "dialect"},
-                        Case{"-ftz=maybe", "true or false"}, Case{"-fmad", "allow-list"},
-                        Case{"-maxrregcount=8", "16..255"}, Case{"-maxrregcount=x", "16..255"},
-                        Case{"-D", "same option"}, Case{"-D1X", "not a macro name"}, Case{"-D=1", "not a macro name"},
-                        Case{"-UX=1", "macro name only"}, Case{"-pch", "precompiled"},
-                        Case{"--pch-dir=/tmp", "precompiled"}, Case{"--create-pch=/tmp/x", "precompiled"},
-                        Case{"--default-device", "allow-list"}, Case{"--time=/tmp/t", "allow-list"},
-                        Case{"-dlto", "allow-list"}, Case{"--fdevice-syntax-only", "allow-list"},
-                        Case{"nodash", "start with '-'"}, Case{"-DX\nY", "control character"},
+  for (const Case& c : {Case{"-I/etc", "include paths"},
+                        Case{"--include-path=/x", "include paths"},
+                        Case{"-include", "include paths"},
+                        Case{"--pre-include=/etc/passwd", "pre-includes"},
+                        Case{"--gpu-architecture=sm_90", "sets the target"},
+                        Case{"-arch=sm_90", "sets the target"},
+                        Case{"-G", "debug"},
+                        Case{"--device-debug", "debug"},
+                        Case{"-std=c++14", "dialect"},
+                        Case{"-ftz=maybe", "true or false"},
+                        Case{"-fmad", "allow-list"},
+                        Case{"-maxrregcount=8", "16..255"},
+                        Case{"-maxrregcount=x", "16..255"},
+                        Case{"-D", "same option"},
+                        Case{"-D1X", "not a macro name"},
+                        Case{"-D=1", "not a macro name"},
+                        Case{"-UX=1", "macro name only"},
+                        Case{"-pch", "precompiled"},
+                        Case{"--pch-dir=/tmp", "precompiled"},
+                        Case{"--create-pch=/tmp/x", "precompiled"},
+                        Case{"--default-device", "allow-list"},
+                        Case{"--time=/tmp/t", "allow-list"},
+                        Case{"-dlto", "allow-list"},
+                        Case{"--fdevice-syntax-only", "allow-list"},
+                        Case{"nodash", "start with '-'"},
+                        Case{"-DX\nY", "control character"},
                         Case{std::string("-DX\0Y", 5), "control character"}}) {
     RawSource source = Source();
     source.options = {"-DOK", c.option};
@@ -211,7 +246,9 @@ TEST_CASE("names, entries, units and sizes are checked", "[raw]") {
 
   std::string big(kMaxRawSourceBytes + 1, ' ');
   CHECK(Contains(with([&](RawSource& s) { s.code = big; }), "at most 1048576 bytes"));
-  CHECK(Contains(with([&](RawSource& s) { s.extra_units = {{"b.cu", std::string(kMaxRawSourceBytes, ' ')}}; }),
+  CHECK(Contains(with([&](RawSource& s) {
+                   s.extra_units = {{"b.cu", std::string(kMaxRawSourceBytes, ' ')}};
+                 }),
                  "all units together"));
   std::string fits = "extern \"C\" __global__ void k() {}\n";
   fits.resize(kMaxRawSourceBytes, ' ');

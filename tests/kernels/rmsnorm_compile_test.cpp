@@ -31,7 +31,9 @@ std::vector<int> VecChoices(int hidden, int bytes) {
 }
 
 TEST_CASE("every rmsnorm specialization compiles for sm_80 and sm_90a with sane attributes", "[rmsnorm][compile]") {
-  std::FILE* table = std::getenv("KILN_RMSNORM_COMPILE_TABLE") ? std::fopen(std::getenv("KILN_RMSNORM_COMPILE_TABLE"), "w") : nullptr;
+  std::FILE* table = std::getenv("KILN_RMSNORM_COMPILE_TABLE")
+                         ? std::fopen(std::getenv("KILN_RMSNORM_COMPILE_TABLE"), "w")
+                         : nullptr;
   int compiled = 0;
   for (const char* arch_text : {"sm_80", "sm_90a"}) {
     auto requested = GpuArch::Parse(arch_text);
@@ -51,7 +53,8 @@ TEST_CASE("every rmsnorm specialization compiles for sm_80 and sm_90a with sane 
             INFO(spec->uri << " " << arch_text << ": " << result.status().ToString());
             REQUIRE(result.ok());
             ++compiled;
-            CHECK(result->cubin.starts_with("\x7f" "ELF"));
+            CHECK(result->cubin.starts_with("\x7f"
+                                            "ELF"));
             CHECK(result->log.find("ptxas info") == std::string::npos);
             CHECK(result->link_ms == 0);
             REQUIRE(result->kernels.size() == 1);
@@ -75,10 +78,12 @@ TEST_CASE("every rmsnorm specialization compiles for sm_80 and sm_90a with sane 
               CHECK(k.stack_bytes == 0);
             }
             if (table != nullptr) {
-              std::fprintf(table, "%-8s %-36s block %4d rpb %3d ipt %2d regs %3d smem %4d spill %5d/%5d stack %5d cubin %6zu B compile %7.1f ms\n",
-                           arch_text, spec->uri.c_str(), shape.block, shape.rows_per_block,
-                           shape.items_per_thread, k.registers, k.static_shared_bytes, k.spill_store_bytes,
-                           k.spill_load_bytes, k.stack_bytes, result->cubin.size(), result->compile_ms);
+              std::fprintf(table,
+                           "%-8s %-36s block %4d rpb %3d ipt %2d regs %3d smem %4d spill %5d/%5d stack %5d cubin %6zu "
+                           "B compile %7.1f ms\n",
+                           arch_text, spec->uri.c_str(), shape.block, shape.rows_per_block, shape.items_per_thread,
+                           k.registers, k.static_shared_bytes, k.spill_store_bytes, k.spill_load_bytes, k.stack_bytes,
+                           result->cubin.size(), result->compile_ms);
             }
           }
         }
@@ -153,8 +158,8 @@ TEST_CASE("write rmsnorm cubins for a GPU check", "[.bundle]") {
           std::fwrite(result->cubin.data(), 1, result->cubin.size(), cubin);
           std::fclose(cubin);
           std::fprintf(manifest, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", spec->uri.c_str(), op, dtype.c_str(), hidden, vec,
-                       std::to_string(spec->launch.at(0).block).c_str(), std::to_string(spec->launch.at(0).items_per_block).c_str(),
-                       spec->entries[0].c_str());
+                       std::to_string(spec->launch.at(0).block).c_str(),
+                       std::to_string(spec->launch.at(0).items_per_block).c_str(), spec->entries[0].c_str());
         }
       }
     }

@@ -122,26 +122,26 @@ TEST_CASE("a spec names its sources, entry, family and launch shape", "[rmsnorm]
 TEST_CASE("ChooseRmsNormShape gives whole warps, covers the row and keeps rows in registers", "[rmsnorm]") {
   for (int hidden = 1; hidden <= 65536; hidden += (hidden < 300 ? 1 : 97)) {
     for (int vec : {1, 2, 4, 8}) {
-     for (int bytes : {2, 4}) {
-      if (hidden % vec != 0 || vec * bytes > 16) continue;
-      const RmsNormLaunchShape shape = ChooseRmsNormShape(hidden, vec, bytes);
-      const int vectors = hidden / vec;
-      INFO("hidden " << hidden << " vec " << vec << " bytes " << bytes);
-      REQUIRE(shape.vec == vec);
-      CHECK(shape.block == shape.threads_per_row * shape.rows_per_block);
-      CHECK(shape.block % 32 == 0);
-      CHECK(shape.block <= 1024);
-      if (shape.threads_per_row <= 32) {
-        CHECK((32 % shape.threads_per_row) == 0);
-      } else {
-        CHECK(shape.threads_per_row % 32 == 0);
-        CHECK(shape.rows_per_block == 1);
+      for (int bytes : {2, 4}) {
+        if (hidden % vec != 0 || vec * bytes > 16) continue;
+        const RmsNormLaunchShape shape = ChooseRmsNormShape(hidden, vec, bytes);
+        const int vectors = hidden / vec;
+        INFO("hidden " << hidden << " vec " << vec << " bytes " << bytes);
+        REQUIRE(shape.vec == vec);
+        CHECK(shape.block == shape.threads_per_row * shape.rows_per_block);
+        CHECK(shape.block % 32 == 0);
+        CHECK(shape.block <= 1024);
+        if (shape.threads_per_row <= 32) {
+          CHECK((32 % shape.threads_per_row) == 0);
+        } else {
+          CHECK(shape.threads_per_row % 32 == 0);
+          CHECK(shape.rows_per_block == 1);
+        }
+        // Every vector has a slot; no thread's last slot lies wholly past the row.
+        CHECK(shape.items_per_thread * shape.threads_per_row >= vectors);
+        CHECK((shape.items_per_thread - 1) * shape.threads_per_row < vectors);
+        if (vectors <= 4096) CHECK(shape.items_per_thread <= 4);
       }
-      // Every vector has a slot; no thread's last slot lies wholly past the row.
-      CHECK(shape.items_per_thread * shape.threads_per_row >= vectors);
-      CHECK((shape.items_per_thread - 1) * shape.threads_per_row < vectors);
-      if (vectors <= 4096) CHECK(shape.items_per_thread <= 4);
-     }
     }
   }
   CHECK(ChooseRmsNormShape(65536, 8, 2).items_per_thread == 16);
@@ -175,7 +175,8 @@ TEST_CASE("every bad, unknown or missing param is INVALID_ARGUMENT naming it", "
       {{{"dtype", "bf16"}, {"hidden", "99999999999"}}, {"'hidden'"}},
       {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "3"}}, {"'vec'", "'3'", "a power of two in 1..16"}},
       {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "0"}}, {"'vec'", "'0'"}},
-      {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "16"}}, {"'vec'", "'16'", "2 bytes <= 16", "allowed here: 1, 2, 4, 8"}},
+      {{{"dtype", "bf16"}, {"hidden", "4096"}, {"vec", "16"}},
+       {"'vec'", "'16'", "2 bytes <= 16", "allowed here: 1, 2, 4, 8"}},
       {{{"dtype", "fp32"}, {"hidden", "4096"}, {"vec", "8"}}, {"'vec'", "'8'", "allowed here: 1, 2, 4"}},
       {{{"dtype", "fp16"}, {"hidden", "4094"}, {"vec", "4"}}, {"'vec'", "'4'", "divides hidden", "allowed here: 1, 2"}},
       {{{"dtype", "fp16"}, {"hidden", "4095"}, {"vec", "2"}}, {"'vec'", "allowed here: 1"}},

@@ -29,8 +29,11 @@ struct Case {
 };
 
 void CompileAndCheck(const Case& c, const char* arch_text, std::FILE* table) {
-  const Params params = {{"dtype", c.dtype}, {"rotary_dim", std::to_string(c.rotary_dim)}, {"style", c.style},
-                         {"pos_dtype", c.pos_dtype}, {"vec", c.vec}};
+  const Params params = {{"dtype", c.dtype},
+                         {"rotary_dim", std::to_string(c.rotary_dim)},
+                         {"style", c.style},
+                         {"pos_dtype", c.pos_dtype},
+                         {"vec", c.vec}};
   auto spec = OpRegistry::Builtin().Generate(c.op, params, *Tree());
   INFO(c.op << ": " << spec.status().ToString());
   REQUIRE(spec.ok());
@@ -40,7 +43,8 @@ void CompileAndCheck(const Case& c, const char* arch_text, std::FILE* table) {
   auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
   INFO(spec->uri << " " << arch_text << ": " << result.status().ToString());
   REQUIRE(result.ok());
-  CHECK(result->cubin.starts_with("\x7f" "ELF"));
+  CHECK(result->cubin.starts_with("\x7f"
+                                  "ELF"));
   CHECK(result->log.find("ptxas info") == std::string::npos);
   REQUIRE(result->kernels.size() == 1);
   const server::KernelAttributes& k = result->kernels[0];
@@ -63,15 +67,14 @@ void CompileAndCheck(const Case& c, const char* arch_text, std::FILE* table) {
   }
 }
 
-TEST_CASE("representative rope specializations compile for sm_90a and sm_80 with sane attributes",
-          "[rope][compile]") {
+TEST_CASE("representative rope specializations compile for sm_90a and sm_80 with sane attributes", "[rope][compile]") {
   const char* path = std::getenv("KILN_ROPE_COMPILE_TABLE");
   std::FILE* table = path != nullptr ? std::fopen(path, "w") : nullptr;
   const Case sm90[] = {
       {"apply_rope", "bf16", 128, "neox", "int64", "auto"},
       {"apply_rope", "fp16", 128, "gptj", "int32", "auto"},
       {"apply_rope", "bf16", 64, "gptj", "int64", "1"},
-      {"apply_rope", "fp16", 512, "neox", "int32", "1"},  // 256 threads per token
+      {"apply_rope", "fp16", 512, "neox", "int32", "1"},     // 256 threads per token
       {"apply_rope", "bf16", 100, "neox", "int64", "auto"},  // vec 2, 25 threads per token
       {"apply_rope_with_cos_sin_cache", "bf16", 128, "neox", "int64", "auto"},
       {"apply_rope_with_cos_sin_cache", "fp16", 256, "gptj", "int32", "auto"},

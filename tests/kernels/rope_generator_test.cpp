@@ -38,18 +38,17 @@ TEST_CASE("rope URIs are readable and canonical", "[rope]") {
 
   // Defaults given or omitted are the same specialization: same URI, same spec.
   const JitSpec omitted = MustGenerate("apply_rope", {{"dtype", "bf16"}, {"rotary_dim", "128"}});
-  for (const Params& params :
-       {Params{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"vec", "8"}},
-        Params{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"vec", "auto"}, {"style", "neox"}},
-        Params{{"dtype", "bf16"}, {"rotary_dim", "0128"}, {"pos_dtype", "int64"}}}) {
+  for (const Params& params : {Params{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"vec", "8"}},
+                               Params{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"vec", "auto"}, {"style", "neox"}},
+                               Params{{"dtype", "bf16"}, {"rotary_dim", "0128"}, {"pos_dtype", "int64"}}}) {
     const JitSpec given = MustGenerate("apply_rope", params);
     CHECK(given.uri == omitted.uri);
     CHECK(given.params == omitted.params);
     CHECK(given.headers[0].content == omitted.headers[0].content);
     CHECK(given.launch == omitted.launch);
   }
-  CHECK(omitted.params == Params{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"style", "neox"},
-                                 {"pos_dtype", "int64"}, {"vec", "8"}});
+  CHECK(omitted.params ==
+        Params{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"style", "neox"}, {"pos_dtype", "int64"}, {"vec", "8"}});
 
   std::set<std::string> uris;
   size_t specs = 0;
@@ -59,8 +58,11 @@ TEST_CASE("rope URIs are readable and canonical", "[rope]") {
         for (const char* style : {"neox", "gptj"})
           for (const char* pos : {"int32", "int64"})
             for (const char* vec : {"1", "2", "4", "8"}) {
-              auto spec = Generate(op, {{"dtype", dtype}, {"rotary_dim", std::to_string(rotary)}, {"style", style},
-                                        {"pos_dtype", pos}, {"vec", vec}});
+              auto spec = Generate(op, {{"dtype", dtype},
+                                        {"rotary_dim", std::to_string(rotary)},
+                                        {"style", style},
+                                        {"pos_dtype", pos},
+                                        {"vec", vec}});
               if (!spec.ok()) continue;
               ++specs;
               uris.insert(spec->uri);
@@ -144,9 +146,11 @@ TEST_CASE("every bad, unknown or missing rope param is INVALID_ARGUMENT naming i
       {{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"style", "llama"}}, {"'style'", "'llama'", "neox, gptj"}},
       {{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"pos_dtype", "fp32"}}, {"'pos_dtype'", "'fp32'", "int32, int64"}},
       {{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"vec", "16"}}, {"'vec'", "'16'", "allowed here: 1, 2, 4, 8"}},
-      {{{"dtype", "bf16"}, {"rotary_dim", "100"}, {"vec", "4"}}, {"'vec'", "'4'", "divides rotary_dim / 2", "allowed here: 1, 2"}},
+      {{{"dtype", "bf16"}, {"rotary_dim", "100"}, {"vec", "4"}},
+       {"'vec'", "'4'", "divides rotary_dim / 2", "allowed here: 1, 2"}},
       {{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"vec", "3"}}, {"'vec'", "'3'"}},
-      {{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"theta", "10000"}}, {"unknown param 'theta'", "rotary_dim", "style"}},
+      {{{"dtype", "bf16"}, {"rotary_dim", "128"}, {"theta", "10000"}},
+       {"unknown param 'theta'", "rotary_dim", "style"}},
   };
   for (const char* op : kOps) {
     for (const Case& c : cases) {

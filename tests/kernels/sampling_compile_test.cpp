@@ -30,9 +30,12 @@ TEST_CASE("representative sampling specializations compile with the promised att
   // Every op, both samples dtypes and every vector width at least once; top_k_top_p (the
   // largest unit, ~1.5 s of ptxas) only once.
   const Build builds[] = {
-      {"sm_90a", "top_k_sampling", "int32", "4"},       {"sm_90a", "top_p_sampling", "int64", "1"},
-      {"sm_90a", "top_k_top_p_sampling", "int32", "4"}, {"sm_90a", "min_p_sampling", "int64", "2"},
-      {"sm_90a", "argmax", "int32", "1"},               {"sm_80", "min_p_sampling", "int32", "4"},
+      {"sm_90a", "top_k_sampling", "int32", "4"},
+      {"sm_90a", "top_p_sampling", "int64", "1"},
+      {"sm_90a", "top_k_top_p_sampling", "int32", "4"},
+      {"sm_90a", "min_p_sampling", "int64", "2"},
+      {"sm_90a", "argmax", "int32", "1"},
+      {"sm_80", "min_p_sampling", "int32", "4"},
   };
   for (const Build& b : builds) {
     auto spec = OpRegistry::Builtin().Generate(b.op, {{"out_dtype", b.out}, {"vec", b.vec}}, *Tree());
@@ -43,7 +46,8 @@ TEST_CASE("representative sampling specializations compile with the promised att
     auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
     INFO(spec->uri << " " << b.arch << ": " << result.status().ToString());
     REQUIRE(result.ok());
-    CHECK(result->cubin.starts_with("\x7f" "ELF"));
+    CHECK(result->cubin.starts_with("\x7f"
+                                    "ELF"));
     REQUIRE(result->kernels.size() == 1);
     const server::KernelAttributes& k = result->kernels[0];
     INFO("registers " << k.registers << " stack " << k.stack_bytes << " spills " << k.spill_store_bytes << "/"

@@ -13,8 +13,7 @@
 namespace kiln::kernels {
 namespace {
 
-const char* const kOps[] = {"top_k_sampling", "top_p_sampling", "top_k_top_p_sampling", "min_p_sampling",
-                            "argmax"};
+const char* const kOps[] = {"top_k_sampling", "top_p_sampling", "top_k_top_p_sampling", "min_p_sampling", "argmax"};
 
 using namespace generator_test;
 
@@ -88,10 +87,9 @@ TEST_CASE("a sampling spec names its unit, entry, config, family and launch shap
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_top_k_top_p_sampling",
-                                                 .block = 1024,
-                                                 .dynamic_smem = 65536,
-                                                 .items_per_block = 1}});
+  CHECK(spec.launch ==
+        std::vector<EntryLaunch>{
+            {.entry = "kiln_top_k_top_p_sampling", .block = 1024, .dynamic_smem = 65536, .items_per_block = 1}});
   CHECK(spec.params.at("vec") == "2");
   CHECK(spec.compile_memory_mb > 0);
 

@@ -30,7 +30,8 @@ void CompileAndCheck(const std::string& dtype, const char* arch_text) {
   auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
   INFO(spec->uri << " " << arch_text << ": " << result.status().ToString());
   REQUIRE(result.ok());
-  CHECK(result->cubin.starts_with("\x7f" "ELF"));
+  CHECK(result->cubin.starts_with("\x7f"
+                                  "ELF"));
   REQUIRE(result->kernels.size() == 1);
   const server::KernelAttributes& k = result->kernels[0];
   CHECK(k.name == "kiln_tensor_stats");

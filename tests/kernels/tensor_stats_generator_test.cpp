@@ -74,16 +74,16 @@ TEST_CASE("a tensor_stats spec names its sources and entry and family and launch
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
-  CHECK(spec.launch == std::vector<EntryLaunch>{{.entry = "kiln_tensor_stats",
-                                                 .block = kTensorStatsBlock,
-                                                 .max_blocks = kTensorStatsMaxBlocks}});
+  CHECK(spec.launch ==
+        std::vector<EntryLaunch>{
+            {.entry = "kiln_tensor_stats", .block = kTensorStatsBlock, .max_blocks = kTensorStatsMaxBlocks}});
   CHECK(kTensorStatsBlock % 32 == 0);
   CHECK(spec.compile_memory_mb > 0);
 
   // The element type of each dtype, as the device code's ToDouble overloads take it.
-  const std::pair<const char*, const char*> types[] = {
-      {"fp32", "float"},       {"fp16", "__half"}, {"int8", "signed char"}, {"uint8", "unsigned char"},
-      {"int32", "int"},        {"int64", "long long"}};
+  const std::pair<const char*, const char*> types[] = {{"fp32", "float"},       {"fp16", "__half"},
+                                                       {"int8", "signed char"}, {"uint8", "unsigned char"},
+                                                       {"int32", "int"},        {"int64", "long long"}};
   for (const auto& [dtype, type] : types) {
     INFO(dtype);
     CHECK(Contains(MustGenerate({{"dtype", dtype}}).headers[0].content,

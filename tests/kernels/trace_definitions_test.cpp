@@ -99,7 +99,8 @@ bool IsFloating(const std::string& type) { return type == "double" || type == "f
 // The names a trace scalar may take for the non-tensor arguments of an API: the argument
 // itself, and the members of an options struct (one level down too), bare or prefixed by
 // their path: options.theta -> "theta", options.llama31->factor -> "llama31_factor".
-void AddScalarNames(const std::vector<testing::ApiParam>& params, const Headers& headers, std::set<std::string>* names) {
+void AddScalarNames(const std::vector<testing::ApiParam>& params, const Headers& headers,
+                    std::set<std::string>* names) {
   for (const auto& p : params) {
     if (p.type.find("TensorView") != std::string::npos || p.type.find("DLTensor") != std::string::npos) continue;
     names->insert(p.name);
@@ -119,8 +120,10 @@ TEST_CASE("every registered op has a trace definition, and every definition name
   for (const auto& op : kernels::OpRegistry::Builtin().all()) registered.emplace(op->name());
   for (const auto& def : Definitions()) defined.insert(def.name);
   std::vector<std::string> missing, unknown;
-  std::set_difference(registered.begin(), registered.end(), defined.begin(), defined.end(), std::back_inserter(missing));
-  std::set_difference(defined.begin(), defined.end(), registered.begin(), registered.end(), std::back_inserter(unknown));
+  std::set_difference(registered.begin(), registered.end(), defined.begin(), defined.end(),
+                      std::back_inserter(missing));
+  std::set_difference(defined.begin(), defined.end(), registered.begin(), registered.end(),
+                      std::back_inserter(unknown));
   INFO("registered ops without a trace definition: " << Join(missing)
                                                      << "; add kernels/traces/<op>.json (kernels/traces/README.md)");
   CHECK(missing.empty());
@@ -157,7 +160,8 @@ TEST_CASE("every trace definition is well-formed: schema, axes, shapes, examples
 
 TEST_CASE("trace definitions match the public C++ and C declarations of their API", "[traces]") {
   for (const auto& def : Definitions()) {
-    INFO(def.file << ": api " << def.api_cpp << " / " << (def.IsInternal() ? "internal, " + def.api_internal_header : def.api_c));
+    INFO(def.file << ": api " << def.api_cpp << " / "
+                  << (def.IsInternal() ? "internal, " + def.api_internal_header : def.api_c));
     std::vector<std::string> problems;
     std::set<std::string> tensors, scalars, outputs;
     for (const auto& t : def.inputs) tensors.insert(t.name);
@@ -170,13 +174,16 @@ TEST_CASE("trace definitions match the public C++ and C declarations of their AP
     const Headers headers = ApiHeaders(def);
     const testing::ApiSignature cpp = testing::FindDeclaration(headers, def.api_cpp);
     // An internal op has no C function: its C checks below see no parameters.
-    const testing::ApiSignature c = def.IsInternal() ? testing::ApiSignature{} : testing::FindDeclaration(headers, def.api_c);
+    const testing::ApiSignature c = def.IsInternal() ? testing::ApiSignature{}
+                                                     : testing::FindDeclaration(headers, def.api_c);
     if (cpp.file.empty())
       problems.push_back(def.api_cpp + " is declared in no header of " +
                          (def.IsInternal() ? def.api_internal_header : std::string("client/include/kiln")));
-    if (!def.IsInternal() && c.file.empty()) problems.push_back(def.api_c + " is declared in no header of client/include/kiln");
+    if (!def.IsInternal() && c.file.empty())
+      problems.push_back(def.api_c + " is declared in no header of client/include/kiln");
     if (def.IsInternal() && !testing::FindDeclaration(PublicHeaders(), def.api_cpp).file.empty())
-      problems.push_back(def.api_cpp + " is declared in a public header, so the op is not internal: give api.c, not api.internal");
+      problems.push_back(def.api_cpp +
+                         " is declared in a public header, so the op is not internal: give api.c, not api.internal");
 
     std::set<std::string> cpp_tensors, cpp_optional, c_tensors, params;
     AddScalarNames(cpp.params, headers, &params);
@@ -207,17 +214,19 @@ TEST_CASE("trace definitions match the public C++ and C declarations of their AP
     }
     for (const auto& name : cpp_tensors)
       if (tensors.count(name) == 0 && cpp_optional.count(name) == 0)
-        problems.push_back("the tensor argument '" + name + "' of " + def.api_cpp + " is in neither inputs nor outputs");
+        problems.push_back("the tensor argument '" + name + "' of " + def.api_cpp +
+                           " is in neither inputs nor outputs");
     for (const auto& name : c_tensors)
       if (tensors.count(name) == 0 && cpp_optional.count(name) == 0)
         problems.push_back("the tensor argument '" + name + "' of " + def.api_c + " is in neither inputs nor outputs");
     for (const auto& p : c.params)
       if (outputs.count(p.name) > 0 && p.type.rfind("const", 0) == 0)
-        problems.push_back("the output '" + p.name + "' is '" + p.type + "' in " + def.api_c + ": an output is written");
+        problems.push_back("the output '" + p.name + "' is '" + p.type + "' in " + def.api_c +
+                           ": an output is written");
     for (const auto& name : scalars)
       if (params.count(name) == 0)
-        problems.push_back("the scalar '" + name + "' is an argument (or an options member) of neither " +
-                           def.api_cpp + " nor " + def.api_c);
+        problems.push_back("the scalar '" + name + "' is an argument (or an options member) of neither " + def.api_cpp +
+                           " nor " + def.api_c);
     for (const auto* sig : {&cpp, &c})
       for (const auto& p : sig->params)
         if (IsFloating(p.type) && scalars.count(p.name) == 0)

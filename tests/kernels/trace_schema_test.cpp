@@ -55,7 +55,8 @@ TEST_CASE("a valid trace definition parses, with its parts in file order", "[tra
   CHECK(def->inputs[1].shape[1].size == 4);
   CHECK(def->scalars[0].has_default);
   REQUIRE(def->examples.size() == 1);
-  CHECK(def->examples[0].axes == std::vector<std::pair<std::string, int64_t>>{{"rows", 1}, {"d", 14336}, {"d2", 28672}});
+  CHECK(def->examples[0].axes ==
+        std::vector<std::pair<std::string, int64_t>>{{"rows", 1}, {"d", 14336}, {"d2", 28672}});
   CHECK(def->AxisValues(def->examples[0]).at("h") == 128);
 }
 
@@ -79,14 +80,16 @@ TEST_CASE("each broken schema rule is refused with a message naming the place", 
       {"unknown dtype", [](Json& d) { d["inputs"]["input"]["dtype"] = Json::array({"bfloat16"}); },
        "unknown dtype \"bfloat16\""},
       {"same_as on an input", [](Json& d) { d["inputs"]["table"]["dtype"] = "same_as:input"; }, "only for outputs"},
-      {"same_as names no input", [](Json& d) { d["outputs"]["out"]["dtype"] = "same_as:x"; }, "same_as:x names no input"},
+      {"same_as names no input", [](Json& d) { d["outputs"]["out"]["dtype"] = "same_as:x"; },
+       "same_as:x names no input"},
       {"in-place with another shape",
        [](Json& d) { d["outputs"]["input"] = Json::parse(R"({"shape": ["rows", "d"], "dtype": "same_as:input"})"); },
        "same shape"},
       {"in-place with another dtype",
        [](Json& d) { d["outputs"]["input"] = Json::parse(R"({"shape": ["rows", "d2"], "dtype": "fp32"})"); },
        "same_as:input"},
-      {"scalar with a bad dtype", [](Json& d) { d["scalars"]["eps"]["dtype"] = "double"; }, "unknown scalar dtype 'double'"},
+      {"scalar with a bad dtype", [](Json& d) { d["scalars"]["eps"]["dtype"] = "double"; },
+       "unknown scalar dtype 'double'"},
       {"constraint on no axis", [](Json& d) { d["constraints"][0] = "d2 == 2 * hidden"; }, "'hidden' is not an axis"},
       {"constraint syntax", [](Json& d) { d["constraints"][0] = "d2 == 2 *"; }, "constraints[0]"},
       {"example misses a var axis", [](Json& d) { d["examples"][0]["axes"].erase("d2"); }, "missing the var axis 'd2'"},
@@ -255,10 +258,14 @@ TEST_CASE("constraint expressions follow Python's grammar over integer axes", "[
 
 TEST_CASE("bad constraint expressions are refused with the position", "[traces]") {
   const std::pair<const char*, const char*> cases[] = {
-      {"a +", "expected a number"},       {"(a + 1", "expected ')'"},
-      {"a $ b", "unexpected character '$'"}, {"a b", "unexpected 'b'"},
-      {"pow(a, 2)", "unknown function 'pow'"}, {"abs(a, b)", "takes one argument"},
-      {"a in 3", "parenthesized list"},      {"a / (b - 2)", "division by zero"},
+      {"a +", "expected a number"},
+      {"(a + 1", "expected ')'"},
+      {"a $ b", "unexpected character '$'"},
+      {"a b", "unexpected 'b'"},
+      {"pow(a, 2)", "unknown function 'pow'"},
+      {"abs(a, b)", "takes one argument"},
+      {"a in 3", "parenthesized list"},
+      {"a / (b - 2)", "division by zero"},
       {"x == 1", "'x' has no value"},
   };
   for (const auto& [expression, message] : cases) {

@@ -21,8 +21,7 @@ const std::map<std::string, std::string> kBf16_4096 = {{"dtype", "bf16"}, {"hidd
 
 std::vector<Reply> Concurrently(Rpc& rpc, const v1::GetKernelRequest& request, int n) {
   std::vector<std::future<Reply>> futures;
-  for (int i = 0; i < n; ++i)
-    futures.push_back(std::async(std::launch::async, [&] { return Get(rpc, request); }));
+  for (int i = 0; i < n; ++i) futures.push_back(std::async(std::launch::async, [&] { return Get(rpc, request); }));
   std::vector<Reply> out;
   for (auto& f : futures) out.push_back(f.get());
   return out;

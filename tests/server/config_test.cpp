@@ -1,6 +1,6 @@
 // DaemonConfig: flags over variables over defaults, and a clear error for every bad value.
-#include <catch2/catch.hpp>
 #include <stdlib.h>
+#include <catch2/catch.hpp>
 
 #include <fstream>
 #include <sstream>
@@ -89,10 +89,28 @@ TEST_CASE("bad flags and variables are refused naming what was wrong", "[config]
 }
 
 TEST_CASE("the engine gets its settings from the daemon's, and only those", "[config]") {
-  auto c = LoadDaemonConfig({"--kernels-dir", kKernels, "--cache-dir", "/tmp/kiln-options/cache", "--gen-dir",
-                             "/tmp/kiln-options/gen", "--disable-jit", "--no-cache", "--arch", "sm_80 sm_90a",
-                             "--max-jobs", "3", "--compile-memory-mb", "1024", "--cache-max-mb", "77",
-                             "--job-timeout-s", "42", "--shutdown-grace-s", "5", "--log-level", "debug"});
+  auto c = LoadDaemonConfig({"--kernels-dir",
+                             kKernels,
+                             "--cache-dir",
+                             "/tmp/kiln-options/cache",
+                             "--gen-dir",
+                             "/tmp/kiln-options/gen",
+                             "--disable-jit",
+                             "--no-cache",
+                             "--arch",
+                             "sm_80 sm_90a",
+                             "--max-jobs",
+                             "3",
+                             "--compile-memory-mb",
+                             "1024",
+                             "--cache-max-mb",
+                             "77",
+                             "--job-timeout-s",
+                             "42",
+                             "--shutdown-grace-s",
+                             "5",
+                             "--log-level",
+                             "debug"});
   REQUIRE(c.ok());
   const kiln::server::EngineOptions o = kiln::server::EngineOptionsFromConfig(*c);
   CHECK(o.cache_dir == "/tmp/kiln-options/cache");

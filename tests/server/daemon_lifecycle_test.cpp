@@ -2,11 +2,11 @@
 // bad flags, and read-only inputs with an unwritable $HOME.
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <netinet/in.h>
 
 #include <filesystem>
 #include <map>
@@ -99,7 +99,7 @@ TEST_CASE("SIGTERM during a compile lets it finish or abandons it, never a half 
 TEST_CASE("the socket folder Kiln creates is 0700 and the socket is 0660", "[daemon]") {
   TempDir dir;
   DaemonProcess d({.root = dir.path(), .socket = dir / "fresh/kilnd.sock"});
-  struct stat st{};
+  struct stat st {};
   REQUIRE(stat((dir / "fresh").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0700);
   REQUIRE(stat(d.socket().c_str(), &st) == 0);

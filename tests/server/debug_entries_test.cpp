@@ -130,8 +130,8 @@ TEST_CASE("lineinfo, -G and a verbose log are each a separate entry, a verbose r
   CHECK(ge.debug().device_debug());
   CHECK(std::find(ge.options().begin(), ge.options().end(), "-G") != ge.options().end());
 
-  std::set<std::string> keys = {base.response.cache_key(), verbose.response.cache_key(),
-                                lineinfo.response.cache_key(), device_debug.response.cache_key()};
+  std::set<std::string> keys = {base.response.cache_key(), verbose.response.cache_key(), lineinfo.response.cache_key(),
+                                device_debug.response.cache_key()};
   CHECK(keys.size() == 4);
   CHECK(Stats(rpc).entries() == 4);
   // The default entry is untouched by the debug variants.
@@ -144,8 +144,9 @@ TEST_CASE("a verbose log keeps ptxas' report on the nvJitLink path too", "[cache
   TempDir dir;
   DaemonProcess d({.root = dir.path()});
   Rpc rpc(d.channel());
-  auto request = SourceRequest("linked", "extern \"C\" __device__ float twice(float x);\n"
-                                         "extern \"C\" __global__ void k(float* p) { p[0] = twice(p[0]); }\n",
+  auto request = SourceRequest("linked",
+                               "extern \"C\" __device__ float twice(float x);\n"
+                               "extern \"C\" __global__ void k(float* p) { p[0] = twice(p[0]); }\n",
                                {"k"});
   auto* unit = request.mutable_source()->add_extra_units();
   unit->set_name("twice.cu");

@@ -90,8 +90,8 @@ TEST_CASE("grpcurl lists the services through reflection and the health check sa
   auto list = Shell("grpcurl -plaintext -unix $SOCK list", d.socket(), grpcurl);
   INFO(list.output);
   REQUIRE(list.exit_code == 0);
-  for (const char* service : {"kiln.v1.KernelService", "kiln.v1.CacheService", "kiln.v1.JobService",
-                              "grpc.health.v1.Health"})
+  for (const char* service :
+       {"kiln.v1.KernelService", "kiln.v1.CacheService", "kiln.v1.JobService", "grpc.health.v1.Health"})
     CHECK_THAT(list.output, Catch::Contains(service));
   auto health = Shell("grpcurl -plaintext -unix $SOCK grpc.health.v1.Health/Check", d.socket(), grpcurl);
   CHECK(health.exit_code == 0);
@@ -99,8 +99,9 @@ TEST_CASE("grpcurl lists the services through reflection and the health check sa
   auto stats = Shell("grpcurl -plaintext -unix $SOCK kiln.v1.CacheService/GetStats", d.socket(), grpcurl);
   CHECK(stats.exit_code == 0);
   CHECK_THAT(stats.output, Catch::Contains("cache_dir"));
-  auto bad = Shell(R"(grpcurl -plaintext -unix -d '{"op": {"name": "nope"}, "target": {"arch": "sm_90a"}}' $SOCK kiln.v1.KernelService/GetKernel)",
-                   d.socket(), grpcurl);
+  auto bad = Shell(
+      R"(grpcurl -plaintext -unix -d '{"op": {"name": "nope"}, "target": {"arch": "sm_90a"}}' $SOCK kiln.v1.KernelService/GetKernel)",
+      d.socket(), grpcurl);
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.output, Catch::Contains("nope"));
 }

@@ -20,8 +20,7 @@ using namespace kiln::testing;
 namespace v1 = kiln::v1;
 namespace fs = std::filesystem;
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("an installed kilnd finds its kernels in the prefix and writes nothing into it", "[daemon][install]") {
   TempDir dir;

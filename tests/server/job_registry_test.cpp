@@ -52,7 +52,10 @@ TEST_CASE("watchers see existing unfinished jobs and every later change, and end
   r.Update(id, [](v1::Job& j) { j.set_state(v1::JOB_STATE_SUCCEEDED); });
   REQUIRE(w->Next(&event, soon()));
   CHECK(event.state() == v1::JOB_STATE_SUCCEEDED);
-  std::thread closer([&] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); r.Close(); });
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    r.Close();
+  });
   CHECK_FALSE(w->Next(&event, soon()));
   CHECK(w->closed());
   closer.join();

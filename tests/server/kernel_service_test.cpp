@@ -18,7 +18,11 @@ namespace fs = std::filesystem;
 namespace {
 const std::map<std::string, std::string> kBf16_4096 = {{"dtype", "bf16"}, {"hidden", "4096"}};
 
-bool IsElf(const std::string& bytes) { return bytes.size() > 4 && bytes.compare(0, 4, "\x7f" "ELF") == 0; }
+bool IsElf(const std::string& bytes) {
+  return bytes.size() > 4 && bytes.compare(0, 4,
+                                           "\x7f"
+                                           "ELF") == 0;
+}
 }  // namespace
 
 TEST_CASE("an op is compiled once, then served from memory, then from disk after a restart", "[kernel]") {
@@ -297,14 +301,13 @@ TEST_CASE("a compile past --job-timeout-s is abandoned: waiters told, result dis
   DaemonProcess d({.root = dir.path(), .extra_args = {"--job-timeout-s", "3", "--shutdown-grace-s", "0"}});
   Rpc rpc(d.channel());
   // Two thousand unrolled kernels: ~20 s of NVRTC here, several seconds on a fast CPU.
-  std::string slow =
-      "template <int K> __device__ __forceinline__ float chain(float x) {\n"
-      "#pragma unroll\n"
-      "  for (int i = 0; i < 64; ++i) x = fmaf(x, 1.0001f + K * 1e-6f, 0.5f * (i + K));\n"
-      "  return x;\n}\n";
+  std::string slow = "template <int K> __device__ __forceinline__ float chain(float x) {\n"
+                     "#pragma unroll\n"
+                     "  for (int i = 0; i < 64; ++i) x = fmaf(x, 1.0001f + K * 1e-6f, 0.5f * (i + K));\n"
+                     "  return x;\n}\n";
   for (int k = 0; k < 2000; ++k)
-    slow += "extern \"C\" __global__ void k" + std::to_string(k) +
-            "(float* x) { x[threadIdx.x] = chain<" + std::to_string(k) + ">(x[threadIdx.x]); }\n";
+    slow += "extern \"C\" __global__ void k" + std::to_string(k) + "(float* x) { x[threadIdx.x] = chain<" +
+            std::to_string(k) + ">(x[threadIdx.x]); }\n";
   auto r = Get(rpc, SourceRequest("slow", slow, {"k0"}));
   REQUIRE(r.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
   CHECK_THAT(r.status.error_message(), Catch::Contains("--job-timeout-s"));

@@ -112,7 +112,9 @@ TEST_CASE("every input that can change the cubin changes the key", "[key_inputs]
       [](Request& r) { r.key_options.pop_back(); },
       [](Request& r) { r.spec.link_options.clear(); },
       [](Request& r) { r.spec.entries.push_back("rmsnorm_tail"); },
-      [](Request& r) { r.arch = kernels::GpuArch{90, '\0'}; },
+      [](Request& r) {
+        r.arch = kernels::GpuArch{90, '\0'};
+      },
       [](Request& r) { r.toolchain.nvrtc = "13.1"; },
       [](Request& r) { r.toolchain.nvjitlink = "13.1"; },
       [](Request& r) { r.toolchain.cuda_headers = "13010"; },
@@ -127,8 +129,7 @@ TEST_CASE("every input that can change the cubin changes the key", "[key_inputs]
   }
 }
 
-TEST_CASE("the key of a fixed request is pinned: a change here makes every warm cache miss once",
-          "[key_inputs]") {
+TEST_CASE("the key of a fixed request is pinned: a change here makes every warm cache miss once", "[key_inputs]") {
   // First computed with the engine's inline assembly this function replaced (the move changed
   // no byte); then cache format 2 (typed launch hints in the index) changed the format field.
   CHECK(Rmsnorm().Key() == "35e5ac80a8b4c1b2bd3870efbf42c25abff5ccc83163e32d8be0e04d561fb686");

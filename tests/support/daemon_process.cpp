@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include <grpcpp/grpcpp.h>
 #include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 
 #include <condition_variable>
 #include <mutex>
@@ -37,14 +37,14 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
   if (options_.kernels_dir.empty()) options_.kernels_dir = KernelsDir();
 
   SubprocessOptions p;
-  p.argv = {KilndPath(), "--socket", options_.socket, "--cache-dir", options_.cache_dir,
+  p.argv = {KilndPath(), "--socket",       options_.socket, "--cache-dir",       options_.cache_dir,
             "--gen-dir", options_.gen_dir, "--kernels-dir", options_.kernels_dir};
   for (const auto& a : options_.extra_args) p.argv.push_back(a);
   p.set_env = options_.env;
   p.unset_env = options_.unset_env;
   // The daemon must not pick up the developer's own settings.
-  for (const char* name : {"KILN_SOCKET", "KILN_CACHE_DIR", "KILN_GEN_DIR", "KILN_KERNELS_DIR",
-                           "KILN_DISABLE_JIT", "KILN_NO_CACHE", "KILN_ARCH_LIST"}) {
+  for (const char* name : {"KILN_SOCKET", "KILN_CACHE_DIR", "KILN_GEN_DIR", "KILN_KERNELS_DIR", "KILN_DISABLE_JIT",
+                           "KILN_NO_CACHE", "KILN_ARCH_LIST"}) {
     if (!p.set_env.count(name)) p.unset_env.push_back(name);
   }
   p.run_as_uid = options_.run_as_uid;
@@ -78,13 +78,12 @@ bool DaemonProcess::WaitReady(std::chrono::milliseconds timeout) {
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
-    stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply,
-                   [&](grpc::Status s) {
-                     std::lock_guard<std::mutex> lock(mu);
-                     status = s;
-                     done = true;
-                     cv.notify_one();
-                   });
+    stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      status = s;
+      done = true;
+      cv.notify_one();
+    });
     {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return done; });

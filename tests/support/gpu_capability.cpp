@@ -25,9 +25,9 @@ std::string Probe(int min_cc, GpuInfo* info) {
   info->multiprocessors = device->multiprocessors;
   info->driver_version = (*driver)->version();
   if (info->cc < min_cc)
-    return "needs compute capability " + std::to_string(min_cc / 10) + "." +
-           std::to_string(min_cc % 10) + " or newer; cuda:0 (" + device->name + ") is " +
-           std::to_string(device->cc_major) + "." + std::to_string(device->cc_minor);
+    return "needs compute capability " + std::to_string(min_cc / 10) + "." + std::to_string(min_cc % 10) +
+           " or newer; cuda:0 (" + device->name + ") is " + std::to_string(device->cc_major) + "." +
+           std::to_string(device->cc_minor);
   return "";
 }
 
@@ -46,16 +46,14 @@ std::string GpusUnavailableReason(int count, int min_cc) {
   auto devices = client::DeviceCount(**driver);
   if (!devices.ok()) return devices.status().message();
   if (*devices < count)
-    return "needs " + std::to_string(count) + " GPUs; the CUDA driver sees " +
-           std::to_string(*devices);
+    return "needs " + std::to_string(count) + " GPUs; the CUDA driver sees " + std::to_string(*devices);
   for (int d = 1; d < count; ++d) {
     auto device = client::DescribeDevice(**driver, d);
     if (!device.ok()) return device.status().message();
     if (device->cc() < min_cc)
-      return "needs compute capability " + std::to_string(min_cc / 10) + "." +
-             std::to_string(min_cc % 10) + " or newer on every GPU; cuda:" + std::to_string(d) +
-             " (" + device->name + ") is " + std::to_string(device->cc_major) + "." +
-             std::to_string(device->cc_minor);
+      return "needs compute capability " + std::to_string(min_cc / 10) + "." + std::to_string(min_cc % 10) +
+             " or newer on every GPU; cuda:" + std::to_string(d) + " (" + device->name + ") is " +
+             std::to_string(device->cc_major) + "." + std::to_string(device->cc_minor);
   }
   return "";
 }

@@ -11,8 +11,8 @@ namespace kiln::testing {
 struct GpuInfo {
   int ordinal = 0;
   std::string name;
-  int cc = 0;            // 90 for compute capability 9.0
-  std::string arch;      // "sm_90": what the client asks the daemon for
+  int cc = 0;        // 90 for compute capability 9.0
+  std::string arch;  // "sm_90": what the client asks the daemon for
   uint64_t total_memory = 0;
   int multiprocessors = 0;
   int driver_version = 0;  // CUDA version the driver supports: 13000

@@ -42,9 +42,7 @@ GpuSession::~GpuSession() {
   // The primary context stays retained: the client holds loaded kernels in it until exit.
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  KILN_CU(Driver().cuMemAlloc(&ptr_, bytes > 0 ? bytes : 1));
-}
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) { KILN_CU(Driver().cuMemAlloc(&ptr_, bytes > 0 ? bytes : 1)); }
 
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_ != 0) Driver().cuMemFree(ptr_);
@@ -122,7 +120,7 @@ HostTensor RandomTensor(DType dtype, size_t count, std::mt19937& rng, float lo, 
 Tolerance ToleranceFor(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return {1e-5, 1e-5};
-    case DType::kFloat16: return {2e-3, 2e-3};   // 2^-11 rounding of the output, plus fp32 math
+    case DType::kFloat16: return {2e-3, 2e-3};       // 2^-11 rounding of the output, plus fp32 math
     case DType::kBFloat16: return {1.6e-2, 1.6e-2};  // 2^-8 rounding of the output
     default: return {0, 0};
   }

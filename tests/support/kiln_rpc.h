@@ -31,8 +31,7 @@ v1::GetKernelRequest OpRequest(const std::string& op, const std::map<std::string
                                const std::string& arch = "sm_90a");
 v1::GetKernelRequest SourceRequest(const std::string& name, const std::string& code,
                                    const std::vector<std::string>& entries,
-                                   const std::vector<std::string>& options = {},
-                                   const std::string& arch = "sm_90a");
+                                   const std::vector<std::string>& options = {}, const std::string& arch = "sm_90a");
 
 Reply Get(Rpc& rpc, const v1::GetKernelRequest& request, int timeout_s = 120);
 v1::CacheStats Stats(Rpc& rpc);

@@ -72,8 +72,7 @@ Subprocess::Subprocess(SubprocessOptions options) {
   }
   close(out_fd);
   close(in_pipe[0]);
-  if (!options.stdin_text.empty())
-    (void)!write(in_pipe[1], options.stdin_text.data(), options.stdin_text.size());
+  if (!options.stdin_text.empty()) (void)!write(in_pipe[1], options.stdin_text.data(), options.stdin_text.size());
   close(in_pipe[1]);
 }
 

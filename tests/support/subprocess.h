@@ -13,12 +13,12 @@
 namespace kiln::testing {
 
 struct SubprocessOptions {
-  std::vector<std::string> argv;                       // argv[0] is the executable path
-  std::map<std::string, std::string> set_env;          // added or replaced
-  std::vector<std::string> unset_env;                  // removed
-  std::string output_path;                             // stdout+stderr; empty: a temp file
-  std::string working_dir;                             // empty: inherit
-  std::string stdin_text;                              // fed on stdin, then closed
+  std::vector<std::string> argv;               // argv[0] is the executable path
+  std::map<std::string, std::string> set_env;  // added or replaced
+  std::vector<std::string> unset_env;          // removed
+  std::string output_path;                     // stdout+stderr; empty: a temp file
+  std::string working_dir;                     // empty: inherit
+  std::string stdin_text;                      // fed on stdin, then closed
   // When >= 0 and we are root: the child drops to this uid/gid before exec (root ignores
   // file permissions, so read-only tests need an unprivileged process).
   int run_as_uid = -1;

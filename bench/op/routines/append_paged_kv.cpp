@@ -110,7 +110,7 @@ class AppendPagedKvRoutine : public Routine {
   ShapeAxes SmallShape() const override {
     // 3 requests of 21 positions in pages of 4 (last pages of one token), 2 new tokens each,
     // 7 pages owned by no one.
-    return {{"nnz", 6},       {"batch", 3},      {"kv_len", 21},   {"num_kv_heads", 2}, {"head_dim", 64},
+    return {{"nnz", 6},       {"batch", 3},      {"kv_len", 21},    {"num_kv_heads", 2}, {"head_dim", 64},
             {"page_size", 4}, {"num_pages", 25}, {"nnz_pages", 18}, {"indptr_len", 4}};
   }
 
@@ -151,7 +151,8 @@ class AppendPagedKvRoutine : public Routine {
         const int64_t page = at(t[kIndices], entry);
         if (page < 0 || page >= num_pages) continue;
         for (int64_t e = 0; e < row; ++e)
-          cache[static_cast<size_t>((page * page_size + p % page_size) * row + e)] = src.Get(static_cast<size_t>(i * row + e));
+          cache[static_cast<size_t>((page * page_size + p % page_size) * row + e)] = src.Get(
+              static_cast<size_t>(i * row + e));
       }
       (*expected)[which] = std::move(cache);
     }
@@ -173,17 +174,17 @@ class AppendPagedKvRoutine : public Routine {
                                                            "kiln_bench_ref_append_paged_kv", dtype));
     const long long nnz = s.nnz, batch = s.table.batch, num_pages = s.table.num_pages;
     const long long page_size = s.table.page_size, row = s.kv_heads * s.head_dim, nnz_pages = s.table.nnz_pages;
-    return BackendFn([k = kernel, nnz, batch, num_pages, page_size, row, nnz_pages](const TensorSet& t,
-                                                                                    CUstream stream) {
-      LaunchConfig config;
-      config.block.x = 256;
-      const long long blocks = (nnz * row + 255) / 256;
-      config.grid.x = static_cast<unsigned>(blocks < (1LL << 20) ? blocks : (1LL << 20));
-      config.stream = stream;
-      return k(config, t[kKCache].data, t[kVCache].data, t[kK].data, t[kV].data, t[kBatchIndices].data,
-               t[kPositions].data, t[kIndptr].data, t[kIndices].data, t[kLastPageLen].data, nnz, batch, num_pages,
-               page_size, row, nnz_pages);
-    });
+    return BackendFn(
+        [k = kernel, nnz, batch, num_pages, page_size, row, nnz_pages](const TensorSet& t, CUstream stream) {
+          LaunchConfig config;
+          config.block.x = 256;
+          const long long blocks = (nnz * row + 255) / 256;
+          config.grid.x = static_cast<unsigned>(blocks < (1LL << 20) ? blocks : (1LL << 20));
+          config.stream = stream;
+          return k(config, t[kKCache].data, t[kVCache].data, t[kK].data, t[kV].data, t[kBatchIndices].data,
+                   t[kPositions].data, t[kIndptr].data, t[kIndices].data, t[kLastPageLen].data, nnz, batch, num_pages,
+                   page_size, row, nnz_pages);
+        });
   }
 };
 

@@ -143,8 +143,8 @@ class BatchDecodeRoutine : public Routine {
            "BatchDecodePlan is made once per case, the run step is timed)";
   }
   std::vector<std::string> axes() const override {
-    return {"batch", "kv_len", "num_qo_heads", "num_kv_heads", "head_dim", "page_size", "num_pages", "nnz_pages",
-            "indptr_len"};
+    return {"batch",     "kv_len",    "num_qo_heads", "num_kv_heads", "head_dim",
+            "page_size", "num_pages", "nnz_pages",    "indptr_len"};
   }
   std::vector<DType> dtypes() const override { return {DType::kFloat16, DType::kBFloat16}; }
   std::vector<BackendInfo> backends() const override {
@@ -185,7 +185,7 @@ class BatchDecodeRoutine : public Routine {
   ShapeAxes SmallShape() const override {
     // 3 requests of 37 positions (last pages of one token) in pages of 4, 10 pages of the
     // cache owned by no one (NaN), GQA group 4, head_dim 64.
-    return {{"batch", 3},     {"kv_len", 37},    {"num_qo_heads", 8}, {"num_kv_heads", 2},  {"head_dim", 64},
+    return {{"batch", 3},     {"kv_len", 37},    {"num_qo_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64},
             {"page_size", 4}, {"num_pages", 40}, {"nnz_pages", 30},   {"indptr_len", 4}};
   }
 
@@ -250,7 +250,8 @@ class BatchDecodeRoutine : public Routine {
     const int64_t page_size = spec.tensors[kKCache].shape[1], kv_heads = spec.tensors[kKCache].shape[2];
     const int64_t group = qo_heads / kv_heads;
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    std::vector<double> out(static_cast<size_t>(batch * qo_heads * head_dim)), lse(static_cast<size_t>(batch * qo_heads));
+    std::vector<double> out(static_cast<size_t>(batch * qo_heads * head_dim)),
+        lse(static_cast<size_t>(batch * qo_heads));
     auto at = [](const HostTensor& x, int64_t i) { return x.Get(static_cast<size_t>(i)); };
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t first = static_cast<int64_t>(at(t[kIndptr], b));

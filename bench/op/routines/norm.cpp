@@ -93,7 +93,8 @@ class NormRoutine : public Routine {
   ShapeAxes SmallShape() const override { return {{"rows", 7}, {"hidden", 1000}}; }
   // One element; an odd hidden size (scalar access); the largest hidden size the op takes.
   std::vector<ShapeAxes> CheckShapes() const override {
-    return {SmallShape(), {{"rows", 1}, {"hidden", 1}}, {{"rows", 3}, {"hidden", 4095}}, {{"rows", 2}, {"hidden", 65536}}};
+    return {
+        SmallShape(), {{"rows", 1}, {"hidden", 1}}, {{"rows", 3}, {"hidden", 4095}}, {{"rows", 2}, {"hidden", 65536}}};
   }
 
   Status CpuReference(const CaseSpec& spec, const std::vector<HostTensor>& t,

@@ -112,8 +112,9 @@ class RopeRoutine : public Routine {
   std::vector<DType> dtypes() const override { return {DType::kFloat16, DType::kBFloat16}; }
   std::vector<BackendInfo> backends() const override {
     return {{"kiln", "the op through kiln::ops"},
-            {"reference", cached_ ? "one thread per rotated pair, fp32 math (the refcheck baseline)"
-                                  : "one thread per rotated pair, angles and cos/sin in double (the refcheck baseline)"}};
+            {"reference", cached_
+                              ? "one thread per rotated pair, fp32 math (the refcheck baseline)"
+                              : "one thread per rotated pair, angles and cos/sin in double (the refcheck baseline)"}};
   }
 
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
@@ -128,7 +129,8 @@ class RopeRoutine : public Routine {
     spec.tensors = {{"q", dtype, {tokens, qh, hd}, TensorRole::kInOut},
                     {"k", dtype, {tokens, kh, hd}, TensorRole::kInOut},
                     {"positions", DType::kInt64, {tokens}, TensorRole::kInput, 0, static_cast<double>(max_position)}};
-    if (cached_) spec.tensors.push_back({"cos_sin_cache", DType::kFloat32, {max_position, rotary}, TensorRole::kInput, -1, 1});
+    if (cached_)
+      spec.tensors.push_back({"cos_sin_cache", DType::kFloat32, {max_position, rotary}, TensorRole::kInput, -1, 1});
     const double es = static_cast<double>(DTypeSize(dtype));
     // Rotated parts read and written, positions read, and one cache row per token.
     spec.bytes = 2.0 * static_cast<double>(tokens) * static_cast<double>(qh + kh) * static_cast<double>(rotary) * es +
@@ -138,16 +140,23 @@ class RopeRoutine : public Routine {
 
   ShapeAxes SmallShape() const override {
     if (cached_)
-      return {{"tokens", 5}, {"q_heads", 3}, {"k_heads", 2}, {"head_dim", 64}, {"max_position", 100}, {"rotary_dim", 32}};
+      return {{"tokens", 5},    {"q_heads", 3},        {"k_heads", 2},
+              {"head_dim", 64}, {"max_position", 100}, {"rotary_dim", 32}};
     return {{"tokens", 5}, {"q_heads", 3}, {"k_heads", 2}, {"head_dim", 64}};
   }
 
   // One token and head; the largest head_dim; a rotary part that is all of head_dim.
   std::vector<ShapeAxes> CheckShapes() const override {
     if (cached_)
-      return {SmallShape(),
-              {{"tokens", 1}, {"q_heads", 1}, {"k_heads", 1}, {"head_dim", 64}, {"max_position", 1}, {"rotary_dim", 64}},
-              {{"tokens", 7}, {"q_heads", 5}, {"k_heads", 1}, {"head_dim", 256}, {"max_position", 37}, {"rotary_dim", 128}}};
+      return {
+          SmallShape(),
+          {{"tokens", 1}, {"q_heads", 1}, {"k_heads", 1}, {"head_dim", 64}, {"max_position", 1}, {"rotary_dim", 64}},
+          {{"tokens", 7},
+           {"q_heads", 5},
+           {"k_heads", 1},
+           {"head_dim", 256},
+           {"max_position", 37},
+           {"rotary_dim", 128}}};
     return {SmallShape(),
             {{"tokens", 1}, {"q_heads", 1}, {"k_heads", 1}, {"head_dim", 64}},
             {{"tokens", 7}, {"q_heads", 5}, {"k_heads", 1}, {"head_dim", 256}}};
@@ -209,8 +218,8 @@ class RopeRoutine : public Routine {
     if (cached_) {
       const long long rotary = AxisValue(shape, "rotary_dim"), max_position = AxisValue(shape, "max_position");
       return BackendFn([k = kernel, tokens, qh, kh, hd, rotary, max_position](const TensorSet& t, CUstream stream) {
-        return k(GridFor(tokens * (qh + kh) * (rotary / 2), stream), t[0].data, t[1].data, t[2].data, t[3].data,
-                 tokens, qh, kh, hd, rotary, max_position);
+        return k(GridFor(tokens * (qh + kh) * (rotary / 2), stream), t[0].data, t[1].data, t[2].data, t[3].data, tokens,
+                 qh, kh, hd, rotary, max_position);
       });
     }
     return BackendFn([k = kernel, tokens, qh, kh, hd](const TensorSet& t, CUstream stream) {

@@ -263,12 +263,13 @@ class SamplingRoutine : public Routine {
   std::string_view name() const override { return SamplerName(sampler_); }
   std::string_view description() const override {
     switch (sampler_) {
-      case Sampler::kTopK: return "one token per row from the top-k set, k = 50 per request (kiln::ops::top_k_sampling)";
-      case Sampler::kTopP: return "one token per row from the top-p set, p = 0.9 per request (kiln::ops::top_p_sampling)";
+      case Sampler::kTopK:
+        return "one token per row from the top-k set, k = 50 per request (kiln::ops::top_k_sampling)";
+      case Sampler::kTopP:
+        return "one token per row from the top-p set, p = 0.9 per request (kiln::ops::top_p_sampling)";
       case Sampler::kTopKTopP:
         return "top-k (50), then top-p (0.9) over the top-k set; one token per row (kiln::ops::top_k_top_p_sampling)";
-      case Sampler::kMinP:
-        return "one token per row from the values >= 0.1 * row max (kiln::ops::min_p_sampling)";
+      case Sampler::kMinP: return "one token per row from the values >= 0.1 * row max (kiln::ops::min_p_sampling)";
       case Sampler::kArgmax: return "the first index of each row's largest value (kiln::ops::argmax)";
     }
     return "";
@@ -276,8 +277,9 @@ class SamplingRoutine : public Routine {
   std::vector<std::string> axes() const override { return {"batch", "vocab"}; }
   std::vector<DType> dtypes() const override { return {DType::kFloat32}; }
   std::vector<BackendInfo> backends() const override {
-    return {{"kiln", sampler_ == Sampler::kArgmax ? "the op through kiln::ops"
-                                                  : "the op through kiln::ops (per-request parameter tensors, seed 0x5EED)"},
+    return {{"kiln", sampler_ == Sampler::kArgmax
+                         ? "the op through kiln::ops"
+                         : "the op through kiln::ops (per-request parameter tensors, seed 0x5EED)"},
             {"reference", sampler_ == Sampler::kArgmax
                               ? "one block per row, a block reduction (the refcheck baseline)"
                               : "one block per row: thresholds by binary search over the values' bits, double "
@@ -304,7 +306,10 @@ class SamplingRoutine : public Routine {
   ShapeAxes SmallShape() const override { return {{"batch", 5}, {"vocab", 1000}}; }
   // A vocabulary of one; an odd one; one row of Llama 3's.
   std::vector<ShapeAxes> CheckShapes() const override {
-    return {SmallShape(), {{"batch", 2}, {"vocab", 1}}, {{"batch", 3}, {"vocab", 30001}}, {{"batch", 1}, {"vocab", 128256}}};
+    return {SmallShape(),
+            {{"batch", 2}, {"vocab", 1}},
+            {{"batch", 3}, {"vocab", 30001}},
+            {{"batch", 1}, {"vocab", 128256}}};
   }
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
@@ -325,7 +330,9 @@ class SamplingRoutine : public Routine {
     });
     for (size_t i = 2; i < spec.tensors.size(); ++i) {
       const std::string& param = spec.tensors[i].name;
-      const double value = param == "top_k" ? static_cast<double>(kTopKValue) : param == "top_p" ? kTopPValue : kMinPValue;
+      const double value = param == "top_k"   ? static_cast<double>(kTopKValue)
+                           : param == "top_p" ? kTopPValue
+                                              : kMinPValue;
       for (size_t b = 0; b < batch; ++b) (*t)[i].Set(b, value);
     }
     return OkStatus();
@@ -430,8 +437,7 @@ class SamplingRoutine : public Routine {
           break;
         case Sampler::kArgmax: break;
       }
-      return k(config, t[0].data, t[1].data, top_k, top_p, min_p, vocab, rule,
-               static_cast<unsigned long long>(kSeed));
+      return k(config, t[0].data, t[1].data, top_k, top_p, min_p, vocab, rule, static_cast<unsigned long long>(kSeed));
     });
   }
 

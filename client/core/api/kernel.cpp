@@ -7,12 +7,12 @@
 #include "client/core/driver/current_context.h"
 #include "client/core/driver/devices.h"
 #include "client/core/loader/arch_compat.h"
-#include "client/core/rpc/cubin_fetch.h"
 #include "client/core/loader/kernel_launch.h"
-#include "client/core/loader/loader_log.h"
 #include "client/core/loader/loaded_library.h"
+#include "client/core/loader/loader_log.h"
 #include "client/core/loader/module_cache.h"
 #include "client/core/loader/module_info.h"
+#include "client/core/rpc/cubin_fetch.h"
 #include "client/core/rpc/debug_compile.h"
 #include "client/core/rpc/kernel_request.h"
 #include "client/core/rpc/kernel_rpc.h"
@@ -72,9 +72,8 @@ StatusOr<ModuleInfo> PrefetchRequest(const v1::GetKernelRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   auto fetched = client::FetchCubin(request);
   if (!fetched.ok()) {
-    client::LogFetchFailure(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
-        fetched.status());
+    client::LogFetchFailure(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+                            fetched.status());
     return fetched.status();
   }
   client::LogFetch(client::LoaderEvent::kFetched, request, *fetched, 0);
@@ -113,8 +112,8 @@ Status Kernel::Launch(const LaunchConfig& config, void** args) const {
   if (!client::CubinRunsOn(lib.info.arch, ctx->cc_major, ctx->cc_minor))
     return Status(StatusCode::kFailedPrecondition,
                   "launch of " + name + ": " + lib.info.uri + " was built for " + lib.info.arch +
-                      ", but the current context is on cuda:" + std::to_string(ctx->device) +
-                      ", a " + client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor) +
+                      ", but the current context is on cuda:" + std::to_string(ctx->device) + ", a " +
+                      client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor) +
                       " device; load the module for that device");
   KILN_ASSIGN_OR_RETURN(auto function, lib.Function(entry_, ctx->context, config.dynamic_smem_bytes));
   return client::LaunchFunction(*lib.driver, function, config, args, name);
@@ -136,9 +135,8 @@ StatusOr<Kernel> Module::kernel(std::string_view entry) const {
   if (!library_) return client::InvalidArgument("kernel() of an empty kiln::Module");
   int index = library_->FindEntry(entry);
   if (index < 0)
-    return Status(StatusCode::kNotFound, "module " + library_->info.uri + " has no kernel '" +
-                                             std::string(entry) + "' (it has: " +
-                                             library_->EntryNames() + ")");
+    return Status(StatusCode::kNotFound, "module " + library_->info.uri + " has no kernel '" + std::string(entry) +
+                                             "' (it has: " + library_->EntryNames() + ")");
   Kernel kernel;
   kernel.library_ = library_;
   kernel.entry_ = static_cast<size_t>(index);

@@ -29,8 +29,8 @@ const char* DTypeName(DType dtype) {
 }
 
 std::optional<DType> DTypeFromName(std::string_view name) {
-  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32,
-                  DType::kInt64})
+  for (DType d :
+       {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32, DType::kInt64})
     if (name == DTypeName(d)) return d;
   return std::nullopt;
 }
@@ -46,8 +46,7 @@ std::string DeviceName(const Device& device) {
   return "device_type_" + std::to_string(static_cast<int>(device.type)) + ":" + index;
 }
 
-TensorView TensorView::Contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,
-                                  Device device) {
+TensorView TensorView::Contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device) {
   TensorView t;
   t.data = data;
   t.dtype = dtype;

@@ -8,7 +8,6 @@
 #include "client/core/capi/c_status.h"
 #include "kiln/client.h"
 
-
 using kiln::client::GuardC;
 
 extern "C" {

@@ -10,15 +10,13 @@ namespace {
 
 constexpr const char* kDriverLibrary = "libcuda.so.1";
 
-using GetProcAddressFn = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t,
-                                            CUdriverProcAddressQueryResult*);
+using GetProcAddressFn = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 
 Status NoDriver(std::string message) { return Status(StatusCode::kNoDriver, std::move(message)); }
 
 std::string LoadedPath(void* handle, const std::string& fallback) {
   link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr &&
-      map->l_name[0] != '\0')
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && map->l_name[0] != '\0')
     return map->l_name;
   return fallback;
 }
@@ -33,8 +31,7 @@ StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Load(const std::string& librar
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    return NoDriver("no CUDA driver: " + library + " not found (dlopen: " +
-                    (why != nullptr ? why : "unknown error") +
+    return NoDriver("no CUDA driver: " + library + " not found (dlopen: " + (why != nullptr ? why : "unknown error") +
                     "); GPU work needs the NVIDIA driver, the rest of Kiln does not");
   }
   std::unique_ptr<CudaDriver> driver(new CudaDriver());
@@ -49,38 +46,34 @@ StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Load(const std::string& librar
                     CudaVersionString(kMinDriverVersion) + " or newer");
 
   std::string missing;
-#define KILN_RESOLVE_DRIVER_FUNCTION(name, version)                                             \
-  {                                                                                             \
-    void* fn = nullptr;                                                                         \
-    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                \
-    CUresult r = get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found);            \
-    if (r == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr)             \
-      driver->name = reinterpret_cast<decltype(driver->name)>(fn);                              \
-    else                                                                                        \
-      missing += std::string(missing.empty() ? "" : ", ") + #name;                              \
+#define KILN_RESOLVE_DRIVER_FUNCTION(name, version)                                  \
+  {                                                                                  \
+    void* fn = nullptr;                                                              \
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;     \
+    CUresult r = get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found); \
+    if (r == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr)  \
+      driver->name = reinterpret_cast<decltype(driver->name)>(fn);                   \
+    else missing += std::string(missing.empty() ? "" : ", ") + #name;                \
   }
   KILN_CUDA_DRIVER_FUNCTIONS(KILN_RESOLVE_DRIVER_FUNCTION)
 #undef KILN_RESOLVE_DRIVER_FUNCTION
 
   if (driver->cuDriverGetVersion != nullptr) driver->cuDriverGetVersion(&driver->version_);
   if (!missing.empty())
-    return NoDriver("CUDA driver " + driver->library_path_ + " (CUDA " +
-                    CudaVersionString(driver->version_) + ") lacks " + missing +
-                    "; Kiln needs a driver for CUDA " + CudaVersionString(kMinDriverVersion) +
+    return NoDriver("CUDA driver " + driver->library_path_ + " (CUDA " + CudaVersionString(driver->version_) +
+                    ") lacks " + missing + "; Kiln needs a driver for CUDA " + CudaVersionString(kMinDriverVersion) +
                     " or newer");
   if (driver->version_ < kMinDriverVersion)
     return NoDriver("CUDA driver too old: " + driver->library_path_ + " supports CUDA " +
-                    CudaVersionString(driver->version_) + "; Kiln needs " +
-                    CudaVersionString(kMinDriverVersion) + " or newer");
+                    CudaVersionString(driver->version_) + "; Kiln needs " + CudaVersionString(kMinDriverVersion) +
+                    " or newer");
 
   CUresult init = driver->cuInit(0);
   if (init == CUDA_ERROR_STUB_LIBRARY)
     return NoDriver("no CUDA driver: " + driver->library_path_ +
-                    " is the toolkit's stub library, not a driver (cuInit: " +
-                    driver->ErrorText(init) + ")");
+                    " is the toolkit's stub library, not a driver (cuInit: " + driver->ErrorText(init) + ")");
   if (init != CUDA_SUCCESS)
-    return NoDriver("CUDA driver " + driver->library_path_ + " (CUDA " +
-                    CudaVersionString(driver->version_) +
+    return NoDriver("CUDA driver " + driver->library_path_ + " (CUDA " + CudaVersionString(driver->version_) +
                     ") cannot start: cuInit: " + driver->ErrorText(init));
   return driver;
 }
@@ -93,10 +86,8 @@ StatusOr<const CudaDriver*> CudaDriver::Get() {
   static Status* error = nullptr;
   std::call_once(once, [] {
     auto loaded = Load(kDriverLibrary);
-    if (loaded.ok())
-      driver = std::move(loaded).value().release();
-    else
-      error = new Status(loaded.status());
+    if (loaded.ok()) driver = std::move(loaded).value().release();
+    else error = new Status(loaded.status());
   });
   if (driver == nullptr) return *error;
   return driver;

@@ -22,70 +22,70 @@ namespace kiln::client {
 // (CUDA 13 gave cuCtxSynchronize and cuCtxGetDevice a context parameter) can never hand us a
 // pointer of another signature. (cuda.h's macros turn the member and every call through it
 // into cuMemAlloc_v2 alike.)
-#define KILN_CUDA_DRIVER_FUNCTIONS(X) \
-  X(cuInit, 2000)                     \
-  X(cuDriverGetVersion, 2020)         \
-  X(cuGetErrorName, 6000)             \
-  X(cuGetErrorString, 6000)           \
-  X(cuDeviceGetCount, 2000)           \
-  X(cuDeviceGet, 2000)                \
-  X(cuDeviceGetName, 2000)            \
-  X(cuDeviceGetAttribute, 2000)       \
-  X(cuDeviceTotalMem, 3020)           \
-  X(cuDevicePrimaryCtxRetain, 7000)   \
-  X(cuDevicePrimaryCtxRelease, 11000) \
-  X(cuCtxCreate, 12050)               \
-  X(cuCtxDestroy, 4000)               \
-  X(cuCtxGetCurrent, 4000)            \
-  X(cuCtxSetCurrent, 4000)            \
-  X(cuCtxGetDevice, 2000)             \
-  X(cuCtxSynchronize, 2000)           \
-  X(cuLibraryLoadData, 12000)         \
-  X(cuLibraryUnload, 12000)           \
-  X(cuLibraryGetKernel, 12000)        \
-  X(cuKernelGetFunction, 12000)       \
-  X(cuFuncGetAttribute, 2020)         \
-  X(cuFuncSetAttribute, 9000)         \
-  X(cuLaunchKernelEx, 11060)          \
-  X(cuMemAlloc, 3020)                 \
-  X(cuMemFree, 3020)                  \
-  X(cuMemcpyHtoD, 3020)               \
-  X(cuMemcpyDtoH, 3020)               \
-  X(cuMemsetD8, 3020)                 \
-  X(cuMemGetInfo, 3020)               \
-  X(cuStreamCreate, 2000)             \
-  X(cuStreamDestroy, 4000)            \
-  X(cuStreamSynchronize, 2000)       \
-  X(cuMemcpyDtoDAsync, 3020)          \
-  X(cuMemHostAlloc, 2020)             \
-  X(cuMemHostGetDevicePointer, 3020)  \
-  X(cuMemFreeHost, 2000)              \
-  X(cuDeviceGetUuid, 11040)           \
-  X(cuDeviceCanAccessPeer, 4000)      \
-  X(cuMemGetAllocationGranularity, 10020) \
-  X(cuMemCreate, 10020)               \
-  X(cuMemRelease, 10020)              \
-  X(cuMemExportToShareableHandle, 10020) \
+#define KILN_CUDA_DRIVER_FUNCTIONS(X)      \
+  X(cuInit, 2000)                          \
+  X(cuDriverGetVersion, 2020)              \
+  X(cuGetErrorName, 6000)                  \
+  X(cuGetErrorString, 6000)                \
+  X(cuDeviceGetCount, 2000)                \
+  X(cuDeviceGet, 2000)                     \
+  X(cuDeviceGetName, 2000)                 \
+  X(cuDeviceGetAttribute, 2000)            \
+  X(cuDeviceTotalMem, 3020)                \
+  X(cuDevicePrimaryCtxRetain, 7000)        \
+  X(cuDevicePrimaryCtxRelease, 11000)      \
+  X(cuCtxCreate, 12050)                    \
+  X(cuCtxDestroy, 4000)                    \
+  X(cuCtxGetCurrent, 4000)                 \
+  X(cuCtxSetCurrent, 4000)                 \
+  X(cuCtxGetDevice, 2000)                  \
+  X(cuCtxSynchronize, 2000)                \
+  X(cuLibraryLoadData, 12000)              \
+  X(cuLibraryUnload, 12000)                \
+  X(cuLibraryGetKernel, 12000)             \
+  X(cuKernelGetFunction, 12000)            \
+  X(cuFuncGetAttribute, 2020)              \
+  X(cuFuncSetAttribute, 9000)              \
+  X(cuLaunchKernelEx, 11060)               \
+  X(cuMemAlloc, 3020)                      \
+  X(cuMemFree, 3020)                       \
+  X(cuMemcpyHtoD, 3020)                    \
+  X(cuMemcpyDtoH, 3020)                    \
+  X(cuMemsetD8, 3020)                      \
+  X(cuMemGetInfo, 3020)                    \
+  X(cuStreamCreate, 2000)                  \
+  X(cuStreamDestroy, 4000)                 \
+  X(cuStreamSynchronize, 2000)             \
+  X(cuMemcpyDtoDAsync, 3020)               \
+  X(cuMemHostAlloc, 2020)                  \
+  X(cuMemHostGetDevicePointer, 3020)       \
+  X(cuMemFreeHost, 2000)                   \
+  X(cuDeviceGetUuid, 11040)                \
+  X(cuDeviceCanAccessPeer, 4000)           \
+  X(cuMemGetAllocationGranularity, 10020)  \
+  X(cuMemCreate, 10020)                    \
+  X(cuMemRelease, 10020)                   \
+  X(cuMemExportToShareableHandle, 10020)   \
   X(cuMemImportFromShareableHandle, 10020) \
-  X(cuMemAddressReserve, 10020)       \
-  X(cuMemAddressFree, 10020)          \
-  X(cuMemMap, 10020)                  \
-  X(cuMemUnmap, 10020)                \
-  X(cuMemSetAccess, 10020)            \
-  X(cuEventCreate, 2000)              \
-  X(cuEventRecord, 2000)              \
-  X(cuEventSynchronize, 2000)         \
-  X(cuEventElapsedTime, 2000)         \
-  X(cuEventDestroy, 4000)             \
-  X(cuMemsetD8Async, 3020)           \
-  X(cuStreamIsCapturing, 10000)       \
-  X(cuMemcpyDtoHAsync, 3020)          \
-  X(cuMemcpyHtoDAsync, 3020)          \
-  X(cuStreamBeginCapture, 10010)      \
-  X(cuStreamEndCapture, 10000)        \
-  X(cuGraphInstantiateWithFlags, 11040) \
-  X(cuGraphLaunch, 10000)             \
-  X(cuGraphExecDestroy, 10000)        \
+  X(cuMemAddressReserve, 10020)            \
+  X(cuMemAddressFree, 10020)               \
+  X(cuMemMap, 10020)                       \
+  X(cuMemUnmap, 10020)                     \
+  X(cuMemSetAccess, 10020)                 \
+  X(cuEventCreate, 2000)                   \
+  X(cuEventRecord, 2000)                   \
+  X(cuEventSynchronize, 2000)              \
+  X(cuEventElapsedTime, 2000)              \
+  X(cuEventDestroy, 4000)                  \
+  X(cuMemsetD8Async, 3020)                 \
+  X(cuStreamIsCapturing, 10000)            \
+  X(cuMemcpyDtoHAsync, 3020)               \
+  X(cuMemcpyHtoDAsync, 3020)               \
+  X(cuStreamBeginCapture, 10010)           \
+  X(cuStreamEndCapture, 10000)             \
+  X(cuGraphInstantiateWithFlags, 11040)    \
+  X(cuGraphLaunch, 10000)                  \
+  X(cuGraphExecDestroy, 10000)             \
   X(cuGraphDestroy, 10000)
 
 // The oldest driver that has every function above (the cuLibrary API came with 12.0).
@@ -110,7 +110,7 @@ class CudaDriver {
   KILN_CUDA_DRIVER_FUNCTIONS(KILN_DECLARE_DRIVER_FUNCTION)
 #undef KILN_DECLARE_DRIVER_FUNCTION
 
-  int version() const { return version_; }                      // 13000 for CUDA 13.0
+  int version() const { return version_; }                           // 13000 for CUDA 13.0
   const std::string& library_path() const { return library_path_; }  // as the loader found it
 
   // "CUDA_ERROR_INVALID_VALUE (invalid argument)"

@@ -39,12 +39,10 @@ Status LearnDevices(const CudaDriver& driver, ContextRegistry& r) {
     ContextInfo& info = r.by_ordinal[i];
     info.device = i;
     KILN_RETURN_IF_ERROR(driver.Check(
-        driver.cuDeviceGetAttribute(&info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                    r.handles[i]),
+        driver.cuDeviceGetAttribute(&info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, r.handles[i]),
         "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)"));
     KILN_RETURN_IF_ERROR(driver.Check(
-        driver.cuDeviceGetAttribute(&info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                    r.handles[i]),
+        driver.cuDeviceGetAttribute(&info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, r.handles[i]),
         "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)"));
   }
   r.devices_known = true;
@@ -63,9 +61,8 @@ StatusOr<ContextInfo> Describe(const CudaDriver& driver, CUcontext ctx, ContextR
     r.contexts.emplace(ctx, info);
     return info;
   }
-  return Status(StatusCode::kInternal, "the current CUDA context's device (CUdevice " +
-                                           std::to_string(handle) + ") is not among the " +
-                                           std::to_string(r.handles.size()) + " devices");
+  return Status(StatusCode::kInternal, "the current CUDA context's device (CUdevice " + std::to_string(handle) +
+                                           ") is not among the " + std::to_string(r.handles.size()) + " devices");
 }
 
 }  // namespace
@@ -85,9 +82,8 @@ StatusOr<ContextInfo> CurrentContext(const CudaDriver& driver, int fallback_devi
       return InvalidArgument("cuda:" + std::to_string(ordinal) + " does not exist: the driver sees " +
                              std::to_string(r.handles.size()) + " device(s)");
     if (r.primary[ordinal] == nullptr) {
-      KILN_RETURN_IF_ERROR(
-          driver.Check(driver.cuDevicePrimaryCtxRetain(&r.primary[ordinal], r.handles[ordinal]),
-                       "cuDevicePrimaryCtxRetain(cuda:" + std::to_string(ordinal) + ")"));
+      KILN_RETURN_IF_ERROR(driver.Check(driver.cuDevicePrimaryCtxRetain(&r.primary[ordinal], r.handles[ordinal]),
+                                        "cuDevicePrimaryCtxRetain(cuda:" + std::to_string(ordinal) + ")"));
     }
     ctx = r.primary[ordinal];
     KILN_RETURN_IF_ERROR(driver.Check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));

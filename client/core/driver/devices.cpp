@@ -27,21 +27,17 @@ StatusOr<DeviceInfo> DescribeDevice(const CudaDriver& driver, int ordinal) {
   DeviceInfo info;
   info.ordinal = ordinal;
   char name[256] = {};
-  KILN_RETURN_IF_ERROR(
-      driver.Check(driver.cuDeviceGetName(name, sizeof(name) - 1, device), "cuDeviceGetName"));
+  KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceGetName(name, sizeof(name) - 1, device), "cuDeviceGetName"));
   info.name = name;
-  KILN_RETURN_IF_ERROR(driver.Check(
-      driver.cuDeviceGetAttribute(&info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                  device),
-      "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)"));
-  KILN_RETURN_IF_ERROR(driver.Check(
-      driver.cuDeviceGetAttribute(&info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                  device),
-      "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)"));
-  KILN_RETURN_IF_ERROR(driver.Check(
-      driver.cuDeviceGetAttribute(&info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                                  device),
-      "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
+  KILN_RETURN_IF_ERROR(
+      driver.Check(driver.cuDeviceGetAttribute(&info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+                   "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)"));
+  KILN_RETURN_IF_ERROR(
+      driver.Check(driver.cuDeviceGetAttribute(&info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+                   "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)"));
+  KILN_RETURN_IF_ERROR(
+      driver.Check(driver.cuDeviceGetAttribute(&info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+                   "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
   size_t bytes = 0;
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuDeviceTotalMem(&bytes, device), "cuDeviceTotalMem"));
   info.total_memory = bytes;

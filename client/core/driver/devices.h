@@ -18,7 +18,7 @@ struct DeviceInfo {
   int multiprocessors = 0;
 
   int cc() const { return cc_major * 10 + cc_minor; }  // 90 for 9.0
-  std::string arch() const;                             // "sm_90"
+  std::string arch() const;                            // "sm_90"
 };
 
 // The arch a device of compute capability major.minor asks the daemon for: "sm_90" for 9.0.

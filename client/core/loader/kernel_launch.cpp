@@ -10,8 +10,8 @@ namespace kiln::client {
 
 std::atomic<LaunchObserver> detail::g_launch_observer{nullptr};
 
-Status LaunchFunction(const CudaDriver& driver, CUfunction function, const LaunchConfig& config,
-                      void** args, std::string_view kernel_name, const ModuleInfo* module) {
+Status LaunchFunction(const CudaDriver& driver, CUfunction function, const LaunchConfig& config, void** args,
+                      std::string_view kernel_name, const ModuleInfo* module) {
   const Dim3& g = config.grid;
   const Dim3& b = config.block;
   if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)

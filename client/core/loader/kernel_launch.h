@@ -14,7 +14,7 @@ namespace kiln::client {
 
 // `module`: the loaded module the function comes from (its URI, cache key and arch go into the
 // call log); null for a launch without one.
-Status LaunchFunction(const CudaDriver& driver, CUfunction function, const LaunchConfig& config,
-                      void** args, std::string_view kernel_name, const ModuleInfo* module = nullptr);
+Status LaunchFunction(const CudaDriver& driver, CUfunction function, const LaunchConfig& config, void** args,
+                      std::string_view kernel_name, const ModuleInfo* module = nullptr);
 
 }  // namespace kiln::client

@@ -27,7 +27,7 @@ struct OpKernels {
   static constexpr int kMaxEntries = 4;
   struct Entry {
     const char* name = nullptr;
-    int min_block = 1;              // the smallest block the op's launch accepts
+    int min_block = 1;                  // the smallest block the op's launch accepts
     bool uses_items_per_block = false;  // the launch divides by its items_per_block (so >= 1)
   };
   const char* op = nullptr;  // "rmsnorm"
@@ -55,8 +55,11 @@ struct OpLaunch {
 template <typename Spec>
 size_t HashSpec(const Spec& spec) {
   size_t h = 1469598103934665603ull;  // FNV-1a style mixing of each field's std::hash
-  std::apply([&h](const auto&... field) { ((h = (h ^ std::hash<std::decay_t<decltype(field)>>{}(field)) * 1099511628211ull), ...); },
-             spec.Fields());
+  std::apply(
+      [&h](const auto&... field) {
+        ((h = (h ^ std::hash<std::decay_t<decltype(field)>>{}(field)) * 1099511628211ull), ...);
+      },
+      spec.Fields());
   return h;
 }
 

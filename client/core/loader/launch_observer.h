@@ -28,8 +28,6 @@ inline void SetLaunchObserver(LaunchObserver observer) {
   detail::g_launch_observer.store(observer, std::memory_order_relaxed);
 }
 
-inline LaunchObserver CurrentLaunchObserver() {
-  return detail::g_launch_observer.load(std::memory_order_relaxed);
-}
+inline LaunchObserver CurrentLaunchObserver() { return detail::g_launch_observer.load(std::memory_order_relaxed); }
 
 }  // namespace kiln::client

@@ -34,17 +34,16 @@ StatusOr<ContextInfo> ContextForDevice(const CudaDriver& driver, int device, con
   return ctx;
 }
 
-StatusOr<std::shared_ptr<const detail::LoadedLibrary>> FetchOpModule(
-    const CudaDriver& driver, const OpRequest& op, const std::vector<std::string>& entries,
-    const ContextInfo& ctx) {
+StatusOr<std::shared_ptr<const detail::LoadedLibrary>> FetchOpModule(const CudaDriver& driver, const OpRequest& op,
+                                                                     const std::vector<std::string>& entries,
+                                                                     const ContextInfo& ctx) {
   auto request = MakeKernelRequest(op, ArchForComputeCapability(ctx.cc_major, ctx.cc_minor));
   KILN_ASSIGN_OR_RETURN(auto library, ModuleCache::Global().GetOrLoad(driver, request, entries,
                                                                       ModuleCache::RequestIdentity(request)));
   const ModuleInfo& info = library->info;
   if (!CubinRunsOn(info.arch, ctx.cc_major, ctx.cc_minor))
     return Precondition("the daemon built " + info.uri + " for " + info.arch + ", which cannot run on cuda:" +
-                        std::to_string(ctx.device) + " (" + ArchForComputeCapability(ctx.cc_major, ctx.cc_minor) +
-                        ")");
+                        std::to_string(ctx.device) + " (" + ArchForComputeCapability(ctx.cc_major, ctx.cc_minor) + ")");
   return library;
 }
 
@@ -70,11 +69,11 @@ StatusOr<OpLaunch> ResolveOpLaunch(const CudaDriver& driver, const OpKernels& op
     const EntryLaunch& h = *hint;
     if (h.block < want.min_block || h.block > 1024 || h.dynamic_smem < 0 || h.max_blocks < 0 ||
         h.items_per_block < (want.uses_items_per_block ? 1 : 0))
-      return Precondition("the launch hint of " + info.uri + " (" + want.name + ") is not one its launch can use: block " +
-                          std::to_string(h.block) + " (" + std::to_string(want.min_block) + "..1024), dynamic_smem " +
-                          std::to_string(h.dynamic_smem) + ", items_per_block " + std::to_string(h.items_per_block) +
-                          (want.uses_items_per_block ? " (at least 1)" : "") + ", max_blocks " +
-                          std::to_string(h.max_blocks));
+      return Precondition(
+          "the launch hint of " + info.uri + " (" + want.name + ") is not one its launch can use: block " +
+          std::to_string(h.block) + " (" + std::to_string(want.min_block) + "..1024), dynamic_smem " +
+          std::to_string(h.dynamic_smem) + ", items_per_block " + std::to_string(h.items_per_block) +
+          (want.uses_items_per_block ? " (at least 1)" : "") + ", max_blocks " + std::to_string(h.max_blocks));
     const int index = launch.library->FindEntry(want.name);
     if (index < 0) return Status(StatusCode::kNotFound, info.uri + " has no kernel " + want.name);
     KILN_ASSIGN_OR_RETURN(auto function, launch.library->Function(static_cast<size_t>(index), ctx.context,

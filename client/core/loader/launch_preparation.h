@@ -26,9 +26,9 @@ StatusOr<ContextInfo> ContextForDevice(const CudaDriver& driver, int device, con
 
 // The loaded module of `op` for the context's arch (one RPC on the first call of the process),
 // refused when the daemon built it for an arch the device cannot run.
-StatusOr<std::shared_ptr<const detail::LoadedLibrary>> FetchOpModule(
-    const CudaDriver& driver, const OpRequest& op, const std::vector<std::string>& entries,
-    const ContextInfo& ctx);
+StatusOr<std::shared_ptr<const detail::LoadedLibrary>> FetchOpModule(const CudaDriver& driver, const OpRequest& op,
+                                                                     const std::vector<std::string>& entries,
+                                                                     const ContextInfo& ctx);
 
 // `op`'s module for `params` in `ctx`, resolved into an OpLaunch: FAILED_PRECONDITION when the
 // daemon's canonical params differ from a requested one (it answered another specialization),

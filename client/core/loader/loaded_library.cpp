@@ -13,20 +13,18 @@ constexpr unsigned kDefaultDynamicSmemLimit = 48 * 1024;
 
 }  // namespace
 
-StatusOr<std::shared_ptr<const LoadedLibrary>> LoadedLibrary::Load(
-    const client::CudaDriver& driver, const std::string& cubin, ModuleInfo info,
-    const std::vector<std::string>& entries) {
+StatusOr<std::shared_ptr<const LoadedLibrary>> LoadedLibrary::Load(const client::CudaDriver& driver,
+                                                                   const std::string& cubin, ModuleInfo info,
+                                                                   const std::vector<std::string>& entries) {
   const auto start = std::chrono::steady_clock::now();
   auto lib = std::make_shared<LoadedLibrary>();
   lib->driver = &driver;
   lib->info = std::move(info);
   KILN_RETURN_IF_ERROR(
       driver
-          .Check(driver.cuLibraryLoadData(&lib->library, cubin.data(), nullptr, nullptr, 0,
-                                          nullptr, nullptr, 0),
+          .Check(driver.cuLibraryLoadData(&lib->library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
                  "cuLibraryLoadData")
-          .WithContext("loading " + lib->info.uri + " (" + lib->info.arch + ", key " +
-                       lib->info.cache_key + ")"));
+          .WithContext("loading " + lib->info.uri + " (" + lib->info.arch + ", key " + lib->info.cache_key + ")"));
   client::Bump(client::Counters().modules_loaded);
 
   std::vector<std::string> names;
@@ -38,9 +36,8 @@ StatusOr<std::shared_ptr<const LoadedLibrary>> LoadedLibrary::Load(
     CUresult r = driver.cuLibraryGetKernel(&kernel, lib->library, name.c_str());
     if (r == CUDA_ERROR_NOT_FOUND) {
       std::string has = lib->EntryNames();
-      return Status(StatusCode::kNotFound,
-                    "the cubin of " + lib->info.uri + " has no kernel '" + name + "'" +
-                        (has.empty() ? "" : " (it has: " + has + ")"));
+      return Status(StatusCode::kNotFound, "the cubin of " + lib->info.uri + " has no kernel '" + name + "'" +
+                                               (has.empty() ? "" : " (it has: " + has + ")"));
     }
     KILN_RETURN_IF_ERROR(driver.Check(r, "cuLibraryGetKernel(" + name + ")"));
     lib->entries.push_back({name, kernel});
@@ -73,16 +70,15 @@ std::string LoadedLibrary::EntryNames() const {
   return s;
 }
 
-StatusOr<CUfunction> LoadedLibrary::Function(size_t entry, CUcontext context,
-                                             unsigned dynamic_smem) const {
+StatusOr<CUfunction> LoadedLibrary::Function(size_t entry, CUcontext context, unsigned dynamic_smem) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find_if(functions_.begin(), functions_.end(), [&](const ContextFunction& f) {
-    return f.context == context && f.entry == entry;
-  });
+  auto it = std::find_if(functions_.begin(), functions_.end(),
+                         [&](const ContextFunction& f) { return f.context == context && f.entry == entry; });
   if (it == functions_.end()) {
     CUfunction function = nullptr;
-    KILN_RETURN_IF_ERROR(driver->Check(driver->cuKernelGetFunction(&function, entries[entry].kernel),
-                                       "cuKernelGetFunction(" + entries[entry].name + ")")
+    KILN_RETURN_IF_ERROR(driver
+                             ->Check(driver->cuKernelGetFunction(&function, entries[entry].kernel),
+                                     "cuKernelGetFunction(" + entries[entry].name + ")")
                              .WithContext(info.uri));
     functions_.push_back({context, entry, function, kDefaultDynamicSmemLimit});
     it = functions_.end() - 1;
@@ -90,11 +86,10 @@ StatusOr<CUfunction> LoadedLibrary::Function(size_t entry, CUcontext context,
   if (dynamic_smem > it->smem_opt_in) {
     KILN_RETURN_IF_ERROR(
         driver
-            ->Check(driver->cuFuncSetAttribute(it->function,
-                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            ->Check(driver->cuFuncSetAttribute(it->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                static_cast<int>(dynamic_smem)),
-                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = " +
-                        std::to_string(dynamic_smem) + ") for " + entries[entry].name)
+                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = " + std::to_string(dynamic_smem) + ") for " +
+                        entries[entry].name)
             .WithContext(info.uri));
     it->smem_opt_in = dynamic_smem;
   }

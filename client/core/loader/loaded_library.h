@@ -21,9 +21,8 @@ struct LoadedLibrary {
 
   // Loads `cubin` and resolves each kernel named in `info.kernels` and in `entries`; a name
   // the cubin lacks is NOT_FOUND listing the names it has.
-  static StatusOr<std::shared_ptr<const LoadedLibrary>> Load(
-      const client::CudaDriver& driver, const std::string& cubin, ModuleInfo info,
-      const std::vector<std::string>& entries);
+  static StatusOr<std::shared_ptr<const LoadedLibrary>> Load(const client::CudaDriver& driver, const std::string& cubin,
+                                                             ModuleInfo info, const std::vector<std::string>& entries);
   ~LoadedLibrary();
 
   // `device`: where its kernels launch when no context is current.

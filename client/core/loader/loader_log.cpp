@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <utility>
 
-
 namespace kiln::client {
 namespace {
 
@@ -18,12 +17,9 @@ std::string Ms(double ms) {
 
 std::string Bytes(uint64_t bytes) {
   char buffer[32];
-  if (bytes < 1024)
-    std::snprintf(buffer, sizeof(buffer), "%llu B", static_cast<unsigned long long>(bytes));
-  else if (bytes < (1u << 20))
-    std::snprintf(buffer, sizeof(buffer), "%.1f KiB", static_cast<double>(bytes) / 1024);
-  else
-    std::snprintf(buffer, sizeof(buffer), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  if (bytes < 1024) std::snprintf(buffer, sizeof(buffer), "%llu B", static_cast<unsigned long long>(bytes));
+  else if (bytes < (1u << 20)) std::snprintf(buffer, sizeof(buffer), "%.1f KiB", static_cast<double>(bytes) / 1024);
+  else std::snprintf(buffer, sizeof(buffer), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return buffer;
 }
 

@@ -5,9 +5,9 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
-#include "client/core/rpc/cubin_fetch.h"
 #include "client/core/loader/loader_log.h"
 #include "client/core/loader/module_info.h"
+#include "client/core/rpc/cubin_fetch.h"
 
 namespace kiln::client {
 
@@ -37,9 +37,10 @@ std::shared_ptr<const detail::LoadedLibrary> ModuleCache::Find(const std::string
   return it == by_request_.end() ? nullptr : it->second;
 }
 
-StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(
-    const CudaDriver& driver, const v1::GetKernelRequest& request,
-    const std::vector<std::string>& entries, const std::string& identity, bool reuse) {
+StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(const CudaDriver& driver,
+                                                                              const v1::GetKernelRequest& request,
+                                                                              const std::vector<std::string>& entries,
+                                                                              const std::string& identity, bool reuse) {
   if (reuse) {
     if (auto found = Find(identity)) return found;
   }
@@ -54,8 +55,7 @@ StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(
   }
 
   // Equal keys mean equal cubins; a daemon that sends no key gets one module per request.
-  const std::string key = fetched->reply.cache_key().empty() ? "request:" + identity
-                                                               : fetched->reply.cache_key();
+  const std::string key = fetched->reply.cache_key().empty() ? "request:" + identity : fetched->reply.cache_key();
   if (reuse) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_key_.find(key);
@@ -71,8 +71,7 @@ StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(
   auto loaded = detail::LoadedLibrary::Load(driver, fetched->cubin, std::move(info), entries);
   if (!loaded.ok()) {
     if (LoaderLogEnabled())
-      WriteLoaderLine(LoaderLogLine(LoaderEvent::kLoadFailed, request, *fetched, 0) + ": " +
-                      loaded.status().message());
+      WriteLoaderLine(LoaderLogLine(LoaderEvent::kLoadFailed, request, *fetched, 0) + ": " + loaded.status().message());
     return loaded.status();
   }
   LogFetch(LoaderEvent::kLoaded, request, *fetched, (*loaded)->info.load_ms);

@@ -5,10 +5,10 @@
 #pragma once
 
 #include <map>
-#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "client/core/driver/cuda_driver.h"
@@ -25,9 +25,10 @@ class ModuleCache {
   // current settings and loaded on a miss. `entries` are kernels the caller will ask for.
   // `identity` names the request (RequestIdentity, or a cheaper equivalent of the caller's);
   // with `reuse` false the daemon is asked again and a fresh module replaces the cached one.
-  StatusOr<std::shared_ptr<const detail::LoadedLibrary>> GetOrLoad(
-      const CudaDriver& driver, const v1::GetKernelRequest& request,
-      const std::vector<std::string>& entries, const std::string& identity, bool reuse = true);
+  StatusOr<std::shared_ptr<const detail::LoadedLibrary>> GetOrLoad(const CudaDriver& driver,
+                                                                   const v1::GetKernelRequest& request,
+                                                                   const std::vector<std::string>& entries,
+                                                                   const std::string& identity, bool reuse = true);
 
   // The module loaded for `identity`, or null.
   std::shared_ptr<const detail::LoadedLibrary> Find(const std::string& identity);

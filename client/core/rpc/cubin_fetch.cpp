@@ -8,10 +8,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "client/core/rpc/sha256.h"
 #include "client/core/rpc/client_counters.h"
 #include "client/core/rpc/client_settings.h"
 #include "client/core/rpc/kernel_rpc.h"
+#include "client/core/rpc/sha256.h"
 
 namespace kiln::client {
 namespace {
@@ -39,21 +39,18 @@ StatusOr<std::string> ReadBlob(const std::string& path) {
 }
 
 // OK when `bytes` are what the reply promised.
-Status Verify(const v1::GetKernelResponse& reply, const std::string& bytes,
-              const std::string& where) {
+Status Verify(const v1::GetKernelResponse& reply, const std::string& bytes, const std::string& where) {
   if (reply.sha256().empty())
-    return Status(StatusCode::kDataLoss, "the daemon sent no SHA-256 for " + reply.uri() +
-                                             " (key " + reply.cache_key() + "); refusing to load");
+    return Status(StatusCode::kDataLoss, "the daemon sent no SHA-256 for " + reply.uri() + " (key " +
+                                             reply.cache_key() + "); refusing to load");
   if (bytes.empty())
-    return Status(StatusCode::kDataLoss, "the cubin of " + reply.uri() + " from " + where +
-                                             " is empty");
+    return Status(StatusCode::kDataLoss, "the cubin of " + reply.uri() + " from " + where + " is empty");
   const std::string actual = Sha256Hex(bytes);
   if (actual != reply.sha256())
-    return Status(StatusCode::kDataLoss,
-                  "checksum mismatch for the cubin of " + reply.uri() + " (key " +
-                      reply.cache_key() + ") from " + where + ": expected sha256 " +
-                      reply.sha256() + ", got " + actual + " over " +
-                      std::to_string(bytes.size()) + " bytes");
+    return Status(StatusCode::kDataLoss, "checksum mismatch for the cubin of " + reply.uri() + " (key " +
+                                             reply.cache_key() + ") from " + where + ": expected sha256 " +
+                                             reply.sha256() + ", got " + actual + " over " +
+                                             std::to_string(bytes.size()) + " bytes");
   return OkStatus();
 }
 
@@ -87,12 +84,10 @@ Status Fetch(const DaemonConnection& connection, v1::GetKernelRequest request, c
     t = std::chrono::steady_clock::now();
     reply = CallGetKernel(connection, request, options.timeout);
     fetched.rpc_ms += ms_since(t);
-    if (!reply.ok())
-      return reply.status().WithContext("after the blob file failed (" + good.message() + ")");
+    if (!reply.ok()) return reply.status().WithContext("after the blob file failed (" + good.message() + ")");
     if (!reply->blob_path().empty() && reply->cubin().empty())
       return Status(StatusCode::kInternal,
-                    "the daemon sent a blob path although the bytes were asked for (" +
-                        DescribeRequest(request) + ")");
+                    "the daemon sent a blob path although the bytes were asked for (" + DescribeRequest(request) + ")");
   }
   fetched.cubin = std::move(*reply->mutable_cubin());
   reply->clear_cubin();

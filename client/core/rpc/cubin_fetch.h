@@ -28,8 +28,8 @@ struct FetchedCubin {
   double verify_ms = 0;         // blob read and SHA-256 check
 };
 
-StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection,
-                                  v1::GetKernelRequest request, const FetchOptions& options);
+StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection, v1::GetKernelRequest request,
+                                  const FetchOptions& options);
 
 // FetchCubin through the process-wide client settings (kiln::Configure).
 StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request);

@@ -47,8 +47,7 @@ constexpr const char* kHowToPoint =
 }  // namespace
 
 DaemonConnection::DaemonConnection(const std::string& socket_or_target) {
-  target_ = proto::GrpcTargetFor(socket_or_target.empty() ? proto::ResolveSocketPath()
-                                                           : socket_or_target);
+  target_ = proto::GrpcTargetFor(socket_or_target.empty() ? proto::ResolveSocketPath() : socket_or_target);
   socket_ = SocketPathOf(target_);
   grpc::ChannelArguments args;
   // Cubins of big kernels can pass gRPC's 4 MiB default.
@@ -80,22 +79,22 @@ Status DaemonConnection::Explain(const grpc::Status& status, std::string_view wh
       } else {
         why += " (" + status.error_message() + "): the socket " + socket_ +
                " exists but nobody answers; kilnd may have stopped without removing it. "
-               "Start kilnd again, or " + kHowToPoint;
+               "Start kilnd again, or " +
+               kHowToPoint;
       }
     } else {
-      why += " (" + status.error_message() + "). Is kilnd listening there? Start it, or " +
-             kHowToPoint;
+      why += " (" + status.error_message() + "). Is kilnd listening there? Start it, or " + kHowToPoint;
     }
     return Status(code, prefix + ": " + why);
   }
   if (code == StatusCode::kDeadlineExceeded)
-    return Status(code, prefix + ": kilnd at " + target_ +
-                            " did not answer in time (raise the timeout if compiles are slow): " +
-                            status.error_message());
+    return Status(code,
+                  prefix + ": kilnd at " + target_ +
+                      " did not answer in time (raise the timeout if compiles are slow): " + status.error_message());
   if (code == StatusCode::kUnimplemented)
-    return Status(code, prefix + ": the server at " + target_ +
-                            " does not implement this call (is it a kilnd of another version?): " +
-                            status.error_message());
+    return Status(code,
+                  prefix + ": the server at " + target_ +
+                      " does not implement this call (is it a kilnd of another version?): " + status.error_message());
   return Status(code, prefix + ": " + status.error_message());
 }
 

@@ -60,9 +60,10 @@ DebugCompile ParseDebugCompile(const char* value, std::string* error) {
     } else if (word == "verbose-log") {
       debug.verbose_log = true;
     } else {
-      *error = std::string(kVariable) + "='" + value + "' is not valid: " +
-               (word.empty() ? std::string("an empty item") : "'" + word + "' is not a control") + "; expected " +
-               kAccepted + ". Ignoring it: kernels are compiled the default way (optimized, no line info)";
+      *error = std::string(kVariable) + "='" + value +
+               "' is not valid: " + (word.empty() ? std::string("an empty item") : "'" + word + "' is not a control") +
+               "; expected " + kAccepted +
+               ". Ignoring it: kernels are compiled the default way (optimized, no line info)";
       return DebugCompile();
     }
     start = comma + 1;

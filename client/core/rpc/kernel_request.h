@@ -17,7 +17,6 @@ v1::GetKernelRequest MakeKernelRequest(const SourceRequest& source, const std::s
 
 // With the given controls instead of the environment's.
 v1::GetKernelRequest MakeKernelRequest(const OpRequest& op, const std::string& arch, const DebugCompile& debug);
-v1::GetKernelRequest MakeKernelRequest(const SourceRequest& source, const std::string& arch,
-                                       const DebugCompile& debug);
+v1::GetKernelRequest MakeKernelRequest(const SourceRequest& source, const std::string& arch, const DebugCompile& debug);
 
 }  // namespace kiln::client

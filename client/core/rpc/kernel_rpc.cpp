@@ -11,8 +11,7 @@ std::string DescribeRequest(const v1::GetKernelRequest& request) {
   std::string s;
   if (request.has_op()) {
     // Sorted, so the text is the same for equal requests.
-    std::map<std::string, std::string> params(request.op().params().begin(),
-                                              request.op().params().end());
+    std::map<std::string, std::string> params(request.op().params().begin(), request.op().params().end());
     s = "op " + request.op().name() + " {";
     bool first = true;
     for (const auto& [k, v] : params) {
@@ -28,8 +27,7 @@ std::string DescribeRequest(const v1::GetKernelRequest& request) {
   return request.target().arch().empty() ? s : s + " for " + request.target().arch();
 }
 
-StatusOr<v1::GetKernelResponse> CallGetKernel(const DaemonConnection& connection,
-                                              const v1::GetKernelRequest& request,
+StatusOr<v1::GetKernelResponse> CallGetKernel(const DaemonConnection& connection, const v1::GetKernelRequest& request,
                                               std::chrono::milliseconds timeout) {
   auto stub = v1::KernelService::NewStub(connection.channel());
   grpc::ClientContext context;

@@ -16,8 +16,7 @@ std::string DescribeRequest(const v1::GetKernelRequest& request);
 
 // The daemon's reply, or its error as a kiln::Status whose message starts with
 // "GetKernel <DescribeRequest>:".
-StatusOr<v1::GetKernelResponse> CallGetKernel(const DaemonConnection& connection,
-                                              const v1::GetKernelRequest& request,
+StatusOr<v1::GetKernelResponse> CallGetKernel(const DaemonConnection& connection, const v1::GetKernelRequest& request,
                                               std::chrono::milliseconds timeout);
 
 }  // namespace kiln::client

@@ -21,14 +21,14 @@ extern "C" {
 /* The same numbers as kiln::StatusCode. */
 typedef enum kiln_status {
   KILN_OK = 0,
-  KILN_ERROR_INVALID_ARGUMENT = 1,    /* a bad tensor or value; nothing was launched */
+  KILN_ERROR_INVALID_ARGUMENT = 1, /* a bad tensor or value; nothing was launched */
   KILN_ERROR_NOT_FOUND = 2,
   KILN_ERROR_FAILED_PRECONDITION = 3, /* e.g. the op cannot be built for this GPU */
   KILN_ERROR_UNAVAILABLE = 4,         /* the daemon kilnd cannot be reached */
   KILN_ERROR_DEADLINE_EXCEEDED = 5,
-  KILN_ERROR_DATA_LOSS = 6,           /* a cubin failed its checksum */
-  KILN_ERROR_NO_DRIVER = 7,           /* no CUDA driver or no GPU */
-  KILN_ERROR_CUDA = 8,                /* a CUDA driver call failed */
+  KILN_ERROR_DATA_LOSS = 6, /* a cubin failed its checksum */
+  KILN_ERROR_NO_DRIVER = 7, /* no CUDA driver or no GPU */
+  KILN_ERROR_CUDA = 8,      /* a CUDA driver call failed */
   KILN_ERROR_INTERNAL = 9,
   KILN_ERROR_UNIMPLEMENTED = 10,
   KILN_ERROR_RESOURCE_EXHAUSTED = 11,

@@ -38,12 +38,12 @@ KILN_API Status Ping(std::chrono::milliseconds timeout = std::chrono::seconds(5)
 
 // Counters since the process started (for tests, logs and metrics).
 struct ClientStats {
-  uint64_t get_kernel_rpcs = 0;    // GetKernel calls sent to the daemon
-  uint64_t rpc_failures = 0;       // of those, the ones that failed
-  uint64_t modules_loaded = 0;     // cuLibraryLoadData calls
-  uint64_t blob_path_reads = 0;    // cubins read from the daemon's blob files
-  uint64_t op_fast_hits = 0;       // ops calls served from the in-process launch cache
-  uint64_t op_fast_misses = 0;     // ops calls that had to resolve their kernel first
+  uint64_t get_kernel_rpcs = 0;  // GetKernel calls sent to the daemon
+  uint64_t rpc_failures = 0;     // of those, the ones that failed
+  uint64_t modules_loaded = 0;   // cuLibraryLoadData calls
+  uint64_t blob_path_reads = 0;  // cubins read from the daemon's blob files
+  uint64_t op_fast_hits = 0;     // ops calls served from the in-process launch cache
+  uint64_t op_fast_misses = 0;   // ops calls that had to resolve their kernel first
 };
 KILN_API ClientStats GetClientStats();
 

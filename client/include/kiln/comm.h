@@ -69,8 +69,7 @@ class KILN_API Communicator {
  public:
   // Collective: every rank of `world_size` (1..8) calls it with the same `address` (a unix
   // socket path, or "@name" in the abstract namespace) and options.
-  static StatusOr<std::unique_ptr<Communicator>> Create(int rank, int world_size,
-                                                        const std::string& address,
+  static StatusOr<std::unique_ptr<Communicator>> Create(int rank, int world_size, const std::string& address,
                                                         const CommOptions& options = {});
   // From kiln-launch's environment: KILN_RANK, KILN_WORLD_SIZE, KILN_COMM_ADDRESS, and the
   // device from KILN_LOCAL_RANK unless options.device says otherwise.
@@ -97,9 +96,8 @@ class KILN_API Communicator {
   //   in, residual, out  [..., hidden], one dtype (fp32/fp16/bf16), dense; hidden 1..16384
   //   weight             [hidden]
   // out may be in; residual overlaps nothing else.
-  Status AllReduceAddRmsNorm(const TensorView& out, const TensorView& in,
-                             const TensorView& residual, const TensorView& weight, double eps,
-                             void* stream = nullptr);
+  Status AllReduceAddRmsNorm(const TensorView& out, const TensorView& in, const TensorView& residual,
+                             const TensorView& weight, double eps, void* stream = nullptr);
 
   // Collective: allocates a buffer of `bytes` on every rank that every peer has mapped. An
   // all-reduce whose input lies inside it reads the peers' copies directly (no staging copy);
@@ -149,11 +147,10 @@ KILN_API void kiln_comm_options_init(kiln_comm_options* options);
 
 /* Collective. options may be NULL (defaults). On success *comm is set; destroy it with
  * kiln_comm_destroy. */
-KILN_API kiln_status kiln_comm_create(int rank, int world_size, const char* address,
-                                      const kiln_comm_options* options, kiln_comm** comm);
+KILN_API kiln_status kiln_comm_create(int rank, int world_size, const char* address, const kiln_comm_options* options,
+                                      kiln_comm** comm);
 /* From KILN_RANK, KILN_WORLD_SIZE, KILN_COMM_ADDRESS and KILN_LOCAL_RANK (kiln-launch). */
-KILN_API kiln_status kiln_comm_create_from_env(const kiln_comm_options* options,
-                                               kiln_comm** comm);
+KILN_API kiln_status kiln_comm_create_from_env(const kiln_comm_options* options, kiln_comm** comm);
 /* Waits for this rank's work on the communicator, then frees it. NULL is ignored. */
 KILN_API void kiln_comm_destroy(kiln_comm* comm);
 
@@ -165,10 +162,8 @@ KILN_API int kiln_comm_device(const kiln_comm* comm);     /* -1 for NULL */
 KILN_API kiln_status kiln_all_reduce(kiln_comm* comm, DLTensor* out, const DLTensor* in,
                                      kiln_all_reduce_algorithm algorithm, void* stream);
 /* residual <- residual + sum over ranks of in; out <- rms_norm(residual) * weight. */
-KILN_API kiln_status kiln_all_reduce_add_rms_norm(kiln_comm* comm, DLTensor* out,
-                                                  const DLTensor* in, DLTensor* residual,
-                                                  const DLTensor* weight, double eps,
-                                                  void* stream);
+KILN_API kiln_status kiln_all_reduce_add_rms_norm(kiln_comm* comm, DLTensor* out, const DLTensor* in,
+                                                  DLTensor* residual, const DLTensor* weight, double eps, void* stream);
 /* Collective: a buffer every peer has mapped; an all-reduce whose input lies in it skips the
  * staging copy (every rank must pass the same offset). Freed with the communicator. */
 KILN_API kiln_status kiln_comm_alloc_registered(kiln_comm* comm, size_t bytes, void** ptr);
@@ -178,7 +173,7 @@ KILN_API kiln_status kiln_comm_async_error(const kiln_comm* comm);
 KILN_API kiln_status kiln_comm_synchronize(kiln_comm* comm, void* stream);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* KILN_COMM_H_ */

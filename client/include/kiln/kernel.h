@@ -76,12 +76,12 @@ struct ModuleInfo {
   std::string arch;       // what it was compiled for ("sm_90a")
   std::string sha256;     // of the cubin (verified before loading)
   uint64_t cubin_size = 0;
-  Origin origin = Origin::kUnspecified;  // of the fetch that brought it into this process
-  std::string job_id;                    // the compile job, when that fetch waited on one
-  double daemon_ms = 0;                  // the daemon's time for that fetch
-  double rpc_ms = 0;                     // this process: the GetKernel round trip
-  double verify_ms = 0;                  // this process: blob read + SHA-256 check
-  double load_ms = 0;                    // this process: cuLibraryLoadData + kernel lookups
+  Origin origin = Origin::kUnspecified;       // of the fetch that brought it into this process
+  std::string job_id;                         // the compile job, when that fetch waited on one
+  double daemon_ms = 0;                       // the daemon's time for that fetch
+  double rpc_ms = 0;                          // this process: the GetKernel round trip
+  double verify_ms = 0;                       // this process: blob read + SHA-256 check
+  double load_ms = 0;                         // this process: cuLibraryLoadData + kernel lookups
   std::map<std::string, std::string> params;  // canonical op params (empty for sources)
   std::vector<EntryLaunch> launch;            // per entry, from the op generator (empty for sources)
   std::vector<KernelAttributes> kernels;

@@ -47,9 +47,7 @@ class KILN_API Status {
   // std::string from it.
   Status WithContext(const char* context) const { return ok() ? *this : WithContext(std::string(context)); }
 
-  friend bool operator==(const Status& a, const Status& b) {
-    return a.code_ == b.code_ && a.message_ == b.message_;
-  }
+  friend bool operator==(const Status& a, const Status& b) { return a.code_ == b.code_ && a.message_ == b.message_; }
 
  private:
   StatusCode code_ = StatusCode::kOk;
@@ -63,10 +61,9 @@ inline Status OkStatus() { return Status(); }
 template <typename T>
 class StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit, like absl::StatusOr
+  StatusOr(T value) : v_(std::move(value)) {}        // NOLINT: implicit, like absl::StatusOr
   StatusOr(Status status) : v_(std::move(status)) {  // NOLINT
-    if (std::get<Status>(v_).ok())
-      v_ = Status(StatusCode::kInternal, "StatusOr constructed from an OK status");
+    if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "StatusOr constructed from an OK status");
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }

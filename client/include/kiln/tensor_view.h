@@ -64,8 +64,7 @@ struct KILN_API TensorView {
                                Device device = Device::CUDA(0));
   // Any layout; `strides` has one entry per dim of `shape` (a size mismatch gives ndim = -1).
   static TensorView Strided(void* data, DType dtype, std::initializer_list<int64_t> shape,
-                            std::initializer_list<int64_t> strides,
-                            Device device = Device::CUDA(0));
+                            std::initializer_list<int64_t> strides, Device device = Device::CUDA(0));
 
   int64_t numel() const;  // product of the shape (0 for an empty tensor, 1 for 0-d)
   // "bf16[7, 4096] strides [4096, 1] cuda:0": for messages and API logs.

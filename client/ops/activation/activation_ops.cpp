@@ -31,11 +31,14 @@ struct Activation {
   const char* entry;
   OpKernels kernels;
 };
-const Activation kSilu = {ActivationOp::kSiluAndMul, activation::kSiluAndMulEntry,
+const Activation kSilu = {ActivationOp::kSiluAndMul,
+                          activation::kSiluAndMulEntry,
                           {activation::kSiluAndMulOp, {{{activation::kSiluAndMulEntry, 1, true}}}}};
-const Activation kGelu = {ActivationOp::kGeluAndMul, activation::kGeluAndMulEntry,
+const Activation kGelu = {ActivationOp::kGeluAndMul,
+                          activation::kGeluAndMulEntry,
                           {activation::kGeluAndMulOp, {{{activation::kGeluAndMulEntry, 1, true}}}}};
-const Activation kGeluTanh = {ActivationOp::kGeluTanhAndMul, activation::kGeluTanhAndMulEntry,
+const Activation kGeluTanh = {ActivationOp::kGeluTanhAndMul,
+                              activation::kGeluTanhAndMulEntry,
                               {activation::kGeluTanhAndMulOp, {{{activation::kGeluTanhAndMulEntry, 1, true}}}}};
 
 struct ActAndMulArgs {
@@ -67,8 +70,8 @@ Status RunActAndMul(const ActAndMulArgs& a, const char* api, void* stream) {
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
-  activation::ActAndMulParams params = {plan.out, plan.input, plan.rows, static_cast<int>(plan.d), plan.out_stride,
-                                        plan.in_stride};
+  activation::ActAndMulParams params = {plan.out,        plan.input,    plan.rows, static_cast<int>(plan.d),
+                                        plan.out_stride, plan.in_stride};
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, kAct.entry, &ready.launch->library->info);
 }

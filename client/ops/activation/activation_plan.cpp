@@ -13,8 +13,7 @@ namespace {
 // input's shape with the last dim halved: what out must be.
 std::string HalvedShapeText(const TensorView& input, int64_t d) {
   std::string s = "[";
-  for (int i = 0; i < input.ndim; ++i)
-    s += (i ? ", " : "") + std::to_string(i + 1 == input.ndim ? d : input.shape[i]);
+  for (int i = 0; i < input.ndim; ++i) s += (i ? ", " : "") + std::to_string(i + 1 == input.ndim ? d : input.shape[i]);
   return s + "]";
 }
 

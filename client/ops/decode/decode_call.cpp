@@ -124,8 +124,11 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
     return fail(InvalidArgument("q: on " + DeviceName(q_t.device) + ", but the plan was made for cuda:" +
                                 std::to_string(s->device) + " (its SM count sized the split)"));
   KILN_RETURN_IF_ERROR(fail(CheckSameDevice(q_t.device, "q",
-                                            {{&out_t, "out"}, {&k_t, "k_cache"}, {&v_t, "v_cache"},
-                                             {&kv_indptr, "kv_indptr"}, {&kv_indices, "kv_indices"},
+                                            {{&out_t, "out"},
+                                             {&k_t, "k_cache"},
+                                             {&v_t, "v_cache"},
+                                             {&kv_indptr, "kv_indptr"},
+                                             {&kv_indices, "kv_indices"},
                                              {&kv_last_page_len, "kv_last_page_len"}})));
   if (lse != nullptr) KILN_RETURN_IF_ERROR(fail(CheckSameDevice(q_t.device, "q", {{lse, "lse"}})));
 
@@ -248,9 +251,13 @@ StatusOr<AppendPagedKvCall> CheckAppendPagedKv(const TensorView& k_cache_t, cons
     return fail(InvalidArgument("kv_last_page_len: at most 2^31-2 requests, found " + ShapeText(kv_last_page_len)));
 
   KILN_RETURN_IF_ERROR(fail(CheckSameDevice(k_cache_t.device, "k_cache",
-                                            {{&k_t, "k"}, {&v_t, "v"}, {&batch_indices_t, "batch_indices"},
-                                             {&positions_t, "positions"}, {&kv_indptr, "kv_indptr"},
-                                             {&kv_indices, "kv_indices"}, {&kv_last_page_len, "kv_last_page_len"}})));
+                                            {{&k_t, "k"},
+                                             {&v_t, "v"},
+                                             {&batch_indices_t, "batch_indices"},
+                                             {&positions_t, "positions"},
+                                             {&kv_indptr, "kv_indptr"},
+                                             {&kv_indices, "kv_indices"},
+                                             {&kv_last_page_len, "kv_last_page_len"}})));
   const std::pair<const TensorView*, const char*> read[] = {{&k_t, "k"},
                                                             {&v_t, "v"},
                                                             {&batch_indices_t, "batch_indices"},
@@ -273,8 +280,8 @@ StatusOr<AppendPagedKvCall> CheckAppendPagedKv(const TensorView& k_cache_t, cons
   call.vec = nnz == 0 ? 8
                       : ChooseVecWidth(2, kc->head_dim,
                                        {stride(nnz, k->row_stride), stride(k->heads, k->head_stride),
-                                        stride(nnz, v->row_stride), stride(v->heads, v->head_stride),
-                                        kc->page_stride, vc->page_stride},
+                                        stride(nnz, v->row_stride), stride(v->heads, v->head_stride), kc->page_stride,
+                                        vc->page_stride},
                                        {k->data, v->data, kc->data, vc->data});
   decode::KilnAppendPagedKvParams& p = call.params;
   p.k_cache = kc->data;

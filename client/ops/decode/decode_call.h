@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/decode/decode_contract.h"
 #include "client/ops/decode/decode_plan.h"
+#include "kiln/decode/decode_contract.h"
 #include "kiln/status.h"
 #include "kiln/tensor_view.h"
 

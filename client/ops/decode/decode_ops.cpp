@@ -33,7 +33,8 @@ struct AppendSpec {
   bool operator==(const AppendSpec&) const = default;
   auto Fields() const { return std::tie(dtype, head_dim, vec); }
   std::map<std::string, std::string> Params() const {
-    return {{kParamDType, DTypeName(dtype)}, {decode::kParamHeadDim, std::to_string(head_dim)},
+    return {{kParamDType, DTypeName(dtype)},
+            {decode::kParamHeadDim, std::to_string(head_dim)},
             {kParamVec, std::to_string(vec)}};
   }
 };
@@ -178,8 +179,7 @@ Status RunBatchDecode(const BatchDecodeArgs& a, const char* api, void* stream) {
 
   LaunchConfig merge_config;
   merge_config.grid.x = static_cast<unsigned>(plan.batch);
-  merge_config.grid.y =
-      static_cast<unsigned>((plan.num_qo_heads + merge.items_per_block - 1) / merge.items_per_block);
+  merge_config.grid.y = static_cast<unsigned>((plan.num_qo_heads + merge.items_per_block - 1) / merge.items_per_block);
   merge_config.block.x = merge.block;
   merge_config.dynamic_smem_bytes = merge.dynamic_smem;
   merge_config.stream = stream;
@@ -203,8 +203,7 @@ Status InvokeBatchDecode(const OpDescriptor& op, NamedArgs& named, void* stream)
   r.Param("sm_scale", o.sm_scale).Param("logits_soft_cap", o.logits_soft_cap).Param("window_left", o.window_left);
   KILN_RETURN_IF_ERROR(r.status());
   DType dtype = DType::kBFloat16;
-  if (dtype_name == "fp16")
-    dtype = DType::kFloat16;
+  if (dtype_name == "fp16") dtype = DType::kFloat16;
   else if (dtype_name != "bf16")
     return InvalidArgument("param dtype='" + dtype_name + "' is not a decode dtype (fp16, bf16)");
 
@@ -244,10 +243,10 @@ KILN_REGISTER_OP(kBatchDecode);
 StatusOr<DType> PlanDType(DLDataType t, const char* api) {
   if (t.lanes == 1 && t.code == kDLFloat && t.bits == 16) return DType::kFloat16;
   if (t.lanes == 1 && t.code == kDLBfloat && t.bits == 16) return DType::kBFloat16;
-  std::string found = t.code == kDLFloat && t.bits == 32 ? std::string("fp32")
-                                                          : "code " + std::to_string(t.code) + " with " +
-                                                                std::to_string(t.bits) + " bits and " +
-                                                                std::to_string(t.lanes) + " lanes";
+  std::string found = t.code == kDLFloat && t.bits == 32
+                          ? std::string("fp32")
+                          : "code " + std::to_string(t.code) + " with " + std::to_string(t.bits) + " bits and " +
+                                std::to_string(t.lanes) + " lanes";
   return InvalidArgument(std::string(api) + ": dtype: " + found +
                          " is not supported; supported: kDLFloat 16 (fp16), kDLBfloat 16 (bf16)");
 }
@@ -288,10 +287,14 @@ kiln_status kiln_append_paged_kv(DLTensor* k_cache, DLTensor* v_cache, const DLT
                                  const DLTensor* batch_indices, const DLTensor* positions, const DLTensor* kv_indptr,
                                  const DLTensor* kv_indices, const DLTensor* kv_last_page_len, void* stream) {
   return CallOpC(kAppendPagedKv, stream, RunAppendPagedKv, [&](CTensors& t) {
-    return AppendPagedKvArgs{t.Tensor(k_cache, "k_cache"),       t.Tensor(v_cache, "v_cache"),
-                             t.Tensor(k, "k"),                   t.Tensor(v, "v"),
-                             t.Tensor(batch_indices, "batch_indices"), t.Tensor(positions, "positions"),
-                             t.Tensor(kv_indptr, "kv_indptr"),   t.Tensor(kv_indices, "kv_indices"),
+    return AppendPagedKvArgs{t.Tensor(k_cache, "k_cache"),
+                             t.Tensor(v_cache, "v_cache"),
+                             t.Tensor(k, "k"),
+                             t.Tensor(v, "v"),
+                             t.Tensor(batch_indices, "batch_indices"),
+                             t.Tensor(positions, "positions"),
+                             t.Tensor(kv_indptr, "kv_indptr"),
+                             t.Tensor(kv_indices, "kv_indices"),
                              t.Tensor(kv_last_page_len, "kv_last_page_len")};
   });
 }
@@ -316,9 +319,8 @@ kiln_status kiln_batch_decode_plan_create(const int32_t* kv_indptr_host, const i
       // The C++ API's name in front of the message becomes the C function's.
       const std::string cpp = "kiln::ops::BatchDecodePlan::Create: ";
       const std::string& message = made.status().message();
-      return kiln::Status(made.status().code(), message.rfind(cpp, 0) == 0
-                                                    ? std::string(kApi) + ": " + message.substr(cpp.size())
-                                                    : message);
+      return kiln::Status(made.status().code(),
+                          message.rfind(cpp, 0) == 0 ? std::string(kApi) + ": " + message.substr(cpp.size()) : message);
     }
     *plan = new kiln_batch_decode_plan{std::move(made).value()};
     return kiln::OkStatus();

@@ -20,8 +20,7 @@ constexpr double kLog2E = 1.4426950408889634;
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // Each request's KV length from the host page table, or the first inconsistency.
-StatusOr<std::vector<int64_t>> KvLengths(const int32_t* indptr, const int32_t* last, int64_t batch,
-                                         int64_t page_size) {
+StatusOr<std::vector<int64_t>> KvLengths(const int32_t* indptr, const int32_t* last, int64_t batch, int64_t page_size) {
   std::vector<int64_t> kv_len(static_cast<size_t>(batch));
   if (indptr[0] < 0)
     return InvalidArgument("kv_indptr_host: kv_indptr[0] = " + std::to_string(indptr[0]) +
@@ -174,11 +173,11 @@ StatusOr<BatchDecodePlan> BatchDecodePlan::Create(const int32_t* kv_indptr_host,
     return client::InvalidArgument(std::string(kApi) + ": device: cuda:" + std::to_string(device) +
                                    " is not a CUDA device here (" + (*driver)->ErrorText(found) + ")");
   int num_sms = 0;
-  KILN_RETURN_IF_ERROR((*driver)
-                           ->Check((*driver)->cuDeviceGetAttribute(&num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                                                                   handle),
-                                   "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")
-                           .WithContext(kApi));
+  KILN_RETURN_IF_ERROR(
+      (*driver)
+          ->Check((*driver)->cuDeviceGetAttribute(&num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
+                  "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")
+          .WithContext(kApi));
   return client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads, num_kv_heads,
                                  head_dim, page_size, dtype, options, device, num_sms, kApi);
 }

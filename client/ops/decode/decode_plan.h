@@ -50,7 +50,6 @@ StatusOr<ops::BatchDecodePlan> PlanBatchDecode(const int32_t* kv_indptr_host, co
                                                const char* api);
 
 // The checks of Create that need no page table (shared with the C ABI's early checks).
-Status CheckDecodeShape(int64_t num_qo_heads, int64_t num_kv_heads, int64_t head_dim, int64_t page_size,
-                        DType dtype);
+Status CheckDecodeShape(int64_t num_qo_heads, int64_t num_kv_heads, int64_t head_dim, int64_t page_size, DType dtype);
 
 }  // namespace kiln::client

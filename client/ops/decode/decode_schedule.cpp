@@ -48,7 +48,8 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
     int64_t lo = min_chunk / granule, hi = std::max(whole, lo);
     while (lo < hi) {
       const int64_t mid = (lo + hi) / 2;
-      if (CountItems(kv_len, begin, mid * granule) * num_kv_heads <= s.slots) hi = mid; else lo = mid + 1;
+      if (CountItems(kv_len, begin, mid * granule) * num_kv_heads <= s.slots) hi = mid;
+      else lo = mid + 1;
     }
     chunk = lo * granule;
     if (chunk > 2 * std::max(balanced, kDecodeMinChunkTokens)) chunk = 0;  // skewed: rule 2

@@ -22,12 +22,12 @@ inline constexpr int64_t kDecodeMinChunkTokens = 256;
 
 struct DecodeSchedule {
   bool split = false;
-  int64_t num_items = 0;     // grid.x; the batch size when not split
-  int64_t chunk_tokens = 0;  // split: positions per chunk (a multiple of max(64, page_size)); else 0
+  int64_t num_items = 0;             // grid.x; the batch size when not split
+  int64_t chunk_tokens = 0;          // split: positions per chunk (a multiple of max(64, page_size)); else 0
   std::vector<uint16_t> item_begin;  // split: batch + 1 prefix offsets of each request's items
-  int64_t slots = 0;         // blocks the GPU runs at once: kDecodeBlocksPerSm * SMs
-  int64_t max_kv_tokens = 0;    // the longest request's attended positions
-  int64_t total_kv_tokens = 0;  // attended positions, summed over requests
+  int64_t slots = 0;                 // blocks the GPU runs at once: kDecodeBlocksPerSm * SMs
+  int64_t max_kv_tokens = 0;         // the longest request's attended positions
+  int64_t total_kv_tokens = 0;       // attended positions, summed over requests
 };
 
 // kv_len[b] >= 1 (checked by the caller), window_left >= -1, page_size a power of two,

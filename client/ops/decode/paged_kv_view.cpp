@@ -96,7 +96,8 @@ Status CheckCachePair(const PagedCacheView& k, const PagedCacheView& v) {
     const int64_t stride = k.page_stride * element;
     const int64_t page = k.page_size * k.num_kv_heads * k.head_dim * element;
     int64_t offset = (static_cast<int64_t>(reinterpret_cast<uintptr_t>(v.data)) -
-                      static_cast<int64_t>(reinterpret_cast<uintptr_t>(k.data))) % stride;
+                      static_cast<int64_t>(reinterpret_cast<uintptr_t>(k.data))) %
+                     stride;
     if (offset < 0) offset += stride;
     if (offset >= page && stride - offset >= page) return OkStatus();
   }

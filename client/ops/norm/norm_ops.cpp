@@ -24,7 +24,9 @@ struct NormSpec {
   bool operator==(const NormSpec&) const = default;
   auto Fields() const { return std::tie(dtype, hidden, vec); }
   std::map<std::string, std::string> Params() const {
-    return {{kParamDType, DTypeName(dtype)}, {norm::kParamHidden, std::to_string(hidden)}, {kParamVec, std::to_string(vec)}};
+    return {{kParamDType, DTypeName(dtype)},
+            {norm::kParamHidden, std::to_string(hidden)},
+            {kParamVec, std::to_string(vec)}};
   }
 };
 
@@ -105,12 +107,13 @@ KILN_REGISTER_OP(kFusedAddRmsNorm);
 Status LaunchNormPlan(const NormPlan& plan, void* stream) {
   // NormPlan: a = out and b = input for rms_norm; a = input and b = residual for the fused op.
   if (plan.op == NormOp::kRmsNorm)
-    return LaunchNorm(plan, kRmsNormKernels, norm::kRmsNormEntry,
-                      norm::RmsNormParams{plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride, plan.eps},
-                      stream);
-  return LaunchNorm(
-      plan, kFusedAddRmsNormKernels, norm::kFusedAddRmsNormEntry,
-      norm::FusedAddRmsNormParams{plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride, plan.eps}, stream);
+    return LaunchNorm(
+        plan, kRmsNormKernels, norm::kRmsNormEntry,
+        norm::RmsNormParams{plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride, plan.eps}, stream);
+  return LaunchNorm(plan, kFusedAddRmsNormKernels, norm::kFusedAddRmsNormEntry,
+                    norm::FusedAddRmsNormParams{plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride,
+                                                plan.eps},
+                    stream);
 }
 
 }  // namespace kiln::client

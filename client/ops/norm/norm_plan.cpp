@@ -11,15 +11,12 @@
 namespace kiln::client {
 namespace {
 
-bool IsNormDType(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
-}
+bool IsNormDType(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
 // The checks both ops share. `x` is the tensor that defines dtype, shape and device (input);
 // `y` must match it exactly (out, or residual).
-StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name,
-                        const TensorView& y_t, const char* y_name, const TensorView& w_t,
-                        double eps) {
+StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, const TensorView& y_t, const char* y_name,
+                        const TensorView& w_t, double eps) {
   KILN_ASSIGN_OR_RETURN(auto x, ViewAsRows(x_t, x_name));
   KILN_ASSIGN_OR_RETURN(auto y, ViewAsRows(y_t, y_name));
   if (w_t.ndim != 1)
@@ -108,17 +105,16 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name,
 
 }  // namespace
 
-StatusOr<NormPlan> PlanRmsNorm(const TensorView& out, const TensorView& input,
-                               const TensorView& weight, double eps, const char* api) {
+StatusOr<NormPlan> PlanRmsNorm(const TensorView& out, const TensorView& input, const TensorView& weight, double eps,
+                               const char* api) {
   auto plan = Plan(NormOp::kRmsNorm, input, "input", out, "out", weight, eps);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;
 }
 
-StatusOr<NormPlan> PlanFusedAddRmsNorm(const TensorView& input, const TensorView& residual,
-                                       const TensorView& weight, double eps,
-                                       const char* api) {
+StatusOr<NormPlan> PlanFusedAddRmsNorm(const TensorView& input, const TensorView& residual, const TensorView& weight,
+                                       double eps, const char* api) {
   auto plan = Plan(NormOp::kFusedAddRmsNorm, input, "input", residual, "residual", weight, eps);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;

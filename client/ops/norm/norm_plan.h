@@ -34,9 +34,9 @@ struct NormPlan {
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
 // `api` must outlive the plan (a string literal).
-StatusOr<NormPlan> PlanRmsNorm(const TensorView& out, const TensorView& input,
-                               const TensorView& weight, double eps, const char* api);
-StatusOr<NormPlan> PlanFusedAddRmsNorm(const TensorView& input, const TensorView& residual,
-                                       const TensorView& weight, double eps, const char* api);
+StatusOr<NormPlan> PlanRmsNorm(const TensorView& out, const TensorView& input, const TensorView& weight, double eps,
+                               const char* api);
+StatusOr<NormPlan> PlanFusedAddRmsNorm(const TensorView& input, const TensorView& residual, const TensorView& weight,
+                                       double eps, const char* api);
 
 }  // namespace kiln::client

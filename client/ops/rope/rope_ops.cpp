@@ -87,7 +87,9 @@ struct ApplyRopeArgs {
   template <typename Self, typename V>
   static void Visit(Self& a, V& v) {
     v.InOut("q", a.q).InOut("k", a.k).In("positions", a.positions);
-    v.Param("rotary_dim", a.options.rotary_dim).Param("interleaved", a.options.interleaved).Param("theta", a.options.theta);
+    v.Param("rotary_dim", a.options.rotary_dim)
+        .Param("interleaved", a.options.interleaved)
+        .Param("theta", a.options.theta);
     v.Optional("llama31", a.options.llama31, [](auto& s, auto& fields) {
       fields.Param("llama31_factor", s.factor)
           .Param("llama31_low_freq_factor", s.low_freq_factor)
@@ -125,8 +127,8 @@ struct ApplyRopeWithCacheArgs {
 };
 
 Status RunApplyRopeWithCache(const ApplyRopeWithCacheArgs& a, const char* api, void* stream) {
-  KILN_ASSIGN_OR_RETURN(const RopePlan plan, PlanApplyRopeWithCosSinCache(*a.q, *a.k, *a.positions, *a.cos_sin_cache,
-                                                                          a.interleaved, api));
+  KILN_ASSIGN_OR_RETURN(const RopePlan plan,
+                        PlanApplyRopeWithCosSinCache(*a.q, *a.k, *a.positions, *a.cos_sin_cache, a.interleaved, api));
   return LaunchRope(plan, kApplyRopeWithCacheKernels, rope::kApplyRopeWithCosSinCacheEntry, stream, [&] {
     rope::ApplyRopeWithCosSinCacheParams p;
     SetRopeTensors(plan, p);

@@ -233,10 +233,8 @@ StatusOr<RopePlan> PlanApplyRope(const TensorView& q, const TensorView& k, const
   return plan;
 }
 
-StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const TensorView& k,
-                                                const TensorView& positions,
-                                                const TensorView& cache_t, bool interleaved,
-                                                const char* api) {
+StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                                const TensorView& cache_t, bool interleaved, const char* api) {
   auto plan = [&]() -> StatusOr<RopePlan> {
     if (cache_t.ndim != 2)
       return InvalidArgument("cos_sin_cache: expected a 2-D tensor [max_position, rotary_dim], found rank " +

@@ -55,10 +55,8 @@ struct RopePlan {
 // `api` must outlive the plan (a string literal).
 StatusOr<RopePlan> PlanApplyRope(const TensorView& q, const TensorView& k, const TensorView& positions,
                                  const ops::RopeOptions& options, const char* api);
-StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const TensorView& k,
-                                                const TensorView& positions,
-                                                const TensorView& cos_sin_cache, bool interleaved,
-                                                const char* api);
+StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                                const TensorView& cos_sin_cache, bool interleaved, const char* api);
 
 // grid.y of a launch: how many groups the q_heads + k_heads heads are split into (a thread
 // rotates ceil(heads / groups) heads of one token with one cos/sin computation). As many

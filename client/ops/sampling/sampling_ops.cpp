@@ -33,16 +33,19 @@ struct Sampler {
   bool uses_k;
   const char* p_name;  // the per-request p of the op ("top_p", "min_p"), or null
 };
-const Sampler kTopK = {SamplingOp::kTopK, sampling::kTopKEntry, {sampling::kTopKOp, {{{sampling::kTopKEntry}}}}, true,
-                       nullptr};
-const Sampler kTopP = {SamplingOp::kTopP, sampling::kTopPEntry, {sampling::kTopPOp, {{{sampling::kTopPEntry}}}}, false,
-                       "top_p"};
-const Sampler kTopKTopP = {SamplingOp::kTopKTopP, sampling::kTopKTopPEntry,
-                           {sampling::kTopKTopPOp, {{{sampling::kTopKTopPEntry}}}}, true, "top_p"};
-const Sampler kMinP = {SamplingOp::kMinP, sampling::kMinPEntry, {sampling::kMinPOp, {{{sampling::kMinPEntry}}}}, false,
-                       "min_p"};
-const Sampler kArgmax = {SamplingOp::kArgmax, sampling::kArgmaxEntry, {sampling::kArgmaxOp, {{{sampling::kArgmaxEntry}}}},
-                         false, nullptr};
+const Sampler kTopK = {
+    SamplingOp::kTopK, sampling::kTopKEntry, {sampling::kTopKOp, {{{sampling::kTopKEntry}}}}, true, nullptr};
+const Sampler kTopP = {
+    SamplingOp::kTopP, sampling::kTopPEntry, {sampling::kTopPOp, {{{sampling::kTopPEntry}}}}, false, "top_p"};
+const Sampler kTopKTopP = {SamplingOp::kTopKTopP,
+                           sampling::kTopKTopPEntry,
+                           {sampling::kTopKTopPOp, {{{sampling::kTopKTopPEntry}}}},
+                           true,
+                           "top_p"};
+const Sampler kMinP = {
+    SamplingOp::kMinP, sampling::kMinPEntry, {sampling::kMinPOp, {{{sampling::kMinPEntry}}}}, false, "min_p"};
+const Sampler kArgmax = {
+    SamplingOp::kArgmax, sampling::kArgmaxEntry, {sampling::kArgmaxOp, {{{sampling::kArgmaxEntry}}}}, false, nullptr};
 
 // The arguments of sampler kS: samples and probs, then what the op takes of k, p and the seed.
 template <const Sampler& kS>
@@ -64,8 +67,8 @@ struct SampleArgs {
 // A validated call → one launch, one block per row.
 template <const Sampler& kS>
 Status RunSample(const SampleArgs<kS>& a, const char* api, void* stream) {
-  const SamplingArgs plan_args{a.samples, a.probs,  a.top_k.values, a.top_k.scalar, a.p.values,
-                               a.p.scalar, a.seed.seed, a.seed.offset};
+  const SamplingArgs plan_args{a.samples,  a.probs,    a.top_k.values, a.top_k.scalar,
+                               a.p.values, a.p.scalar, a.seed.seed,    a.seed.offset};
   KILN_ASSIGN_OR_RETURN(const SamplingPlan plan, PlanSampling(kS.op, plan_args, api));
   if (plan.rows == 0) return OkStatus();  // nothing to do, and nothing to launch
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,

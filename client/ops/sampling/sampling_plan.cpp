@@ -12,9 +12,7 @@ namespace kiln::client {
 namespace {
 
 bool UsesK(SamplingOp op) { return op == SamplingOp::kTopK || op == SamplingOp::kTopKTopP; }
-bool UsesP(SamplingOp op) {
-  return op == SamplingOp::kTopP || op == SamplingOp::kTopKTopP || op == SamplingOp::kMinP;
-}
+bool UsesP(SamplingOp op) { return op == SamplingOp::kTopP || op == SamplingOp::kTopKTopP || op == SamplingOp::kMinP; }
 const char* PName(SamplingOp op) { return op == SamplingOp::kMinP ? "min_p" : "top_p"; }
 
 // A per-row parameter tensor: [rows] of `dtype`, contiguous, on probs' device.

@@ -19,11 +19,11 @@
 
 // Returns the absl::Status `expr` evaluates to from the enclosing function when it is not OK.
 // The enclosing function returns absl::Status or absl::StatusOr<T>.
-#define KILN_ABSL_RETURN_IF_ERROR(expr)                                        \
-  do {                                                                         \
+#define KILN_ABSL_RETURN_IF_ERROR(expr)                                       \
+  do {                                                                        \
     if (::absl::Status kiln_absl_status_ = (expr); !kiln_absl_status_.ok()) { \
-      return kiln_absl_status_;                                                \
-    }                                                                          \
+      return kiln_absl_status_;                                               \
+    }                                                                         \
   } while (false)
 
 // Evaluates `expr` (an absl::StatusOr<T>); when it is not OK returns its status from the

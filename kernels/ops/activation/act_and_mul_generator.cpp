@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/activation/activation_contract.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/comm/comm_contract.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -28,18 +28,15 @@ class AllReduceGenerator : public OpGenerator {
  public:
   explicit AllReduceGenerator(bool add_rmsnorm) : add_rmsnorm_(add_rmsnorm) {}
 
-  std::string_view name() const override {
-    return add_rmsnorm_ ? comm::kAllReduceAddRmsNormOp : comm::kAllReduceOp;
-  }
+  std::string_view name() const override { return add_rmsnorm_ ? comm::kAllReduceAddRmsNormOp : comm::kAllReduceOp; }
   std::string_view family() const override { return "comm"; }
 
   std::string_view description() const override {
-    return add_rmsnorm_
-               ? "single-node all-reduce (sum over ranks, fp32) fused with residual add and RMSNorm, "
-                 "per row: x = sum + residual; residual = x; output = x * rsqrt(mean(x^2) + eps) * "
-                 "weight; over peer-mapped (NVLink P2P) buffers"
-               : "single-node all-reduce (sum over ranks, fp32, the same bits on every rank) over "
-                 "peer-mapped (NVLink P2P) buffers; entries one_shot and two_shot";
+    return add_rmsnorm_ ? "single-node all-reduce (sum over ranks, fp32) fused with residual add and RMSNorm, "
+                          "per row: x = sum + residual; residual = x; output = x * rsqrt(mean(x^2) + eps) * "
+                          "weight; over peer-mapped (NVLink P2P) buffers"
+                        : "single-node all-reduce (sum over ranks, fp32, the same bits on every rank) over "
+                          "peer-mapped (NVLink P2P) buffers; entries one_shot and two_shot";
   }
 
   std::vector<ParamInfo> params() const override {
@@ -78,12 +75,14 @@ class AllReduceGenerator : public OpGenerator {
     const int world = values.Int(comm::kParamWorldSize);
     const int hidden = add_rmsnorm_ ? values.Int(comm::kParamHidden) : 0;  // 0: no hidden (all_reduce)
     KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, dtype, hidden, comm::kParamHidden));
-    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, add_rmsnorm_ ? kAddRmsNormUnitPath : kAllReduceUnitPath));
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit,
+                               UnitFromTree(op, tree, add_rmsnorm_ ? kAddRmsNormUnitPath : kAllReduceUnitPath));
 
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name, "_w", world, add_rmsnorm_ ? absl::StrCat("_h", hidden) : "",
                             VecSuffix(vec, WidestVec(dtype.bytes, hidden)));
-    spec.params = {{kParamDType, dtype.name}, {comm::kParamWorldSize, std::to_string(world)}, {kParamVec, std::to_string(vec)}};
+    spec.params = {
+        {kParamDType, dtype.name}, {comm::kParamWorldSize, std::to_string(world)}, {kParamVec, std::to_string(vec)}};
     if (add_rmsnorm_) spec.params[comm::kParamHidden] = std::to_string(hidden);
 
     const int block = add_rmsnorm_ ? AllReduceAddRmsNormBlock(hidden, vec) : kAllReduceBlock;

@@ -1,10 +1,10 @@
 #include "kernels/ops/decode/append_paged_kv_generator.h"
 
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/decode/decode_contract.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -48,8 +48,8 @@ class AppendPagedKvGenerator : public OpGenerator {
 
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name, "_d", head_dim, VecSuffix(vec, WidestVec(dtype.bytes)));
-    spec.params = {{kParamDType, dtype.name}, {decode::kParamHeadDim, std::to_string(head_dim)},
-                   {kParamVec, std::to_string(vec)}};
+    spec.params = {
+        {kParamDType, dtype.name}, {decode::kParamHeadDim, std::to_string(head_dim)}, {kParamVec, std::to_string(vec)}};
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/decode/append_paged_kv_generator.cpp",
                                         {{"KILN_APPEND_T", dtype.cuda_type},
                                          {"KILN_APPEND_HEAD_DIM", std::to_string(head_dim)},

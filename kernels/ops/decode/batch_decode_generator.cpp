@@ -4,10 +4,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/decode/decode_contract.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -71,7 +71,8 @@ class BatchDecodeGenerator : public OpGenerator {
 
     const BatchDecodeLaunchShape shape = ChooseBatchDecodeShape(head_dim);
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", dtype.name, "_d", head_dim, "_g", group, "_p", page_size, soft_cap ? "_softcap" : "");
+    spec.uri = absl::StrCat(op, "_", dtype.name, "_d", head_dim, "_g", group, "_p", page_size,
+                            soft_cap ? "_softcap" : "");
     spec.params = {{kParamDType, dtype.name},
                    {decode::kParamHeadDim, std::to_string(head_dim)},
                    {decode::kParamGroup, std::to_string(group)},

@@ -1,10 +1,10 @@
 #include "kernels/ops/diag/tensor_stats_generator.h"
 
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/diag/diag_contract.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -57,14 +57,13 @@ class TensorStatsGenerator : public OpGenerator {
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name);
     spec.params = {{kParamDType, dtype.name}};
-    spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/diag/tensor_stats_generator.cpp",
-                                        {{"KILN_STATS_T", dtype.cuda_type},
-                                         {"KILN_STATS_BLOCK", std::to_string(kTensorStatsBlock)}}));
+    spec.headers.push_back(
+        ConfigHeader(op, spec.uri, "kernels/ops/diag/tensor_stats_generator.cpp",
+                     {{"KILN_STATS_T", dtype.cuda_type}, {"KILN_STATS_BLOCK", std::to_string(kTensorStatsBlock)}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {diag::kTensorStatsEntry};
-    spec.launch = {
-        {.entry = diag::kTensorStatsEntry, .block = kTensorStatsBlock, .max_blocks = kTensorStatsMaxBlocks}};
+    spec.launch = {{.entry = diag::kTensorStatsEntry, .block = kTensorStatsBlock, .max_blocks = kTensorStatsMaxBlocks}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }

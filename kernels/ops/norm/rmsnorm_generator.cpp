@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/norm/norm_contract.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -66,7 +66,8 @@ class RmsNormGenerator : public OpGenerator {
     const RmsNormLaunchShape shape = ChooseRmsNormShape(hidden, vec, dtype.bytes);
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name, "_h", hidden, VecSuffix(vec, WidestVec(dtype.bytes, hidden)));
-    spec.params = {{kParamDType, dtype.name}, {norm::kParamHidden, std::to_string(hidden)}, {kParamVec, std::to_string(vec)}};
+    spec.params = {
+        {kParamDType, dtype.name}, {norm::kParamHidden, std::to_string(hidden)}, {kParamVec, std::to_string(vec)}};
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/norm/rmsnorm_generator.cpp",
                                         {{"KILN_RMSNORM_FUSED_ADD", fused_add_ ? "1" : "0"},
                                          {"KILN_RMSNORM_T", dtype.cuda_type},

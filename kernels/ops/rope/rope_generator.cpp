@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/rope/rope_contract.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -38,13 +38,12 @@ class RopeGenerator : public OpGenerator {
   std::string_view family() const override { return "rope"; }
 
   std::string_view description() const override {
-    return cos_sin_cache_
-               ? "rotary position embedding in place on q [tokens, q_heads, head_dim] and k "
-                 "[tokens, k_heads, head_dim]: cos/sin of each token's position read from an fp32 "
-                 "cos_sin_cache [max_position, rotary_dim] (cos half, then sin half)"
-               : "rotary position embedding in place on q [tokens, q_heads, head_dim] and k "
-                 "[tokens, k_heads, head_dim]: angle position * theta^(-2i/rotary_dim), optionally "
-                 "with Llama-3.1 frequency scaling";
+    return cos_sin_cache_ ? "rotary position embedding in place on q [tokens, q_heads, head_dim] and k "
+                            "[tokens, k_heads, head_dim]: cos/sin of each token's position read from an fp32 "
+                            "cos_sin_cache [max_position, rotary_dim] (cos half, then sin half)"
+                          : "rotary position embedding in place on q [tokens, q_heads, head_dim] and k "
+                            "[tokens, k_heads, head_dim]: angle position * theta^(-2i/rotary_dim), optionally "
+                            "with Llama-3.1 frequency scaling";
   }
 
   std::vector<ParamInfo> params() const override {

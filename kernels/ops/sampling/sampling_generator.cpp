@@ -4,10 +4,10 @@
 // shape is fixed (one block of sampling::kBlock threads per row). Contract:
 // kiln/sampling/sampling_contract.h, docs/kernels-sampling.md.
 #include "absl/strings/str_cat.h"
-#include "kiln_base/status_macros.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/sampling/sampling_contract.h"
+#include "kiln_base/status_macros.h"
 
 namespace kiln::kernels {
 namespace {
@@ -29,29 +29,25 @@ struct OutDType {
 constexpr OutDType kOutDTypes[] = {{"int32", "int"}, {"int64", "long long"}};
 
 struct OpInfo {
-  const char* name;         // registry name
-  const char* op_enum;      // kiln::sampling::SamplingOp
-  const char* entry;        // extern "C" kernel
-  bool uses_list;           // needs SelectSmem (dynamic shared memory)
+  const char* name;     // registry name
+  const char* op_enum;  // kiln::sampling::SamplingOp
+  const char* entry;    // extern "C" kernel
+  bool uses_list;       // needs SelectSmem (dynamic shared memory)
   const char* description;
 };
 
-constexpr OpInfo kTopK = {
-    sampling::kTopKOp, "kTopK", sampling::kTopKEntry, true,
-    "samples[b] ~ probs[b, :] restricted to the tokens whose value is >= the k-th largest value "
-    "of the row (ties kept), renormalized; deterministic in (seed, offset)"};
-constexpr OpInfo kTopP = {
-    sampling::kTopPOp, "kTopP", sampling::kTopPEntry, true,
-    "samples[b] ~ probs[b, :] restricted to the tokens whose value v has (sum of values > v) < "
-    "p * (row sum), renormalized; deterministic in (seed, offset)"};
-constexpr OpInfo kTopKTopP = {
-    sampling::kTopKTopPOp, "kTopKTopP", sampling::kTopKTopPEntry, true,
-    "top-k, then top-p over the renormalized top-k set, then a draw from what is left; "
-    "deterministic in (seed, offset)"};
-constexpr OpInfo kMinP = {
-    sampling::kMinPOp, "kMinP", sampling::kMinPEntry, false,
-    "samples[b] ~ probs[b, :] restricted to the tokens with value >= min_p * (row max), "
-    "renormalized; deterministic in (seed, offset)"};
+constexpr OpInfo kTopK = {sampling::kTopKOp, "kTopK", sampling::kTopKEntry, true,
+                          "samples[b] ~ probs[b, :] restricted to the tokens whose value is >= the k-th largest value "
+                          "of the row (ties kept), renormalized; deterministic in (seed, offset)"};
+constexpr OpInfo kTopP = {sampling::kTopPOp, "kTopP", sampling::kTopPEntry, true,
+                          "samples[b] ~ probs[b, :] restricted to the tokens whose value v has (sum of values > v) < "
+                          "p * (row sum), renormalized; deterministic in (seed, offset)"};
+constexpr OpInfo kTopKTopP = {sampling::kTopKTopPOp, "kTopKTopP", sampling::kTopKTopPEntry, true,
+                              "top-k, then top-p over the renormalized top-k set, then a draw from what is left; "
+                              "deterministic in (seed, offset)"};
+constexpr OpInfo kMinP = {sampling::kMinPOp, "kMinP", sampling::kMinPEntry, false,
+                          "samples[b] ~ probs[b, :] restricted to the tokens with value >= min_p * (row max), "
+                          "renormalized; deterministic in (seed, offset)"};
 constexpr OpInfo kArgmax = {sampling::kArgmaxOp, "kArgmax", sampling::kArgmaxEntry, false,
                             "samples[b] = the index of the largest value of probs[b, :] (ties: the "
                             "lowest index)"};
@@ -82,8 +78,7 @@ class SamplingGenerator : public OpGenerator {
  protected:
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    const OutDType& out =
-        values.Text(sampling::kParamOutDType) == kOutDTypes[0].name ? kOutDTypes[0] : kOutDTypes[1];
+    const OutDType& out = values.Text(sampling::kParamOutDType) == kOutDTypes[0].name ? kOutDTypes[0] : kOutDTypes[1];
     KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, kProbsType));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 

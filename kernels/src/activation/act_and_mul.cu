@@ -13,8 +13,8 @@ namespace kiln_act_and_mul_unit {}
 
 #include "kiln_config.cuh"
 
-#if !defined(KILN_ACT_KIND) || !defined(KILN_ACT_T) || !defined(KILN_ACT_VEC) || \
-    !defined(KILN_ACT_BLOCK) || !defined(KILN_ACT_ITEMS)
+#if !defined(KILN_ACT_KIND) || !defined(KILN_ACT_T) || !defined(KILN_ACT_VEC) || !defined(KILN_ACT_BLOCK) || \
+    !defined(KILN_ACT_ITEMS)
 #error "kiln_config.cuh must define every KILN_ACT_* parameter (see act_and_mul_generator.cpp)"
 #endif
 
@@ -23,10 +23,10 @@ using T = Shape::T;
 
 // Launch (every entry; kiln/activation/activation_contract.h): grid.x = rows * ceil(d /
 // cols_per_block), block.x = block (launch hints), no dynamic shared memory.
-#define KILN_ACT_ENTRY(name, Act)                                                                          \
-  extern "C" __global__ void __launch_bounds__(Shape::kBlock) name(const kiln::activation::ActAndMulParams p) { \
+#define KILN_ACT_ENTRY(name, Act)                                                                                \
+  extern "C" __global__ void __launch_bounds__(Shape::kBlock) name(const kiln::activation::ActAndMulParams p) {  \
     kiln::activation::ActAndMul<Shape, Act>(static_cast<T*>(p.out), static_cast<const T*>(p.input), p.rows, p.d, \
-                                            p.out_row_stride, p.input_row_stride);                          \
+                                            p.out_row_stride, p.input_row_stride);                               \
   }
 #if KILN_ACT_KIND == 0
 KILN_ACT_ENTRY(kiln_silu_and_mul, kiln::activation::Silu)

@@ -17,8 +17,8 @@ namespace kiln_all_reduce_unit {}
 #error "kiln_config.cuh must define every KILN_ALL_REDUCE_* parameter (see all_reduce_generator.cpp)"
 #endif
 
-using Shape = kiln::comm::AllReduceShape<KILN_ALL_REDUCE_T, KILN_ALL_REDUCE_WORLD, KILN_ALL_REDUCE_VEC,
-                                         KILN_ALL_REDUCE_BLOCK>;
+using Shape =
+    kiln::comm::AllReduceShape<KILN_ALL_REDUCE_T, KILN_ALL_REDUCE_WORLD, KILN_ALL_REDUCE_VEC, KILN_ALL_REDUCE_BLOCK>;
 using T = Shape::T;
 
 // Launch (kiln/comm/comm_contract.h): block.x = block, grid.x = AllReduceGrid(...), no dynamic

@@ -11,15 +11,14 @@ namespace kiln_batch_decode_unit {}
 
 #include "kiln_config.cuh"
 
-#if !defined(KILN_DECODE_T) || !defined(KILN_DECODE_HEAD_DIM) || !defined(KILN_DECODE_GROUP) || \
+#if !defined(KILN_DECODE_T) || !defined(KILN_DECODE_HEAD_DIM) || !defined(KILN_DECODE_GROUP) ||         \
     !defined(KILN_DECODE_PAGE_SIZE) || !defined(KILN_DECODE_SOFT_CAP) || !defined(KILN_DECODE_WARPS) || \
     !defined(KILN_DECODE_STAGES)
 #error "kiln_config.cuh must define every KILN_DECODE_* parameter (see batch_decode_generator.cpp)"
 #endif
 
-using Shape = kiln::decode::DecodeShape<KILN_DECODE_T, KILN_DECODE_HEAD_DIM, KILN_DECODE_GROUP,
-                                        KILN_DECODE_PAGE_SIZE, KILN_DECODE_SOFT_CAP != 0, KILN_DECODE_WARPS,
-                                        KILN_DECODE_STAGES>;
+using Shape = kiln::decode::DecodeShape<KILN_DECODE_T, KILN_DECODE_HEAD_DIM, KILN_DECODE_GROUP, KILN_DECODE_PAGE_SIZE,
+                                        KILN_DECODE_SOFT_CAP != 0, KILN_DECODE_WARPS, KILN_DECODE_STAGES>;
 
 // Launch: grid.x = schedule.num_items * num_kv_heads, block.x = Shape::kThreads (the "block"
 // hint), Shape::kSmemBytes of dynamic shared memory (the "dynamic_smem" hint).

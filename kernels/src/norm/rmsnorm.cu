@@ -13,7 +13,7 @@ namespace kiln_rmsnorm_unit {}
 #include "kiln_config.cuh"
 
 #if !defined(KILN_RMSNORM_T) || !defined(KILN_RMSNORM_HIDDEN) || !defined(KILN_RMSNORM_VEC) || \
-    !defined(KILN_RMSNORM_THREADS_PER_ROW) || !defined(KILN_RMSNORM_ROWS_PER_BLOCK) ||       \
+    !defined(KILN_RMSNORM_THREADS_PER_ROW) || !defined(KILN_RMSNORM_ROWS_PER_BLOCK) ||         \
     !defined(KILN_RMSNORM_FUSED_ADD)
 #error "kiln_config.cuh must define every KILN_RMSNORM_* parameter (see rmsnorm_generator.cpp)"
 #endif
@@ -28,12 +28,12 @@ using T = Shape::T;
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
     kiln_fused_add_rmsnorm(const kiln::norm::FusedAddRmsNormParams p) {
   kiln::norm::FusedAddRmsNorm<Shape>(static_cast<T*>(p.input), static_cast<T*>(p.residual),
-                                     static_cast<const T*>(p.weight), p.rows, p.input_row_stride,
-                                     p.residual_row_stride, p.eps);
+                                     static_cast<const T*>(p.weight), p.rows, p.input_row_stride, p.residual_row_stride,
+                                     p.eps);
 }
 #else
 extern "C" __global__ void __launch_bounds__(Shape::kBlock) kiln_rmsnorm(const kiln::norm::RmsNormParams p) {
-  kiln::norm::RmsNorm<Shape>(static_cast<T*>(p.out), static_cast<const T*>(p.input),
-                             static_cast<const T*>(p.weight), p.rows, p.out_row_stride, p.input_row_stride, p.eps);
+  kiln::norm::RmsNorm<Shape>(static_cast<T*>(p.out), static_cast<const T*>(p.input), static_cast<const T*>(p.weight),
+                             p.rows, p.out_row_stride, p.input_row_stride, p.eps);
 }
 #endif

@@ -11,9 +11,8 @@ namespace kiln_rope_unit {}
 
 #include "kiln_config.cuh"
 
-#if !defined(KILN_ROPE_T) || !defined(KILN_ROPE_POS) || !defined(KILN_ROPE_ROTARY_DIM) ||      \
-    !defined(KILN_ROPE_VEC) || !defined(KILN_ROPE_INTERLEAVED) || !defined(KILN_ROPE_TOKENS_PER_BLOCK) || \
-    !defined(KILN_ROPE_COS_SIN_CACHE)
+#if !defined(KILN_ROPE_T) || !defined(KILN_ROPE_POS) || !defined(KILN_ROPE_ROTARY_DIM) || !defined(KILN_ROPE_VEC) || \
+    !defined(KILN_ROPE_INTERLEAVED) || !defined(KILN_ROPE_TOKENS_PER_BLOCK) || !defined(KILN_ROPE_COS_SIN_CACHE)
 #error "kiln_config.cuh must define every KILN_ROPE_* parameter (see rope_generator.cpp)"
 #endif
 
@@ -26,8 +25,8 @@ using Pos = Shape::Pos;
 #if KILN_ROPE_COS_SIN_CACHE
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
     kiln_apply_rope_with_cos_sin_cache(const kiln::rope::ApplyRopeWithCosSinCacheParams p) {
-  const kiln::rope::RopeHeads heads{p.q, p.k, p.q_token_stride, p.q_head_stride, p.k_token_stride, p.k_head_stride,
-                                    p.q_heads, p.k_heads};
+  const kiln::rope::RopeHeads heads{
+      p.q, p.k, p.q_token_stride, p.q_head_stride, p.k_token_stride, p.k_head_stride, p.q_heads, p.k_heads};
   kiln::rope::ApplyRopeWithCosSinCache<Shape>(heads, static_cast<const Pos*>(p.positions), p.tokens, p.cos_sin_cache,
                                               p.max_position, p.cache_stride);
 }
@@ -37,8 +36,8 @@ extern "C" __global__ void __launch_bounds__(Shape::kBlock)
 // (7 instead of 8 blocks of 128 per SM); the cache entry gets 76 without and spills with it.
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
     kiln_apply_rope(const __grid_constant__ kiln::rope::ApplyRopeParams p) {
-  const kiln::rope::RopeHeads heads{p.q, p.k, p.q_token_stride, p.q_head_stride, p.k_token_stride, p.k_head_stride,
-                                    p.q_heads, p.k_heads};
+  const kiln::rope::RopeHeads heads{
+      p.q, p.k, p.q_token_stride, p.q_head_stride, p.k_token_stride, p.k_head_stride, p.q_heads, p.k_heads};
   kiln::rope::ApplyRope<Shape>(heads, static_cast<const Pos*>(p.positions), p.tokens, p.log2_theta, p.factor,
                                p.low_freq_factor, p.high_freq_factor, p.original_max_position);
 }

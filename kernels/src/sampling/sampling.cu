@@ -31,7 +31,8 @@ extern "C" __global__ void __launch_bounds__(KILN_SAMPLING_THREADS, 1)
 #else
   kiln::sampling::SelectSmem* smem = nullptr;
 #endif
-  kiln::sampling::SampleRow<Shape, kiln::sampling::SamplingOp::KILN_SAMPLING_OP>(
-      p.samples, p.probs, p.vocab, p.row_stride, p.k_values, p.k_scalar, p.p_values, p.p_scalar, p.seed, p.offset,
-      smem, scratch);
+  kiln::sampling::SampleRow<Shape, kiln::sampling::SamplingOp::KILN_SAMPLING_OP>(p.samples, p.probs, p.vocab,
+                                                                                 p.row_stride, p.k_values, p.k_scalar,
+                                                                                 p.p_values, p.p_scalar, p.seed,
+                                                                                 p.offset, smem, scratch);
 }

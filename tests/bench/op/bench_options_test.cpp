@@ -17,9 +17,28 @@ std::string ErrorOf(std::vector<std::string> args) {
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 TEST_CASE("kiln-bench options: a routine with shapes, dtypes and backends", "[bench]") {
-  auto o = Parse({"--routine", "rmsnorm", "--shapes", "rows=4096,hidden=4096;rows=1,hidden=4096", "--dtype=bf16,fp16",
-                  "--backends", "kiln,reference,kiln_vec1", "--iters", "50", "--warmup=5", "--l2", "flush", "--timer",
-                  "events", "--seed", "7", "--out", "a.json", "--out", "b.csv", "--max-seconds", "0.5"});
+  auto o = Parse({"--routine",
+                  "rmsnorm",
+                  "--shapes",
+                  "rows=4096,hidden=4096;rows=1,hidden=4096",
+                  "--dtype=bf16,fp16",
+                  "--backends",
+                  "kiln,reference,kiln_vec1",
+                  "--iters",
+                  "50",
+                  "--warmup=5",
+                  "--l2",
+                  "flush",
+                  "--timer",
+                  "events",
+                  "--seed",
+                  "7",
+                  "--out",
+                  "a.json",
+                  "--out",
+                  "b.csv",
+                  "--max-seconds",
+                  "0.5"});
   INFO(o.status().ToString());
   REQUIRE(o.ok());
   CHECK(o->mode == BenchMode::kRun);
@@ -100,7 +119,8 @@ TEST_CASE("kiln-bench options: every bad flag is refused, naming it and what is 
   CHECK(Contains(ErrorOf({"--routine", "rmsnorm", "--shapes", "rows=0,hidden=8"}), "rows must be positive"));
   CHECK(Contains(ErrorOf({"--routine", "rmsnorm", "--shapes", "rows=x"}), "'x' is not a positive integer"));
   CHECK(Contains(ErrorOf({"--routine", "rmsnorm", "--shapes", "rows=1,rows=2"}), "'rows' given twice"));
-  CHECK(Contains(ErrorOf({"--routine", "r", "--shapes", "a=1", "--iters", "0"}), "--iters '0': expected an integer in 1.."));
+  CHECK(Contains(ErrorOf({"--routine", "r", "--shapes", "a=1", "--iters", "0"}),
+                 "--iters '0': expected an integer in 1.."));
   CHECK(Contains(ErrorOf({"--routine", "r", "--shapes", "a=1", "--warmup", "-1"}), "--warmup '-1'"));
   CHECK(Contains(ErrorOf({"--routine", "r", "--shapes", "a=1", "--l2", "cold"}), "expected rotate, flush or warm"));
   CHECK(Contains(ErrorOf({"--routine", "r", "--shapes", "a=1", "--timer", "nvtx"}), "expected auto, cupti or events"));
@@ -119,7 +139,8 @@ TEST_CASE("kiln-bench options: every bad flag is refused, naming it and what is 
 TEST_CASE("the reproduce command of a row names everything that shapes the measurement", "[bench]") {
   auto o = Parse({"--list", "x.list", "--iters", "30", "--l2", "flush", "--seed", "9", "--device", "1"});
   REQUIRE(o.ok());
-  BenchCase c{"rmsnorm", "bf16", {{"rows", 64}, {"hidden", 4096}}, {"kiln", "reference"}, "llama3.1-8b-decode-b64", "x"};
+  BenchCase c{"rmsnorm", "bf16", {{"rows", 64}, {"hidden", 4096}}, {"kiln", "reference"}, "llama3.1-8b-decode-b64",
+              "x"};
   CHECK(ReproduceCommand(*o, c, "kiln_vec2") ==
         "kiln-bench --routine rmsnorm --dtype bf16 --shapes rows=64,hidden=4096 --backends kiln_vec2 --iters 30 "
         "--warmup 10 --l2 flush --timer auto --seed 9 --device 1 --label llama3.1-8b-decode-b64");

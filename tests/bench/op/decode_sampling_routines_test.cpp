@@ -31,8 +31,9 @@ std::vector<HostTensor> Inputs(const Routine& r, const CaseSpec& spec, const Sha
   std::mt19937_64 rng(seed);
   std::vector<HostTensor> host;
   for (const auto& t : spec.tensors)
-    host.push_back(t.role != TensorRole::kOutput && !t.routine_fills ? RandomHostTensor(t.dtype, t.numel(), rng, t.lo, t.hi)
-                                                                     : HostTensor::Zeros(t.dtype, t.numel()));
+    host.push_back(t.role != TensorRole::kOutput && !t.routine_fills
+                       ? RandomHostTensor(t.dtype, t.numel(), rng, t.lo, t.hi)
+                       : HostTensor::Zeros(t.dtype, t.numel()));
   Status s = r.FillInputs(spec, shape, rng, &host);
   INFO(s.ToString());
   REQUIRE(s.ok());
@@ -41,8 +42,8 @@ std::vector<HostTensor> Inputs(const Routine& r, const CaseSpec& spec, const Sha
 
 TEST_CASE("batch_decode: bytes of a call, the shapes it refuses, tolerances", "[bench]") {
   const Routine& r = Get("batch_decode");
-  const ShapeAxes b64 = {{"batch", 64},     {"kv_len", 8192},     {"num_qo_heads", 32},
-                         {"num_kv_heads", 8}, {"head_dim", 128},  {"page_size", 16},
+  const ShapeAxes b64 = {{"batch", 64},        {"kv_len", 8192},     {"num_qo_heads", 32},
+                         {"num_kv_heads", 8},  {"head_dim", 128},    {"page_size", 16},
                          {"num_pages", 32768}, {"nnz_pages", 32768}, {"indptr_len", 65}};
   auto spec = r.Describe(b64, DType::kBFloat16);
   REQUIRE(spec.ok());
@@ -145,8 +146,8 @@ TEST_CASE("batch_decode's float64 reference follows the page table", "[bench]") 
 
 TEST_CASE("append_paged_kv: exact, a small footprint, and a reference that writes only its slots", "[bench]") {
   const Routine& r = Get("append_paged_kv");
-  const ShapeAxes decode = {{"nnz", 64},       {"batch", 64},         {"kv_len", 8192},
-                            {"num_kv_heads", 8}, {"head_dim", 128},     {"page_size", 16},
+  const ShapeAxes decode = {{"nnz", 64},          {"batch", 64},        {"kv_len", 8192},
+                            {"num_kv_heads", 8},  {"head_dim", 128},    {"page_size", 16},
                             {"num_pages", 32768}, {"nnz_pages", 32768}, {"indptr_len", 65}};
   auto big = r.Describe(decode, DType::kBFloat16);
   REQUIRE(big.ok());
@@ -226,7 +227,7 @@ TEST_CASE("sampling routines: bytes, parameters, and draws checked by membership
         if (p > probs.Get(b * vocab + best)) best = i;
         if (p < probs.Get(b * vocab + worst)) worst = i;
       }
-      CHECK(sum == Approx(1.0).epsilon(1e-5));  // softmax rows
+      CHECK(sum == Approx(1.0).epsilon(1e-5));       // softmax rows
       outputs[0].Set(b, static_cast<double>(best));  // the largest value is in every allowed set
       if (b == 0) argmin_row0 = worst;
     }

@@ -46,8 +46,8 @@ TEST_CASE("the default cases parse, and each fits a routine that exists", "[benc
     const Routine* routine = RoutineRegistry::Global().Find(c.routine);
     CHECK(FindTrace(c.routine) != nullptr);
     INFO("the trace definition kernels/traces/" << c.routine << ".json has examples, but kiln-bench has no routine "
-                                                  << c.routine << ": add bench/op/routines/" << c.routine
-                                                  << ".cpp (docs/adding-a-kernel.md)");
+                                                << c.routine << ": add bench/op/routines/" << c.routine
+                                                << ".cpp (docs/adding-a-kernel.md)");
     REQUIRE(routine != nullptr);
     const std::vector<std::string> routine_axes = routine->axes();
     std::set<std::string> axes(routine_axes.begin(), routine_axes.end()), given;
@@ -133,9 +133,8 @@ TEST_CASE("every kiln-bench routine matches its op's trace definition", "[bench]
         if (!declared->same_as.empty())
           for (const auto& x : trace->inputs)
             if (x.name == declared->same_as) typed = &x;
-        const bool dtype_ok = typed->dtypes.empty() ||
-                              std::find(typed->dtypes.begin(), typed->dtypes.end(), DTypeName(t.dtype)) !=
-                                  typed->dtypes.end();
+        const bool dtype_ok = typed->dtypes.empty() || std::find(typed->dtypes.begin(), typed->dtypes.end(),
+                                                                 DTypeName(t.dtype)) != typed->dtypes.end();
         INFO("dtype " << DTypeName(t.dtype));
         CHECK(dtype_ok);
         std::vector<int64_t> shape;

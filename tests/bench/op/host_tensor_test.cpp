@@ -36,7 +36,7 @@ TEST_CASE("random host tensors: the seed decides, not the threads, chunks differ
   CHECK(x.bytes == y.bytes);
   CHECK(x.bytes != z.bytes);
   CHECK(a() == b());  // the generator advanced alike
-  size_t same = 0;  // chunks are not copies of each other
+  size_t same = 0;    // chunks are not copies of each other
   for (size_t i = 0; i < 1000; ++i) same += x.Get(i) == x.Get(i + (size_t{1} << 20));
   CHECK(same < 100);
   double sum = 0;

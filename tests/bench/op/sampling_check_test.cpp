@@ -25,9 +25,9 @@ TEST_CASE("allowed sets: top-k keeps ties at the k-th value, k <= 0 or >= vocab 
   CHECK(k2.mass == 0.75);
   CHECK(k2.row_mass == 1.0);
   CHECK(Allowed(SamplingRule::kTopK, {.top_k = 1}).size == 1);
-  CHECK(Allowed(SamplingRule::kTopK, {.top_k = 0}).size == 6);   // every positive value
-  CHECK(Allowed(SamplingRule::kTopK, {.top_k = 9}).size == 6);   // k >= vocab
-  CHECK(Allowed(SamplingRule::kTopK, {.top_k = 8}).size == 6);   // fewer positive values than k
+  CHECK(Allowed(SamplingRule::kTopK, {.top_k = 0}).size == 6);  // every positive value
+  CHECK(Allowed(SamplingRule::kTopK, {.top_k = 9}).size == 6);  // k >= vocab
+  CHECK(Allowed(SamplingRule::kTopK, {.top_k = 8}).size == 6);  // fewer positive values than k
   CHECK(Allowed(SamplingRule::kTopK, {.top_k = -3}).size == 6);
 }
 

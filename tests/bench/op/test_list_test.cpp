@@ -8,11 +8,10 @@ namespace {
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 TEST_CASE("a test list: cases with comments, blank lines, labels and 'all'", "[bench]") {
-  const std::string text =
-      "# header\n"
-      "\n"
-      "rmsnorm  bf16  rows=2048,hidden=4096  kiln,reference  llama3.1-8b-prefill-2048\n"
-      "   fused_add_rmsnorm fp16 rows=1,hidden=8 all   # trailing comment\n";
+  const std::string text = "# header\n"
+                           "\n"
+                           "rmsnorm  bf16  rows=2048,hidden=4096  kiln,reference  llama3.1-8b-prefill-2048\n"
+                           "   fused_add_rmsnorm fp16 rows=1,hidden=8 all   # trailing comment\n";
   auto cases = ParseTestList(text, "x.list");
   INFO(cases.status().ToString());
   REQUIRE(cases.ok());
@@ -35,7 +34,8 @@ TEST_CASE("a test list: the first bad line is refused with its file and line", "
   const std::pair<const char*, const char*> cases[] = {
       {"rmsnorm bf16 rows=1,hidden=8", "x.list:2: expected 'routine dtype shape backends [label]', found 3 columns"},
       {"rmsnorm bf16 rows=1,hidden=8 kiln label extra", "found 6 columns"},
-      {"rmsnorm bf16 rows=1;hidden=8 kiln", "x.list:2: shape 'rows=1;hidden=8': rows='1;hidden=8' is not a positive integer"},
+      {"rmsnorm bf16 rows=1;hidden=8 kiln",
+       "x.list:2: shape 'rows=1;hidden=8': rows='1;hidden=8' is not a positive integer"},
       {"rmsnorm bf16 rows=1,hidden=8 kiln,,reference", "'' is not a name"},
       {"rms-norm bf16 rows=1 kiln", "routine 'rms-norm' is not a name"},
       {"rmsnorm bf16 1rows=1 kiln", "axis name '1rows' is not an identifier"},
@@ -50,7 +50,7 @@ TEST_CASE("a test list: the first bad line is refused with its file and line", "
 }
 
 TEST_CASE("a formatted case parses back to itself", "[bench]") {
-  BenchCase c{"silu_and_mul", "bf16", {{"rows", 64}, {"d", 14336}, {"d2", 28672}}, {"kiln", "reference"},
+  BenchCase c{"silu_and_mul",           "bf16", {{"rows", 64}, {"d", 14336}, {"d2", 28672}}, {"kiln", "reference"},
               "llama3.1-8b-decode-b64", ""};
   const std::string line = FormatCase(c);
   CHECK(line.find('\n') == std::string::npos);

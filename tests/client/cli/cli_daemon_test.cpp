@@ -29,9 +29,8 @@ struct Daemon {
     kiln::testing::SubprocessOptions p;
     p.argv = {kiln::testing::KilnCliPath()};
     for (auto& a : args) p.argv.push_back(std::move(a));
-    p.set_env = {{"KILN_SOCKET", daemon.socket()},
-                 {"KILN_CACHE_DIR", daemon.cache_dir()},
-                 {"KILN_GEN_DIR", daemon.gen_dir()}};
+    p.set_env = {
+        {"KILN_SOCKET", daemon.socket()}, {"KILN_CACHE_DIR", daemon.cache_dir()}, {"KILN_GEN_DIR", daemon.gen_dir()}};
     return p;
   }
   RunResult Cli(std::vector<std::string> args) const {
@@ -73,13 +72,14 @@ TEST_CASE("kiln get prints a human report, and --out writes the verified cubin",
   auto r = d.Cli(With(kGet, {"--out", out}));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  for (const char* text : {"uri", "rmsnorm_bf16_h4096", "key", "origin", "compiled", "timings",
-                           "total", "ms", "launch", "kiln_rmsnorm block=", "items_per_block=", "kernels",
-                           "kiln_rmsnorm: ", "registers", "(verified)", "written"})
+  for (const char* text :
+       {"uri", "rmsnorm_bf16_h4096", "key", "origin", "compiled", "timings", "total", "ms", "launch",
+        "kiln_rmsnorm block=", "items_per_block=", "kernels", "kiln_rmsnorm: ", "registers", "(verified)", "written"})
     CHECK(Has(r, text));
   const std::string cubin = kiln::testing::ReadFile(out);
   REQUIRE(cubin.size() > 4);
-  CHECK(cubin.substr(0, 4) == "\x7f" "ELF");
+  CHECK(cubin.substr(0, 4) == "\x7f"
+                              "ELF");
   json reply = Json(d.Cli(With(kGet, {"--json"})));
   CHECK(kiln::client::Sha256Hex(cubin) == reply["sha256"].get<std::string>());
 }
@@ -107,8 +107,8 @@ TEST_CASE("kiln get and compile exit 1 on the daemon's errors, with its message"
 TEST_CASE("kiln compile builds a raw source", "[client][cli][daemon]") {
   Daemon d;
   kiln::testing::WriteFile(d.dir / "vadd.cu", kiln::testing::VaddSource());
-  json reply = Json(d.Cli({"compile", "--source", d.dir / "vadd.cu", "--entry", "vadd", "--option",
-                           "-DN=3", "--arch", "sm_90a", "--json"}));
+  json reply = Json(d.Cli({"compile", "--source", d.dir / "vadd.cu", "--entry", "vadd", "--option", "-DN=3", "--arch",
+                           "sm_90a", "--json"}));
   CHECK(reply["origin"] == "ORIGIN_COMPILED");
   CHECK(reply["uri"].get<std::string>().rfind("src_vadd_", 0) == 0);
   CHECK(reply["kernels"][0]["name"] == "vadd");

@@ -115,12 +115,25 @@ TEST_CASE("kiln inspect by key, 8-digit prefix and URI: entry, manifest, generat
   auto human = d.Cli({"inspect", key.substr(0, 8)});
   INFO(human.output);
   REQUIRE(human.exit_code == 0);
-  const std::vector<std::string> parts = {
-      "key", key, "debug", "none (the optimized default", "manifest", "manifest sources", "ORIGIN", "SHA256",
-      "generated sources  " + d.daemon->gen_dir() + "/" + kUri, "same", "kernels", "REGISTERS", "kiln_rmsnorm",
-      "job " + job_id, "succeeded", "timings", "versions", "NVRTC"};
-  for (const std::string& text : parts)
-    CHECK(Has(human, text));
+  const std::vector<std::string> parts = {"key",
+                                          key,
+                                          "debug",
+                                          "none (the optimized default",
+                                          "manifest",
+                                          "manifest sources",
+                                          "ORIGIN",
+                                          "SHA256",
+                                          "generated sources  " + d.daemon->gen_dir() + "/" + kUri,
+                                          "same",
+                                          "kernels",
+                                          "REGISTERS",
+                                          "kiln_rmsnorm",
+                                          "job " + job_id,
+                                          "succeeded",
+                                          "timings",
+                                          "versions",
+                                          "NVRTC"};
+  for (const std::string& text : parts) CHECK(Has(human, text));
 
   // By URI: the one entry of it.
   json by_uri = Json(d.Cli({"inspect", kUri, "--json"}));
@@ -135,8 +148,8 @@ TEST_CASE("kiln inspect URI shows every entry of it: archs and debug variants, -
   const std::string plain = Json(d.Cli(kGet))["cacheKey"];
   const std::string lineinfo = Json(d.Cli(With(kGet, {"--lineinfo"})))["cacheKey"];
   CHECK(lineinfo != plain);
-  const std::string sm80 =
-      Json(d.Cli({"get", "rmsnorm", "dtype=bf16", "hidden=4096", "--arch", "sm_80", "--json"}))["cacheKey"];
+  const std::string sm80 = Json(
+      d.Cli({"get", "rmsnorm", "dtype=bf16", "hidden=4096", "--arch", "sm_80", "--json"}))["cacheKey"];
 
   json all = Json(d.Cli({"inspect", kUri, "--json"}));
   REQUIRE(all["entries"].size() == 3);

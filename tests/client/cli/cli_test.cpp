@@ -23,18 +23,15 @@ RunResult Cli(std::vector<std::string> args, std::map<std::string, std::string> 
   return kiln::testing::Run(std::move(p), std::chrono::seconds(60));
 }
 
-bool Has(const RunResult& r, const std::string& text) {
-  return r.output.find(text) != std::string::npos;
-}
+bool Has(const RunResult& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
 
 TEST_CASE("kiln --help lists the commands and documents the exit codes", "[client][cli]") {
   auto r = Cli({"--help"});
   INFO(r.output);
   CHECK(r.exit_code == 0);
   for (const char* text : {"get OP [KEY=VALUE...]", "ops [OP]", "compile", "cache ls", "cache stats", "cache verify",
-                           "cache evict", "jobs ls", "jobs watch", "doctor", "--socket PATH",
-                           "--timeout SECONDS", "KILN_SOCKET", "Exit codes:",
-                           "1  the daemon answered with an error", "2  usage error",
+                           "cache evict", "jobs ls", "jobs watch", "doctor", "--socket PATH", "--timeout SECONDS",
+                           "KILN_SOCKET", "Exit codes:", "1  the daemon answered with an error", "2  usage error",
                            "3  the daemon could not be reached", "4  a problem was found"})
     CHECK(Has(r, text));
   CHECK(Cli({"help"}).exit_code == 0);
@@ -44,11 +41,20 @@ TEST_CASE("kiln --help lists the commands and documents the exit codes", "[clien
 }
 
 TEST_CASE("every command has --help", "[client][cli]") {
-  for (std::vector<std::string> command :
-       {std::vector<std::string>{"get"}, {"compile"}, {"cache", "ls"}, {"cache", "stats"},
-        {"cache", "verify"}, {"cache", "evict"}, {"cache", "get"}, {"jobs", "ls"}, {"jobs", "get"},
-        {"jobs", "watch"}, {"doctor"}, {"ops"},
-        {"cache"}, {"jobs"}}) {
+  for (std::vector<std::string> command : {std::vector<std::string>{"get"},
+                                           {"compile"},
+                                           {"cache", "ls"},
+                                           {"cache", "stats"},
+                                           {"cache", "verify"},
+                                           {"cache", "evict"},
+                                           {"cache", "get"},
+                                           {"jobs", "ls"},
+                                           {"jobs", "get"},
+                                           {"jobs", "watch"},
+                                           {"doctor"},
+                                           {"ops"},
+                                           {"cache"},
+                                           {"jobs"}}) {
     command.push_back("--help");
     auto r = Cli(command);
     INFO(command[0] << " " << command[1] << "\n" << r.output);
@@ -87,8 +93,7 @@ TEST_CASE("usage errors exit with 2 and say what is wrong", "[client][cli]") {
       {{"get", "rmsnorm", "dtype=bf16", "dtype=fp16", "--arch", "sm_90"}, "param 'dtype' given twice"},
       {{"get", "rmsnorm", "--json=yes"}, "--json takes no value"},
       {{"compile", "--entry", "k", "--arch", "sm_90"}, "--source FILE is required"},
-      {{"compile", "--source", "/nonexistent.cu", "--entry", "k", "--arch", "sm_90"},
-       "cannot read /nonexistent.cu"},
+      {{"compile", "--source", "/nonexistent.cu", "--entry", "k", "--arch", "sm_90"}, "cannot read /nonexistent.cu"},
       {{"jobs", "ls", "--state", "sleeping"}, "--state wants one of queued"},
       {{"jobs", "get"}, "kiln jobs get: missing ID"},
       {{"cache", "get", "a", "b"}, "kiln cache get: unexpected argument 'b'"},
@@ -155,12 +160,11 @@ TEST_CASE("an unreachable daemon exits with 3 and names the socket", "[client][c
 TEST_CASE("kiln doctor reports each area and exits 4 when kilnd is missing", "[client][cli][doctor]") {
   kiln::testing::TempDir dir("kiln-cli");
   const std::string socket = dir / "kilnd.sock";
-  auto r = Cli({"doctor", "--socket", socket},
-               {{"KILN_CACHE_DIR", dir / "cache"}, {"KILN_GEN_DIR", dir / "gen"}});
+  auto r = Cli({"doctor", "--socket", socket}, {{"KILN_CACHE_DIR", dir / "cache"}, {"KILN_GEN_DIR", dir / "gen"}});
   INFO(r.output);
   CHECK(r.exit_code == 4);
-  for (const char* text : {"toolchain", "NVRTC", "nvJitLink", "CUDA headers", "devices", "workspaces",
-                           "daemon", "problem(s) found"})
+  for (const char* text :
+       {"toolchain", "NVRTC", "nvJitLink", "CUDA headers", "devices", "workspaces", "daemon", "problem(s) found"})
     CHECK(Has(r, text));
   CHECK(Has(r, "cache " + (dir / "cache") + " (KILN_CACHE_DIR): does not exist yet"));
   CHECK(Has(r, "generated sources " + (dir / "gen") + " (KILN_GEN_DIR)"));

@@ -14,23 +14,18 @@ using ::kiln::comm::AllReduceAlgorithm;
 using ::kiln::comm::AllReduceGrid;
 
 TensorView Vec1D(uintptr_t address, DType dtype, int64_t n, int device = 0) {
-  return TensorView::Contiguous(reinterpret_cast<void*>(address), dtype, {n},
-                                Device::CUDA(device));
+  return TensorView::Contiguous(reinterpret_cast<void*>(address), dtype, {n}, Device::CUDA(device));
 }
 
-TEST_CASE("PlanAllReduce accepts dense tensors of one shape and dtype, in place too",
-          "[comm][plan]") {
-  auto plan = PlanAllReduce(Vec1D(0x10000, DType::kBFloat16, 4097),
-                            Vec1D(0x20000, DType::kBFloat16, 4097));
+TEST_CASE("PlanAllReduce accepts dense tensors of one shape and dtype, in place too", "[comm][plan]") {
+  auto plan = PlanAllReduce(Vec1D(0x10000, DType::kBFloat16, 4097), Vec1D(0x20000, DType::kBFloat16, 4097));
   REQUIRE(plan.ok());
   CHECK(plan->n == 4097);
   CHECK(plan->element_size == 2);
-  auto in_place = PlanAllReduce(Vec1D(0x10000, DType::kFloat32, 100),
-                                Vec1D(0x10000, DType::kFloat32, 100));
+  auto in_place = PlanAllReduce(Vec1D(0x10000, DType::kFloat32, 100), Vec1D(0x10000, DType::kFloat32, 100));
   CHECK(in_place.ok());
-  auto two_d = PlanAllReduce(
-      TensorView::Contiguous(reinterpret_cast<void*>(0x40000), DType::kFloat16, {3, 5}),
-      TensorView::Contiguous(reinterpret_cast<void*>(0x80000), DType::kFloat16, {3, 5}));
+  auto two_d = PlanAllReduce(TensorView::Contiguous(reinterpret_cast<void*>(0x40000), DType::kFloat16, {3, 5}),
+                             TensorView::Contiguous(reinterpret_cast<void*>(0x80000), DType::kFloat16, {3, 5}));
   REQUIRE(two_d.ok());
   CHECK(two_d->n == 15);
   auto empty = PlanAllReduce(Vec1D(0, DType::kFloat32, 0), Vec1D(0, DType::kFloat32, 0));
@@ -38,8 +33,7 @@ TEST_CASE("PlanAllReduce accepts dense tensors of one shape and dtype, in place 
   CHECK(empty->n == 0);
 }
 
-TEST_CASE("PlanAllReduce refuses what the kernels cannot do, saying what was wrong",
-          "[comm][plan]") {
+TEST_CASE("PlanAllReduce refuses what the kernels cannot do, saying what was wrong", "[comm][plan]") {
   auto check = [](const TensorView& out, const TensorView& in, const std::string& words) {
     auto plan = PlanAllReduce(out, in);
     REQUIRE_FALSE(plan.ok());
@@ -52,20 +46,17 @@ TEST_CASE("PlanAllReduce refuses what the kernels cannot do, saying what was wro
   check(Vec1D(0x10000, DType::kFloat32, 8, 1), Vec1D(0x20000, DType::kFloat32, 8, 0), "one device");
   check(Vec1D(0x10004, DType::kFloat32, 8), Vec1D(0x10000, DType::kFloat32, 8), "overlap");
   check(Vec1D(0x10000, DType::kFloat32, 8),
-        TensorView::Strided(reinterpret_cast<void*>(0x20000), DType::kFloat32, {4, 2}, {4, 1}),
-        "dense");
+        TensorView::Strided(reinterpret_cast<void*>(0x20000), DType::kFloat32, {4, 2}, {4, 1}), "dense");
   check(Vec1D(0x10000, DType::kFloat32, 8),
-        TensorView::Contiguous(reinterpret_cast<void*>(0x20000), DType::kFloat32, {8},
-                               Device::CPU()),
-        "in");
+        TensorView::Contiguous(reinterpret_cast<void*>(0x20000), DType::kFloat32, {8}, Device::CPU()), "in");
 }
 
 TEST_CASE("PlanAddRmsNorm checks shapes, hidden, eps and overlaps", "[comm][plan]") {
   auto t = [](uintptr_t a, std::initializer_list<int64_t> shape, DType d = DType::kBFloat16) {
     return TensorView::Contiguous(reinterpret_cast<void*>(a), d, shape);
   };
-  auto ok = PlanAddRmsNorm(t(0x100000, {3, 4096}), t(0x200000, {3, 4096}), t(0x300000, {3, 4096}),
-                           t(0x400000, {4096}), 1e-6);
+  auto ok = PlanAddRmsNorm(t(0x100000, {3, 4096}), t(0x200000, {3, 4096}), t(0x300000, {3, 4096}), t(0x400000, {4096}),
+                           1e-6);
   REQUIRE(ok.ok());
   CHECK(ok->rows == 3);
   CHECK(ok->hidden == 4096);
@@ -74,17 +65,14 @@ TEST_CASE("PlanAddRmsNorm checks shapes, hidden, eps and overlaps", "[comm][plan
     CHECK(plan.status().code() == StatusCode::kInvalidArgument);
     CHECK_THAT(plan.status().message(), Catch::Contains(words));
   };
-  refuse(PlanAddRmsNorm(t(0x100000, {2, 16385}), t(0x200000, {2, 16385}), t(0x300000, {2, 16385}),
-                        t(0x400000, {16385}), 1e-6),
+  refuse(PlanAddRmsNorm(t(0x100000, {2, 16385}), t(0x200000, {2, 16385}), t(0x300000, {2, 16385}), t(0x400000, {16385}),
+                        1e-6),
          "hidden size");
-  refuse(PlanAddRmsNorm(t(0x100000, {2, 64}), t(0x200000, {2, 64}), t(0x300000, {2, 64}),
-                        t(0x400000, {32}), 1e-6),
+  refuse(PlanAddRmsNorm(t(0x100000, {2, 64}), t(0x200000, {2, 64}), t(0x300000, {2, 64}), t(0x400000, {32}), 1e-6),
          "weight: expected shape [64]");
-  refuse(PlanAddRmsNorm(t(0x100000, {2, 64}), t(0x200000, {2, 64}), t(0x300000, {2, 64}),
-                        t(0x400000, {64}), 0.0),
+  refuse(PlanAddRmsNorm(t(0x100000, {2, 64}), t(0x200000, {2, 64}), t(0x300000, {2, 64}), t(0x400000, {64}), 0.0),
          "eps");
-  refuse(PlanAddRmsNorm(t(0x100000, {2, 64}), t(0x200000, {2, 64}), t(0x200000, {2, 64}),
-                        t(0x400000, {64}), 1e-6),
+  refuse(PlanAddRmsNorm(t(0x100000, {2, 64}), t(0x200000, {2, 64}), t(0x200000, {2, 64}), t(0x400000, {64}), 1e-6),
          "overlap");
   refuse(PlanAddRmsNorm(t(0x100000, {2, 64}), t(0x200000, {2, 64}), t(0x300000, {2, 64}),
                         t(0x400000, {64}, DType::kFloat16), 1e-6),
@@ -106,27 +94,22 @@ TEST_CASE("the launch shape depends only on what every rank shares", "[comm][pla
   CHECK(AlignedVec(4, {0x1000}) == 4);
 }
 
-TEST_CASE("Auto picks one-shot for small messages and two-shot above the crossover",
-          "[comm][plan]") {
+TEST_CASE("Auto picks one-shot for small messages and two-shot above the crossover", "[comm][plan]") {
   for (int world : {2, 4, 8}) {
     const size_t crossover = ::kiln::comm::OneShotMaxBytes(world);
     CHECK(crossover > 0);
     CHECK(ResolveAlgorithm(AllReduceAlgorithm::kAuto, 4096, world) == AllReduceAlgorithm::kOneShot);
-    CHECK(ResolveAlgorithm(AllReduceAlgorithm::kAuto, crossover, world) ==
-          AllReduceAlgorithm::kOneShot);
-    CHECK(ResolveAlgorithm(AllReduceAlgorithm::kAuto, crossover + 1, world) ==
-          AllReduceAlgorithm::kTwoShot);
+    CHECK(ResolveAlgorithm(AllReduceAlgorithm::kAuto, crossover, world) == AllReduceAlgorithm::kOneShot);
+    CHECK(ResolveAlgorithm(AllReduceAlgorithm::kAuto, crossover + 1, world) == AllReduceAlgorithm::kTwoShot);
     // A forced choice is kept (a diagnostic control).
     CHECK(ResolveAlgorithm(AllReduceAlgorithm::kTwoShot, 16, world) == AllReduceAlgorithm::kTwoShot);
-    CHECK(ResolveAlgorithm(AllReduceAlgorithm::kOneShot, size_t{1} << 30, world) ==
-          AllReduceAlgorithm::kOneShot);
+    CHECK(ResolveAlgorithm(AllReduceAlgorithm::kOneShot, size_t{1} << 30, world) == AllReduceAlgorithm::kOneShot);
   }
   CHECK(::kiln::comm::OneShotMaxBytes(8) <= ::kiln::comm::OneShotMaxBytes(2));
   CHECK(std::string(::kiln::comm::AllReduceAlgorithmName(AllReduceAlgorithm::kTwoShot)) == "two_shot");
 }
 
-TEST_CASE("Communicator::Create refuses bad arguments before touching a GPU or a socket",
-          "[comm]") {
+TEST_CASE("Communicator::Create refuses bad arguments before touching a GPU or a socket", "[comm]") {
   using ::kiln::comm::Communicator;
   auto refuse = [](StatusOr<std::unique_ptr<Communicator>> c, const std::string& words) {
     REQUIRE_FALSE(c.ok());
@@ -146,8 +129,7 @@ TEST_CASE("Communicator::Create refuses bad arguments before touching a GPU or a
   refuse(Communicator::Create(0, 2, "@x", negative), "kernel_timeout");
 }
 
-TEST_CASE("the C ABI of kiln::comm refuses NULLs and bad options with a message",
-          "[comm][c_abi]") {
+TEST_CASE("the C ABI of kiln::comm refuses NULLs and bad options with a message", "[comm][c_abi]") {
   kiln_comm* comm = reinterpret_cast<kiln_comm*>(0x1);
   CHECK(kiln_comm_create(0, 2, "@x", nullptr, nullptr) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(kiln_last_error(), Catch::Contains("NULL"));
@@ -161,8 +143,7 @@ TEST_CASE("the C ABI of kiln::comm refuses NULLs and bad options with a message"
   CHECK(comm == nullptr);
   CHECK(kiln_comm_create(5, 2, "@x", nullptr, &comm) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(kiln_last_error(), Catch::Contains("rank must be"));
-  CHECK(kiln_all_reduce(nullptr, nullptr, nullptr, KILN_ALL_REDUCE_AUTO, nullptr) ==
-        KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(kiln_all_reduce(nullptr, nullptr, nullptr, KILN_ALL_REDUCE_AUTO, nullptr) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(kiln_last_error(), Catch::Contains("comm is NULL"));
   CHECK(kiln_comm_synchronize(nullptr, nullptr) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(kiln_comm_async_error(nullptr) == KILN_ERROR_INVALID_ARGUMENT);

@@ -73,16 +73,13 @@ std::vector<RankOutcome> RunRanks(int world_size, const std::function<std::strin
   return outcomes;
 }
 
-std::string Failures(const std::vector<RankOutcome>& outcomes,
-                     const std::vector<int>& expected_dead) {
+std::string Failures(const std::vector<RankOutcome>& outcomes, const std::vector<int>& expected_dead) {
   std::string text;
   for (size_t rank = 0; rank < outcomes.size(); ++rank) {
-    if (std::find(expected_dead.begin(), expected_dead.end(), int(rank)) != expected_dead.end())
-      continue;
+    if (std::find(expected_dead.begin(), expected_dead.end(), int(rank)) != expected_dead.end()) continue;
     const auto& o = outcomes[rank];
     if (o.exit_code == 0 && o.report.empty()) continue;
-    text += "rank " + std::to_string(rank) + ": exit " + std::to_string(o.exit_code) + ": " +
-            o.report + "\n";
+    text += "rank " + std::to_string(rank) + ": exit " + std::to_string(o.exit_code) + ": " + o.report + "\n";
   }
   return text;
 }

@@ -22,8 +22,7 @@ std::vector<RankOutcome> RunRanks(int world_size, const std::function<std::strin
 
 // "rank 1: exit 1: <report>" for every rank that did not exit 0 with an empty report, except
 // those in `expected_dead` (ranks that kill themselves on purpose).
-std::string Failures(const std::vector<RankOutcome>& outcomes,
-                     const std::vector<int>& expected_dead = {});
+std::string Failures(const std::vector<RankOutcome>& outcomes, const std::vector<int>& expected_dead = {});
 
 // A fresh "@kiln-test-<pid>-<n>" address in the abstract namespace.
 std::string UniqueAbstractAddress();

@@ -23,9 +23,9 @@ using kiln::comm::testing::RunRanks;
 using kiln::comm::testing::UniqueAbstractAddress;
 using namespace std::chrono_literals;
 
-#define RANK_EXPECT(cond, what)                                                   \
-  do {                                                                            \
-    if (!(cond)) return std::string(#cond) + " failed: " + std::string(what);     \
+#define RANK_EXPECT(cond, what)                                               \
+  do {                                                                        \
+    if (!(cond)) return std::string(#cond) + " failed: " + std::string(what); \
   } while (0)
 
 // What OnPeerLost saw, for a body to wait on.
@@ -51,14 +51,12 @@ struct LossLog {
   }
 };
 
-TEST_CASE("Rendezvous: a rank killed with SIGKILL is reported to every other rank",
-          "[comm][rendezvous]") {
+TEST_CASE("Rendezvous: a rank killed with SIGKILL is reported to every other rank", "[comm][rendezvous]") {
   const int world = 4;
   const int victim = GENERATE(1, 0, 3);
   const std::string address = UniqueAbstractAddress();
-  const std::string expected =
-      "rank " + std::to_string(victim) +
-      " lost: connection closed without leaving (process exited or was killed)";
+  const std::string expected = "rank " + std::to_string(victim) +
+                               " lost: connection closed without leaving (process exited or was killed)";
   INFO("victim: rank " << victim);
   auto outcomes = RunRanks(world, [&](int rank) -> std::string {
     auto joined = Rendezvous::Join(address, rank, world, 20s);
@@ -163,8 +161,7 @@ TEST_CASE("Rendezvous: a clean Close is not a loss", "[comm][rendezvous]") {
   CHECK(Failures(outcomes) == "");
 }
 
-TEST_CASE("Rendezvous: collectives called out of order fail on every rank",
-          "[comm][rendezvous]") {
+TEST_CASE("Rendezvous: collectives called out of order fail on every rank", "[comm][rendezvous]") {
   const int world = 3;
   const std::string address = UniqueAbstractAddress();
   auto outcomes = RunRanks(world, [&](int rank) -> std::string {
@@ -173,10 +170,9 @@ TEST_CASE("Rendezvous: collectives called out of order fail on every rank",
     Rendezvous& rv = **joined;
     Status s = rank == 1 ? rv.Barrier(20s) : rv.AllGather("x", {}, 20s).status();
     RANK_EXPECT(s.code() == StatusCode::kFailedPrecondition, s.ToString());
-    RANK_EXPECT(s.message() ==
-                    "rendezvous '" + address +
-                        "': collective #0 does not match: rank 0 called AllGather, rank 1 "
-                        "called Barrier (every rank must call the collectives in the same order)",
+    RANK_EXPECT(s.message() == "rendezvous '" + address +
+                                   "': collective #0 does not match: rank 0 called AllGather, rank 1 "
+                                   "called Barrier (every rank must call the collectives in the same order)",
                 s.ToString());
     // Sticky: the group is out of step.
     RANK_EXPECT(rv.Barrier(20s).message() == s.message(), "later collectives fail the same way");
@@ -185,11 +181,9 @@ TEST_CASE("Rendezvous: collectives called out of order fail on every rank",
   CHECK(Failures(outcomes) == "");
 }
 
-TEST_CASE("Rendezvous: a collective times out waiting for a rank, and that rank learns why",
-          "[comm][rendezvous]") {
+TEST_CASE("Rendezvous: a collective times out waiting for a rank, and that rank learns why", "[comm][rendezvous]") {
   const std::string address = UniqueAbstractAddress();
-  const std::string expected =
-      "rendezvous '" + address + "': AllGather #0 timed out after 0.2 s waiting for rank 1";
+  const std::string expected = "rendezvous '" + address + "': AllGather #0 timed out after 0.2 s waiting for rank 1";
   auto outcomes = RunRanks(2, [&](int rank) -> std::string {
     auto joined = Rendezvous::Join(address, rank, 2, 20s);
     if (!joined.ok()) return "Join: " + joined.status().ToString();

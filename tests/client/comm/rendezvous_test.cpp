@@ -33,9 +33,9 @@ using kiln::comm::testing::RunRanks;
 using kiln::comm::testing::UniqueAbstractAddress;
 using namespace std::chrono_literals;
 
-#define RANK_EXPECT(cond, what)                                                   \
-  do {                                                                            \
-    if (!(cond)) return std::string(#cond) + " failed: " + std::string(what);     \
+#define RANK_EXPECT(cond, what)                                               \
+  do {                                                                        \
+    if (!(cond)) return std::string(#cond) + " failed: " + std::string(what); \
   } while (0)
 
 int MemFdWith(const std::string& content) {
@@ -59,8 +59,7 @@ std::string Payload(int rank, int round) {
   return "rank " + std::to_string(rank) + " round " + std::to_string(round);
 }
 std::string FdContent(int rank, int round, int j) {
-  return "fd " + std::to_string(j) + " of rank " + std::to_string(rank) + " round " +
-         std::to_string(round);
+  return "fd " + std::to_string(j) + " of rank " + std::to_string(rank) + " round " + std::to_string(round);
 }
 int FdCount(int round) { return round == 4 ? int(kMaxFrameFds) : round % 3; }
 
@@ -85,8 +84,7 @@ std::string ExchangeRounds(const std::string& address, int rank, int world) {
     std::vector<int> mine;
     for (int j = 0; j < FdCount(round); ++j) mine.push_back(MemFdWith(FdContent(rank, round, j)));
     auto got = rv.AllGather(Payload(rank, round), mine, 20s);
-    RANK_EXPECT(got.ok(),
-                "AllGather round " + std::to_string(round) + ": " + got.status().ToString());
+    RANK_EXPECT(got.ok(), "AllGather round " + std::to_string(round) + ": " + got.status().ToString());
     RANK_EXPECT(int(got->size()) == world, "one contribution per rank");
     for (int k = 0; k < world; ++k) {
       PeerContribution& c = (*got)[k];
@@ -95,8 +93,7 @@ std::string ExchangeRounds(const std::string& address, int rank, int world) {
       RANK_EXPECT(int(c.fds.size()) == FdCount(round), "fd count of rank " + std::to_string(k));
       for (int j = 0; j < int(c.fds.size()); ++j) {
         RANK_EXPECT(ReadFd(c.fds[j]) == FdContent(k, round, j),
-                    "rank " + std::to_string(k) + "'s fd " + std::to_string(j) + " reads '" +
-                        ReadFd(c.fds[j]) + "'");
+                    "rank " + std::to_string(k) + "'s fd " + std::to_string(j) + " reads '" + ReadFd(c.fds[j]) + "'");
         if (k == rank) RANK_EXPECT(c.fds[j] != mine[j], "own fds come back dup()ed");
         ::close(c.fds[j]);
       }
@@ -121,15 +118,13 @@ std::string ExchangeAndCountFds(const std::string& address, int rank, int world)
   return "";
 }
 
-TEST_CASE("Rendezvous: 1, 2 and 4 processes exchange payloads and fds, repeatedly",
-          "[comm][rendezvous]") {
+TEST_CASE("Rendezvous: 1, 2 and 4 processes exchange payloads and fds, repeatedly", "[comm][rendezvous]") {
   const int world = GENERATE(1, 2, 4);
   const bool abstract = GENERATE(true, false);
   kiln::testing::TempDir dir("kiln-rv");
   const std::string address = abstract ? UniqueAbstractAddress() : dir / "rv.sock";
   INFO("world size " << world << ", address " << address);
-  auto outcomes =
-      RunRanks(world, [&](int rank) { return ExchangeAndCountFds(address, rank, world); });
+  auto outcomes = RunRanks(world, [&](int rank) { return ExchangeAndCountFds(address, rank, world); });
   CHECK(Failures(outcomes) == "");
 }
 
@@ -151,8 +146,7 @@ TEST_CASE("Rendezvous: a world of one gathers its own contribution", "[comm][ren
 
 TEST_CASE("Rendezvous: Join checks its arguments", "[comm][rendezvous]") {
   const std::string a = UniqueAbstractAddress();
-  auto expect_invalid = [](const kiln::StatusOr<std::unique_ptr<Rendezvous>>& r,
-                           const std::string& text) {
+  auto expect_invalid = [](const kiln::StatusOr<std::unique_ptr<Rendezvous>>& r, const std::string& text) {
     INFO(r.status().ToString());
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK(r.status().message().find(text) != std::string::npos);
@@ -166,15 +160,13 @@ TEST_CASE("Rendezvous: Join checks its arguments", "[comm][rendezvous]") {
   expect_invalid(Rendezvous::Join("@" + std::string(200, 'x'), 0, 2, 1s), "holds at most 107");
 }
 
-TEST_CASE("Rendezvous: AllGather refuses what is over its limits and sends nothing",
-          "[comm][rendezvous]") {
+TEST_CASE("Rendezvous: AllGather refuses what is over its limits and sends nothing", "[comm][rendezvous]") {
   auto joined = Rendezvous::Join(UniqueAbstractAddress(), 0, 1, 1s);
   REQUIRE(joined.ok());
   Rendezvous& rv = **joined;
   auto too_big = rv.AllGather(std::string(kMaxFramePayload + 1, 'x'), {}, 1s);
   CHECK(too_big.status().code() == StatusCode::kInvalidArgument);
-  CHECK(too_big.status().message().find("4194305 bytes exceeds the limit of 4194304") !=
-        std::string::npos);
+  CHECK(too_big.status().message().find("4194305 bytes exceeds the limit of 4194304") != std::string::npos);
 
   std::vector<int> many;
   for (size_t i = 0; i <= kMaxFrameFds; ++i) many.push_back(MemFdWith("x"));
@@ -196,8 +188,7 @@ TEST_CASE("Rendezvous: AllGather refuses what is over its limits and sends nothi
 
 // Join on several threads of this process: the handshake does not care, and the test can
 // compare every rank's status directly.
-std::vector<Status> JoinOnThreads(const std::string& address,
-                                  std::vector<std::pair<int, int>> ranks,
+std::vector<Status> JoinOnThreads(const std::string& address, std::vector<std::pair<int, int>> ranks,
                                   std::chrono::milliseconds timeout) {
   std::vector<Status> statuses(ranks.size());
   std::vector<std::thread> threads;
@@ -212,12 +203,10 @@ std::vector<Status> JoinOnThreads(const std::string& address,
   return statuses;
 }
 
-TEST_CASE("Rendezvous: ranks that disagree on the world size are all refused, clearly",
-          "[comm][rendezvous]") {
+TEST_CASE("Rendezvous: ranks that disagree on the world size are all refused, clearly", "[comm][rendezvous]") {
   const std::string address = UniqueAbstractAddress();
   auto statuses = JoinOnThreads(address, {{0, 4}, {1, 2}}, 20s);
-  const std::string expected =
-      "rendezvous '" + address + "': rank 0 expects world size 4, rank 1 says 2";
+  const std::string expected = "rendezvous '" + address + "': rank 0 expects world size 4, rank 1 says 2";
   for (const auto& s : statuses) {
     CHECK(s.code() == StatusCode::kFailedPrecondition);
     CHECK(s.message() == expected);
@@ -229,8 +218,7 @@ TEST_CASE("Rendezvous: a rank that joins twice is refused", "[comm][rendezvous]"
   auto statuses = JoinOnThreads(address, {{0, 3}, {1, 3}, {1, 3}}, 20s);
   for (const auto& s : statuses) {
     CHECK(s.code() == StatusCode::kFailedPrecondition);
-    CHECK(s.message() == "rendezvous '" + address +
-                             "': rank 1 joined twice (two processes were given the same rank)");
+    CHECK(s.message() == "rendezvous '" + address + "': rank 1 joined twice (two processes were given the same rank)");
   }
 }
 
@@ -253,8 +241,7 @@ TEST_CASE("Rendezvous: rank 0 alone times out naming the missing ranks", "[comm]
   CHECK(!std::filesystem::exists(address));
 }
 
-TEST_CASE("Rendezvous: a stale socket file is replaced, a live rank 0 is not",
-          "[comm][rendezvous]") {
+TEST_CASE("Rendezvous: a stale socket file is replaced, a live rank 0 is not", "[comm][rendezvous]") {
   kiln::testing::TempDir dir("kiln-rv");
   const std::string path = dir / "rv.sock";
   {  // what a killed rank 0 leaves behind: a socket file nobody listens on

@@ -24,7 +24,6 @@ int main() {
   std::printf("C++: %s\n", status.ToString().c_str());
   if (check_c_abi() != 0) return 1;
   if (call_every_c_function() != 0) return 1;
-  std::printf("kiln consumer ok (kiln %s, daemon target %s)\n", kiln::Version(),
-              kiln::DaemonTarget().c_str());
+  std::printf("kiln consumer ok (kiln %s, daemon target %s)\n", kiln::Version(), kiln::DaemonTarget().c_str());
   return 0;
 }

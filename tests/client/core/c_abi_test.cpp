@@ -57,8 +57,7 @@ TEST_CASE("kiln_rms_norm refuses dtypes it has no kernel for", "[client][capi]")
   in.t.dtype = {kDLInt, 32, 1};
   RequireInvalid(kiln_rms_norm(&out.t, &in.t, &w.t, 1e-6, nullptr), "input: dtype int32 is not supported");
   in.t.dtype = {kDLFloat, 16, 1};
-  RequireInvalid(kiln_rms_norm(&out.t, &in.t, &w.t, 1e-6, nullptr),
-                 "out: expected dtype fp16 (input's), found bf16");
+  RequireInvalid(kiln_rms_norm(&out.t, &in.t, &w.t, 1e-6, nullptr), "out: expected dtype fp16 (input's), found bf16");
 }
 
 TEST_CASE("kiln_rms_norm wants kDLCUDA tensors on one device", "[client][capi]") {
@@ -72,8 +71,7 @@ TEST_CASE("kiln_rms_norm wants kDLCUDA tensors on one device", "[client][capi]")
   RequireInvalid(kiln_rms_norm(&out.t, &in.t, &w.t, 1e-6, nullptr),
                  "input: device type 10 is not supported; expected kDLCUDA (2)");
   in.t.device = {kDLCUDA, 1};
-  RequireInvalid(kiln_rms_norm(&out.t, &in.t, &w.t, 1e-6, nullptr),
-                 "out: on cuda:0, but input is on cuda:1");
+  RequireInvalid(kiln_rms_norm(&out.t, &in.t, &w.t, 1e-6, nullptr), "out: on cuda:0, but input is on cuda:1");
 }
 
 TEST_CASE("kiln_rms_norm applies byte_offset and checks the resulting alignment", "[client][capi]") {

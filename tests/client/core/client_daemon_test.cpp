@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "client/core/rpc/sha256.h"
+#include "kiln/c_abi.h"
 #include "kiln/client.h"
 #include "kiln/kernel.h"
-#include "kiln/c_abi.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/kiln_rpc.h"
 #include "tests/support/temp_dir.h"
@@ -130,8 +130,7 @@ TEST_CASE("the daemon's errors arrive as kiln::Status with its message", "[clien
     CHECK(info.status().message().find("sm_75") != std::string::npos);
   }
   SECTION("a raw source that does not compile") {
-    kiln::SourceRequest source{"broken", "extern \"C\" __global__ void k() { this is not C++; }",
-                               {"k"}, {}, {}};
+    kiln::SourceRequest source{"broken", "extern \"C\" __global__ void k() { this is not C++; }", {"k"}, {}, {}};
     auto info = kiln::Prefetch(source, "sm_90a");
     REQUIRE_FALSE(info.ok());
     INFO(info.status().ToString());

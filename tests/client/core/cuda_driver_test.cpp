@@ -14,13 +14,11 @@ namespace {
 using kiln::StatusCode;
 using kiln::client::CudaDriver;
 
-TEST_CASE("a missing driver library is NO_DRIVER naming the library and dlopen's reason",
-          "[client][driver]") {
+TEST_CASE("a missing driver library is NO_DRIVER naming the library and dlopen's reason", "[client][driver]") {
   auto driver = CudaDriver::Load("/nonexistent/libcuda.so.1");
   REQUIRE_FALSE(driver.ok());
   CHECK(driver.status().code() == StatusCode::kNoDriver);
-  CHECK(driver.status().message().rfind(
-            "no CUDA driver: /nonexistent/libcuda.so.1 not found (dlopen: ", 0) == 0);
+  CHECK(driver.status().message().rfind("no CUDA driver: /nonexistent/libcuda.so.1 not found (dlopen: ", 0) == 0);
 }
 
 TEST_CASE("the toolkit's stub libcuda is recognised as no driver", "[client][driver]") {
@@ -38,8 +36,7 @@ TEST_CASE("the toolkit's stub libcuda is recognised as no driver", "[client][dri
   CHECK(driver.status().message().find("stub") != std::string::npos);
 }
 
-TEST_CASE("the process-wide driver loads, or says why not, and keeps its answer",
-          "[client][driver]") {
+TEST_CASE("the process-wide driver loads, or says why not, and keeps its answer", "[client][driver]") {
   auto first = CudaDriver::Get();
   auto second = CudaDriver::Get();
   CHECK(first.ok() == second.ok());

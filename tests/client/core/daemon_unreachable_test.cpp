@@ -6,9 +6,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kiln/c_abi.h"
 #include "kiln/client.h"
 #include "kiln/kernel.h"
-#include "kiln/c_abi.h"
 #include "tests/support/temp_dir.h"
 
 namespace {

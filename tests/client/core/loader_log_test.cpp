@@ -47,14 +47,13 @@ TEST_CASE("a loader-log line says what, for which arch, from where, how big and 
   fetched.verify_ms = 0.25;
   kiln::v1::GetKernelRequest request;
   request.mutable_debug()->set_lineinfo(true);
-  const std::string line =
-      kiln::client::LoaderLogLine(kiln::client::LoaderEvent::kLoaded, request, fetched, 1.5);
+  const std::string line = kiln::client::LoaderLogLine(kiln::client::LoaderEvent::kLoaded, request, fetched, 1.5);
   CHECK(line ==
         "[kiln loader] loaded rmsnorm_bf16_h4096 for sm_90 (debug compile: lineinfo): origin disk, job j42-7, key "
         "aaaaaaaaaaaa, cubin 10.0 KiB from the blob file /cache/blobs/ab/abcd, rpc 0.50 ms, verify 0.25 ms, "
         "load 1.50 ms");
-  const std::string reused =
-      kiln::client::LoaderLogLine(kiln::client::LoaderEvent::kAlreadyLoaded, kiln::v1::GetKernelRequest(), fetched, 0);
+  const std::string reused = kiln::client::LoaderLogLine(kiln::client::LoaderEvent::kAlreadyLoaded,
+                                                         kiln::v1::GetKernelRequest(), fetched, 0);
   CHECK(reused.find("in-process cache: this process had loaded that cubin already") != std::string::npos);
   CHECK(reused.find("load ") == std::string::npos);
 }
@@ -78,9 +77,9 @@ TEST_CASE("a process with KILN_LOADER_LOG=1 logs each kernel it fetches from a r
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
   CHECK(Count(first.output, "[kiln loader] ") == 1);
-  CHECK(first.output.find(
-            "[kiln loader] fetched rmsnorm_fp32_h512 for sm_80, not loaded here: origin compiled, job j") !=
-        std::string::npos);
+  CHECK(
+      first.output.find("[kiln loader] fetched rmsnorm_fp32_h512 for sm_80, not loaded here: origin compiled, job j") !=
+      std::string::npos);
   CHECK(first.output.find("from the blob file " + daemon.cache_dir() + "/blobs/") != std::string::npos);
   CHECK(first.output.find(", rpc ") != std::string::npos);
   CHECK(first.output.find(" ms, verify ") != std::string::npos);

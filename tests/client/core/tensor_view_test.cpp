@@ -19,8 +19,7 @@ TEST_CASE("TensorView::Contiguous computes row-major strides", "[client][tensor]
 }
 
 TEST_CASE("TensorView factories mark bad ranks instead of overflowing", "[client][tensor]") {
-  auto too_many = kiln::TensorView::Contiguous(nullptr, kiln::DType::kFloat32,
-                                               {1, 1, 1, 1, 1, 1, 1, 1, 1});
+  auto too_many = kiln::TensorView::Contiguous(nullptr, kiln::DType::kFloat32, {1, 1, 1, 1, 1, 1, 1, 1, 1});
   CHECK(too_many.ndim == -1);
   auto mismatched = kiln::TensorView::Strided(nullptr, kiln::DType::kFloat32, {2, 3}, {3});
   CHECK(mismatched.ndim == -1);

@@ -48,7 +48,8 @@ RunResult Child(std::vector<std::string> args, std::map<std::string, std::string
 }
 
 RunResult Replay(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-  return kiln::testing::Run(kiln::testing::ReplayOptions({}, std::move(args), std::move(env)), std::chrono::seconds(60));
+  return kiln::testing::Run(kiln::testing::ReplayOptions({}, std::move(args), std::move(env)),
+                            std::chrono::seconds(60));
 }
 
 std::vector<std::string> Folders(const std::string& dir) { return kiln::testing::FolderEntries(dir); }
@@ -212,7 +213,8 @@ TEST_CASE("level 10 dumps each call: 0700 folders, meta.json, inputs and outputs
   INFO(log);
   CHECK(Count(log, ": inputs written\n") == 2);
   CHECK(Count(log, ": outputs written, call completed\n") == 2);
-  CHECK(Has(log, "[kiln api #1]   kernel: uri=- key=- arch=- entry=host_double grid=(3, 1, 1) block=(4, 1, 1) smem=0\n"));
+  CHECK(
+      Has(log, "[kiln api #1]   kernel: uri=- key=- arch=- entry=host_double grid=(3, 1, 1) block=(4, 1, 1) smem=0\n"));
   CHECK(Has(log, "[kiln api #2] -> OK\n"));
 }
 
@@ -233,12 +235,15 @@ TEST_CASE("dump limits stop dumping and say so once, and filters choose the ops"
                    {{"KILN_LOGLEVEL", "10"}, {"KILN_DUMP_DIR", root}, {"KILN_DUMP_MAX_BYTES", "400"}});
     INFO(r.output);
     CHECK(Folders(root).size() == 3);
-    CHECK(Count(r.output, "dumps stopped: this call's 116 B of tensors would pass KILN_DUMP_MAX_BYTES=400 (348 B written)") == 1);
+    CHECK(Count(r.output,
+                "dumps stopped: this call's 116 B of tensors would pass KILN_DUMP_MAX_BYTES=400 (348 B written)") == 1);
   }
   {  // include and exclude globs, on either name
     const std::string root = dir / "filter";
     auto r = Child({"host-calls", "1", "norm_a", "norm_b", "decode_c", "other"},
-                   {{"KILN_LOGLEVEL", "10"}, {"KILN_DUMP_DIR", root}, {"KILN_DUMP_INCLUDE", "norm_*,host::decode*"},
+                   {{"KILN_LOGLEVEL", "10"},
+                    {"KILN_DUMP_DIR", root},
+                    {"KILN_DUMP_INCLUDE", "norm_*,host::decode*"},
                     {"KILN_DUMP_EXCLUDE", "*_b"}});
     INFO(r.output);
     const auto folders = Folders(root);
@@ -261,9 +266,9 @@ TEST_CASE("a process killed mid-call leaves its inputs and a meta.json that says
   TempDir dir;
   const std::string root = dir / "dumps";
   // The test hook holds the call between the input dump and the launch for a minute.
-  kiln::testing::Subprocess child(ChildOptions(
-      {"host-calls", "1", "crash_op"},
-      {{"KILN_LOGLEVEL", "10"}, {"KILN_DUMP_DIR", root}, {"KILN_DUMP_TEST_PAUSE_MS", "60000"}}));
+  kiln::testing::Subprocess child(
+      ChildOptions({"host-calls", "1", "crash_op"},
+                   {{"KILN_LOGLEVEL", "10"}, {"KILN_DUMP_DIR", root}, {"KILN_DUMP_TEST_PAUSE_MS", "60000"}}));
   std::string folder;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {

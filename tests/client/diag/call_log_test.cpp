@@ -34,8 +34,7 @@ using kiln::testing::TempDir;
 // The child with exactly `env` of the diagnostics variables, and no visible GPU.
 RunResult Child(std::vector<std::string> args, std::map<std::string, std::string> env) {
   env["CUDA_VISIBLE_DEVICES"] = "";
-  return kiln::testing::Run(kiln::testing::DiagChildOptions(std::move(args), std::move(env)),
-                            std::chrono::seconds(60));
+  return kiln::testing::Run(kiln::testing::DiagChildOptions(std::move(args), std::move(env)), std::chrono::seconds(60));
 }
 
 std::string TracesDir() { return kiln::testing::KernelsDir() + "/traces"; }
@@ -74,9 +73,13 @@ TEST_CASE("the diagnostics variables parse with their defaults and documented fo
   CHECK(c.dump_max_bytes == (int64_t{20} << 30));
   CHECK(c.include.empty());
 
-  c = Parse({{"KILN_LOGLEVEL", "10"}, {"KILN_LOGDEST", "/tmp/x-%p.log"}, {"KILN_DUMP_DIR", "/tmp/d"},
-             {"KILN_DUMP_MAX_COUNT", "7"}, {"KILN_DUMP_MAX_BYTES", "3M"},
-             {"KILN_DUMP_INCLUDE", "rms_norm, *decode* ,,"}, {"KILN_DUMP_EXCLUDE", "argmax"}},
+  c = Parse({{"KILN_LOGLEVEL", "10"},
+             {"KILN_LOGDEST", "/tmp/x-%p.log"},
+             {"KILN_DUMP_DIR", "/tmp/d"},
+             {"KILN_DUMP_MAX_COUNT", "7"},
+             {"KILN_DUMP_MAX_BYTES", "3M"},
+             {"KILN_DUMP_INCLUDE", "rms_norm, *decode* ,,"},
+             {"KILN_DUMP_EXCLUDE", "argmax"}},
             &warnings);
   CHECK(warnings.empty());
   CHECK(c.level == 10);
@@ -93,11 +96,16 @@ TEST_CASE("the diagnostics variables parse with their defaults and documented fo
 }
 
 TEST_CASE("a bad diagnostics value is one warning naming it, and the default stays", "[client][diag]") {
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"KILN_LOGLEVEL", "abc"}, {"KILN_LOGLEVEL", "-1"}, {"KILN_LOGLEVEL", "11"}, {"KILN_LOGLEVEL", "3x"},
-      {"KILN_DUMP_MAX_COUNT", "-5"}, {"KILN_DUMP_MAX_COUNT", "many"}, {"KILN_DUMP_MAX_BYTES", "12X"},
-      {"KILN_DUMP_MAX_BYTES", "-1"}, {"KILN_DUMP_MAX_BYTES", "99999999999999999999G"},
-      {"KILN_DUMP_TEST_PAUSE_MS", "soon"}};
+  const std::vector<std::pair<std::string, std::string>> bad = {{"KILN_LOGLEVEL", "abc"},
+                                                                {"KILN_LOGLEVEL", "-1"},
+                                                                {"KILN_LOGLEVEL", "11"},
+                                                                {"KILN_LOGLEVEL", "3x"},
+                                                                {"KILN_DUMP_MAX_COUNT", "-5"},
+                                                                {"KILN_DUMP_MAX_COUNT", "many"},
+                                                                {"KILN_DUMP_MAX_BYTES", "12X"},
+                                                                {"KILN_DUMP_MAX_BYTES", "-1"},
+                                                                {"KILN_DUMP_MAX_BYTES", "99999999999999999999G"},
+                                                                {"KILN_DUMP_TEST_PAUSE_MS", "soon"}};
   for (const auto& [name, value] : bad) {
     INFO(name << "=" << value);
     std::vector<std::string> warnings;
@@ -210,8 +218,8 @@ TEST_CASE("KILN_LOGDEST stdout and stderr, and an unwritable path falls back to 
 
 TEST_CASE("a bad KILN_LOGLEVEL warns once on stderr and logs nothing", "[client][diag]") {
   TempDir dir;
-  auto r = Child({"all-ops", TracesDir()}, {{"KILN_LOGLEVEL", "verbose"}, {"KILN_LOGDEST", dir / "log-%p.txt"},
-                              {"KILN_DUMP_MAX_BYTES", "lots"}});
+  auto r = Child({"all-ops", TracesDir()},
+                 {{"KILN_LOGLEVEL", "verbose"}, {"KILN_LOGDEST", dir / "log-%p.txt"}, {"KILN_DUMP_MAX_BYTES", "lots"}});
   INFO(r.output);
   CHECK(r.exit_code == 0);
   const std::string warning =

@@ -99,7 +99,8 @@ kiln::Status HostCall(const std::string& op, int round) {
   keep.emplace_back(3 * 8, -1.f);
   std::vector<float>& in_buffer = keep.back();
   for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 4; ++j) in_buffer[static_cast<size_t>(i * 8 + j * 2)] = static_cast<float>(round * 100 + i * 10 + j);
+    for (int j = 0; j < 4; ++j)
+      in_buffer[static_cast<size_t>(i * 8 + j * 2)] = static_cast<float>(round * 100 + i * 10 + j);
   keep.emplace_back(12, 0.f);
   std::vector<float>& out_buffer = keep.back();
   static const uint16_t weight[4] = {0x3FC0, 0xC000, 0x3E80, 0x4040};  // bf16 1.5, -2, 0.25, 3
@@ -115,20 +116,21 @@ kiln::Status HostCall(const std::string& op, int round) {
     config.block.x = 4;
     kiln::client::diag::BeforeLaunch(nullptr, "host_double", config);
     for (int i = 0; i < 3; ++i)
-      for (int j = 0; j < 4; ++j) out_buffer[static_cast<size_t>(i * 4 + j)] = 2 * in_buffer[static_cast<size_t>(i * 8 + j * 2)];
+      for (int j = 0; j < 4; ++j)
+        out_buffer[static_cast<size_t>(i * 4 + j)] = 2 * in_buffer[static_cast<size_t>(i * 8 + j * 2)];
     return kiln::OkStatus();
   };
   const std::string api = "host::" + op;
   if (kiln::client::diag::Level() != 0)
-    return kiln::client::diag::Traced(op.c_str(), api.c_str(), nullptr,
-                                      [&](kiln::client::diag::OpCall& c) {
-                                        c.Out("out", out).In("input", input).In("weight", w).In("index", idx);
-                                        c.Param("scale", 2.0).Param("round", round);
-                                      },
-                                      body);
+    return kiln::client::diag::Traced(
+        op.c_str(), api.c_str(), nullptr,
+        [&](kiln::client::diag::OpCall& c) {
+          c.Out("out", out).In("input", input).In("weight", w).In("index", idx);
+          c.Param("scale", 2.0).Param("round", round);
+        },
+        body);
   return body();
 }
-
 
 // --- GPU modes ---
 
@@ -202,12 +204,18 @@ struct GpuTensor {
     for (size_t i = 0; i < offs.size(); ++i) {
       uint8_t* p = image.data() + static_cast<size_t>(offs[i]) * es;
       const double v = values[i];
-      if (dtype == DType::kFloat32) { float f = static_cast<float>(v); std::memcpy(p, &f, 4); }
+      if (dtype == DType::kFloat32) {
+        float f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+      }
       if (dtype == DType::kBFloat16) {
         uint16_t b = kiln::client::FloatToBFloat16(static_cast<float>(v));
         std::memcpy(p, &b, 2);
       }
-      if (dtype == DType::kInt32) { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); }
+      if (dtype == DType::kInt32) {
+        int32_t x = static_cast<int32_t>(v);
+        std::memcpy(p, &x, 4);
+      }
     }
     Check(g_driver->cuMemcpyHtoD(ptr, image.data(), image.size()), "cuMemcpyHtoD");
   }
@@ -219,13 +227,21 @@ struct GpuTensor {
     std::vector<double> out;
     for (int64_t off : Offsets()) {
       const uint8_t* p = image.data() + static_cast<size_t>(off) * es;
-      if (dtype == DType::kFloat32) { float f; std::memcpy(&f, p, 4); out.push_back(f); }
+      if (dtype == DType::kFloat32) {
+        float f;
+        std::memcpy(&f, p, 4);
+        out.push_back(f);
+      }
       if (dtype == DType::kBFloat16) {
         uint16_t b;
         std::memcpy(&b, p, 2);
         out.push_back(kiln::client::BFloat16ToFloat(b));
       }
-      if (dtype == DType::kInt32) { int32_t x; std::memcpy(&x, p, 4); out.push_back(x); }
+      if (dtype == DType::kInt32) {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        out.push_back(x);
+      }
     }
     return out;
   }
@@ -244,8 +260,14 @@ void Expect(int call, const char* name, const char* phase, const GpuTensor& t) {
   int64_t nan = 0, inf = 0, finite = 0;
   double lo = 0, hi = 0, sum = 0;
   for (double x : v) {
-    if (std::isnan(x)) { ++nan; continue; }
-    if (std::isinf(x)) { ++inf; continue; }
+    if (std::isnan(x)) {
+      ++nan;
+      continue;
+    }
+    if (std::isinf(x)) {
+      ++inf;
+      continue;
+    }
     lo = finite == 0 ? x : std::min(lo, x);
     hi = finite == 0 ? x : std::max(hi, x);
     sum += x;

@@ -10,9 +10,9 @@ namespace kiln::testing {
 namespace {
 
 // Every variable that changes what a traced call does (docs/diagnostics.md), and the socket.
-const char* const kDiagVariables[] = {"KILN_LOGLEVEL",       "KILN_LOGDEST",        "KILN_DUMP_DIR",
-                                      "KILN_DUMP_MAX_COUNT", "KILN_DUMP_MAX_BYTES", "KILN_DUMP_INCLUDE",
-                                      "KILN_DUMP_EXCLUDE",   "KILN_DUMP_TEST_PAUSE_MS", "KILN_SOCKET"};
+const char* const kDiagVariables[] = {
+    "KILN_LOGLEVEL",     "KILN_LOGDEST",      "KILN_DUMP_DIR",           "KILN_DUMP_MAX_COUNT", "KILN_DUMP_MAX_BYTES",
+    "KILN_DUMP_INCLUDE", "KILN_DUMP_EXCLUDE", "KILN_DUMP_TEST_PAUSE_MS", "KILN_SOCKET"};
 
 SubprocessOptions WithOnly(std::vector<std::string> argv, std::map<std::string, std::string> env) {
   SubprocessOptions p;

@@ -114,7 +114,7 @@ TEST_CASE("level 5 logs kernels before the launch and statistics that match a fl
         CHECK(Has(rest, " grid=("));
         CHECK(Has(rest, " block=("));
         CHECK(Has(rest, " smem="));
-        if (call == 6) CHECK(Has(rest, " backend=")); // batch_decode's split-KV choice
+        if (call == 6) CHECK(Has(rest, " backend="));  // batch_decode's split-KV choice
       }
       if (rest.rfind("  stats ", 0) == 0 && first_stats == lines.size()) first_stats = i;
       if (rest.rfind("-> ", 0) == 0) outcome = i;
@@ -156,8 +156,7 @@ TEST_CASE("level 5 logs kernels before the launch and statistics that match a fl
   CHECK(Has(log, "[kiln api #1]   stats input: count=2560 nan=1 inf=1 "));
 }
 
-TEST_CASE("during graph capture statistics and dumps are skipped with a note, and the graph is right",
-          "[gpu][diag]") {
+TEST_CASE("during graph capture statistics and dumps are skipped with a note, and the graph is right", "[gpu][diag]") {
   GpuSession session;
   TempDir dir;
   const std::string dumps = dir / "dumps";
@@ -182,13 +181,14 @@ TEST_CASE("level-10 dumps of real calls replay bit-exact through kiln replay", "
   GpuSession session;
   TempDir dir;
   const std::string dumps = dir / "dumps";
-  auto r = Child(session, "gpu-ops", {{"KILN_LOGLEVEL", "10"}, {"KILN_DUMP_DIR", dumps}, {"KILN_LOGDEST", dir / "log-%p.txt"}});
+  auto r = Child(session, "gpu-ops",
+                 {{"KILN_LOGLEVEL", "10"}, {"KILN_DUMP_DIR", dumps}, {"KILN_LOGDEST", dir / "log-%p.txt"}});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto folders = Entries(dumps);
   REQUIRE(folders.size() == 7);
-  const char* ops[] = {"silu_and_mul", "rms_norm", "fused_add_rms_norm", "apply_rope", "append_paged_kv",
-                       "batch_decode", "top_p_sampling"};
+  const char* ops[] = {"silu_and_mul",    "rms_norm",     "fused_add_rms_norm", "apply_rope",
+                       "append_paged_kv", "batch_decode", "top_p_sampling"};
   for (size_t i = 0; i < folders.size(); ++i) {
     const std::string folder = dumps + "/" + folders[i];
     INFO(folder);
@@ -232,10 +232,12 @@ TEST_CASE("a GPU call killed after its input dump replays from its inputs", "[gp
   GpuSession session;
   TempDir dir;
   const std::string dumps = dir / "dumps";
-  kiln::testing::Subprocess child(ChildOptions(
-      session, "gpu-ops",
-      {{"KILN_LOGLEVEL", "10"}, {"KILN_DUMP_DIR", dumps}, {"KILN_DUMP_INCLUDE", "rms_norm"},
-       {"KILN_DUMP_TEST_PAUSE_MS", "120000"}, {"KILN_LOGDEST", dir / "log-%p.txt"}}));
+  kiln::testing::Subprocess child(ChildOptions(session, "gpu-ops",
+                                               {{"KILN_LOGLEVEL", "10"},
+                                                {"KILN_DUMP_DIR", dumps},
+                                                {"KILN_DUMP_INCLUDE", "rms_norm"},
+                                                {"KILN_DUMP_TEST_PAUSE_MS", "120000"},
+                                                {"KILN_LOGDEST", dir / "log-%p.txt"}}));
   std::string folder;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
   while (folder.empty() && std::chrono::steady_clock::now() < deadline) {

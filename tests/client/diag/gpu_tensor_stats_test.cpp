@@ -279,7 +279,8 @@ TensorStats RunAndCheck(const GpuSession& session, DType dtype, const Layout& l,
   return *stats;
 }
 
-TEST_CASE("tensor stats match a CPU reference for every dtype on dense tensors of awkward sizes", "[gpu][diag][stats]") {
+TEST_CASE("tensor stats match a CPU reference for every dtype on dense tensors of awkward sizes",
+          "[gpu][diag][stats]") {
   GpuSession session;
   std::mt19937_64 rng(20250611);
   const int64_t sizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 255, 256, 257, 1000, 1023, 4097, 65537, 1000003};
@@ -309,9 +310,15 @@ TEST_CASE("tensor stats follow strided, transposed, flipped, broadcast and 8-dim
       {"every other element [500] stride 2", 1000, 0, {500}, {2}},
       {"overlapping [10, 10] strides [1, 1]", 19, 0, {10, 10}, {1, 1}},
       {"padded inner dims [9, 4, 11] strides [60, 15, 1]", 9 * 60, 0, {9, 4, 11}, {60, 15, 1}},
-      {"8-dim, odd sizes, inner stride 2", 2 * 3 * 1 * 2 * 3 * 2 * 1 * 5 * 2 + 1, 1, {2, 3, 1, 2, 3, 2, 1, 5},
+      {"8-dim, odd sizes, inner stride 2",
+       2 * 3 * 1 * 2 * 3 * 2 * 1 * 5 * 2 + 1,
+       1,
+       {2, 3, 1, 2, 3, 2, 1, 5},
        {360, 120, 120, 60, 20, 10, 10, 2}},
-      {"8-dim, every dim permuted and one flipped", 2 * 3 * 2 * 3 * 2 * 5 * 2 * 3, 540, {3, 2, 5, 3, 2, 3, 2, 2},
+      {"8-dim, every dim permuted and one flipped",
+       2 * 3 * 2 * 3 * 2 * 5 * 2 * 3,
+       540,
+       {3, 2, 5, 3, 2, 3, 2, 2},
        {1, 3, 6, 30, 90, 180, -540, 1080}},
       {"0-d", 16, 5, {}, {}},
       {"numel 1 of rank 3, strides ignored", 16, 9, {1, 1, 1}, {7, 100, -3}},
@@ -330,7 +337,8 @@ TEST_CASE("tensor stats of 3e7+1 dense and 3e7 transposed elements match the ref
   for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
     RunAndCheck(session, dtype, dense, RandomBytes(dtype, static_cast<size_t>(dense.buffer), rng, true));
   }
-  const Layout transposed = {"transposed [6001, 5000] of a dense [5000, 6001]", 5000 * 6001, 0, {6001, 5000}, {1, 6001}};
+  const Layout transposed = {
+      "transposed [6001, 5000] of a dense [5000, 6001]", 5000 * 6001, 0, {6001, 5000}, {1, 6001}};
   RunAndCheck(session, DType::kFloat32, transposed, RandomBytes(DType::kFloat32, 5000 * 6001, rng));
   const Layout padded = {"padded rows [6000, 5000] stride 5003", 6000 * 5003, 0, {6000, 5000}, {5003, 1}};
   RunAndCheck(session, DType::kFloat16, padded, RandomBytes(DType::kFloat16, 6000 * 5003, rng));
@@ -376,8 +384,8 @@ TEST_CASE("tensor stats count more than 2^32 elements through 64-bit indices", "
   const int64_t rows = 65537, cols = 65539, pitch = 65540;  // rows * cols > 2^32
   const uint64_t bytes = static_cast<uint64_t>(rows) * pitch;
   if (session.gpu().total_memory < bytes * 2) {
-    WARN("skipped: " << session.gpu().name << " has " << session.gpu().total_memory
-                     << " bytes; the case needs a " << bytes << "-byte buffer");
+    WARN("skipped: " << session.gpu().name << " has " << session.gpu().total_memory << " bytes; the case needs a "
+                     << bytes << "-byte buffer");
     return;
   }
   DeviceBuffer buffer(bytes);

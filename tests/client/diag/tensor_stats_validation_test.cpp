@@ -49,7 +49,8 @@ TEST_CASE("tensor stats refuse tensors that are not on a CUDA device", "[client]
                  "device ordinal -1 is negative");
 }
 
-TEST_CASE("tensor stats refuse a rank out of range, with why TensorView gives -1", "[client][diag][stats][validation]") {
+TEST_CASE("tensor stats refuse a rank out of range, with why TensorView gives -1",
+          "[client][diag][stats][validation]") {
   RequireInvalid(TensorView::Contiguous(At(kData), DType::kFloat32, {1, 2, 3, 4, 5, 6, 7, 8, 9}),
                  "found rank -1 (TensorView::Contiguous and ::Strided give -1 for more than 8 dims");
   RequireInvalid(TensorView::Strided(At(kData), DType::kFloat32, {4, 4}, {4}), "found rank -1");
@@ -58,7 +59,8 @@ TEST_CASE("tensor stats refuse a rank out of range, with why TensorView gives -1
   RequireInvalid(nine, "expected a tensor of rank 0 to 8, found rank 9");
 }
 
-TEST_CASE("tensor stats refuse null or misaligned data, negative sizes and unknown dtypes", "[client][diag][stats][validation]") {
+TEST_CASE("tensor stats refuse null or misaligned data, negative sizes and unknown dtypes",
+          "[client][diag][stats][validation]") {
   RequireInvalid(TensorView::Contiguous(nullptr, DType::kFloat16, {3, 5}),
                  "data is null, but the tensor has 15 elements");
   RequireInvalid(TensorView::Contiguous(nullptr, DType::kInt8, {}), "data is null, but the tensor has 1 elements");
@@ -72,13 +74,15 @@ TEST_CASE("tensor stats refuse null or misaligned data, negative sizes and unkno
   RequireInvalid(odd, "unknown dtype (kiln::DType value 42)");
 }
 
-TEST_CASE("tensor stats refuse sizes and strides that would overflow the kernel's offsets", "[client][diag][stats][validation]") {
+TEST_CASE("tensor stats refuse sizes and strides that would overflow the kernel's offsets",
+          "[client][diag][stats][validation]") {
   const int64_t big = int64_t{1} << 31;
   RequireInvalid(TensorView::Contiguous(At(kData), DType::kUInt8, {big, big, 2}), "more than 2^62 elements");
   RequireInvalid(TensorView::Contiguous(At(kData), DType::kUInt8, {big, big, big, big}), "more than 2^62 elements");
   RequireInvalid(TensorView::Strided(At(kData), DType::kFloat32, {2, 3}, {int64_t{1} << 59, 1}),
                  "the strides span more than 2^60 bytes");
-  RequireInvalid(TensorView::Strided(At(kData), DType::kInt8, {3}, {INT64_MIN}), "the strides span more than 2^60 bytes");
+  RequireInvalid(TensorView::Strided(At(kData), DType::kInt8, {3}, {INT64_MIN}),
+                 "the strides span more than 2^60 bytes");
   RequireInvalid(TensorView::Strided(At(kData), DType::kInt8, {3, 3}, {INT64_MAX, INT64_MAX}),
                  "the strides span more than 2^60 bytes");
 }

@@ -22,7 +22,7 @@ using kiln::TensorView;
 using kiln::client::ActivationOp;
 using kiln::client::PlanActAndMul;
 
-constexpr uintptr_t kIn = 0x7f0000000000;         // 256-byte aligned fake device addresses
+constexpr uintptr_t kIn = 0x7f0000000000;  // 256-byte aligned fake device addresses
 constexpr uintptr_t kOut = kIn + (uintptr_t{1} << 32);
 
 void* At(uintptr_t address) { return reinterpret_cast<void*>(address); }
@@ -56,7 +56,8 @@ void RequireInvalid(const TensorView& out, const TensorView& input, const std::s
   }
 }
 
-TEST_CASE("activation ops refuse dtypes other than fp16 and bf16 and mixed dtypes", "[client][ops][validation][activation]") {
+TEST_CASE("activation ops refuse dtypes other than fp16 and bf16 and mixed dtypes",
+          "[client][ops][validation][activation]") {
   RequireInvalid(Output(DType::kFloat32, 7, 4096), Input(DType::kFloat32, 7, 4096),
                  "input: dtype fp32 is not supported; expected fp16 or bf16");
   RequireInvalid(Output(DType::kInt32, 7, 4096), Input(DType::kInt32, 7, 4096),
@@ -67,7 +68,8 @@ TEST_CASE("activation ops refuse dtypes other than fp16 and bf16 and mixed dtype
                  "out: expected dtype fp16 (input's), found fp32");
 }
 
-TEST_CASE("activation ops refuse a last dim that is not 2d and an out that is not input's shape with d", "[client][ops][validation][activation]") {
+TEST_CASE("activation ops refuse a last dim that is not 2d and an out that is not input's shape with d",
+          "[client][ops][validation][activation]") {
   auto odd = TensorView::Contiguous(At(kIn), DType::kBFloat16, {7, 4095});
   RequireInvalid(Output(DType::kBFloat16, 7, 2047), odd,
                  "input: the last dim must be 2d, even and at least 2 (x = the first d columns, y = the last "
@@ -83,15 +85,13 @@ TEST_CASE("activation ops refuse a last dim that is not 2d and an out that is no
   RequireInvalid(Output(DType::kBFloat16, 7, 8192), Input(DType::kBFloat16, 7, 4096),
                  "out: expected shape [7, 4096] (input's leading dims, last dim d = half of input's), found "
                  "[7, 8192]");
-  RequireInvalid(Output(DType::kBFloat16, 8, 4096), Input(DType::kBFloat16, 7, 4096),
-                 "out: expected shape [7, 4096]");
+  RequireInvalid(Output(DType::kBFloat16, 8, 4096), Input(DType::kBFloat16, 7, 4096), "out: expected shape [7, 4096]");
   RequireInvalid(TensorView::Contiguous(At(kOut), DType::kBFloat16, {7 * 4096}), Input(DType::kBFloat16, 7, 4096),
                  "out: expected shape [7, 4096] (input's leading dims, last dim d = half of input's), found "
                  "[28672]");
   // Same rows, other leading dims: the shapes must match dim by dim.
   auto in3 = TensorView::Contiguous(At(kIn), DType::kFloat16, {2, 3, 128});
-  RequireInvalid(TensorView::Contiguous(At(kOut), DType::kFloat16, {6, 64}), in3,
-                 "out: expected shape [2, 3, 64]");
+  RequireInvalid(TensorView::Contiguous(At(kOut), DType::kFloat16, {6, 64}), in3, "out: expected shape [2, 3, 64]");
   TensorView scalar = TensorView::Contiguous(At(kIn), DType::kBFloat16, {});
   RequireInvalid(scalar, scalar, "input: expected a tensor of rank 1 to 8");
 }
@@ -153,7 +153,8 @@ TEST_CASE("activation ops take no rows as OK without a launch after validating",
                  TensorView::Contiguous(nullptr, DType::kFloat32, {0, 8192}), "input: dtype fp32 is not supported");
 }
 
-TEST_CASE("accepted activation layouts plan the widest vector every access allows", "[client][ops][validation][activation]") {
+TEST_CASE("accepted activation layouts plan the widest vector every access allows",
+          "[client][ops][validation][activation]") {
   auto plan = [](const TensorView& out, const TensorView& in) {
     auto p = PlanActAndMul(ActivationOp::kSiluAndMul, out, in, "test");
     INFO(p.status().ToString());

@@ -47,11 +47,12 @@ struct Table {
 
 kiln::StatusOr<BatchDecodePlan> Plan(const Table& t, int64_t qo, int64_t kv, int64_t dim, int64_t page,
                                      DType dtype = DType::kBFloat16, DecodeOptions options = {}, int sms = 132) {
-  return kiln::client::PlanBatchDecode(t.indptr.data(), t.last.data(), static_cast<int64_t>(t.last.size()), qo, kv,
-                                       dim, page, dtype, options, 0, sms, "plan");
+  return kiln::client::PlanBatchDecode(t.indptr.data(), t.last.data(), static_cast<int64_t>(t.last.size()), qo, kv, dim,
+                                       page, dtype, options, 0, sms, "plan");
 }
 
-TEST_CASE("BatchDecodePlan refuses unsupported shapes, dtypes and page tables by name", "[client][decode][validation]") {
+TEST_CASE("BatchDecodePlan refuses unsupported shapes, dtypes and page tables by name",
+          "[client][decode][validation]") {
   const Table t({100, 17}, 16);
   const int32_t* ip = t.indptr.data();
   const int32_t* lp = t.last.data();
@@ -61,8 +62,7 @@ TEST_CASE("BatchDecodePlan refuses unsupported shapes, dtypes and page tables by
   };
   RequireInvalid(create(2, 32, 8, 96, 16, DType::kBFloat16),
                  "kiln::ops::BatchDecodePlan::Create: head_dim: 96 is not supported; supported: 64, 128, 256");
-  RequireInvalid(create(2, 32, 8, 128, 16, DType::kFloat32),
-                 "dtype: fp32 is not supported; supported: fp16, bf16");
+  RequireInvalid(create(2, 32, 8, 128, 16, DType::kFloat32), "dtype: fp32 is not supported; supported: fp16, bf16");
   RequireInvalid(create(2, 24, 8, 128, 16, DType::kBFloat16),
                  "num_qo_heads: 24 query heads over 8 kv heads is a group of 3; supported groups "
                  "(num_qo_heads / num_kv_heads): 1, 2, 4, 8");
@@ -332,7 +332,8 @@ TEST_CASE("batch_decode refuses mismatched shapes, dtypes and layouts by name", 
   {
     DecodeArgs a;
     a.indices = TensorView::Contiguous(At(7), DType::kInt32, {27});
-    RequireInvalid(a.Run(), "kv_indices: the plan's page table addresses 28 entries (kv_indptr[batch]), found shape [27]");
+    RequireInvalid(a.Run(),
+                   "kv_indices: the plan's page table addresses 28 entries (kv_indptr[batch]), found shape [27]");
   }
   {
     DecodeArgs a;
@@ -498,12 +499,12 @@ TEST_CASE("the decode C ABI refuses bad arguments with the C names", "[client][d
   CHECK(s == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(kiln_last_error()) ==
         "kiln_batch_decode_plan_create: head_dim: 96 is not supported; supported: 64, 128, 256");
-  s = kiln_batch_decode_plan_create(t.indptr.data(), t.last.data(), 0, 32, 8, 128, 16, DLDataType{kDLBfloat, 16, 1},
-                                    0, 0, -1, -1, &plan);
+  s = kiln_batch_decode_plan_create(t.indptr.data(), t.last.data(), 0, 32, 8, 128, 16, DLDataType{kDLBfloat, 16, 1}, 0,
+                                    0, -1, -1, &plan);
   CHECK(s == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(kiln_last_error()).find("batch_size: expected at least 1 request, found 0") != std::string::npos);
-  s = kiln_batch_decode_plan_create(t.indptr.data(), t.last.data(), 2, 32, 8, 128, 16, DLDataType{kDLBfloat, 16, 1},
-                                    0, 0, -1, -1, nullptr);
+  s = kiln_batch_decode_plan_create(t.indptr.data(), t.last.data(), 2, 32, 8, 128, 16, DLDataType{kDLBfloat, 16, 1}, 0,
+                                    0, -1, -1, nullptr);
   CHECK(s == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(kiln_last_error()).find("plan (the result pointer) is NULL") != std::string::npos);
   CHECK(kiln_batch_decode_plan_workspace_bytes(nullptr) == 0);
@@ -524,8 +525,9 @@ TEST_CASE("the decode C ABI refuses bad arguments with the C names", "[client][d
   CHECK(std::string(kiln_last_error()) == "kiln_append_paged_kv: k: the DLTensor pointer is NULL");
   s = kiln_append_paged_kv(&q, &q, &q, &q, &q, &q, &q, &q, &q, nullptr);
   CHECK(s == KILN_ERROR_INVALID_ARGUMENT);
-  CHECK(std::string(kiln_last_error()).find("kiln_append_paged_kv: k_cache: expected a 4-D tensor [num_pages, "
-                                            "page_size, num_kv_heads, head_dim], found rank 3") != std::string::npos);
+  CHECK(std::string(kiln_last_error())
+            .find("kiln_append_paged_kv: k_cache: expected a 4-D tensor [num_pages, "
+                  "page_size, num_kv_heads, head_dim], found rank 3") != std::string::npos);
 }
 
 }  // namespace

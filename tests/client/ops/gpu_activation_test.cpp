@@ -49,9 +49,7 @@ double ReferenceActAndMul(Act act, double x, double y) {
   switch (act) {
     case Act::kSilu: a = x / (1.0 + std::exp(-x)); break;
     case Act::kGelu: a = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); break;
-    case Act::kGeluTanh:
-      a = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
-      break;
+    case Act::kGeluTanh: a = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x))); break;
   }
   return a * y;
 }
@@ -63,8 +61,8 @@ struct Layout {
 };
 
 std::string Describe(const OpCase& op, DType d, int64_t rows, int64_t dim, const Layout& l) {
-  return std::string(op.name) + " " + kiln::DTypeName(d) + " rows=" + std::to_string(rows) + " d=" +
-         std::to_string(dim) + " pads=" + std::to_string(l.in_pad) + "/" + std::to_string(l.out_pad) +
+  return std::string(op.name) + " " + kiln::DTypeName(d) + " rows=" + std::to_string(rows) +
+         " d=" + std::to_string(dim) + " pads=" + std::to_string(l.in_pad) + "/" + std::to_string(l.out_pad) +
          " offset=" + std::to_string(l.offset);
 }
 
@@ -115,8 +113,8 @@ void CheckOps(DType dtype, int64_t rows, int64_t d, const Layout& l, std::mt1993
         const double want = ReferenceActAndMul(op.act, x, y);
         const double got = out.Get(static_cast<size_t>(l.offset + r * out_stride + i));
         if (!kiln::testing::Close(got, want, tol) && bad++ == 0)
-          first_bad = "row " + std::to_string(r) + " col " + std::to_string(i) + ": x " + std::to_string(x) +
-                      " y " + std::to_string(y) + ": got " + std::to_string(got) + ", want " + std::to_string(want);
+          first_bad = "row " + std::to_string(r) + " col " + std::to_string(i) + ": x " + std::to_string(x) + " y " +
+                      std::to_string(y) + ": got " + std::to_string(got) + ", want " + std::to_string(want);
       }
     }
     // Outside the rows (offset, padding) every byte is still poison.
@@ -140,25 +138,27 @@ TEST_CASE("activation ops match a float64 reference over every dtype x d x rows"
       for (int64_t d : kD) CheckOps(dtype, rows, d, {}, rng, nullptr);
 }
 
-TEST_CASE("activation ops handle padded strides and misaligned pointers and 3-D input", "[gpu][client][ops][activation]") {
+TEST_CASE("activation ops handle padded strides and misaligned pointers and 3-D input",
+          "[gpu][client][ops][activation]") {
   GpuSession session;
   std::mt19937 rng(7);
   CUstream stream = nullptr;
   KILN_CU(kiln::testing::Driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   for (DType dtype : kDTypes) {
-    CheckOps(dtype, 7, 4096, {.in_pad = 8}, rng, stream);              // padded input rows: vec 8
-    CheckOps(dtype, 7, 4096, {.in_pad = 1}, rng, stream);              // odd input row stride: vec 1
+    CheckOps(dtype, 7, 4096, {.in_pad = 8}, rng, stream);  // padded input rows: vec 8
+    CheckOps(dtype, 7, 4096, {.in_pad = 1}, rng, stream);  // odd input row stride: vec 1
     CheckOps(dtype, 7, 4096, {.in_pad = 24, .out_pad = 40}, rng, stream);
-    CheckOps(dtype, 5, 14336, {.out_pad = 4}, rng, stream);            // out stride allows vec 4
-    CheckOps(dtype, 7, 4096, {.offset = 1}, rng, stream);              // pointers one element off
-    CheckOps(dtype, 1000, 4098, {}, rng, stream);                      // d allows vec 2
-    CheckOps(dtype, 5, 4100, {.in_pad = 4}, rng, stream);              // vec 4
-    CheckOps(dtype, 15, 1024, {}, rng, stream, {3, 5});                // [3, 5, 2048] → [3, 5, 1024]
+    CheckOps(dtype, 5, 14336, {.out_pad = 4}, rng, stream);  // out stride allows vec 4
+    CheckOps(dtype, 7, 4096, {.offset = 1}, rng, stream);    // pointers one element off
+    CheckOps(dtype, 1000, 4098, {}, rng, stream);            // d allows vec 2
+    CheckOps(dtype, 5, 4100, {.in_pad = 4}, rng, stream);    // vec 4
+    CheckOps(dtype, 15, 1024, {}, rng, stream, {3, 5});      // [3, 5, 2048] → [3, 5, 1024]
   }
   KILN_CU(kiln::testing::Driver().cuStreamDestroy(stream));
 }
 
-TEST_CASE("activation ops are exact at the tails where large |x| gives 0 or x*y and never NaN", "[gpu][client][ops][activation]") {
+TEST_CASE("activation ops are exact at the tails where large |x| gives 0 or x*y and never NaN",
+          "[gpu][client][ops][activation]") {
   GpuSession session;
   const std::vector<float> xs = {-100.f, -30.f, -10.f, -3.f, -1e-3f, 1e-3f, 0.5f, 3.f, 10.f, 30.f, 100.f};
   for (DType dtype : kDTypes) {
@@ -208,9 +208,8 @@ TEST_CASE("the activation C ABI matches the reference on DLTensors", "[gpu][clie
   tout.data = dout.data();
   tout.shape = out_shape;
   using CFunction = kiln_status (*)(DLTensor*, const DLTensor*, void*);
-  const std::pair<Act, CFunction> ops[] = {{Act::kSilu, kiln_silu_and_mul},
-                                           {Act::kGelu, kiln_gelu_and_mul},
-                                           {Act::kGeluTanh, kiln_gelu_tanh_and_mul}};
+  const std::pair<Act, CFunction> ops[] = {
+      {Act::kSilu, kiln_silu_and_mul}, {Act::kGelu, kiln_gelu_and_mul}, {Act::kGeluTanh, kiln_gelu_tanh_and_mul}};
   for (const auto& [act, call] : ops) {
     dout.Poison();
     const kiln_status status = call(&tout, &tin, nullptr);
@@ -259,7 +258,8 @@ TEST_CASE("unsupported activation dtypes and shapes are refused and launch nothi
   CHECK(after == std::vector<uint8_t>(after.size(), 0xFF));  // nothing was written
 }
 
-TEST_CASE("d is a launch argument: other d and rows reuse the loaded activation kernel", "[gpu][client][ops][activation][cache]") {
+TEST_CASE("d is a launch argument: other d and rows reuse the loaded activation kernel",
+          "[gpu][client][ops][activation][cache]") {
   GpuSession session;
   std::mt19937 rng(5);
   const DType dtype = DType::kFloat16;
@@ -273,7 +273,8 @@ TEST_CASE("d is a launch argument: other d and rows reuse the loaded activation 
   };
   REQUIRE(call(64, 4096).ok());  // loads gelu_tanh_and_mul_fp16 (vec 8), unless a test before did
   const auto s0 = kiln::GetClientStats();
-  for (auto [rows, d] : {std::pair<int64_t, int64_t>{1, 8}, {33, 1024}, {64, 2048}, {7, 4096}}) REQUIRE(call(rows, d).ok());
+  for (auto [rows, d] : {std::pair<int64_t, int64_t>{1, 8}, {33, 1024}, {64, 2048}, {7, 4096}})
+    REQUIRE(call(rows, d).ok());
   const auto s1 = kiln::GetClientStats();
   CHECK(s1.get_kernel_rpcs == s0.get_kernel_rpcs);
   CHECK(s1.modules_loaded == s0.modules_loaded);

@@ -197,17 +197,17 @@ struct DecodeCase {
 };
 
 std::string Describe(const DecodeCase& c) {
-  return std::string(kiln::DTypeName(c.dtype)) + " d" + std::to_string(c.dim) + " g" + std::to_string(c.group) +
-         " p" + std::to_string(c.page) + (c.soft_cap ? " softcap" : "");
+  return std::string(kiln::DTypeName(c.dtype)) + " d" + std::to_string(c.dim) + " g" + std::to_string(c.group) + " p" +
+         std::to_string(c.page) + (c.soft_cap ? " softcap" : "");
 }
 
 struct RunOptions {
   DecodeOptions options;
   int64_t kv_heads = 2;
   bool with_lse = true;
-  bool strided = false;     // q a view into a fused qkv buffer; out with padded heads and rows
-  bool interleaved = false; // K and V pages alternate in one pool
-  int expect_split = -1;    // 0 / 1: the plan must (not) split; -1: either
+  bool strided = false;      // q a view into a fused qkv buffer; out with padded heads and rows
+  bool interleaved = false;  // K and V pages alternate in one pool
+  int expect_split = -1;     // 0 / 1: the plan must (not) split; -1: either
   int64_t min_items = 0;
   Tolerance tolerance = {0, 0};  // {0, 0}: OutputTolerance(dtype)
   double (*v_value)(int64_t, std::mt19937&) = nullptr;
@@ -228,7 +228,8 @@ void RunDecode(const DecodeCase& c, const std::vector<int64_t>& lens, const RunO
   const int64_t q_row = r.strided ? (qo + 2 * kv) * dim : qo * dim;
   HostTensor q_dev = kiln::testing::MakeHostTensor(c.dtype, static_cast<size_t>(batch * q_row));
   for (int64_t b = 0; b < batch; ++b)
-    for (int64_t i = 0; i < qo * dim; ++i) q_dev.Set(static_cast<size_t>(b * q_row + i), q.Get(static_cast<size_t>(b * qo * dim + i)));
+    for (int64_t i = 0; i < qo * dim; ++i)
+      q_dev.Set(static_cast<size_t>(b * q_row + i), q.Get(static_cast<size_t>(b * qo * dim + i)));
   DeviceBuffer dq(q_dev.bytes.size());
   dq.Upload(q_dev.bytes);
   auto tq = TensorView::Strided(dq.data(), c.dtype, {batch, qo, dim}, {q_row, dim, 1});
@@ -305,9 +306,8 @@ void RunDecode(const DecodeCase& c, const std::vector<int64_t>& lens, const RunO
 // Every head dim, group, page size, dtype and soft cap state, in eight specializations.
 const DecodeCase kCases[] = {
     {DType::kBFloat16, 128, 4, 16, false},  // Llama-3.1-8B
-    {DType::kBFloat16, 128, 8, 1, true},    {DType::kBFloat16, 64, 1, 64, false},
-    {DType::kBFloat16, 256, 2, 16, true},   {DType::kFloat16, 128, 1, 1, false},
-    {DType::kFloat16, 64, 8, 16, true},     {DType::kFloat16, 256, 4, 64, false},
+    {DType::kBFloat16, 128, 8, 1, true},   {DType::kBFloat16, 64, 1, 64, false}, {DType::kBFloat16, 256, 2, 16, true},
+    {DType::kFloat16, 128, 1, 1, false},   {DType::kFloat16, 64, 8, 16, true},   {DType::kFloat16, 256, 4, 64, false},
     {DType::kBFloat16, 128, 2, 64, true},
 };
 
@@ -324,10 +324,10 @@ TEST_CASE("batch_decode matches a float64 reference over specializations, length
     // A few requests: split into chunks of 256 positions, merged by lse.
     RunDecode(c, kMixed, {.options = {.logits_soft_cap = cap}, .expect_split = 1}, rng);
     // A window of 100 positions, another scale, strided q and out, no lse.
-    RunDecode(c, kMixed,
-              {.options = {.sm_scale = 0.1, .logits_soft_cap = cap, .window_left = 100}, .with_lse = false,
-               .strided = true},
-              rng);
+    RunDecode(
+        c, kMixed,
+        {.options = {.sm_scale = 0.1, .logits_soft_cap = cap, .window_left = 100}, .with_lse = false, .strided = true},
+        rng);
     // 140 short requests on 2 kv heads (280 pairs fill the GPU): one item per request.
     std::vector<int64_t> many(140);
     for (int64_t& len : many) len = short_len(rng);
@@ -344,8 +344,7 @@ double StripedValue(int64_t pos, std::mt19937& rng) {
   return uniform(rng) + ((pos / 256) % 2 == 0 ? 1.0 : -1.0);
 }
 
-TEST_CASE("a request of 100 000 positions is split across the GPU and matches the reference",
-          "[gpu][client][decode]") {
+TEST_CASE("a request of 100 000 positions is split across the GPU and matches the reference", "[gpu][client][decode]") {
   GpuSession session(80);
   std::mt19937 rng(100000);
   // bf16, 4 query heads on one kv head, pages of 16 (about 51 MB of K and V).
@@ -354,7 +353,10 @@ TEST_CASE("a request of 100 000 positions is split across the GPU and matches th
             rng);
   // fp16 with one-token pages (a page-table lookup per position), 2 kv heads, a window.
   RunDecode(kCases[4], {40000},
-            {.options = {.window_left = 30000}, .expect_split = 1, .min_items = 16, .tolerance = {5e-4, 3e-3},
+            {.options = {.window_left = 30000},
+             .expect_split = 1,
+             .min_items = 16,
+             .tolerance = {5e-4, 3e-3},
              .v_value = StripedValue},
             rng);
 }
@@ -419,8 +421,8 @@ void RunAppend(DType dtype, int64_t dim, int64_t page, int64_t kv, const std::ve
   auto dbi = UploadInts(batch_indices), dpos = UploadInts(positions);
   kiln::Status status = kiln::ops::append_paged_kv(cache.KCache(), cache.VCache(), tk, tv,
                                                    IntView(*dbi, batch_indices.size()),
-                                                   IntView(*dpos, positions.size()), cache.Indptr(),
-                                                   cache.Indices(), cache.Last());
+                                                   IntView(*dpos, positions.size()), cache.Indptr(), cache.Indices(),
+                                                   cache.Last());
   INFO(status.ToString());
   REQUIRE(status.ok());
   KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
@@ -448,12 +450,12 @@ TEST_CASE("append_paged_kv writes exactly the covered slots, bit for bit", "[gpu
   std::shuffle(all.begin(), all.end(), rng);
   // One new token per request at its last position (a decode step), plus tokens the page table
   // does not cover: past a request's length, a negative position, a request outside the batch.
-  const std::vector<std::pair<int32_t, int32_t>> step = {{0, 4}, {1, 39}, {2, 16}, {3, 0}, {2, 17},
-                                                         {1, -1}, {4, 0}, {-1, 2}};
+  const std::vector<std::pair<int32_t, int32_t>> step = {{0, 4},  {1, 39}, {2, 16}, {3, 0},
+                                                         {2, 17}, {1, -1}, {4, 0},  {-1, 2}};
   RunAppend(DType::kBFloat16, 128, 16, 8, lens, all, 0, false, rng);
   RunAppend(DType::kBFloat16, 128, 16, 8, lens, step, 0, false, rng);
-  RunAppend(DType::kFloat16, 64, 1, 2, lens, all, 0, true, rng);    // views into a fused qkv buffer
-  RunAppend(DType::kFloat16, 64, 1, 2, lens, step, 1, false, rng);  // one element off: vec 1
+  RunAppend(DType::kFloat16, 64, 1, 2, lens, all, 0, true, rng);      // views into a fused qkv buffer
+  RunAppend(DType::kFloat16, 64, 1, 2, lens, step, 1, false, rng);    // one element off: vec 1
   RunAppend(DType::kBFloat16, 256, 64, 1, lens, all, 2, false, rng);  // 4-byte aligned: vec 2
 }
 
@@ -485,10 +487,10 @@ TEST_CASE("append_paged_kv then batch_decode: a prefill written into the cache i
   dk.Upload(k.bytes);
   dv.Upload(v.bytes);
   auto dbi = UploadInts(batch_indices), dpos = UploadInts(positions);
-  REQUIRE(kiln::ops::append_paged_kv(cache.KCache(), cache.VCache(), TensorView::Contiguous(dk.data(), c.dtype, {nnz, kv, dim}),
-                                     TensorView::Contiguous(dv.data(), c.dtype, {nnz, kv, dim}),
-                                     IntView(*dbi, batch_indices.size()), IntView(*dpos, positions.size()),
-                                     cache.Indptr(), cache.Indices(), cache.Last())
+  REQUIRE(kiln::ops::append_paged_kv(
+              cache.KCache(), cache.VCache(), TensorView::Contiguous(dk.data(), c.dtype, {nnz, kv, dim}),
+              TensorView::Contiguous(dv.data(), c.dtype, {nnz, kv, dim}), IntView(*dbi, batch_indices.size()),
+              IntView(*dpos, positions.size()), cache.Indptr(), cache.Indices(), cache.Last())
               .ok());
 
   const HostTensor q = kiln::testing::RandomTensor(c.dtype, static_cast<size_t>(3 * qo * dim), rng);
@@ -500,15 +502,16 @@ TEST_CASE("append_paged_kv then batch_decode: a prefill written into the cache i
   DeviceBuffer workspace(std::max<size_t>(plan->workspace_bytes(), 16));
   auto status = kiln::ops::batch_decode(*plan, TensorView::Contiguous(dout.data(), c.dtype, {3, qo, dim}), nullptr,
                                         TensorView::Contiguous(dq.data(), c.dtype, {3, qo, dim}), cache.KCache(),
-                                        cache.VCache(), cache.Indptr(), cache.Indices(), cache.Last(),
-                                        workspace.data(), plan->workspace_bytes());
+                                        cache.VCache(), cache.Indptr(), cache.Indices(), cache.Last(), workspace.data(),
+                                        plan->workspace_bytes());
   INFO(status.ToString());
   REQUIRE(status.ok());
   KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
   const Reference want = ReferenceBatchDecode(cache, q, qo, {});
   const HostTensor got{c.dtype, dout.Download()};
   int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) bad += !kiln::testing::Close(got.Get(i), want.out[i], OutputTolerance(c.dtype));
+  for (size_t i = 0; i < got.size(); ++i)
+    bad += !kiln::testing::Close(got.Get(i), want.out[i], OutputTolerance(c.dtype));
   CHECK(bad == 0);
 }
 
@@ -553,8 +556,8 @@ TEST_CASE("kiln_batch_decode and kiln_append_paged_kv through DLTensors", "[gpu]
   DLTensor tindptr = tensor(cache.d_indptr->data(), i32, 1, indptr_shape);
   DLTensor tindices = tensor(cache.d_indices->data(), i32, 1, indices_shape);
   DLTensor tlast = tensor(cache.d_last->data(), i32, 1, last_shape);
-  kiln_status s = kiln_batch_decode(plan, &tout, &tlse, &tq, &tk, &tv, &tindptr, &tindices, &tlast,
-                                    workspace.data(), kiln_batch_decode_plan_workspace_bytes(plan), nullptr);
+  kiln_status s = kiln_batch_decode(plan, &tout, &tlse, &tq, &tk, &tv, &tindptr, &tindices, &tlast, workspace.data(),
+                                    kiln_batch_decode_plan_workspace_bytes(plan), nullptr);
   INFO(kiln_last_error());
   REQUIRE(s == KILN_OK);
   KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
@@ -563,7 +566,8 @@ TEST_CASE("kiln_batch_decode and kiln_append_paged_kv through DLTensors", "[gpu]
   const Reference want = ReferenceBatchDecode(cache, q, qo, {.logits_soft_cap = 5.0});
   const HostTensor got{c.dtype, dout.Download()};
   int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) bad += !kiln::testing::Close(got.Get(i), want.out[i], OutputTolerance(c.dtype));
+  for (size_t i = 0; i < got.size(); ++i)
+    bad += !kiln::testing::Close(got.Get(i), want.out[i], OutputTolerance(c.dtype));
   CHECK(bad == 0);
   const std::vector<uint8_t> lse = dlse.Download();
   for (int64_t i = 0; i < batch * qo; ++i) {
@@ -586,8 +590,8 @@ TEST_CASE("kiln_batch_decode and kiln_append_paged_kv through DLTensors", "[gpu]
   INFO(kiln_last_error());
   REQUIRE(s == KILN_OK);
   KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
-  const std::vector<uint8_t> want_pool =
-      ReferenceAppendPagedKv(cache, cache.pool.bytes, {{1, 16}}, kv_new, {0}, {kv * dim});
+  const std::vector<uint8_t> want_pool = ReferenceAppendPagedKv(cache, cache.pool.bytes, {{1, 16}}, kv_new, {0},
+                                                                {kv * dim});
   CHECK(cache.d_pool->Download() == want_pool);
 }
 
@@ -647,8 +651,8 @@ TEST_CASE("batch_decode timing on Llama-3.1-8B shapes", "[.decode-bench]") {
   struct Shape {
     int64_t batch, len;
   };
-  for (const Shape shape : {Shape{64, 8192}, Shape{16, 32768}, Shape{1, 32768}, Shape{1, 100000}, Shape{128, 2048},
-                            Shape{32, 4096}}) {
+  for (const Shape shape :
+       {Shape{64, 8192}, Shape{16, 32768}, Shape{1, 32768}, Shape{1, 100000}, Shape{128, 2048}, Shape{32, 4096}}) {
     const int64_t kv = 8, qo = 32, dim = 128, page = 16;
     const int64_t pages_per = (shape.len + page - 1) / page, num_pages = shape.batch * pages_per;
     // Fill K/V by tiling one random block (fast for a GiB); pages in a random order.
@@ -659,14 +663,15 @@ TEST_CASE("batch_decode timing on Llama-3.1-8B shapes", "[.decode-bench]") {
       std::memcpy(pool.data() + at, block.bytes.data(), std::min(block.bytes.size(), pool.size() - at));
     DeviceBuffer dpool(pool.size());
     dpool.Upload(pool);
-    std::vector<int32_t> indptr(static_cast<size_t>(shape.batch + 1)), last(static_cast<size_t>(shape.batch),
-                                                                               static_cast<int32_t>(shape.len - (pages_per - 1) * page));
+    std::vector<int32_t> indptr(static_cast<size_t>(shape.batch + 1)),
+        last(static_cast<size_t>(shape.batch), static_cast<int32_t>(shape.len - (pages_per - 1) * page));
     for (int64_t b = 0; b <= shape.batch; ++b) indptr[static_cast<size_t>(b)] = static_cast<int32_t>(b * pages_per);
     std::vector<int32_t> indices(static_cast<size_t>(num_pages));
     std::iota(indices.begin(), indices.end(), 0);
     std::shuffle(indices.begin(), indices.end(), rng);
     auto dindptr = UploadInts(indptr), dindices = UploadInts(indices), dlast = UploadInts(last);
-    const HostTensor q = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(shape.batch * qo * dim), rng);
+    const HostTensor q = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(shape.batch * qo * dim),
+                                                     rng);
     DeviceBuffer dq(q.bytes.size()), dout(q.bytes.size());
     dq.Upload(q.bytes);
     auto plan = BatchDecodePlan::Create(indptr.data(), last.data(), shape.batch, qo, kv, dim, page, DType::kBFloat16);
@@ -680,8 +685,8 @@ TEST_CASE("batch_decode timing on Llama-3.1-8B shapes", "[.decode-bench]") {
     auto tq = TensorView::Contiguous(dq.data(), DType::kBFloat16, {shape.batch, qo, dim});
     auto run = [&] {
       return kiln::ops::batch_decode(*plan, tout, nullptr, tq, k_cache, v_cache, IntView(*dindptr, indptr.size()),
-                                     IntView(*dindices, indices.size()), IntView(*dlast, last.size()),
-                                     workspace.data(), plan->workspace_bytes());
+                                     IntView(*dindices, indices.size()), IntView(*dlast, last.size()), workspace.data(),
+                                     plan->workspace_bytes());
     };
     REQUIRE(run().ok());
     KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
@@ -715,8 +720,8 @@ TEST_CASE("batch_decode timing on Llama-3.1-8B shapes", "[.decode-bench]") {
           for (int64_t d = 0; d < dim; ++d) o[static_cast<size_t>(d)] += p * pool_t.Get(at(pos, d, true));
         }
         for (int64_t d = 0; d < dim; ++d)
-          bad += !kiln::testing::Close(got.Get(static_cast<size_t>((b * qo + h) * dim + d)), o[static_cast<size_t>(d)] / sum,
-                                       OutputTolerance(DType::kBFloat16));
+          bad += !kiln::testing::Close(got.Get(static_cast<size_t>((b * qo + h) * dim + d)),
+                                       o[static_cast<size_t>(d)] / sum, OutputTolerance(DType::kBFloat16));
       }
     }
     CHECK(bad == 0);

@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "client/core/driver/current_context.h"
-#include "client/ops/norm/norm_plan.h"
 #include "client/core/loader/launch_cache.h"
+#include "client/ops/norm/norm_plan.h"
 #include "kiln/client.h"
 #include "kiln/ops/norm.h"
 #include "tests/support/gpu_harness.h"
@@ -38,9 +38,9 @@ struct Layout {
 };
 
 std::string Describe(DType d, int64_t rows, int64_t hidden, const Layout& l) {
-  return std::string(kiln::DTypeName(d)) + " rows=" + std::to_string(rows) + " hidden=" +
-         std::to_string(hidden) + " pads=" + std::to_string(l.a_pad) + "/" + std::to_string(l.b_pad) +
-         " offset=" + std::to_string(l.offset) + (l.in_place ? " in-place" : "");
+  return std::string(kiln::DTypeName(d)) + " rows=" + std::to_string(rows) + " hidden=" + std::to_string(hidden) +
+         " pads=" + std::to_string(l.a_pad) + "/" + std::to_string(l.b_pad) + " offset=" + std::to_string(l.offset) +
+         (l.in_place ? " in-place" : "");
 }
 
 std::vector<double> ReferenceRow(const std::vector<double>& x, const HostTensor& w, int64_t offset) {
@@ -53,8 +53,8 @@ std::vector<double> ReferenceRow(const std::vector<double>& x, const HostTensor&
 }
 
 // Every element outside the rows must still hold `before` (poison, or the original data).
-void CheckPadding(const HostTensor& after, const std::vector<uint8_t>& before, int64_t rows,
-                  int64_t hidden, int64_t stride, int64_t offset, const char* what) {
+void CheckPadding(const HostTensor& after, const std::vector<uint8_t>& before, int64_t rows, int64_t hidden,
+                  int64_t stride, int64_t offset, const char* what) {
   const size_t es = kiln::DTypeSize(after.dtype);
   int64_t touched = 0;
   for (size_t i = 0; i < after.size(); ++i) {
@@ -66,8 +66,7 @@ void CheckPadding(const HostTensor& after, const std::vector<uint8_t>& before, i
   CHECK(touched == 0);
 }
 
-void RunRmsNorm(DType dtype, int64_t rows, int64_t hidden, const Layout& l, std::mt19937& rng,
-                CUstream stream) {
+void RunRmsNorm(DType dtype, int64_t rows, int64_t hidden, const Layout& l, std::mt19937& rng, CUstream stream) {
   INFO(Describe(dtype, rows, hidden, l));
   const size_t es = kiln::DTypeSize(dtype);
   const int64_t in_stride = hidden + l.b_pad;
@@ -107,14 +106,14 @@ void RunRmsNorm(DType dtype, int64_t rows, int64_t hidden, const Layout& l, std:
     for (int64_t i = 0; i < hidden; ++i) {
       const double got = out.Get(static_cast<size_t>(l.offset + r * out_stride + i));
       if (!kiln::testing::Close(got, want[i], tol) && bad++ == 0)
-        first_bad = "row " + std::to_string(r) + " col " + std::to_string(i) + ": got " +
-                    std::to_string(got) + ", want " + std::to_string(want[i]);
+        first_bad = "row " + std::to_string(r) + " col " + std::to_string(i) + ": got " + std::to_string(got) +
+                    ", want " + std::to_string(want[i]);
     }
   }
   INFO("first mismatch: " << first_bad);
   CHECK(bad == 0);
-  CheckPadding(out, l.in_place ? in.bytes : std::vector<uint8_t>(out.bytes.size(), 0xFF), rows, hidden,
-               out_stride, l.offset, "out");
+  CheckPadding(out, l.in_place ? in.bytes : std::vector<uint8_t>(out.bytes.size(), 0xFF), rows, hidden, out_stride,
+               l.offset, "out");
 }
 
 void RunFusedAddRmsNorm(DType dtype, int64_t rows, int64_t hidden, const Layout& l, std::mt19937& rng,
@@ -159,8 +158,8 @@ void RunFusedAddRmsNorm(DType dtype, int64_t rows, int64_t hidden, const Layout&
     for (int64_t i = 0; i < hidden; ++i) {
       const double got = got_in.Get(static_cast<size_t>(l.offset + r * in_stride + i));
       if (!kiln::testing::Close(got, want[i], tol) && bad_out++ == 0)
-        first_bad = "row " + std::to_string(r) + " col " + std::to_string(i) + ": got " +
-                    std::to_string(got) + ", want " + std::to_string(want[i]);
+        first_bad = "row " + std::to_string(r) + " col " + std::to_string(i) + ": got " + std::to_string(got) +
+                    ", want " + std::to_string(want[i]);
     }
   }
   INFO("first mismatch of input: " << first_bad);
@@ -192,11 +191,11 @@ TEST_CASE("the ops handle strided rows, in-place output and misaligned pointers"
   CUstream stream = nullptr;
   KILN_CU(kiln::testing::Driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   for (DType dtype : kDTypes) {
-    RunRmsNorm(dtype, 7, 4096, {.a_pad = 0, .b_pad = 8}, rng, stream);     // padded input rows, full vec
-    RunRmsNorm(dtype, 7, 4096, {.a_pad = 24, .b_pad = 1}, rng, stream);    // odd row stride: vec 1
-    RunRmsNorm(dtype, 1000, 5120, {.in_place = true}, rng, stream);        // out is input
+    RunRmsNorm(dtype, 7, 4096, {.a_pad = 0, .b_pad = 8}, rng, stream);   // padded input rows, full vec
+    RunRmsNorm(dtype, 7, 4096, {.a_pad = 24, .b_pad = 1}, rng, stream);  // odd row stride: vec 1
+    RunRmsNorm(dtype, 1000, 5120, {.in_place = true}, rng, stream);      // out is input
     RunRmsNorm(dtype, 7, 4096, {.b_pad = 4, .in_place = true}, rng, stream);
-    RunRmsNorm(dtype, 7, 4096, {.offset = 1}, rng, stream);                // pointers off by one element
+    RunRmsNorm(dtype, 7, 4096, {.offset = 1}, rng, stream);  // pointers off by one element
     RunFusedAddRmsNorm(dtype, 7, 4096, {.a_pad = 8, .b_pad = 3}, rng, stream);
     RunFusedAddRmsNorm(dtype, 1000, 8192, {.offset = 2}, rng, stream);
   }

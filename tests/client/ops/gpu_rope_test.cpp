@@ -33,7 +33,7 @@ using kiln::testing::GpuSession;
 using kiln::testing::HostTensor;
 
 constexpr double kPi = 3.14159265358979323846;
-constexpr int64_t kMaxTestPosition = 100000;      // apply_rope: positions in [-5, 100000]
+constexpr int64_t kMaxTestPosition = 100000;          // apply_rope: positions in [-5, 100000]
 constexpr int64_t kCacheRows = kMaxTestPosition + 3;  // the cache op's max_position
 
 // Where q and k sit in the one buffer of a test, in elements.
@@ -105,8 +105,8 @@ using AnglesFn = std::function<bool(int64_t position, int64_t pair, double* cos,
 // want[x1] = x1 cos - x2 sin, want[x2] = x2 cos + x1 sin, and rotated[] marks them. Every other
 // element of the buffer must keep its bits.
 void ReferenceRope(const HostTensor& buffer, const Layout& l, int64_t tokens, int64_t q_heads, int64_t k_heads,
-                   int64_t rotary_dim, bool interleaved, const std::vector<int64_t>& positions,
-                   const AnglesFn& angles, std::vector<double>* want, std::vector<char>* rotated) {
+                   int64_t rotary_dim, bool interleaved, const std::vector<int64_t>& positions, const AnglesFn& angles,
+                   std::vector<double>* want, std::vector<char>* rotated) {
   want->assign(buffer.size(), 0.0);
   rotated->assign(buffer.size(), 0);
   const int64_t half = rotary_dim / 2;
@@ -146,7 +146,8 @@ void CheckAgainstReference(const HostTensor& before, const HostTensor& after, co
         first = "element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " + std::to_string(want[i]) +
                 " (was " + std::to_string(before.Get(i)) + ")";
     } else if (std::memcmp(after.bytes.data() + i * es, before.bytes.data() + i * es, es) != 0) {
-      if (touched++ == 0 && first.empty()) first = "element " + std::to_string(i) + " outside the rotated parts changed";
+      if (touched++ == 0 && first.empty())
+        first = "element " + std::to_string(i) + " outside the rotated parts changed";
     }
   }
   INFO("first problem: " << first);
@@ -268,8 +269,10 @@ void RunCase(const Case& c, const Layout& l, std::mt19937& rng, CacheStore& cach
 
   char* q_ptr = buffer.data() + l.q_offset * es;
   char* k_ptr = buffer.data() + l.k_offset * es;
-  auto q = TensorView::Strided(q_ptr, c.dtype, {c.tokens, c.q_heads, c.head_dim}, {l.q_token_stride, l.q_head_stride, 1});
-  auto k = TensorView::Strided(k_ptr, c.dtype, {c.tokens, c.k_heads, c.head_dim}, {l.k_token_stride, l.k_head_stride, 1});
+  auto q = TensorView::Strided(q_ptr, c.dtype, {c.tokens, c.q_heads, c.head_dim},
+                               {l.q_token_stride, l.q_head_stride, 1});
+  auto k = TensorView::Strided(k_ptr, c.dtype, {c.tokens, c.k_heads, c.head_dim},
+                               {l.k_token_stride, l.k_head_stride, 1});
   auto pos = TensorView::Contiguous(dpos.data(), c.pos_dtype, {c.tokens});
   int64_t q_shape[3] = {c.tokens, c.q_heads, c.head_dim}, q_strides[3] = {l.q_token_stride, l.q_head_stride, 1};
   int64_t k_shape[3] = {c.tokens, c.k_heads, c.head_dim}, k_strides[3] = {l.k_token_stride, l.k_head_stride, 1};
@@ -283,7 +286,8 @@ void RunCase(const Case& c, const Layout& l, std::mt19937& rng, CacheStore& cach
   if (!c.cache_op) {
     std::optional<Llama31RopeScaling> scaling;
     if (c.llama31) scaling = Llama31RopeScaling{};  // 8, 1, 4, 8192: Llama-3.1's values
-    const kiln::ops::RopeOptions options{c.rotary_dim == c.head_dim ? 0 : c.rotary_dim, c.interleaved, c.theta, scaling};
+    const kiln::ops::RopeOptions options{c.rotary_dim == c.head_dim ? 0 : c.rotary_dim, c.interleaved, c.theta,
+                                         scaling};
     if (c.c_abi) {
       kiln_llama31_rope_scaling cs = {8.0, 1.0, 4.0, 8192};
       const kiln_status s = kiln_apply_rope(&dq, &dk, &dp, options.rotary_dim, c.interleaved ? 1 : 0, c.theta,
@@ -293,14 +297,15 @@ void RunCase(const Case& c, const Layout& l, std::mt19937& rng, CacheStore& cach
       status = kiln::ops::apply_rope(q, k, pos, options, stream);
     }
     const std::vector<double> inv = InvFreqReference(c.rotary_dim, c.theta, scaling);
-    ReferenceRope(before, l, c.tokens, c.q_heads, c.k_heads, c.rotary_dim, c.interleaved, positions,
-                  [&](int64_t p, int64_t i, double* cos, double* sin) {
-                    const double a = static_cast<double>(p) * inv[static_cast<size_t>(i)];
-                    *cos = std::cos(a);
-                    *sin = std::sin(a);
-                    return true;
-                  },
-                  &want, &rotated);
+    ReferenceRope(
+        before, l, c.tokens, c.q_heads, c.k_heads, c.rotary_dim, c.interleaved, positions,
+        [&](int64_t p, int64_t i, double* cos, double* sin) {
+          const double a = static_cast<double>(p) * inv[static_cast<size_t>(i)];
+          *cos = std::cos(a);
+          *sin = std::sin(a);
+          return true;
+        },
+        &want, &rotated);
   } else {
     const int64_t stride = c.cache_stride > 0 ? c.cache_stride : c.rotary_dim;
     CosSinCache& cache = caches.For(c.rotary_dim, stride);
@@ -314,14 +319,15 @@ void RunCase(const Case& c, const Layout& l, std::mt19937& rng, CacheStore& cach
       status = kiln::ops::apply_rope_with_cos_sin_cache(q, k, pos, tcache, c.interleaved, stream);
     }
     const int64_t half = c.rotary_dim / 2;
-    ReferenceRope(before, l, c.tokens, c.q_heads, c.k_heads, c.rotary_dim, c.interleaved, positions,
-                  [&](int64_t p, int64_t i, double* cos, double* sin) {
-                    if (p < 0 || p >= kCacheRows) return false;
-                    *cos = cache.host.Get(static_cast<size_t>(p * stride + i));
-                    *sin = cache.host.Get(static_cast<size_t>(p * stride + half + i));
-                    return true;
-                  },
-                  &want, &rotated);
+    ReferenceRope(
+        before, l, c.tokens, c.q_heads, c.k_heads, c.rotary_dim, c.interleaved, positions,
+        [&](int64_t p, int64_t i, double* cos, double* sin) {
+          if (p < 0 || p >= kCacheRows) return false;
+          *cos = cache.host.Get(static_cast<size_t>(p * stride + i));
+          *sin = cache.host.Get(static_cast<size_t>(p * stride + half + i));
+          return true;
+        },
+        &want, &rotated);
   }
   INFO(status.ToString());
   REQUIRE(status.ok());
@@ -343,9 +349,16 @@ TEST_CASE("apply_rope matches a float64 reference over dtypes, styles, dims, tok
             for (auto [q_heads, k_heads] : {std::pair<int64_t, int64_t>{32, 8}, std::pair<int64_t, int64_t>{4, 4}})
               for (DType pos_dtype : {DType::kInt32, DType::kInt64})
                 for (bool llama31 : {false, true}) {
-                  Case c{.dtype = dtype, .interleaved = interleaved, .head_dim = head_dim, .rotary_dim = rotary_dim,
-                         .tokens = tokens, .q_heads = q_heads, .k_heads = k_heads, .pos_dtype = pos_dtype,
-                         .llama31 = llama31, .theta = llama31 ? 500000.0 : 10000.0};
+                  Case c{.dtype = dtype,
+                         .interleaved = interleaved,
+                         .head_dim = head_dim,
+                         .rotary_dim = rotary_dim,
+                         .tokens = tokens,
+                         .q_heads = q_heads,
+                         .k_heads = k_heads,
+                         .pos_dtype = pos_dtype,
+                         .llama31 = llama31,
+                         .theta = llama31 ? 500000.0 : 10000.0};
                   RunCase(c, FusedQkv(tokens, q_heads, k_heads, head_dim), rng, caches);
                 }
 }
@@ -362,8 +375,14 @@ TEST_CASE("apply_rope_with_cos_sin_cache matches a float64 reference and skips o
           for (int64_t tokens : {1, 7, 300})
             for (auto [q_heads, k_heads] : {std::pair<int64_t, int64_t>{32, 8}, std::pair<int64_t, int64_t>{4, 4}})
               for (DType pos_dtype : {DType::kInt32, DType::kInt64}) {
-                Case c{.cache_op = true, .dtype = dtype, .interleaved = interleaved, .head_dim = head_dim,
-                       .rotary_dim = rotary_dim, .tokens = tokens, .q_heads = q_heads, .k_heads = k_heads,
+                Case c{.cache_op = true,
+                       .dtype = dtype,
+                       .interleaved = interleaved,
+                       .head_dim = head_dim,
+                       .rotary_dim = rotary_dim,
+                       .tokens = tokens,
+                       .q_heads = q_heads,
+                       .k_heads = k_heads,
                        .pos_dtype = pos_dtype};
                 RunCase(c, FusedQkv(tokens, q_heads, k_heads, head_dim), rng, caches);
               }
@@ -382,8 +401,8 @@ TEST_CASE("the rope ops take heads-major views, padded and odd strides, misalign
         Case c{.cache_op = cache_op, .dtype = dtype, .interleaved = interleaved, .tokens = 300};
         RunCase(c, HeadsMajor(300, 32, 8, 128), rng, caches, stream);
         RunCase(c, FusedQkv(300, 32, 8, 128, /*head_pad=*/8, /*row_pad=*/16), rng, caches, stream);  // still 16-byte
-        RunCase(c, FusedQkv(300, 32, 8, 128, /*head_pad=*/1), rng, caches, stream);  // odd head stride: vec 1
-        RunCase(c, FusedQkv(300, 32, 8, 128, 0, /*row_pad=*/2), rng, caches, stream);  // token stride: vec 2
+        RunCase(c, FusedQkv(300, 32, 8, 128, /*head_pad=*/1), rng, caches, stream);      // odd head stride: vec 1
+        RunCase(c, FusedQkv(300, 32, 8, 128, 0, /*row_pad=*/2), rng, caches, stream);    // token stride: vec 2
         RunCase(c, FusedQkv(300, 32, 8, 128, 0, 0, /*offset=*/1), rng, caches, stream);  // pointers off by one element
         Case odd = c;  // rotary_dim 96 of 128 (48 pairs: 6 threads per token), and 100 (vec 2)
         odd.rotary_dim = 96;
@@ -417,7 +436,11 @@ TEST_CASE("the rope C ABI matches the reference, and a repeat call reuses the lo
   std::mt19937 rng(11);
   CacheStore caches;
   for (bool llama31 : {false, true}) {
-    Case c{.dtype = DType::kFloat16, .interleaved = true, .tokens = 300, .llama31 = llama31, .theta = 500000.0,
+    Case c{.dtype = DType::kFloat16,
+           .interleaved = true,
+           .tokens = 300,
+           .llama31 = llama31,
+           .theta = 500000.0,
            .c_abi = true};
     RunCase(c, FusedQkv(300, 32, 8, 128), rng, caches);
   }
@@ -466,7 +489,8 @@ TEST_CASE("unsupported rope arguments are refused on a real device, and nothing 
   expect(kiln::ops::apply_rope(q, k, pos, {.rotary_dim = 63}), "rotary_dim: expected an even value in 2..128");
   expect(kiln::ops::apply_rope(q, k, pos, {.rotary_dim = 256}), "rotary_dim: expected an even value in 2..128");
   // fp32 q and k: the same bytes seen as fp32 (half as many elements per head dim).
-  const auto q32 = TensorView::Strided(buffer.data(), DType::kFloat32, {tokens, q_heads, 64}, {l.q_token_stride / 2, 64, 1});
+  const auto q32 = TensorView::Strided(buffer.data(), DType::kFloat32, {tokens, q_heads, 64},
+                                       {l.q_token_stride / 2, 64, 1});
   const auto k32 = TensorView::Strided(buffer.data() + l.k_offset * 2, DType::kFloat32, {tokens, k_heads, 64},
                                        {l.k_token_stride / 2, 64, 1});
   expect(kiln::ops::apply_rope(q32, k32, pos, {}), "q: dtype fp32 is not supported; expected fp16 or bf16");
@@ -490,7 +514,8 @@ TEST_CASE("rope timing at Llama-3.1-8B shapes", "[.rope_bench]") {
   const auto& d = kiln::testing::Driver();
   std::mt19937 rng(1);
   const int64_t q_heads = 32, k_heads = 8, head_dim = 128;
-  auto cache_host = kiln::testing::RandomTensor(DType::kFloat32, static_cast<size_t>(131072 * head_dim), rng, -1.f, 1.f);
+  auto cache_host = kiln::testing::RandomTensor(DType::kFloat32, static_cast<size_t>(131072 * head_dim), rng, -1.f,
+                                                1.f);
   DeviceBuffer cache(cache_host.bytes.size());
   cache.Upload(cache_host.bytes);
   for (int64_t tokens : {1, 7, 128, 4096, 16384}) {
@@ -520,12 +545,12 @@ TEST_CASE("rope timing at Llama-3.1-8B shapes", "[.rope_bench]") {
     };
     auto views = [&](int i) {
       char* base = buffers[static_cast<size_t>(i % copies)]->data();
-      return std::make_tuple(
-          TensorView::Strided(base + l.q_offset * 2, DType::kBFloat16, {tokens, q_heads, head_dim},
-                              {l.q_token_stride, l.q_head_stride, 1}),
-          TensorView::Strided(base + l.k_offset * 2, DType::kBFloat16, {tokens, k_heads, head_dim},
-                              {l.k_token_stride, l.k_head_stride, 1}),
-          TensorView::Contiguous(positions[static_cast<size_t>(i % copies)]->data(), DType::kInt64, {tokens}));
+      return std::make_tuple(TensorView::Strided(base + l.q_offset * 2, DType::kBFloat16, {tokens, q_heads, head_dim},
+                                                 {l.q_token_stride, l.q_head_stride, 1}),
+                             TensorView::Strided(base + l.k_offset * 2, DType::kBFloat16, {tokens, k_heads, head_dim},
+                                                 {l.k_token_stride, l.k_head_stride, 1}),
+                             TensorView::Contiguous(positions[static_cast<size_t>(i % copies)]->data(), DType::kInt64,
+                                                    {tokens}));
     };
     const kiln::ops::RopeOptions llama{0, false, 500000.0, Llama31RopeScaling{}};
     const double rope_us = time_us([&](int i) {

@@ -162,7 +162,11 @@ struct DeviceProbs {
   DeviceBuffer buffer;
 
   DeviceProbs(std::vector<float> values, int64_t rows_, int64_t vocab_, int64_t stride_, int64_t offset_ = 0)
-      : rows(rows_), vocab(vocab_), stride(stride_), offset(offset_), host(std::move(values)),
+      : rows(rows_),
+        vocab(vocab_),
+        stride(stride_),
+        offset(offset_),
+        host(std::move(values)),
         buffer(host.size() * sizeof(float)) {
     buffer.Upload(Bytes(host.data(), host.size() * sizeof(float)));
   }
@@ -249,7 +253,7 @@ void FillRow(float* row, int64_t vocab, RowKind kind, std::mt19937& rng) {
   for (auto& l : logits) sum += (l = std::exp(l - top));
   const double scale = rng() % 3 == 0 ? 3.7 : 1.0;
   for (int64_t i = 0; i < vocab; ++i) row[i] = static_cast<float>(logits[i] / sum * scale);
-  for (int64_t i = 0; i < vocab / 20; ++i) row[rng() % vocab] = 0.0f;         // zeros
+  for (int64_t i = 0; i < vocab / 20; ++i) row[rng() % vocab] = 0.0f;                                 // zeros
   for (int64_t i = 0; i + 1 < vocab && i < vocab / 20; ++i) row[rng() % vocab] = row[rng() % vocab];  // ties
 }
 
@@ -273,9 +277,9 @@ TEST_CASE("sampled tokens lie in the allowed set over ops and shapes", "[gpu][cl
     RowKind kind;
   };
   const Shape shapes[] = {
-      {1, 1, 0, 4, RowKind::kLlm},         {3, 7, 1, 8, RowKind::kLlm},       {64, 50, 0, 8, RowKind::kLlm},
-      {32, 50, 2, 4, RowKind::kTies},       {16, 1000, 0, 6, RowKind::kLlm},   {8, 4099, 5, 4, RowKind::kLlm},
-      {4, 32001, 0, 4, RowKind::kLlm},      {1, 128256, 0, 3, RowKind::kLlm},  {128, 128256, 0, 2, RowKind::kLlm},
+      {1, 1, 0, 4, RowKind::kLlm},       {3, 7, 1, 8, RowKind::kLlm},      {64, 50, 0, 8, RowKind::kLlm},
+      {32, 50, 2, 4, RowKind::kTies},    {16, 1000, 0, 6, RowKind::kLlm},  {8, 4099, 5, 4, RowKind::kLlm},
+      {4, 32001, 0, 4, RowKind::kLlm},   {1, 128256, 0, 3, RowKind::kLlm}, {128, 128256, 0, 2, RowKind::kLlm},
       {8, 128256, 4, 2, RowKind::kFlat},
   };
   CUstream stream = nullptr;
@@ -287,12 +291,14 @@ TEST_CASE("sampled tokens lie in the allowed set over ops and shapes", "[gpu][cl
     DeviceProbs probs(std::move(host), shape.rows, shape.vocab, stride);
     const int64_t v = shape.vocab;
     std::vector<Config> configs = {
-        {Op::kTopK, {1}},           {Op::kTopK, {2}},          {Op::kTopK, {50}},          {Op::kTopK, {1000}},
-        {Op::kTopK, {v}},           {Op::kTopK, {0}},          {Op::kTopK, {v - 1}},       {Op::kTopP, {0, 0.1}},
-        {Op::kTopP, {0, 0.5}},      {Op::kTopP, {0, 0.9}},     {Op::kTopP, {0, 0.99}},     {Op::kTopP, {0, 1.0}},
-        {Op::kTopKTopP, {50, 0.9}}, {Op::kTopKTopP, {5, 0.5}}, {Op::kTopKTopP, {1000, 0.95}},
-        {Op::kTopKTopP, {0, 0.8}},  {Op::kTopKTopP, {20, 1.0}}, {Op::kMinP, {0, 0.0}},     {Op::kMinP, {0, 0.05}},
-        {Op::kMinP, {0, 0.3}},      {Op::kMinP, {0, 1.0}},     {Op::kArgmax, {}},
+        {Op::kTopK, {1}},           {Op::kTopK, {2}},           {Op::kTopK, {50}},
+        {Op::kTopK, {1000}},        {Op::kTopK, {v}},           {Op::kTopK, {0}},
+        {Op::kTopK, {v - 1}},       {Op::kTopP, {0, 0.1}},      {Op::kTopP, {0, 0.5}},
+        {Op::kTopP, {0, 0.9}},      {Op::kTopP, {0, 0.99}},     {Op::kTopP, {0, 1.0}},
+        {Op::kTopKTopP, {50, 0.9}}, {Op::kTopKTopP, {5, 0.5}},  {Op::kTopKTopP, {1000, 0.95}},
+        {Op::kTopKTopP, {0, 0.8}},  {Op::kTopKTopP, {20, 1.0}}, {Op::kMinP, {0, 0.0}},
+        {Op::kMinP, {0, 0.05}},     {Op::kMinP, {0, 0.3}},      {Op::kMinP, {0, 1.0}},
+        {Op::kArgmax, {}},
     };
     if (shape.kind == RowKind::kFlat) {  // thresholds deep inside crowded bands
       configs.push_back({Op::kTopK, {60000}});
@@ -371,9 +377,9 @@ TEST_CASE("frequencies over 20000 draws match the renormalized allowed distribut
   const RowReference ref(row.data(), kVocab);
   DeviceSamples out(DType::kInt32, kDraws);
 
-  const Config configs[] = {{Op::kTopK, {0}},         {Op::kTopK, {10}},         {Op::kTopK, {1}},
-                            {Op::kTopP, {0, 0.8}},    {Op::kTopP, {0, 0.3}},     {Op::kTopKTopP, {20, 0.7}},
-                            {Op::kTopKTopP, {5, 0.9}}, {Op::kMinP, {0, 0.1}},    {Op::kMinP, {0, 0.0}}};
+  const Config configs[] = {{Op::kTopK, {0}},          {Op::kTopK, {10}},     {Op::kTopK, {1}},
+                            {Op::kTopP, {0, 0.8}},     {Op::kTopP, {0, 0.3}}, {Op::kTopKTopP, {20, 0.7}},
+                            {Op::kTopKTopP, {5, 0.9}}, {Op::kMinP, {0, 0.1}}, {Op::kMinP, {0, 0.0}}};
   for (const Config& c : configs) {
     INFO(Describe(c));
     std::vector<double> q(kVocab, 0.0);
@@ -433,7 +439,8 @@ TEST_CASE("frequencies over 20000 draws match the renormalized allowed distribut
   }
 }
 
-TEST_CASE("the draw is the host exponential race over Philox of token/4 row offset and seed", "[gpu][client][ops][sampling]") {
+TEST_CASE("the draw is the host exponential race over Philox of token/4 row offset and seed",
+          "[gpu][client][ops][sampling]") {
   GpuSession session;
   constexpr int64_t kRows = 256, kVocab = 37;
   std::mt19937 rng(37);
@@ -473,7 +480,8 @@ TEST_CASE("the draw is the host exponential race over Philox of token/4 row offs
   }
 }
 
-TEST_CASE("draws reproduce bit for bit and depend only on probs params seed and offset", "[gpu][client][ops][sampling]") {
+TEST_CASE("draws reproduce bit for bit and depend only on probs params seed and offset",
+          "[gpu][client][ops][sampling]") {
   GpuSession session;
   constexpr int64_t kRows = 128, kVocab = 32000;
   std::mt19937 rng(99);
@@ -482,8 +490,8 @@ TEST_CASE("draws reproduce bit for bit and depend only on probs params seed and 
   DeviceProbs aligned(std::vector<float>(host.begin() + 1, host.end()), kRows, kVocab, kVocab);  // vec 4
   DeviceProbs shifted(host, kRows, kVocab, kVocab, 1);  // one float off: vec 1, same values
   DeviceSamples a(DType::kInt32, kRows), b(DType::kInt64, kRows);
-  const Config configs[] = {{Op::kTopK, {50}}, {Op::kTopP, {0, 0.95}}, {Op::kTopKTopP, {100, 0.9}},
-                            {Op::kMinP, {0, 0.02}}, {Op::kTopK, {0}}};
+  const Config configs[] = {
+      {Op::kTopK, {50}}, {Op::kTopP, {0, 0.95}}, {Op::kTopKTopP, {100, 0.9}}, {Op::kMinP, {0, 0.02}}, {Op::kTopK, {0}}};
   for (const Config& c : configs) {
     INFO(Describe(c));
     const SamplingSeed seed{42, 1000};
@@ -600,8 +608,9 @@ TEST_CASE("ties at the k-th value and disabled limits and degenerate rows", "[gp
     for (int64_t i = 0; i < kVocab; ++i) row[i] = 1.0f + static_cast<float>(i % 3);  // flat: every token likely
     row[5] = 0.0f;
     DeviceProbs probs = batch_of(row);
-    for (const Config& c : {Config{Op::kTopK, {0}}, Config{Op::kTopK, {kVocab}}, Config{Op::kTopK, {kVocab + 100}},
-                            Config{Op::kTopP, {0, 1.0}}, Config{Op::kTopKTopP, {0, 1.0}}, Config{Op::kMinP, {0, 0.0}}}) {
+    for (const Config& c :
+         {Config{Op::kTopK, {0}}, Config{Op::kTopK, {kVocab}}, Config{Op::kTopK, {kVocab + 100}},
+          Config{Op::kTopP, {0, 1.0}}, Config{Op::kTopKTopP, {0, 1.0}}, Config{Op::kMinP, {0, 0.0}}}) {
       INFO(Describe(c));
       const auto h = histogram(Run(c, out, probs, {3, 4}));
       CHECK(h.size() == kVocab - 1);  // every token but the zero
@@ -616,12 +625,14 @@ TEST_CASE("ties at the k-th value and disabled limits and degenerate rows", "[gp
     for (int64_t i = 0; i < kVocab; i += 3) weird[i] = std::numeric_limits<float>::quiet_NaN();
     weird[13] = 0.25f;
     weird[14] = -0.0f;
-    for (const auto& [row, want] : {std::pair{single, int64_t{41}}, std::pair{std::vector<float>(kVocab, 0.0f), int64_t{0}},
-                                    std::pair{weird, int64_t{13}}}) {
+    for (const auto& [row, want] :
+         {std::pair{single, int64_t{41}}, std::pair{std::vector<float>(kVocab, 0.0f), int64_t{0}},
+          std::pair{weird, int64_t{13}}}) {
       DeviceProbs probs = batch_of(row);
-      for (const Config& c : {Config{Op::kTopK, {1}}, Config{Op::kTopK, {0}}, Config{Op::kTopK, {10}},
-                              Config{Op::kTopP, {0, 1e-6}}, Config{Op::kTopP, {0, 1.0}}, Config{Op::kTopKTopP, {3, 0.5}},
-                              Config{Op::kMinP, {0, 1.0}}, Config{Op::kMinP, {0, 0.0}}}) {
+      for (const Config& c :
+           {Config{Op::kTopK, {1}}, Config{Op::kTopK, {0}}, Config{Op::kTopK, {10}}, Config{Op::kTopP, {0, 1e-6}},
+            Config{Op::kTopP, {0, 1.0}}, Config{Op::kTopKTopP, {3, 0.5}}, Config{Op::kMinP, {0, 1.0}},
+            Config{Op::kMinP, {0, 0.0}}}) {
         INFO(Describe(c) << ", expecting " << want);
         CHECK(histogram(Run(c, out, probs, {5, 6})) == std::map<int64_t, int64_t>{{want, kRows}});
       }
@@ -632,7 +643,8 @@ TEST_CASE("ties at the k-th value and disabled limits and degenerate rows", "[gp
     std::vector<float> row(kVocab, 0.01f);
     row[9] = row[50] = 0.2f;
     DeviceProbs probs = batch_of(row);
-    for (const Config& c : {Config{Op::kMinP, {0, 1.0}}, Config{Op::kTopP, {0, 1e-9}}, Config{Op::kTopKTopP, {50, 1e-9}}}) {
+    for (const Config& c :
+         {Config{Op::kMinP, {0, 1.0}}, Config{Op::kTopP, {0, 1e-9}}, Config{Op::kTopKTopP, {50, 1e-9}}}) {
       INFO(Describe(c));
       const auto h = histogram(Run(c, out, probs, {7, 8}));
       CHECK(h.size() == 2);
@@ -682,8 +694,8 @@ TEST_CASE("sampling refuses what it has no kernel for through the real path", "[
     REQUIRE(status.code() == kiln::StatusCode::kInvalidArgument);
     CHECK(status.message().find(fragment) != std::string::npos);
   };
-  require_invalid(kiln::ops::top_k_sampling(samples, TensorView::Contiguous(probs_buf.data(), DType::kBFloat16, {7, 100}),
-                                            {nullptr, 5}, {}),
+  require_invalid(kiln::ops::top_k_sampling(
+                      samples, TensorView::Contiguous(probs_buf.data(), DType::kBFloat16, {7, 100}), {nullptr, 5}, {}),
                   "probs: expected dtype fp32, found bf16");
   require_invalid(kiln::ops::argmax(samples, TensorView::Contiguous(probs_buf.data(), DType::kFloat32, {7, 10, 10})),
                   "probs: expected a 2-D tensor [B, V], found rank 3");
@@ -727,8 +739,9 @@ TEST_CASE("sampling timings at B=128 V=128256", "[.bench][sampling]") {
     inputs.push_back(std::make_unique<DeviceProbs>(std::move(host), kRows, kVocab, kVocab));
   }
   DeviceSamples out(DType::kInt32, kRows);
-  const Config configs[] = {{Op::kTopK, {50}},         {Op::kTopP, {0, 0.9}},   {Op::kTopKTopP, {50, 0.9}},
-                            {Op::kTopKTopP, {1000, 0.95}}, {Op::kMinP, {0, 0.1}}, {Op::kTopK, {0}},
+  const Config configs[] = {{Op::kTopK, {50}},          {Op::kTopP, {0, 0.9}},
+                            {Op::kTopKTopP, {50, 0.9}}, {Op::kTopKTopP, {1000, 0.95}},
+                            {Op::kMinP, {0, 0.1}},      {Op::kTopK, {0}},
                             {Op::kArgmax, {}}};
   const auto& d = kiln::testing::Driver();
   for (const Config& c : configs) {
@@ -750,12 +763,12 @@ TEST_CASE("sampling timings at B=128 V=128256", "[.bench][sampling]") {
       for (int i = 0; i < kCalls; ++i)
         REQUIRE(Launch(c, out.View(), inputs[i % 2]->View(), {1, static_cast<uint64_t>(i)}).ok());
       KILN_CU(d.cuCtxSynchronize());
-      means.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kCalls);
+      means.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                      kCalls);
     }
     std::sort(means.begin(), means.end());
-    std::printf("%-40s B=%lld V=%lld: %7.1f us per call (median of 5 x 200; min %.1f, max %.1f)\n",
-                Describe(c).c_str(), static_cast<long long>(kRows), static_cast<long long>(kVocab), means[2],
-                means[0], means[4]);
+    std::printf("%-40s B=%lld V=%lld: %7.1f us per call (median of 5 x 200; min %.1f, max %.1f)\n", Describe(c).c_str(),
+                static_cast<long long>(kRows), static_cast<long long>(kVocab), means[2], means[0], means[4]);
   }
 }
 

@@ -23,8 +23,7 @@ constexpr uintptr_t kBase = 0x7f0000000000;  // 256-byte aligned fake device add
 
 void* At(uintptr_t address) { return reinterpret_cast<void*>(address); }
 
-TensorView Rows(DType dtype, int64_t rows, int64_t hidden, uintptr_t address = kBase,
-                Device device = Device::CUDA(0)) {
+TensorView Rows(DType dtype, int64_t rows, int64_t hidden, uintptr_t address = kBase, Device device = Device::CUDA(0)) {
   return TensorView::Contiguous(At(address), dtype, {rows, hidden}, device);
 }
 TensorView Weight(DType dtype, int64_t hidden, uintptr_t address = kBase + (1 << 28)) {
@@ -38,8 +37,7 @@ void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
   CHECK(status.message().find(fragment) != std::string::npos);
 }
 
-kiln::Status Rms(const TensorView& out, const TensorView& in, const TensorView& w,
-                 double eps = 1e-6) {
+kiln::Status Rms(const TensorView& out, const TensorView& in, const TensorView& w, double eps = 1e-6) {
   return kiln::ops::rms_norm(out, in, w, eps, nullptr);
 }
 
@@ -50,8 +48,7 @@ TEST_CASE("rms_norm refuses mismatched dtypes", "[client][ops][validation]") {
   RequireInvalid(Rms(Rows(DType::kBFloat16, 7, 4096, kOut), Rows(DType::kBFloat16, 7, 4096),
                      Weight(DType::kFloat32, 4096)),
                  "weight: expected dtype bf16 (input's), found fp32");
-  RequireInvalid(Rms(Rows(DType::kInt32, 7, 4096, kOut), Rows(DType::kInt32, 7, 4096),
-                     Weight(DType::kInt32, 4096)),
+  RequireInvalid(Rms(Rows(DType::kInt32, 7, 4096, kOut), Rows(DType::kInt32, 7, 4096), Weight(DType::kInt32, 4096)),
                  "input: dtype int32 is not supported; expected fp32, fp16 or bf16");
 }
 
@@ -71,13 +68,11 @@ TEST_CASE("rms_norm refuses mismatched shapes and bad ranks", "[client][ops][val
   TensorView nine = TensorView::Contiguous(At(kBase), DType::kFloat32, {1, 1, 1, 1, 1, 1, 1, 1, 4});
   RequireInvalid(Rms(nine, nine, Weight(DType::kFloat32, 4)), "found rank -1");
   TensorView negative = TensorView::Strided(At(kBase), DType::kFloat32, {-2, 8}, {8, 1});
-  RequireInvalid(Rms(negative, negative, Weight(DType::kFloat32, 8)),
-                 "input: dim 0 has negative size -2");
+  RequireInvalid(Rms(negative, negative, Weight(DType::kFloat32, 8)), "input: dim 0 has negative size -2");
 }
 
 TEST_CASE("rms_norm refuses a hidden size outside 1..65536", "[client][ops][validation]") {
-  RequireInvalid(Rms(Rows(DType::kBFloat16, 2, 0, kOut), Rows(DType::kBFloat16, 2, 0),
-                     Weight(DType::kBFloat16, 0)),
+  RequireInvalid(Rms(Rows(DType::kBFloat16, 2, 0, kOut), Rows(DType::kBFloat16, 2, 0), Weight(DType::kBFloat16, 0)),
                  "input: hidden size (the last dim) must be 1 to 65536, found 0");
   RequireInvalid(Rms(Rows(DType::kBFloat16, 2, 65537, kOut), Rows(DType::kBFloat16, 2, 65537),
                      Weight(DType::kBFloat16, 65537)),
@@ -180,12 +175,10 @@ TEST_CASE("an empty input is OK and launches nothing, with or without a GPU", "[
   auto w = Weight(DType::kBFloat16, 4096);
   CHECK(kiln::ops::rms_norm(empty, empty, w, 1e-6).ok());
   CHECK(kiln::ops::rms_norm(empty3d, empty3d, w, 1e-6).ok());
-  CHECK(kiln::ops::fused_add_rms_norm(empty, TensorView::Contiguous(nullptr, DType::kBFloat16, {0, 4096}),
-                                      w, 1e-6)
-            .ok());
+  CHECK(
+      kiln::ops::fused_add_rms_norm(empty, TensorView::Contiguous(nullptr, DType::kBFloat16, {0, 4096}), w, 1e-6).ok());
   // Still validated: an empty tensor of the wrong dtype is refused.
-  RequireInvalid(kiln::ops::rms_norm(TensorView::Contiguous(nullptr, DType::kFloat16, {0, 4096}), empty,
-                                     w, 1e-6),
+  RequireInvalid(kiln::ops::rms_norm(TensorView::Contiguous(nullptr, DType::kFloat16, {0, 4096}), empty, w, 1e-6),
                  "out: expected dtype bf16");
 }
 
@@ -212,8 +205,8 @@ TEST_CASE("layouts the kernel can take pass validation", "[client][ops][validati
     REQUIRE(plan.ok());
     CHECK(plan->b_stride == 3);
     auto row = TensorView::Contiguous(At(kBase), DType::kFloat32, {64});
-    auto one = PlanRmsNorm(TensorView::Contiguous(At(kOut), DType::kFloat32, {64}), row,
-                           Weight(DType::kFloat32, 64), 1e-6, "t");
+    auto one = PlanRmsNorm(TensorView::Contiguous(At(kOut), DType::kFloat32, {64}), row, Weight(DType::kFloat32, 64),
+                           1e-6, "t");
     REQUIRE(one.ok());
     CHECK(one->rows == 1);
   }
@@ -231,8 +224,8 @@ TEST_CASE("layouts the kernel can take pass validation", "[client][ops][validati
     CHECK(plan->b_stride == 0);
   }
   SECTION("eps is passed as a float") {
-    auto plan = PlanRmsNorm(Rows(DType::kFloat32, 1, 8, kOut), Rows(DType::kFloat32, 1, 8),
-                            Weight(DType::kFloat32, 8), 1e-5, "t");
+    auto plan = PlanRmsNorm(Rows(DType::kFloat32, 1, 8, kOut), Rows(DType::kFloat32, 1, 8), Weight(DType::kFloat32, 8),
+                            1e-5, "t");
     REQUIRE(plan.ok());
     CHECK(plan->eps == 1e-5f);
   }

@@ -136,16 +136,16 @@ TEST_CASE("apply_rope refuses layouts the kernel cannot read or write", "[client
     RequireInvalid(Rope(one, Heads(DType::kBFloat16, 1, 8, 128, kK), Positions(1)),
                    "q: its head stride 100 is less than rotary_dim 128");
     // ... but not when only the unrotated parts overlap.
-    CHECK(kiln::client::PlanApplyRope(one, Heads(DType::kBFloat16, 1, 8, 128, kK), Positions(1), {.rotary_dim = 100}, "t")
-              .ok());
+    CHECK(
+        kiln::client::PlanApplyRope(one, Heads(DType::kBFloat16, 1, 8, 128, kK), Positions(1), {.rotary_dim = 100}, "t")
+            .ok());
   }
   SECTION("tokens that alias one another (token stride 0)") {
     auto k = TensorView::Strided(At(kK), DType::kBFloat16, {7, 8, 128}, {0, 128, 1});
     RequireInvalid(Rope(kQ7, k, Positions(7)), "k: its rotated parts overlap");
   }
   SECTION("q and k in the same memory") {
-    RequireInvalid(Rope(kQ7, Heads(DType::kBFloat16, 7, 8, 128, kQ + 256), Positions(7)),
-                   "q and k overlap in memory");
+    RequireInvalid(Rope(kQ7, Heads(DType::kBFloat16, 7, 8, 128, kQ + 256), Positions(7)), "q and k overlap in memory");
   }
   SECTION("positions inside q") {
     RequireInvalid(Rope(kQ7, kK7, Positions(7, DType::kInt64, kQ + 4096)), "q and positions overlap in memory");
@@ -162,7 +162,8 @@ TEST_CASE("apply_rope refuses layouts the kernel cannot read or write", "[client
     auto cpu = TensorView::Contiguous(At(kK), DType::kBFloat16, {7, 8, 128}, Device::CPU());
     RequireInvalid(Rope(kQ7, cpu, Positions(7)), "k: expected a CUDA device tensor, found one on cpu");
     auto other = TensorView::Contiguous(At(kK), DType::kBFloat16, {7, 8, 128}, Device::CUDA(1));
-    RequireInvalid(Rope(kQ7, other, Positions(7)), "k: on cuda:1, but q is on cuda:0; all tensors must be on one device");
+    RequireInvalid(Rope(kQ7, other, Positions(7)),
+                   "k: on cuda:1, but q is on cuda:0; all tensors must be on one device");
     auto pos = TensorView::Contiguous(At(kPos), DType::kInt32, {7}, Device::CUDA(1));
     RequireInvalid(Rope(kQ7, kK7, pos), "positions: on cuda:1, but q is on cuda:0");
   }
@@ -260,10 +261,10 @@ TEST_CASE("accepted rope layouts plan to the right strides, vector width and gri
 
 TEST_CASE("RopeHeadGroups spreads few tokens over the heads and keeps many tokens together", "[client][ops][rope]") {
   using kiln::client::RopeHeadGroups;
-  CHECK(RopeHeadGroups(1, 8, 40) == 40);      // one decode token: every head its own group
+  CHECK(RopeHeadGroups(1, 8, 40) == 40);  // one decode token: every head its own group
   CHECK(RopeHeadGroups(300, 8, 40) == 40);
-  CHECK(RopeHeadGroups(4096, 8, 40) == 8);    // 5 heads per thread
-  CHECK(RopeHeadGroups(16384, 8, 40) == 2);   // 20 heads per thread
+  CHECK(RopeHeadGroups(4096, 8, 40) == 8);   // 5 heads per thread
+  CHECK(RopeHeadGroups(16384, 8, 40) == 2);  // 20 heads per thread
   CHECK(RopeHeadGroups(1 << 20, 8, 40) == 1);
   CHECK(RopeHeadGroups(7, 8, 1) == 1);
   CHECK(RopeHeadGroups(1, 1, 131072) == 65535);  // grid.y's limit

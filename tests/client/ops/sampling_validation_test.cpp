@@ -71,10 +71,12 @@ TEST_CASE("sampling refuses probs that are not 2-D fp32", "[client][ops][validat
                  "probs: data is NULL, but the tensor [7, 32000] is not empty");
 }
 
-TEST_CASE("sampling refuses samples of the wrong dtype, shape, layout or place", "[client][ops][validation][sampling]") {
+TEST_CASE("sampling refuses samples of the wrong dtype, shape, layout or place",
+          "[client][ops][validation][sampling]") {
   RequireInvalid(TopK(Samples(7, DType::kFloat32), Probs(7, 32000)),
                  "kiln::ops::top_k_sampling: samples: expected dtype int32 or int64, found fp32");
-  RequireInvalid(TopK(Samples(7, DType::kUInt8), Probs(7, 32000)), "samples: expected dtype int32 or int64, found uint8");
+  RequireInvalid(TopK(Samples(7, DType::kUInt8), Probs(7, 32000)),
+                 "samples: expected dtype int32 or int64, found uint8");
   RequireInvalid(TopK(Samples(8), Probs(7, 32000)), "samples: expected shape [7] (probs' rows), found [8]");
   auto two = TensorView::Contiguous(At(kSamples), DType::kInt32, {7, 1});
   RequireInvalid(TopK(two, Probs(7, 32000)), "samples: expected a 1-D tensor [B] = [7], found rank 2 [7, 1]");
@@ -85,8 +87,7 @@ TEST_CASE("sampling refuses samples of the wrong dtype, shape, layout or place",
   auto elsewhere = TensorView::Contiguous(At(kSamples), DType::kInt32, {7}, Device::CUDA(1));
   RequireInvalid(TopK(elsewhere, Probs(7, 32000)),
                  "samples: on cuda:1, but probs is on cuda:0; all tensors must be on one device");
-  RequireInvalid(TopK(Samples(7, DType::kInt32, kProbs + 64), Probs(7, 32000)),
-                 "samples and probs overlap in memory");
+  RequireInvalid(TopK(Samples(7, DType::kInt32, kProbs + 64), Probs(7, 32000)), "samples and probs overlap in memory");
 }
 
 TEST_CASE("sampling refuses out-of-range scalar parameters", "[client][ops][validation][sampling]") {
@@ -113,7 +114,8 @@ TEST_CASE("sampling refuses out-of-range scalar parameters", "[client][ops][vali
                  "min_p: expected a value in [0, 1], found 1.5");
 }
 
-TEST_CASE("sampling refuses per-request tensors of the wrong dtype, shape or place", "[client][ops][validation][sampling]") {
+TEST_CASE("sampling refuses per-request tensors of the wrong dtype, shape or place",
+          "[client][ops][validation][sampling]") {
   auto k64 = TensorView::Contiguous(At(kParams), DType::kInt64, {7});
   RequireInvalid(kiln::ops::top_k_sampling(Samples(7), Probs(7, 32000), PerRequestInt{&k64, 0}, {}),
                  "top_k: expected dtype int32, found int64");
@@ -188,9 +190,9 @@ TEST_CASE("limits, disabled truncation and per-request tensors are accepted", "[
     SamplingArgs args{&samples, &probs, kv, ks, pv, ps, 0, 0};
     return PlanSampling(op, args, "test");
   };
-  CHECK(plan(SamplingOp::kTopK, nullptr, 0, nullptr, 0).ok());         // k = 0: no top-k
-  CHECK(plan(SamplingOp::kTopK, nullptr, 1000000, nullptr, 0).ok());   // k >= V: no top-k
-  CHECK(plan(SamplingOp::kTopP, nullptr, 0, nullptr, 1.0).ok());       // p = 1: no top-p
+  CHECK(plan(SamplingOp::kTopK, nullptr, 0, nullptr, 0).ok());        // k = 0: no top-k
+  CHECK(plan(SamplingOp::kTopK, nullptr, 1000000, nullptr, 0).ok());  // k >= V: no top-k
+  CHECK(plan(SamplingOp::kTopP, nullptr, 0, nullptr, 1.0).ok());      // p = 1: no top-p
   CHECK(plan(SamplingOp::kTopP, nullptr, 0, nullptr, 1e-9).ok());
   CHECK(plan(SamplingOp::kMinP, nullptr, 0, nullptr, 0.0).ok());
   CHECK(plan(SamplingOp::kMinP, nullptr, 0, nullptr, 1.0).ok());

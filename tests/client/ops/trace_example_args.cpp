@@ -24,10 +24,8 @@ DType ExampleDType(const traces::TraceTensor& t, const std::string& example_dtyp
 std::string DefaultText(const traces::TraceScalar& s) {
   if (s.dtype == "bool") return s.default_value != 0 ? "true" : "false";
   char text[64];
-  if (s.dtype == "float32" || s.dtype == "float64")
-    std::snprintf(text, sizeof text, "%.17g", s.default_value);
-  else
-    std::snprintf(text, sizeof text, "%lld", static_cast<long long>(s.default_value));
+  if (s.dtype == "float32" || s.dtype == "float64") std::snprintf(text, sizeof text, "%.17g", s.default_value);
+  else std::snprintf(text, sizeof text, "%lld", static_cast<long long>(s.default_value));
   return text;
 }
 

@@ -39,10 +39,9 @@ TEST_CASE("vec width follows the element size, hidden, strides and alignment", "
 
 TEST_CASE("the op plan carries the vec of all its tensors", "[client][vec]") {
   auto plan = [](DType d, uintptr_t out, uintptr_t in, uintptr_t w, int64_t hidden, int64_t in_stride) {
-    return kiln::client::PlanRmsNorm(
-        TensorView::Contiguous(reinterpret_cast<void*>(out), d, {3, hidden}),
-        TensorView::Strided(reinterpret_cast<void*>(in), d, {3, hidden}, {in_stride, 1}),
-        TensorView::Contiguous(reinterpret_cast<void*>(w), d, {hidden}), 1e-6, "test");
+    return kiln::client::PlanRmsNorm(TensorView::Contiguous(reinterpret_cast<void*>(out), d, {3, hidden}),
+                                     TensorView::Strided(reinterpret_cast<void*>(in), d, {3, hidden}, {in_stride, 1}),
+                                     TensorView::Contiguous(reinterpret_cast<void*>(w), d, {hidden}), 1e-6, "test");
   };
   constexpr uintptr_t out = kBase + (1 << 24), w = kBase + (1 << 25);
   auto widest = plan(DType::kBFloat16, out, kBase, w, 4096, 4096);

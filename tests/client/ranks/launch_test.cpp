@@ -29,14 +29,12 @@ SubprocessOptions LaunchOptions(std::vector<std::string> args) {
   p.argv = {KilnLaunchPath()};
   for (auto& a : args) p.argv.push_back(std::move(a));
   // The ranks must see what kiln-launch sets, not what the test runner had.
-  p.unset_env = {"KILN_RANK", "KILN_WORLD_SIZE", "KILN_COMM_ADDRESS", "RANK", "WORLD_SIZE",
-                 "MASTER_PORT", "CUDA_VISIBLE_DEVICES"};
+  p.unset_env = {"KILN_RANK",  "KILN_WORLD_SIZE", "KILN_COMM_ADDRESS",   "RANK",
+                 "WORLD_SIZE", "MASTER_PORT",     "CUDA_VISIBLE_DEVICES"};
   return p;
 }
 
-RunResult Launch(std::vector<std::string> args) {
-  return kiln::testing::Run(LaunchOptions(std::move(args)), 30s);
-}
+RunResult Launch(std::vector<std::string> args) { return kiln::testing::Run(LaunchOptions(std::move(args)), 30s); }
 
 // kiln-launch -n N -- /bin/sh -c SCRIPT DIR: the script finds the test's folder in $0.
 RunResult LaunchShell(int n, const std::string& script, const std::string& dir = "/",
@@ -49,9 +47,7 @@ RunResult LaunchShell(int n, const std::string& script, const std::string& dir =
   return Launch(std::move(args));
 }
 
-bool Has(const RunResult& r, const std::string& text) {
-  return r.output.find(text) != std::string::npos;
-}
+bool Has(const RunResult& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
 
 std::map<std::string, std::string> ReadEnvFile(const std::string& path) {
   std::map<std::string, std::string> env;
@@ -63,8 +59,7 @@ std::map<std::string, std::string> ReadEnvFile(const std::string& path) {
   return env;
 }
 
-TEST_CASE("kiln-launch: each rank gets its rank, the world and one fresh address",
-          "[comm][launch]") {
+TEST_CASE("kiln-launch: each rank gets its rank, the world and one fresh address", "[comm][launch]") {
   kiln::testing::TempDir dir("kiln-launch");
   std::string first_address;
   for (int launch = 0; launch < 2; ++launch) {
@@ -102,8 +97,8 @@ TEST_CASE("kiln-launch: each rank gets its rank, the world and one fresh address
 
 TEST_CASE("kiln-launch: leaves CUDA_VISIBLE_DEVICES as it is", "[comm][launch]") {
   kiln::testing::TempDir dir("kiln-launch");
-  auto p = LaunchOptions({"-n", "2", "--", "/bin/sh", "-c",
-                          "echo \"$CUDA_VISIBLE_DEVICES\" > \"$0/$KILN_RANK\"", dir.path()});
+  auto p = LaunchOptions(
+      {"-n", "2", "--", "/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\" > \"$0/$KILN_RANK\"", dir.path()});
   p.unset_env.pop_back();
   p.set_env["CUDA_VISIBLE_DEVICES"] = "0,1";
   auto r = kiln::testing::Run(std::move(p), 30s);
@@ -119,8 +114,7 @@ TEST_CASE("kiln-launch: the exit status sums up the ranks'", "[comm][launch]") {
   CHECK(LaunchShell(3, "exit 77").exit_code == 77);
   CHECK(LaunchShell(3, "[ $KILN_RANK = 1 ] && exit 77; exit 0").exit_code == 77);
   // A failure wins over a skip.
-  auto mixed =
-      LaunchShell(3, "[ $KILN_RANK = 1 ] && exit 77; [ $KILN_RANK = 2 ] && exit 3; exit 0");
+  auto mixed = LaunchShell(3, "[ $KILN_RANK = 1 ] && exit 77; [ $KILN_RANK = 2 ] && exit 3; exit 0");
   INFO(mixed.output);
   CHECK(mixed.exit_code == 3);
   CHECK(Has(mixed, "kiln-launch: rank 2 exited with status 3"));
@@ -131,11 +125,9 @@ TEST_CASE("kiln-launch: the exit status sums up the ranks'", "[comm][launch]") {
   CHECK(Has(first, "kiln-launch: rank 0 exited with status 5; stopping the others in 30 s"));
 }
 
-TEST_CASE("kiln-launch: a rank killed by a signal stops the others after --grace-s",
-          "[comm][launch]") {
+TEST_CASE("kiln-launch: a rank killed by a signal stops the others after --grace-s", "[comm][launch]") {
   const auto start = std::chrono::steady_clock::now();
-  auto r = LaunchShell(3, "[ $KILN_RANK = 1 ] && kill -9 $$; exec sleep 30", "/",
-                       {"--grace-s", "0.2"});
+  auto r = LaunchShell(3, "[ $KILN_RANK = 1 ] && kill -9 $$; exec sleep 30", "/", {"--grace-s", "0.2"});
   INFO(r.output);
   CHECK(r.exit_code == 128 + SIGKILL);
   CHECK(Has(r, "kiln-launch: rank 1 killed by signal 9 (SIGKILL); stopping the others in 0.2 s\n"));
@@ -164,16 +156,15 @@ TEST_CASE("kiln-launch: SIGTERM is passed on to every rank", "[comm][launch]") {
   REQUIRE(code.has_value());
   // Every rank exited 0 on its own terms; kiln-launch still says it was stopped.
   CHECK(*code == 128 + SIGTERM);
-  for (int rank = 0; rank < 3; ++rank)
-    CHECK(std::filesystem::exists(dir / ("term-" + std::to_string(rank))));
+  for (int rank = 0; rank < 3; ++rank) CHECK(std::filesystem::exists(dir / ("term-" + std::to_string(rank))));
 }
 
 TEST_CASE("kiln-launch: --tag prefixes every line with its rank", "[comm][launch]") {
   auto r = LaunchShell(2, "echo hello; echo oops >&2; printf 'no newline'", "/", {"--tag"});
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  for (const char* line : {"[0] hello\n", "[1] hello\n", "[0] oops\n", "[1] oops\n",
-                           "[0] no newline\n", "[1] no newline\n"})
+  for (const char* line :
+       {"[0] hello\n", "[1] hello\n", "[0] oops\n", "[1] oops\n", "[0] no newline\n", "[1] no newline\n"})
     CHECK(Has(r, line));
 }
 
@@ -195,8 +186,7 @@ TEST_CASE("kiln-launch: usage errors exit 2 and say what is wrong", "[comm][laun
            {{"true"}, "-n/--nproc is required"},
            {{"-n", "2"}, "no command given"},
            {{"-n"}, "-n needs a value"},
-           {{"-n", "0", "true"},
-            "-n '0': the number of processes must be a whole number from 1 to 64"},
+           {{"-n", "0", "true"}, "-n '0': the number of processes must be a whole number from 1 to 64"},
            {{"--nproc=65", "true"}, "--nproc '65'"},
            {{"-n", "two", "true"}, "-n 'two'"},
            {{"-n", "2", "--grace-s", "-1", "true"}, "--grace-s '-1'"},
@@ -210,8 +200,7 @@ TEST_CASE("kiln-launch: usage errors exit 2 and say what is wrong", "[comm][laun
   }
   auto help = Launch({"--help"});
   CHECK(help.exit_code == 0);
-  for (const char* text :
-       {"usage: kiln-launch -n N", "KILN_COMM_ADDRESS", "MASTER_PORT", "--grace-s", "77"})
+  for (const char* text : {"usage: kiln-launch -n N", "KILN_COMM_ADDRESS", "MASTER_PORT", "--grace-s", "77"})
     CHECK(Has(help, text));
   // Options after the command belong to the command.
   CHECK(Launch({"-n", "1", "/bin/sh", "-c", "exit 4", "-n", "9"}).exit_code == 4);

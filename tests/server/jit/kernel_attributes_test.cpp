@@ -89,7 +89,7 @@ TEST_CASE("MaxThreadsForRegisters follows the occupancy calculator's register ru
   CHECK(MaxThreadsForRegisters(0) == 1024);
   CHECK(MaxThreadsForRegisters(16) == 1024);
   CHECK(MaxThreadsForRegisters(64) == 1024);
-  CHECK(MaxThreadsForRegisters(65) == 896);   // 65*32 → 2304 per warp: 7 warps per quarter
+  CHECK(MaxThreadsForRegisters(65) == 896);  // 65*32 → 2304 per warp: 7 warps per quarter
   CHECK(MaxThreadsForRegisters(72) == 896);
   CHECK(MaxThreadsForRegisters(80) == 768);   // 2560 per warp: 6
   CHECK(MaxThreadsForRegisters(96) == 640);   // 3072: 5

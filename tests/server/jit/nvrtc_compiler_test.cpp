@@ -74,7 +74,8 @@ extern "C" __global__ void zero(float* x) { x[threadIdx.x] = 0.0f; }
     auto result = Compiler().Compile(CompileRequest{&*spec, Tree().get(), Arch(arch), {}, false, "/gen/x"});
     INFO(arch << ": " << result.status().ToString());
     REQUIRE(result.ok());
-    CHECK(result->cubin.starts_with("\x7f" "ELF"));
+    CHECK(result->cubin.starts_with("\x7f"
+                                    "ELF"));
     CHECK(result->compile_ms > 0);
     CHECK(result->link_ms == 0);
     REQUIRE(result->kernels.size() == 2);
@@ -110,7 +111,8 @@ extern "C" __global__ void __launch_bounds__(64) apply(float* p) { p[threadIdx.x
     auto result = Compiler().Compile(CompileRequest{&spec, nullptr, Arch(arch), {}, true, ""});
     INFO(arch << ": " << result.status().ToString());
     REQUIRE(result.ok());
-    CHECK(result->cubin.starts_with("\x7f" "ELF"));
+    CHECK(result->cubin.starts_with("\x7f"
+                                    "ELF"));
     CHECK(result->link_ms > 0);
     REQUIRE(result->kernels.size() == 1);
     CHECK(result->kernels[0].name == "apply");
@@ -129,7 +131,8 @@ extern "C" __global__ void __launch_bounds__(64) apply(float* p) { p[threadIdx.x
 }
 
 TEST_CASE("a compile error of a raw source is INVALID_ARGUMENT with the log attached", "[compiler]") {
-  JitSpec spec = RawSpec({{"bad.cu", "extern \"C\" __global__ void k(float* p) {\n  p[0] = undefined_name;\n}\n"}}, {"k"});
+  JitSpec spec = RawSpec({{"bad.cu", "extern \"C\" __global__ void k(float* p) {\n  p[0] = undefined_name;\n}\n"}},
+                         {"k"});
   auto result = Compiler().Compile(CompileRequest{&spec, nullptr, Arch("sm_90a"), {}, false, "/tmp/gen/src_test"});
   REQUIRE(!result.ok());
   CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
@@ -151,7 +154,8 @@ TEST_CASE("a compile error of a library op is FAILED_PRECONDITION", "[compiler]"
   spec.op = "rmsnorm";
   spec.uri = "rmsnorm_bf16_h4096";
   spec.headers.push_back({"kiln_config.cuh", "#pragma once\n", SourceFile::Origin::kGenerated, ""});
-  auto result = Compiler().Compile(CompileRequest{&spec, Tree().get(), Arch("sm_80"), {}, false, "/gen/rmsnorm_bf16_h4096"});
+  auto result = Compiler().Compile(
+      CompileRequest{&spec, Tree().get(), Arch("sm_80"), {}, false, "/gen/rmsnorm_bf16_h4096"});
   REQUIRE(!result.ok());
   CHECK(result.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(Contains(result.status().message(), "KILN_MISSING"));
@@ -189,7 +193,8 @@ TEST_CASE("an entry that is not a kernel of the cubin is refused, listing the ke
 }
 
 TEST_CASE("verbose_log decides whether ptxas' report stays in the log", "[compiler]") {
-  JitSpec spec = RawSpec({{"k.cu", "#warning \"a warning stays\"\nextern \"C\" __global__ void k(float* p) { p[0] = 1; }\n"}}, {"k"});
+  JitSpec spec = RawSpec(
+      {{"k.cu", "#warning \"a warning stays\"\nextern \"C\" __global__ void k(float* p) { p[0] = 1; }\n"}}, {"k"});
   auto quiet = Compiler().Compile(CompileRequest{&spec, nullptr, Arch("sm_90a"), {}, false, ""});
   auto verbose = Compiler().Compile(CompileRequest{&spec, nullptr, Arch("sm_90a"), {}, true, ""});
   REQUIRE(quiet.ok());
@@ -236,8 +241,8 @@ TEST_CASE("KeyOptions: the spec's options then the extra ones, never paths or PC
 }
 
 kernels::JitSpec RmsNormSpec(const char* dtype, int hidden) {
-  auto spec = kernels::OpRegistry::Builtin().Generate(
-      "rmsnorm", {{"dtype", dtype}, {"hidden", std::to_string(hidden)}}, *Tree());
+  auto spec = kernels::OpRegistry::Builtin().Generate("rmsnorm", {{"dtype", dtype}, {"hidden", std::to_string(hidden)}},
+                                                      *Tree());
   REQUIRE(spec.ok());
   return *spec;
 }
@@ -279,7 +284,6 @@ TEST_CASE("two threads compiling at once, with and without PCH, give identical c
   }
 }
 
-
 // NVRTC reuses a PCH without comparing in-memory header contents; the compiler must keep a
 // compile from getting a PCH built from other headers (pch_key.h).
 TEST_CASE("PCH never serves one spec header's contents to another compile", "[compiler][pch]") {
@@ -289,7 +293,8 @@ TEST_CASE("PCH never serves one spec header's contents to another compile", "[co
     JitSpec spec = RawSpec({{"u.cu", "#include \"cfg.h\"\n#include <cuda_fp16.h>\n"
                                      "extern \"C\" __global__ void k(int* p) { p[0] = CFG_VALUE; }\n"}},
                            {"k"});
-    spec.headers.push_back({"cfg.h", "#define CFG_VALUE " + std::to_string(value) + "\n", SourceFile::Origin::kGenerated, ""});
+    spec.headers.push_back(
+        {"cfg.h", "#define CFG_VALUE " + std::to_string(value) + "\n", SourceFile::Origin::kGenerated, ""});
     return spec;
   };
   for (int value : {10, 20, 30, 10}) {
@@ -303,7 +308,8 @@ TEST_CASE("PCH never serves one spec header's contents to another compile", "[co
   }
   // Nor a kernels-tree header edited between two compiles.
   kernels::TreeSnapshot tree = *Tree();
-  JitSpec spec = RawSpec({{"t.cu", "#include \"kiln/extra.cuh\"\nextern \"C\" __global__ void k(int* p) { p[0] = EXTRA; }\n"}}, {"k"});
+  JitSpec spec = RawSpec(
+      {{"t.cu", "#include \"kiln/extra.cuh\"\nextern \"C\" __global__ void k(int* p) { p[0] = EXTRA; }\n"}}, {"k"});
   for (int value : {1, 2, 3}) {
     tree.files["include/kiln/extra.cuh"] = "#define EXTRA " + std::to_string(value) + "\n";
     tree.digest = "digest " + std::to_string(value);  // what KernelTree would compute anew

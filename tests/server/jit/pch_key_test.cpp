@@ -14,7 +14,8 @@ using kernels::SourceFile;
 TEST_CASE("DirectivePrefix is the leading block of directives, comments and blank lines", "[pch]") {
   CHECK(DirectivePrefix("#include \"a.h\"\n#include <b.h>\nint x;\n#include \"c.h\"\n") ==
         "#include \"a.h\"\n#include <b.h>\n");
-  CHECK(DirectivePrefix("// comment\n\n/* block\n   int not_code; */\n#define X \\\n  1\n#include \"a.h\"\nnamespace n {}\n") ==
+  CHECK(DirectivePrefix(
+            "// comment\n\n/* block\n   int not_code; */\n#define X \\\n  1\n#include \"a.h\"\nnamespace n {}\n") ==
         "// comment\n\n/* block\n   int not_code; */\n#define X \\\n  1\n#include \"a.h\"\n");
   CHECK(DirectivePrefix("int x;\n#include \"a.h\"\n").empty());
   CHECK(DirectivePrefix("#include \"a.h\"\n") == "#include \"a.h\"\n");

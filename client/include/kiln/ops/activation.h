@@ -48,7 +48,7 @@ KILN_API kiln_status kiln_gelu_and_mul(DLTensor* out, const DLTensor* input, voi
 KILN_API kiln_status kiln_gelu_tanh_and_mul(DLTensor* out, const DLTensor* input, void* stream);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* KILN_OPS_ACTIVATION_H_ */

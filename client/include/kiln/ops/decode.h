@@ -148,10 +148,9 @@ extern "C" {
  * [nnz, num_kv_heads, head_dim], with page = kv_indices[kv_indptr[b] + pos / page_size],
  * slot = pos % page_size, b = batch_indices[i], pos = positions[i] (int32 [nnz]). Tokens the
  * page table does not cover are skipped. nnz == 0 is OK without a launch. */
-KILN_API kiln_status kiln_append_paged_kv(DLTensor* k_cache, DLTensor* v_cache, const DLTensor* k,
-                                          const DLTensor* v, const DLTensor* batch_indices,
-                                          const DLTensor* positions, const DLTensor* kv_indptr,
-                                          const DLTensor* kv_indices,
+KILN_API kiln_status kiln_append_paged_kv(DLTensor* k_cache, DLTensor* v_cache, const DLTensor* k, const DLTensor* v,
+                                          const DLTensor* batch_indices, const DLTensor* positions,
+                                          const DLTensor* kv_indptr, const DLTensor* kv_indices,
                                           const DLTensor* kv_last_page_len, void* stream);
 
 typedef struct kiln_batch_decode_plan kiln_batch_decode_plan; /* opaque */
@@ -162,11 +161,11 @@ typedef struct kiln_batch_decode_plan kiln_batch_decode_plan; /* opaque */
  * else logits = cap * tanh(logits / cap); window_left -1: off, else only the last
  * window_left + 1 positions. device -1: the current context's. batch_size 0 is refused. On
  * success *plan is set; free it with kiln_batch_decode_plan_destroy. */
-KILN_API kiln_status kiln_batch_decode_plan_create(
-    const int32_t* kv_indptr_host, const int32_t* kv_last_page_len_host, int64_t batch_size,
-    int64_t num_qo_heads, int64_t num_kv_heads, int64_t head_dim, int64_t page_size,
-    DLDataType dtype, double sm_scale, double logits_soft_cap, int64_t window_left, int device,
-    kiln_batch_decode_plan** plan);
+KILN_API kiln_status kiln_batch_decode_plan_create(const int32_t* kv_indptr_host, const int32_t* kv_last_page_len_host,
+                                                   int64_t batch_size, int64_t num_qo_heads, int64_t num_kv_heads,
+                                                   int64_t head_dim, int64_t page_size, DLDataType dtype,
+                                                   double sm_scale, double logits_soft_cap, int64_t window_left,
+                                                   int device, kiln_batch_decode_plan** plan);
 /* Device workspace bytes kiln_batch_decode needs with this plan (0: not split; 0 for NULL). */
 KILN_API size_t kiln_batch_decode_plan_workspace_bytes(const kiln_batch_decode_plan* plan);
 /* NULL is ignored. */
@@ -176,15 +175,14 @@ KILN_API void kiln_batch_decode_plan_destroy(kiln_batch_decode_plan* plan);
  * that shape (the plan's dtype; batch and head strides even); lse (NULL: not written) fp32
  * [B, num_qo_heads] gets ln(sum exp(logits)). workspace: device memory of at least
  * kiln_batch_decode_plan_workspace_bytes(plan), 16-byte aligned (NULL when that is 0). */
-KILN_API kiln_status kiln_batch_decode(const kiln_batch_decode_plan* plan, DLTensor* out,
-                                       DLTensor* lse, const DLTensor* q, const DLTensor* k_cache,
-                                       const DLTensor* v_cache, const DLTensor* kv_indptr,
-                                       const DLTensor* kv_indices,
-                                       const DLTensor* kv_last_page_len, void* workspace,
-                                       size_t workspace_bytes, void* stream);
+KILN_API kiln_status kiln_batch_decode(const kiln_batch_decode_plan* plan, DLTensor* out, DLTensor* lse,
+                                       const DLTensor* q, const DLTensor* k_cache, const DLTensor* v_cache,
+                                       const DLTensor* kv_indptr, const DLTensor* kv_indices,
+                                       const DLTensor* kv_last_page_len, void* workspace, size_t workspace_bytes,
+                                       void* stream);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* KILN_OPS_DECODE_H_ */

@@ -24,14 +24,14 @@ namespace kiln::ops {
 //   eps     finite and > 0 (as a float)
 //   hidden  1 ... 65536
 // An empty input (no rows) returns OK without launching.
-KILN_API Status rms_norm(const TensorView& out, const TensorView& input, const TensorView& weight,
-                         double eps, void* stream = nullptr);
+KILN_API Status rms_norm(const TensorView& out, const TensorView& input, const TensorView& weight, double eps,
+                         void* stream = nullptr);
 
 // residual ← input + residual (rounded to the dtype);  input ← rms_norm(residual) · weight.
 // Both updates are in place. input and residual have the same shape and dtype and must not
 // overlap; the rest as for rms_norm.
-KILN_API Status fused_add_rms_norm(const TensorView& input, const TensorView& residual,
-                                   const TensorView& weight, double eps, void* stream = nullptr);
+KILN_API Status fused_add_rms_norm(const TensorView& input, const TensorView& residual, const TensorView& weight,
+                                   double eps, void* stream = nullptr);
 
 }  // namespace kiln::ops
 
@@ -43,15 +43,15 @@ extern "C" {
  * out like input (may be input itself). Same dtype (fp32, fp16, bf16), same CUDA device, which
  * must be the current context's (with no current context its primary context is used).
  * stream: a CUstream / cudaStream_t, or NULL for the default stream. */
-KILN_API kiln_status kiln_rms_norm(DLTensor* out, const DLTensor* input, const DLTensor* weight,
-                                   double eps, void* stream);
+KILN_API kiln_status kiln_rms_norm(DLTensor* out, const DLTensor* input, const DLTensor* weight, double eps,
+                                   void* stream);
 
 /* residual <- input + residual; input <- rms_norm(residual) * weight; both in place. */
-KILN_API kiln_status kiln_fused_add_rms_norm(DLTensor* input, DLTensor* residual,
-                                             const DLTensor* weight, double eps, void* stream);
+KILN_API kiln_status kiln_fused_add_rms_norm(DLTensor* input, DLTensor* residual, const DLTensor* weight, double eps,
+                                             void* stream);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* KILN_OPS_NORM_H_ */

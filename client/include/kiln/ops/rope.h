@@ -35,9 +35,9 @@ struct Llama31RopeScaling {
 };
 
 struct RopeOptions {
-  int64_t rotary_dim = 0;  // rotated elements at the start of each head; 0: the head dim
+  int64_t rotary_dim = 0;    // rotated elements at the start of each head; 0: the head dim
   bool interleaved = false;  // false: NeoX pairs (i, i + rotary_dim/2); true: GPT-J (2i, 2i + 1)
-  double theta = 10000.0;  // inv_freq[i] = theta^(-2i / rotary_dim); finite and > 0
+  double theta = 10000.0;    // inv_freq[i] = theta^(-2i / rotary_dim); finite and > 0
   std::optional<Llama31RopeScaling> llama31;
 };
 
@@ -64,8 +64,7 @@ KILN_API Status apply_rope(const TensorView& q, const TensorView& k, const Tenso
 // the GPU, so they cannot be checked here: a position outside [0, max_position) is the
 // caller's bug, and the kernel leaves that token's q and k unchanged (it never reads outside
 // the cache).
-KILN_API Status apply_rope_with_cos_sin_cache(const TensorView& q, const TensorView& k,
-                                              const TensorView& positions,
+KILN_API Status apply_rope_with_cos_sin_cache(const TensorView& q, const TensorView& k, const TensorView& positions,
                                               const TensorView& cos_sin_cache, bool interleaved,
                                               void* stream = nullptr);
 
@@ -91,20 +90,18 @@ typedef struct kiln_llama31_rope_scaling {
   int64_t original_max_position; /* > 0, e.g. 8192 */
 } kiln_llama31_rope_scaling;
 
-KILN_API kiln_status kiln_apply_rope(DLTensor* q, DLTensor* k, const DLTensor* positions,
-                                     int64_t rotary_dim, int interleaved, double theta,
-                                     const kiln_llama31_rope_scaling* llama31, void* stream);
+KILN_API kiln_status kiln_apply_rope(DLTensor* q, DLTensor* k, const DLTensor* positions, int64_t rotary_dim,
+                                     int interleaved, double theta, const kiln_llama31_rope_scaling* llama31,
+                                     void* stream);
 
 /* cos/sin from cos_sin_cache [max_position, rotary_dim] fp32 (vLLM's layout: cos in columns
  * 0..rotary_dim/2-1, then sin; row stride free, column stride 1). A position outside
  * [0, max_position) is the caller's bug: that token's q and k are left unchanged. */
-KILN_API kiln_status kiln_apply_rope_with_cos_sin_cache(DLTensor* q, DLTensor* k,
-                                                        const DLTensor* positions,
-                                                        const DLTensor* cos_sin_cache,
-                                                        int interleaved, void* stream);
+KILN_API kiln_status kiln_apply_rope_with_cos_sin_cache(DLTensor* q, DLTensor* k, const DLTensor* positions,
+                                                        const DLTensor* cos_sin_cache, int interleaved, void* stream);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* KILN_OPS_ROPE_H_ */

@@ -97,25 +97,21 @@ extern "C" {
  * Tensor entries are read as: k <= 0 or >= V no top-k; p >= 1 no top-p, p <= 0 keeps the
  * largest value; min_p clamped to [0, 1]. B = 0: KILN_OK without a launch. */
 KILN_API kiln_status kiln_top_k_sampling(DLTensor* samples, const DLTensor* probs,
-                                         const DLTensor* top_k /* NULL: top_k_scalar */,
-                                         int64_t top_k_scalar, uint64_t seed, uint64_t offset,
-                                         void* stream);
+                                         const DLTensor* top_k /* NULL: top_k_scalar */, int64_t top_k_scalar,
+                                         uint64_t seed, uint64_t offset, void* stream);
 KILN_API kiln_status kiln_top_p_sampling(DLTensor* samples, const DLTensor* probs,
-                                         const DLTensor* top_p /* NULL: top_p_scalar */,
-                                         double top_p_scalar, uint64_t seed, uint64_t offset,
-                                         void* stream);
-KILN_API kiln_status kiln_top_k_top_p_sampling(DLTensor* samples, const DLTensor* probs,
-                                               const DLTensor* top_k, int64_t top_k_scalar,
-                                               const DLTensor* top_p, double top_p_scalar,
+                                         const DLTensor* top_p /* NULL: top_p_scalar */, double top_p_scalar,
+                                         uint64_t seed, uint64_t offset, void* stream);
+KILN_API kiln_status kiln_top_k_top_p_sampling(DLTensor* samples, const DLTensor* probs, const DLTensor* top_k,
+                                               int64_t top_k_scalar, const DLTensor* top_p, double top_p_scalar,
                                                uint64_t seed, uint64_t offset, void* stream);
 KILN_API kiln_status kiln_min_p_sampling(DLTensor* samples, const DLTensor* probs,
-                                         const DLTensor* min_p /* NULL: min_p_scalar */,
-                                         double min_p_scalar, uint64_t seed, uint64_t offset,
-                                         void* stream);
+                                         const DLTensor* min_p /* NULL: min_p_scalar */, double min_p_scalar,
+                                         uint64_t seed, uint64_t offset, void* stream);
 KILN_API kiln_status kiln_argmax(DLTensor* samples, const DLTensor* probs, void* stream);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* KILN_OPS_SAMPLING_H_ */

@@ -50,9 +50,7 @@ struct Silu {
 };
 
 struct Gelu {
-  static __device__ __forceinline__ float Apply(float x) {
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-  }
+  static __device__ __forceinline__ float Apply(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 };
 
 struct GeluTanh {
@@ -112,9 +110,8 @@ __device__ __forceinline__ Vec<T, N> ActTimes(const Vec<T, N>& a, const Vec<T, N
 // One block's part of `out`; see the contract above. d >= 1 and rows * chunks <= gridDim.x
 // (blocks past the last row return).
 template <class Shape, class Act>
-__device__ __forceinline__ void ActAndMul(typename Shape::T* __restrict__ out,
-                                          const typename Shape::T* __restrict__ in, long long rows,
-                                          int d, long long out_row_stride, long long in_row_stride) {
+__device__ __forceinline__ void ActAndMul(typename Shape::T* __restrict__ out, const typename Shape::T* __restrict__ in,
+                                          long long rows, int d, long long out_row_stride, long long in_row_stride) {
   using T = typename Shape::T;
   constexpr int kVec = Shape::kVec;
   constexpr int kStride = Shape::kBlock * kVec;  // elements between a thread's vectors

@@ -121,16 +121,14 @@ __device__ __forceinline__ bool OwnsTailElement(long long n) {
   return blockIdx.x == 0 && threadIdx.x < n % S::kVec;
 }
 
-
 // The sum over ranks in rank order where this rank's own term comes from `mine` (its input,
 // in registers) and every other rank j's from this rank's slot j (what rank j pushed here).
 template <int kWorld, int N, typename T>
-__device__ __forceinline__ Vec<T, N> SumPushed(const T* own_region, long long stride, int rank,
-                                               long long offset, const Vec<T, N>& mine) {
+__device__ __forceinline__ Vec<T, N> SumPushed(const T* own_region, long long stride, int rank, long long offset,
+                                               const Vec<T, N>& mine) {
   Vec<T, N> x[kWorld];
 #pragma unroll
-  for (int j = 0; j < kWorld; ++j)
-    x[j] = j == rank ? mine : LoadPeerVec<N>(own_region + j * stride + offset);
+  for (int j = 0; j < kWorld; ++j) x[j] = j == rank ? mine : LoadPeerVec<N>(own_region + j * stride + offset);
   float acc[N];
   SumInRankOrder<kWorld, N, T>(x, acc);
   return RoundToVec<T>(acc);
@@ -138,8 +136,8 @@ __device__ __forceinline__ Vec<T, N> SumPushed(const T* own_region, long long st
 
 // Writes `value` at `offset` of slot `rank` in every peer's region (over NVLink).
 template <int kWorld, int N, typename T>
-__device__ __forceinline__ void PushToPeers(const KilnCommPeers& peers, long long stride, int rank,
-                                            long long offset, const Vec<T, N>& value) {
+__device__ __forceinline__ void PushToPeers(const KilnCommPeers& peers, long long stride, int rank, long long offset,
+                                            const Vec<T, N>& value) {
 #pragma unroll
   for (int p = 0; p < kWorld; ++p) {
     if (p == rank) continue;
@@ -162,10 +160,9 @@ __device__ __forceinline__ long long SlotStride(long long n) {
 // input, in rank order. Without copy_input (pull, a registered input): START, then reads
 // its vectors from every rank's region.
 template <class S>
-__device__ __forceinline__ void AllReduceOneShot(const KilnCommPeers& peers, unsigned* epochs,
-                                                 KilnCommControl* control, const typename S::T* input,
-                                                 typename S::T* output, long long n, int rank,
-                                                 bool copy_input, unsigned long long timeout_ns) {
+__device__ __forceinline__ void AllReduceOneShot(const KilnCommPeers& peers, unsigned* epochs, KilnCommControl* control,
+                                                 const typename S::T* input, typename S::T* output, long long n,
+                                                 int rank, bool copy_input, unsigned long long timeout_ns) {
   // input and output may be the same memory, so neither is __restrict__.
   using T = typename S::T;
   constexpr int kVec = S::kVec;
@@ -188,8 +185,8 @@ __device__ __forceinline__ void AllReduceOneShot(const KilnCommPeers& peers, uns
 
     const T* own = detail::Region<kWorld, T>(peers, rank);
     for (long long v = detail::FirstOffset<S::kBlock>(); v < nvec; v += detail::GridStride<S::kBlock>()) {
-      StoreVec<kVec>(output + v * kVec, detail::SumPushed<kWorld, kVec, T>(own, stride, rank, v * kVec,
-                                                                          LoadVec<kVec>(input + v * kVec)));
+      StoreVec<kVec>(output + v * kVec,
+                     detail::SumPushed<kWorld, kVec, T>(own, stride, rank, v * kVec, LoadVec<kVec>(input + v * kVec)));
     }
     if (tail) output[tail_element] = detail::SumPushed<kWorld, 1, T>(own, stride, rank, tail_element, tail_value).v[0];
   } else {
@@ -213,10 +210,9 @@ __device__ __forceinline__ void AllReduceOneShot(const KilnCommPeers& peers, uns
 // and writes it back into this rank's region in place, MID, phase 2 reads chunk c from
 // rank c's region.
 template <class S>
-__device__ __forceinline__ void AllReduceTwoShot(const KilnCommPeers& peers, unsigned* epochs,
-                                                 KilnCommControl* control, const typename S::T* input,
-                                                 typename S::T* output, long long n, int rank,
-                                                 bool copy_input, unsigned long long timeout_ns) {
+__device__ __forceinline__ void AllReduceTwoShot(const KilnCommPeers& peers, unsigned* epochs, KilnCommControl* control,
+                                                 const typename S::T* input, typename S::T* output, long long n,
+                                                 int rank, bool copy_input, unsigned long long timeout_ns) {
   using T = typename S::T;
   constexpr int kVec = S::kVec;
   constexpr int kWorld = S::kWorld;
@@ -248,8 +244,8 @@ __device__ __forceinline__ void AllReduceTwoShot(const KilnCommPeers& peers, uns
 
     for (long long v = mine.begin + detail::FirstOffset<S::kBlock>(); v < mine.end;
          v += detail::GridStride<S::kBlock>()) {
-      const Vec<T, kVec> sum =
-          detail::SumPushed<kWorld, kVec, T>(own, stride, rank, v * kVec, LoadVec<kVec>(input + v * kVec));
+      const Vec<T, kVec> sum = detail::SumPushed<kWorld, kVec, T>(own, stride, rank, v * kVec,
+                                                                  LoadVec<kVec>(input + v * kVec));
       StoreVec<kVec>(output + v * kVec, sum);
       detail::PushToPeers<kWorld, kVec, T>(peers, stride, rank, v * kVec, sum);
     }
@@ -277,7 +273,7 @@ __device__ __forceinline__ void AllReduceTwoShot(const KilnCommPeers& peers, uns
     if (tail) output[tail_element] = ReduceOverRanks<kWorld, 1, T>(peers, tail_element).v[0];
     if (!barrier.Arrive(kMidBarrier)) return;
 
-    // Phase 2: every other chunk c, already reduced by rank c, from rank c's region.
+      // Phase 2: every other chunk c, already reduced by rank c, from rank c's region.
 #pragma unroll
     for (int c = 0; c < kWorld; ++c) {
       if (c == rank) continue;

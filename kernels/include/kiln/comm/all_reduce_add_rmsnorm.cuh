@@ -69,9 +69,8 @@ template <class S>
 __device__ __forceinline__ void AllReduceAddRmsNorm(const KilnCommPeers& peers, unsigned* epochs,
                                                     KilnCommControl* control, const typename S::T* input,
                                                     typename S::T* __restrict__ residual,
-                                                    const typename S::T* __restrict__ weight,
-                                                    typename S::T* output, long long rows, float eps,
-                                                    int rank, bool copy_input,
+                                                    const typename S::T* __restrict__ weight, typename S::T* output,
+                                                    long long rows, float eps, int rank, bool copy_input,
                                                     unsigned long long timeout_ns) {
   // input and output may be the same memory, so neither is __restrict__.
   using T = typename S::T;
@@ -117,8 +116,7 @@ __device__ __forceinline__ void AllReduceAddRmsNorm(const KilnCommPeers& peers, 
         }
       }
     }
-    const float inv_rms =
-        rsqrtf(BlockSum<S::kBlock>(sum_of_squares, warp_sums) / static_cast<float>(kHidden) + eps);
+    const float inv_rms = rsqrtf(BlockSum<S::kBlock>(sum_of_squares, warp_sums) / static_cast<float>(kHidden) + eps);
 #pragma unroll
     for (int i = 0; i < S::kItemsPerThread; ++i) {
       const int v = threadIdx.x + i * S::kBlock;

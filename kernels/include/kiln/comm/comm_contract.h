@@ -50,7 +50,8 @@ static_assert(kEpochsOffset + kEpochsBytes <= kDataOffset, "the control area fit
 // (one-shot: all nvec = n / vec; two-shot: its chunk, ceil(nvec / world)), in blocks of
 // `block`, clamped to 1..max_blocks (the launch hints). Any grid in 1..max_blocks would be
 // correct; this one is the rule every rank follows.
-KILN_CONTRACT_FUNCTION long long AllReduceGrid(long long n, int vec, int world, bool two_shot, int block, int max_blocks) {
+KILN_CONTRACT_FUNCTION long long AllReduceGrid(long long n, int vec, int world, bool two_shot, int block,
+                                               int max_blocks) {
   const long long nvec = n / vec;
   const long long work = two_shot ? (nvec + world - 1) / world : nvec;
   const long long blocks = (work + block - 1) / block;

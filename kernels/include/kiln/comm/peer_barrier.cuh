@@ -84,9 +84,8 @@ class BlockBarrier {
 
  public:
   // Every thread of the block constructs it at kernel start, before any Arrive.
-  __device__ __forceinline__ BlockBarrier(const KilnCommPeers& peers, unsigned* epochs,
-                                          KilnCommControl* control, int rank,
-                                          unsigned long long timeout_ns)
+  __device__ __forceinline__ BlockBarrier(const KilnCommPeers& peers, unsigned* epochs, KilnCommControl* control,
+                                          int rank, unsigned long long timeout_ns)
       : epochs_(epochs),
         control_(control),
         timeout_ns_(timeout_ns),
@@ -131,8 +130,7 @@ class BlockBarrier {
     for (unsigned spins = 1;; ++spins) {
       if (static_cast<int>(detail::LoadAcquireSys(wait_) - target) >= 0) return;
       if (*gave_up_ != 0) return;  // a sibling lane gave up: this block is leaving
-      if (spins % kAbortPollSpins == 0 &&
-          *static_cast<volatile const unsigned*>(&control_->abort) != 0) {
+      if (spins % kAbortPollSpins == 0 && *static_cast<volatile const unsigned*>(&control_->abort) != 0) {
         GiveUp(kErrorAborted, peer);
         return;
       }

@@ -16,8 +16,7 @@ namespace comm {
 template <int N, typename T>
 __device__ __forceinline__ Vec<T, N> LoadPeerVec(const T* p) {
   constexpr int kBytes = N * static_cast<int>(sizeof(T));
-  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16,
-                "a peer load moves 2, 4, 8 or 16 bytes");
+  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16, "a peer load moves 2, 4, 8 or 16 bytes");
   Vec<T, N> out;
   if constexpr (kBytes == 16) {
     *reinterpret_cast<uint4*>(&out) = __ldcg(reinterpret_cast<const uint4*>(p));

@@ -18,11 +18,17 @@ __device__ __forceinline__ float ToFloat(__nv_bfloat16 x) {
 template <typename T>
 __device__ __forceinline__ T FromFloat(float x);
 template <>
-__device__ __forceinline__ float FromFloat<float>(float x) { return x; }
+__device__ __forceinline__ float FromFloat<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half FromFloat<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half FromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 // Pairs of 16-bit elements convert with one instruction each way where the arch has one
 // (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32 on sm_80+), with the same rounding as FromFloat.
@@ -46,7 +52,9 @@ __device__ __forceinline__ float2 ToFloat2(__nv_bfloat162 x) {
 template <typename Pair>
 __device__ __forceinline__ Pair FromFloat2(float low, float high);
 template <>
-__device__ __forceinline__ __half2 FromFloat2<__half2>(float low, float high) { return __floats2half2_rn(low, high); }
+__device__ __forceinline__ __half2 FromFloat2<__half2>(float low, float high) {
+  return __floats2half2_rn(low, high);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat162 FromFloat2<__nv_bfloat162>(float low, float high) {
   return __floats2bfloat162_rn(low, high);

@@ -34,7 +34,7 @@ __device__ __forceinline__ void PhiloxRound(unsigned int (&c)[4], unsigned int k
 
 // Philox4x32-10 of `counter` under key (key0, key1).
 __device__ __forceinline__ Philox4x32Counter Philox4x32(Philox4x32Counter counter, unsigned int key0,
-                                                       unsigned int key1) {
+                                                        unsigned int key1) {
   unsigned int c[4] = {counter.w[0], counter.w[1], counter.w[2], counter.w[3]};
 #pragma unroll
   for (int round = 0; round < 10; ++round) {

@@ -57,8 +57,7 @@ __device__ __forceinline__ void AppendPagedKv(const KilnAppendPagedKvParams& p) 
     if (pos >= kv_len || page_begin < 0 || entry >= p.num_indices) continue;
     const int page = p.kv_indices[entry];
     if (page < 0 || page >= p.num_pages) continue;
-    const long long in_page =
-        (static_cast<long long>(pos % p.page_size) * heads + head) * Shape::kHeadDim + vec * kVec;
+    const long long in_page = (static_cast<long long>(pos % p.page_size) * heads + head) * Shape::kHeadDim + vec * kVec;
     const T* k = static_cast<const T*>(p.k) + token * p.k_stride_token + head * p.k_stride_head + vec * kVec;
     const T* v = static_cast<const T*>(p.v) + token * p.v_stride_token + head * p.v_stride_head + vec * kVec;
     StoreVec<kVec>(static_cast<T*>(p.k_cache) + page * p.k_page_stride + in_page, LoadVec<kVec>(k));

@@ -48,8 +48,8 @@ struct DecodeShape {
   static constexpr int kTileTokens = kWarps * kWarpTokens;  // tokens per pipeline stage
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;   // 16-byte chunks of a token's row
   static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
-  static constexpr int kPasses = kTileTokens / kRowsPerPass;  // cp.async per thread per K (or V) tile
-  static constexpr int kDimTiles = kHeadDim / 16;            // K steps of q.k; 16-dim tiles of O
+  static constexpr int kPasses = kTileTokens / kRowsPerPass;     // cp.async per thread per K (or V) tile
+  static constexpr int kDimTiles = kHeadDim / 16;                // K steps of q.k; 16-dim tiles of O
   static constexpr int kTileBytes = kTileTokens * kHeadDim * 2;  // one K (or V) tile
   static constexpr int kStageBytes = 2 * kTileBytes;
   // The epilogue reuses the pipeline's memory: O [warps][8 heads][kHeadDim + 4 floats], then
@@ -103,8 +103,8 @@ __device__ __forceinline__ float Logit(float qk, float logit_scale, float cap_sc
 // into shared memory; positions outside [begin, end), and page ids outside the cache, become
 // zeros (their logits are masked, and zero V keeps 0 * garbage out of the MMA).
 template <class Shape>
-__device__ __forceinline__ void LoadTile(const KilnBatchDecodeParams& p, int kv_head, int page_begin,
-                                         int tile_start, int begin, int end, unsigned k_dst, unsigned v_dst) {
+__device__ __forceinline__ void LoadTile(const KilnBatchDecodeParams& p, int kv_head, int page_begin, int tile_start,
+                                         int begin, int end, unsigned k_dst, unsigned v_dst) {
   using T = typename Shape::T;
   constexpr int kPageSize = Shape::kPageSize;
   const int chunk = threadIdx.x % Shape::kChunksPerRow;
@@ -178,7 +178,8 @@ __device__ __forceinline__ void BatchDecode(const KilnBatchDecodeParams& p, unsi
     int lo = 0, hi = schedule.batch;  // item_begin[lo] <= item < item_begin[hi]
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
-      if (schedule.item_begin[mid] <= item) lo = mid; else hi = mid;
+      if (schedule.item_begin[mid] <= item) lo = mid;
+      else hi = mid;
     }
     request = lo;
     chunk_in_request = item - schedule.item_begin[lo];

@@ -61,27 +61,27 @@ struct KilnDecodeSchedule {
 static_assert(sizeof(KilnDecodeSchedule) == 1044, "KilnDecodeSchedule is 1044 bytes");
 
 struct KilnBatchDecodeParams {
-  void* out;                     // [batch, num_qo_heads, head_dim] of T
-  float* lse;                    // [batch, num_qo_heads], natural log; null: not written
-  const void* q;                 // [batch, num_qo_heads, head_dim] of T
+  void* out;      // [batch, num_qo_heads, head_dim] of T
+  float* lse;     // [batch, num_qo_heads], natural log; null: not written
+  const void* q;  // [batch, num_qo_heads, head_dim] of T
   const void* k_cache;
   const void* v_cache;
-  const int* kv_indptr;          // [batch + 1]
-  const int* kv_indices;         // [kv_indptr[batch]]
-  const int* kv_last_page_len;   // [batch]
-  float* partial_out;            // [num_items, num_qo_heads, head_dim] (split only)
-  float* partial_lse;            // [num_items, num_qo_heads], log2 (split only)
+  const int* kv_indptr;                         // [batch + 1]
+  const int* kv_indices;                        // [kv_indptr[batch]]
+  const int* kv_last_page_len;                  // [batch]
+  float* partial_out;                           // [num_items, num_qo_heads, head_dim] (split only)
+  float* partial_lse;                           // [num_items, num_qo_heads], log2 (split only)
   long long q_stride_batch, q_stride_head;      // elements; both even
   long long out_stride_batch, out_stride_head;  // elements; both even
   long long lse_stride_batch;
-  long long k_page_stride, v_page_stride;       // elements; multiples of 8
-  int num_pages;                 // pages of the cache; other page ids read as empty slots
+  long long k_page_stride, v_page_stride;  // elements; multiples of 8
+  int num_pages;                           // pages of the cache; other page ids read as empty slots
   int num_kv_heads;
-  int num_qo_heads;              // num_kv_heads * group
-  float logit_scale;             // soft cap off: sm_scale * log2(e); on: sm_scale / cap
-  float cap_scale;               // soft cap on: cap * log2(e); off: unused
-  int window_left;               // < 0: no window; else attend the last window_left + 1 positions
-  int num_indices;               // entries of kv_indices; larger offsets read as empty slots
+  int num_qo_heads;   // num_kv_heads * group
+  float logit_scale;  // soft cap off: sm_scale * log2(e); on: sm_scale / cap
+  float cap_scale;    // soft cap on: cap * log2(e); off: unused
+  int window_left;    // < 0: no window; else attend the last window_left + 1 positions
+  int num_indices;    // entries of kv_indices; larger offsets read as empty slots
   KilnDecodeSchedule schedule;
 };
 static_assert(sizeof(KilnBatchDecodeParams) == 1208, "KilnBatchDecodeParams is 1208 bytes");
@@ -89,18 +89,18 @@ static_assert(sizeof(KilnBatchDecodeParams) == 1208, "KilnBatchDecodeParams is 1
 struct KilnAppendPagedKvParams {
   void* k_cache;
   void* v_cache;
-  const void* k;                 // [nnz, num_kv_heads, head_dim] of T
+  const void* k;  // [nnz, num_kv_heads, head_dim] of T
   const void* v;
-  const int* batch_indices;      // [nnz]
-  const int* positions;          // [nnz]
-  const int* kv_indptr;          // [batch + 1]
+  const int* batch_indices;  // [nnz]
+  const int* positions;      // [nnz]
+  const int* kv_indptr;      // [batch + 1]
   const int* kv_indices;
-  const int* kv_last_page_len;   // [batch]
+  const int* kv_last_page_len;              // [batch]
   long long k_stride_token, k_stride_head;  // elements; multiples of vec
   long long v_stride_token, v_stride_head;
-  long long k_page_stride, v_page_stride;   // elements; multiples of vec
+  long long k_page_stride, v_page_stride;  // elements; multiples of vec
   long long nnz;
-  long long num_indices;         // entries of kv_indices; larger offsets read as uncovered
+  long long num_indices;  // entries of kv_indices; larger offsets read as uncovered
   int num_kv_heads;
   int page_size;
   int num_pages;

@@ -25,8 +25,8 @@ constexpr int kMergeThreads = 32 * kMergeHeadsPerBlock;
 template <typename T, int kHeadDim>
 __device__ __forceinline__ void MergeStates(const KilnBatchDecodeParams& p) {
   using Pair = typename PairOf<T>::type;
-  constexpr int kPerLane = kHeadDim / 32;                // 2, 4 or 8 dims per lane
-  constexpr int kVec = kPerLane < 4 ? kPerLane : 4;      // floats per load (at most 16 bytes)
+  constexpr int kPerLane = kHeadDim / 32;            // 2, 4 or 8 dims per lane
+  constexpr int kVec = kPerLane < 4 ? kPerLane : 4;  // floats per load (at most 16 bytes)
   constexpr int kLoads = kPerLane / kVec;
   static_assert(kHeadDim % 64 == 0, "head_dim must be a multiple of 64");
   const float kNegInf = __int_as_float(0xff800000u);
@@ -67,13 +67,12 @@ __device__ __forceinline__ void MergeStates(const KilnBatchDecodeParams& p) {
   for (int j = 0; j < kLoads; ++j) {
 #pragma unroll
     for (int e = 0; e < kVec; e += 2) {
-      *reinterpret_cast<Pair*>(out + (j * 32 + lane) * kVec + e) =
-          FromFloat2<Pair>(acc[j * kVec + e] * inv, acc[j * kVec + e + 1] * inv);
+      *reinterpret_cast<Pair*>(out + (j * 32 + lane) * kVec + e) = FromFloat2<Pair>(acc[j * kVec + e] * inv,
+                                                                                    acc[j * kVec + e + 1] * inv);
     }
   }
   if (lane == 0 && p.lse != nullptr) {
-    p.lse[request * p.lse_stride_batch + head] =
-        sum > 0.f ? (m_max + log2f(sum)) * 0.6931471805599453f : kNegInf;
+    p.lse[request * p.lse_stride_batch + head] = sum > 0.f ? (m_max + log2f(sum)) * 0.6931471805599453f : kNegInf;
   }
 }
 

@@ -151,8 +151,8 @@ __device__ __forceinline__ void WarpMerge(Stats& s) {
 // Elements [0, n) of a dense array: an unaligned head (fewer than kVec elements, up to the
 // first 16-byte boundary), then 16-byte vectors over the grid, then a tail of fewer than kVec.
 template <class Shape>
-__device__ __forceinline__ void AccumulateContiguous(Stats& s, const typename Shape::T* __restrict__ p,
-                                                     long long n, long long thread, long long threads) {
+__device__ __forceinline__ void AccumulateContiguous(Stats& s, const typename Shape::T* __restrict__ p, long long n,
+                                                     long long thread, long long threads) {
   using T = typename Shape::T;
   constexpr int kVec = Shape::kVec;
   const unsigned misaligned_bytes = static_cast<unsigned>(reinterpret_cast<unsigned long long>(p) & 15u);

@@ -36,8 +36,7 @@ struct RmsNormShape {
   static_assert(kVec >= 1 && (kVec & (kVec - 1)) == 0, "vec must be a power of two");
   static_assert(kHidden % kVec == 0, "vec must divide hidden");
   static_assert(kVec * sizeof(T) <= 16, "a vector access is at most 16 bytes");
-  static_assert(kThreadsPerRow <= 32 ? 32 % kThreadsPerRow == 0
-                                     : kThreadsPerRow % 32 == 0 && kRowsPerBlock == 1,
+  static_assert(kThreadsPerRow <= 32 ? 32 % kThreadsPerRow == 0 : kThreadsPerRow % 32 == 0 && kRowsPerBlock == 1,
                 "a row takes a power-of-two part of one warp, or whole warps of a one-row block");
   static_assert(kBlock % 32 == 0 && kBlock <= 1024, "the block is whole warps, at most 1024");
   static_assert(kItemsPerThread >= 1, "every thread of a row holds at least one vector slot");
@@ -49,8 +48,7 @@ namespace detail {
 // the last are inside by construction; the last only when the row divides evenly.
 template <class Shape>
 __device__ __forceinline__ bool InRow(int i, int v) {
-  return i + 1 < Shape::kItemsPerThread || Shape::kVecsPerRow % Shape::kThreadsPerRow == 0 ||
-         v < Shape::kVecsPerRow;
+  return i + 1 < Shape::kItemsPerThread || Shape::kVecsPerRow % Shape::kThreadsPerRow == 0 || v < Shape::kVecsPerRow;
 }
 
 // The sum over the threads of one row; every thread of the block must call it.
@@ -155,9 +153,8 @@ __device__ __forceinline__ void RmsNorm(typename Shape::T* out, const typename S
 template <class Shape>
 __device__ __forceinline__ void FusedAddRmsNorm(typename Shape::T* __restrict__ input,
                                                 typename Shape::T* __restrict__ residual,
-                                                const typename Shape::T* __restrict__ weight,
-                                                long long rows, long long input_row_stride,
-                                                long long residual_row_stride, float eps) {
+                                                const typename Shape::T* __restrict__ weight, long long rows,
+                                                long long input_row_stride, long long residual_row_stride, float eps) {
   using T = typename Shape::T;
   constexpr int kVec = Shape::kVec;
   const int lane = threadIdx.x % Shape::kThreadsPerRow;

@@ -82,9 +82,8 @@ constexpr double kTwoPi = 6.28318530717958647693;
 // wavelength = 2 pi / w; longer than original / low_freq_factor: w / factor; shorter than
 // original / high_freq_factor: w; between: (1 - s) w / factor + s w with
 // s = (original / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor).
-__device__ __forceinline__ double TurnsPerPosition(int pair, int rotary_dim, double log2_theta,
-                                                   double factor, double low_freq_factor,
-                                                   double high_freq_factor, double original) {
+__device__ __forceinline__ double TurnsPerPosition(int pair, int rotary_dim, double log2_theta, double factor,
+                                                   double low_freq_factor, double high_freq_factor, double original) {
   double w = exp2(-(2.0 * pair / rotary_dim) * log2_theta);
   if (factor > 0.0) {
     const double wavelength = kTwoPi / w;
@@ -205,14 +204,13 @@ __device__ __forceinline__ long long TokenOfThread() {
 // apply_rope. `factor` <= 0: no Llama-3.1 scaling (the other three are then unused).
 template <class Shape>
 __device__ __forceinline__ void ApplyRope(const RopeHeads& heads, const typename Shape::Pos* __restrict__ positions,
-                                          long long tokens, double log2_theta, double factor,
-                                          double low_freq_factor, double high_freq_factor,
-                                          double original_max_position) {
+                                          long long tokens, double log2_theta, double factor, double low_freq_factor,
+                                          double high_freq_factor, double original_max_position) {
   // w_i / (2 pi) of every pair, once per block (double exp2 is too slow per token and pair).
   __shared__ double turns[Shape::kPairs];
   for (int i = threadIdx.x; i < Shape::kPairs; i += Shape::kBlock) {
-    turns[i] = detail::TurnsPerPosition(i, Shape::kRotaryDim, log2_theta, factor, low_freq_factor,
-                                        high_freq_factor, original_max_position);
+    turns[i] = detail::TurnsPerPosition(i, Shape::kRotaryDim, log2_theta, factor, low_freq_factor, high_freq_factor,
+                                        original_max_position);
   }
   const int lane = threadIdx.x % Shape::kThreadsPerToken;
   const long long token = detail::TokenOfThread<Shape>();

@@ -31,22 +31,22 @@ constexpr const char* kStyleNeox = "neox";
 constexpr const char* kStyleGptj = "gptj";
 
 constexpr int kMaxRotaryDim = 512;
-constexpr int kMaxHeads = 65536;   // per tensor: heads index as int on the GPU
-constexpr int kMaxGridY = 65535;   // head groups of one launch
+constexpr int kMaxHeads = 65536;  // per tensor: heads index as int on the GPU
+constexpr int kMaxGridY = 65535;  // head groups of one launch
 
 // The parameters both ops start with, in this order (the kernels' own order: a change of order
 // changes ptxas' register allocation, measured). Strides in elements, free (q and k may be
 // views into one fused qkv buffer), but no two rotated parts may overlap.
-#define KILN_ROPE_COMMON_PARAMS                                                       \
-  void* q;                                                                            \
-  void* k;                                                                            \
-  const void* positions; /* [tokens] of pos_dtype */                                  \
-  long long tokens;                                                                   \
-  long long q_token_stride;                                                           \
-  long long q_head_stride;                                                            \
-  int q_heads;                                                                        \
-  long long k_token_stride;                                                           \
-  long long k_head_stride;                                                            \
+#define KILN_ROPE_COMMON_PARAMS                      \
+  void* q;                                           \
+  void* k;                                           \
+  const void* positions; /* [tokens] of pos_dtype */ \
+  long long tokens;                                  \
+  long long q_token_stride;                          \
+  long long q_head_stride;                           \
+  int q_heads;                                       \
+  long long k_token_stride;                          \
+  long long k_head_stride;                           \
   int k_heads;
 
 // kiln_apply_rope's parameter, by value. factor <= 0: no Llama-3.1 frequency scaling.

@@ -51,8 +51,8 @@ __device__ __forceinline__ int RaceWinner(unsigned long long best) {
 
 // Races the tokens of group g whose bits are at least `lo` (and positive) into `best`. The
 // Philox call runs only when one of them takes part.
-__device__ __forceinline__ void RaceGroup(const RaceSeed& s, int g, const unsigned int (&u)[4], int n,
-                                          unsigned int lo, unsigned long long& best) {
+__device__ __forceinline__ void RaceGroup(const RaceSeed& s, int g, const unsigned int (&u)[4], int n, unsigned int lo,
+                                          unsigned long long& best) {
   bool any = false;
 #pragma unroll
   for (int j = 0; j < 4; ++j) any |= j < n && u[j] >= lo && u[j] != 0u;

@@ -54,9 +54,9 @@ __device__ __forceinline__ void LoadGroup(const float* __restrict__ row, int voc
 }
 
 // Calls f(g, u, n) for every group g of the row, n = TokensInGroup(g), each group on exactly
-// one thread; u holds SanitizedBits of the values when kSanitize, else their raw bits. `reverse` walks the row from its end: a pass that follows another then starts
-// with the part of the row the last one read most recently, which is likelier still in L2.
-// The ops are order-independent (integer sums, max with index tie-breaks), so the direction
+// one thread; u holds SanitizedBits of the values when kSanitize, else their raw bits. `reverse` walks the row from its
+// end: a pass that follows another then starts with the part of the row the last one read most recently, which is
+// likelier still in L2. The ops are order-independent (integer sums, max with index tie-breaks), so the direction
 // changes no result.
 template <int kThreads, int kVec, bool kSanitize = true, class F>
 __device__ __forceinline__ void ForEachGroup(const float* __restrict__ row, int vocab, bool reverse, F&& f) {

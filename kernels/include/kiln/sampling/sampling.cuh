@@ -193,8 +193,8 @@ class RowSampler {
         if (j >= n) continue;
         const bool nan = (u[j] & 0x7fffffffu) > 0x7f800000u;
         const unsigned int key = nan ? 0xffffffffu : OrderedBits(__uint_as_float(u[j]));
-        const unsigned long long entry =
-            (static_cast<unsigned long long>(key) << 32) | static_cast<unsigned int>(~(g * kGroupTokens + j));
+        const unsigned long long entry = (static_cast<unsigned long long>(key) << 32) |
+                                         static_cast<unsigned int>(~(g * kGroupTokens + j));
         best = entry > best ? entry : best;
       }
     });
@@ -234,7 +234,8 @@ class RowSampler {
       }
       const BinScan scan = ScanBins<kThreads>(HistView{hist, st.level, st.prefix}, st.above, s_.select);
       const BinChoice choice = Find(scan, c);
-      if (st.level == 2) return {RegionLo(2, st.prefix) | static_cast<unsigned int>(choice.bin), choice.above, choice.own};
+      if (st.level == 2)
+        return {RegionLo(2, st.prefix) | static_cast<unsigned int>(choice.bin), choice.above, choice.own};
       Advance(st, choice, race_above);
     }
   }

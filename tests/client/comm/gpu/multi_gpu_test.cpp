@@ -21,22 +21,26 @@ std::string RankTestsPath() {
   return env != nullptr && *env != '\0' ? env : KILN_COMM_RANK_TESTS;
 }
 
-
-RunResult LaunchRanks(DaemonProcess& daemon, int ranks, const std::string& filter,
-                      int grace_s = 10) {
+RunResult LaunchRanks(DaemonProcess& daemon, int ranks, const std::string& filter, int grace_s = 10) {
   SubprocessOptions options;
-  options.argv = {comm::testing::KilnLaunchPath(), "-n", std::to_string(ranks), "--grace-s", std::to_string(grace_s),
-                  RankTestsPath(), filter};
+  options.argv = {comm::testing::KilnLaunchPath(),
+                  "-n",
+                  std::to_string(ranks),
+                  "--grace-s",
+                  std::to_string(grace_s),
+                  RankTestsPath(),
+                  filter};
   options.set_env = {{"KILN_SOCKET", daemon.socket()}};
   RunResult result = Run(options, std::chrono::seconds(590));
   // The ranks' own reports (test counts, timings) belong in the log even when all pass.
-  std::printf("--- kiln-launch -n %d %s: exit %d ---\n%s--- end ---\n", ranks, filter.c_str(),
-              result.exit_code, result.output.c_str());
+  std::printf("--- kiln-launch -n %d %s: exit %d ---\n%s--- end ---\n", ranks, filter.c_str(), result.exit_code,
+              result.output.c_str());
   return result;
 }
 
 TEST_CASE("all-reduce across 2 GPUs: sizes, dtypes, algorithms, pieces, registered buffers, "
-          "fused RMSNorm", "[gpu][multi_gpu]") {
+          "fused RMSNorm",
+          "[gpu][multi_gpu]") {
   RequireGpus(2, 80);
   TempDir dir("kiln-comm");
   DaemonOptions options;
@@ -47,8 +51,7 @@ TEST_CASE("all-reduce across 2 GPUs: sizes, dtypes, algorithms, pieces, register
   CHECK(result.exit_code == 0);
 }
 
-TEST_CASE("all-reduce across 2 GPUs: a rank killed with SIGKILL makes the other fail clearly",
-          "[gpu][multi_gpu]") {
+TEST_CASE("all-reduce across 2 GPUs: a rank killed with SIGKILL makes the other fail clearly", "[gpu][multi_gpu]") {
   RequireGpus(2, 80);
   TempDir dir("kiln-comm");
   DaemonOptions options;
@@ -60,8 +63,7 @@ TEST_CASE("all-reduce across 2 GPUs: a rank killed with SIGKILL makes the other 
   CHECK_THAT(result.output, Catch::Contains("PEER-LOSS-DETECTED rank 0"));
 }
 
-TEST_CASE("all-reduce across 2 GPUs: a rank that never makes the call makes the other time out",
-          "[gpu][multi_gpu]") {
+TEST_CASE("all-reduce across 2 GPUs: a rank that never makes the call makes the other time out", "[gpu][multi_gpu]") {
   RequireGpus(2, 80);
   TempDir dir("kiln-comm");
   DaemonOptions options;

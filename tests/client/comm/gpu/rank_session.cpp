@@ -70,19 +70,16 @@ HostTensor RankInput(DType dtype, size_t count, uint64_t seed, int rank) {
 }
 
 void Upload(char* device, const HostTensor& host) {
-  KILN_CU(Driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(device), host.bytes.data(),
-                                host.bytes.size()));
+  KILN_CU(Driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(device), host.bytes.data(), host.bytes.size()));
 }
 
 HostTensor Download(DType dtype, const char* device, size_t count) {
   HostTensor t = MakeHostTensor(dtype, count);
-  KILN_CU(Driver().cuMemcpyDtoH(t.bytes.data(), reinterpret_cast<CUdeviceptr>(device),
-                                t.bytes.size()));
+  KILN_CU(Driver().cuMemcpyDtoH(t.bytes.data(), reinterpret_cast<CUdeviceptr>(device), t.bytes.size()));
   return t;
 }
 
-void ExpectAllReduced(const HostTensor& got, DType dtype, uint64_t seed, int world,
-                      const char* what) {
+void ExpectAllReduced(const HostTensor& got, DType dtype, uint64_t seed, int world, const char* what) {
   const size_t count = got.size();
   const Tolerance tolerance = ToleranceFor(dtype);
   size_t mismatches = 0;
@@ -99,12 +96,11 @@ void ExpectAllReduced(const HostTensor& got, DType dtype, uint64_t seed, int wor
     const float g = got.Get(i);
     if (!(g == exact) || !Close(g, reference, tolerance)) {
       if (++mismatches <= 5)
-        first += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " +
-                 std::to_string(exact) + " (float64 " + std::to_string(reference) + ");";
+        first += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " + std::to_string(exact) +
+                 " (float64 " + std::to_string(reference) + ");";
     }
   }
-  INFO(what << ": " << DTypeName(dtype) << " n=" << count << ", " << mismatches
-            << " elements differ:" << first);
+  INFO(what << ": " << DTypeName(dtype) << " n=" << count << ", " << mismatches << " elements differ:" << first);
   CHECK(mismatches == 0);
 }
 

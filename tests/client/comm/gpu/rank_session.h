@@ -39,7 +39,6 @@ HostTensor Download(DType dtype, const char* device, size_t count);
 // Checks `got` against the exact result of the kernels' arithmetic (an fp32 sum over ranks in
 // rank order, rounded once: so every rank holds the same bits) and against the float64 sum
 // within the dtype's tolerance; fails with the first few differences.
-void ExpectAllReduced(const HostTensor& got, DType dtype, uint64_t seed, int world,
-                      const char* what);
+void ExpectAllReduced(const HostTensor& got, DType dtype, uint64_t seed, int world, const char* what);
 
 }  // namespace kiln::testing
