@@ -153,7 +153,7 @@ StatusOr<StatsView> PrepareView(const TensorView& t) {
 // included), and neither call is allowed while another thread captures a CUDA graph in
 // global mode. A mutex guards only the free list, never a launch, so calls of two threads on
 // two streams run side by side, each with its own buffer. Buffers live as long as the
-// process, like loaded modules, keyed by context like OpLaunchCache; one is max_blocks × 48 B
+// process, like loaded modules, keyed by context like the launch cache; one is max_blocks × 48 B
 // (48 KiB), and a context holds as many as statistics calls ever ran at once in it.
 class PartialsPool {
  public:

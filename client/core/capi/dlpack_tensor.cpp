@@ -42,10 +42,11 @@ StatusOr<TensorView> FromDLTensor(const DLTensor* t, const char* name) {
                                      " (vector dtypes are not supported)");
   TensorView v;
   if (!ToDType(t->dtype, &v.dtype))
-    return InvalidArgument(name, "dtype code " + std::to_string(t->dtype.code) + " (" + CodeName(t->dtype.code) +
-                                     ") with " + std::to_string(t->dtype.bits) +
-                                     " bits is not supported; expected kDLFloat 32, kDLFloat 16 or "
-                                     "kDLBfloat 16");
+    return InvalidArgument(name,
+                           "dtype code " + std::to_string(t->dtype.code) + " (" + CodeName(t->dtype.code) + ") with " +
+                               std::to_string(t->dtype.bits) +
+                               " bits is not supported; expected kDLFloat 32 or 16, kDLBfloat 16, kDLInt 8, 32 or "
+                               "64, or kDLUInt 8");
   switch (t->device.device_type) {
     case kDLCUDA: v.device.type = DeviceType::kCUDA; break;
     case kDLCPU: v.device.type = DeviceType::kCPU; break;
