@@ -177,6 +177,23 @@ __device__ __forceinline__ void FusedAddRmsNorm(typename Shape::T* __restrict__ 
       }
     }
   }
+  // Where the registers __launch_bounds__ leaves hold the weights beside the row (with 32 to
+  // spare), they are loaded before the row's reduction, so their latency hides behind it rather
+  // than following the inverse RMS: a few-row call is latency-bound and each serialized global
+  // load is a visible part of its time. Wider rows load them after, as they would spill.
+  constexpr int kRowRegisters = Shape::kItemsPerThread * (kVec * sizeof(T) >= 4 ? kVec * sizeof(T) / 4 : 1);
+  constexpr int kRegisterBudget = 65536 / Shape::kBlock < 255 ? 65536 / Shape::kBlock : 255;
+  constexpr bool kPrefetchWeights = 2 * kRowRegisters + 32 <= kRegisterBudget;
+  Vec<T, kVec> w[Shape::kItemsPerThread];
+  if constexpr (kPrefetchWeights) {
+    if (active) {
+#pragma unroll
+      for (int i = 0; i < Shape::kItemsPerThread; ++i) {
+        const int v = lane + i * Shape::kThreadsPerRow;
+        if (detail::InRow<Shape>(i, v)) w[i] = LoadVec<kVec>(weight + v * kVec);
+      }
+    }
+  }
   const float inv_rms = detail::InverseRms<Shape>(detail::RowSum<Shape>(sum_of_squares), eps);
   if (!active) return;
 
@@ -185,7 +202,8 @@ __device__ __forceinline__ void FusedAddRmsNorm(typename Shape::T* __restrict__ 
   for (int i = 0; i < Shape::kItemsPerThread; ++i) {
     const int v = lane + i * Shape::kThreadsPerRow;
     if (detail::InRow<Shape>(i, v)) {
-      StoreVec<kVec>(input_row + v * kVec, detail::Scale(x[i], inv_rms, LoadVec<kVec>(weight + v * kVec)));
+      if constexpr (!kPrefetchWeights) w[i] = LoadVec<kVec>(weight + v * kVec);
+      StoreVec<kVec>(input_row + v * kVec, detail::Scale(x[i], inv_rms, w[i]));
     }
   }
 }
