@@ -22,7 +22,7 @@ Llama-3.1-8B shapes, the same cases as kiln-bench's default list). For each case
      per-call time = replay time / CALLS; the rows give the median, spread and minimum. When a
      backend cannot be captured, its calls are timed back to back with events (the row says so).
 
-Rows: op, backend, case, dtype, shape, median/std/min us, GB/s (the bytes an op must move /
+Rows: op, backend, case, dtype, shape, median/std/min us, TFLOP/s where an op counts FLOPs (gemm), GB/s (the bytes an op must move /
 time), % of the device-to-device copy bandwidth measured in the same run, and the time ratio
 to Kiln (backend / kiln: above 1 means Kiln is faster). Ops whose C function the library
 does not export are skipped with a note.
@@ -644,6 +644,32 @@ class Sampler(Op):
         return checks
 
 
+class Gemm(Op):
+    """d = a . b^T, the plain product (bias and c are the GPU tests'): cuBLAS through
+    torch.matmul and F.linear (the same cuBLAS/cuBLASLt call for this layout), fp32 accumulation."""
+    name, trace, c_function, outputs, scalars = "gemm", "gemm", "kiln_gemm", ("d",), {"beta": 1.0}
+    pure_outputs = ("d",)
+
+    def make(self, a, dtype, gen):
+        return {"d": torch.empty(a["m"], a["n"], device="cuda", dtype=dtype),
+                "a": uniform((a["m"], a["k"]), dtype, gen, -1.0, 1.0),
+                "b": uniform((a["n"], a["k"]), dtype, gen, -1.0, 1.0)}
+
+    def kiln(self, lib, dl):
+        return lib.kiln_gemm(dl["d"].ref(), dl["a"].ref(), dl["b"].ref(), None, None, ctypes.c_double(1.0),
+                             stream_handle())
+
+    def torch_backends(self):
+        return {"torch.matmul (cuBLAS)": lambda t: (torch.matmul(t["a"], t["b"].t()),),
+                "F.linear (cuBLAS)": lambda t: (F.linear(t["a"], t["b"]),)}
+
+    def bytes(self, t):
+        return nbytes(t["a"], t["b"], t["d"])
+
+    def flops(self, t):
+        return 2.0 * t["a"].shape[0] * t["b"].shape[0] * t["a"].shape[1]
+
+
 OPS = [RmsNorm(), FusedAddRmsNorm(),
        ActAndMul("silu_and_mul", F.silu), ActAndMul("gelu_and_mul", F.gelu),
        ActAndMul("gelu_tanh_and_mul", lambda x: F.gelu(x, approximate="tanh")),
@@ -653,7 +679,8 @@ OPS = [RmsNorm(), FusedAddRmsNorm(),
        Sampler("top_p_sampling", "top_p", ("top_p",), lambda x: SAMPLERS.top_p(x, 0.9)),
        Sampler("top_k_top_p_sampling", "top_k_top_p", ("top_k", "top_p"), lambda x: SAMPLERS.top_k_top_p(x, 50, 0.9)),
        Sampler("min_p_sampling", "min_p", ("min_p",), lambda x: SAMPLERS.min_p(x, 0.1)),
-       Sampler("argmax", None, (), lambda x: torch.argmax(x, -1))]
+       Sampler("argmax", None, (), lambda x: torch.argmax(x, -1)),
+       Gemm()]
 
 # ---- checks -------------------------------------------------------------------------------------
 
@@ -719,10 +746,11 @@ def call_trace_reference(op, trace, t):
     """Inputs positionally in the definition's order, scalars as keyword arguments; the outputs
     come back in the order of its "outputs". Where the function names every input as a
     parameter, the inputs go by name instead, so a reference that puts an optional per-request
-    tensor after a scalar parameter still gets each tensor in its place."""
+    tensor after a scalar parameter still gets each tensor in its place. An optional input the
+    case does not make (gemm's bias and c) goes as None."""
     fn = trace_reference(trace)
     accepted = inspect.signature(fn).parameters
-    args = [t[name].clone() for name in trace["inputs"]]
+    args = [t[name].clone() if name in t else None for name in trace["inputs"]]
     kwargs = {k: v for k, v in op.scalars.items() if k in accepted}
     if all(name in accepted for name in trace["inputs"]):
         kwargs.update(zip(trace["inputs"], args))
@@ -888,6 +916,7 @@ def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, 
                          mechanism=mechanism, bytes=op.bytes(base), gbps=round(gbps, 1),
                          pct_of_copy=round(100 * gbps / copy_gbps, 1),
                          time_vs_kiln=round(median / kiln_median, 3),
+                         tflops=round(op.flops(base) / (median * 1e6), 1) if hasattr(op, "flops") else None,
                          refcheck="pass", checks=checks))
     del rotation, rotation_dl
     torch.cuda.empty_cache()
@@ -948,7 +977,8 @@ def main():
                 for r in case_rows:
                     if "median_us" in r:
                         print(f"{r['op']:30} {r['dtype']:5} {r['case']:28} {r['backend']:20} {r['median_us']:10.2f} "
-                              f"{r['std_us']:8.2f} {r['gbps']:8.1f} {r['pct_of_copy']:6.1f} {r['time_vs_kiln']:8.2f}",
+                              f"{r['std_us']:8.2f} {r['gbps']:8.1f} {r['pct_of_copy']:6.1f} {r['time_vs_kiln']:8.2f}"
+                              + (f" {r['tflops']:8.1f} TFLOP/s" if r.get("tflops") is not None else ""),
                               flush=True)
                     else:
                         print(f"{r['op']:30} {r['dtype']:5} {r['case']:28} {'REFCHECK FAILED':20}", flush=True)

@@ -51,6 +51,7 @@ class TraceWriter {
   TraceWriter& Out(const char* name, const TensorView* t) { return Add(name, diag::Role::kOutput, t); }
   TraceWriter& InOut(const char* name, const TensorView* t) { return Add(name, diag::Role::kInOut, t); }
   // A tensor that may be null: left out of the record when it is.
+  TraceWriter& OptionalIn(const char* name, const TensorView* t) { return Add(name, diag::Role::kInput, t); }
   TraceWriter& OptionalOut(const char* name, const TensorView* t) { return Add(name, diag::Role::kOutput, t); }
   template <typename T>
   TraceWriter& Param(const char* name, const T& value) {
@@ -82,6 +83,11 @@ class ArgReader {
   ArgReader& In(const char* name, const TensorView*& t) { return Need(name, t); }
   ArgReader& Out(const char* name, const TensorView*& t) { return Need(name, t); }
   ArgReader& InOut(const char* name, const TensorView*& t) { return Need(name, t); }
+  // An optional tensor the record does not have is null (it was not given).
+  ArgReader& OptionalIn(const char* name, const TensorView*& t) {
+    t = args_.Tensor(name);
+    return *this;
+  }
   ArgReader& OptionalOut(const char* name, const TensorView*& t) {
     t = args_.Tensor(name);
     return *this;

@@ -122,9 +122,14 @@ absl::Status ParseTensors(const Checker& c, const Json& object, const char* sect
     const std::string where = absl::StrCat(section, ".", it.key());
     if (!IsIdentifier(it.key())) return c.Fail(where, "the name must be an argument name (an identifier)");
     if (!it->is_object()) return c.Fail(where, "must be an object {\"shape\": [...], \"dtype\": ...}");
-    KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(*it, where, {"shape", "dtype", "description"}));
+    KILN_ABSL_RETURN_IF_ERROR(c.OnlyKeys(*it, where, {"shape", "dtype", "description", "optional"}));
     TraceTensor t;
     t.name = it.key();
+    KILN_ABSL_ASSIGN_OR_RETURN(const Json* optional, c.Member(*it, where, "optional", false, Json::value_t::boolean));
+    if (optional != nullptr) {
+      if (std::string(section) != "inputs") return c.Fail(where + ".optional", "only an input may be optional");
+      t.optional = optional->get<bool>();
+    }
     KILN_ABSL_ASSIGN_OR_RETURN(const Json* shape, c.Member(*it, where, "shape", true, Json::value_t::array));
     for (const auto& d : *shape) {
       if (d.is_string()) {

@@ -35,6 +35,7 @@ struct TraceTensor {
   std::vector<std::string> dtypes;  // allowed dtypes; empty when same_as is set
   std::string same_as;              // "input" for "same_as:input"
   bool dtype_is_list = false;       // written as a list: the op's dtype (not a fixed one)
+  bool optional = false;            // inputs: the API takes a null pointer for it (gemm's bias)
 };
 
 struct TraceScalar {

@@ -206,6 +206,10 @@ TEST_CASE("trace definitions match the public C++ and C declarations of their AP
     for (const auto& p : c.params) {
       if (p.type.find("DLTensor") != std::string::npos) c_tensors.insert(p.name);
     }
+    for (const auto& in : def.inputs)
+      if (in.optional && !cpp.file.empty() && cpp_tensors.count(in.name) > 0 && cpp_optional.count(in.name) == 0)
+        problems.push_back("the optional input '" + in.name + "' is not a pointer (const TensorView*) in " +
+                           def.api_cpp + ": a null one must be expressible");
     for (const auto& name : tensors) {
       if (!cpp.file.empty() && cpp_tensors.count(name) == 0)
         problems.push_back("'" + name + "' is not a tensor argument of " + def.api_cpp);

@@ -58,6 +58,12 @@ TEST_CASE("a valid trace definition parses, with its parts in file order", "[tra
   CHECK(def->examples[0].axes ==
         std::vector<std::pair<std::string, int64_t>>{{"rows", 1}, {"d", 14336}, {"d2", 28672}});
   CHECK(def->AxisValues(def->examples[0]).at("h") == 128);
+  CHECK(!def->inputs[1].optional);
+  Json optional = Valid();
+  optional["inputs"]["table"]["optional"] = true;
+  auto with_optional = ParseTraceDefinition(optional.dump(), "act.json");
+  REQUIRE(with_optional.ok());
+  CHECK(with_optional->inputs[1].optional);
 }
 
 TEST_CASE("each broken schema rule is refused with a message naming the place", "[traces]") {
@@ -80,6 +86,10 @@ TEST_CASE("each broken schema rule is refused with a message naming the place", 
       {"unknown dtype", [](Json& d) { d["inputs"]["input"]["dtype"] = Json::array({"bfloat16"}); },
        "unknown dtype \"bfloat16\""},
       {"same_as on an input", [](Json& d) { d["inputs"]["table"]["dtype"] = "same_as:input"; }, "only for outputs"},
+      {"optional output", [](Json& d) { d["outputs"]["out"]["optional"] = true; },
+       "outputs.out.optional: only an input may be optional"},
+      {"optional not a boolean", [](Json& d) { d["inputs"]["table"]["optional"] = 1; },
+       "inputs.table.optional: must be true or false"},
       {"same_as names no input", [](Json& d) { d["outputs"]["out"]["dtype"] = "same_as:x"; },
        "same_as:x names no input"},
       {"in-place with another shape",

@@ -9,7 +9,7 @@
 namespace kiln::testing {
 namespace {
 
-std::string Probe(int min_cc, GpuInfo* info) {
+std::string Probe(int min_cc, int max_cc, GpuInfo* info) {
   auto driver = client::CudaDriver::Get();
   if (!driver.ok()) return driver.status().message();
   auto count = client::DeviceCount(**driver);
@@ -28,19 +28,24 @@ std::string Probe(int min_cc, GpuInfo* info) {
     return "needs compute capability " + std::to_string(min_cc / 10) + "." + std::to_string(min_cc % 10) +
            " or newer; cuda:0 (" + device->name + ") is " + std::to_string(device->cc_major) + "." +
            std::to_string(device->cc_minor);
+  if (max_cc != 0 && info->cc > max_cc)
+    return "needs compute capability " + std::to_string(min_cc / 10) + "." + std::to_string(min_cc % 10) + " to " +
+           std::to_string(max_cc / 10) + "." + std::to_string(max_cc % 10) +
+           " (arch-specific code of that family only); cuda:0 (" + device->name + ") is " +
+           std::to_string(device->cc_major) + "." + std::to_string(device->cc_minor);
   return "";
 }
 
 }  // namespace
 
-std::string GpuUnavailableReason(int min_cc) {
+std::string GpuUnavailableReason(int min_cc, int max_cc) {
   GpuInfo info;
-  return Probe(min_cc, &info);
+  return Probe(min_cc, max_cc, &info);
 }
 
 std::string GpusUnavailableReason(int count, int min_cc) {
   GpuInfo info;
-  const std::string reason = Probe(min_cc, &info);
+  const std::string reason = Probe(min_cc, 0, &info);
   if (!reason.empty()) return reason;
   auto driver = client::CudaDriver::Get();
   auto devices = client::DeviceCount(**driver);
@@ -67,9 +72,9 @@ void RequireGpus(int count, int min_cc) {
   }
 }
 
-GpuInfo RequireGpu(int min_cc) {
+GpuInfo RequireGpu(int min_cc, int max_cc) {
   GpuInfo info;
-  const std::string reason = Probe(min_cc, &info);
+  const std::string reason = Probe(min_cc, max_cc, &info);
   if (!reason.empty()) {
     std::printf("SKIPPED: %s\n", reason.c_str());
     std::fflush(stdout);

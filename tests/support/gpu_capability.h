@@ -19,12 +19,17 @@ struct GpuInfo {
 };
 
 // Device 0's description when it exists and its compute capability is at least `min_cc`
-// (e.g. 90 for Hopper). Otherwise prints "SKIPPED: <reason>" (no driver, no device, or the
-// device's cc below min_cc, naming both) and exits with KILN_TEST_SKIP_CODE.
-GpuInfo RequireGpu(int min_cc = 0);
+// (e.g. 90 for Hopper) and, when `max_cc` is not 0, at most `max_cc`: arch-specific code
+// (sm_90a: wgmma, TMA) runs only on its own family, so the gemm tests ask for 90..90.
+// Otherwise prints "SKIPPED: <reason>" (no driver, no device, or the device's cc outside the
+// range, naming both) and exits with KILN_TEST_SKIP_CODE.
+GpuInfo RequireGpu(int min_cc = 0, int max_cc = 0);
 
 // The same question without exiting: the reason it cannot run, or "" when it can.
-std::string GpuUnavailableReason(int min_cc = 0);
+std::string GpuUnavailableReason(int min_cc = 0, int max_cc = 0);
+
+// The compute capabilities of the families of arch-specific code.
+inline constexpr int kSm90aFamily = 90;  // sm_90a: H100, H200 (9.0)
 
 // For multi-GPU tests: devices 0..count-1 exist and each has at least `min_cc`; otherwise
 // skipped visibly as above ("needs 2 GPUs; the CUDA driver sees 1").

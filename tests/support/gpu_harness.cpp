@@ -21,7 +21,7 @@ const client::CudaDriver& Driver() {
   return **driver;
 }
 
-GpuSession::GpuSession(int min_cc) : gpu_(RequireGpu(min_cc)) {
+GpuSession::GpuSession(int min_cc, int max_cc) : gpu_(RequireGpu(min_cc, max_cc)) {
   const auto& d = Driver();
   CUdevice device = 0;
   KILN_CU(d.cuDeviceGet(&device, gpu_.ordinal));

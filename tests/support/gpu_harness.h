@@ -28,7 +28,7 @@ const client::CudaDriver& Driver();
 
 class GpuSession {
  public:
-  explicit GpuSession(int min_cc = 80);  // rmsnorm's bf16 needs sm_80
+  explicit GpuSession(int min_cc = 80, int max_cc = 0);  // rmsnorm's bf16 needs sm_80; see RequireGpu
   ~GpuSession();
   const GpuInfo& gpu() const { return gpu_; }
   DaemonProcess& daemon() { return *daemon_; }

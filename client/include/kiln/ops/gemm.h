@@ -1,0 +1,56 @@
+// kiln::ops gemm: matrix multiplication on Hopper tensor cores (sm_90a devices: H100, H200).
+//
+//   d = a · bᵀ (+ bias) (+ beta · c)          fp32 accumulation, one rounding to d's dtype
+//
+//   a     [..., K]  bf16 or fp16; leading dims are flattened into M rows (their strides must
+//                   allow it), the last dim has stride 1; row stride a multiple of 8 elements;
+//                   16-byte aligned (TMA reads it)
+//   b     [N, K]    a's dtype, K-major (as torch.nn.functional.linear stores a weight): last dim
+//                   stride 1, row stride a multiple of 8; 16-byte aligned
+//   d     [..., N]  a's leading dims; bf16, fp16 or fp32; last dim stride 1, even row stride,
+//                   aligned to two elements; written, must not overlap a, b, bias or c
+//   bias  [N]       nullable; a's dtype, contiguous, aligned to two elements
+//   c     d's shape and dtype, nullable: beta · c is added (c may be d itself: d += a·bᵀ);
+//                   last dim stride 1, even row stride, aligned to two elements
+//   beta  finite; 0 means c is not read
+//   N, K  multiples of 8 (16-byte rows for TMA); M, N, K < 2^31
+//
+// M = 0: OK, nothing launched. On any other device (or arch), the call is refused before it
+// compiles anything. The kernel's tactic (tile, pipeline stages, raster group) is chosen per
+// shape by a heuristic from (M, N, K, the device's SM count); docs/kernels-gemm.md.
+// Devices, contexts and streams as for every op (kiln/ops.h).
+//
+// The C function below is the same op for C callers: DLTensor in, kiln_status out.
+#ifndef KILN_OPS_GEMM_H_
+#define KILN_OPS_GEMM_H_
+
+#include "kiln/c_abi.h"
+
+#ifdef __cplusplus
+#include "kiln/export.h"
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::ops {
+
+// d = a · bᵀ (+ bias) (+ beta · c), as described above.
+KILN_API Status gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias = nullptr,
+                     const TensorView* c = nullptr, double beta = 1.0, void* stream = nullptr);
+
+}  // namespace kiln::ops
+
+extern "C" {
+#endif
+
+/* d = a . b^T (+ bias) (+ beta * c). a [..., K] and b [N, K] bf16/fp16 (K-major, 16-byte
+ * aligned, row strides multiples of 8), d [..., N] bf16/fp16/fp32; bias [N] (a's dtype) and
+ * c (d's shape and dtype) may be NULL; beta 0: c is not read. N, K multiples of 8. sm_90a
+ * devices only. stream: a CUstream / cudaStream_t, or NULL for the default stream. */
+KILN_API kiln_status kiln_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* bias,
+                               const DLTensor* c, double beta, void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KILN_OPS_GEMM_H_ */

@@ -1,0 +1,180 @@
+// The gemm family's op, gemm (kiln/ops/gemm.h): its entry in the op table, the tactic choice,
+// the TMA tensor maps, the launch, and the C++ and C APIs. Validation and the heuristic are
+// gemm_plan.h's; the kernel contract kiln/gemm/gemm_contract.h.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+
+#include "client/core/api/invalid_argument.h"
+#include "client/core/capi/c_status.h"
+#include "client/core/driver/devices.h"
+#include "client/core/loader/kernel_launch.h"
+#include "client/core/loader/launch_preparation.h"
+#include "client/ops/gemm/gemm_ops.h"
+#include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/op_table.h"
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/ops/gemm.h"
+
+namespace kiln::client {
+namespace {
+
+// What selects a kernel: one cubin per (dtype, out_dtype, tactic); M, N, K are launch arguments.
+struct GemmSpec {
+  DType dtype = DType::kBFloat16;
+  DType out_dtype = DType::kBFloat16;
+  int32_t tile_m = 0;
+  int32_t tile_n = 0;
+  int32_t stages = 0;
+  int32_t group_m = 0;
+  bool operator==(const GemmSpec&) const = default;
+  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m); }
+  std::map<std::string, std::string> Params() const {
+    return {{kParamDType, DTypeName(dtype)},
+            {gemm::kParamOutDType, DTypeName(out_dtype)},
+            {gemm::kParamTileM, std::to_string(tile_m)},
+            {gemm::kParamTileN, std::to_string(tile_n)},
+            {gemm::kParamStages, std::to_string(stages)},
+            {gemm::kParamGroupM, std::to_string(group_m)}};
+  }
+};
+
+const OpKernels kGemmKernels = {gemm::kGemmOp, {{{gemm::kGemmEntry, 256, true}}}};
+
+// The SM count of a device, asked of the driver once per ordinal (the heuristic's input).
+StatusOr<int> Multiprocessors(const CudaDriver& driver, int device) {
+  static std::array<std::atomic<int>, 64> known{};
+  if (device >= 0 && device < static_cast<int>(known.size())) {
+    if (int sms = known[static_cast<size_t>(device)].load(std::memory_order_relaxed); sms > 0) return sms;
+  }
+  KILN_ASSIGN_OR_RETURN(const DeviceInfo info, DescribeDevice(driver, device));
+  if (device >= 0 && device < static_cast<int>(known.size()))
+    known[static_cast<size_t>(device)].store(info.multiprocessors, std::memory_order_relaxed);
+  return info.multiprocessors;
+}
+
+// A tensor map of a K-major operand [rows, k] with row stride `row_stride` elements, read in
+// boxes of kTileK x box_rows with the 128-byte swizzle (the layout wgmma reads; the contract).
+// Out-of-range boxes read zeros.
+Status EncodeOperand(const CudaDriver& driver, DType dtype, const void* data, int64_t rows, int64_t k,
+                     int64_t row_stride, int box_rows, const char* name, gemm::GemmTensorMap* out) {
+  static_assert(sizeof(CUtensorMap) == sizeof(gemm::GemmTensorMap), "GemmTensorMap mirrors CUtensorMap");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(gemm::kTileK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = driver.cuTensorMapEncodeTiled(
+      &map, dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+      const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status(StatusCode::kCudaError, std::string("cuTensorMapEncodeTiled of ") + name + " [" +
+                                              std::to_string(rows) + ", " + std::to_string(k) +
+                                              "]: " + driver.ErrorText(r));
+  std::memcpy(out, &map, sizeof map);
+  return OkStatus();
+}
+
+// `tactic` null: the heuristic's for the shape and the device.
+Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
+  if (plan.m == 0) return OkStatus();  // nothing to do, and nothing to launch
+  auto driver = CudaDriver::Get();
+  if (!driver.ok()) return driver.status().WithContext(plan.api);
+  KILN_ASSIGN_OR_RETURN(const int sms, Multiprocessors(**driver, plan.device));
+  const gemm::GemmTactic tactic = forced != nullptr ? *forced : ChooseGemmTactic(plan.m, plan.n, plan.k, sms);
+  const GemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kGemmKernels, spec, plan.device, plan.api));
+  const EntryLaunchReady& e = ready.launch->entry();
+  if (e.block != gemm::GemmThreads(tactic.tile_m))
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(plan.api) + ": the daemon's gemm kernel has a block of " + std::to_string(e.block) +
+                      " threads, the contract says " + std::to_string(gemm::GemmThreads(tactic.tile_m)) +
+                      " for tile_m " + std::to_string(tactic.tile_m) + " (kernels tree and client out of step)");
+
+  gemm::GemmParams params{};
+  KILN_RETURN_IF_ERROR(EncodeOperand(**driver, plan.dtype, plan.a, plan.m, plan.k, plan.a_row_stride, tactic.tile_m,
+                                     "a", &params.a_map));
+  KILN_RETURN_IF_ERROR(EncodeOperand(**driver, plan.dtype, plan.b, plan.n, plan.k, plan.b_row_stride, tactic.tile_n,
+                                     "b", &params.b_map));
+  params.d = plan.d;
+  params.c = plan.c;
+  params.bias = plan.bias;
+  params.m = plan.m;
+  params.n = plan.n;
+  params.k = plan.k;
+  params.d_row_stride = plan.d_row_stride;
+  params.c_row_stride = plan.c_row_stride;
+  params.beta = plan.beta;
+
+  const long long tiles = gemm::GemmTiles(plan.m, plan.n, tactic.tile_m, tactic.tile_n);
+  LaunchConfig config;
+  config.grid.x = static_cast<unsigned>(std::min<long long>(tiles, sms));
+  config.block.x = e.block;
+  config.dynamic_smem_bytes = e.dynamic_smem;
+  config.stream = stream;
+  void* args[] = {&params};
+  return LaunchFunction(**driver, e.function, config, args, gemm::kGemmEntry, &ready.launch->library->info);
+}
+
+struct GemmArgs {
+  const TensorView* d = nullptr;
+  const TensorView* a = nullptr;
+  const TensorView* b = nullptr;
+  const TensorView* bias = nullptr;
+  const TensorView* c = nullptr;
+  double beta = 1.0;
+  template <typename Self, typename V>
+  static void Visit(Self& x, V& v) {
+    v.Out("d", x.d).In("a", x.a).In("b", x.b).OptionalIn("bias", x.bias).OptionalIn("c", x.c).Param("beta", x.beta);
+  }
+};
+
+Status RunGemm(const GemmArgs& x, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const GemmPlan plan, PlanGemm(*x.d, *x.a, *x.b, x.bias, x.c, x.beta, api));
+  return LaunchGemm(plan, nullptr, stream);
+}
+
+const OpDescriptor kGemm = {.name = "gemm",
+                            .op = gemm::kGemmOp,
+                            .family = "gemm",
+                            .cpp_api = "kiln::ops::gemm",
+                            .c_api = "kiln_gemm",
+                            .invoke = InvokeByVisit<GemmArgs, RunGemm>};
+KILN_REGISTER_OP(kGemm);
+
+}  // namespace
+
+Status LaunchGemmPlan(const GemmPlan& plan, const gemm::GemmTactic& tactic, void* stream) {
+  if (!gemm::GemmTacticFits(tactic))
+    return InvalidArgument(std::string(plan.api) + ": tactic tile " + std::to_string(tactic.tile_m) + "x" +
+                           std::to_string(tactic.tile_n) + ", " + std::to_string(tactic.stages) + " stages, group_m " +
+                           std::to_string(tactic.group_m) + " is not in the gemm tactic space");
+  return LaunchGemm(plan, &tactic, stream);
+}
+
+}  // namespace kiln::client
+
+namespace kiln::ops {
+
+Status gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias, const TensorView* c,
+            double beta, void* stream) {
+  return client::CallOp(client::kGemm, client::kGemm.cpp_api, client::GemmArgs{&d, &a, &b, bias, c, beta}, stream,
+                        client::RunGemm);
+}
+
+}  // namespace kiln::ops
+
+extern "C" {
+
+kiln_status kiln_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* bias, const DLTensor* c,
+                      double beta, void* stream) {
+  using namespace kiln::client;
+  return CallOpC(kGemm, stream, RunGemm, [&](CTensors& t) {
+    return GemmArgs{t.Tensor(d, "d"),         t.Tensor(a, "a"),   t.Tensor(b, "b"),
+                    t.Optional(bias, "bias"), t.Optional(c, "c"), beta};
+  });
+}
+
+}  // extern "C"

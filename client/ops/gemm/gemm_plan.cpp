@@ -1,0 +1,174 @@
+#include "client/ops/gemm/gemm_plan.h"
+
+#include <climits>
+#include <cmath>
+#include <string>
+
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
+#include "client/ops/row_view.h"
+
+namespace kiln::client {
+namespace {
+
+bool IsInputDType(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
+bool IsOutputDType(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16 || d == DType::kFloat32; }
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// TMA reads a and b: 16-byte aligned starts and row strides of whole 16-byte units.
+Status CheckTmaOperand(const RowView& v) {
+  if (v.begin() % 16 != 0)
+    return InvalidArgument(std::string(v.name) + ": data pointer " + PointerText(v.data) +
+                           " is not 16-byte aligned (TMA reads it)");
+  if (v.rows > 1 && v.row_stride % gemm::kAlignElements != 0)
+    return InvalidArgument(std::string(v.name) + ": row stride " + Str(v.row_stride) + " is not a multiple of " +
+                           Str(gemm::kAlignElements) + " elements (16 bytes, for TMA)");
+  return OkStatus();
+}
+
+// d and c are accessed as pairs of elements.
+Status CheckPairOperand(const RowView& v) {
+  if (v.begin() % (2 * v.element_size) != 0)
+    return InvalidArgument(std::string(v.name) + ": data pointer " + PointerText(v.data) + " is not aligned to " +
+                           Str(static_cast<int64_t>(2 * v.element_size)) + " bytes (two elements)");
+  if (v.rows > 1 && v.row_stride % 2 != 0)
+    return InvalidArgument(std::string(v.name) + ": row stride " + Str(v.row_stride) + " is odd; it must be even");
+  return OkStatus();
+}
+
+Status CheckDevice(const TensorView& t, const char* name, const TensorView& a) {
+  if (t.device != a.device)
+    return InvalidArgument(std::string(name) + ": on " + DeviceName(t.device) + ", but a is on " +
+                           DeviceName(a.device) + "; all tensors must be on one device");
+  return OkStatus();
+}
+
+StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const TensorView* bias_t,
+                        const TensorView* c_t, double beta) {
+  KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
+  if (b_t.ndim != 2)
+    return InvalidArgument("b: expected a 2-D tensor [N, K], found rank " + Str(b_t.ndim) +
+                           (b_t.ndim >= 1 && b_t.ndim <= kMaxTensorDims ? " " + ShapeText(b_t) : ""));
+  KILN_ASSIGN_OR_RETURN(const RowView b, ViewAsRows(b_t, "b"));
+  KILN_ASSIGN_OR_RETURN(const RowView d, ViewAsRows(d_t, "d"));
+
+  if (!IsInputDType(a_t.dtype))
+    return InvalidArgument(std::string("a: dtype ") + DTypeName(a_t.dtype) +
+                           " is not supported; expected bf16 or fp16");
+  if (b_t.dtype != a_t.dtype)
+    return InvalidArgument(std::string("b: expected dtype ") + DTypeName(a_t.dtype) + " (a's), found " +
+                           DTypeName(b_t.dtype));
+  if (!IsOutputDType(d_t.dtype))
+    return InvalidArgument(std::string("d: dtype ") + DTypeName(d_t.dtype) +
+                           " is not supported; expected bf16, fp16 or fp32");
+
+  const int64_t m = a.rows, k = a.hidden, n = b.rows;
+  if (b.hidden != k)
+    return InvalidArgument("b: expected shape [N, " + Str(k) + "] (K = a's last dim), found " + ShapeText(b_t));
+  bool leading_match = d_t.ndim == a_t.ndim;
+  for (int i = 0; leading_match && i + 1 < a_t.ndim; ++i) leading_match = d_t.shape[i] == a_t.shape[i];
+  if (!leading_match || d.hidden != n)
+    return InvalidArgument("d: expected a's leading dims and N = " + Str(n) + " (b's rows) last, found " +
+                           ShapeText(d_t) + " for a " + ShapeText(a_t));
+  if (k % gemm::kAlignElements != 0 || k == 0)
+    return InvalidArgument("a: K (the last dim) must be a positive multiple of 8 (16-byte rows for TMA), found " +
+                           Str(k) + " in shape " + ShapeText(a_t));
+  if (n % gemm::kAlignElements != 0 || n == 0)
+    return InvalidArgument("b: N (the rows) must be a positive multiple of 8, found " + Str(n) + " in shape " +
+                           ShapeText(b_t));
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return InvalidArgument("a: M, N and K must be below 2^31 (TMA coordinates), found M=" + Str(m) + ", N=" + Str(n) +
+                           ", K=" + Str(k));
+  KILN_RETURN_IF_ERROR(CheckDevice(b_t, "b", a_t));
+  KILN_RETURN_IF_ERROR(CheckDevice(d_t, "d", a_t));
+
+  GemmPlan plan;
+  if (bias_t != nullptr) {
+    if (bias_t->ndim != 1)
+      return InvalidArgument("bias: expected a 1-D tensor [N] = [" + Str(n) + "], found rank " + Str(bias_t->ndim) +
+                             (bias_t->ndim >= 1 && bias_t->ndim <= kMaxTensorDims ? " " + ShapeText(*bias_t) : ""));
+    KILN_ASSIGN_OR_RETURN(const RowView bias, ViewAsRows(*bias_t, "bias"));
+    if (bias_t->dtype != a_t.dtype)
+      return InvalidArgument(std::string("bias: expected dtype ") + DTypeName(a_t.dtype) + " (a's), found " +
+                             DTypeName(bias_t->dtype));
+    if (bias.hidden != n)
+      return InvalidArgument("bias: expected shape [" + Str(n) + "] (N), found " + ShapeText(*bias_t));
+    KILN_RETURN_IF_ERROR(CheckDevice(*bias_t, "bias", a_t));
+    KILN_RETURN_IF_ERROR(CheckPairOperand(bias));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(d, bias, false));
+    plan.bias = bias.data;
+  }
+  if (!std::isfinite(beta) || !std::isfinite(static_cast<float>(beta)))
+    return InvalidArgument("beta: expected a finite float, found " + NumberText(beta));
+  if (c_t != nullptr) {
+    KILN_ASSIGN_OR_RETURN(const RowView c, ViewAsRows(*c_t, "c"));
+    if (c_t->dtype != d_t.dtype)
+      return InvalidArgument(std::string("c: expected dtype ") + DTypeName(d_t.dtype) + " (d's), found " +
+                             DTypeName(c_t->dtype));
+    bool same_shape = c_t->ndim == d_t.ndim;
+    for (int i = 0; same_shape && i < d_t.ndim; ++i) same_shape = c_t->shape[i] == d_t.shape[i];
+    if (!same_shape) return InvalidArgument("c: expected shape " + ShapeText(d_t) + " (d's), found " + ShapeText(*c_t));
+    KILN_RETURN_IF_ERROR(CheckDevice(*c_t, "c", a_t));
+    KILN_RETURN_IF_ERROR(CheckPairOperand(c));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(d, c, /*same_is_ok=*/true));
+    if (beta != 0) {
+      plan.c = c.data;
+      plan.c_row_stride = c.row_stride;
+    }
+  }
+
+  KILN_RETURN_IF_ERROR(CheckTmaOperand(a));
+  KILN_RETURN_IF_ERROR(CheckTmaOperand(b));
+  KILN_RETURN_IF_ERROR(CheckPairOperand(d));
+  if (d.rows > 1 && d.row_stride < n)
+    return InvalidArgument("d: its rows overlap (row stride " + Str(d.row_stride) + " < N " + Str(n) +
+                           "); the output needs a row stride of at least N");
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, a, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, b, false));
+
+  plan.dtype = a_t.dtype;
+  plan.out_dtype = d_t.dtype;
+  plan.device = a_t.device.index;
+  plan.m = m;
+  plan.n = n;
+  plan.k = k;
+  plan.a = a.data;
+  plan.b = b.data;
+  plan.d = d.data;
+  plan.a_row_stride = a.rows > 1 ? a.row_stride : k;
+  plan.b_row_stride = b.rows > 1 ? b.row_stride : k;
+  plan.d_row_stride = d.row_stride;
+  plan.beta = static_cast<float>(beta);
+  return plan;
+}
+
+}  // namespace
+
+StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias,
+                            const TensorView* c, double beta, const char* api) {
+  auto plan = Plan(d, a, b, bias, c, beta);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  return plan;
+}
+
+gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
+  (void)k;  // every K streams through the same pipeline; split-K for small M is not built yet
+  if (sms < 1) sms = 1;
+  gemm::GemmTactic best{m <= 64 ? 64 : 128, 64, 0, 8};
+  double best_fill = -1;
+  for (int tile_n : {256, 128, 64}) {  // bigger first: it wins a tie
+    const long long tiles = gemm::GemmTiles(m, n, best.tile_m, tile_n);
+    const long long waves = (tiles + sms - 1) / sms;
+    const double fill = static_cast<double>(tiles) / static_cast<double>(waves * sms);
+    if (fill > best_fill + 0.02) {
+      best_fill = fill;
+      best.tile_n = tile_n;
+    }
+  }
+  best.stages = gemm::GemmMaxStages(best.tile_m, best.tile_n);
+  return best;
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,47 @@
+// GemmPlan: the arguments of kiln::ops::gemm validated and turned into what the launch needs
+// (pointers, M/N/K, row strides, beta) and the default tactic for the shape. Pure: no driver
+// call, so every check and the heuristic run (and are tested) without a GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::client {
+
+struct GemmPlan {
+  const char* api = "";
+  DType dtype = DType::kBFloat16;      // a, b, bias
+  DType out_dtype = DType::kBFloat16;  // d, c
+  int device = 0;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* d = nullptr;
+  const void* c = nullptr;  // null: no beta · c (also when beta is 0)
+  const void* bias = nullptr;
+  int64_t a_row_stride = 0;
+  int64_t b_row_stride = 0;
+  int64_t d_row_stride = 0;
+  int64_t c_row_stride = 0;
+  float beta = 0;
+};
+
+// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
+// `api` must outlive the plan (a string literal).
+StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias,
+                            const TensorView* c, double beta, const char* api);
+
+// The default tactic of a shape, with no tuning, on a device of `sms` multiprocessors:
+//  - tile_m 64 when M <= 64 (one consumer: no half-empty second warp-group), else 128;
+//  - tile_n the largest of 256, 128, 64 whose tiles fill the SMs' waves best: the fraction of
+//    the last wave's blocks that have work, with a bigger tile preferred at equal fill (it
+//    reads fewer bytes per FLOP);
+//  - the most stages that fit in shared memory, raster groups of 8 tile rows.
+gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
+
+}  // namespace kiln::client

@@ -1,0 +1,121 @@
+// The op contract of the gemm family (kiln/common/op_contract.h says what a contract is):
+// matrix multiplication on Hopper tensor cores (sm_90a only: TMA, mbarrier, wgmma),
+// docs/kernels-gemm.md.
+//
+//   gemm   D[M, N] = A[M, K] · B[N, K]^T (+ bias[N]) (+ beta · C[M, N]), fp32 accumulation
+//
+// A and B are K-major (rows of K contiguous elements, as torch.nn.functional.linear stores a
+// weight), read through TMA tensor maps the client encodes (GemmTensorMap below); D and C are
+// row-major of the output dtype; bias has A's dtype.
+//
+// Params: dtype (fp16, bf16: A and B), out_dtype (fp16, bf16, fp32: D and C), and the tactic:
+// tile_m (kTileMChoices: 64 rows per consumer warp-group), tile_n (kTileNChoices), stages
+// (kMinStages..kMaxStages, bounded by shared memory) and group_m (tile rows per raster group).
+// M, N and K are launch arguments: one cubin per (dtype, out_dtype, tactic) serves every shape.
+// Launch (the only entry): persistent: grid.x = min(GemmTiles(...), the SM count), block and
+// dynamic shared memory as hinted (GemmThreads, GemmSmemBytes); items_per_block is the tile
+// (tile_m * tile_n elements of D). The tensor maps must describe A and B with the box
+// GemmBoxRowsA/B x kTileK and the 128-byte swizzle.
+#pragma once
+
+#include "kiln/common/op_contract.h"
+
+namespace kiln {
+namespace gemm {
+
+constexpr const char* kGemmOp = "gemm";
+constexpr const char* kGemmEntry = "kiln_gemm";
+
+constexpr const char* kParamOutDType = "out_dtype";
+constexpr const char* kParamTileM = "tile_m";
+constexpr const char* kParamTileN = "tile_n";
+constexpr const char* kParamStages = "stages";
+constexpr const char* kParamGroupM = "group_m";
+
+// K per pipeline stage: 64 16-bit elements are one 128-byte row, the width of the 128-byte
+// swizzle that both TMA and wgmma read (PTX ISA, "Tensor-map swizzling" and "Matrix Descriptor
+// Format" of the warpgroup-level MMA).
+constexpr int kTileK = 64;
+// Rows of one consumer warp-group: wgmma's M (m64nNk16).
+constexpr int kRowsPerConsumer = 64;
+constexpr int kTileMChoices[] = {64, 128};
+constexpr int kTileNChoices[] = {64, 128, 256};
+constexpr int kMinStages = 2;
+constexpr int kMaxStages = 8;
+constexpr int kMaxGroupM = 16;
+// Shared memory one block may have on sm_90 (227 KiB: cudaDevAttrMaxSharedMemoryPerBlockOptin).
+constexpr int kMaxSmemBytes = 227 * 1024;
+// N and K must be multiples of this (16-byte rows for TMA); A and B rows start 16-byte aligned.
+constexpr int kAlignElements = 8;
+
+// Threads of a block: one producer warp-group (TMA) and tile_m / 64 consumer warp-groups.
+KILN_CONTRACT_FUNCTION int GemmConsumers(int tile_m) { return tile_m / kRowsPerConsumer; }
+KILN_CONTRACT_FUNCTION int GemmThreads(int tile_m) { return 128 * (GemmConsumers(tile_m) + 1); }
+// Dynamic shared memory: the stages of A and B tiles (16-bit elements), 1024 bytes to align
+// them to the swizzle atom, and two mbarriers (8 bytes each) per stage.
+KILN_CONTRACT_FUNCTION int GemmStageBytes(int tile_m, int tile_n) { return (tile_m + tile_n) * kTileK * 2; }
+KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages) {
+  return stages * GemmStageBytes(tile_m, tile_n) + 1024 + stages * 16;
+}
+// Tiles of D: the persistent blocks walk them in raster groups of group_m tile rows.
+KILN_CONTRACT_FUNCTION long long GemmTiles(long long m, long long n, int tile_m, int tile_n) {
+  return ((m + tile_m - 1) / tile_m) * ((n + tile_n - 1) / tile_n);
+}
+
+// A tactic: the compiled choices of one specialization. The space is every tile_m of
+// kTileMChoices x tile_n of kTileNChoices x stages kMinStages..kMaxStages x group_m
+// 1..kMaxGroupM whose stages fit in shared memory (GemmTacticFits); the generator refuses the
+// rest, naming the limit.
+struct GemmTactic {
+  int tile_m;
+  int tile_n;
+  int stages;
+  int group_m;
+};
+KILN_CONTRACT_FUNCTION bool GemmTileMAllowed(int tile_m) {
+  for (int t : kTileMChoices)
+    if (t == tile_m) return true;
+  return false;
+}
+KILN_CONTRACT_FUNCTION bool GemmTileNAllowed(int tile_n) {
+  for (int t : kTileNChoices)
+    if (t == tile_n) return true;
+  return false;
+}
+// The most stages of a tile that fit in shared memory (at most kMaxStages).
+KILN_CONTRACT_FUNCTION int GemmMaxStages(int tile_m, int tile_n) {
+  int stages = kMaxStages;
+  while (stages > kMinStages && GemmSmemBytes(tile_m, tile_n, stages) > kMaxSmemBytes) --stages;
+  return stages;
+}
+KILN_CONTRACT_FUNCTION bool GemmTacticFits(const GemmTactic& t) {
+  return GemmTileMAllowed(t.tile_m) && GemmTileNAllowed(t.tile_n) && t.stages >= kMinStages &&
+         t.stages <= GemmMaxStages(t.tile_m, t.tile_n) && t.group_m >= 1 && t.group_m <= kMaxGroupM;
+}
+
+// A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded by the host with
+// cuTensorMapEncodeTiled and read by TMA from the kernel's parameter space (the entry takes
+// GemmParams as a __grid_constant__).
+struct alignas(64) GemmTensorMap {
+  unsigned long long opaque[16];
+};
+static_assert(sizeof(GemmTensorMap) == 128, "GemmTensorMap: a CUtensorMap");
+
+// kiln_gemm's parameter, by value. Strides in elements. c and bias may be null (not added).
+struct GemmParams {
+  GemmTensorMap a_map;  // A [m, k], box kTileK x tile_m, bf16/fp16, 128-byte swizzle
+  GemmTensorMap b_map;  // B [n, k], box kTileK x tile_n
+  void* d;              // D [m, n], rows d_row_stride apart (even)
+  const void* c;        // C [m, n] of D's dtype, rows c_row_stride apart (even), or null
+  const void* bias;     // bias [n] of A's dtype, or null
+  long long m;
+  long long n;
+  long long k;
+  long long d_row_stride;
+  long long c_row_stride;
+  float beta;  // D += beta * C when c is set
+};
+static_assert(sizeof(GemmParams) == 384, "GemmParams: 2 tensor maps, 3 pointers, 5 long longs, a float (padded)");
+
+}  // namespace gemm
+}  // namespace kiln

@@ -1,0 +1,230 @@
+// The gemm kernel on Hopper: D = A · B^T (+ bias) (+ beta · C), A [m, k] and B [n, k] K-major,
+// fp32 accumulation in registers.
+//
+// A block is persistent and warp-specialized:
+//   - warp-group 0 is the producer: one thread walks the block's tiles and, per K step, waits
+//     until a pipeline stage is free, then has TMA load the A and B tiles of that step into it
+//     (both 128-byte swizzled, kTileK = 64 elements wide);
+//   - warp-groups 1..kConsumers are the consumers: each owns 64 rows of the tile, waits for a
+//     stage to be full, issues 4 wgmma m64nNk16 from shared memory, keeps one wgmma group in
+//     flight and releases the stage before (one arrival per consumer warp), and at the end of
+//     a tile applies the epilogue from registers straight to global memory.
+// Stages are a ring of `kStages` buffers with two mbarriers each: `full` (one producer arrival
+// + the TMA bytes) and `empty` (one arrival per consumer warp). The ring and its phase bits
+// continue across tiles, so the producer fetches the next tile while the consumers finish the
+// last one's epilogue.
+//
+// Tiles are visited in raster groups of kGroupM tile rows (all tile columns of a group before
+// the next group), so the blocks running at once share A rows and B columns in L2.
+#pragma once
+
+#include "kiln/common/numeric.cuh"
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/gemm/hopper.cuh"
+#include "kiln/gemm/wgmma_calls.cuh"
+
+namespace kiln {
+namespace gemm {
+
+template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_>
+struct GemmShape {
+  using TIn = TIn_;
+  using TOut = TOut_;
+  static constexpr int kTileM = kTileM_;
+  static constexpr int kTileN = kTileN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kGroupM = kGroupM_;
+  static constexpr int kConsumers = GemmConsumers(kTileM);
+  static constexpr int kThreads = GemmThreads(kTileM);
+  static constexpr int kBytesA = kTileM * kTileK * 2;  // one stage's A tile
+  static constexpr int kBytesB = kTileN * kTileK * 2;
+  static constexpr int kAccumulators = kTileN / 2;  // fp32 registers of a consumer thread
+
+  static_assert(sizeof(TIn) == 2, "A and B are 16-bit (bf16 or fp16)");
+  static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
+  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "tile_n is a wgmma N this header has");
+  static_assert(kStages >= kMinStages && kStages <= kMaxStages, "stages out of range");
+  static_assert(GemmSmemBytes(kTileM, kTileN, kStages) <= kMaxSmemBytes, "the stages exceed shared memory");
+  static_assert(kBytesA % 1024 == 0 && kBytesB % 1024 == 0, "stage buffers stay 1024-byte aligned");
+};
+
+namespace detail {
+
+// The tile (row, column) of persistent work item `tile`.
+template <class S>
+__device__ __forceinline__ void TileOf(long long tile, long long tiles_m, long long tiles_n, long long& tm,
+                                       long long& tn) {
+  const long long per_group = static_cast<long long>(S::kGroupM) * tiles_n;
+  const long long group = tile / per_group;
+  const long long first_m = group * S::kGroupM;
+  const long long rows = tiles_m - first_m < S::kGroupM ? tiles_m - first_m : S::kGroupM;
+  const long long in_group = tile - group * per_group;
+  tm = first_m + in_group % rows;
+  tn = in_group / rows;
+}
+
+template <typename T>
+__device__ __forceinline__ void LoadPair(const T* p, float& a, float& b);
+template <>
+__device__ __forceinline__ void LoadPair<float>(const float* p, float& a, float& b) {
+  const float2 v = *reinterpret_cast<const float2*>(p);
+  a = v.x;
+  b = v.y;
+}
+template <typename T>
+__device__ __forceinline__ void LoadPair(const T* p, float& a, float& b) {
+  const float2 v = ToFloat2(*reinterpret_cast<const typename PairOf<T>::type*>(p));
+  a = v.x;
+  b = v.y;
+}
+
+template <typename T>
+__device__ __forceinline__ void StorePair(T* p, float a, float b);
+template <>
+__device__ __forceinline__ void StorePair<float>(float* p, float a, float b) {
+  *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
+template <typename T>
+__device__ __forceinline__ void StorePair(T* p, float a, float b) {
+  using Pair = typename PairOf<T>::type;
+  *reinterpret_cast<Pair*>(p) = FromFloat2<Pair>(a, b);
+}
+
+// A consumer's 64 x kTileN fragment to D. The wgmma D fragment (PTX ISA, "Register Fragments
+// and Shared Memory Matrix Layouts" of wgmma, m64nNk16 fp32): thread t of the warp-group, warp
+// w = t / 32, lane l; register 4j + 2h + e is row 16w + l/4 + 8h, column 8j + 2(l%4) + e.
+// n is a multiple of 8 and columns come in even pairs, so a pair is inside D or outside.
+template <class S>
+__device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)[S::kAccumulators], long long row0,
+                                         long long col0) {
+  using TOut = typename S::TOut;
+  using TIn = typename S::TIn;
+  const int t = threadIdx.x % 128;
+  const long long row_base = row0 + 16 * (t / 32) + (t % 32) / 4;
+  const long long col_base = col0 + 2 * (t % 4);
+  TOut* d = static_cast<TOut*>(p.d);
+  const TOut* c = static_cast<const TOut*>(p.c);
+  const TIn* bias = static_cast<const TIn*>(p.bias);
+#pragma unroll
+  for (int j = 0; j < S::kTileN / 8; ++j) {
+    const long long col = col_base + 8 * j;
+    if (col >= p.n) continue;
+    float bias0 = 0.0f, bias1 = 0.0f;
+    if (bias != nullptr) LoadPair(bias + col, bias0, bias1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long row = row_base + 8 * h;
+      if (row >= p.m) continue;
+      float v0 = acc[4 * j + 2 * h] + bias0;
+      float v1 = acc[4 * j + 2 * h + 1] + bias1;
+      if (c != nullptr) {
+        float c0, c1;
+        LoadPair(c + row * p.c_row_stride + col, c0, c1);
+        v0 = fmaf(p.beta, c0, v0);
+        v1 = fmaf(p.beta, c1, v1);
+      }
+      StorePair(d + row * p.d_row_stride + col, v0, v1);
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class S>
+__device__ __forceinline__ void Gemm(const GemmParams& p) {
+  using TIn = typename S::TIn;
+  // The stage buffers, 1024-byte aligned (the swizzle atom), then the barriers.
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - SmemAddress(smem_raw) % 1024) % 1024);
+  unsigned char* smem_a = smem;
+  unsigned char* smem_b = smem + S::kStages * S::kBytesA;
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem_b + S::kStages * S::kBytesB);
+  unsigned long long* empty = full + S::kStages;
+
+  const int warp_group = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    TmaPrefetchDescriptor(&p.a_map);
+    TmaPrefetchDescriptor(&p.b_map);
+    for (int s = 0; s < S::kStages; ++s) {
+      BarrierInit(&full[s], 1);
+      BarrierInit(&empty[s], S::kConsumers * 4);
+    }
+    FenceBarrierInit();
+  }
+  __syncthreads();
+
+  const long long tiles_m = (p.m + S::kTileM - 1) / S::kTileM;
+  const long long tiles_n = (p.n + S::kTileN - 1) / S::kTileN;
+  const long long tiles = tiles_m * tiles_n;
+  const int k_steps = static_cast<int>((p.k + kTileK - 1) / kTileK);
+
+  if (warp_group == 0) {
+    // Producer. With two consumers the block has 384 threads (168 registers each at launch);
+    // the producer needs few, the consumers' 64 x 256 fragments many.
+    if constexpr (S::kConsumers == 2) ReleaseRegisters<40>();
+    if (threadIdx.x != 0) return;
+    int stage = 0;
+    unsigned phase = 0;
+    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      long long tm, tn;
+      detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
+      const int row_a = static_cast<int>(tm * S::kTileM);
+      const int row_b = static_cast<int>(tn * S::kTileN);
+      for (int ks = 0; ks < k_steps; ++ks) {
+        BarrierWait(&empty[stage], phase ^ 1);
+        BarrierArriveExpectTx(&full[stage], S::kBytesA + S::kBytesB);
+        TmaLoad2d(smem_a + stage * S::kBytesA, &p.a_map, &full[stage], ks * kTileK, row_a);
+        TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * kTileK, row_b);
+        if (++stage == S::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  // Consumer `consumer` owns rows 64 * consumer .. + 63 of each tile.
+  if constexpr (S::kConsumers == 2) ClaimRegisters<232>();
+  const int consumer = warp_group - 1;
+  const bool warp_leader = threadIdx.x % 32 == 0;
+  float acc[S::kAccumulators];
+#pragma unroll
+  for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
+  int stage = 0;
+  unsigned phase = 0;
+  for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    long long tm, tn;
+    detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
+    int previous = -1;
+    for (int ks = 0; ks < k_steps; ++ks) {
+      BarrierWait(&full[stage], phase);
+      const unsigned char* a_tile = smem_a + stage * S::kBytesA + consumer * kRowsPerConsumer * kTileK * 2;
+      const unsigned char* b_tile = smem_b + stage * S::kBytesB;
+      FenceAccumulators(acc);
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kTileK / 16; ++kk) {
+        Wgmma<TIn, S::kTileN>::Mma(acc, SwizzledKMajorDescriptor(a_tile + kk * 32),
+                                   SwizzledKMajorDescriptor(b_tile + kk * 32), ks > 0 || kk > 0);
+      }
+      WgmmaCommit();
+      FenceAccumulators(acc);
+      // The group before this one has finished reading its stage: hand that stage back.
+      WgmmaWait<1>();
+      if (previous >= 0 && warp_leader) BarrierArrive(&empty[previous]);
+      previous = stage;
+      if (++stage == S::kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    WgmmaWait<0>();
+    FenceAccumulators(acc);
+    if (previous >= 0 && warp_leader) BarrierArrive(&empty[previous]);
+    detail::Epilogue<S>(p, acc, tm * S::kTileM + consumer * kRowsPerConsumer, tn * S::kTileN);
+  }
+}
+
+}  // namespace gemm
+}  // namespace kiln

@@ -1,0 +1,113 @@
+// The Hopper (sm_90a) machinery of the gemm family, as thin inline-PTX wrappers, each next to
+// the PTX ISA section it relies on (names of the PTX ISA 9.0 sections, docs.nvidia.com/cuda/
+// parallel-thread-execution):
+//   mbarrier            "Parallel Synchronization and Communication Instructions: mbarrier"
+//   TMA loads           "Data Movement and Conversion Instructions: cp.async.bulk.tensor"
+//   wgmma               "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"
+//   register realloc    "Miscellaneous Instructions: setmaxnreg"
+// Shared-memory addresses are 32-bit (.shared::cta window), as cvta.to.shared gives them.
+#pragma once
+
+namespace kiln {
+namespace gemm {
+
+__device__ __forceinline__ unsigned SmemAddress(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarrier ("mbarrier.init", "mbarrier.arrive", "mbarrier.test_wait/try_wait") ----
+
+__device__ __forceinline__ void BarrierInit(unsigned long long* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddress(bar)), "r"(arrivals) : "memory");
+}
+
+// Makes the initialized barriers visible to the async proxy (TMA) before anyone uses them
+// ("fence.mbarrier_init"); the block then synchronizes.
+__device__ __forceinline__ void FenceBarrierInit() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+__device__ __forceinline__ void BarrierArrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddress(bar)) : "memory");
+}
+
+// One arrival that also expects `bytes` of asynchronous transactions (the TMA loads of a
+// stage, which complete_tx on the same barrier): the phase completes when both are done.
+__device__ __forceinline__ void BarrierArriveExpectTx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(bar)), "r"(bytes) : "memory");
+}
+
+// Waits until the phase of parity `parity` has completed. A fresh barrier is in phase 0, so
+// waiting on parity 1 returns at once: the producer's first pass over empty stages.
+__device__ __forceinline__ void BarrierWait(unsigned long long* bar, unsigned parity) {
+  const unsigned address = SmemAddress(bar);
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(address), "r"(parity)
+                 : "memory");
+  } while (done == 0);
+}
+
+// ---- TMA ("cp.async.bulk.tensor", "prefetch.tensormap") ----
+
+// A 2-D tile of the tensor map at `map` (a __grid_constant__ kernel parameter) with its
+// innermost coordinate `x` (elements) and row `y`, into shared memory at `dst` (1024-byte
+// aligned for the 128-byte swizzle); completes `bytes` on `bar`. Out-of-bounds elements are
+// zeros and still count as transferred bytes.
+__device__ __forceinline__ void TmaLoad2d(void* dst, const void* map, unsigned long long* bar, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+          "r"(SmemAddress(dst)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(SmemAddress(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void TmaPrefetchDescriptor(const void* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+
+// ---- wgmma ("wgmma.fence", "wgmma.commit_group", "wgmma.wait_group", "Matrix Descriptor") ----
+
+// The shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle: start
+// address >> 4 in bits 0-13, leading byte offset (unused for swizzled K-major; 1 by
+// convention) in bits 16-29, stride byte offset 1024 >> 4 (eight 128-byte rows: one swizzle
+// atom to the next 8 rows) in bits 32-45, base offset 0 (atoms 1024-byte aligned), swizzle
+// mode 1 (128 bytes) in bits 62-63. The next k16 slice of a 64-wide row is +32 bytes.
+__device__ __forceinline__ unsigned long long SwizzledKMajorDescriptor(const void* smem) {
+  const unsigned long long address = SmemAddress(smem);
+  return ((address & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+
+// Orders this thread's register and shared-memory accesses before the warpgroup's next wgmma.
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Keeps the compiler from moving accesses of an accumulator register across an asynchronous
+// wgmma that is still writing it (an empty asm that "reads and writes" the register).
+template <int N>
+__device__ __forceinline__ void FenceAccumulators(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// ---- register reallocation ("setmaxnreg") ----
+
+// The producer warp-group gives registers back so the consumers, which hold the accumulators,
+// can take them; every warp of a warp-group executes the same one.
+template <int kRegisters>
+__device__ __forceinline__ void ReleaseRegisters() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void ClaimRegisters() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+
+}  // namespace gemm
+}  // namespace kiln

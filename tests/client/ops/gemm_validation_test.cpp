@@ -1,0 +1,160 @@
+// kiln::ops::gemm refuses every bad argument before touching the driver, with a message naming
+// the argument, what was expected and what was found; and the default tactic of a shape
+// (ChooseGemmTactic) is what docs/kernels-gemm.md says. These run without a GPU: the pointers
+// are never dereferenced.
+#include <catch2/catch.hpp>
+
+#include <limits>
+#include <string>
+
+#include "client/ops/gemm/gemm_ops.h"
+#include "client/ops/gemm/gemm_plan.h"
+#include "kiln/ops/gemm.h"
+
+namespace {
+
+using kiln::Device;
+using kiln::DType;
+using kiln::StatusCode;
+using kiln::TensorView;
+
+constexpr uintptr_t kA = 0x7f0000000000;  // fake device addresses, far apart
+constexpr uintptr_t kB = kA + (uintptr_t{1} << 32);
+constexpr uintptr_t kD = kA + (uintptr_t{2} << 32);
+constexpr uintptr_t kC = kA + (uintptr_t{3} << 32);
+constexpr uintptr_t kBias = kA + (uintptr_t{4} << 32);
+
+void* At(uintptr_t address) { return reinterpret_cast<void*>(address); }
+TensorView Matrix(uintptr_t address, DType dtype, int64_t rows, int64_t cols) {
+  return TensorView::Contiguous(At(address), dtype, {rows, cols});
+}
+
+void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
+  INFO(status.ToString());
+  REQUIRE(status.code() == StatusCode::kInvalidArgument);
+  CHECK(status.message().find(fragment) != std::string::npos);
+}
+
+kiln::Status Gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias = nullptr,
+                  const TensorView* c = nullptr, double beta = 1.0) {
+  return kiln::ops::gemm(d, a, b, bias, c, beta, nullptr);
+}
+
+const DType kBf16 = DType::kBFloat16;
+
+TEST_CASE("gemm refuses unsupported and mismatched dtypes", "[client][ops][validation][gemm]") {
+  RequireInvalid(Gemm(Matrix(kD, DType::kFloat32, 4, 64), Matrix(kA, DType::kFloat32, 4, 64),
+                      Matrix(kB, DType::kFloat32, 64, 64)),
+                 "kiln::ops::gemm: a: dtype fp32 is not supported; expected bf16 or fp16");
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, DType::kFloat16, 64, 64)),
+                 "kiln::ops::gemm: b: expected dtype bf16 (a's), found fp16");
+  RequireInvalid(Gemm(Matrix(kD, DType::kInt32, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
+                 "kiln::ops::gemm: d: dtype int32 is not supported; expected bf16, fp16 or fp32");
+  const TensorView bias = TensorView::Contiguous(At(kBias), DType::kFloat32, {64});
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), &bias),
+                 "kiln::ops::gemm: bias: expected dtype bf16 (a's), found fp32");
+  const TensorView c = Matrix(kC, DType::kFloat32, 4, 64);
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), nullptr, &c),
+                 "kiln::ops::gemm: c: expected dtype bf16 (d's), found fp32");
+}
+
+TEST_CASE("gemm refuses mismatched shapes and N or K that TMA cannot read", "[client][ops][validation][gemm]") {
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 72)),
+                 "kiln::ops::gemm: b: expected shape [N, 64] (K = a's last dim), found [64, 72]");
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 56), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
+                 "kiln::ops::gemm: d: expected a's leading dims and N = 64 (b's rows) last, found [4, 56] for a [4, 64]");
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 5, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
+                 "d: expected a's leading dims and N = 64 (b's rows) last, found [5, 64] for a [4, 64]");
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 60), Matrix(kB, kBf16, 64, 60)),
+                 "kiln::ops::gemm: a: K (the last dim) must be a positive multiple of 8 (16-byte rows for TMA), found "
+                 "60 in shape [4, 60]");
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 60), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 60, 64)),
+                 "kiln::ops::gemm: b: N (the rows) must be a positive multiple of 8, found 60 in shape [60, 64]");
+  const TensorView b3 = TensorView::Contiguous(At(kB), kBf16, {2, 32, 64});
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), b3),
+                 "kiln::ops::gemm: b: expected a 2-D tensor [N, K], found rank 3 [2, 32, 64]");
+  const TensorView bias = TensorView::Contiguous(At(kBias), kBf16, {56});
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), &bias),
+                 "kiln::ops::gemm: bias: expected shape [64] (N), found [56]");
+  const TensorView c = Matrix(kC, kBf16, 4, 72);
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), nullptr, &c),
+                 "kiln::ops::gemm: c: expected shape [4, 64] (d's), found [4, 72]");
+}
+
+TEST_CASE("gemm refuses operands TMA cannot read and outputs it cannot write", "[client][ops][validation][gemm]") {
+  // a 8-byte aligned only; b with a row stride of 68 elements (not whole 16 bytes).
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA + 8, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
+                 "kiln::ops::gemm: a: data pointer 0x7f0000000008 is not 16-byte aligned (TMA reads it)");
+  const TensorView b_padded = TensorView::Strided(At(kB), kBf16, {64, 64}, {68, 1});
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), b_padded),
+                 "kiln::ops::gemm: b: row stride 68 is not a multiple of 8 elements (16 bytes, for TMA)");
+  const TensorView d_odd = TensorView::Strided(At(kD), kBf16, {4, 64}, {65, 1});
+  RequireInvalid(Gemm(d_odd, Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
+                 "kiln::ops::gemm: d: row stride 65 is odd; it must be even");
+  RequireInvalid(Gemm(Matrix(kD + 2, DType::kFloat32, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
+                 "d: data pointer");
+  RequireInvalid(Gemm(Matrix(kA, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)), "overlap");
+  const TensorView on_other = TensorView::Contiguous(At(kB), kBf16, {64, 64}, Device::CUDA(1));
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), on_other),
+                 "kiln::ops::gemm: b: on cuda:1, but a is on cuda:0; all tensors must be on one device");
+  const TensorView c = Matrix(kC, kBf16, 4, 64);
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), nullptr, &c,
+                      std::numeric_limits<double>::infinity()),
+                 "kiln::ops::gemm: beta: expected a finite float, found inf");
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), nullptr, &c,
+                      1e39),
+                 "beta: expected a finite float");
+}
+
+TEST_CASE("gemm plans what the kernel takes; c = d and beta 0 are accepted", "[client][ops][gemm]") {
+  const TensorView a = TensorView::Contiguous(At(kA), kBf16, {2, 3, 64});  // 6 rows
+  const TensorView b = Matrix(kB, kBf16, 128, 64);
+  const TensorView d = TensorView::Strided(At(kD), DType::kFloat32, {2, 3, 128}, {3 * 136, 136, 1});
+  auto plan = kiln::client::PlanGemm(d, a, b, nullptr, &d, 0.5, "test");
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  CHECK(plan->m == 6);
+  CHECK(plan->n == 128);
+  CHECK(plan->k == 64);
+  CHECK(plan->d_row_stride == 136);
+  CHECK(plan->c == plan->d);  // accumulate in place
+  CHECK(plan->beta == 0.5f);
+  CHECK(plan->out_dtype == DType::kFloat32);
+  auto no_c = kiln::client::PlanGemm(d, a, b, nullptr, &d, 0.0, "test");
+  REQUIRE(no_c.ok());
+  CHECK(no_c->c == nullptr);  // beta 0: c is not read
+  // M = 0 plans (and launches nothing).
+  auto empty = kiln::client::PlanGemm(Matrix(kD, kBf16, 0, 128), Matrix(kA, kBf16, 0, 64), b, nullptr, nullptr, 1.0,
+                                      "test");
+  REQUIRE(empty.ok());
+  CHECK(empty->m == 0);
+  // A tactic outside the space is refused before anything runs.
+  const kiln::Status s = kiln::client::LaunchGemmPlan(*plan, {128, 256, 5, 8}, nullptr);
+  RequireInvalid(s, "test: tactic tile 128x256, 5 stages, group_m 8 is not in the gemm tactic space");
+}
+
+TEST_CASE("the default gemm tactic follows the shape and the SM count", "[client][ops][gemm]") {
+  using kiln::client::ChooseGemmTactic;
+  // Decode: one consumer; small tiles so that more blocks stream the weight.
+  auto decode = ChooseGemmTactic(1, 4096, 4096, 132);
+  CHECK(decode.tile_m == 64);
+  CHECK(decode.tile_n == 64);
+  CHECK(decode.stages == kiln::gemm::GemmMaxStages(64, 64));
+  // Prefill 4096 x 6144: 32 x 24 = 768 tiles of 128x256 fill 132 SMs as well as smaller ones.
+  auto prefill = ChooseGemmTactic(4096, 6144, 4096, 132);
+  CHECK(prefill.tile_m == 128);
+  CHECK(prefill.tile_n == 256);
+  CHECK(prefill.stages == 4);
+  CHECK(prefill.group_m == 8);
+  // 1024 x 4096: 128 tiles of 128x256 on 132 SMs (0.97) tie 256 tiles of 128x128 (0.97).
+  CHECK(ChooseGemmTactic(1024, 4096, 4096, 132).tile_n == 256);
+  // Every choice is in the space.
+  for (int64_t m : {1, 16, 64, 65, 256, 1024, 4096, 16384})
+    for (int64_t n : {8, 1536, 4096, 6144, 28672}) {
+      INFO(m << " x " << n);
+      CHECK(kiln::gemm::GemmTacticFits(ChooseGemmTactic(m, n, 4096, 132)));
+      CHECK(kiln::gemm::GemmTacticFits(ChooseGemmTactic(m, n, 4096, 0)));
+    }
+}
+
+}  // namespace

@@ -1,0 +1,291 @@
+// [gpu][gemm] kiln::ops::gemm on a real sm_90a GPU (H100/H200; skipped visibly elsewhere)
+// against a float64 CPU reference: bf16 and fp16 inputs, bf16/fp16/fp32 outputs, M 1 / 7 / 64 /
+// 127 / 1000 / 4097, N and K that no tile divides, bias and beta · c (c apart and c = d), every
+// tactic of the space at a small shape, padded rows and a 3-D a, the C ABI. Fresh random data
+// each case, d poisoned (NaN) before each launch, the padding of d checked untouched.
+//
+// Tolerance per element: the output dtype's rounding (rel and abs as every op's: fp32 1e-5, fp16
+// 2e-3, bf16 1.6e-2) plus fp32 accumulation of a length-K dot product, 2^-20 · Σ_k |a_k b_k|.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "client/ops/gemm/gemm_ops.h"
+#include "client/ops/gemm/gemm_plan.h"
+#include "kiln/client.h"
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/ops/gemm.h"
+#include "tests/support/gpu_capability.h"
+#include "tests/support/gpu_harness.h"
+
+namespace {
+
+using kiln::DType;
+using kiln::TensorView;
+using kiln::testing::DeviceBuffer;
+using kiln::testing::GpuSession;
+using kiln::testing::HostTensor;
+
+// The sm_90a family only (wgmma, TMA): an sm_100 device cannot run the cubins.
+GpuSession HopperSession() { return GpuSession(kiln::testing::kSm90aFamily, kiln::testing::kSm90aFamily); }
+
+struct Case {
+  DType in = DType::kBFloat16;
+  DType out = DType::kBFloat16;
+  int64_t m = 1, n = 8, k = 8;
+  int64_t a_pad = 0;  // extra elements after each row of a (row stride k + a_pad)
+  int64_t d_pad = 0;  // ... of d
+  bool bias = false;
+  int c_mode = 0;  // 0 none, 1 a separate c, 2 c = d (accumulate into d), 3 c with beta 0 (NaN c unread)
+  double beta = 1.0;
+  const kiln::gemm::GemmTactic* tactic = nullptr;  // null: the op's heuristic
+  bool c_api = false;
+
+  std::string Describe() const {
+    std::string s = std::string(kiln::DTypeName(in)) + "->" + kiln::DTypeName(out) + " m=" + std::to_string(m) +
+                    " n=" + std::to_string(n) + " k=" + std::to_string(k) + " pads=" + std::to_string(a_pad) + "/" +
+                    std::to_string(d_pad) + (bias ? " bias" : "") + " c_mode=" + std::to_string(c_mode) +
+                    " beta=" + std::to_string(beta);
+    if (tactic != nullptr)
+      s += " tactic " + std::to_string(tactic->tile_m) + "x" + std::to_string(tactic->tile_n) + "s" +
+           std::to_string(tactic->stages) + "g" + std::to_string(tactic->group_m);
+    return s + (c_api ? " (C ABI)" : "");
+  }
+};
+
+DLTensor ToDL(const TensorView& t) {
+  DLTensor dl{};
+  dl.data = t.data;
+  dl.device = {kDLCUDA, t.device.index};
+  dl.ndim = t.ndim;
+  dl.dtype = t.dtype == DType::kBFloat16  ? DLDataType{kDLBfloat, 16, 1}
+             : t.dtype == DType::kFloat16 ? DLDataType{kDLFloat, 16, 1}
+                                          : DLDataType{kDLFloat, 32, 1};
+  dl.shape = const_cast<int64_t*>(t.shape);
+  dl.strides = const_cast<int64_t*>(t.strides);
+  return dl;
+}
+
+void Run(const Case& c, std::mt19937& rng, CUstream stream) {
+  INFO(c.Describe());
+  const size_t in_es = kiln::DTypeSize(c.in), out_es = kiln::DTypeSize(c.out);
+  const int64_t a_stride = c.k + c.a_pad, d_stride = c.n + c.d_pad;
+  HostTensor a = kiln::testing::RandomTensor(c.in, static_cast<size_t>(c.m * a_stride), rng, -1.f, 1.f);
+  HostTensor b = kiln::testing::RandomTensor(c.in, static_cast<size_t>(c.n * c.k), rng, -1.f, 1.f);
+  HostTensor bias = kiln::testing::RandomTensor(c.in, static_cast<size_t>(c.n), rng, -1.f, 1.f);
+  HostTensor cin = kiln::testing::RandomTensor(c.out, static_cast<size_t>(c.m * d_stride), rng, -1.f, 1.f);
+  if (c.c_mode == 3) std::memset(cin.bytes.data(), 0xFF, cin.bytes.size());  // NaN: must not be read
+
+  DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dbias(bias.bytes.size()), dd(cin.bytes.size()),
+      dc(cin.bytes.size());
+  da.Upload(a.bytes);
+  db.Upload(b.bytes);
+  dbias.Upload(bias.bytes);
+  dc.Upload(cin.bytes);
+  if (c.c_mode == 2) dd.Upload(cin.bytes);  // d holds c before the call
+  else dd.Poison();
+
+  auto ta = TensorView::Strided(da.data(), c.in, {c.m, c.k}, {a_stride, 1});
+  auto tb = TensorView::Contiguous(db.data(), c.in, {c.n, c.k});
+  auto td = TensorView::Strided(dd.data(), c.out, {c.m, c.n}, {d_stride, 1});
+  auto tbias = TensorView::Contiguous(dbias.data(), c.in, {c.n});
+  auto tc = c.c_mode == 2 ? td : TensorView::Strided(dc.data(), c.out, {c.m, c.n}, {d_stride, 1});
+  const TensorView* pbias = c.bias ? &tbias : nullptr;
+  const TensorView* pc = c.c_mode != 0 ? &tc : nullptr;
+  const double beta = c.c_mode == 3 ? 0.0 : c.beta;
+
+  kiln::Status status;
+  if (c.c_api) {
+    DLTensor dl_d = ToDL(td), dl_a = ToDL(ta), dl_b = ToDL(tb), dl_bias = ToDL(tbias), dl_c = ToDL(tc);
+    const kiln_status rc = kiln_gemm(&dl_d, &dl_a, &dl_b, c.bias ? &dl_bias : nullptr, pc ? &dl_c : nullptr, beta,
+                                     stream);
+    INFO(kiln_last_error());
+    REQUIRE(rc == KILN_OK);
+  } else if (c.tactic != nullptr) {
+    auto plan = kiln::client::PlanGemm(td, ta, tb, pbias, pc, beta, "gpu_gemm_test");
+    INFO(plan.status().ToString());
+    REQUIRE(plan.ok());
+    status = kiln::client::LaunchGemmPlan(*plan, *c.tactic, stream);
+  } else {
+    status = kiln::ops::gemm(td, ta, tb, pbias, pc, beta, stream);
+  }
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  KILN_CU(kiln::testing::Driver().cuStreamSynchronize(stream));
+  HostTensor d{c.out, dd.Download()};
+
+  // Every row when the product is small enough for the CPU; else 48 rows spread over m
+  // (the first and last included), every column of them.
+  std::vector<int64_t> rows;
+  if (c.m * c.n * c.k <= int64_t{1} << 28) {
+    for (int64_t r = 0; r < c.m; ++r) rows.push_back(r);
+  } else {
+    for (int i = 0; i < 48; ++i) rows.push_back(i * (c.m - 1) / 47);
+  }
+  const auto tol = kiln::testing::ToleranceFor(c.out);
+  int64_t bad = 0;
+  std::string first_bad;
+  std::vector<double> arow(static_cast<size_t>(c.k));
+  for (int64_t r : rows) {
+    for (int64_t l = 0; l < c.k; ++l) arow[static_cast<size_t>(l)] = a.Get(static_cast<size_t>(r * a_stride + l));
+    for (int64_t j = 0; j < c.n; ++j) {
+      double want = 0, magnitude = 0;
+      for (int64_t l = 0; l < c.k; ++l) {
+        const double p = arow[static_cast<size_t>(l)] * b.Get(static_cast<size_t>(j * c.k + l));
+        want += p;
+        magnitude += std::fabs(p);
+      }
+      if (c.bias) want += bias.Get(static_cast<size_t>(j));
+      if (c.c_mode == 1 || c.c_mode == 2) want += c.beta * cin.Get(static_cast<size_t>(r * d_stride + j));
+      const double got = d.Get(static_cast<size_t>(r * d_stride + j));
+      const kiln::testing::Tolerance t{tol.abs + std::ldexp(magnitude, -20), tol.rel};
+      if (!kiln::testing::Close(got, want, t) && bad++ == 0)
+        first_bad = "row " + std::to_string(r) + " col " + std::to_string(j) + ": got " + std::to_string(got) +
+                    ", want " + std::to_string(want);
+    }
+  }
+  INFO("first mismatch: " << first_bad << " (" << bad << " in all)");
+  CHECK(bad == 0);
+  // The padding of d: poison (0xFF bytes) unless d started as c.
+  if (c.d_pad > 0) {
+    int64_t touched = 0;
+    for (int64_t r = 0; r < c.m; ++r)
+      for (int64_t j = c.n; j < d_stride; ++j) {
+        const size_t e = static_cast<size_t>(r * d_stride + j);
+        const uint8_t* was = c.c_mode == 2 ? cin.bytes.data() + e * out_es : nullptr;
+        for (size_t byte = 0; byte < out_es; ++byte)
+          if (d.bytes[e * out_es + byte] != (was ? was[byte] : 0xFF)) ++touched;
+      }
+    INFO("bytes of d's row padding written");
+    CHECK(touched == 0);
+  }
+  (void)in_es;
+}
+
+TEST_CASE("gemm matches a float64 reference over dtypes, M, N and K", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(20261202);
+  CUstream stream = nullptr;
+  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
+    for (int64_t m : {1, 7, 64, 127, 1000, 4097}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 64}, {264, 72}, {136, 520}, {4096, 4096}}) {
+        Case c;
+        c.in = in;
+        c.out = in;
+        c.m = m;
+        c.n = n;
+        c.k = k;
+        Run(c, rng, stream);
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm writes every output dtype and adds bias and beta * c", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(7);
+  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
+    for (DType out : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (int c_mode : {0, 1, 2, 3}) {
+        for (bool bias : {false, true}) {
+          Case c;
+          c.in = in;
+          c.out = out;
+          c.m = 200;
+          c.n = 392;
+          c.k = 200;
+          c.bias = bias;
+          c.c_mode = c_mode;
+          c.beta = c_mode == 2 ? 1.0 : -0.5;
+          c.d_pad = 8;
+          Run(c, rng, nullptr);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every tactic of the gemm space is correct at a small shape", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(11);
+  int run = 0;
+  for (int tile_m : kiln::gemm::kTileMChoices) {
+    for (int tile_n : kiln::gemm::kTileNChoices) {
+      for (int stages = kiln::gemm::kMinStages; stages <= kiln::gemm::GemmMaxStages(tile_m, tile_n); ++stages) {
+        for (int group_m : {1, 3}) {
+          const kiln::gemm::GemmTactic tactic{tile_m, tile_n, stages, group_m};
+          Case c;
+          c.m = 300;  // several tile rows and a partial one, for every tile_m
+          c.n = 520;  // several tile columns and a partial one
+          c.k = 456;  // 7 K steps of 64 and a partial one: the ring wraps at every stage count
+          c.tactic = &tactic;
+          c.bias = true;
+          Run(c, rng, nullptr);
+          ++run;
+        }
+      }
+    }
+  }
+  CHECK(run > 60);
+}
+
+TEST_CASE("gemm takes padded rows, a 3-D a and the C ABI", "[gpu][gemm][capi]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(3);
+  Case padded;
+  padded.m = 129;
+  padded.n = 256;
+  padded.k = 128;
+  padded.a_pad = 24;
+  padded.d_pad = 6;
+  Run(padded, rng, nullptr);
+  Case through_c = padded;
+  through_c.c_api = true;
+  through_c.bias = true;
+  through_c.c_mode = 1;
+  Run(through_c, rng, nullptr);
+
+  // a [2, 3, 64] flattens into 6 rows; d [2, 3, 16].
+  HostTensor a = kiln::testing::RandomTensor(DType::kBFloat16, 2 * 3 * 64, rng, -1.f, 1.f);
+  HostTensor b = kiln::testing::RandomTensor(DType::kBFloat16, 16 * 64, rng, -1.f, 1.f);
+  DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(2 * 3 * 16 * 2);
+  da.Upload(a.bytes);
+  db.Upload(b.bytes);
+  dd.Poison();
+  auto ta = TensorView::Contiguous(da.data(), DType::kBFloat16, {2, 3, 64});
+  auto tb = TensorView::Contiguous(db.data(), DType::kBFloat16, {16, 64});
+  auto td = TensorView::Contiguous(dd.data(), DType::kBFloat16, {2, 3, 16});
+  REQUIRE(kiln::ops::gemm(td, ta, tb).ok());
+  KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
+  HostTensor d{DType::kBFloat16, dd.Download()};
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 16; ++j) {
+      double want = 0;
+      for (int l = 0; l < 64; ++l)
+        want += a.Get(static_cast<size_t>(r * 64 + l)) * b.Get(static_cast<size_t>(j * 64 + l));
+      CHECK(kiln::testing::Close(d.Get(static_cast<size_t>(r * 16 + j)), want,
+                                 kiln::testing::ToleranceFor(DType::kBFloat16)));
+    }
+}
+
+TEST_CASE("gemm refuses misaligned operands on a real device and writes nothing", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  DeviceBuffer da(64 * 64 * 2 + 64), db(64 * 64 * 2), dd(64 * 64 * 2);
+  dd.Poison();
+  // a moved by one element: 2-byte aligned, not 16 (TMA).
+  auto ta = TensorView::Contiguous(da.data() + 2, DType::kBFloat16, {64, 64});
+  auto tb = TensorView::Contiguous(db.data(), DType::kBFloat16, {64, 64});
+  auto td = TensorView::Contiguous(dd.data(), DType::kBFloat16, {64, 64});
+  const kiln::Status s = kiln::ops::gemm(td, ta, tb);
+  REQUIRE(!s.ok());
+  CHECK(s.code() == kiln::StatusCode::kInvalidArgument);
+  CHECK(s.message().find("kiln::ops::gemm: a: data pointer") != std::string::npos);
+  CHECK(s.message().find("is not 16-byte aligned (TMA reads it)") != std::string::npos);
+  const std::vector<uint8_t> after = dd.Download();
+  CHECK(std::all_of(after.begin(), after.end(), [](uint8_t v) { return v == 0xFF; }));
+}
+
+}  // namespace

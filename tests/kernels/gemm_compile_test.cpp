@@ -1,0 +1,155 @@
+// The gemm family on the CPU: the tactic space enumerated (what fits is generated, the rest is
+// refused naming the limit), real NVRTC compiles of every tile at its most stages for both
+// input types with ptxas' attributes checked against the launch hints, the sm_90a-only arch
+// rule, and the generated wgmma header in step with its script. (GPU results: the [gpu][gemm]
+// client tests and kiln-bench --check on the H200.)
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/jit/op_generator.h"
+#include "kiln/gemm/gemm_contract.h"
+#include "server/jit/nvrtc_compiler.h"
+#include "tests/kernels/compile_fixture.h"
+
+namespace kiln::kernels {
+namespace {
+
+using namespace compile_test;
+
+Params TacticParams(const std::string& dtype, const std::string& out, int tile_m, int tile_n, int stages,
+                    int group_m = 8) {
+  return {{"dtype", dtype},
+          {"out_dtype", out},
+          {"tile_m", std::to_string(tile_m)},
+          {"tile_n", std::to_string(tile_n)},
+          {"stages", std::to_string(stages)},
+          {"group_m", std::to_string(group_m)}};
+}
+
+TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with the limit", "[gemm][registry]") {
+  int generated = 0, refused = 0;
+  for (int tile_m : gemm::kTileMChoices) {
+    for (int tile_n : gemm::kTileNChoices) {
+      for (int stages = gemm::kMinStages; stages <= gemm::kMaxStages; ++stages) {
+        const gemm::GemmTactic tactic{tile_m, tile_n, stages, 8};
+        auto spec = OpRegistry::Builtin().Generate("gemm", TacticParams("bf16", "bf16", tile_m, tile_n, stages),
+                                                   *Tree());
+        INFO(tile_m << "x" << tile_n << " stages " << stages);
+        const int smem = gemm::GemmSmemBytes(tile_m, tile_n, stages);
+        if (gemm::GemmTacticFits(tactic)) {
+          REQUIRE(spec.ok());
+          ++generated;
+          CHECK(smem <= gemm::kMaxSmemBytes);
+          CHECK(spec->uri == "gemm_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x64s" +
+                                 std::to_string(stages) + "g8");
+          REQUIRE(spec->launch.size() == 1);
+          CHECK(spec->launch[0].block == 128 * (tile_m / 64 + 1));
+          CHECK(spec->launch[0].dynamic_smem == smem);
+          CHECK(spec->launch[0].items_per_block == tile_m * tile_n);
+        } else {
+          REQUIRE(!spec.ok());
+          ++refused;
+          CHECK(smem > gemm::kMaxSmemBytes);
+          CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
+          const std::string message(spec.status().message());
+          CHECK(message.find("gemm: param 'stages' = '" + std::to_string(stages) + "' is not allowed for tile " +
+                             std::to_string(tile_m) + "x" + std::to_string(tile_n)) != std::string::npos);
+          CHECK(message.find("bytes of shared memory, over the 232448 a block may have; allowed here: 2..") !=
+                std::string::npos);
+        }
+      }
+    }
+  }
+  CHECK(generated + refused == 2 * 3 * (gemm::kMaxStages - gemm::kMinStages + 1));
+  CHECK(refused > 0);
+  CHECK(gemm::GemmMaxStages(128, 256) == 4);
+  CHECK(gemm::GemmMaxStages(128, 128) == 7);
+  CHECK(gemm::GemmMaxStages(64, 64) == 8);
+
+  // Defaults: out_dtype = dtype, tile 128x128, the most stages, group_m 8.
+  auto defaults = OpRegistry::Builtin().Generate("gemm", {{"dtype", "fp16"}}, *Tree());
+  REQUIRE(defaults.ok());
+  CHECK(defaults->uri == "gemm_fp16_ofp16_t128x128x64s7g8");
+  // Params out of their lists are refused by ParamInfo, naming what is allowed.
+  auto bad_tile = OpRegistry::Builtin().Generate("gemm", {{"dtype", "bf16"}, {"tile_n", "96"}}, *Tree());
+  REQUIRE(!bad_tile.ok());
+  CHECK(std::string(bad_tile.status().message()).find("param 'tile_n' = '96' is not allowed; allowed: 64, 128, 256") !=
+        std::string::npos);
+  auto fp32_in = OpRegistry::Builtin().Generate("gemm", {{"dtype", "fp32"}}, *Tree());
+  REQUIRE(!fp32_in.ok());
+  CHECK(std::string(fp32_in.status().message()).find("param 'dtype' = 'fp32' is not allowed") != std::string::npos);
+}
+
+TEST_CASE("gemm compiles only for sm_90a, and says so for any other target", "[gemm][compile]") {
+  auto spec = OpRegistry::Builtin().Generate("gemm", {{"dtype", "bf16"}}, *Tree());
+  REQUIRE(spec.ok());
+  for (const char* other : {"sm_80", "sm_89", "sm_100a", "sm_120"}) {
+    auto arch = ResolveArch(*GpuArch::Parse(other), spec->arch_families, spec->uri);
+    INFO(other);
+    REQUIRE(!arch.ok());
+    CHECK(arch.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(std::string(arch.status().message()).find("sm_90a") != std::string::npos);
+  }
+  // An H200 reports sm_90: its code is the arch-specific sm_90a.
+  for (const char* hopper_text : {"sm_90", "sm_90a"}) {
+    auto hopper = ResolveArch(*GpuArch::Parse(hopper_text), spec->arch_families, spec->uri);
+    REQUIRE(hopper.ok());
+    CHECK(hopper->str() == "sm_90a");
+  }
+}
+
+TEST_CASE("every gemm tile compiles for sm_90a at its most stages, without spills", "[gemm][compile]") {
+  std::FILE* table = std::getenv("KILN_GEMM_COMPILE_TABLE") ? std::fopen(std::getenv("KILN_GEMM_COMPILE_TABLE"), "w")
+                                                            : nullptr;
+  int compiled = 0;
+  for (const char* dtype : {"bf16", "fp16"}) {
+    for (int tile_m : gemm::kTileMChoices) {
+      for (int tile_n : gemm::kTileNChoices) {
+        // Both input types at every tile; the output types at one tile each (the epilogue).
+        std::vector<std::string> outs = {dtype};
+        if (tile_m == 128 && tile_n == 128) outs = {"bf16", "fp16", "fp32"};
+        for (const std::string& out : outs) {
+          const int stages = gemm::GemmMaxStages(tile_m, tile_n);
+          auto spec = OpRegistry::Builtin().Generate("gemm", TacticParams(dtype, out, tile_m, tile_n, stages), *Tree());
+          REQUIRE(spec.ok());
+          server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+          auto result = Compiler().Compile(request);
+          INFO(spec->uri << ": " << result.status().ToString());
+          REQUIRE(result.ok());
+          ++compiled;
+          CHECK(result->cubin.starts_with("\x7f"
+                                          "ELF"));
+          REQUIRE(result->kernels.size() == 1);
+          const server::KernelAttributes& k = result->kernels[0];
+          CHECK(k.name == "kiln_gemm");
+          CHECK(k.max_threads_per_block == spec->launch[0].block);
+          CHECK(k.static_shared_bytes == 0);  // everything is in the hinted dynamic shared memory
+          CHECK(k.registers > 0);
+          // The accumulators (tile_n / 2 floats a thread) stay in registers.
+          CHECK(k.spill_store_bytes == 0);
+          CHECK(k.spill_load_bytes == 0);
+          CHECK(k.stack_bytes == 0);
+          if (table != nullptr) {
+            std::fprintf(table, "%-40s block %3d smem %6d regs %3d spill %d/%d cubin %6zu B compile %7.1f ms\n",
+                         spec->uri.c_str(), spec->launch[0].block, spec->launch[0].dynamic_smem, k.registers,
+                         k.spill_store_bytes, k.spill_load_bytes, result->cubin.size(), result->compile_ms);
+          }
+        }
+      }
+    }
+  }
+  if (table != nullptr) std::fclose(table);
+  CHECK(compiled == 2 * 6 + 2 * 2);
+}
+
+TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {
+  const std::string command = "python3 " KILN_TEST_SOURCE_DIR "/kernels/tools/gen_wgmma.py --check";
+  const int rc = std::system(command.c_str());
+  INFO(command << " failed: the header is stale; run python3 kernels/tools/gen_wgmma.py");
+  CHECK(rc == 0);
+}
+
+}  // namespace
+}  // namespace kiln::kernels
