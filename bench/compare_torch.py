@@ -923,6 +923,20 @@ def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, 
     return rows
 
 
+def list_cases(path, trace_name):
+    """The cases of a kiln-bench test list for one trace, as trace examples."""
+    cases = []
+    with open(path) as f:
+        for line in f:
+            fields = line.split("#", 1)[0].split()
+            if len(fields) < 3 or fields[0] != trace_name:
+                continue
+            axes = {k: int(v) for k, v in (kv.split("=") for kv in fields[2].split(","))}
+            label = fields[4] if len(fields) > 4 else fields[2]
+            cases.append({"name": label, "axes": axes, "dtype": fields[1]})
+    return cases
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lib", required=True, help="path of libkiln_client.so")
@@ -931,6 +945,8 @@ def main():
                                                          "kernels", "traces"), help="trace definitions folder")
     parser.add_argument("--ops", default="all", help="comma list of: " + ", ".join(o.name for o in OPS))
     parser.add_argument("--dtypes", help="comma list (default: each example's dtype)")
+    parser.add_argument("--list", help="cases from a kiln-bench test list (lines 'routine dtype m=1,n=8 ... label', "
+                                       "routine = the trace name) instead of the trace examples")
     parser.add_argument("--reps", type=int, default=20, help="graph replays timed per backend")
     parser.add_argument("--calls", type=int, default=20, help="calls per graph (more when rotation needs them)")
     parser.add_argument("--max-calls", type=int, default=4096, help="the most calls per graph")
@@ -965,7 +981,8 @@ def main():
         if trace is None:
             skipped.append(f"{op.name}: no trace definition {op.trace}.json (its examples are the cases)")
             continue
-        for example in trace["examples"]:
+        examples = trace["examples"] if not args.list else list_cases(args.list, op.trace)
+        for example in examples:
             for dtype_name in (args.dtypes.split(",") if args.dtypes else [example["dtype"]]):
                 try:
                     case_rows = run_case(lib, op, trace, example["name"], example["axes"], dtype_name, args,

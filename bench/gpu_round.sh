@@ -17,14 +17,14 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 chmod -R a+rX .gpu kernels
 
 if [[ $what == tests || $what == all ]]; then
-  for family in ops activation rope sampling decode diag; do
+  for family in ops activation rope sampling decode diag gemm; do
     filter="[gpu][$family]"
-    [[ $family == ops ]] && filter="[gpu][ops]~[activation]~[rope]~[sampling]~[decode]~[diag]"
+    [[ $family == ops ]] && filter="[gpu][ops]~[activation]~[rope]~[sampling]~[decode]~[diag]~[gemm]"
     timeout 240 kiln_client_tests "$filter" -d yes > "$OUT/gpu-tests-$family.log" 2>&1
     echo "kiln_client_tests $filter rc=$?"
     grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gpu-tests-$family.log" | tail -12
   done
-  rest="[gpu]~[ops]~[activation]~[rope]~[sampling]~[decode]~[diag]"
+  rest="[gpu]~[ops]~[activation]~[rope]~[sampling]~[decode]~[diag]~[gemm]"
   timeout 120 kiln_client_tests "$rest" -d yes > "$OUT/gpu-tests-rest.log" 2>&1; echo "kiln_client_tests $rest rc=$?"
   grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gpu-tests-rest.log" | tail -8
   timeout 300 kiln_bench_tests "[gpu]" -d yes > "$OUT/gpu-tests-bench-check.log" 2>&1

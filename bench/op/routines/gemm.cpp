@@ -4,12 +4,17 @@
 //
 // backends: kiln (the op, heuristic tactic), reference (one thread per element of d, fp32
 // accumulation: obviously correct, and slow: 16-byte loads along K keep it within seconds at
-// the Llama shapes).
+// the Llama shapes), kiln_t<M>x<N> (the op with that tile forced through the client's internal
+// plan, at its most stages and group_m 8: a diagnostic tactic control, to measure the
+// heuristic's choice against the others).
 #include <cmath>
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
 #include "client/core/api/invalid_argument.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/ops/gemm/gemm_ops.h"
+#include "client/ops/gemm/gemm_plan.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/ops/gemm.h"
 
@@ -36,6 +41,23 @@ extern "C" __global__ void kiln_bench_ref_gemm(T* d, const T* a, const T* b, lon
 }
 )";
 
+// The kiln backends run only on a device of the sm_90a family (the daemon refuses the spec for
+// any other): elsewhere they do not take the case (INVALID_ARGUMENT: not applicable), as a GPU
+// test is skipped, not failed, on hardware without the feature.
+Status RequireSm90() {
+  KILN_ASSIGN_OR_RETURN(const client::CudaDriver* driver, client::CudaDriver::Get());
+  CUdevice device = 0;
+  KILN_RETURN_IF_ERROR(driver->Check(driver->cuCtxGetDevice(&device), "cuCtxGetDevice"));
+  int major = 0;
+  KILN_RETURN_IF_ERROR(
+      driver->Check(driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+                    "cuDeviceGetAttribute"));
+  if (major != 9)
+    return client::InvalidArgument("gemm: the kernel is sm_90a code (wgmma, TMA); this device is compute capability " +
+                                   std::to_string(major) + ".x");
+  return OkStatus();
+}
+
 class GemmRoutine : public Routine {
  public:
   std::string_view name() const override { return gemm::kGemmOp; }
@@ -43,8 +65,17 @@ class GemmRoutine : public Routine {
   std::vector<std::string> axes() const override { return {"m", "n", "k"}; }
   std::vector<DType> dtypes() const override { return {DType::kBFloat16, DType::kFloat16}; }
   std::vector<BackendInfo> backends() const override {
-    return {{"kiln", "the op through kiln::ops (TMA + wgmma, tactic from the heuristic)"},
-            {"reference", "one thread per element of d, fp32 accumulation (the refcheck baseline)"}};
+    std::vector<BackendInfo> all = {{"kiln", "the op through kiln::ops (TMA + wgmma, tactic from the heuristic)"},
+                                    {"reference",
+                                     "one thread per element of d, fp32 accumulation (the refcheck baseline)"}};
+    for (int tile_m : gemm::kTileMChoices)
+      for (int tile_n : gemm::kTileNChoices)
+        all.push_back({TileBackend(tile_m, tile_n), "kiln with the tile forced, most stages, group_m 8 (diagnostic)"});
+    return all;
+  }
+
+  static std::string TileBackend(int tile_m, int tile_n) {
+    return "kiln_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n);
   }
 
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
@@ -104,6 +135,7 @@ class GemmRoutine : public Routine {
 
   StatusOr<BackendFn> Prepare(const std::string& backend, const CaseSpec& spec, const ShapeAxes& shape,
                               DType dtype) const override {
+    if (backend != "reference") KILN_RETURN_IF_ERROR(RequireSm90());
     if (backend == "kiln") {
       return BackendFn(
           [](const TensorSet& t, CUstream stream) { return ops::gemm(t[0], t[1], t[2], nullptr, nullptr, 0, stream); });
@@ -121,6 +153,16 @@ class GemmRoutine : public Routine {
         config.stream = stream;
         return kernel(config, t[0].data, t[1].data, t[2].data, m, n, k);
       });
+    }
+    for (int tile_m : gemm::kTileMChoices) {
+      for (int tile_n : gemm::kTileNChoices) {
+        if (backend != TileBackend(tile_m, tile_n)) continue;
+        const gemm::GemmTactic tactic{tile_m, tile_n, gemm::GemmMaxStages(tile_m, tile_n), 8};
+        return BackendFn([tactic](const TensorSet& t, CUstream stream) -> Status {
+          KILN_ASSIGN_OR_RETURN(auto plan, client::PlanGemm(t[0], t[1], t[2], nullptr, nullptr, 0, "kiln-bench gemm"));
+          return client::LaunchGemmPlan(plan, tactic, stream);
+        });
+      }
     }
     return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");
   }

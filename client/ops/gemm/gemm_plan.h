@@ -37,10 +37,10 @@ StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const Tens
                             const TensorView* c, double beta, const char* api);
 
 // The default tactic of a shape, with no tuning, on a device of `sms` multiprocessors:
-//  - tile_m 64 when M <= 64 (one consumer: no half-empty second warp-group), else 128;
-//  - tile_n the largest of 256, 128, 64 whose tiles fill the SMs' waves best: the fraction of
-//    the last wave's blocks that have work, with a bigger tile preferred at equal fill (it
-//    reads fewer bytes per FLOP);
+//  - M <= 64 (memory-bound): tile_m 64, and the tile_n of 256, 128, 64 whose tiles fill the
+//    SMs' waves best (more blocks stream the weight faster), a bigger one winning a near-tie;
+//  - larger M: the tile of least predicted time, waves x tile area / the tile's measured
+//    relative throughput (gemm_plan.cpp: kTileThroughput);
 //  - the most stages that fit in shared memory, raster groups of 8 tile rows.
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 

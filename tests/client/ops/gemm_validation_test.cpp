@@ -61,8 +61,9 @@ TEST_CASE("gemm refuses unsupported and mismatched dtypes", "[client][ops][valid
 TEST_CASE("gemm refuses mismatched shapes and N or K that TMA cannot read", "[client][ops][validation][gemm]") {
   RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 72)),
                  "kiln::ops::gemm: b: expected shape [N, 64] (K = a's last dim), found [64, 72]");
-  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 56), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
-                 "kiln::ops::gemm: d: expected a's leading dims and N = 64 (b's rows) last, found [4, 56] for a [4, 64]");
+  RequireInvalid(
+      Gemm(Matrix(kD, kBf16, 4, 56), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
+      "kiln::ops::gemm: d: expected a's leading dims and N = 64 (b's rows) last, found [4, 56] for a [4, 64]");
   RequireInvalid(Gemm(Matrix(kD, kBf16, 5, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64)),
                  "d: expected a's leading dims and N = 64 (b's rows) last, found [5, 64] for a [4, 64]");
   RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 60), Matrix(kB, kBf16, 64, 60)),
@@ -101,8 +102,7 @@ TEST_CASE("gemm refuses operands TMA cannot read and outputs it cannot write", "
   RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), nullptr, &c,
                       std::numeric_limits<double>::infinity()),
                  "kiln::ops::gemm: beta: expected a finite float, found inf");
-  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), nullptr, &c,
-                      1e39),
+  RequireInvalid(Gemm(Matrix(kD, kBf16, 4, 64), Matrix(kA, kBf16, 4, 64), Matrix(kB, kBf16, 64, 64), nullptr, &c, 1e39),
                  "beta: expected a finite float");
 }
 
@@ -140,14 +140,20 @@ TEST_CASE("the default gemm tactic follows the shape and the SM count", "[client
   CHECK(decode.tile_m == 64);
   CHECK(decode.tile_n == 64);
   CHECK(decode.stages == kiln::gemm::GemmMaxStages(64, 64));
-  // Prefill 4096 x 6144: 32 x 24 = 768 tiles of 128x256 fill 132 SMs as well as smaller ones.
+  // Prefill 4096 x 6144: 768 tiles of 128x256 in 6 waves beat 1536 of 128x128 in 12.
   auto prefill = ChooseGemmTactic(4096, 6144, 4096, 132);
   CHECK(prefill.tile_m == 128);
   CHECK(prefill.tile_n == 256);
   CHECK(prefill.stages == 4);
   CHECK(prefill.group_m == 8);
-  // 1024 x 4096: 128 tiles of 128x256 on 132 SMs (0.97) tie 256 tiles of 128x128 (0.97).
+  // Many waves: the biggest tile, even where a smaller one fills the last wave better
+  // (4096 x 28672: 128x64 would fill 0.996 of its 109 waves, 128x256 0.970 of 28).
+  CHECK(ChooseGemmTactic(4096, 28672, 4096, 132).tile_n == 256);
+  CHECK(ChooseGemmTactic(16384, 6144, 4096, 132).tile_n == 256);
+  // One wave either way: 128 tiles of 128x256 (1024 x 4096).
   CHECK(ChooseGemmTactic(1024, 4096, 4096, 132).tile_n == 256);
+  // 1024 x 6144: 192 tiles of 128x256 take 2 waves; 384 of 128x128 take 3 at 0.94 the rate.
+  CHECK(ChooseGemmTactic(1024, 6144, 4096, 132).tile_n == 128);
   // Every choice is in the space.
   for (int64_t m : {1, 16, 64, 65, 256, 1024, 4096, 16384})
     for (int64_t n : {8, 1536, 4096, 6144, 28672}) {

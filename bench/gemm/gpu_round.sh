@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The gemm round on the H200 (device tool, kind nvidia-h200), from the repository root with
+# the bundle in .gpu/ (bash bench/gpu_bundle.sh): the [gpu][gemm] client tests, then with a
+# kilnd of its own kiln-bench on the shapes (bench/gemm/llama31_8b.list: (N, K) of the
+# Llama-3.1-8B linear layers x M 1..16384) and on every tile (bench/gemm/tactics.list), and
+# bench/compare_torch.py against cuBLAS on the same shapes. Logs and JSON go to $OUT.
+#   bash bench/gemm/gpu_round.sh [tests|bench|all]
+set -u
+what=${1:-all}
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+source .gpu/env.sh
+chmod -R a+rX .gpu kernels
+
+if [[ $what == tests || $what == all ]]; then
+  timeout 300 kiln_client_tests "[gpu][gemm]" -d yes > "$OUT/gemm-tests.log" 2>&1
+  echo "kiln_client_tests [gpu][gemm] rc=$?"
+  grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gemm-tests.log" | tail -8
+fi
+
+if [[ $what == bench || $what == all ]]; then
+  dir=$(mktemp -d)
+  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
+    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-gemm.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
+  export KILN_SOCKET=$dir/kilnd.sock
+  for list in llama31_8b tactics; do
+    timeout 200 kiln-bench --list "bench/gemm/$list.list" --out "$OUT/gemm-$list.json" > "$OUT/gemm-$list.log" 2>&1
+    echo "kiln-bench --list bench/gemm/$list.list rc=$?"
+    cat "$OUT/gemm-$list.log"
+  done
+  lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
+  timeout 300 python3 bench/compare_torch.py --lib "$lib" --ops gemm --list bench/gemm/llama31_8b.list \
+    --out "$OUT/gemm-compare-torch.json" > "$OUT/gemm-compare-torch.log" 2>&1
+  echo "compare_torch --ops gemm rc=$?"
+  cat "$OUT/gemm-compare-torch.log"
+  kill $daemon; wait $daemon 2>/dev/null
+fi
