@@ -2,9 +2,10 @@
 // the TMA tensor maps, the launch, and the C++ and C APIs. Validation and the heuristic are
 // gemm_plan.h's; the kernel contract kiln/gemm/gemm_contract.h.
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
@@ -13,6 +14,7 @@
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/gemm/gemm_ops.h"
 #include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/gemm/gemm_tactic_controls.h"
 #include "client/ops/op_table.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/ops/gemm.h"
@@ -42,16 +44,37 @@ struct GemmSpec {
 
 const OpKernels kGemmKernels = {gemm::kGemmOp, {{{gemm::kGemmEntry, 256, true}}}};
 
-// The SM count of a device, asked of the driver once per ordinal (the heuristic's input).
-StatusOr<int> Multiprocessors(const CudaDriver& driver, int device) {
-  static std::array<std::atomic<int>, 64> known{};
-  if (device >= 0 && device < static_cast<int>(known.size())) {
-    if (int sms = known[static_cast<size_t>(device)].load(std::memory_order_relaxed); sms > 0) return sms;
+// What the heuristic and the blocklist need of a device (its SM count, its name), asked of the
+// driver once per ordinal.
+struct DeviceFacts {
+  int sms = 0;
+  std::string name;
+};
+StatusOr<DeviceFacts> FactsOf(const CudaDriver& driver, int device) {
+  static std::mutex mutex;
+  static std::map<int, DeviceFacts> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(device); it != known.end()) return it->second;
   }
   KILN_ASSIGN_OR_RETURN(const DeviceInfo info, DescribeDevice(driver, device));
-  if (device >= 0 && device < static_cast<int>(known.size()))
-    known[static_cast<size_t>(device)].store(info.multiprocessors, std::memory_order_relaxed);
-  return info.multiprocessors;
+  DeviceFacts facts{info.multiprocessors, info.name};
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(device, facts);
+  return facts;
+}
+
+// The tactic of a call: KILN_FORCE_TACTIC's, else the heuristic's first that the blocklist
+// (KILN_TACTIC_BLOCKLIST) does not block on this device.
+StatusOr<gemm::GemmTactic> TacticFor(const GemmPlan& plan, const DeviceFacts& device) {
+  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
+  if (!controls.ok()) return controls.status().WithContext(plan.api);
+  if (controls->forced) return *controls->forced;
+  if (controls->blocked.empty()) return ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms);
+  for (const gemm::GemmTactic& tactic : RankGemmTactics(plan.m, plan.n, plan.k, device.sms))
+    if (!controls->Blocks(tactic, device.name)) return tactic;
+  return Status(StatusCode::kFailedPrecondition,
+                std::string(plan.api) + ": KILN_TACTIC_BLOCKLIST blocks every gemm tactic on " + device.name);
 }
 
 // A tensor map of a K-major operand [rows, k] with row stride `row_stride` elements, read in
@@ -77,13 +100,21 @@ Status EncodeOperand(const CudaDriver& driver, DType dtype, const void* data, in
   return OkStatus();
 }
 
-// `tactic` null: the heuristic's for the shape and the device.
+// `forced` null: the tactic controls' or the heuristic's for the shape and the device.
 Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
   if (plan.m == 0) return OkStatus();  // nothing to do, and nothing to launch
+  // A bad control fails every call the same way, with or without a GPU.
+  if (const auto& controls = GemmTacticControlsFromEnvironment(); !controls.ok())
+    return controls.status().WithContext(plan.api);
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(plan.api);
-  KILN_ASSIGN_OR_RETURN(const int sms, Multiprocessors(**driver, plan.device));
-  const gemm::GemmTactic tactic = forced != nullptr ? *forced : ChooseGemmTactic(plan.m, plan.n, plan.k, sms);
+  KILN_ASSIGN_OR_RETURN(const DeviceFacts device, FactsOf(**driver, plan.device));
+  gemm::GemmTactic tactic{};
+  if (forced != nullptr) {
+    tactic = *forced;
+  } else {
+    KILN_ASSIGN_OR_RETURN(tactic, TacticFor(plan, device));
+  }
   const GemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kGemmKernels, spec, plan.device, plan.api));
   const EntryLaunchReady& e = ready.launch->entry();
@@ -110,7 +141,7 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
 
   const long long tiles = gemm::GemmTiles(plan.m, plan.n, tactic.tile_m, tactic.tile_n);
   LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(std::min<long long>(tiles, sms));
+  config.grid.x = static_cast<unsigned>(std::min<long long>(tiles, device.sms));
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;

@@ -1,8 +1,11 @@
 #include "client/ops/gemm/gemm_plan.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
@@ -168,39 +171,55 @@ constexpr TileThroughput kTileThroughput[] = {{128, 256, 1.00}, {128, 128, 0.94}
 
 }  // namespace
 
-gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
+std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, int sms) {
   (void)k;  // every K streams through the same pipeline; split-K for small M is not built yet
   if (sms < 1) sms = 1;
-  gemm::GemmTactic best{64, 64, 0, 8};
+  // (score, tile): lower scores first; the order of equal scores is kept.
+  std::vector<std::pair<double, gemm::GemmTactic>> tiles;
   if (m <= 64) {
     // Memory-bound: the weight must stream at HBM speed, and more blocks stream it faster, so
-    // the tile_n (256, 128, 64) whose tiles best fill the SMs, a bigger one winning a near-tie.
+    // the tile_n (256, 128, 64) whose tiles best fill the SMs, a bigger one winning a near-tie
+    // (within 0.02 of the fill); then the other widths by fill, and the 128-row tiles last.
     double best_fill = -1;
-    for (int tile_n : {256, 128, 64}) {
-      const long long tiles = gemm::GemmTiles(m, n, 64, tile_n);
-      const long long waves = (tiles + sms - 1) / sms;
-      const double fill = static_cast<double>(tiles) / static_cast<double>(waves * sms);
-      if (fill > best_fill + 0.02) {
-        best_fill = fill;
-        best.tile_n = tile_n;
+    int chosen = 256;
+    double fills[3] = {};
+    const int widths[3] = {256, 128, 64};
+    for (int i = 0; i < 3; ++i) {
+      const long long tiles_count = gemm::GemmTiles(m, n, 64, widths[i]);
+      const long long waves = (tiles_count + sms - 1) / sms;
+      fills[i] = static_cast<double>(tiles_count) / static_cast<double>(waves * sms);
+      if (fills[i] > best_fill + 0.02) {
+        best_fill = fills[i];
+        chosen = widths[i];
       }
     }
+    tiles.push_back({-1.0, {64, chosen, 0, 8}});
+    for (int i = 0; i < 3; ++i)
+      if (widths[i] != chosen) tiles.push_back({-fills[i], {64, widths[i], 0, 8}});
+    for (int tile_n : {256, 128, 64}) tiles.push_back({1.0, {128, tile_n, 0, 8}});  // two consumers, half idle
   } else {
     // Compute-bound: the least predicted time, waves x the tile's work / its throughput.
-    double best_cost = -1;
     for (const TileThroughput& t : kTileThroughput) {
-      const long long tiles = gemm::GemmTiles(m, n, t.tile_m, t.tile_n);
-      const long long waves = (tiles + sms - 1) / sms;
-      const double cost = static_cast<double>(waves) * t.tile_m * t.tile_n / t.relative;
-      if (best_cost < 0 || cost < best_cost) {
-        best_cost = cost;
-        best.tile_m = t.tile_m;
-        best.tile_n = t.tile_n;
-      }
+      const long long tiles_count = gemm::GemmTiles(m, n, t.tile_m, t.tile_n);
+      const long long waves = (tiles_count + sms - 1) / sms;
+      tiles.push_back({static_cast<double>(waves) * t.tile_m * t.tile_n / t.relative, {t.tile_m, t.tile_n, 0, 8}});
     }
   }
-  best.stages = gemm::GemmMaxStages(best.tile_m, best.tile_n);
-  return best;
+  std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Per tile: the most stages first, then fewer; group_m 8, then the other raster groups.
+  std::vector<gemm::GemmTactic> ranked;
+  for (const auto& [score, tile] : tiles) {
+    for (int stages = gemm::GemmMaxStages(tile.tile_m, tile.tile_n); stages >= gemm::kMinStages; --stages) {
+      ranked.push_back({tile.tile_m, tile.tile_n, stages, 8});
+      for (int group_m = 1; group_m <= gemm::kMaxGroupM; ++group_m)
+        if (group_m != 8) ranked.push_back({tile.tile_m, tile.tile_n, stages, group_m});
+    }
+  }
+  return ranked;
+}
+
+gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
+  return RankGemmTactics(m, n, k, sms).front();
 }
 
 }  // namespace kiln::client

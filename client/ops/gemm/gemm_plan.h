@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/status.h"
@@ -43,5 +44,10 @@ StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const Tens
 //    relative throughput (gemm_plan.cpp: kTileThroughput);
 //  - the most stages that fit in shared memory, raster groups of 8 tile rows.
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
+
+// Every tactic of the space in the order the heuristic prefers them for the shape (the first is
+// ChooseGemmTactic's): tiles by the rule above, then per tile the most stages down to 2, each
+// with group_m 8 first. A blocklist (KILN_TACTIC_BLOCKLIST) takes the first it does not block.
+std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, int sms);
 
 }  // namespace kiln::client

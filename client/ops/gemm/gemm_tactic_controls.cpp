@@ -1,0 +1,134 @@
+#include "client/ops/gemm/gemm_tactic_controls.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "client/core/api/invalid_argument.h"
+
+namespace kiln::client {
+namespace {
+
+constexpr const char* kTacticForm = "t<tile_m>x<tile_n>x64s<stages>g<group_m>, e.g. t128x256x64s4g8";
+
+// Reads a decimal number at `text[*pos]`, advancing; false when there is none.
+bool Number(std::string_view text, size_t* pos, int* value) {
+  const size_t start = *pos;
+  long long v = 0;
+  while (*pos < text.size() && text[*pos] >= '0' && text[*pos] <= '9' && *pos - start < 6)
+    v = v * 10 + (text[(*pos)++] - '0');
+  *value = static_cast<int>(v);
+  return *pos > start;
+}
+
+bool Expect(std::string_view text, size_t* pos, char c) {
+  if (*pos >= text.size() || text[*pos] != c) return false;
+  ++*pos;
+  return true;
+}
+
+std::string Trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+}  // namespace
+
+std::string GemmTacticText(const gemm::GemmTactic& t) {
+  return "t" + std::to_string(t.tile_m) + "x" + std::to_string(t.tile_n) + "x" + std::to_string(gemm::kTileK) + "s" +
+         std::to_string(t.stages) + "g" + std::to_string(t.group_m);
+}
+
+StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text) {
+  gemm::GemmTactic t{};
+  int tile_k = 0;
+  size_t pos = 0;
+  const bool parsed = Expect(text, &pos, 't') && Number(text, &pos, &t.tile_m) && Expect(text, &pos, 'x') &&
+                      Number(text, &pos, &t.tile_n) && Expect(text, &pos, 'x') && Number(text, &pos, &tile_k) &&
+                      Expect(text, &pos, 's') && Number(text, &pos, &t.stages) && Expect(text, &pos, 'g') &&
+                      Number(text, &pos, &t.group_m) && pos == text.size();
+  if (!parsed) return InvalidArgument("'" + std::string(text) + "' is not a gemm tactic; expected " + kTacticForm);
+  if (tile_k != gemm::kTileK || !gemm::GemmTacticFits(t))
+    return InvalidArgument("'" + std::string(text) +
+                           "' is not in the gemm tactic space (tile_m 64 or 128, tile_n 64, 128 or 256, k 64, stages "
+                           "2 to the most that fit in shared memory, group_m 1..16; docs/kernels-gemm.md)");
+  return t;
+}
+
+bool GemmTacticControls::Blocks(const gemm::GemmTactic& t, std::string_view gpu_name) const {
+  for (const BlockedGemmTactic& b : blocked) {
+    const bool same = b.tactic.tile_m == t.tile_m && b.tactic.tile_n == t.tile_n && b.tactic.stages == t.stages &&
+                      b.tactic.group_m == t.group_m;
+    if (same && (b.gpu.empty() || gpu_name.find(b.gpu) != std::string_view::npos)) return true;
+  }
+  return false;
+}
+
+StatusOr<GemmTacticControls> ParseGemmTacticControls(const char* force, const char* blocklist_path,
+                                                     std::string_view blocklist_text) {
+  GemmTacticControls controls;
+  if (force != nullptr && *force != '\0') {
+    const std::string_view value(force);
+    if (value.substr(0, 5) != "gemm:")
+      return InvalidArgument("KILN_FORCE_TACTIC='" + std::string(value) + "': expected gemm:<tactic> (" + kTacticForm +
+                             "); gemm is the only op with tactics");
+    auto tactic = ParseGemmTactic(value.substr(5));
+    if (!tactic.ok()) return InvalidArgument("KILN_FORCE_TACTIC: " + tactic.status().message());
+    controls.forced = *tactic;
+  }
+  if (blocklist_path != nullptr && *blocklist_path != '\0') {
+    std::istringstream lines{std::string(blocklist_text)};
+    std::string line;
+    for (int number = 1; std::getline(lines, line); ++number) {
+      const std::string content = Trim(line.substr(0, line.find('#')));
+      if (content.empty()) continue;
+      const std::string where = "KILN_TACTIC_BLOCKLIST " + std::string(blocklist_path) + ":" + std::to_string(number);
+      std::istringstream fields(content);
+      std::string op, tactic_text;
+      fields >> op >> tactic_text;
+      if (op != "gemm")
+        return InvalidArgument(where + ": '" + content + "': expected 'gemm <tactic> [gpu=<name part>]'");
+      auto tactic = ParseGemmTactic(tactic_text);
+      if (!tactic.ok()) return InvalidArgument(where + ": " + tactic.status().message());
+      BlockedGemmTactic blocked{*tactic, ""};
+      std::string rest;
+      std::getline(fields, rest);
+      rest = Trim(rest);
+      if (!rest.empty()) {
+        if (rest.rfind("gpu=", 0) != 0 || rest.size() == 4)
+          return InvalidArgument(where + ": '" + rest + "' after the tactic: expected gpu=<a part of the GPU name>");
+        blocked.gpu = rest.substr(4);
+      }
+      controls.blocked.push_back(std::move(blocked));
+    }
+  }
+  return controls;
+}
+
+const StatusOr<GemmTacticControls>& GemmTacticControlsFromEnvironment() {
+  static const StatusOr<GemmTacticControls> controls = []() -> StatusOr<GemmTacticControls> {
+    const char* force = std::getenv("KILN_FORCE_TACTIC");
+    const char* path = std::getenv("KILN_TACTIC_BLOCKLIST");
+    std::string text;
+    if (path != nullptr && *path != '\0') {
+      std::ifstream file(path);
+      if (!file) return InvalidArgument("KILN_TACTIC_BLOCKLIST=" + std::string(path) + ": cannot read the file");
+      std::ostringstream all;
+      all << file.rdbuf();
+      text = all.str();
+    }
+    auto parsed = ParseGemmTacticControls(force, path, text);
+    if (parsed.ok() && parsed->forced)
+      std::fprintf(stderr,
+                   "kiln: KILN_FORCE_TACTIC: every gemm call of this process uses tactic %s instead of the "
+                   "heuristic's choice per shape (a diagnostic control)\n",
+                   GemmTacticText(*parsed->forced).c_str());
+    return parsed;
+  }();
+  return controls;
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,162 @@
+// The gemm tactic's diagnostic controls without a GPU: tactic texts, KILN_FORCE_TACTIC and
+// KILN_TACTIC_BLOCKLIST parsed (every bad value refused, naming the variable, the line and what
+// is accepted), the heuristic's ranking that a blocklist walks, and a process whose variables
+// are bad refusing its gemm calls with that message (this binary run again as a child with the
+// variables set: the environment is read once per process).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "kiln/ops/gemm.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+#include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/gemm/gemm_tactic_controls.h"
+
+namespace {
+
+using kiln::StatusCode;
+using kiln::client::GemmTacticControls;
+using kiln::client::GemmTacticText;
+using kiln::client::ParseGemmTactic;
+using kiln::client::ParseGemmTacticControls;
+using kiln::client::RankGemmTactics;
+
+void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
+  INFO(status.ToString());
+  REQUIRE(status.code() == StatusCode::kInvalidArgument);
+  CHECK(status.message().find(fragment) != std::string::npos);
+}
+
+TEST_CASE("gemm tactic texts round-trip, and only tactics of the space parse", "[client][ops][gemm]") {
+  auto t = ParseGemmTactic("t128x256x64s4g8");
+  REQUIRE(t.ok());
+  CHECK(t->tile_m == 128);
+  CHECK(t->tile_n == 256);
+  CHECK(t->stages == 4);
+  CHECK(t->group_m == 8);
+  CHECK(GemmTacticText(*t) == "t128x256x64s4g8");
+  for (const char* bad : {"", "t128x256", "128x256x64s4g8", "t128x256x64s4g8 ", "t128x256x32s4g8x", "tAx256x64s4g8"})
+    RequireInvalid(ParseGemmTactic(bad).status(),
+                   "is not a gemm tactic; expected t<tile_m>x<tile_n>x64s<stages>g<group_m>");
+  // Well formed but outside the space: 5 stages of 128x256 exceed shared memory; k is 64.
+  RequireInvalid(ParseGemmTactic("t128x256x64s5g8").status(), "'t128x256x64s5g8' is not in the gemm tactic space");
+  RequireInvalid(ParseGemmTactic("t128x256x32s4g8").status(), "is not in the gemm tactic space");
+  RequireInvalid(ParseGemmTactic("t96x256x64s4g8").status(), "is not in the gemm tactic space");
+  RequireInvalid(ParseGemmTactic("t128x128x64s4g17").status(), "is not in the gemm tactic space");
+}
+
+TEST_CASE("KILN_FORCE_TACTIC and KILN_TACTIC_BLOCKLIST parse, and say what is wrong", "[client][ops][gemm]") {
+  auto none = ParseGemmTacticControls(nullptr, nullptr, "");
+  REQUIRE(none.ok());
+  CHECK(!none->forced);
+  CHECK(none->blocked.empty());
+
+  auto forced = ParseGemmTacticControls("gemm:t64x128x64s3g2", nullptr, "");
+  REQUIRE(forced.ok());
+  REQUIRE(forced->forced);
+  CHECK(GemmTacticText(*forced->forced) == "t64x128x64s3g2");
+  RequireInvalid(ParseGemmTacticControls("t64x128x64s3g2", nullptr, "").status(),
+                 "KILN_FORCE_TACTIC='t64x128x64s3g2': expected gemm:<tactic>");
+  RequireInvalid(ParseGemmTacticControls("gemm:t64x128", nullptr, "").status(),
+                 "KILN_FORCE_TACTIC: 't64x128' is not a gemm tactic");
+
+  const std::string list = "# known to hang on this stack\n"
+                           "gemm t128x256x64s4g8\n"
+                           "\n"
+                           "gemm t128x128x64s7g8 gpu=H200   # only there\n";
+  auto blocked = ParseGemmTacticControls(nullptr, "/etc/kiln/blocklist", list);
+  INFO(blocked.status().ToString());
+  REQUIRE(blocked.ok());
+  REQUIRE(blocked->blocked.size() == 2);
+  CHECK(blocked->blocked[1].gpu == "H200");
+  const kiln::gemm::GemmTactic big{128, 256, 4, 8}, mid{128, 128, 7, 8}, other{128, 128, 6, 8};
+  CHECK(blocked->Blocks(big, "NVIDIA H100 80GB HBM3"));
+  CHECK(blocked->Blocks(mid, "NVIDIA H200"));
+  CHECK(!blocked->Blocks(mid, "NVIDIA H100 80GB HBM3"));
+  CHECK(!blocked->Blocks(other, "NVIDIA H200"));
+
+  RequireInvalid(ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8\nrmsnorm t1\n").status(),
+                 "KILN_TACTIC_BLOCKLIST /b:2: 'rmsnorm t1': expected 'gemm <tactic> [gpu=<name part>]'");
+  RequireInvalid(ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s9g8\n").status(),
+                 "KILN_TACTIC_BLOCKLIST /b:1: 't128x256x64s9g8' is not in the gemm tactic space");
+  RequireInvalid(ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8 sm=90\n").status(),
+                 "KILN_TACTIC_BLOCKLIST /b:1: 'sm=90' after the tactic: expected gpu=<a part of the GPU name>");
+}
+
+TEST_CASE("the heuristic ranks the whole tactic space, its choice first", "[client][ops][gemm]") {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 4096}, {64, 28672}, {4096, 28672}, {1024, 6144}}) {
+    INFO(m << " x " << n);
+    const auto ranked = RankGemmTactics(m, n, 4096, 132);
+    REQUIRE(!ranked.empty());
+    const auto first = kiln::client::ChooseGemmTactic(m, n, 4096, 132);
+    CHECK(GemmTacticText(ranked.front()) == GemmTacticText(first));
+    std::set<std::string> seen;
+    for (const auto& t : ranked) {
+      CHECK(kiln::gemm::GemmTacticFits(t));
+      seen.insert(GemmTacticText(t));
+    }
+    CHECK(seen.size() == ranked.size());  // each once
+    // Every tile at every stage count with every group_m: the whole space.
+    size_t space = 0;
+    for (int tile_m : kiln::gemm::kTileMChoices)
+      for (int tile_n : kiln::gemm::kTileNChoices)
+        space += static_cast<size_t>(kiln::gemm::GemmMaxStages(tile_m, tile_n) - kiln::gemm::kMinStages + 1) *
+                 kiln::gemm::kMaxGroupM;
+    CHECK(ranked.size() == space);
+  }
+  // Blocking the choice moves to the next: the same tile with one stage fewer... after every
+  // raster group of the most stages.
+  const auto ranked = RankGemmTactics(4096, 28672, 4096, 132);
+  CHECK(GemmTacticText(ranked[0]) == "t128x256x64s4g8");
+  CHECK(GemmTacticText(ranked[1]) == "t128x256x64s4g1");
+}
+
+// Run only as the child of the test below ([.] keeps it out of a plain run): one gemm call on
+// fake device pointers with the environment the parent set; prints the status.
+TEST_CASE("child: one gemm call under the process's tactic controls", "[.gemm-controls-child]") {
+  using kiln::TensorView;
+  const auto at = [](uintptr_t a) { return reinterpret_cast<void*>(a); };
+  const uintptr_t base = 0x7f0000000000;
+  const auto a = TensorView::Contiguous(at(base), kiln::DType::kBFloat16, {4, 64});
+  const auto b = TensorView::Contiguous(at(base + (uintptr_t{1} << 32)), kiln::DType::kBFloat16, {64, 64});
+  const auto d = TensorView::Contiguous(at(base + (uintptr_t{2} << 32)), kiln::DType::kBFloat16, {4, 64});
+  std::printf("status: %s\n", kiln::ops::gemm(d, a, b).ToString().c_str());
+}
+
+TEST_CASE("a process with bad tactic controls refuses its gemm calls, naming the variable", "[client][ops][gemm]") {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  kiln::testing::TempDir dir("kiln-gemm-controls");
+  const std::string list = dir.path() + "/blocklist";
+  std::ofstream(list) << "gemm t128x256x64s4g8\ngemm t999x1x64s4g8\n";
+  struct Case {
+    std::map<std::string, std::string> env;
+    std::string want;
+  };
+  const Case cases[] = {
+      {{{"KILN_FORCE_TACTIC", "gemm:t128x256x64s5g8"}},
+       "INVALID_ARGUMENT: kiln::ops::gemm: KILN_FORCE_TACTIC: 't128x256x64s5g8' is not in the gemm tactic space"},
+      {{{"KILN_TACTIC_BLOCKLIST", list}},
+       "INVALID_ARGUMENT: kiln::ops::gemm: KILN_TACTIC_BLOCKLIST " + list + ":2: 't999x1x64s4g8' is not in"},
+      {{{"KILN_TACTIC_BLOCKLIST", dir.path() + "/missing"}},
+       "INVALID_ARGUMENT: kiln::ops::gemm: KILN_TACTIC_BLOCKLIST=" + dir.path() + "/missing: cannot read the file"},
+  };
+  for (const Case& c : cases) {
+    kiln::testing::SubprocessOptions options;
+    options.argv = {self, "child: one gemm call under the process's tactic controls"};
+    options.set_env = c.env;
+    options.unset_env = {"KILN_FORCE_TACTIC", "KILN_TACTIC_BLOCKLIST"};
+    for (const auto& [k, v] : c.env) std::erase(options.unset_env, k);
+    kiln::testing::Subprocess child(options);
+    REQUIRE(child.Wait() == 0);
+    INFO(child.Output());
+    CHECK(child.Output().find("status: " + c.want) != std::string::npos);
+  }
+}
+
+}  // namespace
