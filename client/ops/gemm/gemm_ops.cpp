@@ -118,7 +118,7 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   const GemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kGemmKernels, spec, plan.device, plan.api));
   const EntryLaunchReady& e = ready.launch->entry();
-  if (e.block != gemm::GemmThreads(tactic.tile_m))
+  if (e.block != static_cast<unsigned>(gemm::GemmThreads(tactic.tile_m)))
     return Status(StatusCode::kFailedPrecondition,
                   std::string(plan.api) + ": the daemon's gemm kernel has a block of " + std::to_string(e.block) +
                       " threads, the contract says " + std::to_string(gemm::GemmThreads(tactic.tile_m)) +
