@@ -9,7 +9,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -286,6 +288,48 @@ TEST_CASE("gemm refuses misaligned operands on a real device and writes nothing"
   CHECK(s.message().find("is not 16-byte aligned (TMA reads it)") != std::string::npos);
   const std::vector<uint8_t> after = dd.Download();
   CHECK(std::all_of(after.begin(), after.end(), [](uint8_t v) { return v == 0xFF; }));
+}
+
+// Not a test: the host cost of what every gemm call does before its launch, to decide whether
+// the TMA tensor maps should be cached (issue 11: "encoded per call or cached per
+// pointer/shape: measure which"): cuTensorMapEncodeTiled alone, and a whole kiln::ops::gemm
+// call at M = 1 (validation, tactic, two encodes, the launch), each timed over 20000 calls on
+// the host clock. Run with "[.gemm-host-bench]".
+TEST_CASE("gemm host cost per call: tensor map encoding and the whole call", "[.gemm-host-bench]") {
+  GpuSession session = HopperSession();
+  const auto& driver = kiln::testing::Driver();
+  DeviceBuffer da(1 * 4096 * 2), db(6144 * 4096 * 2), dd(1 * 6144 * 2);
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {4096, 6144};
+  const cuuint64_t strides[1] = {4096 * 2};
+  const cuuint32_t box[2] = {64, 64};
+  const cuuint32_t element_strides[2] = {1, 1};
+  constexpr int kCalls = 20000;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) {
+    KILN_CU(driver.cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, db.data(), dims, strides, box,
+                                          element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  }
+  const double encode_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+                           kCalls;
+  auto ta = TensorView::Contiguous(da.data(), DType::kBFloat16, {1, 4096});
+  auto tb = TensorView::Contiguous(db.data(), DType::kBFloat16, {6144, 4096});
+  auto td = TensorView::Contiguous(dd.data(), DType::kBFloat16, {1, 6144});
+  REQUIRE(kiln::ops::gemm(td, ta, tb).ok());  // the kernel loaded
+  KILN_CU(driver.cuCtxSynchronize());
+  double call_us = 0;
+  for (int round = 0; round < 5; ++round) {  // in rounds of 2000, synchronizing between them
+    start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls / 5 / 5; ++i) REQUIRE(kiln::ops::gemm(td, ta, tb).ok());
+    call_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    KILN_CU(driver.cuCtxSynchronize());
+  }
+  call_us /= kCalls / 5;
+  std::printf("cuTensorMapEncodeTiled: %.3f us per call (%d calls); kiln::ops::gemm 1x6144x4096 host time: %.3f us "
+              "per call (%d calls, two encodes included)\n",
+              encode_us, kCalls, call_us, kCalls / 5);
+  CHECK(encode_us > 0);
 }
 
 }  // namespace
