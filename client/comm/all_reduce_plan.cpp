@@ -32,10 +32,7 @@ Status SameShape(const TensorView& a, const char* a_name, const TensorView& b, c
   if (b.dtype != a.dtype)
     return InvalidArgument(std::string(b_name) + ": expected dtype " + DTypeName(a.dtype) + " (" + a_name +
                            "'s), found " + DTypeName(b.dtype));
-  if (b.device != a.device)
-    return InvalidArgument(std::string(b_name) + ": on " + DeviceName(b.device) + ", but " + a_name + " is on " +
-                           DeviceName(a.device) + "; all tensors must be on one device");
-  return OkStatus();
+  return CheckSameDevice(b, b_name, a.device, a_name);
 }
 
 Status CheckDType(const TensorView& t, const char* name) {
@@ -78,9 +75,7 @@ StatusOr<AddRmsNormPlan> PlanAddRmsNorm(const TensorView& out, const TensorView&
   if (weight.dtype != in.dtype)
     return InvalidArgument(std::string("weight: expected dtype ") + DTypeName(in.dtype) + " (in's), found " +
                            DTypeName(weight.dtype));
-  if (weight.device != in.device)
-    return InvalidArgument("weight: on " + DeviceName(weight.device) + ", but in is on " + DeviceName(in.device) +
-                           "; all tensors must be on one device");
+  KILN_RETURN_IF_ERROR(CheckSameDevice(weight, "weight", in.device, "in"));
   if (in.numel() > 0 && (i.hidden < 1 || i.hidden > int64_t{::kiln::comm::kMaxAddRmsNormHidden}))
     return InvalidArgument("in: hidden size (the last dim) must be 1 to " +
                            std::to_string(int64_t{::kiln::comm::kMaxAddRmsNormHidden}) + ", found " +

@@ -7,6 +7,12 @@
 
 namespace kiln::client {
 
+Status CheckSameDevice(const TensorView& tensor, const char* name, const Device& device, const char* owner) {
+  if (tensor.device == device) return OkStatus();
+  return InvalidArgument(name, "on " + DeviceName(tensor.device) + ", but " + owner + " is on " + DeviceName(device) +
+                                   "; all tensors must be on one device");
+}
+
 Status CheckCudaTensor(const TensorView& t, const char* name) {
   if (t.device.type != DeviceType::kCUDA)
     return InvalidArgument(name, "expected a CUDA device tensor, found one on " + DeviceName(t.device));

@@ -29,6 +29,10 @@ struct RowView {
 // the rank is the caller's to check first.
 Status CheckCudaTensor(const TensorView& tensor, const char* name);
 
+// INVALID_ARGUMENT "<name>: on cuda:1, but <owner> is on cuda:0; all tensors must be on one
+// device" unless `tensor` is on `device` (the device of the op's defining tensor, `owner`).
+Status CheckSameDevice(const TensorView& tensor, const char* name, const Device& device, const char* owner);
+
 // INVALID_ARGUMENT "<name>: ..." for: a rank outside 1..kMaxTensorDims, a negative size or
 // stride, a last dim that is not contiguous, leading dims that cannot be flattened, a NULL
 // pointer for a non-empty tensor, a pointer not aligned to the element size, or a device that

@@ -43,9 +43,7 @@ StatusOr<ActivationPlan> Plan(ActivationOp op, const TensorView& out_t, const Te
     return InvalidArgument("out: expected shape " + HalvedShapeText(in_t, d) +
                            " (input's leading dims, last dim d = half of input's), found " + ShapeText(out_t));
 
-  if (out_t.device != in_t.device)
-    return InvalidArgument("out: on " + DeviceName(out_t.device) + ", but input is on " + DeviceName(in_t.device) +
-                           "; all tensors must be on one device");
+  KILN_RETURN_IF_ERROR(CheckSameDevice(out_t, "out", in_t.device, "input"));
 
   if (out.rows > 1 && out.row_stride < d)
     return InvalidArgument("out: its rows overlap (row stride " + std::to_string(out.row_stride) + " < d " +

@@ -86,9 +86,7 @@ Status CheckCachePair(const PagedCacheView& k, const PagedCacheView& v) {
       return InvalidArgument(v.name, "expected shape " + ShapeText(*k.tensor) + " (" + k.name + "'s), found " +
                                          ShapeText(*v.tensor));
   }
-  if (v.tensor->device != k.tensor->device)
-    return InvalidArgument(v.name, "on " + DeviceName(v.tensor->device) + ", but " + k.name + " is on " +
-                                       DeviceName(k.tensor->device) + "; all tensors must be on one device");
+  KILN_RETURN_IF_ERROR(CheckSameDevice(*v.tensor, v.name, k.tensor->device, k.name));
   // K and V pages interleaved in one pool (equal page strides, V's pages in the gaps between
   // K's) share no element although their extents overlap.
   if (k.page_stride == v.page_stride) {
@@ -141,9 +139,7 @@ Status CheckDisjoint(const TensorView& a, const char* a_name, const TensorView& 
 Status CheckSameDevice(const Device& device, const char* device_owner,
                        std::initializer_list<std::pair<const TensorView*, const char*>> tensors) {
   for (const auto& [t, name] : tensors) {
-    if (t->device != device)
-      return InvalidArgument(name, "on " + DeviceName(t->device) + ", but " + device_owner + " is on " +
-                                       DeviceName(device) + "; all tensors must be on one device");
+    KILN_RETURN_IF_ERROR(CheckSameDevice(*t, name, device, device_owner));
   }
   return OkStatus();
 }

@@ -62,7 +62,8 @@ StatusOr<Int32Vector> ViewInt32Vector(const TensorView& t, const char* name);
 // OK when the extents share no byte; INVALID_ARGUMENT naming both otherwise.
 Status CheckDisjoint(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name);
 
-// OK when every tensor is on `device`; INVALID_ARGUMENT naming the first that is not.
+// The list form of CheckSameDevice (row_view.h): OK when every tensor is on `device`;
+// INVALID_ARGUMENT naming the first that is not.
 Status CheckSameDevice(const Device& device, const char* device_owner,
                        std::initializer_list<std::pair<const TensorView*, const char*>> tensors);
 

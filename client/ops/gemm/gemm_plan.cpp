@@ -40,13 +40,6 @@ Status CheckPairOperand(const RowView& v) {
   return OkStatus();
 }
 
-Status CheckDevice(const TensorView& t, const char* name, const TensorView& a) {
-  if (t.device != a.device)
-    return InvalidArgument(std::string(name) + ": on " + DeviceName(t.device) + ", but a is on " +
-                           DeviceName(a.device) + "; all tensors must be on one device");
-  return OkStatus();
-}
-
 StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const TensorView* bias_t,
                         const TensorView* c_t, double beta) {
   KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
@@ -83,8 +76,8 @@ StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const Tens
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
     return InvalidArgument("a: M, N and K must be below 2^31 (TMA coordinates), found M=" + Str(m) + ", N=" + Str(n) +
                            ", K=" + Str(k));
-  KILN_RETURN_IF_ERROR(CheckDevice(b_t, "b", a_t));
-  KILN_RETURN_IF_ERROR(CheckDevice(d_t, "d", a_t));
+  KILN_RETURN_IF_ERROR(CheckSameDevice(b_t, "b", a_t.device, "a"));
+  KILN_RETURN_IF_ERROR(CheckSameDevice(d_t, "d", a_t.device, "a"));
 
   GemmPlan plan;
   if (bias_t != nullptr) {
@@ -97,7 +90,7 @@ StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const Tens
                              DTypeName(bias_t->dtype));
     if (bias.hidden != n)
       return InvalidArgument("bias: expected shape [" + Str(n) + "] (N), found " + ShapeText(*bias_t));
-    KILN_RETURN_IF_ERROR(CheckDevice(*bias_t, "bias", a_t));
+    KILN_RETURN_IF_ERROR(CheckSameDevice(*bias_t, "bias", a_t.device, "a"));
     KILN_RETURN_IF_ERROR(CheckPairOperand(bias));
     KILN_RETURN_IF_ERROR(CheckNoOverlap(d, bias, false));
     plan.bias = bias.data;
@@ -112,7 +105,7 @@ StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const Tens
     bool same_shape = c_t->ndim == d_t.ndim;
     for (int i = 0; same_shape && i < d_t.ndim; ++i) same_shape = c_t->shape[i] == d_t.shape[i];
     if (!same_shape) return InvalidArgument("c: expected shape " + ShapeText(d_t) + " (d's), found " + ShapeText(*c_t));
-    KILN_RETURN_IF_ERROR(CheckDevice(*c_t, "c", a_t));
+    KILN_RETURN_IF_ERROR(CheckSameDevice(*c_t, "c", a_t.device, "a"));
     KILN_RETURN_IF_ERROR(CheckPairOperand(c));
     KILN_RETURN_IF_ERROR(CheckNoOverlap(d, c, /*same_is_ok=*/true));
     if (beta != 0) {

@@ -48,11 +48,7 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, co
     return InvalidArgument("weight: expected shape [" + std::to_string(x.hidden) + "] (" + x_name +
                            "'s hidden size), found " + ShapeText(w_t));
 
-  for (const RowView* v : {&y, &w}) {
-    if (v->tensor->device != x_t.device)
-      return InvalidArgument(std::string(v->name) + ": on " + DeviceName(v->tensor->device) + ", but " + x_name +
-                             " is on " + DeviceName(x_t.device) + "; all tensors must be on one device");
-  }
+  for (const RowView* v : {&y, &w}) KILN_RETURN_IF_ERROR(CheckSameDevice(*v->tensor, v->name, x_t.device, x_name));
 
   if (!std::isfinite(eps) || eps <= 0)
     return InvalidArgument("eps: expected a finite value > 0, found " + NumberText(eps));

@@ -129,9 +129,7 @@ StatusOr<RopePlan> PlanCommon(RopeOp op, const TensorView& q_t, const TensorView
       return InvalidArgument(std::string(v->name) + ": at most " + std::to_string(int64_t{rope::kMaxHeads}) +
                              " heads, found " + std::to_string(v->heads));
   }
-  if (k_t.device != q_t.device)
-    return InvalidArgument("k: on " + DeviceName(k_t.device) + ", but q is on " + DeviceName(q_t.device) +
-                           "; all tensors must be on one device");
+  KILN_RETURN_IF_ERROR(CheckSameDevice(k_t, "k", q_t.device, "q"));
 
   // positions [tokens], int32 or int64, contiguous.
   if (p_t.ndim != 1)
@@ -145,9 +143,7 @@ StatusOr<RopePlan> PlanCommon(RopeOp op, const TensorView& q_t, const TensorView
   if (p_t.shape[0] != q.tokens)
     return InvalidArgument("positions: expected shape [" + std::to_string(q.tokens) + "] (q's tokens), found " +
                            ShapeText(p_t));
-  if (p_t.device != q_t.device)
-    return InvalidArgument("positions: on " + DeviceName(p_t.device) + ", but q is on " + DeviceName(q_t.device) +
-                           "; all tensors must be on one device");
+  KILN_RETURN_IF_ERROR(CheckSameDevice(p_t, "positions", q_t.device, "q"));
 
   if (rotary_dim % 2 != 0 || rotary_dim < 2 || rotary_dim > q.head_dim || rotary_dim > int64_t{rope::kMaxRotaryDim})
     return InvalidArgument(rotary_from + ": expected an even value in 2.." +
@@ -246,9 +242,7 @@ StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const Tenso
                              " is not supported; expected fp32");
     KILN_ASSIGN_OR_RETURN(auto plan, PlanCommon(RopeOp::kApplyRopeWithCosSinCache, q, k, positions, cache.hidden,
                                                 "cos_sin_cache: its dim 1 (rotary_dim)", interleaved));
-    if (cache_t.device != q.device)
-      return InvalidArgument("cos_sin_cache: on " + DeviceName(cache_t.device) + ", but q is on " +
-                             DeviceName(q.device) + "; all tensors must be on one device");
+    KILN_RETURN_IF_ERROR(CheckSameDevice(cache_t, "cos_sin_cache", q.device, "q"));
     // q and k passed PlanCommon, so their views are valid.
     for (const auto& [tensor, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}}) {
       KILN_ASSIGN_OR_RETURN(auto view, ViewAsHeads(*tensor, name));

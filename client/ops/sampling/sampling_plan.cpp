@@ -29,9 +29,7 @@ StatusOr<RowView> PerRowTensor(const TensorView& t, const char* name, DType dtyp
     return InvalidArgument(std::string(name) + ": expected shape [" + std::to_string(rows) + "] (probs' rows), found " +
                            ShapeText(t));
   KILN_ASSIGN_OR_RETURN(auto v, ViewAsRows(t, name));
-  if (t.device != probs.device)
-    return InvalidArgument(std::string(name) + ": on " + DeviceName(t.device) + ", but probs is on " +
-                           DeviceName(probs.device) + "; all tensors must be on one device");
+  KILN_RETURN_IF_ERROR(CheckSameDevice(t, name, probs.device, "probs"));
   return v;
 }
 
@@ -63,9 +61,7 @@ StatusOr<SamplingPlan> Plan(SamplingOp op, const SamplingArgs& a) {
     return InvalidArgument("samples: expected shape [" + std::to_string(rows) + "] (probs' rows), found " +
                            ShapeText(samples_t));
   KILN_ASSIGN_OR_RETURN(auto samples, ViewAsRows(samples_t, "samples"));
-  if (samples_t.device != probs_t.device)
-    return InvalidArgument("samples: on " + DeviceName(samples_t.device) + ", but probs is on " +
-                           DeviceName(probs_t.device) + "; all tensors must be on one device");
+  KILN_RETURN_IF_ERROR(CheckSameDevice(samples_t, "samples", probs_t.device, "probs"));
   KILN_RETURN_IF_ERROR(CheckNoOverlap(samples, probs, false));
 
   SamplingPlan plan;
