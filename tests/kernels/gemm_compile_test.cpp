@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/jit/op_generator.h"
 #include "kiln/gemm/gemm_contract.h"
@@ -19,54 +21,68 @@ namespace {
 using namespace compile_test;
 
 Params TacticParams(const std::string& dtype, const std::string& out, int tile_m, int tile_n, int stages,
-                    int group_m = 8) {
+                    int group_m = 8, int split_k = 1) {
   return {{"dtype", dtype},
           {"out_dtype", out},
           {"tile_m", std::to_string(tile_m)},
           {"tile_n", std::to_string(tile_n)},
           {"stages", std::to_string(stages)},
-          {"group_m", std::to_string(group_m)}};
+          {"group_m", std::to_string(group_m)},
+          {"split_k", std::to_string(split_k)}};
 }
 
 TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with the limit", "[gemm][registry]") {
   int generated = 0, refused = 0;
   for (int tile_m : gemm::kTileMChoices) {
     for (int tile_n : gemm::kTileNChoices) {
-      for (int stages = gemm::kMinStages; stages <= gemm::kMaxStages; ++stages) {
-        const gemm::GemmTactic tactic{tile_m, tile_n, stages, 8};
-        auto spec = OpRegistry::Builtin().Generate("gemm", TacticParams("bf16", "bf16", tile_m, tile_n, stages),
-                                                   *Tree());
-        INFO(tile_m << "x" << tile_n << " stages " << stages);
-        const int smem = gemm::GemmSmemBytes(tile_m, tile_n, stages);
-        if (gemm::GemmTacticFits(tactic)) {
-          REQUIRE(spec.ok());
-          ++generated;
-          CHECK(smem <= gemm::kMaxSmemBytes);
-          CHECK(spec->uri == "gemm_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x64s" +
-                                 std::to_string(stages) + "g8");
-          REQUIRE(spec->launch.size() == 1);
-          CHECK(spec->launch[0].block == 128 * (tile_m / 64 + 1));
-          CHECK(spec->launch[0].dynamic_smem == smem);
-          CHECK(spec->launch[0].items_per_block == tile_m * tile_n);
-        } else {
-          REQUIRE(!spec.ok());
-          ++refused;
-          CHECK(smem > gemm::kMaxSmemBytes);
-          CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
-          const std::string message(spec.status().message());
-          CHECK(message.find("gemm: param 'stages' = '" + std::to_string(stages) + "' is not allowed for tile " +
-                             std::to_string(tile_m) + "x" + std::to_string(tile_n)) != std::string::npos);
-          CHECK(message.find("bytes of shared memory, over the 232448 a block may have; allowed here: 2..") !=
-                std::string::npos);
+      for (int split : gemm::kSplitKChoices) {
+        for (int stages = gemm::kMinStages; stages <= gemm::kMaxStages; ++stages) {
+          const gemm::GemmTactic tactic{tile_m, tile_n, stages, 8, split};
+          auto spec = OpRegistry::Builtin().Generate(
+              "gemm", TacticParams("bf16", "bf16", tile_m, tile_n, stages, 8, split), *Tree());
+          INFO(tile_m << "x" << tile_n << " stages " << stages << " split " << split);
+          const int smem = gemm::GemmSmemBytes(tile_m, tile_n, stages, split);
+          if (gemm::GemmTacticFits(tactic)) {
+            REQUIRE(spec.ok());
+            ++generated;
+            CHECK(smem <= gemm::kMaxSmemBytes);
+            CHECK(spec->uri == "gemm_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x64s" +
+                                   std::to_string(stages) + "g8" + (split > 1 ? "k" + std::to_string(split) : ""));
+            CHECK(spec->params.at("split_k") == std::to_string(split));
+            REQUIRE(spec->launch.size() == 1);
+            CHECK(spec->launch[0].block == 128 * (tile_m / 64 + 1));
+            CHECK(spec->launch[0].dynamic_smem == smem);
+            CHECK(spec->launch[0].items_per_block == tile_m * tile_n);
+          } else {
+            REQUIRE(!spec.ok());
+            ++refused;
+            CHECK(smem > gemm::kMaxSmemBytes);
+            CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
+            const std::string message(spec.status().message());
+            CHECK(message.find("gemm: param 'stages' = '" + std::to_string(stages) + "' is not allowed for tile " +
+                               std::to_string(tile_m) + "x" + std::to_string(tile_n)) != std::string::npos);
+            CHECK(message.find("bytes of shared memory, over the 232448 a block may have; allowed here: 2..") !=
+                  std::string::npos);
+          }
         }
       }
     }
   }
-  CHECK(generated + refused == 2 * 3 * (gemm::kMaxStages - gemm::kMinStages + 1));
+  CHECK(generated + refused == 2 * 3 * 4 * (gemm::kMaxStages - gemm::kMinStages + 1));
   CHECK(refused > 0);
   CHECK(gemm::GemmMaxStages(128, 256) == 4);
   CHECK(gemm::GemmMaxStages(128, 128) == 7);
   CHECK(gemm::GemmMaxStages(64, 64) == 8);
+  // A split keeps the block's fp32 partial tile in shared memory too: fewer stages fit.
+  CHECK(gemm::GemmMaxStages(64, 256, 8) == 4);
+  CHECK(gemm::GemmMaxStages(64, 128, 4) == 8);
+  CHECK(gemm::GemmMaxStages(128, 256, 2) == 2);
+  CHECK(gemm::GemmMaxStages(128, 128, 2) == 5);
+  // split_k outside its list is refused by ParamInfo.
+  auto bad_split = OpRegistry::Builtin().Generate("gemm", {{"dtype", "bf16"}, {"split_k", "3"}}, *Tree());
+  REQUIRE(!bad_split.ok());
+  CHECK(std::string(bad_split.status().message()).find("param 'split_k' = '3' is not allowed; allowed: 1, 2, 4, 8") !=
+        std::string::npos);
 
   // Defaults: out_dtype = dtype, tile 128x128, the most stages, group_m 8.
   auto defaults = OpRegistry::Builtin().Generate("gemm", {{"dtype", "fp16"}}, *Tree());
@@ -107,12 +123,18 @@ TEST_CASE("every gemm tile compiles for sm_90a at its most stages, without spill
   for (const char* dtype : {"bf16", "fp16"}) {
     for (int tile_m : gemm::kTileMChoices) {
       for (int tile_n : gemm::kTileNChoices) {
-        // Both input types at every tile; the output types at one tile each (the epilogue).
-        std::vector<std::string> outs = {dtype};
-        if (tile_m == 128 && tile_n == 128) outs = {"bf16", "fp16", "fp32"};
-        for (const std::string& out : outs) {
-          const int stages = gemm::GemmMaxStages(tile_m, tile_n);
-          auto spec = OpRegistry::Builtin().Generate("gemm", TacticParams(dtype, out, tile_m, tile_n, stages), *Tree());
+        // Both input types at every tile; the output types at one tile each (the epilogue); the
+        // splits with bf16: every split of the 64-row tiles (the memory-bound ones), 2 of the others.
+        std::vector<std::pair<std::string, int>> variants = {{dtype, 1}};
+        if (tile_m == 128 && tile_n == 128) variants = {{"bf16", 1}, {"fp16", 1}, {"fp32", 1}};
+        if (std::string(dtype) == "bf16") {
+          for (int split : {2, 4, 8})
+            if (tile_m == 64 || split == 2) variants.push_back({"bf16", split});
+        }
+        for (const auto& [out, split] : variants) {
+          const int stages = gemm::GemmMaxStages(tile_m, tile_n, split);
+          auto spec = OpRegistry::Builtin().Generate("gemm", TacticParams(dtype, out, tile_m, tile_n, stages, 8, split),
+                                                     *Tree());
           REQUIRE(spec.ok());
           server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
           auto result = Compiler().Compile(request);
@@ -141,7 +163,7 @@ TEST_CASE("every gemm tile compiles for sm_90a at its most stages, without spill
     }
   }
   if (table != nullptr) std::fclose(table);
-  CHECK(compiled == 2 * 6 + 2 * 2);
+  CHECK(compiled == 2 * 6 + 2 * 2 + 3 * 3 + 3);
 }
 
 TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {

@@ -70,12 +70,17 @@ class GemmRoutine : public Routine {
                                      "one thread per element of d, fp32 accumulation (the refcheck baseline)"}};
     for (int tile_m : gemm::kTileMChoices)
       for (int tile_n : gemm::kTileNChoices)
-        all.push_back({TileBackend(tile_m, tile_n), "kiln with the tile forced, most stages, group_m 8 (diagnostic)"});
+        for (int split : gemm::kSplitKChoices)
+          all.push_back({TileBackend(tile_m, tile_n, split),
+                         split == 1 ? "kiln with the tile forced, most stages, group_m 8 (diagnostic)"
+                                    : "kiln with the tile and split-K forced, most stages, group_m 8 (diagnostic)"});
     return all;
   }
 
-  static std::string TileBackend(int tile_m, int tile_n) {
-    return "kiln_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n);
+  // kiln_t128x256, and kiln_t64x128k4 with K split over clusters of 4.
+  static std::string TileBackend(int tile_m, int tile_n, int split) {
+    return "kiln_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
+           (split > 1 ? "k" + std::to_string(split) : "");
   }
 
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
@@ -156,12 +161,15 @@ class GemmRoutine : public Routine {
     }
     for (int tile_m : gemm::kTileMChoices) {
       for (int tile_n : gemm::kTileNChoices) {
-        if (backend != TileBackend(tile_m, tile_n)) continue;
-        const gemm::GemmTactic tactic{tile_m, tile_n, gemm::GemmMaxStages(tile_m, tile_n), 8};
-        return BackendFn([tactic](const TensorSet& t, CUstream stream) -> Status {
-          KILN_ASSIGN_OR_RETURN(auto plan, client::PlanGemm(t[0], t[1], t[2], nullptr, nullptr, 0, "kiln-bench gemm"));
-          return client::LaunchGemmPlan(plan, tactic, stream);
-        });
+        for (int split : gemm::kSplitKChoices) {
+          if (backend != TileBackend(tile_m, tile_n, split)) continue;
+          const gemm::GemmTactic tactic{tile_m, tile_n, gemm::GemmMaxStages(tile_m, tile_n, split), 8, split};
+          return BackendFn([tactic](const TensorSet& t, CUstream stream) -> Status {
+            KILN_ASSIGN_OR_RETURN(auto plan,
+                                  client::PlanGemm(t[0], t[1], t[2], nullptr, nullptr, 0, "kiln-bench gemm"));
+            return client::LaunchGemmPlan(plan, tactic, stream);
+          });
+        }
       }
     }
     return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");

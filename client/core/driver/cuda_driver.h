@@ -87,7 +87,8 @@ namespace kiln::client {
   X(cuGraphLaunch, 10000)                  \
   X(cuGraphExecDestroy, 10000)             \
   X(cuGraphDestroy, 10000)                 \
-  X(cuTensorMapEncodeTiled, 12000)
+  X(cuTensorMapEncodeTiled, 12000)         \
+  X(cuOccupancyMaxActiveClusters, 11070)
 
 // The oldest driver that has every function above (the cuLibrary API came with 12.0).
 inline constexpr int kMinDriverVersion = 12000;

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
@@ -30,51 +31,84 @@ struct GemmSpec {
   int32_t tile_n = 0;
   int32_t stages = 0;
   int32_t group_m = 0;
+  int32_t split_k = 1;
   bool operator==(const GemmSpec&) const = default;
-  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m); }
+  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m, split_k); }
   std::map<std::string, std::string> Params() const {
     return {{kParamDType, DTypeName(dtype)},
             {gemm::kParamOutDType, DTypeName(out_dtype)},
             {gemm::kParamTileM, std::to_string(tile_m)},
             {gemm::kParamTileN, std::to_string(tile_n)},
             {gemm::kParamStages, std::to_string(stages)},
-            {gemm::kParamGroupM, std::to_string(group_m)}};
+            {gemm::kParamGroupM, std::to_string(group_m)},
+            {gemm::kParamSplitK, std::to_string(split_k)}};
   }
 };
 
 const OpKernels kGemmKernels = {gemm::kGemmOp, {{{gemm::kGemmEntry, 256, true}}}};
 
 // What the heuristic and the blocklist need of a device (its SM count, its name), asked of the
-// driver once per ordinal.
+// driver once per ordinal; the entries live as long as the process (map nodes do not move).
 struct DeviceFacts {
   int sms = 0;
   std::string name;
 };
-StatusOr<DeviceFacts> FactsOf(const CudaDriver& driver, int device) {
+StatusOr<const DeviceFacts*> FactsOf(const CudaDriver& driver, int device) {
   static std::mutex mutex;
   static std::map<int, DeviceFacts> known;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = known.find(device); it != known.end()) return it->second;
+    if (auto it = known.find(device); it != known.end()) return &it->second;
   }
   KILN_ASSIGN_OR_RETURN(const DeviceInfo info, DescribeDevice(driver, device));
-  DeviceFacts facts{info.multiprocessors, info.name};
   std::lock_guard<std::mutex> lock(mutex);
-  known.emplace(device, facts);
-  return facts;
+  return &known.try_emplace(device, DeviceFacts{info.multiprocessors, info.name}).first->second;
 }
 
 // The tactic of a call: KILN_FORCE_TACTIC's, else the heuristic's first that the blocklist
 // (KILN_TACTIC_BLOCKLIST) does not block on this device.
-StatusOr<gemm::GemmTactic> TacticFor(const GemmPlan& plan, const DeviceFacts& device) {
-  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
-  if (!controls.ok()) return controls.status().WithContext(plan.api);
-  if (controls->forced) return *controls->forced;
-  if (controls->blocked.empty()) return ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms);
+StatusOr<gemm::GemmTactic> TacticFor(const GemmPlan& plan, const GemmTacticControls& controls,
+                                     const DeviceFacts& device) {
+  if (controls.forced) return *controls.forced;
+  if (controls.blocked.empty()) return ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms);
   for (const gemm::GemmTactic& tactic : RankGemmTactics(plan.m, plan.n, plan.k, device.sms))
-    if (!controls->Blocks(tactic, device.name)) return tactic;
+    if (!controls.Blocks(tactic, device.name)) return tactic;
   return Status(StatusCode::kFailedPrecondition,
                 std::string(plan.api) + ": KILN_TACTIC_BLOCKLIST blocks every gemm tactic on " + device.name);
+}
+
+// How many clusters of a split-K kernel run at once (the driver's occupancy calculator knows
+// how the GPCs hold clusters; SMs / split_k can be too many), asked once per function and
+// launch shape (the shape in the key too: a function handle can be reused after an unload).
+StatusOr<int> ActiveClusters(const CudaDriver& driver, CUfunction function, const gemm::GemmTactic& tactic,
+                             unsigned block, unsigned smem, int sms, const char* api) {
+  static std::mutex mutex;
+  static std::map<std::tuple<CUfunction, int, unsigned, unsigned>, int> known;
+  const auto key = std::make_tuple(function, tactic.split_k, block, smem);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  CUlaunchConfig config{};
+  config.gridDimX = static_cast<unsigned>(tactic.split_k);
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = block;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = smem;
+  int clusters = 0;
+  const CUresult r = driver.cuOccupancyMaxActiveClusters(&clusters, function, &config);
+  if (r != CUDA_SUCCESS)
+    return Status(StatusCode::kCudaError, std::string(api) + ": cuOccupancyMaxActiveClusters of the split-K gemm (" +
+                                              std::to_string(tactic.split_k) + " blocks): " + driver.ErrorText(r));
+  if (clusters < 1)
+    return Status(StatusCode::kFailedPrecondition, std::string(api) + ": not one cluster of " +
+                                                       std::to_string(tactic.split_k) +
+                                                       " gemm blocks fits on this GPU at once (" +
+                                                       std::to_string(smem) + " bytes of shared memory each)");
+  clusters = std::min(clusters, sms / tactic.split_k);
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(key, clusters);
+  return clusters;
 }
 
 // A tensor map of a K-major operand [rows, k] with row stride `row_stride` elements, read in
@@ -104,18 +138,19 @@ Status EncodeOperand(const CudaDriver& driver, DType dtype, const void* data, in
 Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
   if (plan.m == 0) return OkStatus();  // nothing to do, and nothing to launch
   // A bad control fails every call the same way, with or without a GPU.
-  if (const auto& controls = GemmTacticControlsFromEnvironment(); !controls.ok())
-    return controls.status().WithContext(plan.api);
+  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
+  if (!controls.ok()) return controls.status().WithContext(plan.api);
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(plan.api);
-  KILN_ASSIGN_OR_RETURN(const DeviceFacts device, FactsOf(**driver, plan.device));
+  KILN_ASSIGN_OR_RETURN(const DeviceFacts* device, FactsOf(**driver, plan.device));
   gemm::GemmTactic tactic{};
   if (forced != nullptr) {
     tactic = *forced;
   } else {
-    KILN_ASSIGN_OR_RETURN(tactic, TacticFor(plan, device));
+    KILN_ASSIGN_OR_RETURN(tactic, TacticFor(plan, *controls, *device));
   }
-  const GemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
+  const GemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m, tactic.tile_n,
+                      tactic.stages, tactic.group_m, tactic.split_k};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kGemmKernels, spec, plan.device, plan.api));
   const EntryLaunchReady& e = ready.launch->entry();
   if (e.block != static_cast<unsigned>(gemm::GemmThreads(tactic.tile_m)))
@@ -139,9 +174,16 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   params.c_row_stride = plan.c_row_stride;
   params.beta = plan.beta;
 
+  // One cluster of split_k blocks per tile (a block per tile without a split), at most as many
+  // as run at once: the blocks are persistent.
   const long long tiles = gemm::GemmTiles(plan.m, plan.n, tactic.tile_m, tactic.tile_n);
+  int slots = device->sms;
+  if (tactic.split_k > 1) {
+    KILN_ASSIGN_OR_RETURN(slots,
+                          ActiveClusters(**driver, e.function, tactic, e.block, e.dynamic_smem, device->sms, plan.api));
+  }
   LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(std::min<long long>(tiles, device.sms));
+  config.grid.x = static_cast<unsigned>(std::min<long long>(tiles, slots) * tactic.split_k);
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
@@ -179,9 +221,8 @@ KILN_REGISTER_OP(kGemm);
 
 Status LaunchGemmPlan(const GemmPlan& plan, const gemm::GemmTactic& tactic, void* stream) {
   if (!gemm::GemmTacticFits(tactic))
-    return InvalidArgument(std::string(plan.api) + ": tactic tile " + std::to_string(tactic.tile_m) + "x" +
-                           std::to_string(tactic.tile_n) + ", " + std::to_string(tactic.stages) + " stages, group_m " +
-                           std::to_string(tactic.group_m) + " is not in the gemm tactic space");
+    return InvalidArgument(std::string(plan.api) + ": tactic " + GemmTacticText(tactic) +
+                           " is not in the gemm tactic space");
   return LaunchGemm(plan, &tactic, stream);
 }
 

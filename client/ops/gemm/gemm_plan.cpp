@@ -162,57 +162,85 @@ struct TileThroughput {
 constexpr TileThroughput kTileThroughput[] = {{128, 256, 1.00}, {128, 128, 0.94}, {64, 256, 0.89},
                                               {64, 128, 0.74},  {128, 64, 0.60},  {64, 64, 0.46}};
 
+// Each block of a split-K cluster has at least this many K steps (a shorter pipeline does not
+// reach its steady state), and the cluster's reduction costs about this many K steps.
+constexpr int kMinStepsPerSplit = 4;
+constexpr int kReductionSteps = 2;
+// Memory-bound blocks stream B at a rate set by the bytes they keep in flight: below this many
+// bytes of B in the stages a block is latency-bound (a 64 x 64 tile's 8 stages hold half).
+constexpr double kInFlightBytes = 128.0 * 1024;
+// Compute-bound blocks need this many stages to hide the loads behind the MMAs (every tile
+// has them without a split; a split's partial tile leaves 128 x 256 only 2).
+constexpr int kHidingStages = 4;
+
+struct ScoredTile {
+  double time;  // predicted, in arbitrary units: lower is better
+  gemm::GemmTactic tile;
+};
+
+// Every (tile, split_k) of the space that suits the shape, least predicted time first (ties
+// keep the order of kTileThroughput / the widths, then the smaller split).
+std::vector<ScoredTile> RankTiles(int64_t m, int64_t n, int64_t k, int sms) {
+  if (sms < 1) sms = 1;
+  const long long k_steps = (k + gemm::kTileK - 1) / gemm::kTileK;
+  // Predicted time of a tile and split: waves of clusters x the K steps of one block (plus the
+  // reduction) x the tile's cost per step (`per_step`).
+  auto add = [&](std::vector<ScoredTile>& out, int tile_m, int tile_n, double per_step) {
+    for (int split : gemm::kSplitKChoices) {
+      const int stages = gemm::GemmMaxStages(tile_m, tile_n, split);
+      if (stages == 0 || (split > 1 && k_steps < static_cast<long long>(split) * kMinStepsPerSplit)) continue;
+      const long long clusters = std::max(1, sms / split);
+      const long long tiles = gemm::GemmTiles(m, n, tile_m, tile_n);
+      const long long waves = (tiles + clusters - 1) / clusters;
+      const long long steps = (k_steps + split - 1) / split + (split > 1 ? kReductionSteps : 0);
+      double cost = per_step;
+      if (m <= 64) {
+        cost /= std::min(1.0, stages * tile_n * gemm::kTileK * 2 / kInFlightBytes);
+      } else {
+        cost /= std::min(1.0, static_cast<double>(stages) / kHidingStages);
+      }
+      out.push_back(
+          {static_cast<double>(waves) * static_cast<double>(steps) * cost, {tile_m, tile_n, stages, 8, split}});
+    }
+  };
+  const auto by_time = [](const ScoredTile& a, const ScoredTile& b) { return a.time < b.time; };
+  std::vector<ScoredTile> scored;
+  if (m <= 64) {
+    // Memory-bound: the weight must stream at HBM speed; a block's time is its share of B.
+    for (int tile_n : {256, 128, 64}) add(scored, 64, tile_n, tile_n);
+    std::stable_sort(scored.begin(), scored.end(), by_time);
+    // Two consumers, one of them idle: the 128-row tiles after every 64-row one.
+    std::vector<ScoredTile> wide;
+    for (int tile_n : {256, 128, 64}) add(wide, 128, tile_n, 2.0 * tile_n);
+    std::stable_sort(wide.begin(), wide.end(), by_time);
+    scored.insert(scored.end(), wide.begin(), wide.end());
+  } else {
+    // Compute-bound: a tile's work over its throughput.
+    for (const TileThroughput& t : kTileThroughput) add(scored, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
+    std::stable_sort(scored.begin(), scored.end(), by_time);
+  }
+  return scored;
+}
+
 }  // namespace
 
 std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, int sms) {
-  (void)k;  // every K streams through the same pipeline; split-K for small M is not built yet
-  if (sms < 1) sms = 1;
-  // (score, tile): lower scores first; the order of equal scores is kept.
-  std::vector<std::pair<double, gemm::GemmTactic>> tiles;
-  if (m <= 64) {
-    // Memory-bound: the weight must stream at HBM speed, and more blocks stream it faster, so
-    // the tile_n (256, 128, 64) whose tiles best fill the SMs, a bigger one winning a near-tie
-    // (within 0.02 of the fill); then the other widths by fill, and the 128-row tiles last.
-    double best_fill = -1;
-    int chosen = 256;
-    double fills[3] = {};
-    const int widths[3] = {256, 128, 64};
-    for (int i = 0; i < 3; ++i) {
-      const long long tiles_count = gemm::GemmTiles(m, n, 64, widths[i]);
-      const long long waves = (tiles_count + sms - 1) / sms;
-      fills[i] = static_cast<double>(tiles_count) / static_cast<double>(waves * sms);
-      if (fills[i] > best_fill + 0.02) {
-        best_fill = fills[i];
-        chosen = widths[i];
-      }
-    }
-    tiles.push_back({-1.0, {64, chosen, 0, 8}});
-    for (int i = 0; i < 3; ++i)
-      if (widths[i] != chosen) tiles.push_back({-fills[i], {64, widths[i], 0, 8}});
-    for (int tile_n : {256, 128, 64}) tiles.push_back({1.0, {128, tile_n, 0, 8}});  // two consumers, half idle
-  } else {
-    // Compute-bound: the least predicted time, waves x the tile's work / its throughput.
-    for (const TileThroughput& t : kTileThroughput) {
-      const long long tiles_count = gemm::GemmTiles(m, n, t.tile_m, t.tile_n);
-      const long long waves = (tiles_count + sms - 1) / sms;
-      tiles.push_back({static_cast<double>(waves) * t.tile_m * t.tile_n / t.relative, {t.tile_m, t.tile_n, 0, 8}});
-    }
-  }
-  std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  // Per tile: the most stages first, then fewer; group_m 8, then the other raster groups.
+  // Per tile and split: the most stages first, then fewer; group_m 8, then the other raster
+  // groups.
   std::vector<gemm::GemmTactic> ranked;
-  for (const auto& [score, tile] : tiles) {
-    for (int stages = gemm::GemmMaxStages(tile.tile_m, tile.tile_n); stages >= gemm::kMinStages; --stages) {
-      ranked.push_back({tile.tile_m, tile.tile_n, stages, 8});
+  for (const ScoredTile& s : RankTiles(m, n, k, sms)) {
+    const gemm::GemmTactic& t = s.tile;
+    for (int stages = t.stages; stages >= gemm::kMinStages; --stages) {
+      ranked.push_back({t.tile_m, t.tile_n, stages, 8, t.split_k});
       for (int group_m = 1; group_m <= gemm::kMaxGroupM; ++group_m)
-        if (group_m != 8) ranked.push_back({tile.tile_m, tile.tile_n, stages, group_m});
+        if (group_m != 8) ranked.push_back({t.tile_m, t.tile_n, stages, group_m, t.split_k});
     }
   }
   return ranked;
 }
 
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
-  return RankGemmTactics(m, n, k, sms).front();
+  return RankTiles(m, n, k, sms).front().tile;
 }
 
 }  // namespace kiln::client

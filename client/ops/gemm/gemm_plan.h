@@ -37,17 +37,20 @@ struct GemmPlan {
 StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias,
                             const TensorView* c, double beta, const char* api);
 
-// The default tactic of a shape, with no tuning, on a device of `sms` multiprocessors:
-//  - M <= 64 (memory-bound): tile_m 64, and the tile_n of 256, 128, 64 whose tiles fill the
-//    SMs' waves best (more blocks stream the weight faster), a bigger one winning a near-tie;
-//  - larger M: the tile of least predicted time, waves x tile area / the tile's measured
-//    relative throughput (gemm_plan.cpp: kTileThroughput);
-//  - the most stages that fit in shared memory, raster groups of 8 tile rows.
+// The default tactic of a shape, with no tuning, on a device of `sms` multiprocessors: the
+// tile and split_k of least predicted time, waves of clusters x K steps per block (+ the
+// split's reduction) x the tile's cost per step, where
+//  - M <= 64 (memory-bound: the weight must stream at HBM speed): tile_m 64, a step costs
+//    tile_n, more when the stages hold less than 128 KiB of B (a block is then latency-bound);
+//  - larger M: a step costs the tile's area over its measured relative throughput
+//    (gemm_plan.cpp: kTileThroughput);
+// each split block has at least 4 K steps; then the most stages that fit, raster groups of 8.
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 
-// Every tactic of the space in the order the heuristic prefers them for the shape (the first is
-// ChooseGemmTactic's): tiles by the rule above, then per tile the most stages down to 2, each
-// with group_m 8 first. A blocklist (KILN_TACTIC_BLOCKLIST) takes the first it does not block.
+// Every tactic of the space that suits the shape, in the order the heuristic prefers them (the
+// first is ChooseGemmTactic's): tiles and splits by the rule above (for M <= 64 the 128-row
+// tiles last), then per tile the most stages down to 2, each with group_m 8 first. A blocklist
+// (KILN_TACTIC_BLOCKLIST) takes the first it does not block.
 std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, int sms);
 
 }  // namespace kiln::client

@@ -10,7 +10,8 @@
 namespace kiln::client {
 namespace {
 
-constexpr const char* kTacticForm = "t<tile_m>x<tile_n>x64s<stages>g<group_m>, e.g. t128x256x64s4g8";
+constexpr const char* kTacticForm =
+    "t<tile_m>x<tile_n>x64s<stages>g<group_m>[k<split_k>], e.g. t128x256x64s4g8 or t64x256x64s4g8k8";
 
 // Reads a decimal number at `text[*pos]`, advancing; false when there is none.
 bool Number(std::string_view text, size_t* pos, int* value) {
@@ -39,7 +40,8 @@ std::string Trim(std::string_view s) {
 
 std::string GemmTacticText(const gemm::GemmTactic& t) {
   return "t" + std::to_string(t.tile_m) + "x" + std::to_string(t.tile_n) + "x" + std::to_string(gemm::kTileK) + "s" +
-         std::to_string(t.stages) + "g" + std::to_string(t.group_m);
+         std::to_string(t.stages) + "g" + std::to_string(t.group_m) +
+         (t.split_k > 1 ? "k" + std::to_string(t.split_k) : "");
 }
 
 StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text) {
@@ -49,19 +51,22 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text) {
   const bool parsed = Expect(text, &pos, 't') && Number(text, &pos, &t.tile_m) && Expect(text, &pos, 'x') &&
                       Number(text, &pos, &t.tile_n) && Expect(text, &pos, 'x') && Number(text, &pos, &tile_k) &&
                       Expect(text, &pos, 's') && Number(text, &pos, &t.stages) && Expect(text, &pos, 'g') &&
-                      Number(text, &pos, &t.group_m) && pos == text.size();
+                      Number(text, &pos, &t.group_m) &&
+                      (pos == text.size() || (Expect(text, &pos, 'k') && Number(text, &pos, &t.split_k))) &&
+                      pos == text.size();
   if (!parsed) return InvalidArgument("'" + std::string(text) + "' is not a gemm tactic; expected " + kTacticForm);
   if (tile_k != gemm::kTileK || !gemm::GemmTacticFits(t))
     return InvalidArgument("'" + std::string(text) +
                            "' is not in the gemm tactic space (tile_m 64 or 128, tile_n 64, 128 or 256, k 64, stages "
-                           "2 to the most that fit in shared memory, group_m 1..16; docs/kernels-gemm.md)");
+                           "2 to the most that fit in shared memory, group_m 1..16, split_k 1, 2, 4 or 8; "
+                           "docs/kernels-gemm.md)");
   return t;
 }
 
 bool GemmTacticControls::Blocks(const gemm::GemmTactic& t, std::string_view gpu_name) const {
   for (const BlockedGemmTactic& b : blocked) {
     const bool same = b.tactic.tile_m == t.tile_m && b.tactic.tile_n == t.tile_n && b.tactic.stages == t.stages &&
-                      b.tactic.group_m == t.group_m;
+                      b.tactic.group_m == t.group_m && b.tactic.split_k == t.split_k;
     if (same && (b.gpu.empty() || gpu_name.find(b.gpu) != std::string_view::npos)) return true;
   }
   return false;

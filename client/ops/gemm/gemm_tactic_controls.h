@@ -7,9 +7,10 @@
 //                                            "gemm t128x256x64s4g8 gpu=H200" (a substring of the
 //                                            device name); '#' starts a comment
 //
-// A tactic is written as in the URI: t<tile_m>x<tile_n>x64s<stages>g<group_m>. Parsing and the
-// choice are pure (tested without a GPU); the launch reads the controls through
-// GemmTacticControlsFromEnvironment(). docs/diagnostic-controls.md, docs/kernels-gemm.md.
+// A tactic is written as in the URI: t<tile_m>x<tile_n>x64s<stages>g<group_m>, and k<split_k>
+// after it when K is split (t64x256x64s4g8k8). Parsing and the choice are pure (tested without
+// a GPU); the launch reads the controls through GemmTacticControlsFromEnvironment(). docs/diagnostic-controls.md,
+// docs/kernels-gemm.md.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
 // The compilation unit of the gemm family (op gemm, entry kiln_gemm; sm_90a only).
 // kiln_config.cuh, rendered per specialization by kernels/ops/gemm/gemm_generator.cpp, chooses
-// the input and output types and the tactic (tile, stages, raster group).
+// the input and output types and the tactic (tile, stages, raster group, split-K).
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/gemm/gemm_sm90.cuh"
 
@@ -11,17 +11,24 @@ namespace kiln_gemm_unit {}
 #include "kiln_config.cuh"
 
 #if !defined(KILN_GEMM_TIN) || !defined(KILN_GEMM_TOUT) || !defined(KILN_GEMM_TILE_M) || !defined(KILN_GEMM_TILE_N) || \
-    !defined(KILN_GEMM_STAGES) || !defined(KILN_GEMM_GROUP_M)
+    !defined(KILN_GEMM_STAGES) || !defined(KILN_GEMM_GROUP_M) || !defined(KILN_GEMM_SPLIT_K)
 #error "kiln_config.cuh must define every KILN_GEMM_* parameter (see gemm_generator.cpp)"
 #endif
 
 using Shape = kiln::gemm::GemmShape<KILN_GEMM_TIN, KILN_GEMM_TOUT, KILN_GEMM_TILE_M, KILN_GEMM_TILE_N, KILN_GEMM_STAGES,
-                                    KILN_GEMM_GROUP_M>;
+                                    KILN_GEMM_GROUP_M, KILN_GEMM_SPLIT_K>;
 
-// Launch (kiln/gemm/gemm_contract.h): persistent, grid.x = min(tiles, SMs), block.x =
+// Split-K runs in clusters of split_k blocks along x (compiled in: a plain launch makes them).
+#if KILN_GEMM_SPLIT_K > 1
+#define KILN_GEMM_CLUSTER __cluster_dims__(KILN_GEMM_SPLIT_K, 1, 1)
+#else
+#define KILN_GEMM_CLUSTER
+#endif
+
+// Launch (kiln/gemm/gemm_contract.h): persistent, grid.x = split_k * min(tiles, clusters at once), block.x =
 // GemmThreads(tile_m), dynamic shared memory GemmSmemBytes(...). The parameter lives in the
 // parameter space (__grid_constant__) because TMA reads the tensor maps from there.
-extern "C" __global__ void __launch_bounds__(Shape::kThreads, 1)
+extern "C" __global__ void __launch_bounds__(Shape::kThreads, 1) KILN_GEMM_CLUSTER
     kiln_gemm(const __grid_constant__ kiln::gemm::GemmParams p) {
   kiln::gemm::Gemm<Shape>(p);
 }

@@ -40,7 +40,16 @@ TEST_CASE("gemm tactic texts round-trip, and only tactics of the space parse", "
   CHECK(t->tile_n == 256);
   CHECK(t->stages == 4);
   CHECK(t->group_m == 8);
+  CHECK(t->split_k == 1);
   CHECK(GemmTacticText(*t) == "t128x256x64s4g8");
+  // A split names its cluster last; its partial tile leaves fewer stages.
+  auto split = ParseGemmTactic("t64x256x64s4g8k8");
+  REQUIRE(split.ok());
+  CHECK(split->split_k == 8);
+  CHECK(GemmTacticText(*split) == "t64x256x64s4g8k8");
+  RequireInvalid(ParseGemmTactic("t64x256x64s5g8k8").status(), "'t64x256x64s5g8k8' is not in the gemm tactic space");
+  RequireInvalid(ParseGemmTactic("t64x256x64s4g8k3").status(), "split_k 1, 2, 4 or 8");
+  RequireInvalid(ParseGemmTactic("t64x256x64s4g8k").status(), "is not a gemm tactic");
   for (const char* bad : {"", "t128x256", "128x256x64s4g8", "t128x256x64s4g8 ", "t128x256x32s4g8x", "tAx256x64s4g8"})
     RequireInvalid(ParseGemmTactic(bad).status(),
                    "is not a gemm tactic; expected t<tile_m>x<tile_n>x64s<stages>g<group_m>");
@@ -102,12 +111,14 @@ TEST_CASE("the heuristic ranks the whole tactic space, its choice first", "[clie
       seen.insert(GemmTacticText(t));
     }
     CHECK(seen.size() == ranked.size());  // each once
-    // Every tile at every stage count with every group_m: the whole space.
+    // Every tile and split at every stage count with every group_m: the whole space (K 4096 is
+    // 64 K steps, enough for every split).
     size_t space = 0;
     for (int tile_m : kiln::gemm::kTileMChoices)
       for (int tile_n : kiln::gemm::kTileNChoices)
-        space += static_cast<size_t>(kiln::gemm::GemmMaxStages(tile_m, tile_n) - kiln::gemm::kMinStages + 1) *
-                 kiln::gemm::kMaxGroupM;
+        for (int split : kiln::gemm::kSplitKChoices)
+          space += static_cast<size_t>(kiln::gemm::GemmMaxStages(tile_m, tile_n, split) - kiln::gemm::kMinStages + 1) *
+                   kiln::gemm::kMaxGroupM;
     CHECK(ranked.size() == space);
   }
   // Blocking the choice moves to the next: the same tile with one stage fewer... after every
@@ -115,6 +126,14 @@ TEST_CASE("the heuristic ranks the whole tactic space, its choice first", "[clie
   const auto ranked = RankGemmTactics(4096, 28672, 4096, 132);
   CHECK(GemmTacticText(ranked[0]) == "t128x256x64s4g8");
   CHECK(GemmTacticText(ranked[1]) == "t128x256x64s4g1");
+  // A short K leaves out the splits that would give a block fewer than 4 K steps.
+  for (const auto& t : RankGemmTactics(1, 4096, 256, 132)) CHECK(t.split_k == 1);
+  bool has_split_2 = false;
+  for (const auto& t : RankGemmTactics(1, 4096, 512, 132)) {
+    CHECK(t.split_k <= 2);
+    has_split_2 = has_split_2 || t.split_k == 2;
+  }
+  CHECK(has_split_2);
 }
 
 // Run only as the child of the test below ([.] keeps it out of a plain run): one gemm call on

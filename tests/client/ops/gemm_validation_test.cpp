@@ -130,16 +130,24 @@ TEST_CASE("gemm plans what the kernel takes; c = d and beta 0 are accepted", "[c
   CHECK(empty->m == 0);
   // A tactic outside the space is refused before anything runs.
   const kiln::Status s = kiln::client::LaunchGemmPlan(*plan, {128, 256, 5, 8}, nullptr);
-  RequireInvalid(s, "test: tactic tile 128x256, 5 stages, group_m 8 is not in the gemm tactic space");
+  RequireInvalid(s, "test: tactic t128x256x64s5g8 is not in the gemm tactic space");
 }
 
 TEST_CASE("the default gemm tactic follows the shape and the SM count", "[client][ops][gemm]") {
   using kiln::client::ChooseGemmTactic;
-  // Decode: one consumer; small tiles so that more blocks stream the weight.
+  // Decode: one consumer, and K split over clusters of 4 so that 128 blocks stream the weight
+  // (32 tiles of 64 x 128), each with 128 KiB of it in flight.
   auto decode = ChooseGemmTactic(1, 4096, 4096, 132);
   CHECK(decode.tile_m == 64);
-  CHECK(decode.tile_n == 64);
-  CHECK(decode.stages == kiln::gemm::GemmMaxStages(64, 64));
+  CHECK(decode.tile_n == 128);
+  CHECK(decode.split_k == 4);
+  CHECK(decode.stages == kiln::gemm::GemmMaxStages(64, 128, 4));
+  // M 256 x N 4096: 64 tiles of 128 x 128 split twice fill 128 SMs (32 of 128 x 256 would not).
+  auto mid = ChooseGemmTactic(256, 4096, 4096, 132);
+  CHECK(mid.tile_m == 128);
+  CHECK(mid.split_k == 2);
+  // Large M never splits: the tiles fill the waves and a split only adds the reduction.
+  for (int64_t m : {1024, 4096, 16384}) CHECK(ChooseGemmTactic(m, 4096, 4096, 132).split_k == 1);
   // Prefill 4096 x 6144: 768 tiles of 128x256 in 6 waves beat 1536 of 128x128 in 12.
   auto prefill = ChooseGemmTactic(4096, 6144, 4096, 132);
   CHECK(prefill.tile_m == 128);

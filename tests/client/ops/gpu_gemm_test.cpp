@@ -14,9 +14,11 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "client/ops/gemm/gemm_ops.h"
 #include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/gemm/gemm_tactic_controls.h"
 #include "kiln/client.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/ops/gemm.h"
@@ -51,9 +53,7 @@ struct Case {
                     " n=" + std::to_string(n) + " k=" + std::to_string(k) + " pads=" + std::to_string(a_pad) + "/" +
                     std::to_string(d_pad) + (bias ? " bias" : "") + " c_mode=" + std::to_string(c_mode) +
                     " beta=" + std::to_string(beta);
-    if (tactic != nullptr)
-      s += " tactic " + std::to_string(tactic->tile_m) + "x" + std::to_string(tactic->tile_n) + "s" +
-           std::to_string(tactic->stages) + "g" + std::to_string(tactic->group_m);
+    if (tactic != nullptr) s += " tactic " + kiln::client::GemmTacticText(*tactic);
     return s + (c_api ? " (C ABI)" : "");
   }
 };
@@ -229,9 +229,96 @@ TEST_CASE("every tactic of the gemm space is correct at a small shape", "[gpu][g
           ++run;
         }
       }
+      // Split-K: every split of the tile at its fewest and most stages (K 456 is 8 K steps:
+      // one per block at split 8, the last partial).
+      for (int split : {2, 4, 8}) {
+        const int most = kiln::gemm::GemmMaxStages(tile_m, tile_n, split);
+        for (int stages : {kiln::gemm::kMinStages, most}) {
+          const kiln::gemm::GemmTactic tactic{tile_m, tile_n, stages, 3, split};
+          Case c;
+          c.m = 300;
+          c.n = 520;
+          c.k = 456;
+          c.tactic = &tactic;
+          c.bias = true;
+          Run(c, rng, nullptr);
+          ++run;
+        }
+      }
     }
   }
-  CHECK(run > 60);
+  CHECK(run > 60 + 36);
+}
+
+TEST_CASE("split-K gemm: small M, blocks without K steps, many tiles per cluster, c = d", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(17);
+  using kiln::gemm::GemmTactic;
+  const GemmTactic narrow4{64, 128, 8, 8, 4}, narrow8{64, 128, 8, 8, 8}, wide8{64, 256, 4, 8, 8},
+      small2{64, 64, 8, 8, 2}, big2{128, 256, 2, 8, 2};
+  for (const GemmTactic* t : {&narrow4, &narrow8, &wide8, &small2, &big2}) {
+    // Decode-like M (rows past M neither written nor read), K = 72 (2 K steps: most blocks of
+    // a split 8 have none and add zeros), and a deep K.
+    for (int64_t m : {1, 7, 64, 127}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{264, 72}, {136, 520}, {1024, 4096}}) {
+        Case c;
+        c.m = m;
+        c.n = n;
+        c.k = k;
+        c.tactic = t;
+        c.bias = m == 7;
+        c.c_mode = m == 127 ? 2 : 0;  // the residual add into d itself
+        c.d_pad = 8;
+        Run(c, rng, nullptr);
+      }
+    }
+    // More tiles than clusters: each cluster walks many tiles, its barriers' phases turn over.
+    Case many;
+    many.m = 1000;
+    many.n = 4096;
+    many.k = 1024;
+    many.tactic = t;
+    many.c_mode = 1;
+    many.beta = 0.25;
+    Run(many, rng, nullptr);
+  }
+  // The heuristic's own split choices at decode sizes (what the op does by default).
+  for (int64_t m : {1, 16, 64}) {
+    Case c;
+    c.m = m;
+    c.n = 4096;
+    c.k = 4096;
+    Run(c, rng, nullptr);
+  }
+}
+
+TEST_CASE("split-K gemm is deterministic: the same call gives the same bits", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(23);
+  const int64_t m = 33, n = 2048, k = 4096;
+  HostTensor a = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(m * k), rng, -1.f, 1.f);
+  HostTensor b = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(n * k), rng, -1.f, 1.f);
+  DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(static_cast<size_t>(m * n * 4));
+  da.Upload(a.bytes);
+  db.Upload(b.bytes);
+  auto ta = TensorView::Contiguous(da.data(), DType::kBFloat16, {m, k});
+  auto tb = TensorView::Contiguous(db.data(), DType::kBFloat16, {n, k});
+  auto td = TensorView::Contiguous(dd.data(), DType::kFloat32, {m, n});
+  auto plan = kiln::client::PlanGemm(td, ta, tb, nullptr, nullptr, 1.0, "determinism");
+  REQUIRE(plan.ok());
+  for (int split : {2, 4, 8}) {
+    const kiln::gemm::GemmTactic tactic{64, 128, 8, 8, split};
+    std::vector<uint8_t> first;
+    for (int run = 0; run < 20; ++run) {
+      dd.Poison();
+      REQUIRE(kiln::client::LaunchGemmPlan(*plan, tactic, nullptr).ok());
+      KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
+      const std::vector<uint8_t> now = dd.Download();
+      if (run == 0) first = now;
+      INFO("split " << split << " run " << run);
+      CHECK(now == first);
+    }
+  }
 }
 
 TEST_CASE("gemm takes padded rows, a 3-D a and the C ABI", "[gpu][gemm][capi]") {

@@ -10,12 +10,15 @@
 //
 // Params: dtype (fp16, bf16: A and B), out_dtype (fp16, bf16, fp32: D and C), and the tactic:
 // tile_m (kTileMChoices: 64 rows per consumer warp-group), tile_n (kTileNChoices), stages
-// (kMinStages..kMaxStages, bounded by shared memory) and group_m (tile rows per raster group).
+// (kMinStages..kMaxStages, bounded by shared memory), group_m (tile rows per raster group) and
+// split_k (kSplitKChoices: the blocks of a thread-block cluster that share one tile, each
+// multiplying a slice of K; they add their partial sums through distributed shared memory).
 // M, N and K are launch arguments: one cubin per (dtype, out_dtype, tactic) serves every shape.
-// Launch (the only entry): persistent: grid.x = min(GemmTiles(...), the SM count), block and
-// dynamic shared memory as hinted (GemmThreads, GemmSmemBytes); items_per_block is the tile
-// (tile_m * tile_n elements of D). The tensor maps must describe A and B with the box
-// GemmBoxRowsA/B x kTileK and the 128-byte swizzle.
+// Launch (the only entry): persistent: grid.x = split_k * min(GemmTiles(...), the clusters that
+// fit at once), the kernel's cluster shape (split_k, 1, 1) compiled in; block and dynamic
+// shared memory as hinted (GemmThreads, GemmSmemBytes); items_per_block is the tile (tile_m *
+// tile_n elements of D). The tensor maps must describe A and B with the box tile_m (A) or
+// tile_n (B) rows x kTileK and the 128-byte swizzle.
 #pragma once
 
 #include "kiln/common/op_contract.h"
@@ -31,6 +34,7 @@ constexpr const char* kParamTileM = "tile_m";
 constexpr const char* kParamTileN = "tile_n";
 constexpr const char* kParamStages = "stages";
 constexpr const char* kParamGroupM = "group_m";
+constexpr const char* kParamSplitK = "split_k";
 
 // K per pipeline stage: 64 16-bit elements are one 128-byte row, the width of the 128-byte
 // swizzle that both TMA and wgmma read (PTX ISA, "Tensor-map swizzling" and "Matrix Descriptor
@@ -43,6 +47,8 @@ constexpr int kTileNChoices[] = {64, 128, 256};
 constexpr int kMinStages = 2;
 constexpr int kMaxStages = 8;
 constexpr int kMaxGroupM = 16;
+// Blocks per cluster that split K (1: no split). 8 is the largest portable cluster.
+constexpr int kSplitKChoices[] = {1, 2, 4, 8};
 // Shared memory one block may have on sm_90 (227 KiB: cudaDevAttrMaxSharedMemoryPerBlockOptin).
 constexpr int kMaxSmemBytes = 227 * 1024;
 // N and K must be multiples of this (16-byte rows for TMA); A and B rows start 16-byte aligned.
@@ -52,10 +58,14 @@ constexpr int kAlignElements = 8;
 KILN_CONTRACT_FUNCTION int GemmConsumers(int tile_m) { return tile_m / kRowsPerConsumer; }
 KILN_CONTRACT_FUNCTION int GemmThreads(int tile_m) { return 128 * (GemmConsumers(tile_m) + 1); }
 // Dynamic shared memory: the stages of A and B tiles (16-bit elements), 1024 bytes to align
-// them to the swizzle atom, and two mbarriers (8 bytes each) per stage.
+// them to the swizzle atom, two mbarriers (8 bytes each) per stage; with split_k > 1 also the
+// block's fp32 partial tile (read by the cluster's other blocks) and its two mbarriers.
 KILN_CONTRACT_FUNCTION int GemmStageBytes(int tile_m, int tile_n) { return (tile_m + tile_n) * kTileK * 2; }
-KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages) {
-  return stages * GemmStageBytes(tile_m, tile_n) + 1024 + stages * 16;
+KILN_CONTRACT_FUNCTION int GemmPartialBytes(int tile_m, int tile_n, int split_k) {
+  return split_k > 1 ? tile_m * tile_n * 4 + 16 : 0;
+}
+KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k) {
+  return stages * GemmStageBytes(tile_m, tile_n) + 1024 + stages * 16 + GemmPartialBytes(tile_m, tile_n, split_k);
 }
 // Tiles of D: the persistent blocks walk them in raster groups of group_m tile rows.
 KILN_CONTRACT_FUNCTION long long GemmTiles(long long m, long long n, int tile_m, int tile_n) {
@@ -64,13 +74,14 @@ KILN_CONTRACT_FUNCTION long long GemmTiles(long long m, long long n, int tile_m,
 
 // A tactic: the compiled choices of one specialization. The space is every tile_m of
 // kTileMChoices x tile_n of kTileNChoices x stages kMinStages..kMaxStages x group_m
-// 1..kMaxGroupM whose stages fit in shared memory (GemmTacticFits); the generator refuses the
-// rest, naming the limit.
+// 1..kMaxGroupM x split_k of kSplitKChoices whose stages fit in shared memory
+// (GemmTacticFits); the generator refuses the rest, naming the limit.
 struct GemmTactic {
   int tile_m;
   int tile_n;
   int stages;
   int group_m;
+  int split_k = 1;
 };
 KILN_CONTRACT_FUNCTION bool GemmTileMAllowed(int tile_m) {
   for (int t : kTileMChoices)
@@ -82,15 +93,22 @@ KILN_CONTRACT_FUNCTION bool GemmTileNAllowed(int tile_n) {
     if (t == tile_n) return true;
   return false;
 }
-// The most stages of a tile that fit in shared memory (at most kMaxStages).
-KILN_CONTRACT_FUNCTION int GemmMaxStages(int tile_m, int tile_n) {
+KILN_CONTRACT_FUNCTION bool GemmSplitKAllowed(int split_k) {
+  for (int s : kSplitKChoices)
+    if (s == split_k) return true;
+  return false;
+}
+// The most stages of a tile that fit in shared memory (at most kMaxStages; 0 when not even
+// kMinStages fit).
+KILN_CONTRACT_FUNCTION int GemmMaxStages(int tile_m, int tile_n, int split_k = 1) {
   int stages = kMaxStages;
-  while (stages > kMinStages && GemmSmemBytes(tile_m, tile_n, stages) > kMaxSmemBytes) --stages;
-  return stages;
+  while (stages >= kMinStages && GemmSmemBytes(tile_m, tile_n, stages, split_k) > kMaxSmemBytes) --stages;
+  return stages >= kMinStages ? stages : 0;
 }
 KILN_CONTRACT_FUNCTION bool GemmTacticFits(const GemmTactic& t) {
-  return GemmTileMAllowed(t.tile_m) && GemmTileNAllowed(t.tile_n) && t.stages >= kMinStages &&
-         t.stages <= GemmMaxStages(t.tile_m, t.tile_n) && t.group_m >= 1 && t.group_m <= kMaxGroupM;
+  return GemmTileMAllowed(t.tile_m) && GemmTileNAllowed(t.tile_n) && GemmSplitKAllowed(t.split_k) &&
+         t.stages >= kMinStages && t.stages <= GemmMaxStages(t.tile_m, t.tile_n, t.split_k) && t.group_m >= 1 &&
+         t.group_m <= kMaxGroupM;
 }
 
 // A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded by the host with

@@ -16,6 +16,17 @@
 //
 // Tiles are visited in raster groups of kGroupM tile rows (all tile columns of a group before
 // the next group), so the blocks running at once share A rows and B columns in L2.
+//
+// Split-K (kSplitK > 1, for shapes with too few tiles to fill the SMs, as a small M has): the
+// kernel runs in clusters of kSplitK blocks, and the blocks of a cluster work on the same tile,
+// block r on the r-th slice of the K steps. At the end of a tile each consumer thread writes its
+// fp32 fragment to its block's partial buffer and arrives on the `ready` barrier of every block
+// of the cluster; once all have, block r adds, for its share of the fragment's column groups,
+// the partials of blocks 0..kSplitK-1 in that order (the sum does not depend on timing: the
+// result is deterministic) reading them through distributed shared memory, applies the
+// epilogue, and arrives on every block's `drained` barrier, which a block waits for before it
+// overwrites its partials (next tile) or exits (its shared memory must outlive the readers).
+// No global workspace and no atomics: the launch stays a single kernel and graph-capturable.
 #pragma once
 
 #include "kiln/common/numeric.cuh"
@@ -26,7 +37,7 @@
 namespace kiln {
 namespace gemm {
 
-template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_>
+template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_, int kSplitK_ = 1>
 struct GemmShape {
   using TIn = TIn_;
   using TOut = TOut_;
@@ -34,17 +45,21 @@ struct GemmShape {
   static constexpr int kTileN = kTileN_;
   static constexpr int kStages = kStages_;
   static constexpr int kGroupM = kGroupM_;
+  static constexpr int kSplitK = kSplitK_;
   static constexpr int kConsumers = GemmConsumers(kTileM);
   static constexpr int kThreads = GemmThreads(kTileM);
   static constexpr int kBytesA = kTileM * kTileK * 2;  // one stage's A tile
   static constexpr int kBytesB = kTileN * kTileK * 2;
   static constexpr int kAccumulators = kTileN / 2;  // fp32 registers of a consumer thread
+  static constexpr int kColumnGroups = kTileN / 8;  // 4 accumulators each: the epilogue's unit
 
   static_assert(sizeof(TIn) == 2, "A and B are 16-bit (bf16 or fp16)");
   static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
   static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "tile_n is a wgmma N this header has");
   static_assert(kStages >= kMinStages && kStages <= kMaxStages, "stages out of range");
-  static_assert(GemmSmemBytes(kTileM, kTileN, kStages) <= kMaxSmemBytes, "the stages exceed shared memory");
+  static_assert(GemmSplitKAllowed(kSplitK), "split_k is one of kSplitKChoices");
+  static_assert(kColumnGroups % kSplitK == 0, "each block of a cluster reduces whole column groups");
+  static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK) <= kMaxSmemBytes, "the stages exceed shared memory");
   static_assert(kBytesA % 1024 == 0 && kBytesB % 1024 == 0, "stage buffers stay 1024-byte aligned");
 };
 
@@ -90,42 +105,65 @@ __device__ __forceinline__ void StorePair(T* p, float a, float b) {
   *reinterpret_cast<Pair*>(p) = FromFloat2<Pair>(a, b);
 }
 
-// A consumer's 64 x kTileN fragment to D. The wgmma D fragment (PTX ISA, "Register Fragments
-// and Shared Memory Matrix Layouts" of wgmma, m64nNk16 fp32): thread t of the warp-group, warp
-// w = t / 32, lane l; register 4j + 2h + e is row 16w + l/4 + 8h, column 8j + 2(l%4) + e.
-// n is a multiple of 8 and columns come in even pairs, so a pair is inside D or outside.
+// Column group j (4 accumulators: rows r and r + 8, two columns each) of a consumer's 64 x kTileN
+// fragment to D, with the bias and beta * C. The wgmma D fragment (PTX ISA, "Register
+// Fragments and Shared Memory Matrix Layouts" of wgmma, m64nNk16 fp32): thread t of the
+// warp-group, warp w = t / 32, lane l; register 4j + 2h + e is row 16w + l/4 + 8h, column
+// 8j + 2(l%4) + e. n is a multiple of 8 and columns come in even pairs, so a pair is inside D
+// or outside. `row_base` and `col_base` are this thread's row (h = 0) and column (j = 0, e = 0).
 template <class S>
-__device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)[S::kAccumulators], long long row0,
-                                         long long col0) {
+__device__ __forceinline__ void StoreGroup(const GemmParams& p, const float (&v)[4], long long row_base,
+                                           long long col_base, int j) {
   using TOut = typename S::TOut;
   using TIn = typename S::TIn;
-  const int t = threadIdx.x % 128;
-  const long long row_base = row0 + 16 * (t / 32) + (t % 32) / 4;
-  const long long col_base = col0 + 2 * (t % 4);
+  const long long col = col_base + 8 * j;
+  if (col >= p.n) return;
   TOut* d = static_cast<TOut*>(p.d);
   const TOut* c = static_cast<const TOut*>(p.c);
   const TIn* bias = static_cast<const TIn*>(p.bias);
+  float bias0 = 0.0f, bias1 = 0.0f;
+  if (bias != nullptr) LoadPair(bias + col, bias0, bias1);
 #pragma unroll
-  for (int j = 0; j < S::kTileN / 8; ++j) {
-    const long long col = col_base + 8 * j;
-    if (col >= p.n) continue;
-    float bias0 = 0.0f, bias1 = 0.0f;
-    if (bias != nullptr) LoadPair(bias + col, bias0, bias1);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long row = row_base + 8 * h;
-      if (row >= p.m) continue;
-      float v0 = acc[4 * j + 2 * h] + bias0;
-      float v1 = acc[4 * j + 2 * h + 1] + bias1;
-      if (c != nullptr) {
-        float c0, c1;
-        LoadPair(c + row * p.c_row_stride + col, c0, c1);
-        v0 = fmaf(p.beta, c0, v0);
-        v1 = fmaf(p.beta, c1, v1);
-      }
-      StorePair(d + row * p.d_row_stride + col, v0, v1);
+  for (int h = 0; h < 2; ++h) {
+    const long long row = row_base + 8 * h;
+    if (row >= p.m) continue;
+    float v0 = v[2 * h] + bias0;
+    float v1 = v[2 * h + 1] + bias1;
+    if (c != nullptr) {
+      float c0, c1;
+      LoadPair(c + row * p.c_row_stride + col, c0, c1);
+      v0 = fmaf(p.beta, c0, v0);
+      v1 = fmaf(p.beta, c1, v1);
     }
+    StorePair(d + row * p.d_row_stride + col, v0, v1);
   }
+}
+
+// This thread's row (h = 0) and column (j = 0, e = 0) in a fragment at (row0, col0) of D.
+__device__ __forceinline__ long long FragmentRow(long long row0) {
+  const int t = threadIdx.x % 128;
+  return row0 + 16 * (t / 32) + (t % 32) / 4;
+}
+__device__ __forceinline__ long long FragmentColumn(long long col0) { return col0 + 2 * ((threadIdx.x % 128) % 4); }
+
+// A consumer's whole fragment to D (no split).
+template <class S>
+__device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)[S::kAccumulators], long long row0,
+                                         long long col0) {
+  const long long row_base = FragmentRow(row0);
+  const long long col_base = FragmentColumn(col0);
+#pragma unroll
+  for (int j = 0; j < S::kColumnGroups; ++j) {
+    const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+    StoreGroup<S>(p, v, row_base, col_base, j);
+  }
+}
+
+// The split-K partial buffer of a block: per consumer, per column group j, per thread t of the
+// warp-group, the 4 accumulators of j (16 bytes): a warp reads or writes 512 contiguous bytes.
+template <class S>
+__device__ __forceinline__ unsigned PartialOffset(int consumer, int j) {
+  return ((consumer * S::kColumnGroups + j) * 128 + threadIdx.x % 128) * 16;
 }
 
 }  // namespace detail
@@ -133,13 +171,18 @@ __device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)
 template <class S>
 __device__ __forceinline__ void Gemm(const GemmParams& p) {
   using TIn = typename S::TIn;
-  // The stage buffers, 1024-byte aligned (the swizzle atom), then the barriers.
+  constexpr bool kSplit = S::kSplitK > 1;
+  // The stage buffers, 1024-byte aligned (the swizzle atom), the split-K partial tile, then the
+  // barriers.
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - SmemAddress(smem_raw) % 1024) % 1024);
   unsigned char* smem_a = smem;
   unsigned char* smem_b = smem + S::kStages * S::kBytesA;
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem_b + S::kStages * S::kBytesB);
+  unsigned char* partial = smem_b + S::kStages * S::kBytesB;
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(partial + (kSplit ? S::kTileM * S::kTileN * 4 : 0));
   unsigned long long* empty = full + S::kStages;
+  unsigned long long* ready = empty + S::kStages;  // split-K: the cluster's partials are written
+  unsigned long long* drained = ready + 1;         // split-K: the cluster has read this block's
 
   const int warp_group = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -149,14 +192,31 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       BarrierInit(&full[s], 1);
       BarrierInit(&empty[s], S::kConsumers * 4);
     }
+    if constexpr (kSplit) {
+      // Every consumer thread of every block of the cluster arrives once per tile.
+      BarrierInit(ready, S::kSplitK * S::kConsumers * 128);
+      BarrierInit(drained, S::kSplitK * S::kConsumers * 128);
+    }
     FenceBarrierInit();
   }
-  __syncthreads();
+  // Split-K: the other blocks arrive on this block's barriers, so they must see them
+  // initialized: the whole cluster synchronizes (before any thread leaves).
+  if constexpr (kSplit) {
+    ClusterSync();
+  } else {
+    __syncthreads();
+  }
 
   const long long tiles_m = (p.m + S::kTileM - 1) / S::kTileM;
   const long long tiles_n = (p.n + S::kTileN - 1) / S::kTileN;
   const long long tiles = tiles_m * tiles_n;
-  const int k_steps = static_cast<int>((p.k + kTileK - 1) / kTileK);
+  const int k_steps_all = static_cast<int>((p.k + kTileK - 1) / kTileK);
+  // The work units are clusters (a block alone is a cluster of one); this block's K steps.
+  const unsigned rank = kSplit ? ClusterRank() : 0;
+  const long long first_tile = kSplit ? ClusterId() : blockIdx.x;
+  const long long tile_stride = kSplit ? ClusterCount() : gridDim.x;
+  const int k_begin = static_cast<int>(static_cast<long long>(k_steps_all) * rank / S::kSplitK);
+  const int k_end = static_cast<int>(static_cast<long long>(k_steps_all) * (rank + 1) / S::kSplitK);
 
   if (warp_group == 0) {
     // Producer. With two consumers the block has 384 threads (168 registers each at launch);
@@ -165,12 +225,12 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     if (threadIdx.x != 0) return;
     int stage = 0;
     unsigned phase = 0;
-    for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
       long long tm, tn;
       detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
       const int row_a = static_cast<int>(tm * S::kTileM);
       const int row_b = static_cast<int>(tn * S::kTileN);
-      for (int ks = 0; ks < k_steps; ++ks) {
+      for (int ks = k_begin; ks < k_end; ++ks) {
         BarrierWait(&empty[stage], phase ^ 1);
         BarrierArriveExpectTx(&full[stage], S::kBytesA + S::kBytesB);
         TmaLoad2d(smem_a + stage * S::kBytesA, &p.a_map, &full[stage], ks * kTileK, row_a);
@@ -193,11 +253,12 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
   int stage = 0;
   unsigned phase = 0;
-  for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  unsigned tiles_done = 0;  // split-K: the parity of `ready` and `drained`
+  for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
     long long tm, tn;
     detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
     int previous = -1;
-    for (int ks = 0; ks < k_steps; ++ks) {
+    for (int ks = k_begin; ks < k_end; ++ks) {
       BarrierWait(&full[stage], phase);
       const unsigned char* a_tile = smem_a + stage * S::kBytesA + consumer * kRowsPerConsumer * kTileK * 2;
       const unsigned char* b_tile = smem_b + stage * S::kBytesB;
@@ -206,7 +267,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
 #pragma unroll
       for (int kk = 0; kk < kTileK / 16; ++kk) {
         Wgmma<TIn, S::kTileN>::Mma(acc, SwizzledKMajorDescriptor(a_tile + kk * 32),
-                                   SwizzledKMajorDescriptor(b_tile + kk * 32), ks > 0 || kk > 0);
+                                   SwizzledKMajorDescriptor(b_tile + kk * 32), ks > k_begin || kk > 0);
       }
       WgmmaCommit();
       FenceAccumulators(acc);
@@ -222,7 +283,55 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     WgmmaWait<0>();
     FenceAccumulators(acc);
     if (previous >= 0 && warp_leader) BarrierArrive(&empty[previous]);
-    detail::Epilogue<S>(p, acc, tm * S::kTileM + consumer * kRowsPerConsumer, tn * S::kTileN);
+    const long long row0 = tm * S::kTileM + consumer * kRowsPerConsumer;
+    if constexpr (!kSplit) {
+      detail::Epilogue<S>(p, acc, row0, tn * S::kTileN);
+    } else {
+      // A block with no K steps (K shorter than the cluster) adds zeros.
+      if (k_begin == k_end) {
+#pragma unroll
+        for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
+      }
+      const long long row_base = detail::FragmentRow(row0);
+      // Rows past M (most of them when M is small) are neither written nor read.
+      const bool live = row_base < p.m;
+      if (tiles_done > 0) ClusterBarrierWait(drained, (tiles_done - 1) & 1);
+      if (live) {
+#pragma unroll
+        for (int j = 0; j < S::kColumnGroups; ++j)
+          *reinterpret_cast<float4*>(partial + detail::PartialOffset<S>(consumer, j)) = make_float4(
+              acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+      }
+#pragma unroll
+      for (int q = 0; q < S::kSplitK; ++q) ClusterBarrierArrive(ClusterAddress(ready, q));
+      ClusterBarrierWait(ready, tiles_done & 1);
+      if (live) {
+        const long long col_base = detail::FragmentColumn(tn * S::kTileN);
+        constexpr int kShare = S::kColumnGroups / S::kSplitK;
+#pragma unroll
+        for (int jj = 0; jj < kShare; ++jj) {
+          const int j = static_cast<int>(rank) * kShare + jj;
+          float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int q = 0; q < S::kSplitK; ++q) {
+            // Block q's partial buffer (mapa of this block's), at the same offset.
+            const float4 x = ClusterLoad4(ClusterAddress(partial, q) + detail::PartialOffset<S>(consumer, j));
+            v[0] += x.x;
+            v[1] += x.y;
+            v[2] += x.z;
+            v[3] += x.w;
+          }
+          detail::StoreGroup<S>(p, v, row_base, col_base, j);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < S::kSplitK; ++q) ClusterBarrierArrive(ClusterAddress(drained, q));
+      ++tiles_done;
+    }
+  }
+  // Split-K: the other blocks may still be reading this block's partials.
+  if constexpr (kSplit) {
+    if (tiles_done > 0) ClusterBarrierWait(drained, (tiles_done - 1) & 1);
   }
 }
 

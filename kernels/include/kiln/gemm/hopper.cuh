@@ -5,6 +5,9 @@
 //   TMA loads           "Data Movement and Conversion Instructions: cp.async.bulk.tensor"
 //   wgmma               "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"
 //   register realloc    "Miscellaneous Instructions: setmaxnreg"
+//   clusters            "Special Registers: %cluster_ctarank, %clusterid, %nclusterid",
+//                       "barrier.cluster", "Data Movement and Conversion Instructions: mapa",
+//                       "ld" (the .shared::cluster state space: distributed shared memory)
 // Shared-memory addresses are 32-bit (.shared::cta window), as cvta.to.shared gives them.
 #pragma once
 
@@ -48,6 +51,68 @@ __device__ __forceinline__ void BarrierWait(unsigned long long* bar, unsigned pa
                  : "r"(address), "r"(parity)
                  : "memory");
   } while (done == 0);
+}
+
+// ---- thread-block clusters (split-K: the blocks of a cluster add their partial tiles) ----
+
+__device__ __forceinline__ unsigned ClusterRank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ClusterId() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ClusterCount() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
+  return r;
+}
+
+// Every thread of every block of the cluster: the writes before (barrier inits included) are
+// visible cluster-wide after. All threads must take part ("barrier.cluster": .aligned).
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The address in block `rank` of the cluster of the shared variable at `local` ("mapa").
+__device__ __forceinline__ unsigned ClusterAddress(const void* local, unsigned rank) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(SmemAddress(local)), "r"(rank));
+  return remote;
+}
+
+// One arrival on the mbarrier at cluster address `remote`, releasing this thread's earlier
+// shared-memory writes to the cluster ("mbarrier.arrive", .release.cluster, .shared::cluster).
+__device__ __forceinline__ void ClusterBarrierArrive(unsigned remote) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
+// BarrierWait with cluster-scope acquire: what the arrivals of other blocks released is
+// visible after ("mbarrier.try_wait", .acquire.cluster).
+__device__ __forceinline__ void ClusterBarrierWait(unsigned long long* bar, unsigned parity) {
+  const unsigned address = SmemAddress(bar);
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, "
+        "p;\n}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// Four floats at cluster address `remote` (16-byte aligned), in another block's shared memory.
+__device__ __forceinline__ float4 ClusterLoad4(unsigned remote) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
 }
 
 // ---- TMA ("cp.async.bulk.tensor", "prefetch.tensormap") ----
