@@ -166,39 +166,68 @@ constexpr TileThroughput kTileThroughput[] = {{128, 256, 1.00}, {128, 128, 0.94}
 // reach its steady state), and the cluster's reduction costs about this many K steps.
 constexpr int kMinStepsPerSplit = 4;
 constexpr int kReductionSteps = 2;
-// Memory-bound blocks stream B at a rate set by the bytes they keep in flight: below this many
-// bytes of B in the stages a block is latency-bound (a 64 x 64 tile's 8 stages hold half).
-constexpr double kInFlightBytes = 128.0 * 1024;
 // Compute-bound blocks need this many stages to hide the loads behind the MMAs (every tile
 // has them without a split; a split's partial tile leaves 128 x 256 only 2).
 constexpr int kHidingStages = 4;
+// At most this many rows of D, the wide 64 x 256 tile streams the weight best; above, up to 64,
+// the 64 x 64 one (A's rows, read again by every block, then cost as much as B's).
+constexpr int64_t kWideTileMaxM = 16;
 
 struct ScoredTile {
   double time;  // predicted, in arbitrary units: lower is better
   gemm::GemmTactic tile;
 };
 
+bool SplitSuits(long long k_steps, int split) {
+  return split == 1 || k_steps >= static_cast<long long>(split) * kMinStepsPerSplit;
+}
+
+// The tile and split the memory-bound rule picks for M <= 64, measured on the H200
+// (bench/results/2026-12-02-gemm-split-k-h200.md): the tile by M (kWideTileMaxM); when its
+// tiles fit in one wave, K split over the largest cluster whose clusters still all run at once
+// (more blocks stream the weight); with more tiles than SMs, no split and the width that fills
+// the waves best, a wider one winning a near-tie (within 0.02).
+gemm::GemmTactic MemoryBoundChoice(int64_t m, int64_t n, long long k_steps, int sms) {
+  const int preferred = m <= kWideTileMaxM ? 256 : 64;
+  const long long tiles = gemm::GemmTiles(m, n, 64, preferred);
+  if (tiles <= sms) {
+    int split = 1;
+    for (int s : gemm::kSplitKChoices)
+      if (SplitSuits(k_steps, s) && tiles <= GemmClusterSlots(sms, s)) split = s;
+    return {64, preferred, gemm::GemmMaxStages(64, preferred, split), 8, split};
+  }
+  double best_fill = -1;
+  int chosen = 256;
+  for (int width : {256, 128, 64}) {
+    const long long count = gemm::GemmTiles(m, n, 64, width);
+    const long long waves = (count + sms - 1) / sms;
+    const double fill = static_cast<double>(count) / static_cast<double>(waves * sms);
+    if (fill > best_fill + 0.02) {
+      best_fill = fill;
+      chosen = width;
+    }
+  }
+  return {64, chosen, gemm::GemmMaxStages(64, chosen), 8, 1};
+}
+
 // Every (tile, split_k) of the space that suits the shape, least predicted time first (ties
-// keep the order of kTileThroughput / the widths, then the smaller split).
+// keep the order of kTileThroughput / the widths, then the smaller split). For M <= 64 the
+// memory-bound rule's choice comes first, then the 64-row tiles by the model, then the 128-row
+// ones (two consumers, one of them idle).
 std::vector<ScoredTile> RankTiles(int64_t m, int64_t n, int64_t k, int sms) {
   if (sms < 1) sms = 1;
   const long long k_steps = (k + gemm::kTileK - 1) / gemm::kTileK;
   // Predicted time of a tile and split: waves of clusters x the K steps of one block (plus the
-  // reduction) x the tile's cost per step (`per_step`).
+  // reduction) x the tile's cost per step (`per_step`), more with fewer than kHidingStages.
   auto add = [&](std::vector<ScoredTile>& out, int tile_m, int tile_n, double per_step) {
     for (int split : gemm::kSplitKChoices) {
       const int stages = gemm::GemmMaxStages(tile_m, tile_n, split);
-      if (stages == 0 || (split > 1 && k_steps < static_cast<long long>(split) * kMinStepsPerSplit)) continue;
-      const long long clusters = std::max(1, sms / split);
+      if (stages == 0 || !SplitSuits(k_steps, split)) continue;
+      const long long clusters = GemmClusterSlots(sms, split);
       const long long tiles = gemm::GemmTiles(m, n, tile_m, tile_n);
       const long long waves = (tiles + clusters - 1) / clusters;
       const long long steps = (k_steps + split - 1) / split + (split > 1 ? kReductionSteps : 0);
-      double cost = per_step;
-      if (m <= 64) {
-        cost /= std::min(1.0, stages * tile_n * gemm::kTileK * 2 / kInFlightBytes);
-      } else {
-        cost /= std::min(1.0, static_cast<double>(stages) / kHidingStages);
-      }
+      const double cost = per_step / std::min(1.0, static_cast<double>(stages) / kHidingStages);
       out.push_back(
           {static_cast<double>(waves) * static_cast<double>(steps) * cost, {tile_m, tile_n, stages, 8, split}});
     }
@@ -206,10 +235,12 @@ std::vector<ScoredTile> RankTiles(int64_t m, int64_t n, int64_t k, int sms) {
   const auto by_time = [](const ScoredTile& a, const ScoredTile& b) { return a.time < b.time; };
   std::vector<ScoredTile> scored;
   if (m <= 64) {
-    // Memory-bound: the weight must stream at HBM speed; a block's time is its share of B.
+    const gemm::GemmTactic chosen = MemoryBoundChoice(m, n, k_steps, sms);
     for (int tile_n : {256, 128, 64}) add(scored, 64, tile_n, tile_n);
     std::stable_sort(scored.begin(), scored.end(), by_time);
-    // Two consumers, one of them idle: the 128-row tiles after every 64-row one.
+    std::stable_partition(scored.begin(), scored.end(), [&](const ScoredTile& s) {
+      return s.tile.tile_n == chosen.tile_n && s.tile.split_k == chosen.split_k;
+    });
     std::vector<ScoredTile> wide;
     for (int tile_n : {256, 128, 64}) add(wide, 128, tile_n, 2.0 * tile_n);
     std::stable_sort(wide.begin(), wide.end(), by_time);
@@ -240,7 +271,14 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
 }
 
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
+  if (m <= 64) return MemoryBoundChoice(m, n, (k + gemm::kTileK - 1) / gemm::kTileK, sms < 1 ? 1 : sms);
   return RankTiles(m, n, k, sms).front().tile;
+}
+
+int GemmClusterSlots(int sms, int split_k) {
+  if (sms < 1) sms = 1;
+  if (split_k <= 2) return std::max(1, sms / split_k);
+  return std::max(1, sms * 15 / (16 * split_k));
 }
 
 }  // namespace kiln::client

@@ -37,14 +37,16 @@ struct GemmPlan {
 StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias,
                             const TensorView* c, double beta, const char* api);
 
-// The default tactic of a shape, with no tuning, on a device of `sms` multiprocessors: the
-// tile and split_k of least predicted time, waves of clusters x K steps per block (+ the
-// split's reduction) x the tile's cost per step, where
-//  - M <= 64 (memory-bound: the weight must stream at HBM speed): tile_m 64, a step costs
-//    tile_n, more when the stages hold less than 128 KiB of B (a block is then latency-bound);
-//  - larger M: a step costs the tile's area over its measured relative throughput
-//    (gemm_plan.cpp: kTileThroughput);
-// each split block has at least 4 K steps; then the most stages that fit, raster groups of 8.
+// The default tactic of a shape, with no tuning, on a device of `sms` multiprocessors:
+//  - M <= 64 (memory-bound: the weight must stream at HBM speed): tile_m 64 and tile_n 256
+//    up to M 16, 64 above; when those tiles fit in one wave, K split over the largest cluster
+//    (2, 4, 8) whose clusters all run at once (GemmClusterSlots), each block keeping at least 4
+//    K steps; with more tiles than SMs, no split and the tile_n that fills the waves best;
+//  - larger M: the tile and split of least predicted time, waves of clusters x K steps per
+//    block (+ the split's reduction) x the tile's area over its measured relative throughput
+//    (gemm_plan.cpp: kTileThroughput), more with fewer than 4 stages (a split's partial tile
+//    takes shared memory from the stages);
+// then the most stages that fit, raster groups of 8.
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 
 // Every tactic of the space that suits the shape, in the order the heuristic prefers them (the
@@ -52,5 +54,12 @@ gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 // tiles last), then per tile the most stages down to 2, each with group_m 8 first. A blocklist
 // (KILN_TACTIC_BLOCKLIST) takes the first it does not block.
 std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, int sms);
+
+// How many clusters of split_k blocks (one block per SM: every gemm block has over half the
+// SM's shared memory) run at once on a GPU of `sms` SMs, as the heuristic assumes: sms / 2 for
+// pairs; for 4 and 8, 15/16 of sms / split_k (a cluster stays inside one GPC, and GPCs do not
+// divide evenly: the H200's occupancy calculator says 66, 30 and 15 for 132 SMs). The launch
+// asks the driver (cuOccupancyMaxActiveClusters) for the real figure.
+int GemmClusterSlots(int sms, int split_k);
 
 }  // namespace kiln::client

@@ -9,6 +9,7 @@
 
 #include "client/ops/gemm/gemm_ops.h"
 #include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/gemm/gemm_tactic_controls.h"
 #include "kiln/ops/gemm.h"
 
 namespace {
@@ -135,13 +136,26 @@ TEST_CASE("gemm plans what the kernel takes; c = d and beta 0 are accepted", "[c
 
 TEST_CASE("the default gemm tactic follows the shape and the SM count", "[client][ops][gemm]") {
   using kiln::client::ChooseGemmTactic;
-  // Decode: one consumer, and K split over clusters of 4 so that 128 blocks stream the weight
-  // (32 tiles of 64 x 128), each with 128 KiB of it in flight.
+  // Decode: one consumer and the wide tile, K split over clusters of 4 so that 64 blocks stream
+  // the weight (16 tiles; clusters of 8 would not all run at once: 15 fit).
   auto decode = ChooseGemmTactic(1, 4096, 4096, 132);
   CHECK(decode.tile_m == 64);
-  CHECK(decode.tile_n == 128);
+  CHECK(decode.tile_n == 256);
   CHECK(decode.split_k == 4);
-  CHECK(decode.stages == kiln::gemm::GemmMaxStages(64, 128, 4));
+  CHECK(decode.stages == kiln::gemm::GemmMaxStages(64, 256, 4));
+  // M 64: the narrow tile; 64 tiles split twice, 96 not split (192 blocks would not fit).
+  CHECK(kiln::client::GemmTacticText(ChooseGemmTactic(64, 4096, 4096, 132)) == "t64x64x64s8g8k2");
+  CHECK(kiln::client::GemmTacticText(ChooseGemmTactic(64, 6144, 4096, 132)) == "t64x64x64s8g8");
+  // More tiles than SMs: no split, the width that fills the waves (112 tiles of 64 x 256).
+  CHECK(kiln::client::GemmTacticText(ChooseGemmTactic(16, 28672, 4096, 132)) == "t64x256x64s5g8");
+  // A short K is not split below 4 K steps a block.
+  CHECK(ChooseGemmTactic(1, 4096, 256, 132).split_k == 1);
+  CHECK(ChooseGemmTactic(1, 4096, 512, 132).split_k == 2);
+  // The clusters that run at once, as the H200's occupancy calculator counts them.
+  CHECK(kiln::client::GemmClusterSlots(132, 1) == 132);
+  CHECK(kiln::client::GemmClusterSlots(132, 2) == 66);
+  CHECK(kiln::client::GemmClusterSlots(132, 4) == 30);
+  CHECK(kiln::client::GemmClusterSlots(132, 8) == 15);
   // M 256 x N 4096: 64 tiles of 128 x 128 split twice fill 128 SMs (32 of 128 x 256 would not).
   auto mid = ChooseGemmTactic(256, 4096, 4096, 132);
   CHECK(mid.tile_m == 128);
