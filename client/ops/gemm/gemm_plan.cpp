@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -222,14 +223,17 @@ std::vector<ScoredTile> RankTiles(int64_t m, int64_t n, int64_t k, int sms) {
   auto add = [&](std::vector<ScoredTile>& out, int tile_m, int tile_n, double per_step) {
     for (int split : gemm::kSplitKChoices) {
       const int stages = gemm::GemmMaxStages(tile_m, tile_n, split);
+      const long long tiles = gemm::GemmTiles(m, n, tile_m, tile_n);
       if (stages == 0 || !SplitSuits(k_steps, split)) continue;
       const long long clusters = GemmClusterSlots(sms, split);
-      const long long tiles = gemm::GemmTiles(m, n, tile_m, tile_n);
       const long long waves = (tiles + clusters - 1) / clusters;
       const long long steps = (k_steps + split - 1) / split + (split > 1 ? kReductionSteps : 0);
       const double cost = per_step / std::min(1.0, static_cast<double>(stages) / kHidingStages);
-      out.push_back(
-          {static_cast<double>(waves) * static_cast<double>(steps) * cost, {tile_m, tile_n, stages, 8, split}});
+      // A split is for shapes whose tiles do not fill the SMs; with more, it only adds waves:
+      // ranked last (a blocklist may still reach it).
+      const double time = split > 1 && tiles >= sms ? std::numeric_limits<double>::infinity()
+                                                    : static_cast<double>(waves) * static_cast<double>(steps) * cost;
+      out.push_back({time, {tile_m, tile_n, stages, 8, split}});
     }
   };
   const auto by_time = [](const ScoredTile& a, const ScoredTile& b) { return a.time < b.time; };

@@ -45,7 +45,8 @@ StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const Tens
 //  - larger M: the tile and split of least predicted time, waves of clusters x K steps per
 //    block (+ the split's reduction) x the tile's area over its measured relative throughput
 //    (gemm_plan.cpp: kTileThroughput), more with fewer than 4 stages (a split's partial tile
-//    takes shared memory from the stages);
+//    takes shared memory from the stages), a split only where the tile's tiles do not fill
+//    the SMs;
 // then the most stages that fit, raster groups of 8.
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 
