@@ -6,28 +6,29 @@
 
 namespace kiln::cache {
 
-absl::Status SqliteStatus(sqlite3* db, int rc, const std::string& path, absl::string_view what) {
+const SqliteFileRole kCacheIndexRole = {
+    "cache index",
+    "stop kilnd, move the file aside and restart (blobs are kept; entries are rebuilt by recompiling)",
+    "make the cache folder and index writable for this user",
+    "check that the cache folder exists and is writable",
+};
+
+absl::Status SqliteStatus(sqlite3* db, int rc, const std::string& path, absl::string_view what,
+                          const SqliteFileRole& role) {
   const char* detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  std::string message = absl::StrCat("cache index ", path, ": ", what, " failed: ", detail, " (sqlite code ", rc, ")");
+  std::string message = absl::StrCat(role.noun, " ", path, ": ", what, " failed: ", detail, " (sqlite code ", rc, ")");
   switch (rc & 0xFF) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       return absl::UnavailableError(
-          absl::StrCat(message, "; another process kept the index locked past the busy timeout: retry"));
+          absl::StrCat(message, "; another process kept the file locked past the busy timeout: retry"));
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return absl::DataLossError(
-          absl::StrCat(message, "; the index is damaged: stop kilnd, move the file aside and restart (blobs "
-                                "are kept; entries are rebuilt by recompiling)"));
+    case SQLITE_NOTADB: return absl::DataLossError(absl::StrCat(message, "; the file is damaged: ", role.when_damaged));
     case SQLITE_FULL: return absl::ResourceExhaustedError(absl::StrCat(message, "; free disk space"));
     case SQLITE_READONLY:
     case SQLITE_PERM:
-    case SQLITE_AUTH:
-      return absl::PermissionDeniedError(
-          absl::StrCat(message, "; make the cache folder and index writable for this user"));
-    case SQLITE_CANTOPEN:
-      return absl::FailedPreconditionError(
-          absl::StrCat(message, "; check that the cache folder exists and is writable"));
+    case SQLITE_AUTH: return absl::PermissionDeniedError(absl::StrCat(message, "; ", role.when_readonly));
+    case SQLITE_CANTOPEN: return absl::FailedPreconditionError(absl::StrCat(message, "; ", role.when_missing));
     case SQLITE_IOERR: return absl::UnavailableError(absl::StrCat(message, "; check the disk"));
     default: return absl::InternalError(message);
   }
@@ -40,7 +41,7 @@ SqliteStatement::~SqliteStatement() {
 absl::Status SqliteStatement::Prepare(std::string_view sql) {
   sql_ = std::string(sql);
   int rc = sqlite3_prepare_v2(db_, sql_.c_str(), static_cast<int>(sql_.size()), &stmt_, nullptr);
-  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, path_, absl::StrCat("preparing \"", sql_, "\""));
+  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, path_, absl::StrCat("preparing \"", sql_, "\""), role_);
   return absl::OkStatus();
 }
 
@@ -54,7 +55,7 @@ absl::StatusOr<bool> SqliteStatement::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return SqliteStatus(db_, rc, path_, absl::StrCat("running \"", sql_, "\""));
+  return SqliteStatus(db_, rc, path_, absl::StrCat("running \"", sql_, "\""), role_);
 }
 
 absl::Status SqliteStatement::Run() {
@@ -77,11 +78,11 @@ std::string SqliteStatement::Text(int column) const {
 int64_t SqliteStatement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
 double SqliteStatement::Real(int column) const { return sqlite3_column_double(stmt_, column); }
 
-absl::Status SqliteExec(sqlite3* db, const std::string& path, const char* sql) {
+absl::Status SqliteExec(sqlite3* db, const std::string& path, const char* sql, const SqliteFileRole& role) {
   char* error = nullptr;
   int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
   if (error != nullptr) sqlite3_free(error);
-  if (rc != SQLITE_OK) return SqliteStatus(db, rc, path, absl::StrCat("running \"", sql, "\""));
+  if (rc != SQLITE_OK) return SqliteStatus(db, rc, path, absl::StrCat("running \"", sql, "\""), role);
   return absl::OkStatus();
 }
 

@@ -52,6 +52,7 @@ int Run(const std::vector<std::string>& args) {
   kiln::cli::AddInspectCommand(commands);
   kiln::cli::AddReplayCommand(commands);
   kiln::cli::AddDoctorCommand(commands);
+  kiln::cli::AddTuneCommands(commands);
 
   kiln::cli::GlobalOptions global;
   try {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "kiln_base/status_macros.h"
 #include "proto/endpoint.h"
+#include "proto/tactic_blocklist.h"
 
 namespace kiln::server {
 namespace fs = std::filesystem;
@@ -46,6 +47,12 @@ const std::vector<FlagInfo>& FlagTable() {
       {"--shutdown-grace-s N", "KILN_SHUTDOWN_GRACE_S", "30",
        "On SIGTERM/SIGINT, how long running compiles may finish before they are abandoned"},
       {"--log-level LEVEL", "KILN_LOG_LEVEL", "info", "trace, debug, info, warn, error, critical, off"},
+      {"--tuning-store PATH", "KILN_TUNING_STORE", "off",
+       "SQLite file of autotuning results that every client of the node reuses (TuningService, kiln tune); "
+       "its folder must exist. Off: results are not kept"},
+      {"--tactic-blocklist FILE", "KILN_DAEMON_TACTIC_BLOCKLIST", "off",
+       "Tactics never tuned or chosen on this node, one a line: `gemm t128x256x64s4g8 [gpu=H200] [driver=N] "
+       "[nvrtc=V]`; a bad line stops kilnd naming file:line"},
   };
   return table;
 }
@@ -125,11 +132,23 @@ std::string DefaultKernelsDir() {
 
 absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args) {
   // Flags first: collect "--name value" / "--name=value" / boolean "--name".
-  static const std::map<std::string, bool> kTakesValue = {
-      {"--socket", true},        {"--listen", true},           {"--cache-dir", true},         {"--gen-dir", true},
-      {"--kernels-dir", true},   {"--cuda-home", true},        {"--disable-jit", false},      {"--no-cache", false},
-      {"--arch", true},          {"--max-jobs", true},         {"--compile-memory-mb", true}, {"--cache-max-mb", true},
-      {"--job-timeout-s", true}, {"--shutdown-grace-s", true}, {"--log-level", true}};
+  static const std::map<std::string, bool> kTakesValue = {{"--socket", true},
+                                                          {"--listen", true},
+                                                          {"--cache-dir", true},
+                                                          {"--gen-dir", true},
+                                                          {"--kernels-dir", true},
+                                                          {"--cuda-home", true},
+                                                          {"--disable-jit", false},
+                                                          {"--no-cache", false},
+                                                          {"--arch", true},
+                                                          {"--max-jobs", true},
+                                                          {"--compile-memory-mb", true},
+                                                          {"--cache-max-mb", true},
+                                                          {"--job-timeout-s", true},
+                                                          {"--shutdown-grace-s", true},
+                                                          {"--log-level", true},
+                                                          {"--tuning-store", true},
+                                                          {"--tactic-blocklist", true}};
   std::map<std::string, std::string> flags;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
@@ -243,6 +262,29 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   if (std::find(kLevels.begin(), kLevels.end(), c.log_level) == kLevels.end())
     return absl::InvalidArgumentError(
         absl::StrCat(where, " \"", c.log_level, "\" is not one of ", absl::StrJoin(kLevels, ", ")));
+  if (auto v = pick("--tuning-store", "KILN_TUNING_STORE", &where)) {
+    c.tuning_store = *v;
+    const fs::path store(c.tuning_store);
+    std::error_code ec;
+    if (!store.is_absolute())
+      return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.tuning_store, "\" must be an absolute path"));
+    if (fs::exists(store, ec) && !fs::is_regular_file(store, ec))
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " \"", c.tuning_store, "\" exists and is not a file; name the SQLite file to keep"));
+    if (!IsDir(store.parent_path().string()))
+      return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.tuning_store, "\": its folder ",
+                                                     store.parent_path().string(),
+                                                     " does not exist; create it (kilnd never creates it: the store "
+                                                     "lives only where it is asked for)"));
+  }
+  if (auto v = pick("--tactic-blocklist", "KILN_DAEMON_TACTIC_BLOCKLIST", &where)) {
+    c.tactic_blocklist = *v;
+    // NOTES: without an op's own check the daemon checks a tactic's form only: the tactic
+    // spaces live with the ops' clients (client/ops/<family>/), which the daemon does not link.
+    proto::ParsedBlocklist parsed = proto::ReadTacticBlocklist(where, c.tactic_blocklist);
+    if (!parsed.error.empty()) return absl::InvalidArgumentError(parsed.error);
+    c.blocked_tactics = std::move(parsed.entries);
+  }
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kiln/v1/tuning.pb.h"
 
 namespace kiln::server {
 
@@ -27,6 +28,9 @@ struct DaemonConfig {
   int job_timeout_s = 0;
   int shutdown_grace_s = 0;
   std::string log_level;
+  std::string tuning_store;                        // SQLite file of tuning results; empty: none (results not kept)
+  std::string tactic_blocklist;                    // blocklist file; empty: none
+  std::vector<v1::BlockedTactic> blocked_tactics;  // its entries, read and checked at start
 
   std::string cuda_include_dir() const { return cuda_home + "/include"; }
 };

@@ -1,5 +1,5 @@
-// kilnd: the per-node Kiln daemon. Serves KernelService, CacheService and JobService (plus
-// health and reflection) on a unix socket, and optionally on TCP.
+// kilnd: the per-node Kiln daemon. Serves KernelService, CacheService, JobService and
+// TuningService (plus health and reflection) on a unix socket, and optionally on TCP.
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +22,8 @@
 #include "server/rpc/health_service.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/kernel_service.h"
+#include "server/rpc/tuning_service.h"
+#include "server/tuning/tuning_store.h"
 
 namespace {
 
@@ -40,10 +42,21 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
     spdlog::critical("{}", std::string(engine.status().message()));
     return kExitStartup;
   }
+  std::unique_ptr<TuningStore> tuning_store;
+  if (!config.tuning_store.empty()) {
+    auto opened = TuningStore::Open(config.tuning_store);
+    if (!opened.ok()) {
+      spdlog::critical("--tuning-store: {}", std::string(opened.status().message()));
+      return kExitStartup;
+    }
+    tuning_store = std::move(*opened);
+  }
   KernelServiceImpl kernel_service(engine->get());
   CacheServiceImpl cache_service(engine->get());
   JobServiceImpl job_service(engine->get());
   HealthServiceImpl health_service;
+  TuningServiceImpl tuning_service(tuning_store.get(), config.tactic_blocklist, config.blocked_tactics,
+                                   (*engine)->toolchain());
 
   // Our own grpc.health.v1 service: reflection can describe it (the built-in one it cannot).
   grpc::EnableDefaultHealthCheckService(false);
@@ -59,6 +72,7 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   builder.RegisterService(&kernel_service);
   builder.RegisterService(&cache_service);
   builder.RegisterService(&job_service);
+  builder.RegisterService(&tuning_service);
   builder.RegisterService(&health_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || (!config.listen.empty() && tcp_port == 0)) {
@@ -76,6 +90,11 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
                config.no_cache ? " (disabled: --no-cache)" : "", config.gen_dir, config.kernels_dir, tc.nvrtc,
                tc.nvjitlink, tc.cuda_headers, config.disable_jit ? "disabled" : "enabled", config.max_jobs,
                config.compile_memory_mb);
+  spdlog::info("tuning store {}; tactic blocklist {}",
+               config.tuning_store.empty() ? std::string("off (results are not kept)") : config.tuning_store,
+               config.tactic_blocklist.empty()
+                   ? std::string("off")
+                   : absl::StrCat(config.tactic_blocklist, " (", config.blocked_tactics.size(), " entries)"));
 
   int sig = 0;
   sigwait(&signals, &sig);

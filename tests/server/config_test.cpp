@@ -4,9 +4,12 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "server/config/daemon_config.h"
 #include "server/config/engine_options_from_config.h"
+#include "tests/support/temp_dir.h"
 
 using kiln::server::LoadDaemonConfig;
 
@@ -152,4 +155,52 @@ TEST_CASE("docs/configuration.md holds the flag table exactly as the daemon defi
   doc << in.rdbuf();
   INFO("regenerate with: kilnd --print-flag-table");
   CHECK_THAT(doc.str(), Catch::Contains(kiln::server::FlagTableMarkdown()));
+}
+
+TEST_CASE("kilnd --tuning-store: off by default, an absolute file path in an existing folder", "[config][tuning]") {
+  kiln::testing::TempDir dir;
+  auto off = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE(off.ok());
+  CHECK(off->tuning_store.empty());
+  auto on = LoadDaemonConfig({"--kernels-dir", kKernels, "--tuning-store", dir / "tuning.db"});
+  REQUIRE(on.ok());
+  CHECK(on->tuning_store == dir / "tuning.db");
+  {
+    ScopedEnv env("KILN_TUNING_STORE", (dir / "from-env.db").c_str());
+    auto from_env = LoadDaemonConfig({"--kernels-dir", kKernels});
+    REQUIRE(from_env.ok());
+    CHECK(from_env->tuning_store == dir / "from-env.db");
+  }
+  for (const auto& [value, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"relative.db", "--tuning-store \"relative.db\" must be an absolute path"},
+           {dir.path(), "exists and is not a file"},
+           {dir / "missing/tuning.db", "its folder " + (dir / "missing") + " does not exist"}}) {
+    auto r = LoadDaemonConfig({"--kernels-dir", kKernels, "--tuning-store", value});
+    INFO(value);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains(expect));
+  }
+}
+
+TEST_CASE("kilnd --tactic-blocklist: read and checked at start, a bad line names file:line", "[config][tuning]") {
+  kiln::testing::TempDir dir;
+  kiln::testing::WriteFile(dir / "good", "# known hangs\ngemm t128x256x64s4g8 gpu=H200\n");
+  auto good = LoadDaemonConfig({"--kernels-dir", kKernels, "--tactic-blocklist", dir / "good"});
+  REQUIRE(good.ok());
+  REQUIRE(good->blocked_tactics.size() == 1);
+  CHECK(good->blocked_tactics[0].source() == dir / "good:2");
+  CHECK(good->tactic_blocklist == dir / "good");
+
+  kiln::testing::WriteFile(dir / "bad", "gemm t128x256x64s4g8\ngemm t128x256x64s4g8 H200\n");
+  auto bad = LoadDaemonConfig({"--kernels-dir", kKernels, "--tactic-blocklist", dir / "bad"});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()),
+             Catch::StartsWith("--tactic-blocklist " + (dir / "bad") + ":2: 'gemm t128x256x64s4g8 H200'"));
+
+  ScopedEnv env("KILN_DAEMON_TACTIC_BLOCKLIST", (dir / "missing").c_str());
+  auto missing = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(std::string(missing.status().message()),
+             Catch::Contains("KILN_DAEMON_TACTIC_BLOCKLIST " + (dir / "missing") + ": cannot read the file"));
 }

@@ -90,8 +90,8 @@ TEST_CASE("grpcurl lists the services through reflection and the health check sa
   auto list = Shell("grpcurl -plaintext -unix $SOCK list", d.socket(), grpcurl);
   INFO(list.output);
   REQUIRE(list.exit_code == 0);
-  for (const char* service :
-       {"kiln.v1.KernelService", "kiln.v1.CacheService", "kiln.v1.JobService", "grpc.health.v1.Health"})
+  for (const char* service : {"kiln.v1.KernelService", "kiln.v1.CacheService", "kiln.v1.JobService",
+                              "kiln.v1.TuningService", "grpc.health.v1.Health"})
     CHECK_THAT(list.output, Catch::Contains(service));
   auto health = Shell("grpcurl -plaintext -unix $SOCK grpc.health.v1.Health/Check", d.socket(), grpcurl);
   CHECK(health.exit_code == 0);
@@ -155,4 +155,51 @@ TEST_CASE("grpcurl ListOps lists the ops, one op by name, as documented", "[grpc
   CHECK(r["ops"][0]["arch_families"][0] == "sm_80+");
   // The trace definition is the file's text: JSON in a string.
   CHECK(nlohmann::json::parse(r["ops"][0]["trace_definition"].get<std::string>())["name"] == "rmsnorm");
+}
+
+TEST_CASE("grpcurl TuningService recipes work as documented", "[grpcurl][tuning]") {
+  std::string grpcurl = RequireGrpcurl();
+  TempDir dir;
+  WriteFile(dir / "blocklist", "gemm t128x256x64s4g8 gpu=H200\n");
+  DaemonProcess d({.root = dir.path(),
+                   .extra_args = {"--tuning-store", dir / "tuning.db", "--tactic-blocklist", dir / "blocklist"}});
+  auto info = Shell("grpcurl -plaintext -unix $SOCK kiln.v1.TuningService/GetTuningInfo", d.socket(), grpcurl);
+  INFO(info.output);
+  REQUIRE(info.exit_code == 0);
+  CHECK(nlohmann::json::parse(info.output)["store_path"] == dir / "tuning.db");
+  const std::string environment =
+      R"("environment": {"gpuName": "NVIDIA H200", "smCount": 132, "driverVersion": 13000, "nvrtcVersion": "13.0", "kilnVersion": "0.1.0", "tacticSpaceVersion": 1})";
+  auto put = Shell(
+      R"(grpcurl -plaintext -unix -d '{"record": {"op": "gemm", "bucket": "bf16.obf16.m4096.n4096.k4096", )" +
+          environment +
+          R"(, "tactic": "t128x256x64s4g8", "medianUs": 412.5, "timing": "cupti"}}' $SOCK kiln.v1.TuningService/PutTuning)",
+      d.socket(), grpcurl);
+  INFO(put.output);
+  REQUIRE(put.exit_code == 0);
+  auto list = Shell(R"(grpcurl -plaintext -unix -d '{"op": "gemm"}' $SOCK kiln.v1.TuningService/ListTunings)",
+                    d.socket(), grpcurl);
+  REQUIRE(list.exit_code == 0);
+  CHECK(nlohmann::json::parse(list.output)["records"][0]["tactic"] == "t128x256x64s4g8");
+  // The lookup and delete recipes of docs/operations.md, verbatim.
+  auto lookup = Shell(R"(grpcurl -plaintext -unix -d '{"op": "gemm", "bucket": "bf16.obf16.m4096.n4096.k4096", )" +
+                          environment + R"(}' $SOCK kiln.v1.TuningService/LookupTuning)",
+                      d.socket(), grpcurl);
+  REQUIRE(lookup.exit_code == 0);
+  CHECK(nlohmann::json::parse(lookup.output)["record"]["median_us"] == 412.5);
+  const std::string doc = ReadFile(std::string(KILN_TEST_SOURCE_DIR) + "/docs/operations.md");
+  CHECK_THAT(
+      doc, Catch::Contains(R"(grpcurl -plaintext -unix -d '{"op": "gemm", "bucket": "bf16.obf16.m4096.n4096.k4096", )" +
+                           environment + R"(}' $SOCK kiln.v1.TuningService/LookupTuning)"));
+  auto blocked = Shell("grpcurl -plaintext -unix $SOCK kiln.v1.TuningService/ListBlockedTactics", d.socket(), grpcurl);
+  REQUIRE(blocked.exit_code == 0);
+  CHECK(nlohmann::json::parse(blocked.output)["blocked"][0]["gpu"] == "H200");
+  auto unknown = Shell(
+      R"(grpcurl -plaintext -unix -d '{"op": "gemm", "colour": "red"}' $SOCK kiln.v1.TuningService/ListTunings)",
+      d.socket(), grpcurl);
+  CHECK(unknown.exit_code != 0);
+  CHECK_THAT(unknown.output, Catch::Contains("colour"));
+  auto del = Shell(R"(grpcurl -plaintext -unix -d '{"all": true}' $SOCK kiln.v1.TuningService/DeleteTunings)",
+                   d.socket(), grpcurl);
+  REQUIRE(del.exit_code == 0);
+  CHECK(nlohmann::json::parse(del.output)["deleted"] == "1");
 }
