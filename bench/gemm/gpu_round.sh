@@ -2,8 +2,9 @@
 # The gemm round on the H200 (device tool, kind nvidia-h200), from the repository root with
 # the bundle in .gpu/ (bash bench/gpu_bundle.sh): the [gpu][gemm] client tests, then with a
 # kilnd of its own kiln-bench on the shapes (bench/gemm/llama31_8b.list: (N, K) of the
-# Llama-3.1-8B linear layers x M 1..16384), on split-K at small M (bench/gemm/splits.list) and on
-# every tile (bench/gemm/tactics.list), and
+# Llama-3.1-8B linear layers x M 1..16384), on split-K at small M (bench/gemm/splits.list), on
+# grouped_gemm against the dense gemm (bench/gemm/grouped.list) and on every tile
+# (bench/gemm/tactics.list), and
 # bench/compare_torch.py against cuBLAS on the same shapes. Logs and JSON go to $OUT.
 #   bash bench/gemm/gpu_round.sh [tests|bench|all]
 set -u
@@ -26,7 +27,7 @@ if [[ $what == bench || $what == all ]]; then
   daemon=$!
   for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
   export KILN_SOCKET=$dir/kilnd.sock
-  for list in llama31_8b splits tactics; do
+  for list in llama31_8b splits grouped tactics; do
     timeout 200 kiln-bench --list "bench/gemm/$list.list" --out "$OUT/gemm-$list.json" > "$OUT/gemm-$list.log" 2>&1
     echo "kiln-bench --list bench/gemm/$list.list rc=$?"
     cat "$OUT/gemm-$list.log"

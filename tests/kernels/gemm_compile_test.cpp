@@ -166,6 +166,54 @@ TEST_CASE("every gemm tile compiles for sm_90a at its most stages, without spill
   CHECK(compiled == 2 * 6 + 2 * 2 + 3 * 3 + 3);
 }
 
+TEST_CASE("grouped_gemm: both layouts generate and compile for sm_90a, with the group table in shared memory",
+          "[gemm][compile]") {
+  int compiled = 0;
+  for (const char* op : {"grouped_gemm", "grouped_gemm_masked"}) {
+    for (int tile_m : gemm::kTileMChoices) {
+      for (int tile_n : gemm::kTileNChoices) {
+        const int stages = gemm::GemmMaxStages(tile_m, tile_n, 1, /*grouped=*/true);
+        Params params = TacticParams("bf16", "bf16", tile_m, tile_n, stages);
+        params.erase("split_k");  // gemm's alone
+        auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
+        INFO(op << " " << tile_m << "x" << tile_n << ": " << spec.status().ToString());
+        REQUIRE(spec.ok());
+        CHECK(spec->uri == std::string(op) + "_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
+                               "x64s" + std::to_string(stages) + "g8");
+        CHECK(spec->launch[0].dynamic_smem ==
+              gemm::GemmSmemBytes(tile_m, tile_n, stages, 1) + (gemm::kMaxGroups + 1) * 4);
+        CHECK(spec->launch[0].dynamic_smem <= gemm::kMaxSmemBytes);
+        // Every tile compiles at its most stages in the masked layout; the contiguous one at two.
+        if (std::string(op) == "grouped_gemm" && !(tile_m == 128 && (tile_n == 128 || tile_n == 256))) continue;
+        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+        auto result = Compiler().Compile(request);
+        INFO(result.status().ToString());
+        REQUIRE(result.ok());
+        ++compiled;
+        REQUIRE(result->kernels.size() == 1);
+        CHECK(result->kernels[0].name == "kiln_grouped_gemm");
+        CHECK(result->kernels[0].spill_store_bytes == 0);
+        CHECK(result->kernels[0].spill_load_bytes == 0);
+        CHECK(result->kernels[0].stack_bytes == 0);
+      }
+    }
+  }
+  CHECK(compiled == 6 + 2);
+  // The table of 256 groups costs no stage: the most stages are gemm's.
+  for (int tile_m : gemm::kTileMChoices)
+    for (int tile_n : gemm::kTileNChoices)
+      CHECK(gemm::GemmMaxStages(tile_m, tile_n, 1, true) == gemm::GemmMaxStages(tile_m, tile_n));
+  // grouped_gemm has no split_k, and refuses stages that do not fit, naming the bytes.
+  auto split = OpRegistry::Builtin().Generate("grouped_gemm", {{"dtype", "bf16"}, {"split_k", "2"}}, *Tree());
+  REQUIRE(!split.ok());
+  CHECK(std::string(split.status().message()).find("split_k") != std::string::npos);
+  auto too_deep = OpRegistry::Builtin().Generate(
+      "grouped_gemm_masked", {{"dtype", "bf16"}, {"tile_m", "128"}, {"tile_n", "256"}, {"stages", "5"}}, *Tree());
+  REQUIRE(!too_deep.ok());
+  CHECK(std::string(too_deep.status().message())
+            .find("grouped_gemm_masked: param 'stages' = '5' is not allowed for tile 128x256") != std::string::npos);
+}
+
 TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {
   const std::string command = "python3 " KILN_TEST_SOURCE_DIR "/kernels/tools/gen_wgmma.py --check";
   const int rc = std::system(command.c_str());

@@ -116,7 +116,8 @@ TEST_CASE("ListOps lists every registered op with its params, arch families and 
   CHECK(rmsnorm->arch_families(0) == "sm_80+");
 }
 
-TEST_CASE("ListOps by name gives one op; an unknown name is NOT_FOUND naming the known ones", "[kernel][discovery]") {
+TEST_CASE("ListOps by name gives one op, and an unknown name is NOT_FOUND naming the known ones",
+          "[kernel][discovery]") {
   TempDir dir;
   DaemonProcess d({.root = dir.path()});
   Rpc rpc(d.channel());

@@ -13,6 +13,7 @@
 #include "client/core/driver/devices.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_ops.h"
 #include "client/ops/gemm/gemm_plan.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
@@ -47,28 +48,10 @@ struct GemmSpec {
 
 const OpKernels kGemmKernels = {gemm::kGemmOp, {{{gemm::kGemmEntry, 256, true}}}};
 
-// What the heuristic and the blocklist need of a device (its SM count, its name), asked of the
-// driver once per ordinal; the entries live as long as the process (map nodes do not move).
-struct DeviceFacts {
-  int sms = 0;
-  std::string name;
-};
-StatusOr<const DeviceFacts*> FactsOf(const CudaDriver& driver, int device) {
-  static std::mutex mutex;
-  static std::map<int, DeviceFacts> known;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = known.find(device); it != known.end()) return &it->second;
-  }
-  KILN_ASSIGN_OR_RETURN(const DeviceInfo info, DescribeDevice(driver, device));
-  std::lock_guard<std::mutex> lock(mutex);
-  return &known.try_emplace(device, DeviceFacts{info.multiprocessors, info.name}).first->second;
-}
-
 // The tactic of a call: KILN_FORCE_TACTIC's, else the heuristic's first that the blocklist
 // (KILN_TACTIC_BLOCKLIST) does not block on this device.
 StatusOr<gemm::GemmTactic> TacticFor(const GemmPlan& plan, const GemmTacticControls& controls,
-                                     const DeviceFacts& device) {
+                                     const GemmDeviceFacts& device) {
   if (controls.forced) return *controls.forced;
   if (controls.blocked.empty()) return ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms);
   for (const gemm::GemmTactic& tactic : RankGemmTactics(plan.m, plan.n, plan.k, device.sms))
@@ -111,29 +94,6 @@ StatusOr<int> ActiveClusters(const CudaDriver& driver, CUfunction function, cons
   return clusters;
 }
 
-// A tensor map of a K-major operand [rows, k] with row stride `row_stride` elements, read in
-// boxes of kTileK x box_rows with the 128-byte swizzle (the layout wgmma reads; the contract).
-// Out-of-range boxes read zeros.
-Status EncodeOperand(const CudaDriver& driver, DType dtype, const void* data, int64_t rows, int64_t k,
-                     int64_t row_stride, int box_rows, const char* name, gemm::GemmTensorMap* out) {
-  static_assert(sizeof(CUtensorMap) == sizeof(gemm::GemmTensorMap), "GemmTensorMap mirrors CUtensorMap");
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(gemm::kTileK), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = driver.cuTensorMapEncodeTiled(
-      &map, dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-      const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Status(StatusCode::kCudaError, std::string("cuTensorMapEncodeTiled of ") + name + " [" +
-                                              std::to_string(rows) + ", " + std::to_string(k) +
-                                              "]: " + driver.ErrorText(r));
-  std::memcpy(out, &map, sizeof map);
-  return OkStatus();
-}
-
 // `forced` null: the tactic controls' or the heuristic's for the shape and the device.
 Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
   if (plan.m == 0) return OkStatus();  // nothing to do, and nothing to launch
@@ -142,7 +102,7 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   if (!controls.ok()) return controls.status().WithContext(plan.api);
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(plan.api);
-  KILN_ASSIGN_OR_RETURN(const DeviceFacts* device, FactsOf(**driver, plan.device));
+  KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(**driver, plan.device));
   gemm::GemmTactic tactic{};
   if (forced != nullptr) {
     tactic = *forced;
@@ -160,10 +120,10 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
                       " for tile_m " + std::to_string(tactic.tile_m) + " (kernels tree and client out of step)");
 
   gemm::GemmParams params{};
-  KILN_RETURN_IF_ERROR(EncodeOperand(**driver, plan.dtype, plan.a, plan.m, plan.k, plan.a_row_stride, tactic.tile_m,
-                                     "a", &params.a_map));
-  KILN_RETURN_IF_ERROR(EncodeOperand(**driver, plan.dtype, plan.b, plan.n, plan.k, plan.b_row_stride, tactic.tile_n,
-                                     "b", &params.b_map));
+  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.a, plan.m, plan.k, plan.a_row_stride, tactic.tile_m,
+                                         "a", &params.a_map));
+  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.b, plan.n, plan.k, plan.b_row_stride, tactic.tile_n,
+                                         "b", &params.b_map));
   params.d = plan.d;
   params.c = plan.c;
   params.bias = plan.bias;

@@ -13,33 +13,34 @@
 #include "client/ops/row_view.h"
 
 namespace kiln::client {
+
+Status CheckTmaOperand(const RowView& v) {
+  if (v.begin() % 16 != 0)
+    return InvalidArgument(std::string(v.name) + ": data pointer " + PointerText(v.data) +
+                           " is not 16-byte aligned (TMA reads it)");
+  if (v.rows > 1 && v.row_stride % gemm::kAlignElements != 0)
+    return InvalidArgument(std::string(v.name) + ": row stride " + std::to_string(v.row_stride) +
+                           " is not a multiple of " + std::to_string(gemm::kAlignElements) +
+                           " elements (16 bytes, for TMA)");
+  return OkStatus();
+}
+
+Status CheckPairOperand(const RowView& v) {
+  if (v.begin() % (2 * v.element_size) != 0)
+    return InvalidArgument(std::string(v.name) + ": data pointer " + PointerText(v.data) + " is not aligned to " +
+                           std::to_string(2 * v.element_size) + " bytes (two elements)");
+  if (v.rows > 1 && v.row_stride % 2 != 0)
+    return InvalidArgument(std::string(v.name) + ": row stride " + std::to_string(v.row_stride) +
+                           " is odd; it must be even");
+  return OkStatus();
+}
+
 namespace {
 
 bool IsInputDType(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
 bool IsOutputDType(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16 || d == DType::kFloat32; }
 
 std::string Str(int64_t v) { return std::to_string(v); }
-
-// TMA reads a and b: 16-byte aligned starts and row strides of whole 16-byte units.
-Status CheckTmaOperand(const RowView& v) {
-  if (v.begin() % 16 != 0)
-    return InvalidArgument(std::string(v.name) + ": data pointer " + PointerText(v.data) +
-                           " is not 16-byte aligned (TMA reads it)");
-  if (v.rows > 1 && v.row_stride % gemm::kAlignElements != 0)
-    return InvalidArgument(std::string(v.name) + ": row stride " + Str(v.row_stride) + " is not a multiple of " +
-                           Str(gemm::kAlignElements) + " elements (16 bytes, for TMA)");
-  return OkStatus();
-}
-
-// d and c are accessed as pairs of elements.
-Status CheckPairOperand(const RowView& v) {
-  if (v.begin() % (2 * v.element_size) != 0)
-    return InvalidArgument(std::string(v.name) + ": data pointer " + PointerText(v.data) + " is not aligned to " +
-                           Str(static_cast<int64_t>(2 * v.element_size)) + " bytes (two elements)");
-  if (v.rows > 1 && v.row_stride % 2 != 0)
-    return InvalidArgument(std::string(v.name) + ": row stride " + Str(v.row_stride) + " is odd; it must be even");
-  return OkStatus();
-}
 
 StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const TensorView* bias_t,
                         const TensorView* c_t, double beta) {
@@ -277,6 +278,27 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
   if (m <= 64) return MemoryBoundChoice(m, n, (k + gemm::kTileK - 1) / gemm::kTileK, sms < 1 ? 1 : sms);
   return RankTiles(m, n, k, sms).front().tile;
+}
+
+gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms) {
+  (void)k;  // every tile streams the same K
+  if (sms < 1) sms = 1;
+  if (groups < 1) groups = 1;
+  if (rows_per_group < 1) rows_per_group = 1;
+  double best = std::numeric_limits<double>::infinity();
+  gemm::GemmTactic chosen{64, 128, gemm::GemmMaxStages(64, 128, 1, true), 8, 1};
+  for (const TileThroughput& t : kTileThroughput) {
+    if (rows_per_group <= 64 && t.tile_m != 64) continue;  // one consumer: no idle half
+    const long long tiles = static_cast<long long>(groups) * ((rows_per_group + t.tile_m - 1) / t.tile_m) *
+                            ((n + t.tile_n - 1) / t.tile_n);
+    const long long waves = (tiles + sms - 1) / sms;
+    const double time = static_cast<double>(waves) * t.tile_m * t.tile_n / t.relative;
+    if (time < best) {
+      best = time;
+      chosen = {t.tile_m, t.tile_n, gemm::GemmMaxStages(t.tile_m, t.tile_n, 1, true), 8, 1};
+    }
+  }
+  return chosen;
 }
 
 int GemmClusterSlots(int sms, int split_k) {

@@ -12,6 +12,15 @@
 
 namespace kiln::client {
 
+struct RowView;
+
+// INVALID_ARGUMENT "<name>: ..." unless TMA can read the view: a 16-byte aligned start and a row
+// stride of whole 16 bytes (kAlignElements).
+Status CheckTmaOperand(const RowView& v);
+// INVALID_ARGUMENT "<name>: ..." unless the view can be accessed as pairs of elements (d, c,
+// bias): aligned to two elements, an even row stride.
+Status CheckPairOperand(const RowView& v);
+
 struct GemmPlan {
   const char* api = "";
   DType dtype = DType::kBFloat16;      // a, b, bias
@@ -55,6 +64,12 @@ gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 // tiles last), then per tile the most stages down to 2, each with group_m 8 first. A blocklist
 // (KILN_TACTIC_BLOCKLIST) takes the first it does not block.
 std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, int sms);
+
+// The default tactic for `groups` groups of about `rows_per_group` rows each (contiguous: T / E;
+// masked: M_max, the capacity) on `sms` SMs, with no tuning: tile_m 64 up to 64 rows a group,
+// else the tile of least predicted time (waves of the groups' tiles x the tile's area over its
+// relative throughput, as gemm's), the most stages, raster groups of 8; never a split.
+gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms);
 
 // How many clusters of split_k blocks (one block per SM: every gemm block has over half the
 // SM's shared memory) run at once on a GPU of `sms` SMs, as the heuristic assumes: sms / 2 for

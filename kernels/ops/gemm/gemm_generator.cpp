@@ -5,6 +5,7 @@
 // kiln/gemm/gemm_contract.h; docs/kernels-gemm.md.
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
+#include "kernels/ops/gemm/gemm_tactic_params.h"
 #include "kernels/ops/generator_support.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln_base/status_macros.h"
@@ -20,12 +21,6 @@ constexpr DTypeInfo kOutTypes[] = {kBf16Info, kFp16Info, kFp32Info};
 // (peak RSS of a process compiling tactics in turn); 512 MB, the engine's default, holds it.
 constexpr int64_t kCompileMemoryMb = 512;
 
-std::vector<std::string> IntChoices(std::span<const int> values) {
-  std::vector<std::string> out;
-  for (int v : values) out.push_back(std::to_string(v));
-  return out;
-}
-
 class GemmGenerator : public OpGenerator {
  public:
   std::string_view name() const override { return gemm::kGemmOp; }
@@ -36,39 +31,16 @@ class GemmGenerator : public OpGenerator {
   }
 
   std::vector<ParamInfo> params() const override {
-    return {
+    std::vector<ParamInfo> all = {
         {.name = kParamDType, .help = "element type of A, B and bias", .choices = DTypeNames(kInTypes)},
         {.name = gemm::kParamOutDType,
          .help = "element type of D and C. auto: dtype",
          .choices = DTypeNames(kOutTypes),
          .default_value = kAuto},
-        {.name = gemm::kParamTileM,
-         .help = "rows of D per tile: 64 per consumer warp-group (64: one, 128: two)",
-         .choices = IntChoices(gemm::kTileMChoices),
-         .default_value = "128"},
-        {.name = gemm::kParamTileN,
-         .help = "columns of D per tile (the wgmma N)",
-         .choices = IntChoices(gemm::kTileNChoices),
-         .default_value = "128"},
-        {.name = gemm::kParamStages,
-         .kind = ParamInfo::Kind::kInt,
-         .help = "pipeline stages of (tile_m + tile_n) x 64 elements; at most what fits in 227 KiB of shared "
-                 "memory. auto: the most that fit",
-         .min = gemm::kMinStages,
-         .max = gemm::kMaxStages,
-         .default_value = kAuto},
-        {.name = gemm::kParamGroupM,
-         .kind = ParamInfo::Kind::kInt,
-         .help = "tile rows per raster group (the blocks walk all tile columns of a group before the next)",
-         .min = 1,
-         .max = gemm::kMaxGroupM,
-         .default_value = "8"},
-        {.name = gemm::kParamSplitK,
-         .help = "blocks of a cluster that share a tile, each multiplying a slice of K (1: no split); for shapes "
-                 "with too few tiles to fill the GPU",
-         .choices = IntChoices(gemm::kSplitKChoices),
-         .default_value = "1"},
     };
+    for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
+    all.push_back(GemmSplitKParam());
+    return all;
   }
 
   // TMA, mbarrier transactions, wgmma and setmaxnreg exist only in sm_90a.
@@ -81,46 +53,20 @@ class GemmGenerator : public OpGenerator {
     const DTypeInfo& out = values.IsAuto(gemm::kParamOutDType)
                                ? FindDType(kOutTypes, in.name)
                                : FindDType(kOutTypes, values.Text(gemm::kParamOutDType));
-    gemm::GemmTactic tactic{values.Int(gemm::kParamTileM), values.Int(gemm::kParamTileN), 0,
-                            values.Int(gemm::kParamGroupM), values.Int(gemm::kParamSplitK)};
-    const int max_stages = gemm::GemmMaxStages(tactic.tile_m, tactic.tile_n, tactic.split_k);
-    if (max_stages == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": param 'split_k' = '", tactic.split_k, "' is not allowed for tile ", tactic.tile_m, "x",
-                       tactic.tile_n, ": its partial tile and ", gemm::kMinStages, " stages need ",
-                       gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, gemm::kMinStages, tactic.split_k),
-                       " bytes of shared memory, over the ", gemm::kMaxSmemBytes, " a block may have"));
-    }
-    tactic.stages = values.IsAuto(gemm::kParamStages) ? max_stages : values.Int(gemm::kParamStages);
-    if (!gemm::GemmTacticFits(tactic)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": param 'stages' = '", tactic.stages, "' is not allowed for tile ", tactic.tile_m, "x", tactic.tile_n,
-          tactic.split_k > 1 ? absl::StrCat(" split ", tactic.split_k, " ways") : "", ": ", tactic.stages,
-          " stages need ", gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, tactic.split_k),
-          " bytes of shared memory, over the ", gemm::kMaxSmemBytes,
-          " a block may have; allowed here: ", gemm::kMinStages, "..", max_stages));
-    }
+    KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic,
+                               GemmTacticOf(op, values, values.Int(gemm::kParamSplitK), /*grouped=*/false));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_t", tactic.tile_m, "x", tactic.tile_n, "x",
-                            gemm::kTileK, "s", tactic.stages, "g", tactic.group_m,
-                            tactic.split_k > 1 ? absl::StrCat("k", tactic.split_k) : "");
-    spec.params = {{kParamDType, in.name},
-                   {gemm::kParamOutDType, out.name},
-                   {gemm::kParamTileM, std::to_string(tactic.tile_m)},
-                   {gemm::kParamTileN, std::to_string(tactic.tile_n)},
-                   {gemm::kParamStages, std::to_string(tactic.stages)},
-                   {gemm::kParamGroupM, std::to_string(tactic.group_m)},
-                   {gemm::kParamSplitK, std::to_string(tactic.split_k)}};
-    spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/gemm/gemm_generator.cpp",
-                                        {{"KILN_GEMM_TIN", in.cuda_type},
-                                         {"KILN_GEMM_TOUT", out.cuda_type},
-                                         {"KILN_GEMM_TILE_M", std::to_string(tactic.tile_m)},
-                                         {"KILN_GEMM_TILE_N", std::to_string(tactic.tile_n)},
-                                         {"KILN_GEMM_STAGES", std::to_string(tactic.stages)},
-                                         {"KILN_GEMM_GROUP_M", std::to_string(tactic.group_m)},
-                                         {"KILN_GEMM_SPLIT_K", std::to_string(tactic.split_k)}}));
+    spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic));
+    spec.params = {{kParamDType, in.name}, {gemm::kParamOutDType, out.name}};
+    for (auto& [key, value] : GemmTacticSpecParams(tactic)) spec.params[key] = value;
+    spec.params[gemm::kParamSplitK] = std::to_string(tactic.split_k);
+    std::vector<std::pair<std::string, std::string>> defines = {{"KILN_GEMM_TIN", in.cuda_type},
+                                                                {"KILN_GEMM_TOUT", out.cuda_type}};
+    for (auto& d : GemmTacticDefines(tactic)) defines.push_back(d);
+    defines.push_back({"KILN_GEMM_SPLIT_K", std::to_string(tactic.split_k)});
+    spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/gemm/gemm_generator.cpp", defines));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {gemm::kGemmEntry};

@@ -107,7 +107,7 @@ TEST_CASE("gemm refuses operands TMA cannot read and outputs it cannot write", "
                  "beta: expected a finite float");
 }
 
-TEST_CASE("gemm plans what the kernel takes; c = d and beta 0 are accepted", "[client][ops][gemm]") {
+TEST_CASE("gemm plans what the kernel takes, and accepts c = d and beta 0", "[client][ops][gemm]") {
   const TensorView a = TensorView::Contiguous(At(kA), kBf16, {2, 3, 64});  // 6 rows
   const TensorView b = Matrix(kB, kBf16, 128, 64);
   const TensorView d = TensorView::Strided(At(kD), DType::kFloat32, {2, 3, 128}, {3 * 136, 136, 1});

@@ -20,7 +20,27 @@
 // shape by a heuristic from (M, N, K, the device's SM count); docs/kernels-gemm.md.
 // Devices, contexts and streams as for every op (kiln/ops.h).
 //
-// The C function below is the same op for C callers: DLTensor in, kiln_status out.
+// grouped_gemm: E independent products sharing N and K (the experts of a mixture-of-experts
+// layer), d_e = a_e · b[e]ᵀ, the groups' rows given on the device (no host sync: graph-safe):
+//
+//   a         [T, K]     the rows of every group, concatenated (group e: rows m_indptr[e] ..
+//                        m_indptr[e + 1] - 1; groups may be empty); dtype, strides and alignment
+//                        as gemm's a
+//   b         [E, N, K]  a's dtype, K-major, the experts at a uniform stride (viewable as
+//                        [E * N, K]); 1 <= E <= 256
+//   d         [T, N]     bf16, fp16 or fp32; as gemm's d (rows outside every group untouched)
+//   m_indptr  [E + 1]    int32 on a's device, contiguous, non-decreasing from 0 to T; the kernel
+//                        clamps each value into [0, T], so a bad table gives wrong rows but never
+//                        writes outside d
+//
+// grouped_gemm_masked: the same with a [E, M_max, K] and d [E, M_max, N] (each viewable as
+// [E * M_max, ...]) and masked_m [E] int32 (device): group e is its first masked_m[e] rows
+// (clamped into [0, M_max]); the other rows of d are untouched. For CUDA-graph decode, where
+// the counts change between replays and M_max does not.
+//
+// No bias or beta · c for the grouped ops. T = 0 (or M_max = 0): OK, nothing launched.
+//
+// The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_GEMM_H_
 #define KILN_OPS_GEMM_H_
 
@@ -37,6 +57,14 @@ namespace kiln::ops {
 KILN_API Status gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias = nullptr,
                      const TensorView* c = nullptr, double beta = 1.0, void* stream = nullptr);
 
+// d = a_e · b[e]ᵀ per group e of rows m_indptr[e] .. m_indptr[e + 1] - 1, as described above.
+KILN_API Status grouped_gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& m_indptr,
+                             void* stream = nullptr);
+
+// d[e, :masked_m[e]] = a[e, :masked_m[e]] · b[e]ᵀ, as described above.
+KILN_API Status grouped_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b,
+                                    const TensorView& masked_m, void* stream = nullptr);
+
 }  // namespace kiln::ops
 
 extern "C" {
@@ -48,6 +76,16 @@ extern "C" {
  * devices only. stream: a CUstream / cudaStream_t, or NULL for the default stream. */
 KILN_API kiln_status kiln_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* bias,
                                const DLTensor* c, double beta, void* stream);
+
+/* Grouped: d [T, N] = per group e, a[m_indptr[e] .. m_indptr[e + 1] - 1] . b[e]^T; a [T, K],
+ * b [E, N, K] (a's dtype), m_indptr [E + 1] int32 on the device; E <= 256. As described above. */
+KILN_API kiln_status kiln_grouped_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* m_indptr,
+                                       void* stream);
+
+/* Grouped, masked: d [E, M_max, N] = per group e, its first masked_m[e] rows of a [E, M_max, K]
+ * times b[e]^T; masked_m [E] int32 on the device. As described above. */
+KILN_API kiln_status kiln_grouped_gemm_masked(DLTensor* d, const DLTensor* a, const DLTensor* b,
+                                              const DLTensor* masked_m, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

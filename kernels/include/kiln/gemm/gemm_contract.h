@@ -2,7 +2,12 @@
 // matrix multiplication on Hopper tensor cores (sm_90a only: TMA, mbarrier, wgmma),
 // docs/kernels-gemm.md.
 //
-//   gemm   D[M, N] = A[M, K] · B[N, K]^T (+ bias[N]) (+ beta · C[M, N]), fp32 accumulation
+//   gemm          D[M, N] = A[M, K] · B[N, K]^T (+ bias[N]) (+ beta · C[M, N]), fp32 accumulation
+//   grouped_gemm         E independent products sharing N and K: D_e = A_e · B[e]^T, B [E, N, K],
+//                        the rows of A and D of all groups concatenated, group e's rows
+//                        m_indptr[e] .. m_indptr[e + 1] - 1 (m_indptr [E + 1] on the device)
+//   grouped_gemm_masked  the same with A [E, M_max, K], D [E, M_max, N] and masked_m [E] valid
+//                        rows a group (on the device: CUDA-graph decode)
 //
 // A and B are K-major (rows of K contiguous elements, as torch.nn.functional.linear stores a
 // weight), read through TMA tensor maps the client encodes (GemmTensorMap below); D and C are
@@ -28,6 +33,9 @@ namespace gemm {
 
 constexpr const char* kGemmOp = "gemm";
 constexpr const char* kGemmEntry = "kiln_gemm";
+constexpr const char* kGroupedGemmOp = "grouped_gemm";
+constexpr const char* kGroupedGemmMaskedOp = "grouped_gemm_masked";
+constexpr const char* kGroupedGemmEntry = "kiln_grouped_gemm";  // both grouped ops' entry
 
 constexpr const char* kParamOutDType = "out_dtype";
 constexpr const char* kParamTileM = "tile_m";
@@ -35,6 +43,13 @@ constexpr const char* kParamTileN = "tile_n";
 constexpr const char* kParamStages = "stages";
 constexpr const char* kParamGroupM = "group_m";
 constexpr const char* kParamSplitK = "split_k";
+
+// Where the rows of D come from: one matrix (gemm), or groups (grouped_gemm: contiguous;
+// grouped_gemm_masked: masked).
+enum GemmLayout : int { kDenseLayout = 0, kContiguousLayout = 1, kMaskedLayout = 2 };
+// grouped_gemm: at most this many groups (the block keeps a table of their tile rows in shared
+// memory: 4 bytes a group).
+constexpr int kMaxGroups = 256;
 
 // K per pipeline stage: 64 16-bit elements are one 128-byte row, the width of the 128-byte
 // swizzle that both TMA and wgmma read (PTX ISA, "Tensor-map swizzling" and "Matrix Descriptor
@@ -59,13 +74,16 @@ KILN_CONTRACT_FUNCTION int GemmConsumers(int tile_m) { return tile_m / kRowsPerC
 KILN_CONTRACT_FUNCTION int GemmThreads(int tile_m) { return 128 * (GemmConsumers(tile_m) + 1); }
 // Dynamic shared memory: the stages of A and B tiles (16-bit elements), 1024 bytes to align
 // them to the swizzle atom, two mbarriers (8 bytes each) per stage; with split_k > 1 also the
-// block's fp32 partial tile (read by the cluster's other blocks) and its two mbarriers.
+// block's fp32 partial tile (read by the cluster's other blocks) and its two mbarriers; grouped,
+// the table of the groups' first tile rows (kMaxGroups + 1 ints).
 KILN_CONTRACT_FUNCTION int GemmStageBytes(int tile_m, int tile_n) { return (tile_m + tile_n) * kTileK * 2; }
 KILN_CONTRACT_FUNCTION int GemmPartialBytes(int tile_m, int tile_n, int split_k) {
   return split_k > 1 ? tile_m * tile_n * 4 + 16 : 0;
 }
-KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k) {
-  return stages * GemmStageBytes(tile_m, tile_n) + 1024 + stages * 16 + GemmPartialBytes(tile_m, tile_n, split_k);
+KILN_CONTRACT_FUNCTION int GemmGroupTableBytes(bool grouped) { return grouped ? (kMaxGroups + 1) * 4 : 0; }
+KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped = false) {
+  return stages * GemmStageBytes(tile_m, tile_n) + 1024 + stages * 16 + GemmPartialBytes(tile_m, tile_n, split_k) +
+         GemmGroupTableBytes(grouped);
 }
 // Tiles of D: the persistent blocks walk them in raster groups of group_m tile rows.
 KILN_CONTRACT_FUNCTION long long GemmTiles(long long m, long long n, int tile_m, int tile_n) {
@@ -100,15 +118,16 @@ KILN_CONTRACT_FUNCTION bool GemmSplitKAllowed(int split_k) {
 }
 // The most stages of a tile that fit in shared memory (at most kMaxStages; 0 when not even
 // kMinStages fit).
-KILN_CONTRACT_FUNCTION int GemmMaxStages(int tile_m, int tile_n, int split_k = 1) {
+KILN_CONTRACT_FUNCTION int GemmMaxStages(int tile_m, int tile_n, int split_k = 1, bool grouped = false) {
   int stages = kMaxStages;
-  while (stages >= kMinStages && GemmSmemBytes(tile_m, tile_n, stages, split_k) > kMaxSmemBytes) --stages;
+  while (stages >= kMinStages && GemmSmemBytes(tile_m, tile_n, stages, split_k, grouped) > kMaxSmemBytes) --stages;
   return stages >= kMinStages ? stages : 0;
 }
-KILN_CONTRACT_FUNCTION bool GemmTacticFits(const GemmTactic& t) {
+// grouped: grouped_gemm's space (no split: its groups give the blocks their work).
+KILN_CONTRACT_FUNCTION bool GemmTacticFits(const GemmTactic& t, bool grouped = false) {
   return GemmTileMAllowed(t.tile_m) && GemmTileNAllowed(t.tile_n) && GemmSplitKAllowed(t.split_k) &&
-         t.stages >= kMinStages && t.stages <= GemmMaxStages(t.tile_m, t.tile_n, t.split_k) && t.group_m >= 1 &&
-         t.group_m <= kMaxGroupM;
+         (!grouped || t.split_k == 1) && t.stages >= kMinStages &&
+         t.stages <= GemmMaxStages(t.tile_m, t.tile_n, t.split_k, grouped) && t.group_m >= 1 && t.group_m <= kMaxGroupM;
 }
 
 // A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded by the host with
@@ -132,8 +151,17 @@ struct GemmParams {
   long long d_row_stride;
   long long c_row_stride;
   float beta;  // D += beta * C when c is set
+  // grouped_gemm (null for gemm): the rows of each group, on the device. Contiguous: m_indptr
+  // [groups + 1], group e is rows m_indptr[e] .. m_indptr[e + 1] - 1 of A and D (m rows in all);
+  // masked: masked_m [groups], group e is rows e * group_stride .. + masked_m[e] - 1. Values
+  // outside [0, m] (contiguous) or [0, group_stride] (masked) are clamped: a bad table gives
+  // wrong rows, never a write outside D. B is [groups * n, k] (b_map), group e from row e * n.
+  const int* group_rows;
+  long long group_stride;  // masked: M_max
+  int groups;
 };
-static_assert(sizeof(GemmParams) == 384, "GemmParams: 2 tensor maps, 3 pointers, 5 long longs, a float (padded)");
+static_assert(sizeof(GemmParams) == 384,
+              "GemmParams: 2 tensor maps, 4 pointers, 6 long longs, a float, an int (padded to 64 bytes)");
 
 }  // namespace gemm
 }  // namespace kiln

@@ -27,6 +27,14 @@
 // epilogue, and arrives on every block's `drained` barrier, which a block waits for before it
 // overwrites its partials (next tile) or exits (its shared memory must outlive the readers).
 // No global workspace and no atomics: the launch stays a single kernel and graph-capturable.
+//
+// Grouped (kLayout contiguous or masked: grouped_gemm): the groups' rows are on the device, so
+// every block first builds, in shared memory, the table of each group's first tile row (warp 0,
+// a scan over at most kMaxGroups groups); the tile rows of all groups then form one sequence
+// that the raster order walks as if it were one matrix, and a tile's group is found by a binary
+// search in the table. B's rows of group e start at e * n; D's rows past the group's count are
+// not written (A's rows there belong to the next group or are zeros: their products are
+// discarded).
 #pragma once
 
 #include "kiln/common/numeric.cuh"
@@ -37,7 +45,8 @@
 namespace kiln {
 namespace gemm {
 
-template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_, int kSplitK_ = 1>
+template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_, int kSplitK_ = 1,
+          int kLayout_ = kDenseLayout>
 struct GemmShape {
   using TIn = TIn_;
   using TOut = TOut_;
@@ -46,6 +55,8 @@ struct GemmShape {
   static constexpr int kStages = kStages_;
   static constexpr int kGroupM = kGroupM_;
   static constexpr int kSplitK = kSplitK_;
+  static constexpr int kLayout = kLayout_;
+  static constexpr bool kGrouped = kLayout != kDenseLayout;
   static constexpr int kConsumers = GemmConsumers(kTileM);
   static constexpr int kThreads = GemmThreads(kTileM);
   static constexpr int kBytesA = kTileM * kTileK * 2;  // one stage's A tile
@@ -59,7 +70,10 @@ struct GemmShape {
   static_assert(kStages >= kMinStages && kStages <= kMaxStages, "stages out of range");
   static_assert(GemmSplitKAllowed(kSplitK), "split_k is one of kSplitKChoices");
   static_assert(kColumnGroups % kSplitK == 0, "each block of a cluster reduces whole column groups");
-  static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK) <= kMaxSmemBytes, "the stages exceed shared memory");
+  static_assert(!kGrouped || kSplitK == 1, "grouped_gemm does not split K");
+  static_assert(kMaxGroups % 32 == 0, "the group table is built by one warp, kMaxGroups / 32 groups a lane");
+  static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK, kGrouped) <= kMaxSmemBytes,
+                "the stages exceed shared memory");
   static_assert(kBytesA % 1024 == 0 && kBytesB % 1024 == 0, "stage buffers stay 1024-byte aligned");
 };
 
@@ -113,7 +127,7 @@ __device__ __forceinline__ void StorePair(T* p, float a, float b) {
 // or outside. `row_base` and `col_base` are this thread's row (h = 0) and column (j = 0, e = 0).
 template <class S>
 __device__ __forceinline__ void StoreGroup(const GemmParams& p, const float (&v)[4], long long row_base,
-                                           long long col_base, int j) {
+                                           long long col_base, int j, long long row_end) {
   using TOut = typename S::TOut;
   using TIn = typename S::TIn;
   const long long col = col_base + 8 * j;
@@ -126,7 +140,7 @@ __device__ __forceinline__ void StoreGroup(const GemmParams& p, const float (&v)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long row = row_base + 8 * h;
-    if (row >= p.m) continue;
+    if (row >= row_end) continue;
     float v0 = v[2 * h] + bias0;
     float v1 = v[2 * h + 1] + bias1;
     if (c != nullptr) {
@@ -149,13 +163,91 @@ __device__ __forceinline__ long long FragmentColumn(long long col0) { return col
 // A consumer's whole fragment to D (no split).
 template <class S>
 __device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)[S::kAccumulators], long long row0,
-                                         long long col0) {
+                                         long long col0, long long row_end) {
   const long long row_base = FragmentRow(row0);
   const long long col_base = FragmentColumn(col0);
 #pragma unroll
   for (int j = 0; j < S::kColumnGroups; ++j) {
     const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
-    StoreGroup<S>(p, v, row_base, col_base, j);
+    StoreGroup<S>(p, v, row_base, col_base, j, row_end);
+  }
+}
+
+// grouped: the rows [start, start + count) of A and D that group e has, clamped into A and D.
+template <class S>
+__device__ __forceinline__ void GroupRows(const GemmParams& p, int e, long long& start, long long& count) {
+  if constexpr (S::kLayout == kContiguousLayout) {
+    long long first = p.group_rows[e], end = p.group_rows[e + 1];
+    first = first < 0 ? 0 : (first > p.m ? p.m : first);
+    end = end < first ? first : (end > p.m ? p.m : end);
+    start = first;
+    count = end - first;
+  } else {
+    const long long rows = p.group_rows[e];
+    start = static_cast<long long>(e) * p.group_stride;
+    count = rows < 0 ? 0 : (rows > p.group_stride ? p.group_stride : rows);
+  }
+}
+
+// grouped: table[e] = the first tile row of group e, table[groups] = the tile rows of all (warp
+// 0; each lane a run of kMaxGroups / 32 groups, then a scan of the runs across the lanes).
+template <class S>
+__device__ __forceinline__ void BuildGroupTable(const GemmParams& p, int* table) {
+  constexpr int kPerLane = kMaxGroups / 32;
+  const int lane = static_cast<int>(threadIdx.x);
+  int tiles[kPerLane];
+  int mine = 0;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane * kPerLane + i;
+    tiles[i] = 0;
+    if (e < p.groups) {
+      long long start, count;
+      GroupRows<S>(p, e, start, count);
+      tiles[i] = static_cast<int>((count + S::kTileM - 1) / S::kTileM);
+    }
+    mine += tiles[i];
+  }
+  int inclusive = mine;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int v = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+    if (lane >= offset) inclusive += v;
+  }
+  int run = inclusive - mine;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane * kPerLane + i;
+    if (e < p.groups) table[e] = run;
+    run += tiles[i];
+  }
+  if (lane == 31) table[p.groups] = inclusive;
+}
+
+// Where tile (tm, tn) reads and writes: A's first row, B's first row, D's first row and the end
+// of the rows D may take there.
+struct TileRows {
+  long long a;
+  long long b;
+  long long d_end;
+};
+template <class S>
+__device__ __forceinline__ TileRows Locate(const GemmParams& p, const int* table, long long tm, long long tn) {
+  if constexpr (!S::kGrouped) {
+    return {tm * S::kTileM, tn * S::kTileN, p.m};
+  } else {
+    // The last group whose first tile row is <= tm: empty groups share their successor's entry,
+    // and the last of equal entries is the one that has the rows.
+    int lo = 0, hi = p.groups - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (table[mid] <= tm) lo = mid;
+      else hi = mid - 1;
+    }
+    long long start, count;
+    GroupRows<S>(p, lo, start, count);
+    const long long row = start + (tm - table[lo]) * S::kTileM;
+    return {row, static_cast<long long>(lo) * p.n + tn * S::kTileN, start + count};
   }
 }
 
@@ -183,6 +275,8 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   unsigned long long* empty = full + S::kStages;
   unsigned long long* ready = empty + S::kStages;  // split-K: the cluster's partials are written
   unsigned long long* drained = ready + 1;         // split-K: the cluster has read this block's
+  // grouped (never split): each group's first tile row, where split-K would keep its barriers.
+  int* group_table = reinterpret_cast<int*>(empty + S::kStages);
 
   const int warp_group = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -199,6 +293,9 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     }
     FenceBarrierInit();
   }
+  if constexpr (S::kGrouped) {
+    if (threadIdx.x < 32) detail::BuildGroupTable<S>(p, group_table);
+  }
   // Split-K: the other blocks arrive on this block's barriers, so they must see them
   // initialized: the whole cluster synchronizes (before any thread leaves).
   if constexpr (kSplit) {
@@ -207,7 +304,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     __syncthreads();
   }
 
-  const long long tiles_m = (p.m + S::kTileM - 1) / S::kTileM;
+  const long long tiles_m = S::kGrouped ? group_table[p.groups] : (p.m + S::kTileM - 1) / S::kTileM;
   const long long tiles_n = (p.n + S::kTileN - 1) / S::kTileN;
   const long long tiles = tiles_m * tiles_n;
   const int k_steps_all = static_cast<int>((p.k + kTileK - 1) / kTileK);
@@ -228,8 +325,9 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
       long long tm, tn;
       detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
-      const int row_a = static_cast<int>(tm * S::kTileM);
-      const int row_b = static_cast<int>(tn * S::kTileN);
+      const detail::TileRows rows = detail::Locate<S>(p, group_table, tm, tn);
+      const int row_a = static_cast<int>(rows.a);
+      const int row_b = static_cast<int>(rows.b);
       for (int ks = k_begin; ks < k_end; ++ks) {
         BarrierWait(&empty[stage], phase ^ 1);
         BarrierArriveExpectTx(&full[stage], S::kBytesA + S::kBytesB);
@@ -257,6 +355,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
     long long tm, tn;
     detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
+    const detail::TileRows rows = detail::Locate<S>(p, group_table, tm, tn);
     int previous = -1;
     for (int ks = k_begin; ks < k_end; ++ks) {
       BarrierWait(&full[stage], phase);
@@ -283,9 +382,9 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     WgmmaWait<0>();
     FenceAccumulators(acc);
     if (previous >= 0 && warp_leader) BarrierArrive(&empty[previous]);
-    const long long row0 = tm * S::kTileM + consumer * kRowsPerConsumer;
+    const long long row0 = rows.a + consumer * kRowsPerConsumer;
     if constexpr (!kSplit) {
-      detail::Epilogue<S>(p, acc, row0, tn * S::kTileN);
+      detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
     } else {
       // A block with no K steps (K shorter than the cluster) adds zeros.
       if (k_begin == k_end) {
@@ -294,7 +393,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       }
       const long long row_base = detail::FragmentRow(row0);
       // Rows past M (most of them when M is small) are neither written nor read.
-      const bool live = row_base < p.m;
+      const bool live = row_base < rows.d_end;
       if (tiles_done > 0) ClusterBarrierWait(drained, (tiles_done - 1) & 1);
       if (live) {
 #pragma unroll
@@ -321,7 +420,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
             v[2] += x.z;
             v[3] += x.w;
           }
-          detail::StoreGroup<S>(p, v, row_base, col_base, j);
+          detail::StoreGroup<S>(p, v, row_base, col_base, j, rows.d_end);
         }
       }
 #pragma unroll

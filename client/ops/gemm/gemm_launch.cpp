@@ -1,0 +1,44 @@
+#include "client/ops/gemm/gemm_launch.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "client/core/driver/devices.h"
+
+namespace kiln::client {
+
+// Map nodes do not move: the pointers handed out stay valid.
+StatusOr<const GemmDeviceFacts*> GemmFactsOf(const CudaDriver& driver, int device) {
+  static std::mutex mutex;
+  static std::map<int, GemmDeviceFacts> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(device); it != known.end()) return &it->second;
+  }
+  KILN_ASSIGN_OR_RETURN(const DeviceInfo info, DescribeDevice(driver, device));
+  std::lock_guard<std::mutex> lock(mutex);
+  return &known.try_emplace(device, GemmDeviceFacts{info.multiprocessors, info.name}).first->second;
+}
+
+Status EncodeGemmOperand(const CudaDriver& driver, DType dtype, const void* data, int64_t rows, int64_t k,
+                         int64_t row_stride, int box_rows, const char* name, gemm::GemmTensorMap* out) {
+  static_assert(sizeof(CUtensorMap) == sizeof(gemm::GemmTensorMap), "GemmTensorMap mirrors CUtensorMap");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(gemm::kTileK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = driver.cuTensorMapEncodeTiled(
+      &map, dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+      const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status(StatusCode::kCudaError, std::string("cuTensorMapEncodeTiled of ") + name + " [" +
+                                              std::to_string(rows) + ", " + std::to_string(k) +
+                                              "]: " + driver.ErrorText(r));
+  std::memcpy(out, &map, sizeof map);
+  return OkStatus();
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,203 @@
+// The gemm family's grouped ops, grouped_gemm (contiguous rows, m_indptr) and
+// grouped_gemm_masked ([E, M_max] rows, masked_m) (kiln/ops/gemm.h): their entries in the op
+// table, the tactic, the tensor maps, the launch, and the C++ and C APIs. Validation is
+// grouped_gemm_plan.h's, the heuristic gemm_plan.h's; the kernel contract
+// kiln/gemm/gemm_contract.h.
+#include <map>
+#include <string>
+
+#include "client/core/api/invalid_argument.h"
+#include "client/core/capi/c_status.h"
+#include "client/core/loader/kernel_launch.h"
+#include "client/core/loader/launch_preparation.h"
+#include "client/ops/gemm/gemm_launch.h"
+#include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/gemm/grouped_gemm_ops.h"
+#include "client/ops/gemm/grouped_gemm_plan.h"
+#include "client/ops/op_table.h"
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/ops/gemm.h"
+
+namespace kiln::client {
+namespace {
+
+// What selects a kernel: one cubin per (layout, dtype, out_dtype, tactic); the groups, their
+// rows, N and K are launch arguments.
+struct GroupedGemmSpec {
+  DType dtype = DType::kBFloat16;
+  DType out_dtype = DType::kBFloat16;
+  int32_t tile_m = 0;
+  int32_t tile_n = 0;
+  int32_t stages = 0;
+  int32_t group_m = 0;
+  bool operator==(const GroupedGemmSpec&) const = default;
+  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m); }
+  std::map<std::string, std::string> Params() const {
+    return {{kParamDType, DTypeName(dtype)},
+            {gemm::kParamOutDType, DTypeName(out_dtype)},
+            {gemm::kParamTileM, std::to_string(tile_m)},
+            {gemm::kParamTileN, std::to_string(tile_n)},
+            {gemm::kParamStages, std::to_string(stages)},
+            {gemm::kParamGroupM, std::to_string(group_m)}};
+  }
+};
+
+const OpKernels kContiguousKernels = {gemm::kGroupedGemmOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
+const OpKernels kMaskedKernels = {gemm::kGroupedGemmMaskedOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
+
+// `forced` null: the heuristic's tactic for the plan's groups on this device.
+Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
+  if (plan.rows == 0) return OkStatus();  // no rows in any group: nothing to launch
+  auto driver = CudaDriver::Get();
+  if (!driver.ok()) return driver.status().WithContext(plan.api);
+  KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(**driver, plan.device));
+  // The rows a group has on average (contiguous) or at most (masked): the device holds the rest.
+  const int64_t rows_per_group = plan.masked ? plan.group_stride : (plan.rows + plan.groups - 1) / plan.groups;
+  const gemm::GemmTactic tactic =
+      forced != nullptr ? *forced : ChooseGroupedGemmTactic(rows_per_group, plan.groups, plan.n, plan.k, device->sms);
+  const GroupedGemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(plan.masked ? kMaskedKernels : kContiguousKernels,
+                                                                    spec, plan.device, plan.api));
+  const EntryLaunchReady& e = ready.launch->entry();
+  if (e.block != static_cast<unsigned>(gemm::GemmThreads(tactic.tile_m)))
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(plan.api) + ": the daemon's grouped_gemm kernel has a block of " +
+                      std::to_string(e.block) + " threads, the contract says " +
+                      std::to_string(gemm::GemmThreads(tactic.tile_m)) + " for tile_m " +
+                      std::to_string(tactic.tile_m) + " (kernels tree and client out of step)");
+
+  gemm::GemmParams params{};
+  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.a, plan.rows, plan.k, plan.a_row_stride,
+                                         tactic.tile_m, "a", &params.a_map));
+  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.b, plan.groups * plan.n, plan.k, plan.b_row_stride,
+                                         tactic.tile_n, "b", &params.b_map));
+  params.d = plan.d;
+  params.m = plan.rows;
+  params.n = plan.n;
+  params.k = plan.k;
+  params.d_row_stride = plan.d_row_stride;
+  params.group_rows = plan.group_rows;
+  params.group_stride = plan.group_stride;
+  params.groups = plan.groups;
+
+  // Persistent blocks, one per SM: how many tiles the groups have is known only on the device
+  // (blocks without a tile return at once).
+  LaunchConfig config;
+  config.grid.x = static_cast<unsigned>(device->sms);
+  config.block.x = e.block;
+  config.dynamic_smem_bytes = e.dynamic_smem;
+  config.stream = stream;
+  void* args[] = {&params};
+  return LaunchFunction(**driver, e.function, config, args, gemm::kGroupedGemmEntry, &ready.launch->library->info);
+}
+
+struct GroupedArgs {
+  const TensorView* d = nullptr;
+  const TensorView* a = nullptr;
+  const TensorView* b = nullptr;
+  const TensorView* group_rows = nullptr;
+};
+struct ContiguousArgs : GroupedArgs {
+  template <typename Self, typename V>
+  static void Visit(Self& x, V& v) {
+    v.Out("d", x.d).In("a", x.a).In("b", x.b).In("m_indptr", x.group_rows);
+  }
+};
+struct MaskedArgs : GroupedArgs {
+  template <typename Self, typename V>
+  static void Visit(Self& x, V& v) {
+    v.Out("d", x.d).In("a", x.a).In("b", x.b).In("masked_m", x.group_rows);
+  }
+};
+
+Status RunContiguous(const ContiguousArgs& x, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan, PlanGroupedGemm(*x.d, *x.a, *x.b, *x.group_rows, api));
+  return LaunchGrouped(plan, nullptr, stream);
+}
+Status RunMasked(const MaskedArgs& x, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan, PlanGroupedGemmMasked(*x.d, *x.a, *x.b, *x.group_rows, api));
+  return LaunchGrouped(plan, nullptr, stream);
+}
+
+const OpDescriptor kGroupedGemm = {.name = "grouped_gemm",
+                                   .op = gemm::kGroupedGemmOp,
+                                   .family = "gemm",
+                                   .cpp_api = "kiln::ops::grouped_gemm",
+                                   .c_api = "kiln_grouped_gemm",
+                                   .invoke = InvokeByVisit<ContiguousArgs, RunContiguous>};
+const OpDescriptor kGroupedGemmMasked = {.name = "grouped_gemm_masked",
+                                         .op = gemm::kGroupedGemmMaskedOp,
+                                         .family = "gemm",
+                                         .cpp_api = "kiln::ops::grouped_gemm_masked",
+                                         .c_api = "kiln_grouped_gemm_masked",
+                                         .invoke = InvokeByVisit<MaskedArgs, RunMasked>};
+KILN_REGISTER_OP(kGroupedGemm);
+KILN_REGISTER_OP(kGroupedGemmMasked);
+
+}  // namespace
+
+Status LaunchGroupedGemmPlan(const GroupedGemmPlan& plan, const gemm::GemmTactic& tactic, void* stream) {
+  if (!gemm::GemmTacticFits(tactic, /*grouped=*/true))
+    return InvalidArgument(std::string(plan.api) + ": tactic " + std::to_string(tactic.tile_m) + "x" +
+                           std::to_string(tactic.tile_n) + " with " + std::to_string(tactic.stages) +
+                           " stages, group_m " + std::to_string(tactic.group_m) + ", split_k " +
+                           std::to_string(tactic.split_k) + " is not in the grouped_gemm tactic space");
+  return LaunchGrouped(plan, &tactic, stream);
+}
+
+}  // namespace kiln::client
+
+namespace kiln::ops {
+
+Status grouped_gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& m_indptr,
+                    void* stream) {
+  client::ContiguousArgs args;
+  args.d = &d;
+  args.a = &a;
+  args.b = &b;
+  args.group_rows = &m_indptr;
+  return client::CallOp(client::kGroupedGemm, client::kGroupedGemm.cpp_api, args, stream, client::RunContiguous);
+}
+
+Status grouped_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& masked_m,
+                           void* stream) {
+  client::MaskedArgs args;
+  args.d = &d;
+  args.a = &a;
+  args.b = &b;
+  args.group_rows = &masked_m;
+  return client::CallOp(client::kGroupedGemmMasked, client::kGroupedGemmMasked.cpp_api, args, stream,
+                        client::RunMasked);
+}
+
+}  // namespace kiln::ops
+
+extern "C" {
+
+kiln_status kiln_grouped_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* m_indptr,
+                              void* stream) {
+  using namespace kiln::client;
+  return CallOpC(kGroupedGemm, stream, RunContiguous, [&](CTensors& t) {
+    ContiguousArgs args;
+    args.d = t.Tensor(d, "d");
+    args.a = t.Tensor(a, "a");
+    args.b = t.Tensor(b, "b");
+    args.group_rows = t.Tensor(m_indptr, "m_indptr");
+    return args;
+  });
+}
+
+kiln_status kiln_grouped_gemm_masked(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* masked_m,
+                                     void* stream) {
+  using namespace kiln::client;
+  return CallOpC(kGroupedGemmMasked, stream, RunMasked, [&](CTensors& t) {
+    MaskedArgs args;
+    args.d = t.Tensor(d, "d");
+    args.a = t.Tensor(a, "a");
+    args.b = t.Tensor(b, "b");
+    args.group_rows = t.Tensor(masked_m, "masked_m");
+    return args;
+  });
+}
+
+}  // extern "C"

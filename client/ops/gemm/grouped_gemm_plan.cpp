@@ -1,0 +1,165 @@
+#include "client/ops/gemm/grouped_gemm_plan.h"
+
+#include <climits>
+#include <string>
+
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
+#include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/row_view.h"
+
+namespace kiln::client {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+std::string RankText(const TensorView& t) {
+  return "rank " + Str(t.ndim) + (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : "");
+}
+
+// The groups' rows: a contiguous int32 vector of `size` on a's device.
+StatusOr<const int32_t*> GroupRowsOf(const TensorView& t, const char* name, int64_t size, const char* meaning,
+                                     const TensorView& a) {
+  KILN_RETURN_IF_ERROR(CheckCudaTensor(t, name));
+  if (t.ndim != 1 || t.shape[0] != size)
+    return InvalidArgument(std::string(name) + ": expected shape [" + Str(size) + "] (" + meaning + "), found " +
+                           RankText(t));
+  if (t.dtype != DType::kInt32)
+    return InvalidArgument(std::string(name) + ": expected dtype int32, found " + DTypeName(t.dtype));
+  if (size > 1 && t.strides[0] != 1)
+    return InvalidArgument(std::string(name) + ": must be contiguous (stride 1), found stride " + Str(t.strides[0]));
+  if (t.data == nullptr) return InvalidArgument(std::string(name) + ": data pointer is NULL");
+  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0)
+    return InvalidArgument(std::string(name) + ": data pointer " + PointerText(t.data) + " is not 4-byte aligned");
+  KILN_RETURN_IF_ERROR(CheckSameDevice(t, name, a.device, "a"));
+  return static_cast<const int32_t*>(t.data);
+}
+
+// What both layouts check: dtypes, b [E, N, K] as E * N rows, N and K, d's rows, alignment and
+// overlaps. `a` and `d` are already viewed as rows (rows of all groups).
+Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const RowView& a,
+                   const RowView& d, GroupedGemmPlan* plan) {
+  if (a_t.dtype != DType::kBFloat16 && a_t.dtype != DType::kFloat16)
+    return InvalidArgument(std::string("a: dtype ") + DTypeName(a_t.dtype) +
+                           " is not supported; expected bf16 or fp16");
+  if (b_t.dtype != a_t.dtype)
+    return InvalidArgument(std::string("b: expected dtype ") + DTypeName(a_t.dtype) + " (a's), found " +
+                           DTypeName(b_t.dtype));
+  if (d_t.dtype != DType::kBFloat16 && d_t.dtype != DType::kFloat16 && d_t.dtype != DType::kFloat32)
+    return InvalidArgument(std::string("d: dtype ") + DTypeName(d_t.dtype) +
+                           " is not supported; expected bf16, fp16 or fp32");
+  if (b_t.ndim != 3) return InvalidArgument("b: expected a 3-D tensor [E, N, K], found " + RankText(b_t));
+  KILN_ASSIGN_OR_RETURN(const RowView b, ViewAsRows(b_t, "b"));
+  const int64_t groups = b_t.shape[0], n = b_t.shape[1], k = a.hidden;
+  if (groups < 1 || groups > gemm::kMaxGroups)
+    return InvalidArgument("b: E (the groups) must be 1.." + Str(gemm::kMaxGroups) + ", found " + Str(groups) +
+                           " in shape " + ShapeText(b_t));
+  if (b.hidden != k)
+    return InvalidArgument("b: expected shape [E, N, " + Str(k) + "] (K = a's last dim), found " + ShapeText(b_t));
+  if (k % gemm::kAlignElements != 0 || k == 0)
+    return InvalidArgument("a: K (the last dim) must be a positive multiple of 8 (16-byte rows for TMA), found " +
+                           Str(k) + " in shape " + ShapeText(a_t));
+  if (n % gemm::kAlignElements != 0 || n == 0)
+    return InvalidArgument("b: N (dim 1) must be a positive multiple of 8, found " + Str(n) + " in shape " +
+                           ShapeText(b_t));
+  if (d.hidden != n) return InvalidArgument("d: expected N = " + Str(n) + " (b's dim 1) last, found " + ShapeText(d_t));
+  if (a.rows > INT_MAX || groups * n > INT_MAX || k > INT_MAX)
+    return InvalidArgument("a: the rows of a and of b (E * N) and K must be below 2^31 (TMA coordinates), found " +
+                           Str(a.rows) + ", " + Str(groups * n) + ", " + Str(k));
+  KILN_RETURN_IF_ERROR(CheckSameDevice(b_t, "b", a_t.device, "a"));
+  KILN_RETURN_IF_ERROR(CheckSameDevice(d_t, "d", a_t.device, "a"));
+  KILN_RETURN_IF_ERROR(CheckTmaOperand(a));
+  KILN_RETURN_IF_ERROR(CheckTmaOperand(b));
+  KILN_RETURN_IF_ERROR(CheckPairOperand(d));
+  if (d.rows > 1 && d.row_stride < n)
+    return InvalidArgument("d: its rows overlap (row stride " + Str(d.row_stride) + " < N " + Str(n) +
+                           "); the output needs a row stride of at least N");
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, a, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, b, false));
+  plan->dtype = a_t.dtype;
+  plan->out_dtype = d_t.dtype;
+  plan->device = a_t.device.index;
+  plan->groups = static_cast<int>(groups);
+  plan->rows = a.rows;
+  plan->n = n;
+  plan->k = k;
+  plan->a = a.data;
+  plan->b = b.data;
+  plan->d = d.data;
+  plan->a_row_stride = a.rows > 1 ? a.row_stride : k;
+  plan->b_row_stride = b.rows > 1 ? b.row_stride : k;
+  plan->d_row_stride = d.row_stride;
+  return OkStatus();
+}
+
+// d must not share bytes with the groups' rows (the kernel reads them while d is written).
+Status CheckTableApart(const RowView& d, const TensorView& table, const char* name) {
+  RowView t;
+  t.name = name;
+  t.data = static_cast<char*>(table.data);
+  t.element_size = 4;
+  t.rows = 1;
+  t.hidden = table.shape[0];
+  t.row_stride = table.shape[0];
+  return CheckNoOverlap(d, t, false);
+}
+
+StatusOr<GroupedGemmPlan> Contiguous(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t,
+                                     const TensorView& m_indptr) {
+  if (a_t.ndim != 2)
+    return InvalidArgument("a: expected a 2-D tensor [T, K] (the rows of every group), found " + RankText(a_t));
+  if (d_t.ndim != 2) return InvalidArgument("d: expected a 2-D tensor [T, N], found " + RankText(d_t));
+  KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
+  KILN_ASSIGN_OR_RETURN(const RowView d, ViewAsRows(d_t, "d"));
+  if (d_t.shape[0] != a_t.shape[0])
+    return InvalidArgument("d: expected " + Str(a_t.shape[0]) + " rows (a's T), found " + ShapeText(d_t));
+  GroupedGemmPlan plan;
+  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, &plan));
+  KILN_ASSIGN_OR_RETURN(plan.group_rows, GroupRowsOf(m_indptr, "m_indptr", plan.groups + 1,
+                                                     "E + 1: group e is rows m_indptr[e] .. "
+                                                     "m_indptr[e + 1] - 1",
+                                                     a_t));
+  KILN_RETURN_IF_ERROR(CheckTableApart(d, m_indptr, "m_indptr"));
+  return plan;
+}
+
+StatusOr<GroupedGemmPlan> Masked(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t,
+                                 const TensorView& masked_m) {
+  if (a_t.ndim != 3) return InvalidArgument("a: expected a 3-D tensor [E, M_max, K], found " + RankText(a_t));
+  if (d_t.ndim != 3) return InvalidArgument("d: expected a 3-D tensor [E, M_max, N], found " + RankText(d_t));
+  KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
+  KILN_ASSIGN_OR_RETURN(const RowView d, ViewAsRows(d_t, "d"));
+  if (b_t.ndim >= 1 && a_t.shape[0] != b_t.shape[0])
+    return InvalidArgument("a: expected E = " + Str(b_t.shape[0]) + " (b's dim 0) first, found " + ShapeText(a_t));
+  if (d_t.shape[0] != a_t.shape[0] || d_t.shape[1] != a_t.shape[1])
+    return InvalidArgument("d: expected [" + Str(a_t.shape[0]) + ", " + Str(a_t.shape[1]) +
+                           ", N] (a's E and M_max), found " + ShapeText(d_t));
+  GroupedGemmPlan plan;
+  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, &plan));
+  plan.masked = true;
+  plan.group_stride = a_t.shape[1];
+  KILN_ASSIGN_OR_RETURN(plan.group_rows,
+                        GroupRowsOf(masked_m, "masked_m", plan.groups, "E: the valid rows of each group", a_t));
+  KILN_RETURN_IF_ERROR(CheckTableApart(d, masked_m, "masked_m"));
+  return plan;
+}
+
+}  // namespace
+
+StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                          const TensorView& m_indptr, const char* api) {
+  auto plan = Contiguous(d, a, b, m_indptr);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  return plan;
+}
+
+StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
+                                                const TensorView& masked_m, const char* api) {
+  auto plan = Masked(d, a, b, masked_m);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  return plan;
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,44 @@
+// GroupedGemmPlan: the arguments of kiln::ops::grouped_gemm (contiguous layout) and
+// kiln::ops::grouped_gemm_masked validated and turned into what the launch needs, and the
+// default tactic (ChooseGroupedGemmTactic, gemm_plan.h: the family's heuristics live together). Pure: no driver call,
+// so every check and the heuristic run (and are tested) without a GPU. The groups' rows are device data: the plan knows
+// only their bounds.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::client {
+
+struct GroupedGemmPlan {
+  const char* api = "";
+  bool masked = false;
+  DType dtype = DType::kBFloat16;      // a, b
+  DType out_dtype = DType::kBFloat16;  // d
+  int device = 0;
+  int groups = 0;            // E
+  int64_t rows = 0;          // rows of a and d in all: contiguous T, masked E * M_max
+  int64_t group_stride = 0;  // masked: M_max
+  int64_t n = 0;
+  int64_t k = 0;
+  const void* a = nullptr;              // [rows, k]
+  const void* b = nullptr;              // [E * n, k]
+  void* d = nullptr;                    // [rows, n]
+  const int32_t* group_rows = nullptr;  // contiguous: m_indptr [E + 1]; masked: masked_m [E]
+  int64_t a_row_stride = 0;
+  int64_t b_row_stride = 0;
+  int64_t d_row_stride = 0;
+};
+
+// contiguous: d [T, N], a [T, K], b [E, N, K], m_indptr [E + 1] int32 (device).
+// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
+StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                          const TensorView& m_indptr, const char* api);
+// masked: d [E, M_max, N], a [E, M_max, K], b [E, N, K], masked_m [E] int32 (device).
+StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
+                                                const TensorView& masked_m, const char* api);
+
+}  // namespace kiln::client

@@ -1,0 +1,90 @@
+// The grouped_gemm and grouped_gemm_masked generators (family gemm): kernels/src/gemm/
+// grouped_gemm.cu specialized on the input and output types, the layout of the groups' rows
+// (grouped_gemm: contiguous, m_indptr; grouped_gemm_masked: [E, M_max] with a count per group)
+// and the tactic, which the URI names: grouped_gemm_bf16_obf16_t128x256x64s4g8. The groups,
+// their rows, N and K are launch arguments. Contract: kiln/gemm/gemm_contract.h;
+// docs/kernels-gemm.md.
+#include "absl/strings/str_cat.h"
+#include "kernels/jit/op_generator.h"
+#include "kernels/ops/gemm/gemm_tactic_params.h"
+#include "kernels/ops/generator_support.h"
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln_base/status_macros.h"
+
+namespace kiln::kernels {
+namespace {
+
+constexpr const char* kUnitPath = "src/gemm/grouped_gemm.cu";
+constexpr DTypeInfo kInTypes[] = {kBf16Info, kFp16Info};
+constexpr DTypeInfo kOutTypes[] = {kBf16Info, kFp16Info, kFp32Info};
+constexpr int64_t kCompileMemoryMb = 512;  // as gemm's (the same kernel)
+
+template <int kLayout>
+class GroupedGemmGenerator : public OpGenerator {
+ public:
+  std::string_view name() const override {
+    return kLayout == gemm::kMaskedLayout ? gemm::kGroupedGemmMaskedOp : gemm::kGroupedGemmOp;
+  }
+  std::string_view family() const override { return "gemm"; }
+  std::string_view description() const override {
+    return kLayout == gemm::kMaskedLayout
+               ? "E independent products sharing N and K (mixture-of-experts decode): D[e] = A[e] . B[e]^T with A "
+                 "[E, M_max, K], D [E, M_max, N], B [E, N, K], and only the first masked_m[e] rows of group e (a "
+                 "device tensor: graph-capturable); the gemm kernel's Hopper pipeline, fp32 accumulation"
+               : "E independent products sharing N and K (mixture-of-experts layers): the rows of A and D of all "
+                 "groups concatenated, group e rows m_indptr[e] .. m_indptr[e + 1] - 1 (a device tensor), "
+                 "D_e = A_e . B[e]^T, B [E, N, K]; the gemm kernel's Hopper pipeline, fp32 accumulation";
+  }
+
+  std::vector<ParamInfo> params() const override {
+    std::vector<ParamInfo> all = {
+        {.name = kParamDType, .help = "element type of A and B", .choices = DTypeNames(kInTypes)},
+        {.name = gemm::kParamOutDType,
+         .help = "element type of D. auto: dtype",
+         .choices = DTypeNames(kOutTypes),
+         .default_value = kAuto},
+    };
+    for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
+    return all;
+  }
+
+  std::vector<ArchFamily> arch_families() const override { return {FamilyArchSpecific(90)}; }
+
+ protected:
+  absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
+    const std::string op(name());
+    const DTypeInfo& in = FindDType(kInTypes, values.Text(kParamDType));
+    const DTypeInfo& out = values.IsAuto(gemm::kParamOutDType)
+                               ? FindDType(kOutTypes, in.name)
+                               : FindDType(kOutTypes, values.Text(gemm::kParamOutDType));
+    KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic, GemmTacticOf(op, values, 1, /*grouped=*/true));
+    KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
+
+    JitSpec spec;
+    spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic));
+    spec.params = {{kParamDType, in.name}, {gemm::kParamOutDType, out.name}};
+    for (auto& [key, value] : GemmTacticSpecParams(tactic)) spec.params[key] = value;
+    std::vector<std::pair<std::string, std::string>> defines = {{"KILN_GEMM_TIN", in.cuda_type},
+                                                                {"KILN_GEMM_TOUT", out.cuda_type},
+                                                                {"KILN_GEMM_LAYOUT", std::to_string(kLayout)}};
+    for (auto& d : GemmTacticDefines(tactic)) defines.push_back(d);
+    spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/gemm/grouped_gemm_generator.cpp", defines));
+    spec.units.push_back(std::move(unit));
+    spec.nvrtc_options = {"-std=c++17"};
+    spec.entries = {gemm::kGroupedGemmEntry};
+    spec.launch = {{.entry = gemm::kGroupedGemmEntry,
+                    .block = gemm::GemmThreads(tactic.tile_m),
+                    .dynamic_smem = gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, 1, true),
+                    .items_per_block = tactic.tile_m * tactic.tile_n}};
+    spec.compile_memory_mb = kCompileMemoryMb;
+    return spec;
+  }
+};
+
+using ContiguousGenerator = GroupedGemmGenerator<gemm::kContiguousLayout>;
+using MaskedGenerator = GroupedGemmGenerator<gemm::kMaskedLayout>;
+KILN_REGISTER_OP_GENERATOR(ContiguousGenerator);
+KILN_REGISTER_OP_GENERATOR(MaskedGenerator);
+
+}  // namespace
+}  // namespace kiln::kernels

@@ -1,0 +1,30 @@
+// The compilation unit of grouped_gemm (entry kiln_grouped_gemm; sm_90a only): the gemm kernel
+// over groups that share N and K, their rows on the device (kiln/gemm/gemm_contract.h).
+// kiln_config.cuh, rendered per specialization by kernels/ops/gemm/grouped_gemm_generator.cpp,
+// chooses the types, the layout (contiguous or masked) and the tactic (tile, stages, raster
+// group).
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/gemm/gemm_sm90.cuh"
+
+// Ends the precompiled-header prefix (the same headers as gemm.cu: one PCH serves both).
+namespace kiln_gemm_unit {}
+
+#include "kiln_config.cuh"
+
+#if !defined(KILN_GEMM_TIN) || !defined(KILN_GEMM_TOUT) || !defined(KILN_GEMM_TILE_M) || !defined(KILN_GEMM_TILE_N) || \
+    !defined(KILN_GEMM_STAGES) || !defined(KILN_GEMM_GROUP_M) || !defined(KILN_GEMM_LAYOUT)
+#error "kiln_config.cuh must define every KILN_GEMM_* parameter (see grouped_gemm_generator.cpp)"
+#endif
+
+using Shape = kiln::gemm::GemmShape<KILN_GEMM_TIN, KILN_GEMM_TOUT, KILN_GEMM_TILE_M, KILN_GEMM_TILE_N, KILN_GEMM_STAGES,
+                                    KILN_GEMM_GROUP_M, 1, KILN_GEMM_LAYOUT>;
+static_assert(Shape::kGrouped, "KILN_GEMM_LAYOUT is kiln::gemm::kContiguousLayout or kMaskedLayout");
+
+// Launch (kiln/gemm/gemm_contract.h): persistent, grid.x = the SM count (the tiles are known
+// only on the device), block.x = GemmThreads(tile_m), dynamic shared memory
+// GemmSmemBytes(..., grouped). The parameter lives in the parameter space (__grid_constant__)
+// because TMA reads the tensor maps from there.
+extern "C" __global__ void __launch_bounds__(Shape::kThreads, 1)
+    kiln_grouped_gemm(const __grid_constant__ kiln::gemm::GemmParams p) {
+  kiln::gemm::Gemm<Shape>(p);
+}

@@ -1,0 +1,306 @@
+// [gpu][gemm] kiln::ops::grouped_gemm and grouped_gemm_masked on a real sm_90a GPU (skipped
+// visibly elsewhere) against a float64 CPU reference: empty groups, groups of one row, groups of
+// more rows than a tile, N and K that no tile divides, 1 to 256 groups, every tile forced,
+// masked counts of 0 and M_max, rows outside the groups untouched, tables out of range clamped
+// (no write outside d), the C ABI. Fresh random data each case, d poisoned (NaN) before each
+// launch. Tolerance as gpu_gemm_test.cpp's.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/ops/gemm/grouped_gemm_ops.h"
+#include "client/ops/gemm/grouped_gemm_plan.h"
+#include "kiln/client.h"
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/ops/gemm.h"
+#include "tests/support/gpu_capability.h"
+#include "tests/support/gpu_harness.h"
+
+namespace {
+
+using kiln::DType;
+using kiln::TensorView;
+using kiln::testing::DeviceBuffer;
+using kiln::testing::GpuSession;
+using kiln::testing::HostTensor;
+
+GpuSession HopperSession() { return GpuSession(kiln::testing::kSm90aFamily, kiln::testing::kSm90aFamily); }
+
+struct Case {
+  bool masked = false;
+  DType in = DType::kBFloat16;
+  DType out = DType::kBFloat16;
+  std::vector<int64_t> counts;  // rows of each group (masked: the valid rows; may exceed m_max: clamped)
+  int64_t m_max = 0;            // masked
+  int64_t n = 8, k = 8;
+  // contiguous: the m_indptr the kernel gets instead of the counts' (a table out of range).
+  std::vector<int32_t> raw_indptr;
+  int64_t rows = 0;  // contiguous with raw_indptr: T
+  const kiln::gemm::GemmTactic* tactic = nullptr;
+  bool c_api = false;
+
+  std::string Describe() const {
+    std::string s = std::string(masked ? "masked" : "contiguous") + " " + kiln::DTypeName(in) + "->" +
+                    kiln::DTypeName(out) + " E=" + std::to_string(counts.size()) + " n=" + std::to_string(n) +
+                    " k=" + std::to_string(k) + (masked ? " m_max=" + std::to_string(m_max) : "") + " counts";
+    for (size_t i = 0; i < counts.size() && i < 12; ++i) s += " " + std::to_string(counts[i]);
+    if (tactic != nullptr) s += " tile " + std::to_string(tactic->tile_m) + "x" + std::to_string(tactic->tile_n);
+    return s + (c_api ? " (C ABI)" : "");
+  }
+};
+
+DLTensor ToDL(const TensorView& t) {
+  DLTensor dl{};
+  dl.data = t.data;
+  dl.device = {kDLCUDA, t.device.index};
+  dl.ndim = t.ndim;
+  dl.dtype = t.dtype == DType::kBFloat16  ? DLDataType{kDLBfloat, 16, 1}
+             : t.dtype == DType::kFloat16 ? DLDataType{kDLFloat, 16, 1}
+             : t.dtype == DType::kInt32   ? DLDataType{kDLInt, 32, 1}
+                                          : DLDataType{kDLFloat, 32, 1};
+  dl.shape = const_cast<int64_t*>(t.shape);
+  dl.strides = const_cast<int64_t*>(t.strides);
+  return dl;
+}
+
+void Run(const Case& c, std::mt19937& rng) {
+  INFO(c.Describe());
+  const int64_t e = static_cast<int64_t>(c.counts.size());
+  // The table the kernel reads, and each group's [first, end) rows as the kernel must clamp them.
+  std::vector<int32_t> table;
+  std::vector<std::pair<int64_t, int64_t>> span(static_cast<size_t>(e));
+  int64_t rows = 0;
+  if (c.masked) {
+    rows = e * c.m_max;
+    for (int64_t g = 0; g < e; ++g) {
+      table.push_back(static_cast<int32_t>(c.counts[static_cast<size_t>(g)]));
+      span[static_cast<size_t>(g)] = {g * c.m_max, g * c.m_max + std::clamp<int64_t>(table.back(), 0, c.m_max)};
+    }
+  } else if (!c.raw_indptr.empty()) {
+    rows = c.rows;
+    table = c.raw_indptr;
+    for (int64_t g = 0; g < e; ++g) {
+      const int64_t first = std::clamp<int64_t>(table[static_cast<size_t>(g)], 0, rows);
+      const int64_t end = std::clamp<int64_t>(table[static_cast<size_t>(g + 1)], first, rows);
+      span[static_cast<size_t>(g)] = {first, end};
+    }
+  } else {
+    table.push_back(0);
+    for (int64_t g = 0; g < e; ++g) {
+      span[static_cast<size_t>(g)] = {rows, rows + c.counts[static_cast<size_t>(g)]};
+      rows += c.counts[static_cast<size_t>(g)];
+      table.push_back(static_cast<int32_t>(rows));
+    }
+  }
+  const size_t out_es = kiln::DTypeSize(c.out);
+  HostTensor a = kiln::testing::RandomTensor(c.in, static_cast<size_t>(std::max<int64_t>(rows, 1) * c.k), rng, -1.f,
+                                             1.f);
+  HostTensor b = kiln::testing::RandomTensor(c.in, static_cast<size_t>(e * c.n * c.k), rng, -1.f, 1.f);
+  // d with 64 guard rows after it: a write outside d lands there.
+  const size_t d_bytes = static_cast<size_t>(rows * c.n) * out_es, guard = static_cast<size_t>(64 * c.n) * out_es;
+  DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(d_bytes + guard), dtable(table.size() * 4 + 4);
+  da.Upload(a.bytes);
+  db.Upload(b.bytes);
+  dd.Poison();
+  std::vector<uint8_t> table_bytes(table.size() * 4);
+  std::memcpy(table_bytes.data(), table.data(), table_bytes.size());
+  dtable.Upload(table_bytes);
+
+  const auto ta = c.masked ? TensorView::Contiguous(da.data(), c.in, {e, c.m_max, c.k})
+                           : TensorView::Contiguous(da.data(), c.in, {rows, c.k});
+  const auto tb = TensorView::Contiguous(db.data(), c.in, {e, c.n, c.k});
+  const auto td = c.masked ? TensorView::Contiguous(dd.data(), c.out, {e, c.m_max, c.n})
+                           : TensorView::Contiguous(dd.data(), c.out, {rows, c.n});
+  const auto tt = TensorView::Contiguous(dtable.data(), DType::kInt32, {static_cast<int64_t>(table.size())});
+  kiln::Status status;
+  if (c.c_api) {
+    DLTensor dl_d = ToDL(td), dl_a = ToDL(ta), dl_b = ToDL(tb), dl_t = ToDL(tt);
+    const kiln_status rc = c.masked ? kiln_grouped_gemm_masked(&dl_d, &dl_a, &dl_b, &dl_t, nullptr)
+                                    : kiln_grouped_gemm(&dl_d, &dl_a, &dl_b, &dl_t, nullptr);
+    INFO(kiln_last_error());
+    REQUIRE(rc == KILN_OK);
+  } else if (c.tactic != nullptr) {
+    auto plan = c.masked ? kiln::client::PlanGroupedGemmMasked(td, ta, tb, tt, "test")
+                         : kiln::client::PlanGroupedGemm(td, ta, tb, tt, "test");
+    INFO(plan.status().ToString());
+    REQUIRE(plan.ok());
+    status = kiln::client::LaunchGroupedGemmPlan(*plan, *c.tactic, nullptr);
+  } else {
+    status = c.masked ? kiln::ops::grouped_gemm_masked(td, ta, tb, tt) : kiln::ops::grouped_gemm(td, ta, tb, tt);
+  }
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
+  const std::vector<uint8_t> all = dd.Download();
+  HostTensor d{c.out, std::vector<uint8_t>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(d_bytes))};
+
+  // Each row: the product of its group, or untouched (poison) when no group has it.
+  std::vector<int64_t> group_of(static_cast<size_t>(rows), -1);
+  for (int64_t g = 0; g < e; ++g)
+    for (int64_t r = span[static_cast<size_t>(g)].first; r < span[static_cast<size_t>(g)].second; ++r)
+      if (group_of[static_cast<size_t>(r)] < 0) group_of[static_cast<size_t>(r)] = g;
+  const auto tol = kiln::testing::ToleranceFor(c.out);
+  int64_t bad = 0, touched = 0;
+  std::string first_bad;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t g = group_of[static_cast<size_t>(r)];
+    for (int64_t j = 0; j < c.n; ++j) {
+      const size_t at = static_cast<size_t>(r * c.n + j);
+      if (g < 0) {
+        for (size_t byte = 0; byte < out_es; ++byte) touched += d.bytes[at * out_es + byte] != 0xFF;
+        continue;
+      }
+      double want = 0, magnitude = 0;
+      for (int64_t l = 0; l < c.k; ++l) {
+        const double p = a.Get(static_cast<size_t>(r * c.k + l)) * b.Get(static_cast<size_t>((g * c.n + j) * c.k + l));
+        want += p;
+        magnitude += std::fabs(p);
+      }
+      const double got = d.Get(at);
+      if (!kiln::testing::Close(got, want, {tol.abs + std::ldexp(magnitude, -20), tol.rel}) && bad++ == 0)
+        first_bad = "row " + std::to_string(r) + " (group " + std::to_string(g) + ") col " + std::to_string(j) +
+                    ": got " + std::to_string(got) + ", want " + std::to_string(want);
+    }
+  }
+  INFO("first mismatch: " << first_bad << " (" << bad << " in all)");
+  CHECK(bad == 0);
+  INFO("bytes written in rows of no group");
+  CHECK(touched == 0);
+  const bool guard_intact = std::all_of(all.begin() + static_cast<std::ptrdiff_t>(d_bytes), all.end(),
+                                        [](uint8_t v) { return v == 0xFF; });
+  INFO("bytes written past d");
+  CHECK(guard_intact);
+}
+
+std::vector<int64_t> RandomCounts(int64_t e, int64_t t, std::mt19937& rng) {
+  std::vector<int64_t> counts(static_cast<size_t>(e), 0);
+  std::uniform_int_distribution<int64_t> pick(0, e - 1);
+  for (int64_t i = 0; i < t; ++i) ++counts[static_cast<size_t>(pick(rng))];
+  return counts;
+}
+
+TEST_CASE("grouped_gemm (contiguous) matches float64: empty groups, one-row groups, 1..256 groups", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(20261203);
+  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{136, 72}, {264, 520}, {512, 256}}) {
+      for (const std::vector<int64_t>& counts : std::vector<std::vector<int64_t>>{
+               {1},                        // one group, one row
+               {300},                      // one group of several tiles
+               {0, 1, 0, 200, 1, 0, 129},  // empty groups, first and last included, one-row groups
+               {0, 0, 0},                  // no rows at all
+           }) {
+        Case c;
+        c.in = in;
+        c.out = in;
+        c.counts = counts;
+        c.n = n;
+        c.k = k;
+        Run(c, rng);
+      }
+      Case many;
+      many.in = in;
+      many.out = in;
+      many.counts = RandomCounts(128, 1000, rng);
+      many.n = n;
+      many.k = k;
+      Run(many, rng);
+    }
+  }
+  Case widest;
+  widest.counts = RandomCounts(256, 700, rng);
+  widest.counts[0] = 0;
+  widest.counts[255] = 3;
+  widest.n = 64;
+  widest.k = 64;
+  Run(widest, rng);
+  // fp32 out; the C ABI.
+  Case fp32;
+  fp32.out = DType::kFloat32;
+  fp32.counts = {5, 0, 77};
+  fp32.n = 128;
+  fp32.k = 128;
+  Run(fp32, rng);
+  fp32.c_api = true;
+  Run(fp32, rng);
+}
+
+TEST_CASE("grouped_gemm: every tile is correct, and a table out of range never writes outside d", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(29);
+  for (bool masked : {false, true}) {
+    for (int tile_m : kiln::gemm::kTileMChoices) {
+      for (int tile_n : kiln::gemm::kTileNChoices) {
+        for (int stages : {kiln::gemm::kMinStages, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true)}) {
+          const kiln::gemm::GemmTactic tactic{tile_m, tile_n, stages, 3, 1};
+          Case c;
+          c.masked = masked;
+          c.counts = masked ? std::vector<int64_t>{0, 70, 130, 1} : std::vector<int64_t>{70, 0, 131, 1, 64};
+          c.m_max = 130;
+          c.n = 392;
+          c.k = 456;
+          c.tactic = &tactic;
+          Run(c, rng);
+        }
+      }
+    }
+  }
+  // Out of range: negative, past T, decreasing. Clamped into [0, T] and each end to at least its
+  // start: {-5, 40, 40, 1000} is rows 0..39, none, 40..99; {0, 50, 20, 20} is rows 0..49, none,
+  // none (rows 50..99 of no group stay untouched).
+  for (const std::vector<int32_t>& table : {std::vector<int32_t>{-5, 40, 40, 1000}, {0, 50, 20, 20}}) {
+    Case bad;
+    bad.counts = {0, 0, 0};
+    bad.rows = 100;
+    bad.raw_indptr = table;
+    bad.n = 64;
+    bad.k = 64;
+    Run(bad, rng);
+  }
+  // masked counts beyond M_max and negative: clamped to M_max and 0.
+  Case masked_bad;
+  masked_bad.masked = true;
+  masked_bad.counts = {-3, 500, 7};
+  masked_bad.m_max = 33;
+  masked_bad.n = 64;
+  masked_bad.k = 64;
+  Run(masked_bad, rng);
+}
+
+TEST_CASE("grouped_gemm_masked matches float64: counts of 0 and M_max, untouched rows", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(31);
+  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
+    for (int64_t m_max : {1, 16, 129}) {
+      for (int64_t e : {1, 4, 64}) {
+        Case c;
+        c.masked = true;
+        c.in = in;
+        c.out = in;
+        c.m_max = m_max;
+        std::uniform_int_distribution<int64_t> pick(0, m_max);
+        for (int64_t g = 0; g < e; ++g) c.counts.push_back(pick(rng));
+        c.counts.front() = m_max;
+        if (e > 1) c.counts.back() = 0;
+        c.n = 264;
+        c.k = 136;
+        Run(c, rng);
+      }
+    }
+  }
+  Case through_c;
+  through_c.masked = true;
+  through_c.counts = {3, 0, 16};
+  through_c.m_max = 16;
+  through_c.n = 128;
+  through_c.k = 64;
+  through_c.c_api = true;
+  Run(through_c, rng);
+}
+
+}  // namespace

@@ -1,0 +1,120 @@
+// kiln::ops::grouped_gemm and grouped_gemm_masked refuse every bad argument before touching the
+// driver, naming the argument, what was expected and what was found; the plan carries what the
+// kernel takes; the grouped heuristic (ChooseGroupedGemmTactic) picks what docs/kernels-gemm.md
+// says. Without a GPU: the pointers are never dereferenced.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/gemm/grouped_gemm_ops.h"
+#include "client/ops/gemm/grouped_gemm_plan.h"
+#include "kiln/ops/gemm.h"
+
+namespace {
+
+using kiln::DType;
+using kiln::StatusCode;
+using kiln::TensorView;
+
+constexpr uintptr_t kA = 0x7f0000000000;  // fake device addresses, far apart
+constexpr uintptr_t kB = kA + (uintptr_t{1} << 34);
+constexpr uintptr_t kD = kA + (uintptr_t{2} << 34);
+constexpr uintptr_t kRows = kA + (uintptr_t{3} << 34);
+const DType kBf16 = DType::kBFloat16;
+
+void* At(uintptr_t address) { return reinterpret_cast<void*>(address); }
+TensorView T(uintptr_t address, DType dtype, std::initializer_list<int64_t> shape) {
+  return TensorView::Contiguous(At(address), dtype, shape);
+}
+
+void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
+  INFO(status.ToString());
+  REQUIRE(status.code() == StatusCode::kInvalidArgument);
+  CHECK(status.message().find(fragment) != std::string::npos);
+}
+
+TEST_CASE("grouped_gemm refuses bad shapes, dtypes, tables and group counts", "[client][ops][validation][gemm]") {
+  const TensorView a = T(kA, kBf16, {100, 64}), b = T(kB, kBf16, {4, 128, 64}), d = T(kD, kBf16, {100, 128});
+  const TensorView indptr = T(kRows, DType::kInt32, {5});
+  auto call = [](const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& t) {
+    return kiln::ops::grouped_gemm(d, a, b, t);
+  };
+  RequireInvalid(call(d, T(kA, kBf16, {2, 50, 64}), b, indptr),
+                 "kiln::ops::grouped_gemm: a: expected a 2-D tensor [T, K] (the rows of every group), found rank 3");
+  RequireInvalid(call(d, a, T(kB, kBf16, {512, 64}), indptr), "b: expected a 3-D tensor [E, N, K], found rank 2");
+  RequireInvalid(call(d, a, b, T(kRows, DType::kInt32, {4})),
+                 "m_indptr: expected shape [5] (E + 1: group e is rows m_indptr[e] .. m_indptr[e + 1] - 1), found "
+                 "rank 1 [4]");
+  RequireInvalid(call(d, a, b, T(kRows, DType::kInt64, {5})), "m_indptr: expected dtype int32, found int64");
+  RequireInvalid(call(d, a, b, TensorView::Strided(At(kRows), DType::kInt32, {5}, {2})),
+                 "m_indptr: must be contiguous (stride 1), found stride 2");
+  RequireInvalid(call(d, a, T(kB, kBf16, {257, 128, 64}), T(kRows, DType::kInt32, {258})),
+                 "b: E (the groups) must be 1..256, found 257");
+  RequireInvalid(call(d, a, T(kB, kBf16, {4, 128, 72}), indptr), "b: expected shape [E, N, 64] (K = a's last dim)");
+  RequireInvalid(call(d, T(kA, kBf16, {100, 60}), T(kB, kBf16, {4, 128, 60}), indptr),
+                 "a: K (the last dim) must be a positive multiple of 8");
+  RequireInvalid(call(T(kD, kBf16, {100, 124}), a, T(kB, kBf16, {4, 124, 64}), indptr),
+                 "b: N (dim 1) must be a positive multiple of 8, found 124");
+  RequireInvalid(call(T(kD, kBf16, {99, 128}), a, b, indptr), "d: expected 100 rows (a's T)");
+  RequireInvalid(call(d, a, T(kB, DType::kFloat16, {4, 128, 64}), indptr), "b: expected dtype bf16 (a's), found fp16");
+  RequireInvalid(call(T(kD, DType::kInt32, {100, 128}), a, b, indptr),
+                 "d: dtype int32 is not supported; expected bf16, fp16 or fp32");
+  RequireInvalid(call(d, T(kA + 2, kBf16, {100, 64}), b, indptr), "a: data pointer");
+  // d over the table: the kernel reads the table while d is written.
+  RequireInvalid(call(d, a, b, T(kD + 64, DType::kInt32, {5})), "overlap");
+}
+
+TEST_CASE("grouped_gemm_masked refuses bad shapes and tables", "[client][ops][validation][gemm]") {
+  const TensorView a = T(kA, kBf16, {4, 32, 64}), b = T(kB, kBf16, {4, 128, 64}), d = T(kD, kBf16, {4, 32, 128});
+  const TensorView masked_m = T(kRows, DType::kInt32, {4});
+  auto call = [](const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& t) {
+    return kiln::ops::grouped_gemm_masked(d, a, b, t);
+  };
+  REQUIRE(kiln::client::PlanGroupedGemmMasked(d, a, b, masked_m, "test").ok());
+  RequireInvalid(call(d, T(kA, kBf16, {128, 64}), b, masked_m),
+                 "kiln::ops::grouped_gemm_masked: a: expected a 3-D tensor [E, M_max, K], found rank 2");
+  RequireInvalid(call(d, T(kA, kBf16, {3, 32, 64}), b, masked_m), "a: expected E = 4 (b's dim 0) first");
+  RequireInvalid(call(T(kD, kBf16, {4, 31, 128}), a, b, masked_m), "d: expected [4, 32, N] (a's E and M_max)");
+  RequireInvalid(call(d, a, b, T(kRows, DType::kInt32, {5})),
+                 "masked_m: expected shape [4] (E: the valid rows of each group), found rank 1 [5]");
+}
+
+TEST_CASE("grouped_gemm plans what the kernel takes, and its default tiles", "[client][ops][gemm]") {
+  const TensorView a = T(kA, kBf16, {100, 64}), b = T(kB, kBf16, {4, 128, 64});
+  const TensorView d = TensorView::Strided(At(kD), DType::kFloat32, {100, 128}, {136, 1});
+  auto plan = kiln::client::PlanGroupedGemm(d, a, b, T(kRows, DType::kInt32, {5}), "test");
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  CHECK(!plan->masked);
+  CHECK(plan->groups == 4);
+  CHECK(plan->rows == 100);
+  CHECK(plan->n == 128);
+  CHECK(plan->k == 64);
+  CHECK(plan->d_row_stride == 136);
+  CHECK(plan->b_row_stride == 64);
+  CHECK(plan->group_rows == At(kRows));
+  auto masked = kiln::client::PlanGroupedGemmMasked(T(kD, kBf16, {4, 32, 128}), T(kA, kBf16, {4, 32, 64}), b,
+                                                    T(kRows, DType::kInt32, {4}), "test");
+  REQUIRE(masked.ok());
+  CHECK(masked->masked);
+  CHECK(masked->rows == 128);
+  CHECK(masked->group_stride == 32);
+  // A tactic outside grouped_gemm's space (a split) is refused before anything runs.
+  RequireInvalid(kiln::client::LaunchGroupedGemmPlan(*plan, {64, 128, 8, 8, 2}, nullptr),
+                 "test: tactic 64x128 with 8 stages, group_m 8, split_k 2 is not in the grouped_gemm tactic space");
+
+  using kiln::client::ChooseGroupedGemmTactic;
+  // Decode-like groups (<= 64 rows): one consumer.
+  CHECK(ChooseGroupedGemmTactic(16, 128, 1536, 2048, 132).tile_m == 64);
+  // Mixtral prefill: 8 experts of ~1024 rows, N 28672: the big tile.
+  const auto mixtral = ChooseGroupedGemmTactic(1024, 8, 28672, 4096, 132);
+  CHECK(mixtral.tile_m == 128);
+  CHECK(mixtral.tile_n == 256);
+  CHECK(mixtral.split_k == 1);
+  for (int64_t rows : {1, 64, 65, 256, 4096})
+    for (int groups : {1, 8, 128, 256})
+      CHECK(kiln::gemm::GemmTacticFits(ChooseGroupedGemmTactic(rows, groups, 1536, 2048, 132), true));
+}
+
+}  // namespace
