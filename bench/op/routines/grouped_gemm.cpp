@@ -177,13 +177,16 @@ class GroupedGemmRoutine : public Routine {
                     {"b", dtype, {s.e, s.n, s.k}, TensorRole::kInput, -1, 1},
                     {kMasked ? "masked_m" : "m_indptr", DType::kInt32, {kMasked ? s.e : s.e + 1}, TensorRole::kInput}};
     spec.tensors[kRows].routine_fills = true;
-    int64_t valid = 0;
-    for (int64_t c : s.counts) valid += c;
+    int64_t valid = 0, used = 0;
+    for (int64_t c : s.counts) {
+      valid += c;
+      used += c > 0;
+    }
     const double es = static_cast<double>(DTypeSize(dtype));
-    // The valid rows of a and d, every expert's weights (each has rows in a real routing; here
-    // an empty group's weights are counted too: what a fused MoE layer reads).
+    // The valid rows of a and d, and the weights of the groups that have rows (an empty group's
+    // weights are not read).
     spec.bytes = (static_cast<double>(valid) * static_cast<double>(s.k + s.n) +
-                  static_cast<double>(s.e) * static_cast<double>(s.n) * static_cast<double>(s.k)) *
+                  static_cast<double>(used) * static_cast<double>(s.n) * static_cast<double>(s.k)) *
                  es;
     spec.flops = 2.0 * static_cast<double>(valid) * static_cast<double>(s.n) * static_cast<double>(s.k);
     return spec;

@@ -88,7 +88,8 @@ namespace kiln::client {
   X(cuGraphExecDestroy, 10000)             \
   X(cuGraphDestroy, 10000)                 \
   X(cuTensorMapEncodeTiled, 12000)         \
-  X(cuOccupancyMaxActiveClusters, 11070)
+  X(cuOccupancyMaxActiveClusters, 11070)   \
+  X(cuEventQuery, 2000)
 
 // The oldest driver that has every function above (the cuLibrary API came with 12.0).
 inline constexpr int kMinDriverVersion = 12000;

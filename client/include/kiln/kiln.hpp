@@ -6,4 +6,5 @@
 #include "kiln/ops.h"
 #include "kiln/status.h"
 #include "kiln/tensor_view.h"
+#include "kiln/tune.h"
 #include "kiln/version.h"

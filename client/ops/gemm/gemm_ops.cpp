@@ -17,6 +17,7 @@
 #include "client/ops/gemm/gemm_ops.h"
 #include "client/ops/gemm/gemm_plan.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
+#include "client/ops/gemm/gemm_tuning.h"
 #include "client/ops/op_table.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/ops/gemm.h"
@@ -48,16 +49,26 @@ struct GemmSpec {
 
 const OpKernels kGemmKernels = {gemm::kGemmOp, {{{gemm::kGemmEntry, 256, true}}}};
 
-// The tactic of a call: KILN_FORCE_TACTIC's, else the heuristic's first that the blocklist
-// (KILN_TACTIC_BLOCKLIST) does not block on this device.
-StatusOr<gemm::GemmTactic> TacticFor(const GemmPlan& plan, const GemmTacticControls& controls,
-                                     const GemmDeviceFacts& device) {
-  if (controls.forced) return *controls.forced;
-  if (controls.blocked.empty()) return ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms);
+// The tactic of a call: KILN_FORCE_TACTIC's; else the tuned tactic of the shape's bucket
+// (kiln::tune, stored for this environment); else the heuristic's first that neither
+// KILN_TACTIC_BLOCKLIST nor the daemon's --tactic-blocklist blocks on this device.
+StatusOr<ChosenGemmTactic> TacticFor(const GemmPlan& plan, const GemmTacticControls& controls,
+                                     const GemmDeviceFacts& device, bool skip_tuned) {
+  if (controls.forced) return ChosenGemmTactic{*controls.forced, GemmTacticSource::kForced};
+  const std::shared_ptr<const GemmTuningContext> context = GemmTuningContextFor(plan.device);
+  if (!skip_tuned) {
+    if (auto tuned = TunedGemmTactic(plan, controls, device, *context))
+      return ChosenGemmTactic{*tuned, GemmTacticSource::kTuned};
+  }
+  if (controls.blocked.empty() && (!context->ok || context->daemon_blocked.empty()))
+    return ChosenGemmTactic{ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms), GemmTacticSource::kHeuristic};
   for (const gemm::GemmTactic& tactic : RankGemmTactics(plan.m, plan.n, plan.k, device.sms))
-    if (!controls.Blocks(tactic, device.name)) return tactic;
-  return Status(StatusCode::kFailedPrecondition,
-                std::string(plan.api) + ": KILN_TACTIC_BLOCKLIST blocks every gemm tactic on " + device.name);
+    if (!GemmTacticBlocked(tactic, controls, device, *context))
+      return ChosenGemmTactic{tactic, GemmTacticSource::kHeuristic};
+  return Status(StatusCode::kFailedPrecondition, std::string(plan.api) +
+                                                     ": the tactic blocklists (KILN_TACTIC_BLOCKLIST, kilnd "
+                                                     "--tactic-blocklist) block every gemm tactic on " +
+                                                     device.name);
 }
 
 // How many clusters of a split-K kernel run at once (the driver's occupancy calculator knows
@@ -107,7 +118,8 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   if (forced != nullptr) {
     tactic = *forced;
   } else {
-    KILN_ASSIGN_OR_RETURN(tactic, TacticFor(plan, *controls, *device));
+    KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic chosen, TacticFor(plan, *controls, *device, false));
+    tactic = chosen.tactic;
   }
   const GemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m, tactic.tile_n,
                       tactic.stages, tactic.group_m, tactic.split_k};
@@ -178,6 +190,14 @@ const OpDescriptor kGemm = {.name = "gemm",
 KILN_REGISTER_OP(kGemm);
 
 }  // namespace
+
+StatusOr<ChosenGemmTactic> GemmTacticOfCall(const GemmPlan& plan, bool skip_tuned) {
+  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
+  if (!controls.ok()) return controls.status().WithContext(plan.api);
+  KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
+  KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(*driver, plan.device));
+  return TacticFor(plan, *controls, *device, skip_tuned);
+}
 
 Status LaunchGemmPlan(const GemmPlan& plan, const gemm::GemmTactic& tactic, void* stream) {
   if (!gemm::GemmTacticFits(tactic))

@@ -275,6 +275,20 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
   return ranked;
 }
 
+std::vector<gemm::GemmTactic> GemmTuneCandidates(int64_t m, int64_t n, int64_t k, int sms) {
+  std::vector<gemm::GemmTactic> out = {ChooseGemmTactic(m, n, k, sms)};
+  for (const ScoredTile& s : RankTiles(m, n, k, sms)) {
+    if (std::isinf(s.time)) continue;  // a split of a shape whose tiles fill the SMs
+    const gemm::GemmTactic& t = s.tile;
+    bool seen = false;
+    for (const gemm::GemmTactic& o : out)
+      seen = seen || (o.tile_m == t.tile_m && o.tile_n == t.tile_n && o.split_k == t.split_k && o.stages == t.stages &&
+                      o.group_m == t.group_m);
+    if (!seen) out.push_back(t);
+  }
+  return out;
+}
+
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
   if (m <= 64) return MemoryBoundChoice(m, n, (k + gemm::kTileK - 1) / gemm::kTileK, sms < 1 ? 1 : sms);
   return RankTiles(m, n, k, sms).front().tile;

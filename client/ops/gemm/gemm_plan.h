@@ -71,6 +71,11 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
 // relative throughput, as gemm's), the most stages, raster groups of 8; never a split.
 gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms);
 
+// What kiln::tune times for a shape: the heuristic's choice first, then every tile and split
+// that suits the shape (a split only where the tiles do not fill the SMs, each block with at
+// least 4 K steps) at its most stages and group_m 8, in the heuristic's order (24 at most).
+std::vector<gemm::GemmTactic> GemmTuneCandidates(int64_t m, int64_t n, int64_t k, int sms);
+
 // How many clusters of split_k blocks (one block per SM: every gemm block has over half the
 // SM's shared memory) run at once on a GPU of `sms` SMs, as the heuristic assumes: sms / 2 for
 // pairs; for 4 and 8, 15/16 of sms / split_k (a cluster stays inside one GPC, and GPCs do not

@@ -62,6 +62,9 @@ constexpr int kTileNChoices[] = {64, 128, 256};
 constexpr int kMinStages = 2;
 constexpr int kMaxStages = 8;
 constexpr int kMaxGroupM = 16;
+// The version of the tactic space and of what a tactic means to the kernel: a tuning result
+// (kiln::tune) is reused only under the version it was measured with. 2: split_k added.
+constexpr int kGemmTacticSpaceVersion = 2;
 // Blocks per cluster that split K (1: no split). 8 is the largest portable cluster.
 constexpr int kSplitKChoices[] = {1, 2, 4, 8};
 // Shared memory one block may have on sm_90 (227 KiB: cudaDevAttrMaxSharedMemoryPerBlockOptin).

@@ -1,0 +1,101 @@
+#include "client/ops/gemm/gemm_tuning.h"
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "client/core/loader/loader_log.h"
+#include "client/core/tuning/daemon_tuning.h"
+#include "client/core/tuning/tuning_records.h"
+#include "proto/tactic_blocklist.h"
+
+namespace kiln::client {
+namespace {
+
+// How long a failed context (the daemon unreachable, no driver) is kept before it is asked again.
+constexpr auto kRetryAfter = std::chrono::seconds(60);
+
+void SayOnce(const std::string& line) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (said.insert(line).second && LoaderLogEnabled()) WriteLoaderLine(line);
+}
+
+}  // namespace
+
+std::shared_ptr<const GemmTuningContext> GemmTuningContextFor(int ordinal) {
+  struct Entry {
+    std::shared_ptr<const GemmTuningContext> context;
+    std::chrono::steady_clock::time_point asked;
+  };
+  static std::mutex mu;
+  static std::map<int, Entry> known;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(ordinal);
+        it != known.end() && (it->second.context->ok || now - it->second.asked < kRetryAfter))
+      return it->second.context;
+  }
+  auto context = std::make_shared<GemmTuningContext>();
+  auto environment = CurrentTuningEnvironment(ordinal, gemm::kGemmTacticSpaceVersion);
+  auto daemon = GetDaemonTuning();
+  if (!environment.ok()) {
+    context->why_not = environment.status().ToString();
+  } else if (!daemon.ok()) {
+    context->why_not = daemon.status().ToString();
+  } else {
+    context->ok = true;
+    context->environment = *environment;
+    context->daemon_blocked = (*daemon)->blocked;
+  }
+  if (!context->ok)
+    SayOnce("[kiln loader] gemm on device " + std::to_string(ordinal) +
+            ": no tuned tactics or daemon blocklist (the heuristic decides): " + context->why_not);
+  std::lock_guard<std::mutex> lock(mu);
+  known[ordinal] = Entry{context, now};
+  return context;
+}
+
+int64_t GemmBucketM(int64_t m) {
+  int64_t bucket = 1;
+  while (bucket < m) bucket *= 2;
+  return bucket;
+}
+
+std::string GemmTuningBucket(DType dtype, DType out_dtype, int64_t m, int64_t n, int64_t k) {
+  return std::string(DTypeName(dtype)) + ".o" + DTypeName(out_dtype) + ".m" + std::to_string(GemmBucketM(m)) + ".n" +
+         std::to_string(n) + ".k" + std::to_string(k);
+}
+
+bool GemmTacticBlocked(const gemm::GemmTactic& tactic, const GemmTacticControls& controls,
+                       const GemmDeviceFacts& device, const GemmTuningContext& context) {
+  if (controls.Blocks(tactic, device.name)) return true;
+  return context.ok && !context.daemon_blocked.empty() &&
+         proto::IsTacticBlocked(context.daemon_blocked, gemm::kGemmOp, GemmTacticText(tactic), context.environment);
+}
+
+std::optional<gemm::GemmTactic> TunedGemmTactic(const GemmPlan& plan, const GemmTacticControls& controls,
+                                                const GemmDeviceFacts& device, const GemmTuningContext& context) {
+  if (!context.ok) return std::nullopt;
+  const std::string bucket = GemmTuningBucket(plan.dtype, plan.out_dtype, plan.m, plan.n, plan.k);
+  auto records = ProcessTuningRecords();
+  if (!records.ok()) return std::nullopt;
+  auto record = (*records)->Lookup(gemm::kGemmOp, bucket, context.environment);
+  if (!record.ok() || !record->has_value()) return std::nullopt;
+  auto tactic = ParseGemmTactic((*record)->tactic());
+  if (!tactic.ok()) {
+    SayOnce("[kiln loader] tuning gemm " + bucket + ": the stored tactic is not used: " + tactic.status().message());
+    return std::nullopt;
+  }
+  if (GemmTacticBlocked(*tactic, controls, device, context)) {
+    SayOnce("[kiln loader] tuning gemm " + bucket + ": the stored tactic " + (*record)->tactic() +
+            " is blocked here; the heuristic decides");
+    return std::nullopt;
+  }
+  return *tactic;
+}
+
+}  // namespace kiln::client
