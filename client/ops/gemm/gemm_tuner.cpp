@@ -289,6 +289,7 @@ StatusOr<tune::Report> TuneGemm(const TensorView& d, const TensorView& a, const 
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     record.mutable_recorded()->set_seconds(std::chrono::duration_cast<std::chrono::seconds>(now).count());
     KILN_RETURN_IF_ERROR(StoreTuning(record));
+    BumpGemmTuningGeneration();
     auto where = TuningStoreDescription();
     report.stored_to = where.ok() ? *where : where.status().ToString();
   }

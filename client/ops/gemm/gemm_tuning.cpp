@@ -1,5 +1,6 @@
 #include "client/ops/gemm/gemm_tuning.h"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -58,6 +59,13 @@ std::shared_ptr<const GemmTuningContext> GemmTuningContextFor(int ordinal) {
   known[ordinal] = Entry{context, now};
   return context;
 }
+
+namespace {
+std::atomic<uint64_t> tuning_generation{0};
+}  // namespace
+
+uint64_t GemmTuningGeneration() { return tuning_generation.load(std::memory_order_acquire); }
+void BumpGemmTuningGeneration() { tuning_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 int64_t GemmBucketM(int64_t m) {
   int64_t bucket = 1;

@@ -42,4 +42,8 @@ bool GemmTacticBlocked(const gemm::GemmTactic& tactic, const GemmTacticControls&
 std::optional<gemm::GemmTactic> TunedGemmTactic(const GemmPlan& plan, const GemmTacticControls& controls,
                                                 const GemmDeviceFacts& device, const GemmTuningContext& context);
 
+// Bumped each time this process stores a tuning result: cached tactic choices are stale then.
+uint64_t GemmTuningGeneration();
+void BumpGemmTuningGeneration();
+
 }  // namespace kiln::client

@@ -111,7 +111,7 @@ TEST_CASE("child: tune a gemm bucket into KILN_TUNING_FILE", "[.gemm-tune-child]
   std::printf("child ok\n");
 }
 
-TEST_CASE("kiln::tune::gemm times the candidates, stores the fastest and later calls use it", "[gpu][gemm]") {
+TEST_CASE("kiln::tune::gemm stores the fastest candidate and later calls of its bucket use it", "[gpu][gemm]") {
   GpuSession session = HopperSession();  // skips visibly without an sm_90a GPU
   kiln::testing::TempDir dir("kiln-gemm-tune");
   const std::string file = dir.path() + "/tuning.json";
