@@ -20,8 +20,8 @@
 namespace kiln::tune {
 
 struct Options {
-  int warmup = 3;        // untimed calls of each candidate (the first compiles and loads it)
-  int iterations = 20;   // timed calls of each candidate; the median is its time
+  int warmup = 3;       // untimed calls of each candidate (the first compiles and loads it)
+  int iterations = 20;  // timed calls of each candidate; the median is its time
   // A candidate whose median call takes longer fails ("exceeds the time limit"); one call that
   // does not finish within 10x this stops the tuning with DEADLINE_EXCEEDED (the GPU is stuck
   // in it: block that tactic, KILN_TACTIC_BLOCKLIST or kilnd --tactic-blocklist).
@@ -43,17 +43,17 @@ struct Report {
   double chosen_us = 0;
   std::string heuristic;  // what the heuristic picks without tuning
   double heuristic_us = 0;
-  std::string timing;      // "cuda_events_l2_flushed": CUDA events around each call, L2 flushed between
+  std::string timing;  // "cuda_events_l2_flushed": CUDA events around each call, L2 flushed between
   std::vector<Candidate> candidates;
-  double seconds = 0;      // the whole tuning, compiles included
-  std::string stored_to;   // "KILN_TUNING_FILE /x", "the tuning store ... of kilnd at ...", or "nowhere: ..."
+  double seconds = 0;     // the whole tuning, compiles included
+  std::string stored_to;  // "KILN_TUNING_FILE /x", "the tuning store ... of kilnd at ...", or "nowhere: ..."
 };
 
 // Tunes kiln::ops::gemm for the bucket of d = a · bᵀ (arguments as kiln::ops::gemm takes them,
 // without bias and c). d is overwritten many times; a and b must hold real data (the
 // candidates' results are compared with the heuristic's). Synchronizes `stream`.
-KILN_API StatusOr<Report> gemm(const TensorView& d, const TensorView& a, const TensorView& b, const Options& options = {},
-                               void* stream = nullptr);
+KILN_API StatusOr<Report> gemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                               const Options& options = {}, void* stream = nullptr);
 
 }  // namespace kiln::tune
 
