@@ -11,6 +11,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "bench/op/routines/hopper_only.h"
 #include "client/core/api/invalid_argument.h"
 #include "client/core/driver/cuda_driver.h"
 #include "client/ops/gemm/gemm_ops.h"
@@ -40,23 +41,6 @@ extern "C" __global__ void kiln_bench_ref_gemm(T* d, const T* a, const T* b, lon
   d[row * n + col] = FromF<T>(sum);
 }
 )";
-
-// The kiln backends run only on a device of the sm_90a family (the daemon refuses the spec for
-// any other): elsewhere they do not take the case (INVALID_ARGUMENT: not applicable), as a GPU
-// test is skipped, not failed, on hardware without the feature.
-Status RequireSm90() {
-  KILN_ASSIGN_OR_RETURN(const client::CudaDriver* driver, client::CudaDriver::Get());
-  CUdevice device = 0;
-  KILN_RETURN_IF_ERROR(driver->Check(driver->cuCtxGetDevice(&device), "cuCtxGetDevice"));
-  int major = 0;
-  KILN_RETURN_IF_ERROR(
-      driver->Check(driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
-                    "cuDeviceGetAttribute"));
-  if (major != 9)
-    return client::InvalidArgument("gemm: the kernel is sm_90a code (wgmma, TMA); this device is compute capability " +
-                                   std::to_string(major) + ".x");
-  return OkStatus();
-}
 
 class GemmRoutine : public Routine {
  public:
@@ -140,7 +124,7 @@ class GemmRoutine : public Routine {
 
   StatusOr<BackendFn> Prepare(const std::string& backend, const CaseSpec& spec, const ShapeAxes& shape,
                               DType dtype) const override {
-    if (backend != "reference") KILN_RETURN_IF_ERROR(RequireSm90());
+    if (backend != "reference") KILN_RETURN_IF_ERROR(RequireSm90(std::string(name()).c_str()));
     if (backend == "kiln") {
       return BackendFn(
           [](const TensorSet& t, CUstream stream) { return ops::gemm(t[0], t[1], t[2], nullptr, nullptr, 0, stream); });

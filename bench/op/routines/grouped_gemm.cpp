@@ -15,6 +15,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "bench/op/routines/hopper_only.h"
 #include "client/core/api/invalid_argument.h"
 #include "client/core/driver/cuda_driver.h"
 #include "client/ops/gemm/grouped_gemm_ops.h"
@@ -59,21 +60,6 @@ extern "C" __global__ void kiln_bench_ref_grouped_gemm(T* d, const T* a, const T
   d[row * n + col] = FromF<T>(sum);
 }
 )";
-
-Status RequireSm90() {
-  KILN_ASSIGN_OR_RETURN(const client::CudaDriver* driver, client::CudaDriver::Get());
-  CUdevice device = 0;
-  KILN_RETURN_IF_ERROR(driver->Check(driver->cuCtxGetDevice(&device), "cuCtxGetDevice"));
-  int major = 0;
-  KILN_RETURN_IF_ERROR(
-      driver->Check(driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
-                    "cuDeviceGetAttribute"));
-  if (major != 9)
-    return client::InvalidArgument("grouped_gemm: the kernel is sm_90a code (wgmma, TMA); this device is compute "
-                                   "capability " +
-                                   std::to_string(major) + ".x");
-  return OkStatus();
-}
 
 // Contiguous: the rows of each of e groups for t rows in all (see the file comment).
 std::vector<int64_t> ContiguousCounts(int64_t t, int64_t e) {
@@ -262,7 +248,7 @@ class GroupedGemmRoutine : public Routine {
   StatusOr<BackendFn> Prepare(const std::string& backend, const CaseSpec& spec, const ShapeAxes& axes,
                               DType dtype) const override {
     (void)spec;
-    if (backend != "reference") KILN_RETURN_IF_ERROR(RequireSm90());
+    if (backend != "reference") KILN_RETURN_IF_ERROR(RequireSm90(std::string(name()).c_str()));
     KILN_ASSIGN_OR_RETURN(const Shape s, ShapeOf(axes));
     if (backend == "kiln") {
       return BackendFn([](const TensorSet& t, CUstream stream) {

@@ -41,4 +41,12 @@ Status EncodeGemmOperand(const CudaDriver& driver, DType dtype, const void* data
   return OkStatus();
 }
 
+Status CheckGemmBlock(unsigned block, int tile_m, const char* api, const char* op) {
+  if (block == static_cast<unsigned>(gemm::GemmThreads(tile_m))) return OkStatus();
+  return Status(StatusCode::kFailedPrecondition, std::string(api) + ": the daemon's " + op + " kernel has a block of " +
+                                                     std::to_string(block) + " threads, the contract says " +
+                                                     std::to_string(gemm::GemmThreads(tile_m)) + " for tile_m " +
+                                                     std::to_string(tile_m) + " (kernels tree and client out of step)");
+}
+
 }  // namespace kiln::client

@@ -26,4 +26,8 @@ StatusOr<const GemmDeviceFacts*> GemmFactsOf(const CudaDriver& driver, int ordin
 Status EncodeGemmOperand(const CudaDriver& driver, DType dtype, const void* data, int64_t rows, int64_t k,
                          int64_t row_stride, int box_rows, const char* name, gemm::GemmTensorMap* out);
 
+// FAILED_PRECONDITION unless the loaded kernel's block (`block`, from the daemon's launch hint)
+// is the contract's for tile_m: the kernels tree and the client would be out of step.
+Status CheckGemmBlock(unsigned block, int tile_m, const char* api, const char* op);
+
 }  // namespace kiln::client

@@ -164,11 +164,7 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
                       tactic.stages, tactic.group_m, tactic.split_k};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kGemmKernels, spec, plan.device, plan.api));
   const EntryLaunchReady& e = ready.launch->entry();
-  if (e.block != static_cast<unsigned>(gemm::GemmThreads(tactic.tile_m)))
-    return Status(StatusCode::kFailedPrecondition,
-                  std::string(plan.api) + ": the daemon's gemm kernel has a block of " + std::to_string(e.block) +
-                      " threads, the contract says " + std::to_string(gemm::GemmThreads(tactic.tile_m)) +
-                      " for tile_m " + std::to_string(tactic.tile_m) + " (kernels tree and client out of step)");
+  KILN_RETURN_IF_ERROR(CheckGemmBlock(e.block, tactic.tile_m, plan.api, gemm::kGemmOp));
 
   gemm::GemmParams params{};
   KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.a, plan.m, plan.k, plan.a_row_stride, tactic.tile_m,

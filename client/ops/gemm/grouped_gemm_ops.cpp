@@ -59,12 +59,7 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(plan.masked ? kMaskedKernels : kContiguousKernels,
                                                                     spec, plan.device, plan.api));
   const EntryLaunchReady& e = ready.launch->entry();
-  if (e.block != static_cast<unsigned>(gemm::GemmThreads(tactic.tile_m)))
-    return Status(StatusCode::kFailedPrecondition,
-                  std::string(plan.api) + ": the daemon's grouped_gemm kernel has a block of " +
-                      std::to_string(e.block) + " threads, the contract says " +
-                      std::to_string(gemm::GemmThreads(tactic.tile_m)) + " for tile_m " +
-                      std::to_string(tactic.tile_m) + " (kernels tree and client out of step)");
+  KILN_RETURN_IF_ERROR(CheckGemmBlock(e.block, tactic.tile_m, plan.api, gemm::kGroupedGemmOp));
 
   gemm::GemmParams params{};
   KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.a, plan.rows, plan.k, plan.a_row_stride,
