@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "client/core/api/invalid_argument.h"
+#include "proto/tactic_blocklist.h"
 
 namespace kiln::client {
 namespace {
@@ -27,13 +28,6 @@ bool Expect(std::string_view text, size_t* pos, char c) {
   if (*pos >= text.size() || text[*pos] != c) return false;
   ++*pos;
   return true;
-}
-
-std::string Trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r");
-  return std::string(s.substr(b, e - b + 1));
 }
 
 }  // namespace
@@ -63,11 +57,21 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text) {
   return t;
 }
 
-bool GemmTacticControls::Blocks(const gemm::GemmTactic& t, std::string_view gpu_name) const {
+bool GemmTacticControls::Blocks(const gemm::GemmTactic& t, std::string_view gpu_name,
+                                const v1::TuningEnvironment* here) const {
   for (const BlockedGemmTactic& b : blocked) {
     const bool same = b.tactic.tile_m == t.tile_m && b.tactic.tile_n == t.tile_n && b.tactic.stages == t.stages &&
                       b.tactic.group_m == t.group_m && b.tactic.split_k == t.split_k;
-    if (same && (b.gpu.empty() || gpu_name.find(b.gpu) != std::string_view::npos)) return true;
+    if (!same) continue;
+    if (here != nullptr) {
+      if (proto::BlockedTacticApplies(b.entry, *here)) return true;
+      continue;
+    }
+    // No environment (no daemon to ask for its NVRTC): entries that match a driver or an NVRTC
+    // cannot be decided and do not apply; the GPU name is known.
+    if (b.entry.driver_version() == 0 && b.entry.nvrtc_version().empty() &&
+        (b.entry.gpu().empty() || gpu_name.find(b.entry.gpu()) != std::string_view::npos))
+      return true;
   }
   return false;
 }
@@ -85,29 +89,20 @@ StatusOr<GemmTacticControls> ParseGemmTacticControls(const char* force, const ch
     controls.forced = *tactic;
   }
   if (blocklist_path != nullptr && *blocklist_path != '\0') {
-    std::istringstream lines{std::string(blocklist_text)};
-    std::string line;
-    for (int number = 1; std::getline(lines, line); ++number) {
-      const std::string content = Trim(line.substr(0, line.find('#')));
-      if (content.empty()) continue;
-      const std::string where = "KILN_TACTIC_BLOCKLIST " + std::string(blocklist_path) + ":" + std::to_string(number);
-      std::istringstream fields(content);
-      std::string op, tactic_text;
-      fields >> op >> tactic_text;
-      if (op != "gemm")
-        return InvalidArgument(where + ": '" + content + "': expected 'gemm <tactic> [gpu=<name part>]'");
-      auto tactic = ParseGemmTactic(tactic_text);
-      if (!tactic.ok()) return InvalidArgument(where + ": " + tactic.status().message());
-      BlockedGemmTactic blocked{*tactic, ""};
-      std::string rest;
-      std::getline(fields, rest);
-      rest = Trim(rest);
-      if (!rest.empty()) {
-        if (rest.rfind("gpu=", 0) != 0 || rest.size() == 4)
-          return InvalidArgument(where + ": '" + rest + "' after the tactic: expected gpu=<a part of the GPU name>");
-        blocked.gpu = rest.substr(4);
-      }
-      controls.blocked.push_back(std::move(blocked));
+    // The format kilnd --tactic-blocklist reads too (proto/tactic_blocklist.h); the tactics must
+    // be gemm's and in this build's space.
+    const proto::TacticCheck check = [](std::string_view op, std::string_view tactic) -> std::string {
+      if (op != gemm::kGemmOp) return "gemm is the only op with tactics";
+      auto parsed = ParseGemmTactic(tactic);
+      return parsed.ok() ? "" : parsed.status().message();
+    };
+    proto::ParsedBlocklist parsed = proto::ParseTacticBlocklist(blocklist_text, "KILN_TACTIC_BLOCKLIST", blocklist_path,
+                                                                check);
+    if (!parsed.error.empty()) return InvalidArgument(parsed.error);
+    for (v1::BlockedTactic& entry : parsed.entries) {
+      auto tactic = ParseGemmTactic(entry.tactic());
+      if (!tactic.ok()) return InvalidArgument(tactic.status().message());  // the check above said it is fine
+      controls.blocked.push_back({*tactic, std::move(entry)});
     }
   }
   return controls;

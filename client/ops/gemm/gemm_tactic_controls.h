@@ -2,10 +2,12 @@
 //
 //   KILN_FORCE_TACTIC=gemm:t128x128x64s4g8   every gemm call of the process uses this tactic
 //                                            (said once on stderr: it overrides the heuristic)
-//   KILN_TACTIC_BLOCKLIST=/path/file         tactics never chosen by the heuristic, one a line:
-//                                            "gemm t128x256x64s4g8" or, for some GPUs only,
-//                                            "gemm t128x256x64s4g8 gpu=H200" (a substring of the
-//                                            device name); '#' starts a comment
+//   KILN_TACTIC_BLOCKLIST=/path/file         tactics never chosen (nor tuned), one a line:
+//                                            "gemm t128x256x64s4g8" or, on some stacks only,
+//                                            "gemm t128x256x64s4g8 gpu=H200 driver=13000
+//                                            nvrtc=13.0" (each match optional; gpu= a part of
+//                                            the device name); '#' starts a comment. The format
+//                                            of kilnd --tactic-blocklist (proto/tactic_blocklist.h)
 //
 // A tactic is written as in the URI: t<tile_m>x<tile_n>x64s<stages>g<group_m>, and k<split_k>
 // after it when K is split (t64x256x64s4g8k8). Parsing and the choice are pure (tested without
@@ -20,6 +22,7 @@
 
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/status.h"
+#include "kiln/v1/tuning.pb.h"
 
 namespace kiln::client {
 
@@ -30,14 +33,17 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text);
 
 struct BlockedGemmTactic {
   gemm::GemmTactic tactic{};
-  std::string gpu;  // a substring of the device name; empty: every device
+  v1::BlockedTactic entry;  // the line: op, tactic, its gpu/driver/nvrtc matches, file:line
 };
 
 struct GemmTacticControls {
   std::optional<gemm::GemmTactic> forced;
   std::vector<BlockedGemmTactic> blocked;
 
-  bool Blocks(const gemm::GemmTactic& tactic, std::string_view gpu_name) const;
+  // Whether an entry blocks `tactic` on the device named `gpu_name` in environment `here`
+  // (null: not known; then entries that match a driver or an NVRTC do not apply).
+  bool Blocks(const gemm::GemmTactic& tactic, std::string_view gpu_name,
+              const v1::TuningEnvironment* here = nullptr) const;
 };
 
 // The controls from the variables' values (null: unset) and the blocklist file's text (read by

@@ -80,7 +80,7 @@ std::string GemmTuningBucket(DType dtype, DType out_dtype, int64_t m, int64_t n,
 
 bool GemmTacticBlocked(const gemm::GemmTactic& tactic, const GemmTacticControls& controls,
                        const GemmDeviceFacts& device, const GemmTuningContext& context) {
-  if (controls.Blocks(tactic, device.name)) return true;
+  if (controls.Blocks(tactic, device.name, context.ok ? &context.environment : nullptr)) return true;
   return context.ok && !context.daemon_blocked.empty() &&
          proto::IsTacticBlocked(context.daemon_blocked, gemm::kGemmOp, GemmTacticText(tactic), context.environment);
 }

@@ -83,19 +83,36 @@ TEST_CASE("KILN_FORCE_TACTIC and KILN_TACTIC_BLOCKLIST parse, and say what is wr
   INFO(blocked.status().ToString());
   REQUIRE(blocked.ok());
   REQUIRE(blocked->blocked.size() == 2);
-  CHECK(blocked->blocked[1].gpu == "H200");
+  CHECK(blocked->blocked[1].entry.gpu() == "H200");
+  CHECK(blocked->blocked[1].entry.source() == "/etc/kiln/blocklist:4");
   const kiln::gemm::GemmTactic big{128, 256, 4, 8}, mid{128, 128, 7, 8}, other{128, 128, 6, 8};
   CHECK(blocked->Blocks(big, "NVIDIA H100 80GB HBM3"));
   CHECK(blocked->Blocks(mid, "NVIDIA H200"));
   CHECK(!blocked->Blocks(mid, "NVIDIA H100 80GB HBM3"));
   CHECK(!blocked->Blocks(other, "NVIDIA H200"));
 
+  // driver= and nvrtc= match only where the environment is known (the daemon's NVRTC).
+  auto stack = ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8 gpu=H200 driver=13000 nvrtc=13.0\n");
+  INFO(stack.status().ToString());
+  REQUIRE(stack.ok());
+  kiln::v1::TuningEnvironment here;
+  here.set_gpu_name("NVIDIA H200");
+  here.set_driver_version(13000);
+  here.set_nvrtc_version("13.0");
+  CHECK(stack->Blocks(big, "NVIDIA H200", &here));
+  here.set_driver_version(12080);
+  CHECK(!stack->Blocks(big, "NVIDIA H200", &here));
+  CHECK(!stack->Blocks(big, "NVIDIA H200"));  // no environment: a driver match cannot be decided
+
   RequireInvalid(ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8\nrmsnorm t1\n").status(),
-                 "KILN_TACTIC_BLOCKLIST /b:2: 'rmsnorm t1': expected 'gemm <tactic> [gpu=<name part>]'");
-  RequireInvalid(ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s9g8\n").status(),
-                 "KILN_TACTIC_BLOCKLIST /b:1: 't128x256x64s9g8' is not in the gemm tactic space");
-  RequireInvalid(ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8 sm=90\n").status(),
-                 "KILN_TACTIC_BLOCKLIST /b:1: 'sm=90' after the tactic: expected gpu=<a part of the GPU name>");
+                 "KILN_TACTIC_BLOCKLIST /b:2: 'rmsnorm t1': gemm is the only op with tactics");
+  RequireInvalid(
+      ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s9g8\n").status(),
+      "KILN_TACTIC_BLOCKLIST /b:1: 'gemm t128x256x64s9g8': 't128x256x64s9g8' is not in the gemm tactic space");
+  RequireInvalid(
+      ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8 sm=90\n").status(),
+      "KILN_TACTIC_BLOCKLIST /b:1: 'gemm t128x256x64s4g8 sm=90': 'sm=90' after the tactic: expected gpu=, driver= or "
+      "nvrtc= matches");
 }
 
 TEST_CASE("the heuristic ranks the whole tactic space, its choice first", "[client][ops][gemm]") {
@@ -161,7 +178,8 @@ TEST_CASE("a process with bad tactic controls refuses its gemm calls, naming the
       {{{"KILN_FORCE_TACTIC", "gemm:t128x256x64s5g8"}},
        "INVALID_ARGUMENT: kiln::ops::gemm: KILN_FORCE_TACTIC: 't128x256x64s5g8' is not in the gemm tactic space"},
       {{{"KILN_TACTIC_BLOCKLIST", list}},
-       "INVALID_ARGUMENT: kiln::ops::gemm: KILN_TACTIC_BLOCKLIST " + list + ":2: 't999x1x64s4g8' is not in"},
+       "INVALID_ARGUMENT: kiln::ops::gemm: KILN_TACTIC_BLOCKLIST " + list +
+           ":2: 'gemm t999x1x64s4g8': 't999x1x64s4g8' is not in"},
       {{{"KILN_TACTIC_BLOCKLIST", dir.path() + "/missing"}},
        "INVALID_ARGUMENT: kiln::ops::gemm: KILN_TACTIC_BLOCKLIST=" + dir.path() + "/missing: cannot read the file"},
   };
