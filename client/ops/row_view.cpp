@@ -107,4 +107,22 @@ Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok) {
            : "; they must be separate memory"));
 }
 
+ByteExtent ExtentOf(const TensorView& t) {
+  ByteExtent e;
+  e.begin = e.end = reinterpret_cast<uintptr_t>(t.data);
+  if (t.ndim < 0 || t.numel() == 0) return e;
+  int64_t last = 0;
+  for (int d = 0; d < t.ndim; ++d) last += (t.shape[d] - 1) * t.strides[d];
+  e.end = e.begin + static_cast<uintptr_t>((last + 1) * static_cast<int64_t>(DTypeSize(t.dtype)));
+  return e;
+}
+
+Status CheckDisjoint(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name) {
+  const ByteExtent x = ExtentOf(a), y = ExtentOf(b);
+  if (x.begin == x.end || y.begin == y.end || x.end <= y.begin || y.end <= x.begin) return OkStatus();
+  return InvalidArgument(std::string(a_name) + " and " + b_name + " overlap in memory (" + a_name + " " +
+                         PointerText(x.begin) + "..." + PointerText(x.end) + ", " + b_name + " " +
+                         PointerText(y.begin) + "..." + PointerText(y.end) + "); they must be separate memory");
+}
+
 }  // namespace kiln::client

@@ -43,4 +43,14 @@ StatusOr<RowView> ViewAsRows(const TensorView& tensor, const char* name);
 // stride) and `same_is_ok`. Otherwise INVALID_ARGUMENT naming both.
 Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok);
 
+// Where a tensor's elements lie: [begin, end) bytes; empty when it has no element.
+struct ByteExtent {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+};
+ByteExtent ExtentOf(const TensorView& t);
+
+// OK when the extents share no byte; INVALID_ARGUMENT naming both otherwise.
+Status CheckDisjoint(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name);
+
 }  // namespace kiln::client

@@ -130,4 +130,18 @@ bool Close(double got, double want, Tolerance t) {
   return std::isfinite(got) && std::fabs(got - want) <= t.abs + t.rel * std::fabs(want);
 }
 
+DLTensor ToDLTensor(const TensorView& t) {
+  DLTensor dl{};
+  dl.data = t.data;
+  dl.device = {kDLCUDA, t.device.index};
+  dl.ndim = t.ndim;
+  dl.dtype = t.dtype == DType::kBFloat16  ? DLDataType{kDLBfloat, 16, 1}
+             : t.dtype == DType::kFloat16 ? DLDataType{kDLFloat, 16, 1}
+             : t.dtype == DType::kInt32   ? DLDataType{kDLInt, 32, 1}
+                                          : DLDataType{kDLFloat, 32, 1};
+  dl.shape = const_cast<int64_t*>(t.shape);
+  dl.strides = const_cast<int64_t*>(t.strides);
+  return dl;
+}
+
 }  // namespace kiln::testing

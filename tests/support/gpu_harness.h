@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <dlpack/dlpack.h>
 
 #include <cstdint>
 #include <memory>
@@ -79,5 +80,13 @@ struct Tolerance {
 // One output rounding to the dtype plus fp32 accumulation: fp32 1e-5, fp16 2e-3, bf16 1.6e-2.
 Tolerance ToleranceFor(DType dtype);
 bool Close(double got, double want, Tolerance t);
+
+// A session on the sm_90a family only (wgmma, TMA: H100, H200): skipped visibly elsewhere, and
+// on an sm_100 device too (it cannot run sm_90a cubins).
+inline GpuSession HopperSession() { return GpuSession(kSm90aFamily, kSm90aFamily); }
+
+// The DLTensor of `t` (a CUDA tensor of fp32, fp16, bf16 or int32) for the C ABI's calls; it
+// points into `t`, which must outlive it.
+DLTensor ToDLTensor(const TensorView& t);
 
 }  // namespace kiln::testing

@@ -28,16 +28,6 @@ Status CheckBasics(const TensorView& t, const char* name, int rank, const char* 
 
 }  // namespace
 
-ByteExtent ExtentOf(const TensorView& t) {
-  ByteExtent e;
-  e.begin = e.end = reinterpret_cast<uintptr_t>(t.data);
-  if (t.ndim < 0 || t.numel() == 0) return e;
-  int64_t last = 0;
-  for (int d = 0; d < t.ndim; ++d) last += (t.shape[d] - 1) * t.strides[d];
-  e.end = e.begin + static_cast<uintptr_t>((last + 1) * static_cast<int64_t>(DTypeSize(t.dtype)));
-  return e;
-}
-
 StatusOr<PagedCacheView> ViewPagedCache(const TensorView& t, const char* name) {
   KILN_RETURN_IF_ERROR(CheckBasics(t, name, 4, "[num_pages, page_size, num_kv_heads, head_dim]"));
   if (t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16)
@@ -126,14 +116,6 @@ StatusOr<Int32Vector> ViewInt32Vector(const TensorView& t, const char* name) {
   if (t.shape[0] > 1 && t.strides[0] != 1)
     return InvalidArgument(name, "must be contiguous (stride 1), found stride " + std::to_string(t.strides[0]));
   return Int32Vector{static_cast<const int32_t*>(t.data), t.shape[0]};
-}
-
-Status CheckDisjoint(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name) {
-  const ByteExtent x = ExtentOf(a), y = ExtentOf(b);
-  if (x.begin == x.end || y.begin == y.end || x.end <= y.begin || y.end <= x.begin) return OkStatus();
-  return InvalidArgument(std::string(a_name) + " and " + b_name + " overlap in memory (" + a_name + " " +
-                         PointerText(x.begin) + "..." + PointerText(x.end) + ", " + b_name + " " +
-                         PointerText(y.begin) + "..." + PointerText(y.end) + "); they must be separate memory");
 }
 
 Status CheckSameDevice(const Device& device, const char* device_owner,

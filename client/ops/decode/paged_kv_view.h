@@ -8,17 +8,11 @@
 #include <initializer_list>
 #include <utility>
 
+#include "client/ops/row_view.h"
 #include "kiln/status.h"
 #include "kiln/tensor_view.h"
 
 namespace kiln::client {
-
-// Where a tensor's elements lie: [begin, end) bytes; empty when it has no element.
-struct ByteExtent {
-  uintptr_t begin = 0;
-  uintptr_t end = 0;
-};
-ByteExtent ExtentOf(const TensorView& t);
 
 // k_cache / v_cache: [num_pages, page_size, num_kv_heads, head_dim], fp16 or bf16, dense
 // inside a page, page stride a multiple of 8 elements and >= the page's size, data 16-byte
@@ -58,9 +52,6 @@ struct Int32Vector {
   int64_t size = 0;
 };
 StatusOr<Int32Vector> ViewInt32Vector(const TensorView& t, const char* name);
-
-// OK when the extents share no byte; INVALID_ARGUMENT naming both otherwise.
-Status CheckDisjoint(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name);
 
 // The list form of CheckSameDevice (row_view.h): OK when every tensor is on `device`;
 // INVALID_ARGUMENT naming the first that is not.

@@ -35,10 +35,30 @@ Status CheckPairOperand(const RowView& v) {
   return OkStatus();
 }
 
-namespace {
+Status CheckGemmDTypes(const TensorView& d, const TensorView& a, const TensorView& b) {
+  if (a.dtype != DType::kBFloat16 && a.dtype != DType::kFloat16)
+    return InvalidArgument(std::string("a: dtype ") + DTypeName(a.dtype) + " is not supported; expected bf16 or fp16");
+  if (b.dtype != a.dtype)
+    return InvalidArgument(std::string("b: expected dtype ") + DTypeName(a.dtype) + " (a's), found " +
+                           DTypeName(b.dtype));
+  if (d.dtype != DType::kBFloat16 && d.dtype != DType::kFloat16 && d.dtype != DType::kFloat32)
+    return InvalidArgument(std::string("d: dtype ") + DTypeName(d.dtype) +
+                           " is not supported; expected bf16, fp16 or fp32");
+  return OkStatus();
+}
 
-bool IsInputDType(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
-bool IsOutputDType(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16 || d == DType::kFloat32; }
+Status CheckGemmLayout(const RowView& d, const RowView& a, const RowView& b, int64_t n) {
+  KILN_RETURN_IF_ERROR(CheckTmaOperand(a));
+  KILN_RETURN_IF_ERROR(CheckTmaOperand(b));
+  KILN_RETURN_IF_ERROR(CheckPairOperand(d));
+  if (d.rows > 1 && d.row_stride < n)
+    return InvalidArgument("d: its rows overlap (row stride " + std::to_string(d.row_stride) + " < N " +
+                           std::to_string(n) + "); the output needs a row stride of at least N");
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, a, false));
+  return CheckNoOverlap(d, b, false);
+}
+
+namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
@@ -51,15 +71,7 @@ StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const Tens
   KILN_ASSIGN_OR_RETURN(const RowView b, ViewAsRows(b_t, "b"));
   KILN_ASSIGN_OR_RETURN(const RowView d, ViewAsRows(d_t, "d"));
 
-  if (!IsInputDType(a_t.dtype))
-    return InvalidArgument(std::string("a: dtype ") + DTypeName(a_t.dtype) +
-                           " is not supported; expected bf16 or fp16");
-  if (b_t.dtype != a_t.dtype)
-    return InvalidArgument(std::string("b: expected dtype ") + DTypeName(a_t.dtype) + " (a's), found " +
-                           DTypeName(b_t.dtype));
-  if (!IsOutputDType(d_t.dtype))
-    return InvalidArgument(std::string("d: dtype ") + DTypeName(d_t.dtype) +
-                           " is not supported; expected bf16, fp16 or fp32");
+  KILN_RETURN_IF_ERROR(CheckGemmDTypes(d_t, a_t, b_t));
 
   const int64_t m = a.rows, k = a.hidden, n = b.rows;
   if (b.hidden != k)
@@ -116,14 +128,7 @@ StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const Tens
     }
   }
 
-  KILN_RETURN_IF_ERROR(CheckTmaOperand(a));
-  KILN_RETURN_IF_ERROR(CheckTmaOperand(b));
-  KILN_RETURN_IF_ERROR(CheckPairOperand(d));
-  if (d.rows > 1 && d.row_stride < n)
-    return InvalidArgument("d: its rows overlap (row stride " + Str(d.row_stride) + " < N " + Str(n) +
-                           "); the output needs a row stride of at least N");
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, a, false));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, b, false));
+  KILN_RETURN_IF_ERROR(CheckGemmLayout(d, a, b, n));
 
   plan.dtype = a_t.dtype;
   plan.out_dtype = d_t.dtype;
@@ -279,12 +284,9 @@ std::vector<gemm::GemmTactic> GemmTuneCandidates(int64_t m, int64_t n, int64_t k
   std::vector<gemm::GemmTactic> out = {ChooseGemmTactic(m, n, k, sms)};
   for (const ScoredTile& s : RankTiles(m, n, k, sms)) {
     if (std::isinf(s.time)) continue;  // a split of a shape whose tiles fill the SMs
-    const gemm::GemmTactic& t = s.tile;
-    bool seen = false;
-    for (const gemm::GemmTactic& o : out)
-      seen = seen || (o.tile_m == t.tile_m && o.tile_n == t.tile_n && o.split_k == t.split_k && o.stages == t.stages &&
-                      o.group_m == t.group_m);
-    if (!seen) out.push_back(t);
+    if (std::none_of(out.begin(), out.end(),
+                     [&](const gemm::GemmTactic& o) { return gemm::SameGemmTactic(o, s.tile); }))
+      out.push_back(s.tile);
   }
   return out;
 }

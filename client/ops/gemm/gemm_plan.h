@@ -20,6 +20,11 @@ Status CheckTmaOperand(const RowView& v);
 // INVALID_ARGUMENT "<name>: ..." unless the view can be accessed as pairs of elements (d, c,
 // bias): aligned to two elements, an even row stride.
 Status CheckPairOperand(const RowView& v);
+// What gemm and the grouped ops check alike: a and b bf16 or fp16 and equal, d bf16, fp16 or
+// fp32; and the layout: a and b readable by TMA, d by pairs with rows at least N apart, d apart
+// from a and b. INVALID_ARGUMENT naming the argument.
+Status CheckGemmDTypes(const TensorView& d, const TensorView& a, const TensorView& b);
+Status CheckGemmLayout(const RowView& d, const RowView& a, const RowView& b, int64_t n);
 
 struct GemmPlan {
   const char* api = "";

@@ -60,9 +60,7 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text) {
 bool GemmTacticControls::Blocks(const gemm::GemmTactic& t, std::string_view gpu_name,
                                 const v1::TuningEnvironment* here) const {
   for (const BlockedGemmTactic& b : blocked) {
-    const bool same = b.tactic.tile_m == t.tile_m && b.tactic.tile_n == t.tile_n && b.tactic.stages == t.stages &&
-                      b.tactic.group_m == t.group_m && b.tactic.split_k == t.split_k;
-    if (!same) continue;
+    if (!gemm::SameGemmTactic(b.tactic, t)) continue;
     if (here != nullptr) {
       if (proto::BlockedTacticApplies(b.entry, *here)) return true;
       continue;

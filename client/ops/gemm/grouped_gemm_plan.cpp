@@ -39,15 +39,7 @@ StatusOr<const int32_t*> GroupRowsOf(const TensorView& t, const char* name, int6
 // overlaps. `a` and `d` are already viewed as rows (rows of all groups).
 Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const RowView& a,
                    const RowView& d, GroupedGemmPlan* plan) {
-  if (a_t.dtype != DType::kBFloat16 && a_t.dtype != DType::kFloat16)
-    return InvalidArgument(std::string("a: dtype ") + DTypeName(a_t.dtype) +
-                           " is not supported; expected bf16 or fp16");
-  if (b_t.dtype != a_t.dtype)
-    return InvalidArgument(std::string("b: expected dtype ") + DTypeName(a_t.dtype) + " (a's), found " +
-                           DTypeName(b_t.dtype));
-  if (d_t.dtype != DType::kBFloat16 && d_t.dtype != DType::kFloat16 && d_t.dtype != DType::kFloat32)
-    return InvalidArgument(std::string("d: dtype ") + DTypeName(d_t.dtype) +
-                           " is not supported; expected bf16, fp16 or fp32");
+  KILN_RETURN_IF_ERROR(CheckGemmDTypes(d_t, a_t, b_t));
   if (b_t.ndim != 3) return InvalidArgument("b: expected a 3-D tensor [E, N, K], found " + RankText(b_t));
   KILN_ASSIGN_OR_RETURN(const RowView b, ViewAsRows(b_t, "b"));
   const int64_t groups = b_t.shape[0], n = b_t.shape[1], k = a.hidden;
@@ -68,14 +60,7 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
                            Str(a.rows) + ", " + Str(groups * n) + ", " + Str(k));
   KILN_RETURN_IF_ERROR(CheckSameDevice(b_t, "b", a_t.device, "a"));
   KILN_RETURN_IF_ERROR(CheckSameDevice(d_t, "d", a_t.device, "a"));
-  KILN_RETURN_IF_ERROR(CheckTmaOperand(a));
-  KILN_RETURN_IF_ERROR(CheckTmaOperand(b));
-  KILN_RETURN_IF_ERROR(CheckPairOperand(d));
-  if (d.rows > 1 && d.row_stride < n)
-    return InvalidArgument("d: its rows overlap (row stride " + Str(d.row_stride) + " < N " + Str(n) +
-                           "); the output needs a row stride of at least N");
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, a, false));
-  KILN_RETURN_IF_ERROR(CheckNoOverlap(d, b, false));
+  KILN_RETURN_IF_ERROR(CheckGemmLayout(d, a, b, n));
   plan->dtype = a_t.dtype;
   plan->out_dtype = d_t.dtype;
   plan->device = a_t.device.index;
@@ -90,18 +75,6 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
   plan->b_row_stride = b.rows > 1 ? b.row_stride : k;
   plan->d_row_stride = d.row_stride;
   return OkStatus();
-}
-
-// d must not share bytes with the groups' rows (the kernel reads them while d is written).
-Status CheckTableApart(const RowView& d, const TensorView& table, const char* name) {
-  RowView t;
-  t.name = name;
-  t.data = static_cast<char*>(table.data);
-  t.element_size = 4;
-  t.rows = 1;
-  t.hidden = table.shape[0];
-  t.row_stride = table.shape[0];
-  return CheckNoOverlap(d, t, false);
 }
 
 StatusOr<GroupedGemmPlan> Contiguous(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t,
@@ -119,7 +92,8 @@ StatusOr<GroupedGemmPlan> Contiguous(const TensorView& d_t, const TensorView& a_
                                                      "E + 1: group e is rows m_indptr[e] .. "
                                                      "m_indptr[e + 1] - 1",
                                                      a_t));
-  KILN_RETURN_IF_ERROR(CheckTableApart(d, m_indptr, "m_indptr"));
+  // d must not share bytes with the table the kernel reads while d is written.
+  KILN_RETURN_IF_ERROR(CheckDisjoint(d_t, "d", m_indptr, "m_indptr"));
   return plan;
 }
 
@@ -140,7 +114,7 @@ StatusOr<GroupedGemmPlan> Masked(const TensorView& d_t, const TensorView& a_t, c
   plan.group_stride = a_t.shape[1];
   KILN_ASSIGN_OR_RETURN(plan.group_rows,
                         GroupRowsOf(masked_m, "masked_m", plan.groups, "E: the valid rows of each group", a_t));
-  KILN_RETURN_IF_ERROR(CheckTableApart(d, masked_m, "masked_m"));
+  KILN_RETURN_IF_ERROR(CheckDisjoint(d_t, "d", masked_m, "masked_m"));
   return plan;
 }
 

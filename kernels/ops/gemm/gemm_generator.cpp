@@ -14,12 +14,6 @@ namespace kiln::kernels {
 namespace {
 
 constexpr const char* kUnitPath = "src/gemm/gemm.cu";
-constexpr DTypeInfo kInTypes[] = {kBf16Info, kFp16Info};
-constexpr DTypeInfo kOutTypes[] = {kBf16Info, kFp16Info, kFp32Info};
-
-// Host memory of one compile: see the measurement in tests/kernels/gemm_compile_test.cpp
-// (peak RSS of a process compiling tactics in turn); 512 MB, the engine's default, holds it.
-constexpr int64_t kCompileMemoryMb = 512;
 
 class GemmGenerator : public OpGenerator {
  public:
@@ -31,13 +25,8 @@ class GemmGenerator : public OpGenerator {
   }
 
   std::vector<ParamInfo> params() const override {
-    std::vector<ParamInfo> all = {
-        {.name = kParamDType, .help = "element type of A, B and bias", .choices = DTypeNames(kInTypes)},
-        {.name = gemm::kParamOutDType,
-         .help = "element type of D and C. auto: dtype",
-         .choices = DTypeNames(kOutTypes),
-         .default_value = kAuto},
-    };
+    std::vector<ParamInfo> all = GemmDTypeParams("element type of A, B and bias",
+                                                 "element type of D and C. auto: dtype");
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
     all.push_back(GemmSplitKParam());
     return all;
@@ -49,10 +38,9 @@ class GemmGenerator : public OpGenerator {
  protected:
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    const DTypeInfo& in = FindDType(kInTypes, values.Text(kParamDType));
-    const DTypeInfo& out = values.IsAuto(gemm::kParamOutDType)
-                               ? FindDType(kOutTypes, in.name)
-                               : FindDType(kOutTypes, values.Text(gemm::kParamOutDType));
+    const GemmTypes types = GemmTypesOf(values);
+    const DTypeInfo& in = *types.in;
+    const DTypeInfo& out = *types.out;
     KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic,
                                GemmTacticOf(op, values, values.Int(gemm::kParamSplitK), /*grouped=*/false));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
@@ -74,7 +62,7 @@ class GemmGenerator : public OpGenerator {
                     .block = gemm::GemmThreads(tactic.tile_m),
                     .dynamic_smem = gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, tactic.split_k),
                     .items_per_block = tactic.tile_m * tactic.tile_n}};
-    spec.compile_memory_mb = kCompileMemoryMb;
+    spec.compile_memory_mb = kGemmCompileMemoryMb;
     return spec;
   }
 };

@@ -15,6 +15,22 @@ std::vector<std::string> IntChoices(std::span<const int> values) {
 
 }  // namespace
 
+std::vector<ParamInfo> GemmDTypeParams(const char* dtype_help, const char* out_dtype_help) {
+  return {{.name = kParamDType, .help = dtype_help, .choices = DTypeNames(kGemmInTypes)},
+          {.name = gemm::kParamOutDType,
+           .help = out_dtype_help,
+           .choices = DTypeNames(kGemmOutTypes),
+           .default_value = kAuto}};
+}
+
+GemmTypes GemmTypesOf(const ParamValues& values) {
+  const DTypeInfo& in = FindDType(kGemmInTypes, values.Text(kParamDType));
+  const DTypeInfo& out = values.IsAuto(gemm::kParamOutDType)
+                             ? FindDType(kGemmOutTypes, in.name)
+                             : FindDType(kGemmOutTypes, values.Text(gemm::kParamOutDType));
+  return {&in, &out};
+}
+
 std::vector<ParamInfo> GemmTacticParams() {
   return {
       {.name = gemm::kParamTileM,

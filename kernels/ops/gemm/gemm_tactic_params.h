@@ -1,6 +1,8 @@
-// The tactic params that gemm and grouped_gemm share (tile_m, tile_n, stages, group_m): their
-// ParamInfo, the tactic a request names (stages "auto": the most that fit), refused with the
-// shared-memory figures when it does not fit, and the tactic's part of the URI and the config.
+// What the gemm family's generators share: the element types (dtype for A and B, out_dtype for
+// D, "auto" meaning dtype) and the compile budget, and the tactic params (tile_m, tile_n, stages,
+// group_m): their ParamInfo, the tactic a request names (stages "auto": the most that fit),
+// refused with the shared-memory figures when it does not fit, and the tactic's part of the URI
+// and the config.
 #pragma once
 
 #include <string>
@@ -10,9 +12,24 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/jit/op_params.h"
+#include "kernels/ops/generator_support.h"
 #include "kiln/gemm/gemm_contract.h"
 
 namespace kiln::kernels {
+
+inline constexpr DTypeInfo kGemmInTypes[] = {kBf16Info, kFp16Info};
+inline constexpr DTypeInfo kGemmOutTypes[] = {kBf16Info, kFp16Info, kFp32Info};
+// Host memory of one compile: see the measurement in tests/kernels/gemm_compile_test.cpp (peak
+// RSS of a process compiling tactics in turn); 512 MB, the engine's default, holds it.
+inline constexpr int64_t kGemmCompileMemoryMb = 512;
+
+// dtype and out_dtype, with their helps.
+std::vector<ParamInfo> GemmDTypeParams(const char* dtype_help, const char* out_dtype_help);
+struct GemmTypes {
+  const DTypeInfo* in;
+  const DTypeInfo* out;
+};
+GemmTypes GemmTypesOf(const ParamValues& values);
 
 // tile_m, tile_n, stages, group_m, in that order.
 std::vector<ParamInfo> GemmTacticParams();

@@ -15,9 +15,6 @@ namespace kiln::kernels {
 namespace {
 
 constexpr const char* kUnitPath = "src/gemm/grouped_gemm.cu";
-constexpr DTypeInfo kInTypes[] = {kBf16Info, kFp16Info};
-constexpr DTypeInfo kOutTypes[] = {kBf16Info, kFp16Info, kFp32Info};
-constexpr int64_t kCompileMemoryMb = 512;  // as gemm's (the same kernel)
 
 template <int kLayout>
 class GroupedGemmGenerator : public OpGenerator {
@@ -37,13 +34,7 @@ class GroupedGemmGenerator : public OpGenerator {
   }
 
   std::vector<ParamInfo> params() const override {
-    std::vector<ParamInfo> all = {
-        {.name = kParamDType, .help = "element type of A and B", .choices = DTypeNames(kInTypes)},
-        {.name = gemm::kParamOutDType,
-         .help = "element type of D. auto: dtype",
-         .choices = DTypeNames(kOutTypes),
-         .default_value = kAuto},
-    };
+    std::vector<ParamInfo> all = GemmDTypeParams("element type of A and B", "element type of D. auto: dtype");
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
     return all;
   }
@@ -53,10 +44,9 @@ class GroupedGemmGenerator : public OpGenerator {
  protected:
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    const DTypeInfo& in = FindDType(kInTypes, values.Text(kParamDType));
-    const DTypeInfo& out = values.IsAuto(gemm::kParamOutDType)
-                               ? FindDType(kOutTypes, in.name)
-                               : FindDType(kOutTypes, values.Text(gemm::kParamOutDType));
+    const GemmTypes types = GemmTypesOf(values);
+    const DTypeInfo& in = *types.in;
+    const DTypeInfo& out = *types.out;
     KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic, GemmTacticOf(op, values, 1, /*grouped=*/true));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
@@ -76,7 +66,7 @@ class GroupedGemmGenerator : public OpGenerator {
                     .block = gemm::GemmThreads(tactic.tile_m),
                     .dynamic_smem = gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, 1, true),
                     .items_per_block = tactic.tile_m * tactic.tile_n}};
-    spec.compile_memory_mb = kCompileMemoryMb;
+    spec.compile_memory_mb = kGemmCompileMemoryMb;
     return spec;
   }
 };

@@ -31,10 +31,9 @@ using kiln::DType;
 using kiln::TensorView;
 using kiln::testing::DeviceBuffer;
 using kiln::testing::GpuSession;
+using kiln::testing::HopperSession;
 using kiln::testing::HostTensor;
-
-// The sm_90a family only (wgmma, TMA): an sm_100 device cannot run the cubins.
-GpuSession HopperSession() { return GpuSession(kiln::testing::kSm90aFamily, kiln::testing::kSm90aFamily); }
+using kiln::testing::ToDLTensor;
 
 struct Case {
   DType in = DType::kBFloat16;
@@ -57,19 +56,6 @@ struct Case {
     return s + (c_api ? " (C ABI)" : "");
   }
 };
-
-DLTensor ToDL(const TensorView& t) {
-  DLTensor dl{};
-  dl.data = t.data;
-  dl.device = {kDLCUDA, t.device.index};
-  dl.ndim = t.ndim;
-  dl.dtype = t.dtype == DType::kBFloat16  ? DLDataType{kDLBfloat, 16, 1}
-             : t.dtype == DType::kFloat16 ? DLDataType{kDLFloat, 16, 1}
-                                          : DLDataType{kDLFloat, 32, 1};
-  dl.shape = const_cast<int64_t*>(t.shape);
-  dl.strides = const_cast<int64_t*>(t.strides);
-  return dl;
-}
 
 void Run(const Case& c, std::mt19937& rng, CUstream stream) {
   INFO(c.Describe());
@@ -101,7 +87,8 @@ void Run(const Case& c, std::mt19937& rng, CUstream stream) {
 
   kiln::Status status;
   if (c.c_api) {
-    DLTensor dl_d = ToDL(td), dl_a = ToDL(ta), dl_b = ToDL(tb), dl_bias = ToDL(tbias), dl_c = ToDL(tc);
+    DLTensor dl_d = ToDLTensor(td), dl_a = ToDLTensor(ta), dl_b = ToDLTensor(tb), dl_bias = ToDLTensor(tbias),
+             dl_c = ToDLTensor(tc);
     const kiln_status rc = kiln_gemm(&dl_d, &dl_a, &dl_b, c.bias ? &dl_bias : nullptr, pc ? &dl_c : nullptr, beta,
                                      stream);
     INFO(kiln_last_error());

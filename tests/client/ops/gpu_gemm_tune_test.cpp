@@ -30,8 +30,7 @@ using kiln::DType;
 using kiln::TensorView;
 using kiln::testing::DeviceBuffer;
 using kiln::testing::GpuSession;
-
-GpuSession HopperSession() { return GpuSession(kiln::testing::kSm90aFamily, kiln::testing::kSm90aFamily); }
+using kiln::testing::HopperSession;
 
 struct Operands {
   DeviceBuffer a, b, d;

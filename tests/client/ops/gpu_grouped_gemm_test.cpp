@@ -27,9 +27,9 @@ using kiln::DType;
 using kiln::TensorView;
 using kiln::testing::DeviceBuffer;
 using kiln::testing::GpuSession;
+using kiln::testing::HopperSession;
 using kiln::testing::HostTensor;
-
-GpuSession HopperSession() { return GpuSession(kiln::testing::kSm90aFamily, kiln::testing::kSm90aFamily); }
+using kiln::testing::ToDLTensor;
 
 struct Case {
   bool masked = false;
@@ -53,20 +53,6 @@ struct Case {
     return s + (c_api ? " (C ABI)" : "");
   }
 };
-
-DLTensor ToDL(const TensorView& t) {
-  DLTensor dl{};
-  dl.data = t.data;
-  dl.device = {kDLCUDA, t.device.index};
-  dl.ndim = t.ndim;
-  dl.dtype = t.dtype == DType::kBFloat16  ? DLDataType{kDLBfloat, 16, 1}
-             : t.dtype == DType::kFloat16 ? DLDataType{kDLFloat, 16, 1}
-             : t.dtype == DType::kInt32   ? DLDataType{kDLInt, 32, 1}
-                                          : DLDataType{kDLFloat, 32, 1};
-  dl.shape = const_cast<int64_t*>(t.shape);
-  dl.strides = const_cast<int64_t*>(t.strides);
-  return dl;
-}
 
 void Run(const Case& c, std::mt19937& rng) {
   INFO(c.Describe());
@@ -119,7 +105,7 @@ void Run(const Case& c, std::mt19937& rng) {
   const auto tt = TensorView::Contiguous(dtable.data(), DType::kInt32, {static_cast<int64_t>(table.size())});
   kiln::Status status;
   if (c.c_api) {
-    DLTensor dl_d = ToDL(td), dl_a = ToDL(ta), dl_b = ToDL(tb), dl_t = ToDL(tt);
+    DLTensor dl_d = ToDLTensor(td), dl_a = ToDLTensor(ta), dl_b = ToDLTensor(tb), dl_t = ToDLTensor(tt);
     const kiln_status rc = c.masked ? kiln_grouped_gemm_masked(&dl_d, &dl_a, &dl_b, &dl_t, nullptr)
                                     : kiln_grouped_gemm(&dl_d, &dl_a, &dl_b, &dl_t, nullptr);
     INFO(kiln_last_error());

@@ -104,6 +104,10 @@ struct GemmTactic {
   int group_m;
   int split_k = 1;
 };
+KILN_CONTRACT_FUNCTION bool SameGemmTactic(const GemmTactic& x, const GemmTactic& y) {
+  return x.tile_m == y.tile_m && x.tile_n == y.tile_n && x.stages == y.stages && x.group_m == y.group_m &&
+         x.split_k == y.split_k;
+}
 KILN_CONTRACT_FUNCTION bool GemmTileMAllowed(int tile_m) {
   for (int t : kTileMChoices)
     if (t == tile_m) return true;
