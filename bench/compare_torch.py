@@ -99,12 +99,14 @@ class DLTensor(ctypes.Structure):
     ]
 
 
-DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT = 0, 1, 2, 4
+DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_FLOAT8_E4M3FN = 0, 1, 2, 4, 10  # the last: DLPack 1.0
 DL_CODES = {
     torch.float32: (DL_FLOAT, 32), torch.float16: (DL_FLOAT, 16), torch.bfloat16: (DL_BFLOAT, 16),
     torch.int32: (DL_INT, 32), torch.int64: (DL_INT, 64), torch.int8: (DL_INT, 8), torch.uint8: (DL_UINT, 8),
+    torch.float8_e4m3fn: (DL_FLOAT8_E4M3FN, 8),
 }
-TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                "fp8_e4m3": torch.float8_e4m3fn}
 # One rounding to the dtype plus fp32 accumulation against float64 (the GPU tests' figures);
 # two GPU results are each within it of the truth, so they must agree within twice it.
 TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2}
@@ -225,9 +227,15 @@ class Op:
     exact = False     # outputs compared bit for bit (a copy)
     tolerance = {}    # output -> (abs, rel) against float64 where the dtype's does not fit
     draws = False     # outputs are random draws: checked by check_draws, not compared
+    timing_peers = {}  # torch backend -> why it is timed but not compared (a different computation)
+    check_only = ()    # torch backends compared but not timed (a slow exact stand-in, not a peer)
 
     def make(self, axes, dtype, gen):
         raise NotImplementedError
+
+    def tolerance_for(self, name, want):
+        """(abs, rel) of output `name` against float64 `want`; None: the dtype's."""
+        return self.tolerance.get(name)
 
     def prepare(self, lib, t):
         """After make: what the Kiln call needs once per case (a plan)."""
@@ -670,6 +678,57 @@ class Gemm(Op):
         return 2.0 * t["a"].shape[0] * t["b"].shape[0] * t["a"].shape[1]
 
 
+class Fp8Gemm(Op):
+    """Block-scaled fp8 (e4m3 a and b, fp32 scales per 1x128 of a and 128x128 of b, bf16 d).
+    Compared against the dequantized product in fp32 through F.linear; timed against
+    torch._scaled_mm (cuBLASLt's fp8 GEMM) with per-tensor scales, the nearest library peer: a
+    different scaling, so it is timed and not compared."""
+    name, trace, c_function, outputs = "fp8_gemm", "fp8_gemm", "kiln_fp8_gemm", ("d",)
+    pure_outputs = ("d",)
+    timing_peers = {"torch._scaled_mm (per-tensor, cuBLASLt)": "per-tensor scales, not the op's block scales"}
+    check_only = ("dequantized F.linear (fp32)",)
+
+    def make(self, a, dtype, gen):
+        m, n, k = a["m"], a["n"], a["k"]
+        kb, nb = (k + 127) // 128, (n + 127) // 128
+        return {"d": torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
+                "a": uniform((m, k), torch.float32, gen, -1.0, 1.0).to(dtype),
+                "b": uniform((n, k), torch.float32, gen, -1.0, 1.0).to(dtype),
+                "a_scales": uniform((m, kb), torch.float32, gen, 0.25, 4.0),
+                "b_scales": uniform((nb, kb), torch.float32, gen, 0.25, 4.0)}
+
+    def tolerance_for(self, name, want):
+        # The promise is a bf16 GEMM's error on the same data, which is d's rounding (rel 2^-8,
+        # 1.6e-2 as every bf16 output) where |d| is large; near zero the tensor cores' in-block
+        # sums (about 14 bits of the block's terms) dominate, an absolute error on the scale of
+        # d as a whole: 2^-9 of RMS(d) (measured: at most 2^-11, tests/client/ops/gpu_fp8_gemm_test.cpp).
+        rms = want.double().pow(2).mean().sqrt().item()
+        return (rms / 512, 1.6e-2)
+
+    def kiln(self, lib, dl):
+        return lib.kiln_fp8_gemm(dl["d"].ref(), dl["a"].ref(), dl["b"].ref(), dl["a_scales"].ref(),
+                                 dl["b_scales"].ref(), stream_handle())
+
+    @staticmethod
+    def dequantized(t):
+        k, n = t["a"].shape[1], t["b"].shape[0]
+        sa = t["a_scales"].repeat_interleave(128, dim=1)[:, :k]
+        sb = t["b_scales"].repeat_interleave(128, dim=0)[:n].repeat_interleave(128, dim=1)[:, :k]
+        return t["a"].float() * sa, t["b"].float() * sb
+
+    def torch_backends(self):
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        return {"dequantized F.linear (fp32)": lambda t: (F.linear(*self.dequantized(t)).to(torch.bfloat16),),
+                "torch._scaled_mm (per-tensor, cuBLASLt)": lambda t: (
+                    torch._scaled_mm(t["a"], t["b"].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16),)}
+
+    def bytes(self, t):
+        return nbytes(t["a"], t["b"], t["d"], t["a_scales"], t["b_scales"])
+
+    def flops(self, t):
+        return 2.0 * t["a"].shape[0] * t["b"].shape[0] * t["a"].shape[1]
+
+
 OPS = [RmsNorm(), FusedAddRmsNorm(),
        ActAndMul("silu_and_mul", F.silu), ActAndMul("gelu_and_mul", F.gelu),
        ActAndMul("gelu_tanh_and_mul", lambda x: F.gelu(x, approximate="tanh")),
@@ -680,7 +739,7 @@ OPS = [RmsNorm(), FusedAddRmsNorm(),
        Sampler("top_k_top_p_sampling", "top_k_top_p", ("top_k", "top_p"), lambda x: SAMPLERS.top_k_top_p(x, 50, 0.9)),
        Sampler("min_p_sampling", "min_p", ("min_p",), lambda x: SAMPLERS.min_p(x, 0.1)),
        Sampler("argmax", None, (), lambda x: torch.argmax(x, -1)),
-       Gemm()]
+       Gemm(), Fp8Gemm()]
 
 # ---- checks -------------------------------------------------------------------------------------
 
@@ -721,7 +780,7 @@ def identical(got, want):
 def compare(op, name, got, want, dtype_name):
     if op.exact:
         return identical(got, want)
-    return agree(got, want, dtype_name, op.tolerance.get(name))
+    return agree(got, want, dtype_name, op.tolerance_for(name, want))
 
 
 def load_trace(traces_dir, name):
@@ -863,6 +922,9 @@ def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, 
         ok = all(v["ok"] for v in checks.values())
     else:
         for backend, fn in op.torch_backends().items():
+            if backend in op.timing_peers:
+                checks[f"{backend}: timed, not compared"] = {"ok": True, "detail": op.timing_peers[backend]}
+                continue
             got = fn(fresh())
             torch.cuda.synchronize()
             for name, value in zip(op.outputs, got):
@@ -902,7 +964,8 @@ def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, 
 
     backends = {"kiln": lambda i: kiln_check(lib, op.kiln(lib, rotation_dl[i % sets]), op.c_function)}
     for backend, fn in op.torch_backends().items():
-        backends[backend] = (lambda f: (lambda i: f(rotation[i % sets])))(fn)
+        if backend not in op.check_only:
+            backends[backend] = (lambda f: (lambda i: f(rotation[i % sets])))(fn)
     rows, kiln_median = [], None
     for backend, fn in backends.items():
         times, mechanism = time_calls(fn, calls, args.reps)

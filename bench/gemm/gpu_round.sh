@@ -5,8 +5,10 @@
 # Llama-3.1-8B linear layers x M 1..16384), on split-K at small M (bench/gemm/splits.list), on
 # grouped_gemm against the dense gemm (bench/gemm/grouped.list) and on every tile
 # (bench/gemm/tactics.list), and
-# bench/compare_torch.py against cuBLAS on the same shapes. Logs and JSON go to $OUT.
-#   bash bench/gemm/gpu_round.sh [tests|bench|all]
+# bench/compare_torch.py against cuBLAS on the same shapes. fp8: kiln-bench on bench/gemm/fp8.list
+# and the bf16 shapes (the >= 1.7x target compares both in one run), and compare_torch against
+# torch._scaled_mm (the fp8_gemm tests are part of "tests"). Logs and JSON go to $OUT.
+#   bash bench/gemm/gpu_round.sh [tests|bench|fp8|all]
 set -u
 what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
@@ -20,6 +22,28 @@ if [[ $what == tests || $what == all ]]; then
   grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/gemm-tests.log" | tail -8
 fi
 
+if [[ $what == fp8 ]]; then
+  dir=$(mktemp -d)
+  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
+    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-fp8.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
+  export KILN_SOCKET=$dir/kilnd.sock
+  for list in fp8 llama31_8b; do
+    timeout 200 kiln-bench --list "bench/gemm/$list.list" --out "$OUT/gemm-$list.json" > "$OUT/gemm-$list.log" 2>&1
+    echo "kiln-bench --list bench/gemm/$list.list rc=$?"
+    cat "$OUT/gemm-$list.log"
+  done
+  # torch._scaled_mm on the shapes (the tile rows left out: the same shapes again).
+  grep -v tiles- bench/gemm/fp8.list > "$dir/fp8-shapes.list"
+  lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
+  timeout 240 python3 bench/compare_torch.py --lib "$lib" --ops fp8_gemm --list "$dir/fp8-shapes.list" \
+    --out "$OUT/fp8-compare-torch.json" > "$OUT/fp8-compare-torch.log" 2>&1
+  echo "compare_torch --ops fp8_gemm rc=$?"
+  cat "$OUT/fp8-compare-torch.log"
+  kill $daemon; wait $daemon 2>/dev/null
+fi
+
 if [[ $what == bench || $what == all ]]; then
   dir=$(mktemp -d)
   kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
@@ -27,7 +51,7 @@ if [[ $what == bench || $what == all ]]; then
   daemon=$!
   for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
   export KILN_SOCKET=$dir/kilnd.sock
-  for list in llama31_8b splits grouped tactics; do
+  for list in llama31_8b fp8 splits grouped tactics; do
     timeout 200 kiln-bench --list "bench/gemm/$list.list" --out "$OUT/gemm-$list.json" > "$OUT/gemm-$list.log" 2>&1
     echo "kiln-bench --list bench/gemm/$list.list rc=$?"
     cat "$OUT/gemm-$list.log"

@@ -42,6 +42,7 @@ double HostTensor::Get(size_t i) const {
     case DType::kUInt8: return Load<uint8_t>(p);
     case DType::kInt32: return Load<int32_t>(p);
     case DType::kInt64: return static_cast<double>(Load<int64_t>(p));
+    case DType::kFloat8E4M3: return client::Fp8E4M3ToFloat(Load<uint8_t>(p));
   }
   return 0;
 }
@@ -56,6 +57,7 @@ void HostTensor::Set(size_t i, double value) {
     case DType::kUInt8: Store(p, static_cast<uint8_t>(value)); break;
     case DType::kInt32: Store(p, static_cast<int32_t>(value)); break;
     case DType::kInt64: Store(p, static_cast<int64_t>(value)); break;
+    case DType::kFloat8E4M3: Store(p, client::FloatToFp8E4M3(static_cast<float>(value))); break;
   }
 }
 

@@ -11,6 +11,7 @@ const char* CudaTypeName(DType dtype) {
     case DType::kUInt8: return "unsigned char";
     case DType::kInt32: return "int";
     case DType::kInt64: return "long long";
+    case DType::kFloat8E4M3: return "__nv_fp8_e4m3";
   }
   return "void";
 }

@@ -48,7 +48,7 @@ std::vector<const Routine*> RoutineRegistry::All() const {
 StatusOr<DType> ParseDType(std::string_view name) {
   if (std::optional<DType> d = DTypeFromName(name)) return *d;
   return client::InvalidArgument("dtype '" + std::string(name) +
-                                 "' is not a dtype (fp32, fp16, bf16, int8, uint8, int32, int64)");
+                                 "' is not a dtype (fp32, fp16, bf16, fp8_e4m3, int8, uint8, int32, int64)");
 }
 
 bool HasBackend(const Routine& routine, std::string_view backend) {

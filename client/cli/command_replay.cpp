@@ -76,6 +76,7 @@ double ElementValue(DType dtype, const uint8_t* p) {
       std::memcpy(&v, p, 8);
       return static_cast<double>(v);
     }
+    case DType::kFloat8E4M3: return client::Fp8E4M3ToFloat(*p);
   }
   return 0;
 }

@@ -47,13 +47,14 @@ const char* SafetensorsDType(DType dtype) {
     case DType::kUInt8: return "U8";
     case DType::kInt32: return "I32";
     case DType::kInt64: return "I64";
+    case DType::kFloat8E4M3: return "F8_E4M3";
   }
   return "UNKNOWN";
 }
 
 std::optional<DType> DTypeFromSafetensors(const std::string& name) {
-  for (DType d :
-       {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32, DType::kInt64})
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32,
+                  DType::kInt64, DType::kFloat8E4M3})
     if (name == SafetensorsDType(d)) return d;
   return std::nullopt;
 }

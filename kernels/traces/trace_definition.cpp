@@ -413,7 +413,7 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
 }  // namespace
 
 const std::set<std::string>& KnownDtypes() {
-  static const std::set<std::string> kDtypes = {"fp32", "fp16", "bf16", "int8", "uint8", "int32", "int64"};
+  static const std::set<std::string> kDtypes = {"fp32", "fp16", "bf16", "fp8_e4m3", "int8", "uint8", "int32", "int64"};
   return kDtypes;
 }
 

@@ -214,6 +214,39 @@ TEST_CASE("grouped_gemm: both layouts generate and compile for sm_90a, with the 
             .find("grouped_gemm_masked: param 'stages' = '5' is not allowed for tile 128x256") != std::string::npos);
 }
 
+TEST_CASE("fp8_gemm compiles every tile for sm_90a without spills", "[gemm][compile]") {
+  int compiled = 0;
+  for (const char* out : {"bf16", "fp32"}) {
+    for (int tile_m : gemm::kTileMChoices) {
+      for (int tile_n : gemm::kTileNChoices) {
+        if (std::string(out) == "fp32" && !(tile_m == 128 && tile_n == 256)) continue;
+        const int stages = gemm::GemmMaxStages(tile_m, tile_n);
+        Params params = TacticParams("bf16", out, tile_m, tile_n, stages);
+        params.erase("split_k");
+        params.erase("dtype");
+        auto spec = OpRegistry::Builtin().Generate("fp8_gemm", params, *Tree());
+        INFO(tile_m << "x" << tile_n << " " << out << ": " << spec.status().ToString());
+        REQUIRE(spec.ok());
+        CHECK(spec->uri == "fp8_gemm_e4m3_o" + std::string(out) + "_t" + std::to_string(tile_m) + "x" +
+                               std::to_string(tile_n) + "x128s" + std::to_string(stages) + "g8");
+        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+        auto result = Compiler().Compile(request);
+        INFO(result.status().ToString());
+        REQUIRE(result.ok());
+        ++compiled;
+        REQUIRE(result->kernels.size() == 1);
+        CHECK(result->kernels[0].name == "kiln_fp8_gemm");
+        // Two accumulator sets (a block's product, 128 columns at most, and the promoted sums of
+        // up to 256 columns) stay in registers.
+        CHECK(result->kernels[0].spill_store_bytes == 0);
+        CHECK(result->kernels[0].spill_load_bytes == 0);
+        CHECK(result->kernels[0].stack_bytes == 0);
+      }
+    }
+  }
+  CHECK(compiled == 6 + 1);
+}
+
 TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {
   const std::string command = "python3 " KILN_TEST_SOURCE_DIR "/kernels/tools/gen_wgmma.py --check";
   const int rc = std::system(command.c_str());

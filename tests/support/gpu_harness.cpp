@@ -78,6 +78,7 @@ float HostTensor::Get(size_t i) const {
       std::memcpy(&b, bytes.data() + 2 * i, 2);
       return client::BFloat16ToFloat(b);
     }
+    case DType::kFloat8E4M3: return client::Fp8E4M3ToFloat(bytes[i]);
     default: FAIL("HostTensor: unsupported dtype"); return 0;
   }
 }
@@ -95,6 +96,7 @@ void HostTensor::Set(size_t i, float value) {
       std::memcpy(bytes.data() + 2 * i, &b, 2);
       break;
     }
+    case DType::kFloat8E4M3: bytes[i] = client::FloatToFp8E4M3(value); break;
     default: FAIL("HostTensor: unsupported dtype");
   }
 }
@@ -135,10 +137,11 @@ DLTensor ToDLTensor(const TensorView& t) {
   dl.data = t.data;
   dl.device = {kDLCUDA, t.device.index};
   dl.ndim = t.ndim;
-  dl.dtype = t.dtype == DType::kBFloat16  ? DLDataType{kDLBfloat, 16, 1}
-             : t.dtype == DType::kFloat16 ? DLDataType{kDLFloat, 16, 1}
-             : t.dtype == DType::kInt32   ? DLDataType{kDLInt, 32, 1}
-                                          : DLDataType{kDLFloat, 32, 1};
+  dl.dtype = t.dtype == DType::kBFloat16     ? DLDataType{kDLBfloat, 16, 1}
+             : t.dtype == DType::kFloat16    ? DLDataType{kDLFloat, 16, 1}
+             : t.dtype == DType::kInt32      ? DLDataType{kDLInt, 32, 1}
+             : t.dtype == DType::kFloat8E4M3 ? DLDataType{10, 8, 1}  // DLPack 1.0 kDLFloat8_e4m3fn
+                                             : DLDataType{kDLFloat, 32, 1};
   dl.shape = const_cast<int64_t*>(t.shape);
   dl.strides = const_cast<int64_t*>(t.strides);
   return dl;

@@ -85,7 +85,7 @@ bool Close(double got, double want, Tolerance t);
 // on an sm_100 device too (it cannot run sm_90a cubins).
 inline GpuSession HopperSession() { return GpuSession(kSm90aFamily, kSm90aFamily); }
 
-// The DLTensor of `t` (a CUDA tensor of fp32, fp16, bf16 or int32) for the C ABI's calls; it
+// The DLTensor of `t` (a CUDA tensor of fp32, fp16, bf16, fp8 e4m3 or int32) for the C ABI's calls; it
 // points into `t`, which must outlive it.
 DLTensor ToDLTensor(const TensorView& t);
 

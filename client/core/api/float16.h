@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace kiln::client {
 namespace float16_detail {
@@ -74,6 +75,35 @@ inline uint16_t FloatToHalf(float value) {
   const uint32_t rest = mantissa & 0x1FFF;
   if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;  // may carry into the exponent
   return static_cast<uint16_t>(sign | half);
+}
+
+// fp8 e4m3 (OCP "e4m3fn", what DeepSeek-V3's weights and torch.float8_e4m3fn use): 1 sign, 4
+// exponent (bias 7), 3 mantissa bits, no infinities, 0x7F/0xFF the NaN; largest 448, smallest
+// subnormal 2^-9.
+inline float Fp8E4M3ToFloat(uint8_t bits) {
+  const float sign = (bits & 0x80) ? -1.0f : 1.0f;
+  const int exponent = (bits >> 3) & 0xF, mantissa = bits & 0x7;
+  if (exponent == 0xF && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);
+  return sign * std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+}
+
+// Rounded to nearest, ties to even; beyond 448 saturated to 448 (as the kernels' satfinite
+// conversions do: e4m3fn has no infinity); NaN becomes 0x7F.
+inline uint8_t FloatToFp8E4M3(float value) {
+  if (std::isnan(value)) return 0x7F;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const float a = std::fabs(value);
+  if (a >= 448.0f) return static_cast<uint8_t>(sign | 0x7E);
+  // Subnormals are multiples of 2^-9 and the code of one is that multiple (8 is the smallest
+  // normal, 2^-6, encoded the same way); nearbyint rounds to nearest even.
+  if (a < 0.015625f) return static_cast<uint8_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 512.0f)));
+  int e = 0;
+  const float f = std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  // code = biased exponent * 8 + mantissa, the mantissa's rounding carrying into the exponent.
+  const float scaled = (2.0f * f - 1.0f) * 8.0f;  // 0 <= scaled < 8
+  const uint32_t code = static_cast<uint32_t>((e - 1 + 7) * 8) + static_cast<uint32_t>(std::nearbyint(scaled));
+  return static_cast<uint8_t>(sign | (code > 0x7E ? 0x7E : code));
 }
 
 }  // namespace kiln::client

@@ -11,6 +11,7 @@ size_t DTypeSize(DType dtype) {
     case DType::kUInt8: return 1;
     case DType::kInt32: return 4;
     case DType::kInt64: return 8;
+    case DType::kFloat8E4M3: return 1;
   }
   return 0;
 }
@@ -24,13 +25,14 @@ const char* DTypeName(DType dtype) {
     case DType::kUInt8: return "uint8";
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
+    case DType::kFloat8E4M3: return "fp8_e4m3";
   }
   return "unknown-dtype";
 }
 
 std::optional<DType> DTypeFromName(std::string_view name) {
-  for (DType d :
-       {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32, DType::kInt64})
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8, DType::kInt32,
+                  DType::kInt64, DType::kFloat8E4M3})
     if (name == DTypeName(d)) return d;
   return std::nullopt;
 }

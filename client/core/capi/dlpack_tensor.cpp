@@ -7,12 +7,17 @@
 namespace kiln::client {
 namespace {
 
+// DLPack 1.0's kDLFloat8_e4m3fn (the installed dlpack.h, 0.6, predates the fp8 codes; PyTorch
+// exports float8_e4m3fn tensors with it).
+constexpr uint8_t kDLFloat8E4M3fnCode = 10;
+
 const char* CodeName(uint8_t code) {
   switch (code) {
     case kDLInt: return "kDLInt";
     case kDLUInt: return "kDLUInt";
     case kDLFloat: return "kDLFloat";
     case kDLBfloat: return "kDLBfloat";
+    case kDLFloat8E4M3fnCode: return "kDLFloat8_e4m3fn";
     default: return "an unknown code";
   }
 }
@@ -25,6 +30,7 @@ bool ToDType(const DLDataType& t, DType* out) {
   else if (t.code == kDLUInt && t.bits == 8) *out = DType::kUInt8;
   else if (t.code == kDLInt && t.bits == 32) *out = DType::kInt32;
   else if (t.code == kDLInt && t.bits == 64) *out = DType::kInt64;
+  else if (t.code == kDLFloat8E4M3fnCode && t.bits == 8) *out = DType::kFloat8E4M3;
   else return false;
   return true;
 }

@@ -22,6 +22,7 @@ enum class DType : uint8_t {
   kUInt8,
   kInt32,
   kInt64,
+  kFloat8E4M3,  // fp8 e4m3 (OCP "e4m3fn": no infinities, one NaN); DLPack 1.0 code 10
 };
 
 KILN_API size_t DTypeSize(DType dtype);       // bytes per element

@@ -25,14 +25,22 @@ Status EncodeGemmOperand(const CudaDriver& driver, DType dtype, const void* data
                          int64_t row_stride, int box_rows, const char* name, gemm::GemmTensorMap* out) {
   static_assert(sizeof(CUtensorMap) == sizeof(gemm::GemmTensorMap), "GemmTensorMap mirrors CUtensorMap");
   CUtensorMap map;
+  // fp8 travels as bytes (TMA copies; wgmma reads them as e4m3): a box row is 128 bytes either
+  // way, one swizzle row (kTileK 16-bit elements, kFp8ScaleBlock fp8 ones).
+  const bool fp8 = dtype == DType::kFloat8E4M3;
+  const cuuint64_t element_bytes = fp8 ? 1 : 2;
+  const CUtensorMapDataType type = fp8                         ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(gemm::kTileK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * element_bytes};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(fp8 ? gemm::kFp8ScaleBlock : gemm::kTileK),
+                             static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = driver.cuTensorMapEncodeTiled(
-      &map, dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-      const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = driver.cuTensorMapEncodeTiled(&map, type, 2, const_cast<void*>(data), dims, strides, box,
+                                                   element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status(StatusCode::kCudaError, std::string("cuTensorMapEncodeTiled of ") + name + " [" +
                                               std::to_string(rows) + ", " + std::to_string(k) +

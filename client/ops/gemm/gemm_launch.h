@@ -21,7 +21,8 @@ struct GemmDeviceFacts {
 StatusOr<const GemmDeviceFacts*> GemmFactsOf(const CudaDriver& driver, int ordinal);
 
 // The tensor map of a K-major operand [rows, k] with row stride `row_stride` elements, read in
-// boxes of kTileK x box_rows with the 128-byte swizzle (the layout wgmma reads; the contract).
+// boxes of 128 bytes (kTileK 16-bit elements, kFp8ScaleBlock fp8 ones) x box_rows with the
+// 128-byte swizzle (the layout wgmma reads; the contract).
 // Out-of-range boxes read zeros. kCudaError naming `name` and the shape when the driver refuses.
 Status EncodeGemmOperand(const CudaDriver& driver, DType dtype, const void* data, int64_t rows, int64_t k,
                          int64_t row_stride, int box_rows, const char* name, gemm::GemmTensorMap* out);

@@ -18,10 +18,10 @@ Status CheckTmaOperand(const RowView& v) {
   if (v.begin() % 16 != 0)
     return InvalidArgument(std::string(v.name) + ": data pointer " + PointerText(v.data) +
                            " is not 16-byte aligned (TMA reads it)");
-  if (v.rows > 1 && v.row_stride % gemm::kAlignElements != 0)
+  const int64_t align = 16 / static_cast<int64_t>(v.element_size);  // elements in 16 bytes
+  if (v.rows > 1 && v.row_stride % align != 0)
     return InvalidArgument(std::string(v.name) + ": row stride " + std::to_string(v.row_stride) +
-                           " is not a multiple of " + std::to_string(gemm::kAlignElements) +
-                           " elements (16 bytes, for TMA)");
+                           " is not a multiple of " + std::to_string(align) + " elements (16 bytes, for TMA)");
   return OkStatus();
 }
 

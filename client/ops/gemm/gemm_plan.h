@@ -15,7 +15,7 @@ namespace kiln::client {
 struct RowView;
 
 // INVALID_ARGUMENT "<name>: ..." unless TMA can read the view: a 16-byte aligned start and a row
-// stride of whole 16 bytes (kAlignElements).
+// stride of whole 16 bytes (kAlignElements 16-bit elements, 16 fp8 ones).
 Status CheckTmaOperand(const RowView& v);
 // INVALID_ARGUMENT "<name>: ..." unless the view can be accessed as pairs of elements (d, c,
 // bias): aligned to two elements, an even row stride.

@@ -126,3 +126,33 @@ TEST_CASE("bf16: known values", "[client][float16]") {
 
 }  // namespace
 }  // namespace kiln::client
+
+TEST_CASE("fp8 e4m3: every code round-trips, and floats round to nearest even, saturating at 448", "[float16]") {
+  using kiln::client::FloatToFp8E4M3;
+  using kiln::client::Fp8E4M3ToFloat;
+  for (int code = 0; code < 256; ++code) {
+    const float f = Fp8E4M3ToFloat(static_cast<uint8_t>(code));
+    INFO("code " << code << " = " << f);
+    if ((code & 0x7F) == 0x7F) {
+      CHECK(std::isnan(f));
+      continue;
+    }
+    const uint8_t back = FloatToFp8E4M3(f);
+    if (code == 0x80) CHECK(back == 0x80);  // -0 keeps its sign
+    else CHECK(back == code);
+  }
+  CHECK(Fp8E4M3ToFloat(0x7E) == 448.0f);
+  CHECK(Fp8E4M3ToFloat(0x01) == std::ldexp(1.0f, -9));  // the smallest subnormal
+  CHECK(Fp8E4M3ToFloat(0x08) == std::ldexp(1.0f, -6));  // the smallest normal
+  CHECK(Fp8E4M3ToFloat(0x38) == 1.0f);
+  CHECK(FloatToFp8E4M3(1000.0f) == 0x7E);  // saturated, no infinity
+  CHECK(FloatToFp8E4M3(-1000.0f) == 0xFE);
+  CHECK(FloatToFp8E4M3(std::nanf("")) == 0x7F);
+  // Halfway cases go to the even code: 1.0625 is between 1.0 (0x38) and 1.125 (0x39).
+  CHECK(FloatToFp8E4M3(1.0625f) == 0x38);
+  CHECK(FloatToFp8E4M3(1.1875f) == 0x3A);  // between 1.125 (0x39) and 1.25 (0x3A)
+  CHECK(FloatToFp8E4M3(1.07f) == 0x39);
+  CHECK(FloatToFp8E4M3(std::ldexp(1.0f, -10)) == 0x00);  // half the smallest subnormal: to even 0
+  CHECK(FloatToFp8E4M3(std::ldexp(3.0f, -10)) == 0x02);  // 1.5 subnormal steps: to even 2
+  CHECK(FloatToFp8E4M3(0.0155f) == 0x08);                // rounds up into the smallest normal
+}

@@ -73,6 +73,7 @@ double HostValue(DType dtype, const uint8_t* p) {
       std::memcpy(&v, p, 8);
       return static_cast<double>(v);
     }
+    case DType::kFloat8E4M3: break;  // not a dtype of the stats kernel
   }
   FAIL("unknown dtype");
   return 0;
@@ -212,6 +213,7 @@ std::vector<uint8_t> RandomBytes(DType dtype, size_t count, std::mt19937_64& rng
         std::memcpy(p, &v, 8);
         break;
       }
+      case DType::kFloat8E4M3: FAIL("fp8 is not a dtype of the stats kernel");
     }
   }
   if (dtype == DType::kInt64 && int64_extremes && count >= 2) {

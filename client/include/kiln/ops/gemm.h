@@ -40,6 +40,22 @@
 //
 // No bias or beta · c for the grouped ops. T = 0 (or M_max = 0): OK, nothing launched.
 //
+// fp8_gemm: block-scaled fp8 (DeepSeek-V3's recipe), fp32 accumulation:
+//
+//   d[i, j] = sum over K blocks kb of sa[i, kb] · sb[j / 128, kb] · sum_{l in kb} a[i, l] · b[j, l]
+//
+//   a         [..., K]   fp8_e4m3; rows as gemm's a, but 16-byte rows are 16 elements: K and the
+//                        row stride multiples of 16
+//   b         [N, K]     fp8_e4m3, K-major; row stride a multiple of 16; 16-byte aligned
+//   a_scales  [..., ceil(K / 128)]  fp32, a's leading dims: one scale per row and 128 of K
+//   b_scales  [ceil(N / 128), ceil(K / 128)]  fp32: one scale per 128 x 128 block of b
+//   d         [..., N]   bf16 or fp32; as gemm's d
+//   N         a multiple of 8; K a multiple of 16; M, N, K < 2^31
+//
+// The tensor cores add the products of one 128-wide block of K; the block's sum is then scaled
+// and added into fp32 registers (docs/kernels-gemm.md: the error stays that of a bf16 GEMM on
+// the dequantized data). Scales are read as given (no check for finite or positive values).
+//
 // The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_GEMM_H_
 #define KILN_OPS_GEMM_H_
@@ -65,6 +81,10 @@ KILN_API Status grouped_gemm(const TensorView& d, const TensorView& a, const Ten
 KILN_API Status grouped_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b,
                                     const TensorView& masked_m, void* stream = nullptr);
 
+// d = the block-scaled product of fp8 a and b, as described above.
+KILN_API Status fp8_gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& a_scales,
+                         const TensorView& b_scales, void* stream = nullptr);
+
 }  // namespace kiln::ops
 
 extern "C" {
@@ -86,6 +106,12 @@ KILN_API kiln_status kiln_grouped_gemm(DLTensor* d, const DLTensor* a, const DLT
  * times b[e]^T; masked_m [E] int32 on the device. As described above. */
 KILN_API kiln_status kiln_grouped_gemm_masked(DLTensor* d, const DLTensor* a, const DLTensor* b,
                                               const DLTensor* masked_m, void* stream);
+
+/* Block-scaled fp8: a [..., K] and b [N, K] fp8_e4m3 (K-major, 16-byte aligned, row strides
+ * multiples of 16), a_scales [..., ceil(K/128)] and b_scales [ceil(N/128), ceil(K/128)] fp32,
+ * d [..., N] bf16/fp32. N a multiple of 8, K of 16. sm_90a devices only. As described above. */
+KILN_API kiln_status kiln_fp8_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* a_scales,
+                                   const DLTensor* b_scales, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

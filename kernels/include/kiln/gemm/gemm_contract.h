@@ -36,6 +36,11 @@ constexpr const char* kGemmEntry = "kiln_gemm";
 constexpr const char* kGroupedGemmOp = "grouped_gemm";
 constexpr const char* kGroupedGemmMaskedOp = "grouped_gemm_masked";
 constexpr const char* kGroupedGemmEntry = "kiln_grouped_gemm";  // both grouped ops' entry
+constexpr const char* kFp8GemmOp = "fp8_gemm";
+constexpr const char* kFp8GemmEntry = "kiln_fp8_gemm";
+// fp8_gemm's scale blocks: A per 1 x 128 of K, B per 128 x 128 (DeepSeek-V3's), and its K per
+// pipeline stage (128 one-byte elements: one 128-byte swizzle row, one scale block).
+constexpr int kFp8ScaleBlock = 128;
 
 constexpr const char* kParamOutDType = "out_dtype";
 constexpr const char* kParamTileM = "tile_m";
@@ -136,6 +141,9 @@ KILN_CONTRACT_FUNCTION bool GemmTacticFits(const GemmTactic& t, bool grouped = f
          (!grouped || t.split_k == 1) && t.stages >= kMinStages &&
          t.stages <= GemmMaxStages(t.tile_m, t.tile_n, t.split_k, grouped) && t.group_m >= 1 && t.group_m <= kMaxGroupM;
 }
+// fp8_gemm's space: gemm's without a split (a stage holds 128 fp8 elements of K: the same bytes,
+// so the same stage limits; tile_n 256 runs as two 128-column halves, gemm_sm90.cuh).
+KILN_CONTRACT_FUNCTION bool Fp8GemmTacticFits(const GemmTactic& t) { return t.split_k == 1 && GemmTacticFits(t); }
 
 // A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded by the host with
 // cuTensorMapEncodeTiled and read by TMA from the kernel's parameter space (the entry takes
@@ -166,9 +174,16 @@ struct GemmParams {
   const int* group_rows;
   long long group_stride;  // masked: M_max
   int groups;
+  // fp8_gemm (null otherwise): A's scales [m, ceil(k / 128)] (one a row per 128 elements of K,
+  // rows a_scale_stride apart) and B's [ceil(n / 128), ceil(k / 128)] (one a 128 x 128 block,
+  // rows b_scale_stride apart), fp32: D = sum over K blocks of (A_blk . B_blk^T) * sa * sb.
+  const float* a_scales;
+  const float* b_scales;
+  long long a_scale_stride;
+  long long b_scale_stride;
 };
 static_assert(sizeof(GemmParams) == 384,
-              "GemmParams: 2 tensor maps, 4 pointers, 6 long longs, a float, an int (padded to 64 bytes)");
+              "GemmParams: 2 tensor maps, 6 pointers, 8 long longs, a float, an int (padded to 64 bytes)");
 
 }  // namespace gemm
 }  // namespace kiln

@@ -45,6 +45,16 @@
 namespace kiln {
 namespace gemm {
 
+// The first type when the condition holds, else the second (no <type_traits> under NVRTC).
+template <bool kFirst, typename A, typename B>
+struct Choose {
+  using type = A;
+};
+template <typename A, typename B>
+struct Choose<false, A, B> {
+  using type = B;
+};
+
 template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_, int kSplitK_ = 1,
           int kLayout_ = kDenseLayout>
 struct GemmShape {
@@ -57,6 +67,12 @@ struct GemmShape {
   static constexpr int kSplitK = kSplitK_;
   static constexpr int kLayout = kLayout_;
   static constexpr bool kGrouped = kLayout != kDenseLayout;
+  // fp8 (e4m3) inputs: block-scaled (fp8_gemm). A stage holds 128 bytes of K either way: 64
+  // elements of a 16-bit type, 128 of fp8 (one scale block).
+  static constexpr bool kFp8 = sizeof(TIn_) == 1;
+  static constexpr int kStageK = 128 / static_cast<int>(sizeof(TIn_));
+  // bias has A's type; with fp8 inputs, D's.
+  using TBias = typename Choose<kFp8, TOut_, TIn_>::type;
   static constexpr int kConsumers = GemmConsumers(kTileM);
   static constexpr int kThreads = GemmThreads(kTileM);
   static constexpr int kBytesA = kTileM * kTileK * 2;  // one stage's A tile
@@ -64,7 +80,8 @@ struct GemmShape {
   static constexpr int kAccumulators = kTileN / 2;  // fp32 registers of a consumer thread
   static constexpr int kColumnGroups = kTileN / 8;  // 4 accumulators each: the epilogue's unit
 
-  static_assert(sizeof(TIn) == 2, "A and B are 16-bit (bf16 or fp16)");
+  static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "A and B are 16-bit (bf16, fp16) or fp8 (e4m3)");
+  static_assert(!kFp8 || (kSplitK == 1 && !kGrouped), "fp8: no split, no groups");
   static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
   static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "tile_n is a wgmma N this header has");
   static_assert(kStages >= kMinStages && kStages <= kMaxStages, "stages out of range");
@@ -129,12 +146,12 @@ template <class S>
 __device__ __forceinline__ void StoreGroup(const GemmParams& p, const float (&v)[4], long long row_base,
                                            long long col_base, int j, long long row_end) {
   using TOut = typename S::TOut;
-  using TIn = typename S::TIn;
+  using TBias = typename S::TBias;
   const long long col = col_base + 8 * j;
   if (col >= p.n) return;
   TOut* d = static_cast<TOut*>(p.d);
   const TOut* c = static_cast<const TOut*>(p.c);
-  const TIn* bias = static_cast<const TIn*>(p.bias);
+  const TBias* bias = static_cast<const TBias*>(p.bias);
   float bias0 = 0.0f, bias1 = 0.0f;
   if (bias != nullptr) LoadPair(bias + col, bias0, bias1);
 #pragma unroll
@@ -307,7 +324,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   const long long tiles_m = S::kGrouped ? group_table[p.groups] : (p.m + S::kTileM - 1) / S::kTileM;
   const long long tiles_n = (p.n + S::kTileN - 1) / S::kTileN;
   const long long tiles = tiles_m * tiles_n;
-  const int k_steps_all = static_cast<int>((p.k + kTileK - 1) / kTileK);
+  const int k_steps_all = static_cast<int>((p.k + S::kStageK - 1) / S::kStageK);
   // The work units are clusters (a block alone is a cluster of one); this block's K steps.
   const unsigned rank = kSplit ? ClusterRank() : 0;
   const long long first_tile = kSplit ? ClusterId() : blockIdx.x;
@@ -331,8 +348,8 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       for (int ks = k_begin; ks < k_end; ++ks) {
         BarrierWait(&empty[stage], phase ^ 1);
         BarrierArriveExpectTx(&full[stage], S::kBytesA + S::kBytesB);
-        TmaLoad2d(smem_a + stage * S::kBytesA, &p.a_map, &full[stage], ks * kTileK, row_a);
-        TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * kTileK, row_b);
+        TmaLoad2d(smem_a + stage * S::kBytesA, &p.a_map, &full[stage], ks * S::kStageK, row_a);
+        TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
         if (++stage == S::kStages) {
           stage = 0;
           phase ^= 1;
@@ -357,26 +374,89 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
     const detail::TileRows rows = detail::Locate<S>(p, group_table, tm, tn);
     int previous = -1;
-    for (int ks = k_begin; ks < k_end; ++ks) {
-      BarrierWait(&full[stage], phase);
-      const unsigned char* a_tile = smem_a + stage * S::kBytesA + consumer * kRowsPerConsumer * kTileK * 2;
-      const unsigned char* b_tile = smem_b + stage * S::kBytesB;
-      FenceAccumulators(acc);
-      WgmmaFence();
+    if constexpr (S::kFp8) {
+      // Block-scaled fp8: each stage is one 128-wide block of K. Its product goes to `block`
+      // (scale-d 0 on the first wgmma: no zeroing), and once the wgmmas are done it is
+      // promoted into the fp32 accumulators times the block's scales: acc += block * sa[row] *
+      // sb. The tensor cores add fp8 products at reduced precision inside one instruction
+      // chain; promoting every 128 of K (4 k32 wgmmas) keeps the error of a bf16 GEMM
+      // (docs/kernels-gemm.md). A tile wider than 128 columns is done in 128-column halves
+      // through the one block register set (each half has its own B scale block), so the
+      // accumulators of 256 columns and one block fit in a consumer's registers.
+      constexpr int kBlockN = S::kTileN < kFp8ScaleBlock ? S::kTileN : kFp8ScaleBlock;
+      constexpr int kHalves = S::kTileN / kBlockN;
+      constexpr int kBlockGroups = kBlockN / 8;  // column groups of 4 accumulators in a block
+      const long long row_base = detail::FragmentRow(rows.a + consumer * kRowsPerConsumer);
+      const long long col_base = tn * S::kTileN;
+      float block[kBlockN / 2];
 #pragma unroll
-      for (int kk = 0; kk < kTileK / 16; ++kk) {
-        Wgmma<TIn, S::kTileN>::Mma(acc, SwizzledKMajorDescriptor(a_tile + kk * 32),
-                                   SwizzledKMajorDescriptor(b_tile + kk * 32), ks > k_begin || kk > 0);
+      for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
+      for (int ks = k_begin; ks < k_end; ++ks) {
+        // The block's scales, read before waiting for its stage (rows and columns past the
+        // matrix scale by 0: their scales are not there to read).
+        const float sa0 = row_base < p.m ? p.a_scales[row_base * p.a_scale_stride + ks] : 0.0f;
+        const float sa1 = row_base + 8 < p.m ? p.a_scales[(row_base + 8) * p.a_scale_stride + ks] : 0.0f;
+        float sb[kHalves];
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          const long long col = col_base + h * kBlockN;
+          sb[h] = col < p.n ? p.b_scales[(col / kFp8ScaleBlock) * p.b_scale_stride + ks] : 0.0f;
+        }
+        BarrierWait(&full[stage], phase);
+        const unsigned char* a_tile = smem_a + stage * S::kBytesA + consumer * kRowsPerConsumer * 128;
+        const unsigned char* b_tile = smem_b + stage * S::kBytesB;
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          FenceAccumulators(block);
+          WgmmaFence();
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            // B's rows h * 128 onwards start h * 128 rows of 128 bytes in: a whole number of
+            // swizzle atoms (8 rows), so the descriptor just moves.
+            Wgmma<TIn, kBlockN>::Mma(block, SwizzledKMajorDescriptor(a_tile + kk * 32),
+                                     SwizzledKMajorDescriptor(b_tile + h * kBlockN * 128 + kk * 32), kk > 0);
+          }
+          WgmmaCommit();
+          WgmmaWait<0>();
+          FenceAccumulators(block);
+          if (h == kHalves - 1 && warp_leader) BarrierArrive(&empty[stage]);
+          const float s0 = sa0 * sb[h], s1 = sa1 * sb[h];
+#pragma unroll
+          for (int j = 0; j < kBlockGroups; ++j) {
+            float* out = acc + 4 * (h * kBlockGroups + j);
+            out[0] = fmaf(block[4 * j], s0, out[0]);
+            out[1] = fmaf(block[4 * j + 1], s0, out[1]);
+            out[2] = fmaf(block[4 * j + 2], s1, out[2]);
+            out[3] = fmaf(block[4 * j + 3], s1, out[3]);
+          }
+        }
+        if (++stage == S::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
       }
-      WgmmaCommit();
-      FenceAccumulators(acc);
-      // The group before this one has finished reading its stage: hand that stage back.
-      WgmmaWait<1>();
-      if (previous >= 0 && warp_leader) BarrierArrive(&empty[previous]);
-      previous = stage;
-      if (++stage == S::kStages) {
-        stage = 0;
-        phase ^= 1;
+    } else {
+      for (int ks = k_begin; ks < k_end; ++ks) {
+        BarrierWait(&full[stage], phase);
+        const unsigned char* a_tile = smem_a + stage * S::kBytesA + consumer * kRowsPerConsumer * kTileK * 2;
+        const unsigned char* b_tile = smem_b + stage * S::kBytesB;
+        FenceAccumulators(acc);
+        WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kTileK / 16; ++kk) {
+          Wgmma<TIn, S::kTileN>::Mma(acc, SwizzledKMajorDescriptor(a_tile + kk * 32),
+                                     SwizzledKMajorDescriptor(b_tile + kk * 32), ks > k_begin || kk > 0);
+        }
+        WgmmaCommit();
+        FenceAccumulators(acc);
+        // The group before this one has finished reading its stage: hand that stage back.
+        WgmmaWait<1>();
+        if (previous >= 0 && warp_leader) BarrierArrive(&empty[previous]);
+        previous = stage;
+        if (++stage == S::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
       }
     }
     WgmmaWait<0>();

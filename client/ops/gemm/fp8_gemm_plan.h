@@ -1,0 +1,45 @@
+// Fp8GemmPlan: the arguments of kiln::ops::fp8_gemm validated and turned into what the launch
+// needs, and fp8_gemm's default tactic. Pure: no driver call, so every check and the heuristic
+// run (and are tested) without a GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::client {
+
+struct Fp8GemmPlan {
+  const char* api = "";
+  DType out_dtype = DType::kBFloat16;  // d
+  int device = 0;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  const void* a = nullptr;          // [m, k] e4m3
+  const void* b = nullptr;          // [n, k] e4m3
+  void* d = nullptr;                // [m, n]
+  const float* a_scales = nullptr;  // [m, ceil(k / 128)]
+  const float* b_scales = nullptr;  // [ceil(n / 128), ceil(k / 128)]
+  int64_t a_row_stride = 0;
+  int64_t b_row_stride = 0;
+  int64_t d_row_stride = 0;
+  int64_t a_scale_stride = 0;
+  int64_t b_scale_stride = 0;
+};
+
+// d [..., N], a [..., K], b [N, K], a_scales [..., ceil(K / 128)] (a's leading dims), b_scales
+// [ceil(N / 128), ceil(K / 128)] (kiln/ops/gemm.h). INVALID_ARGUMENT "<api>: <argument>:
+// <expected>, found <found>" on the first problem. `api` must outlive the plan.
+StatusOr<Fp8GemmPlan> PlanFp8Gemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                  const TensorView& a_scales, const TensorView& b_scales, const char* api);
+
+// fp8_gemm's default tactic on a device of `sms` multiprocessors, with no tuning: the tile of
+// least predicted time (waves of tiles x the tile's area over its measured relative throughput,
+// fp8_gemm_plan.cpp: kFp8TileThroughput; tile_m 64 up to M 64), never a split, the most stages
+// that fit, raster groups of 8.
+gemm::GemmTactic ChooseFp8GemmTactic(int64_t m, int64_t n, int64_t k, int sms);
+
+}  // namespace kiln::client
