@@ -247,6 +247,43 @@ TEST_CASE("fp8_gemm compiles every tile for sm_90a without spills", "[gemm][comp
   CHECK(compiled == 6 + 1);
 }
 
+TEST_CASE("grouped fp8: both layouts generate and compile for sm_90a without spills", "[gemm][compile]") {
+  int compiled = 0;
+  for (const char* op : {"grouped_fp8_gemm", "grouped_fp8_gemm_masked"}) {
+    for (int tile_m : gemm::kTileMChoices) {
+      for (int tile_n : gemm::kTileNChoices) {
+        const int stages = gemm::GemmMaxStages(tile_m, tile_n, 1, /*grouped=*/true);
+        Params params = TacticParams("bf16", "bf16", tile_m, tile_n, stages);
+        params.erase("split_k");
+        params.erase("dtype");  // e4m3 is the op's
+        auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
+        INFO(op << " " << tile_m << "x" << tile_n << ": " << spec.status().ToString());
+        REQUIRE(spec.ok());
+        CHECK(spec->uri == std::string(op) + "_e4m3_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
+                               "x128s" + std::to_string(stages) + "g8");
+        CHECK(spec->launch[0].dynamic_smem <= gemm::kMaxSmemBytes);
+        // Every tile compiles in the contiguous layout; the masked one at the widest.
+        if (std::string(op) == "grouped_fp8_gemm_masked" && !(tile_m == 128 && tile_n == 256)) continue;
+        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+        auto result = Compiler().Compile(request);
+        INFO(result.status().ToString());
+        REQUIRE(result.ok());
+        ++compiled;
+        REQUIRE(result->kernels.size() == 1);
+        CHECK(result->kernels[0].name == "kiln_grouped_gemm");
+        CHECK(result->kernels[0].spill_store_bytes == 0);
+        CHECK(result->kernels[0].spill_load_bytes == 0);
+        CHECK(result->kernels[0].stack_bytes == 0);
+      }
+    }
+  }
+  CHECK(compiled == 6 + 1);
+  // The inputs are e4m3 by the op: a dtype param is not one of its params.
+  auto typed = OpRegistry::Builtin().Generate("grouped_fp8_gemm", {{"dtype", "bf16"}}, *Tree());
+  REQUIRE(!typed.ok());
+  CHECK(std::string(typed.status().message()).find("dtype") != std::string::npos);
+}
+
 TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {
   const std::string command = "python3 " KILN_TEST_SOURCE_DIR "/kernels/tools/gen_wgmma.py --check";
   const int rc = std::system(command.c_str());

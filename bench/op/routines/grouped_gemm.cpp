@@ -15,6 +15,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "bench/op/routines/group_counts.h"
 #include "bench/op/routines/hopper_only.h"
 #include "client/core/api/invalid_argument.h"
 #include "client/core/driver/cuda_driver.h"
@@ -60,34 +61,6 @@ extern "C" __global__ void kiln_bench_ref_grouped_gemm(T* d, const T* a, const T
   d[row * n + col] = FromF<T>(sum);
 }
 )";
-
-// Contiguous: the rows of each of e groups for t rows in all (see the file comment).
-std::vector<int64_t> ContiguousCounts(int64_t t, int64_t e) {
-  std::vector<int64_t> counts(static_cast<size_t>(e), 0);
-  std::mt19937_64 rng(0x6b696c6e + static_cast<uint64_t>(t) * 131 + static_cast<uint64_t>(e));
-  std::uniform_int_distribution<int64_t> pick(0, e - 1);
-  for (int64_t i = 0; i < t; ++i) ++counts[static_cast<size_t>(pick(rng))];
-  if (e >= 3) {
-    counts[0] += counts[1];
-    counts[1] = 0;
-    if (counts[2] > 1) {
-      counts[0] += counts[2] - 1;
-      counts[2] = 1;
-    }
-  }
-  return counts;
-}
-
-// Masked: the valid rows of each of e groups of m_max.
-std::vector<int64_t> MaskedCounts(int64_t e, int64_t m_max) {
-  std::vector<int64_t> counts(static_cast<size_t>(e));
-  std::mt19937_64 rng(0x6d61736b + static_cast<uint64_t>(e) * 131 + static_cast<uint64_t>(m_max));
-  std::uniform_int_distribution<int64_t> pick(0, m_max);
-  for (auto& c : counts) c = pick(rng);
-  counts.front() = 0;
-  if (e >= 2) counts.back() = m_max;
-  return counts;
-}
 
 // Both routines; kMasked picks the layout. Tensors: d, a, b, the groups' rows.
 template <bool kMasked>

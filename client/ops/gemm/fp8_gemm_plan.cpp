@@ -26,6 +26,35 @@ bool RowsLikeA(const TensorView& t, const TensorView& a, int64_t last) {
   return t.shape[t.ndim - 1] == last;
 }
 
+}  // namespace
+
+Status CheckFp8GemmDTypes(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t) {
+  if (a_t.dtype != DType::kFloat8E4M3)
+    return InvalidArgument(std::string("a: dtype ") + DTypeName(a_t.dtype) +
+                           " is not supported; expected fp8_e4m3 (the ops without fp8 in their name take bf16 and "
+                           "fp16)");
+  if (b_t.dtype != DType::kFloat8E4M3)
+    return InvalidArgument(std::string("b: expected dtype fp8_e4m3 (a's), found ") + DTypeName(b_t.dtype));
+  if (d_t.dtype != DType::kBFloat16 && d_t.dtype != DType::kFloat32)
+    return InvalidArgument(std::string("d: dtype ") + DTypeName(d_t.dtype) +
+                           " is not supported; expected bf16 or fp32");
+  return OkStatus();
+}
+
+StatusOr<RowView> ViewAScales(const TensorView& sa_t, const TensorView& a_t, int64_t k) {
+  const int64_t kb = Blocks(k);
+  KILN_ASSIGN_OR_RETURN(const RowView sa, ViewAsRows(sa_t, "a_scales"));
+  if (sa_t.dtype != DType::kFloat32)
+    return InvalidArgument(std::string("a_scales: expected dtype fp32, found ") + DTypeName(sa_t.dtype));
+  if (!RowsLikeA(sa_t, a_t, kb))
+    return InvalidArgument("a_scales: expected a's leading dims and ceil(K / 128) = " + Str(kb) + " last, found " +
+                           ShapeText(sa_t) + " for a " + ShapeText(a_t));
+  KILN_RETURN_IF_ERROR(CheckSameDevice(sa_t, "a_scales", a_t.device, "a"));
+  return sa;
+}
+
+namespace {
+
 StatusOr<Fp8GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const TensorView& sa_t,
                            const TensorView& sb_t) {
   KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
@@ -33,14 +62,7 @@ StatusOr<Fp8GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const T
   KILN_ASSIGN_OR_RETURN(const RowView b, ViewAsRows(b_t, "b"));
   KILN_ASSIGN_OR_RETURN(const RowView d, ViewAsRows(d_t, "d"));
 
-  if (a_t.dtype != DType::kFloat8E4M3)
-    return InvalidArgument(std::string("a: dtype ") + DTypeName(a_t.dtype) +
-                           " is not supported; expected fp8_e4m3 (kiln::ops::gemm multiplies bf16 and fp16)");
-  if (b_t.dtype != DType::kFloat8E4M3)
-    return InvalidArgument(std::string("b: expected dtype fp8_e4m3 (a's), found ") + DTypeName(b_t.dtype));
-  if (d_t.dtype != DType::kBFloat16 && d_t.dtype != DType::kFloat32)
-    return InvalidArgument(std::string("d: dtype ") + DTypeName(d_t.dtype) +
-                           " is not supported; expected bf16 or fp32");
+  KILN_RETURN_IF_ERROR(CheckFp8GemmDTypes(d_t, a_t, b_t));
 
   const int64_t m = a.rows, k = a.hidden, n = b.rows;
   if (b.hidden != k)
@@ -62,13 +84,7 @@ StatusOr<Fp8GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const T
 
   // The scales: fp32, one per (row of a, 128 of K) and per (128 rows of b, 128 of K).
   const int64_t kb = Blocks(k), nb = Blocks(n);
-  KILN_ASSIGN_OR_RETURN(const RowView sa, ViewAsRows(sa_t, "a_scales"));
-  if (sa_t.dtype != DType::kFloat32)
-    return InvalidArgument(std::string("a_scales: expected dtype fp32, found ") + DTypeName(sa_t.dtype));
-  if (!RowsLikeA(sa_t, a_t, kb))
-    return InvalidArgument("a_scales: expected a's leading dims and ceil(K / 128) = " + Str(kb) + " last, found " +
-                           ShapeText(sa_t) + " for a " + ShapeText(a_t));
-  KILN_RETURN_IF_ERROR(CheckSameDevice(sa_t, "a_scales", a_t.device, "a"));
+  KILN_ASSIGN_OR_RETURN(const RowView sa, ViewAScales(sa_t, a_t, k));
   if (sb_t.ndim != 2)
     return InvalidArgument("b_scales: expected a 2-D tensor [ceil(N / 128), ceil(K / 128)] = [" + Str(nb) + ", " +
                            Str(kb) + "], found " + RankText(sb_t));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "client/ops/row_view.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/status.h"
 #include "kiln/tensor_view.h"
@@ -29,6 +30,13 @@ struct Fp8GemmPlan {
   int64_t a_scale_stride = 0;
   int64_t b_scale_stride = 0;
 };
+
+// What fp8_gemm and the grouped fp8 ops check alike: a and b fp8_e4m3, d bf16 or fp32
+// (INVALID_ARGUMENT naming the argument).
+Status CheckFp8GemmDTypes(const TensorView& d, const TensorView& a, const TensorView& b);
+// `scales` fp32 with a's leading dims and ceil(K / 128) last, on a's device, seen as rows (one
+// per row of a). INVALID_ARGUMENT "a_scales: ..." otherwise.
+StatusOr<RowView> ViewAScales(const TensorView& scales, const TensorView& a, int64_t k);
 
 // d [..., N], a [..., K], b [N, K], a_scales [..., ceil(K / 128)] (a's leading dims), b_scales
 // [ceil(N / 128), ceil(K / 128)] (kiln/ops/gemm.h). INVALID_ARGUMENT "<api>: <argument>:

@@ -1,5 +1,6 @@
 // The gemm family's grouped ops, grouped_gemm (contiguous rows, m_indptr) and
-// grouped_gemm_masked ([E, M_max] rows, masked_m) (kiln/ops/gemm.h): their entries in the op
+// grouped_gemm_masked ([E, M_max] rows, masked_m), and their block-scaled fp8 forms
+// grouped_fp8_gemm and grouped_fp8_gemm_masked (kiln/ops/gemm.h): their entries in the op
 // table, the tactic, the tensor maps, the launch, and the C++ and C APIs. Validation is
 // grouped_gemm_plan.h's, the heuristic gemm_plan.h's; the kernel contract
 // kiln/gemm/gemm_contract.h.
@@ -33,17 +34,25 @@ struct GroupedGemmSpec {
   bool operator==(const GroupedGemmSpec&) const = default;
   auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m); }
   std::map<std::string, std::string> Params() const {
-    return {{kParamDType, DTypeName(dtype)},
-            {gemm::kParamOutDType, DTypeName(out_dtype)},
-            {gemm::kParamTileM, std::to_string(tile_m)},
-            {gemm::kParamTileN, std::to_string(tile_n)},
-            {gemm::kParamStages, std::to_string(stages)},
-            {gemm::kParamGroupM, std::to_string(group_m)}};
+    std::map<std::string, std::string> params = {{gemm::kParamOutDType, DTypeName(out_dtype)},
+                                                 {gemm::kParamTileM, std::to_string(tile_m)},
+                                                 {gemm::kParamTileN, std::to_string(tile_n)},
+                                                 {gemm::kParamStages, std::to_string(stages)},
+                                                 {gemm::kParamGroupM, std::to_string(group_m)}};
+    if (dtype != DType::kFloat8E4M3) params[kParamDType] = DTypeName(dtype);  // the fp8 ops' inputs are e4m3
+    return params;
   }
 };
 
 const OpKernels kContiguousKernels = {gemm::kGroupedGemmOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
 const OpKernels kMaskedKernels = {gemm::kGroupedGemmMaskedOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
+const OpKernels kFp8ContiguousKernels = {gemm::kGroupedFp8GemmOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
+const OpKernels kFp8MaskedKernels = {gemm::kGroupedFp8GemmMaskedOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
+
+const OpKernels& KernelsOf(const GroupedGemmPlan& plan) {
+  if (plan.dtype == DType::kFloat8E4M3) return plan.masked ? kFp8MaskedKernels : kFp8ContiguousKernels;
+  return plan.masked ? kMaskedKernels : kContiguousKernels;
+}
 
 // `forced` null: the heuristic's tactic for the plan's groups on this device.
 Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
@@ -56,10 +65,9 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   const gemm::GemmTactic tactic =
       forced != nullptr ? *forced : ChooseGroupedGemmTactic(rows_per_group, plan.groups, plan.n, plan.k, device->sms);
   const GroupedGemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
-  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(plan.masked ? kMaskedKernels : kContiguousKernels,
-                                                                    spec, plan.device, plan.api));
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(KernelsOf(plan), spec, plan.device, plan.api));
   const EntryLaunchReady& e = ready.launch->entry();
-  KILN_RETURN_IF_ERROR(CheckGemmBlock(e.block, tactic.tile_m, plan.api, gemm::kGroupedGemmOp));
+  KILN_RETURN_IF_ERROR(CheckGemmBlock(e.block, tactic.tile_m, plan.api, KernelsOf(plan).op));
 
   gemm::GemmParams params{};
   KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.a, plan.rows, plan.k, plan.a_row_stride,
@@ -74,6 +82,10 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   params.group_rows = plan.group_rows;
   params.group_stride = plan.group_stride;
   params.groups = plan.groups;
+  params.a_scales = plan.a_scales;
+  params.b_scales = plan.b_scales;
+  params.a_scale_stride = plan.a_scale_stride;
+  params.b_scale_stride = plan.b_scale_stride;
 
   // Persistent blocks, one per SM: how many tiles the groups have is known only on the device
   // (blocks without a tile return at once).
@@ -105,12 +117,43 @@ struct MaskedArgs : GroupedArgs {
   }
 };
 
+// The fp8 forms: the same with the scales.
+struct Fp8GroupedArgs : GroupedArgs {
+  const TensorView* a_scales = nullptr;
+  const TensorView* b_scales = nullptr;
+};
+struct Fp8ContiguousArgs : Fp8GroupedArgs {
+  template <typename Self, typename V>
+  static void Visit(Self& x, V& v) {
+    v.Out("d", x.d).In("a", x.a).In("b", x.b).In("a_scales", x.a_scales).In("b_scales", x.b_scales);
+    v.In("m_indptr", x.group_rows);
+  }
+};
+struct Fp8MaskedArgs : Fp8GroupedArgs {
+  template <typename Self, typename V>
+  static void Visit(Self& x, V& v) {
+    v.Out("d", x.d).In("a", x.a).In("b", x.b).In("a_scales", x.a_scales).In("b_scales", x.b_scales);
+    v.In("masked_m", x.group_rows);
+  }
+};
+
 Status RunContiguous(const ContiguousArgs& x, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan, PlanGroupedGemm(*x.d, *x.a, *x.b, *x.group_rows, api));
   return LaunchGrouped(plan, nullptr, stream);
 }
 Status RunMasked(const MaskedArgs& x, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan, PlanGroupedGemmMasked(*x.d, *x.a, *x.b, *x.group_rows, api));
+  return LaunchGrouped(plan, nullptr, stream);
+}
+
+Status RunFp8Contiguous(const Fp8ContiguousArgs& x, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan,
+                        PlanGroupedFp8Gemm(*x.d, *x.a, *x.b, *x.a_scales, *x.b_scales, *x.group_rows, api));
+  return LaunchGrouped(plan, nullptr, stream);
+}
+Status RunFp8Masked(const Fp8MaskedArgs& x, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan,
+                        PlanGroupedFp8GemmMasked(*x.d, *x.a, *x.b, *x.a_scales, *x.b_scales, *x.group_rows, api));
   return LaunchGrouped(plan, nullptr, stream);
 }
 
@@ -126,8 +169,22 @@ const OpDescriptor kGroupedGemmMasked = {.name = "grouped_gemm_masked",
                                          .cpp_api = "kiln::ops::grouped_gemm_masked",
                                          .c_api = "kiln_grouped_gemm_masked",
                                          .invoke = InvokeByVisit<MaskedArgs, RunMasked>};
+const OpDescriptor kGroupedFp8Gemm = {.name = "grouped_fp8_gemm",
+                                      .op = gemm::kGroupedFp8GemmOp,
+                                      .family = "gemm",
+                                      .cpp_api = "kiln::ops::grouped_fp8_gemm",
+                                      .c_api = "kiln_grouped_fp8_gemm",
+                                      .invoke = InvokeByVisit<Fp8ContiguousArgs, RunFp8Contiguous>};
+const OpDescriptor kGroupedFp8GemmMasked = {.name = "grouped_fp8_gemm_masked",
+                                            .op = gemm::kGroupedFp8GemmMaskedOp,
+                                            .family = "gemm",
+                                            .cpp_api = "kiln::ops::grouped_fp8_gemm_masked",
+                                            .c_api = "kiln_grouped_fp8_gemm_masked",
+                                            .invoke = InvokeByVisit<Fp8MaskedArgs, RunFp8Masked>};
 KILN_REGISTER_OP(kGroupedGemm);
 KILN_REGISTER_OP(kGroupedGemmMasked);
+KILN_REGISTER_OP(kGroupedFp8Gemm);
+KILN_REGISTER_OP(kGroupedFp8GemmMasked);
 
 }  // namespace
 
@@ -136,7 +193,7 @@ Status LaunchGroupedGemmPlan(const GroupedGemmPlan& plan, const gemm::GemmTactic
     return InvalidArgument(std::string(plan.api) + ": tactic " + std::to_string(tactic.tile_m) + "x" +
                            std::to_string(tactic.tile_n) + " with " + std::to_string(tactic.stages) +
                            " stages, group_m " + std::to_string(tactic.group_m) + ", split_k " +
-                           std::to_string(tactic.split_k) + " is not in the grouped_gemm tactic space");
+                           std::to_string(tactic.split_k) + " is not in the " + KernelsOf(plan).op + " tactic space");
   return LaunchGrouped(plan, &tactic, stream);
 }
 
@@ -165,6 +222,33 @@ Status grouped_gemm_masked(const TensorView& d, const TensorView& a, const Tenso
                         client::RunMasked);
 }
 
+Status grouped_fp8_gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& a_scales,
+                        const TensorView& b_scales, const TensorView& m_indptr, void* stream) {
+  client::Fp8ContiguousArgs args;
+  args.d = &d;
+  args.a = &a;
+  args.b = &b;
+  args.a_scales = &a_scales;
+  args.b_scales = &b_scales;
+  args.group_rows = &m_indptr;
+  return client::CallOp(client::kGroupedFp8Gemm, client::kGroupedFp8Gemm.cpp_api, args, stream,
+                        client::RunFp8Contiguous);
+}
+
+Status grouped_fp8_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b,
+                               const TensorView& a_scales, const TensorView& b_scales, const TensorView& masked_m,
+                               void* stream) {
+  client::Fp8MaskedArgs args;
+  args.d = &d;
+  args.a = &a;
+  args.b = &b;
+  args.a_scales = &a_scales;
+  args.b_scales = &b_scales;
+  args.group_rows = &masked_m;
+  return client::CallOp(client::kGroupedFp8GemmMasked, client::kGroupedFp8GemmMasked.cpp_api, args, stream,
+                        client::RunFp8Masked);
+}
+
 }  // namespace kiln::ops
 
 extern "C" {
@@ -190,6 +274,36 @@ kiln_status kiln_grouped_gemm_masked(DLTensor* d, const DLTensor* a, const DLTen
     args.d = t.Tensor(d, "d");
     args.a = t.Tensor(a, "a");
     args.b = t.Tensor(b, "b");
+    args.group_rows = t.Tensor(masked_m, "masked_m");
+    return args;
+  });
+}
+
+kiln_status kiln_grouped_fp8_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* a_scales,
+                                  const DLTensor* b_scales, const DLTensor* m_indptr, void* stream) {
+  using namespace kiln::client;
+  return CallOpC(kGroupedFp8Gemm, stream, RunFp8Contiguous, [&](CTensors& t) {
+    Fp8ContiguousArgs args;
+    args.d = t.Tensor(d, "d");
+    args.a = t.Tensor(a, "a");
+    args.b = t.Tensor(b, "b");
+    args.a_scales = t.Tensor(a_scales, "a_scales");
+    args.b_scales = t.Tensor(b_scales, "b_scales");
+    args.group_rows = t.Tensor(m_indptr, "m_indptr");
+    return args;
+  });
+}
+
+kiln_status kiln_grouped_fp8_gemm_masked(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* a_scales,
+                                         const DLTensor* b_scales, const DLTensor* masked_m, void* stream) {
+  using namespace kiln::client;
+  return CallOpC(kGroupedFp8GemmMasked, stream, RunFp8Masked, [&](CTensors& t) {
+    Fp8MaskedArgs args;
+    args.d = t.Tensor(d, "d");
+    args.a = t.Tensor(a, "a");
+    args.b = t.Tensor(b, "b");
+    args.a_scales = t.Tensor(a_scales, "a_scales");
+    args.b_scales = t.Tensor(b_scales, "b_scales");
     args.group_rows = t.Tensor(masked_m, "masked_m");
     return args;
   });

@@ -5,6 +5,7 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/ops/gemm/fp8_gemm_plan.h"
 #include "client/ops/gemm/gemm_plan.h"
 #include "client/ops/row_view.h"
 
@@ -35,11 +36,17 @@ StatusOr<const int32_t*> GroupRowsOf(const TensorView& t, const char* name, int6
   return static_cast<const int32_t*>(t.data);
 }
 
+// The scales of the fp8 forms (null: the bf16/fp16 ops).
+struct Fp8Scales {
+  const TensorView* a = nullptr;
+  const TensorView* b = nullptr;
+};
+
 // What both layouts check: dtypes, b [E, N, K] as E * N rows, N and K, d's rows, alignment and
-// overlaps. `a` and `d` are already viewed as rows (rows of all groups).
+// overlaps; fp8, the scales. `a` and `d` are already viewed as rows (rows of all groups).
 Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const RowView& a,
-                   const RowView& d, GroupedGemmPlan* plan) {
-  KILN_RETURN_IF_ERROR(CheckGemmDTypes(d_t, a_t, b_t));
+                   const RowView& d, const Fp8Scales* fp8, GroupedGemmPlan* plan) {
+  KILN_RETURN_IF_ERROR(fp8 != nullptr ? CheckFp8GemmDTypes(d_t, a_t, b_t) : CheckGemmDTypes(d_t, a_t, b_t));
   if (b_t.ndim != 3) return InvalidArgument("b: expected a 3-D tensor [E, N, K], found " + RankText(b_t));
   KILN_ASSIGN_OR_RETURN(const RowView b, ViewAsRows(b_t, "b"));
   const int64_t groups = b_t.shape[0], n = b_t.shape[1], k = a.hidden;
@@ -48,9 +55,10 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
                            " in shape " + ShapeText(b_t));
   if (b.hidden != k)
     return InvalidArgument("b: expected shape [E, N, " + Str(k) + "] (K = a's last dim), found " + ShapeText(b_t));
-  if (k % gemm::kAlignElements != 0 || k == 0)
-    return InvalidArgument("a: K (the last dim) must be a positive multiple of 8 (16-byte rows for TMA), found " +
-                           Str(k) + " in shape " + ShapeText(a_t));
+  const int64_t k_align = fp8 != nullptr ? 16 : gemm::kAlignElements;  // 16-byte rows
+  if (k % k_align != 0 || k == 0)
+    return InvalidArgument("a: K (the last dim) must be a positive multiple of " + Str(k_align) +
+                           " (16-byte rows for TMA), found " + Str(k) + " in shape " + ShapeText(a_t));
   if (n % gemm::kAlignElements != 0 || n == 0)
     return InvalidArgument("b: N (dim 1) must be a positive multiple of 8, found " + Str(n) + " in shape " +
                            ShapeText(b_t));
@@ -61,6 +69,28 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
   KILN_RETURN_IF_ERROR(CheckSameDevice(b_t, "b", a_t.device, "a"));
   KILN_RETURN_IF_ERROR(CheckSameDevice(d_t, "d", a_t.device, "a"));
   KILN_RETURN_IF_ERROR(CheckGemmLayout(d, a, b, n));
+  if (fp8 != nullptr) {
+    KILN_ASSIGN_OR_RETURN(const RowView sa, ViewAScales(*fp8->a, a_t, k));
+    const int64_t kb = (k + gemm::kFp8ScaleBlock - 1) / gemm::kFp8ScaleBlock;
+    const int64_t nb = (n + gemm::kFp8ScaleBlock - 1) / gemm::kFp8ScaleBlock;
+    const TensorView& sb_t = *fp8->b;
+    const std::string want_b = "[E, ceil(N / 128), ceil(K / 128)] = [" + Str(groups) + ", " + Str(nb) + ", " + Str(kb) +
+                               "]";
+    if (sb_t.ndim != 3)
+      return InvalidArgument("b_scales: expected a 3-D tensor " + want_b + ", found " + RankText(sb_t));
+    KILN_ASSIGN_OR_RETURN(const RowView sb, ViewAsRows(sb_t, "b_scales"));
+    if (sb_t.dtype != DType::kFloat32)
+      return InvalidArgument(std::string("b_scales: expected dtype fp32, found ") + DTypeName(sb_t.dtype));
+    if (sb_t.shape[0] != groups || sb_t.shape[1] != nb || sb_t.shape[2] != kb)
+      return InvalidArgument("b_scales: expected shape " + want_b + ", found " + ShapeText(sb_t));
+    KILN_RETURN_IF_ERROR(CheckSameDevice(sb_t, "b_scales", a_t.device, "a"));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(d, sa, false));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(d, sb, false));
+    plan->a_scales = reinterpret_cast<const float*>(sa.data);
+    plan->b_scales = reinterpret_cast<const float*>(sb.data);
+    plan->a_scale_stride = sa.rows > 1 ? sa.row_stride : kb;
+    plan->b_scale_stride = sb.rows > 1 ? sb.row_stride : kb;
+  }
   plan->dtype = a_t.dtype;
   plan->out_dtype = d_t.dtype;
   plan->device = a_t.device.index;
@@ -78,7 +108,7 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
 }
 
 StatusOr<GroupedGemmPlan> Contiguous(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t,
-                                     const TensorView& m_indptr) {
+                                     const TensorView& m_indptr, const Fp8Scales* fp8) {
   if (a_t.ndim != 2)
     return InvalidArgument("a: expected a 2-D tensor [T, K] (the rows of every group), found " + RankText(a_t));
   if (d_t.ndim != 2) return InvalidArgument("d: expected a 2-D tensor [T, N], found " + RankText(d_t));
@@ -87,7 +117,7 @@ StatusOr<GroupedGemmPlan> Contiguous(const TensorView& d_t, const TensorView& a_
   if (d_t.shape[0] != a_t.shape[0])
     return InvalidArgument("d: expected " + Str(a_t.shape[0]) + " rows (a's T), found " + ShapeText(d_t));
   GroupedGemmPlan plan;
-  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, &plan));
+  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, fp8, &plan));
   KILN_ASSIGN_OR_RETURN(plan.group_rows, GroupRowsOf(m_indptr, "m_indptr", plan.groups + 1,
                                                      "E + 1: group e is rows m_indptr[e] .. "
                                                      "m_indptr[e + 1] - 1",
@@ -98,7 +128,7 @@ StatusOr<GroupedGemmPlan> Contiguous(const TensorView& d_t, const TensorView& a_
 }
 
 StatusOr<GroupedGemmPlan> Masked(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t,
-                                 const TensorView& masked_m) {
+                                 const TensorView& masked_m, const Fp8Scales* fp8) {
   if (a_t.ndim != 3) return InvalidArgument("a: expected a 3-D tensor [E, M_max, K], found " + RankText(a_t));
   if (d_t.ndim != 3) return InvalidArgument("d: expected a 3-D tensor [E, M_max, N], found " + RankText(d_t));
   KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
@@ -109,7 +139,7 @@ StatusOr<GroupedGemmPlan> Masked(const TensorView& d_t, const TensorView& a_t, c
     return InvalidArgument("d: expected [" + Str(a_t.shape[0]) + ", " + Str(a_t.shape[1]) +
                            ", N] (a's E and M_max), found " + ShapeText(d_t));
   GroupedGemmPlan plan;
-  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, &plan));
+  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, fp8, &plan));
   plan.masked = true;
   plan.group_stride = a_t.shape[1];
   KILN_ASSIGN_OR_RETURN(plan.group_rows,
@@ -122,7 +152,7 @@ StatusOr<GroupedGemmPlan> Masked(const TensorView& d_t, const TensorView& a_t, c
 
 StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView& a, const TensorView& b,
                                           const TensorView& m_indptr, const char* api) {
-  auto plan = Contiguous(d, a, b, m_indptr);
+  auto plan = Contiguous(d, a, b, m_indptr, nullptr);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;
@@ -130,7 +160,27 @@ StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView&
 
 StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
                                                 const TensorView& masked_m, const char* api) {
-  auto plan = Masked(d, a, b, masked_m);
+  auto plan = Masked(d, a, b, masked_m, nullptr);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  return plan;
+}
+
+StatusOr<GroupedGemmPlan> PlanGroupedFp8Gemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                             const TensorView& a_scales, const TensorView& b_scales,
+                                             const TensorView& m_indptr, const char* api) {
+  const Fp8Scales scales{&a_scales, &b_scales};
+  auto plan = Contiguous(d, a, b, m_indptr, &scales);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  return plan;
+}
+
+StatusOr<GroupedGemmPlan> PlanGroupedFp8GemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
+                                                   const TensorView& a_scales, const TensorView& b_scales,
+                                                   const TensorView& masked_m, const char* api) {
+  const Fp8Scales scales{&a_scales, &b_scales};
+  auto plan = Masked(d, a, b, masked_m, &scales);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;

@@ -1,5 +1,6 @@
 // GroupedGemmPlan: the arguments of kiln::ops::grouped_gemm (contiguous layout) and
-// kiln::ops::grouped_gemm_masked validated and turned into what the launch needs, and the
+// kiln::ops::grouped_gemm_masked, and of their block-scaled fp8 forms grouped_fp8_gemm and
+// grouped_fp8_gemm_masked, validated and turned into what the launch needs, and the
 // default tactic (ChooseGroupedGemmTactic, gemm_plan.h: the family's heuristics live together). Pure: no driver call,
 // so every check and the heuristic run (and are tested) without a GPU. The groups' rows are device data: the plan knows
 // only their bounds.
@@ -31,6 +32,12 @@ struct GroupedGemmPlan {
   int64_t a_row_stride = 0;
   int64_t b_row_stride = 0;
   int64_t d_row_stride = 0;
+  // fp8 (dtype fp8_e4m3; null otherwise): a row of scales per row of a, [rows, ceil(k / 128)],
+  // and ceil(n / 128) rows per group, [E * ceil(n / 128), ceil(k / 128)].
+  const float* a_scales = nullptr;
+  const float* b_scales = nullptr;
+  int64_t a_scale_stride = 0;
+  int64_t b_scale_stride = 0;
 };
 
 // contiguous: d [T, N], a [T, K], b [E, N, K], m_indptr [E + 1] int32 (device).
@@ -40,5 +47,13 @@ StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView&
 // masked: d [E, M_max, N], a [E, M_max, K], b [E, N, K], masked_m [E] int32 (device).
 StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
                                                 const TensorView& masked_m, const char* api);
+// The fp8 forms: a and b fp8_e4m3 (K a multiple of 16), d bf16 or fp32, a_scales fp32 with a's
+// leading dims and ceil(K / 128) last, b_scales fp32 [E, ceil(N / 128), ceil(K / 128)].
+StatusOr<GroupedGemmPlan> PlanGroupedFp8Gemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                             const TensorView& a_scales, const TensorView& b_scales,
+                                             const TensorView& m_indptr, const char* api);
+StatusOr<GroupedGemmPlan> PlanGroupedFp8GemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
+                                                   const TensorView& a_scales, const TensorView& b_scales,
+                                                   const TensorView& masked_m, const char* api);
 
 }  // namespace kiln::client

@@ -1,8 +1,9 @@
-// The grouped_gemm and grouped_gemm_masked generators (family gemm): kernels/src/gemm/
-// grouped_gemm.cu specialized on the input and output types, the layout of the groups' rows
-// (grouped_gemm: contiguous, m_indptr; grouped_gemm_masked: [E, M_max] with a count per group)
-// and the tactic, which the URI names: grouped_gemm_bf16_obf16_t128x256x64s4g8. The groups,
-// their rows, N and K are launch arguments. Contract: kiln/gemm/gemm_contract.h;
+// The grouped_gemm and grouped_gemm_masked generators (family gemm) and their block-scaled fp8
+// forms grouped_fp8_gemm and grouped_fp8_gemm_masked: kernels/src/gemm/grouped_gemm.cu
+// specialized on the input and output types, the layout of the groups' rows (contiguous,
+// m_indptr; masked: [E, M_max] with a count per group) and the tactic, which the URI names:
+// grouped_gemm_bf16_obf16_t128x256x64s4g8, grouped_fp8_gemm_e4m3_obf16_t128x256x128s4g8 (fp8:
+// K 128 a stage). The groups, their rows, N and K are launch arguments. Contract: kiln/gemm/gemm_contract.h;
 // docs/kernels-gemm.md.
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
@@ -15,15 +16,23 @@ namespace kiln::kernels {
 namespace {
 
 constexpr const char* kUnitPath = "src/gemm/grouped_gemm.cu";
+constexpr DTypeInfo kFp8OutTypes[] = {kBf16Info, kFp32Info};
 
-template <int kLayout>
+template <int kLayout, bool kFp8>
 class GroupedGemmGenerator : public OpGenerator {
  public:
   std::string_view name() const override {
+    if (kFp8) return kLayout == gemm::kMaskedLayout ? gemm::kGroupedFp8GemmMaskedOp : gemm::kGroupedFp8GemmOp;
     return kLayout == gemm::kMaskedLayout ? gemm::kGroupedGemmMaskedOp : gemm::kGroupedGemmOp;
   }
   std::string_view family() const override { return "gemm"; }
   std::string_view description() const override {
+    if (kFp8)
+      return kLayout == gemm::kMaskedLayout
+                 ? "grouped_gemm_masked on e4m3 A and B with fp32 block scales (A per 1 x 128 of K, B per group "
+                   "and 128 x 128), each 128-wide K block's sum promoted into fp32 times its scales"
+                 : "grouped_gemm (contiguous rows, m_indptr) on e4m3 A and B with fp32 block scales (A per 1 x 128 "
+                   "of K, B per group and 128 x 128), each 128-wide K block's sum promoted into fp32";
     return kLayout == gemm::kMaskedLayout
                ? "E independent products sharing N and K (mixture-of-experts decode): D[e] = A[e] . B[e]^T with A "
                  "[E, M_max, K], D [E, M_max, N], B [E, N, K], and only the first masked_m[e] rows of group e (a "
@@ -34,7 +43,11 @@ class GroupedGemmGenerator : public OpGenerator {
   }
 
   std::vector<ParamInfo> params() const override {
-    std::vector<ParamInfo> all = GemmDTypeParams("element type of A and B", "element type of D. auto: dtype");
+    std::vector<ParamInfo> all = kFp8 ? std::vector<ParamInfo>{{.name = gemm::kParamOutDType,
+                                                                .help = "element type of D",
+                                                                .choices = DTypeNames(kFp8OutTypes),
+                                                                .default_value = "bf16"}}
+                                      : GemmDTypeParams("element type of A and B", "element type of D. auto: dtype");
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
     return all;
   }
@@ -44,15 +57,20 @@ class GroupedGemmGenerator : public OpGenerator {
  protected:
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    const GemmTypes types = GemmTypesOf(values);
+    static constexpr DTypeInfo kE4m3{"e4m3", "__nv_fp8_e4m3", 1};
+    const GemmTypes types = kFp8 ? GemmTypes{&kE4m3, &FindDType(kFp8OutTypes, values.Text(gemm::kParamOutDType))}
+                                 : GemmTypesOf(values);
     const DTypeInfo& in = *types.in;
     const DTypeInfo& out = *types.out;
     KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic, GemmTacticOf(op, values, 1, /*grouped=*/true));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic));
-    spec.params = {{kParamDType, in.name}, {gemm::kParamOutDType, out.name}};
+    spec.uri = kFp8 ? absl::StrCat(op, "_", in.name, "_o", out.name, "_t", tactic.tile_m, "x", tactic.tile_n, "x",
+                                   gemm::kFp8ScaleBlock, "s", tactic.stages, "g", tactic.group_m)
+                    : absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic));
+    spec.params = {{gemm::kParamOutDType, out.name}};
+    if (!kFp8) spec.params[kParamDType] = in.name;
     for (auto& [key, value] : GemmTacticSpecParams(tactic)) spec.params[key] = value;
     std::vector<std::pair<std::string, std::string>> defines = {{"KILN_GEMM_TIN", in.cuda_type},
                                                                 {"KILN_GEMM_TOUT", out.cuda_type},
@@ -71,10 +89,14 @@ class GroupedGemmGenerator : public OpGenerator {
   }
 };
 
-using ContiguousGenerator = GroupedGemmGenerator<gemm::kContiguousLayout>;
-using MaskedGenerator = GroupedGemmGenerator<gemm::kMaskedLayout>;
+using ContiguousGenerator = GroupedGemmGenerator<gemm::kContiguousLayout, false>;
+using MaskedGenerator = GroupedGemmGenerator<gemm::kMaskedLayout, false>;
+using ContiguousFp8Generator = GroupedGemmGenerator<gemm::kContiguousLayout, true>;
+using MaskedFp8Generator = GroupedGemmGenerator<gemm::kMaskedLayout, true>;
 KILN_REGISTER_OP_GENERATOR(ContiguousGenerator);
 KILN_REGISTER_OP_GENERATOR(MaskedGenerator);
+KILN_REGISTER_OP_GENERATOR(ContiguousFp8Generator);
+KILN_REGISTER_OP_GENERATOR(MaskedFp8Generator);
 
 }  // namespace
 }  // namespace kiln::kernels

@@ -117,4 +117,47 @@ TEST_CASE("grouped_gemm plans what the kernel takes, and its default tiles", "[c
       CHECK(kiln::gemm::GemmTacticFits(ChooseGroupedGemmTactic(rows, groups, 1536, 2048, 132), true));
 }
 
+TEST_CASE("grouped_fp8_gemm and grouped_fp8_gemm_masked refuse bad dtypes, K and scales",
+          "[client][ops][validation][gemm]") {
+  const DType fp8 = DType::kFloat8E4M3, f32 = DType::kFloat32;
+  constexpr uintptr_t kSa = kA + (uintptr_t{4} << 34), kSb = kA + (uintptr_t{5} << 34);
+  // T 100, E 4, N 264, K 400: kb 4, nb 3.
+  const TensorView a = T(kA, fp8, {100, 400}), b = T(kB, fp8, {4, 264, 400}), d = T(kD, kBf16, {100, 264});
+  const TensorView sa = T(kSa, f32, {100, 4}), sb = T(kSb, f32, {4, 3, 4});
+  const TensorView indptr = T(kRows, DType::kInt32, {5});
+  const auto plan = kiln::client::PlanGroupedFp8Gemm(d, a, b, sa, sb, indptr, "test");
+  REQUIRE(plan.ok());
+  CHECK(plan->dtype == fp8);
+  CHECK(plan->a_scales == At(kSa));
+  CHECK(plan->b_scales == At(kSb));
+  CHECK(plan->a_scale_stride == 4);
+  CHECK(plan->b_scale_stride == 4);  // b_scales [E, nb, kb] as E * nb rows
+  auto call = [&](const TensorView& d2, const TensorView& a2, const TensorView& b2, const TensorView& sa2,
+                  const TensorView& sb2) { return kiln::ops::grouped_fp8_gemm(d2, a2, b2, sa2, sb2, indptr); };
+  RequireInvalid(call(d, T(kA, kBf16, {100, 400}), b, sa, sb),
+                 "kiln::ops::grouped_fp8_gemm: a: dtype bf16 is not supported; expected fp8_e4m3");
+  RequireInvalid(call(T(kD, DType::kFloat16, {100, 264}), a, b, sa, sb), "d: dtype fp16 is not supported");
+  RequireInvalid(call(d, T(kA, fp8, {100, 392}), T(kB, fp8, {4, 264, 392}), sa, sb),
+                 "a: K (the last dim) must be a positive multiple of 16");
+  RequireInvalid(call(d, a, b, T(kSa, f32, {100, 3}), sb), "a_scales: expected a's leading dims and ceil(K / 128) = 4");
+  RequireInvalid(call(d, a, b, sa, T(kSb, f32, {12, 4})),
+                 "b_scales: expected a 3-D tensor [E, ceil(N / 128), ceil(K / 128)] = [4, 3, 4], found rank 2");
+  RequireInvalid(call(d, a, b, sa, T(kSb, f32, {4, 2, 4})),
+                 "b_scales: expected shape [E, ceil(N / 128), ceil(K / 128)]");
+  RequireInvalid(call(d, a, b, sa, T(kSb, DType::kBFloat16, {4, 3, 4})), "b_scales: expected dtype fp32, found bf16");
+  RequireInvalid(call(d, a, b, T(kD + 64, f32, {100, 4}), sb), "overlap");
+  // The bf16 op refuses fp8 inputs (they need scales: the fp8 op).
+  RequireInvalid(kiln::ops::grouped_gemm(d, a, b, indptr), "a: dtype fp8_e4m3 is not supported; expected bf16 or fp16");
+
+  // masked: a_scales has a's [E, M_max] leading dims.
+  const TensorView am = T(kA, fp8, {4, 32, 400}), dm = T(kD, kBf16, {4, 32, 264});
+  const TensorView masked_m = T(kRows, DType::kInt32, {4});
+  REQUIRE(kiln::client::PlanGroupedFp8GemmMasked(dm, am, b, T(kSa, f32, {4, 32, 4}), sb, masked_m, "test").ok());
+  RequireInvalid(kiln::ops::grouped_fp8_gemm_masked(dm, am, b, T(kSa, f32, {128, 4}), sb, masked_m),
+                 "kiln::ops::grouped_fp8_gemm_masked: a_scales: expected a's leading dims");
+  // A forced tactic outside the grouped space (a split) is refused, naming the op.
+  RequireInvalid(kiln::client::LaunchGroupedGemmPlan(*plan, {64, 128, 4, 8, 2}, nullptr),
+                 "is not in the grouped_fp8_gemm tactic space");
+}
+
 }  // namespace

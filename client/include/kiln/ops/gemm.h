@@ -56,6 +56,13 @@
 // and added into fp32 registers (docs/kernels-gemm.md: the error stays that of a bf16 GEMM on
 // the dequantized data). Scales are read as given (no check for finite or positive values).
 //
+// grouped_fp8_gemm and grouped_fp8_gemm_masked: grouped_gemm and grouped_gemm_masked on
+// block-scaled fp8 — a and b fp8_e4m3 as fp8_gemm's (K a multiple of 16), d bf16 or fp32, and
+//   a_scales  fp32, a's leading dims and ceil(K / 128) last ([T, kb] or [E, M_max, kb]): one
+//             scale per row of a and 128 of K
+//   b_scales  [E, ceil(N / 128), ceil(K / 128)] fp32: one scale per 128 x 128 block of each
+//             expert's weight
+//
 // The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_GEMM_H_
 #define KILN_OPS_GEMM_H_
@@ -85,6 +92,16 @@ KILN_API Status grouped_gemm_masked(const TensorView& d, const TensorView& a, co
 KILN_API Status fp8_gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& a_scales,
                          const TensorView& b_scales, void* stream = nullptr);
 
+// grouped_gemm on block-scaled fp8, as described above.
+KILN_API Status grouped_fp8_gemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                 const TensorView& a_scales, const TensorView& b_scales, const TensorView& m_indptr,
+                                 void* stream = nullptr);
+
+// grouped_gemm_masked on block-scaled fp8, as described above.
+KILN_API Status grouped_fp8_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b,
+                                        const TensorView& a_scales, const TensorView& b_scales,
+                                        const TensorView& masked_m, void* stream = nullptr);
+
 }  // namespace kiln::ops
 
 extern "C" {
@@ -112,6 +129,17 @@ KILN_API kiln_status kiln_grouped_gemm_masked(DLTensor* d, const DLTensor* a, co
  * d [..., N] bf16/fp32. N a multiple of 8, K of 16. sm_90a devices only. As described above. */
 KILN_API kiln_status kiln_fp8_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* a_scales,
                                    const DLTensor* b_scales, void* stream);
+
+/* Grouped, block-scaled fp8: a [T, K] and b [E, N, K] fp8_e4m3, a_scales [T, ceil(K/128)] and
+ * b_scales [E, ceil(N/128), ceil(K/128)] fp32, m_indptr [E + 1] int32, d [T, N] bf16/fp32. */
+KILN_API kiln_status kiln_grouped_fp8_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b, const DLTensor* a_scales,
+                                           const DLTensor* b_scales, const DLTensor* m_indptr, void* stream);
+
+/* Grouped, masked, block-scaled fp8: a [E, M_max, K], a_scales [E, M_max, ceil(K/128)], masked_m
+ * [E] int32, d [E, M_max, N]; b and b_scales as kiln_grouped_fp8_gemm's. */
+KILN_API kiln_status kiln_grouped_fp8_gemm_masked(DLTensor* d, const DLTensor* a, const DLTensor* b,
+                                                  const DLTensor* a_scales, const DLTensor* b_scales,
+                                                  const DLTensor* masked_m, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -8,6 +8,10 @@
 //                        m_indptr[e] .. m_indptr[e + 1] - 1 (m_indptr [E + 1] on the device)
 //   grouped_gemm_masked  the same with A [E, M_max, K], D [E, M_max, N] and masked_m [E] valid
 //                        rows a group (on the device: CUDA-graph decode)
+//   fp8_gemm             D = A · B^T on e4m3 A and B with fp32 block scales (A per 1 x 128 of
+//                        K, B per 128 x 128: DeepSeek-V3's), each 128-wide K block's sum promoted
+//                        into fp32 times its scales; grouped_fp8_gemm and grouped_fp8_gemm_masked
+//                        the grouped ops on the same inputs (b_scales per group)
 //
 // A and B are K-major (rows of K contiguous elements, as torch.nn.functional.linear stores a
 // weight), read through TMA tensor maps the client encodes (GemmTensorMap below); D and C are
@@ -38,6 +42,10 @@ constexpr const char* kGroupedGemmMaskedOp = "grouped_gemm_masked";
 constexpr const char* kGroupedGemmEntry = "kiln_grouped_gemm";  // both grouped ops' entry
 constexpr const char* kFp8GemmOp = "fp8_gemm";
 constexpr const char* kFp8GemmEntry = "kiln_fp8_gemm";
+// The grouped ops on block-scaled fp8 (entry kGroupedGemmEntry): a_scales a row per row of A,
+// b_scales [E, ceil(N / 128), ceil(K / 128)].
+constexpr const char* kGroupedFp8GemmOp = "grouped_fp8_gemm";
+constexpr const char* kGroupedFp8GemmMaskedOp = "grouped_fp8_gemm_masked";
 // fp8_gemm's scale blocks: A per 1 x 128 of K, B per 128 x 128 (DeepSeek-V3's), and its K per
 // pipeline stage (128 one-byte elements: one 128-byte swizzle row, one scale block).
 constexpr int kFp8ScaleBlock = 128;
@@ -174,9 +182,10 @@ struct GemmParams {
   const int* group_rows;
   long long group_stride;  // masked: M_max
   int groups;
-  // fp8_gemm (null otherwise): A's scales [m, ceil(k / 128)] (one a row per 128 elements of K,
+  // fp8 ops (null otherwise): A's scales [m, ceil(k / 128)] (one a row per 128 elements of K,
   // rows a_scale_stride apart) and B's [ceil(n / 128), ceil(k / 128)] (one a 128 x 128 block,
-  // rows b_scale_stride apart), fp32: D = sum over K blocks of (A_blk . B_blk^T) * sa * sb.
+  // rows b_scale_stride apart; grouped, E such blocks of rows one after another), fp32:
+  // D = sum over K blocks of (A_blk . B_blk^T) * sa * sb.
   const float* a_scales;
   const float* b_scales;
   long long a_scale_stride;

@@ -81,7 +81,7 @@ struct GemmShape {
   static constexpr int kColumnGroups = kTileN / 8;  // 4 accumulators each: the epilogue's unit
 
   static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "A and B are 16-bit (bf16, fp16) or fp8 (e4m3)");
-  static_assert(!kFp8 || (kSplitK == 1 && !kGrouped), "fp8: no split, no groups");
+  static_assert(!kFp8 || kSplitK == 1, "fp8: no split");
   static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
   static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "tile_n is a wgmma N this header has");
   static_assert(kStages >= kMinStages && kStages <= kMaxStages, "stages out of range");
@@ -386,8 +386,12 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       constexpr int kBlockN = S::kTileN < kFp8ScaleBlock ? S::kTileN : kFp8ScaleBlock;
       constexpr int kHalves = S::kTileN / kBlockN;
       constexpr int kBlockGroups = kBlockN / 8;  // column groups of 4 accumulators in a block
+      // a_scales has a row per row of A (grouped: of all groups); b_scales ceil(N / 128) rows per
+      // group (rows.b is group * N + the tile's first column).
       const long long row_base = detail::FragmentRow(rows.a + consumer * kRowsPerConsumer);
-      const long long col_base = tn * S::kTileN;
+      const long long group = S::kGrouped ? rows.b / p.n : 0;
+      const long long col_base = rows.b - group * p.n;
+      const long long b_scale_base = group * ((p.n + kFp8ScaleBlock - 1) / kFp8ScaleBlock);
       float block[kBlockN / 2];
 #pragma unroll
       for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
@@ -400,7 +404,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           const long long col = col_base + h * kBlockN;
-          sb[h] = col < p.n ? p.b_scales[(col / kFp8ScaleBlock) * p.b_scale_stride + ks] : 0.0f;
+          sb[h] = col < p.n ? p.b_scales[(b_scale_base + col / kFp8ScaleBlock) * p.b_scale_stride + ks] : 0.0f;
         }
         BarrierWait(&full[stage], phase);
         const unsigned char* a_tile = smem_a + stage * S::kBytesA + consumer * kRowsPerConsumer * 128;
