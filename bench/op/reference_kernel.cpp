@@ -30,6 +30,14 @@ template <typename U> __device__ __forceinline__ U FromF(float x);
 template <> __device__ __forceinline__ float FromF<float>(float x) { return x; }
 template <> __device__ __forceinline__ __half FromF<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+// An fp8 e4m3 byte (OCP e4m3fn: bias 7, no infinities, S.1111.111 the NaN), decoded by hand so
+// that no reference depends on an fp8 header.
+__device__ __forceinline__ float E4M3ToF(unsigned char x) {
+  const int e = (x >> 3) & 15, m = x & 7;
+  float v = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), e - 10);
+  if (e == 15 && m == 7) v = __int_as_float(0x7fc00000);
+  return (x & 0x80) ? -v : v;
+}
 
 )";
   return kPrelude;

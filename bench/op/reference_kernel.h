@@ -15,8 +15,8 @@ namespace kiln::bench {
 const char* CudaTypeName(DType dtype);
 
 // What every reference source may use, prepended to it: cuda_fp16.h, cuda_bf16.h,
-// `typedef <dtype> T;` (from -DKILN_REF_T), and float ToF(x) / T FromF<T>(float) for the
-// three float dtypes.
+// `typedef <dtype> T;` (from -DKILN_REF_T), float ToF(x) / T FromF<T>(float) for the three
+// float dtypes, and float E4M3ToF(unsigned char) for fp8 e4m3 bytes.
 const std::string& ReferencePrelude();
 
 // Compiles (once per daemon; cached after) and loads `entry` of prelude + `source` with

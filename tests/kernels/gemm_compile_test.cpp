@@ -166,25 +166,29 @@ TEST_CASE("every gemm tile compiles for sm_90a at its most stages, without spill
   CHECK(compiled == 2 * 6 + 2 * 2 + 3 * 3 + 3);
 }
 
-TEST_CASE("grouped_gemm: both layouts generate and compile for sm_90a, with the group table in shared memory",
+TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for sm_90a, with the group table in "
+          "shared memory",
           "[gemm][compile]") {
   int compiled = 0;
-  for (const char* op : {"grouped_gemm", "grouped_gemm_masked"}) {
+  for (const char* op : {"grouped_gemm", "grouped_gemm_masked", "grouped_fp8_gemm", "grouped_fp8_gemm_masked"}) {
+    const bool fp8 = std::string(op).find("fp8") != std::string::npos;
     for (int tile_m : gemm::kTileMChoices) {
       for (int tile_n : gemm::kTileNChoices) {
         const int stages = gemm::GemmMaxStages(tile_m, tile_n, 1, /*grouped=*/true);
         Params params = TacticParams("bf16", "bf16", tile_m, tile_n, stages);
-        params.erase("split_k");  // gemm's alone
+        params.erase("split_k");         // gemm's alone
+        if (fp8) params.erase("dtype");  // e4m3 is the op's
         auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
         INFO(op << " " << tile_m << "x" << tile_n << ": " << spec.status().ToString());
         REQUIRE(spec.ok());
-        CHECK(spec->uri == std::string(op) + "_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
-                               "x64s" + std::to_string(stages) + "g8");
+        CHECK(spec->uri == std::string(op) + (fp8 ? "_e4m3_obf16_t" : "_bf16_obf16_t") + std::to_string(tile_m) + "x" +
+                               std::to_string(tile_n) + (fp8 ? "x128s" : "x64s") + std::to_string(stages) + "g8");
         CHECK(spec->launch[0].dynamic_smem ==
               gemm::GemmSmemBytes(tile_m, tile_n, stages, 1) + (gemm::kMaxGroups + 1) * 4);
         CHECK(spec->launch[0].dynamic_smem <= gemm::kMaxSmemBytes);
-        // Every tile compiles at its most stages in the masked layout; the contiguous one at two.
-        if (std::string(op) == "grouped_gemm" && !(tile_m == 128 && (tile_n == 128 || tile_n == 256))) continue;
+        // Every tile compiles at its most stages in one layout of each type; the other at two.
+        const bool every = std::string(op) == (fp8 ? "grouped_fp8_gemm" : "grouped_gemm_masked");
+        if (!every && !(tile_m == 128 && (tile_n == 128 || tile_n == 256))) continue;
         server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
         auto result = Compiler().Compile(request);
         INFO(result.status().ToString());
@@ -198,7 +202,7 @@ TEST_CASE("grouped_gemm: both layouts generate and compile for sm_90a, with the 
       }
     }
   }
-  CHECK(compiled == 6 + 2);
+  CHECK(compiled == 2 * (6 + 2));
   // The table of 256 groups costs no stage: the most stages are gemm's.
   for (int tile_m : gemm::kTileMChoices)
     for (int tile_n : gemm::kTileNChoices)
@@ -212,6 +216,10 @@ TEST_CASE("grouped_gemm: both layouts generate and compile for sm_90a, with the 
   REQUIRE(!too_deep.ok());
   CHECK(std::string(too_deep.status().message())
             .find("grouped_gemm_masked: param 'stages' = '5' is not allowed for tile 128x256") != std::string::npos);
+  // The grouped fp8 ops' inputs are e4m3 by the op: a dtype param is not one of their params.
+  auto typed = OpRegistry::Builtin().Generate("grouped_fp8_gemm", {{"dtype", "bf16"}}, *Tree());
+  REQUIRE(!typed.ok());
+  CHECK(std::string(typed.status().message()).find("dtype") != std::string::npos);
 }
 
 TEST_CASE("fp8_gemm compiles every tile for sm_90a without spills", "[gemm][compile]") {
@@ -245,43 +253,6 @@ TEST_CASE("fp8_gemm compiles every tile for sm_90a without spills", "[gemm][comp
     }
   }
   CHECK(compiled == 6 + 1);
-}
-
-TEST_CASE("grouped fp8: both layouts generate and compile for sm_90a without spills", "[gemm][compile]") {
-  int compiled = 0;
-  for (const char* op : {"grouped_fp8_gemm", "grouped_fp8_gemm_masked"}) {
-    for (int tile_m : gemm::kTileMChoices) {
-      for (int tile_n : gemm::kTileNChoices) {
-        const int stages = gemm::GemmMaxStages(tile_m, tile_n, 1, /*grouped=*/true);
-        Params params = TacticParams("bf16", "bf16", tile_m, tile_n, stages);
-        params.erase("split_k");
-        params.erase("dtype");  // e4m3 is the op's
-        auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
-        INFO(op << " " << tile_m << "x" << tile_n << ": " << spec.status().ToString());
-        REQUIRE(spec.ok());
-        CHECK(spec->uri == std::string(op) + "_e4m3_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
-                               "x128s" + std::to_string(stages) + "g8");
-        CHECK(spec->launch[0].dynamic_smem <= gemm::kMaxSmemBytes);
-        // Every tile compiles in the contiguous layout; the masked one at the widest.
-        if (std::string(op) == "grouped_fp8_gemm_masked" && !(tile_m == 128 && tile_n == 256)) continue;
-        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-        auto result = Compiler().Compile(request);
-        INFO(result.status().ToString());
-        REQUIRE(result.ok());
-        ++compiled;
-        REQUIRE(result->kernels.size() == 1);
-        CHECK(result->kernels[0].name == "kiln_grouped_gemm");
-        CHECK(result->kernels[0].spill_store_bytes == 0);
-        CHECK(result->kernels[0].spill_load_bytes == 0);
-        CHECK(result->kernels[0].stack_bytes == 0);
-      }
-    }
-  }
-  CHECK(compiled == 6 + 1);
-  // The inputs are e4m3 by the op: a dtype param is not one of its params.
-  auto typed = OpRegistry::Builtin().Generate("grouped_fp8_gemm", {{"dtype", "bf16"}}, *Tree());
-  REQUIRE(!typed.ok());
-  CHECK(std::string(typed.status().message()).find("dtype") != std::string::npos);
 }
 
 TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {

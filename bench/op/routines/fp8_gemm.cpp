@@ -26,16 +26,9 @@
 namespace kiln::bench {
 namespace {
 
-// T is d's type (bf16). e4m3 decoded by hand (bias 7, no infinities, S.1111.111 the NaN), so the
-// reference depends on no fp8 header.
-constexpr const char* kReferenceSource = R"(
-__device__ float E4M3(unsigned char x) {
-  const int e = (x >> 3) & 15, m = x & 7;
-  float v = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), e - 10);
-  if (e == 15 && m == 7) v = __int_as_float(0x7fc00000);
-  return (x & 0x80) ? -v : v;
-}
-extern "C" __global__ void kiln_bench_ref_fp8_gemm(T* d, const unsigned char* a, const unsigned char* b,
+// T is d's type (bf16); E4M3ToF is the prelude's (reference_kernel.h).
+constexpr const char* kReferenceSource =
+    R"(extern "C" __global__ void kiln_bench_ref_fp8_gemm(T* d, const unsigned char* a, const unsigned char* b,
                                                    const float* sa, const float* sb, long long m, long long n,
                                                    long long k) {
   const long long row = (long long)blockIdx.y * 16 + threadIdx.y;
@@ -46,7 +39,7 @@ extern "C" __global__ void kiln_bench_ref_fp8_gemm(T* d, const unsigned char* a,
   for (long long blk = 0; blk < kb; ++blk) {
     float part = 0.f;
     for (long long l = blk * 128; l < k && l < blk * 128 + 128; ++l)
-      part += E4M3(a[row * k + l]) * E4M3(b[col * k + l]);
+      part += E4M3ToF(a[row * k + l]) * E4M3ToF(b[col * k + l]);
     sum += part * sa[row * kb + blk] * sb[(col / 128) * kb + blk];
   }
   d[row * n + col] = FromF<T>(sum);

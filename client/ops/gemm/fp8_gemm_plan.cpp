@@ -1,6 +1,5 @@
 #include "client/ops/gemm/fp8_gemm_plan.h"
 
-#include <climits>
 #include <limits>
 #include <string>
 
@@ -64,23 +63,8 @@ StatusOr<Fp8GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const T
 
   KILN_RETURN_IF_ERROR(CheckFp8GemmDTypes(d_t, a_t, b_t));
 
+  KILN_RETURN_IF_ERROR(CheckDenseGemmShapes(d_t, a_t, b_t, a, b, d));
   const int64_t m = a.rows, k = a.hidden, n = b.rows;
-  if (b.hidden != k)
-    return InvalidArgument("b: expected shape [N, " + Str(k) + "] (K = a's last dim), found " + ShapeText(b_t));
-  if (!RowsLikeA(d_t, a_t, n))
-    return InvalidArgument("d: expected a's leading dims and N = " + Str(n) + " (b's rows) last, found " +
-                           ShapeText(d_t) + " for a " + ShapeText(a_t));
-  if (k % 16 != 0 || k == 0)
-    return InvalidArgument("a: K (the last dim) must be a positive multiple of 16 (16-byte fp8 rows for TMA), found " +
-                           Str(k) + " in shape " + ShapeText(a_t));
-  if (n % gemm::kAlignElements != 0 || n == 0)
-    return InvalidArgument("b: N (the rows) must be a positive multiple of 8, found " + Str(n) + " in shape " +
-                           ShapeText(b_t));
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-    return InvalidArgument("a: M, N and K must be below 2^31 (TMA coordinates), found M=" + Str(m) + ", N=" + Str(n) +
-                           ", K=" + Str(k));
-  KILN_RETURN_IF_ERROR(CheckSameDevice(b_t, "b", a_t.device, "a"));
-  KILN_RETURN_IF_ERROR(CheckSameDevice(d_t, "d", a_t.device, "a"));
 
   // The scales: fp32, one per (row of a, 128 of K) and per (128 rows of b, 128 of K).
   const int64_t kb = Blocks(k), nb = Blocks(n);

@@ -62,6 +62,34 @@ namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+}  // namespace
+
+Status CheckDenseGemmShapes(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const RowView& a,
+                            const RowView& b, const RowView& d) {
+  const int64_t m = a.rows, k = a.hidden, n = b.rows;
+  if (b.hidden != k)
+    return InvalidArgument("b: expected shape [N, " + Str(k) + "] (K = a's last dim), found " + ShapeText(b_t));
+  bool leading_match = d_t.ndim == a_t.ndim;
+  for (int i = 0; leading_match && i + 1 < a_t.ndim; ++i) leading_match = d_t.shape[i] == a_t.shape[i];
+  if (!leading_match || d.hidden != n)
+    return InvalidArgument("d: expected a's leading dims and N = " + Str(n) + " (b's rows) last, found " +
+                           ShapeText(d_t) + " for a " + ShapeText(a_t));
+  const int64_t k_align = 16 / static_cast<int64_t>(DTypeSize(a_t.dtype));  // elements in 16 bytes
+  if (k % k_align != 0 || k == 0)
+    return InvalidArgument("a: K (the last dim) must be a positive multiple of " + Str(k_align) +
+                           " (16-byte rows for TMA), found " + Str(k) + " in shape " + ShapeText(a_t));
+  if (n % gemm::kAlignElements != 0 || n == 0)
+    return InvalidArgument("b: N (the rows) must be a positive multiple of 8, found " + Str(n) + " in shape " +
+                           ShapeText(b_t));
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return InvalidArgument("a: M, N and K must be below 2^31 (TMA coordinates), found M=" + Str(m) + ", N=" + Str(n) +
+                           ", K=" + Str(k));
+  KILN_RETURN_IF_ERROR(CheckSameDevice(b_t, "b", a_t.device, "a"));
+  return CheckSameDevice(d_t, "d", a_t.device, "a");
+}
+
+namespace {
+
 StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const TensorView* bias_t,
                         const TensorView* c_t, double beta) {
   KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
@@ -73,25 +101,8 @@ StatusOr<GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const Tens
 
   KILN_RETURN_IF_ERROR(CheckGemmDTypes(d_t, a_t, b_t));
 
+  KILN_RETURN_IF_ERROR(CheckDenseGemmShapes(d_t, a_t, b_t, a, b, d));
   const int64_t m = a.rows, k = a.hidden, n = b.rows;
-  if (b.hidden != k)
-    return InvalidArgument("b: expected shape [N, " + Str(k) + "] (K = a's last dim), found " + ShapeText(b_t));
-  bool leading_match = d_t.ndim == a_t.ndim;
-  for (int i = 0; leading_match && i + 1 < a_t.ndim; ++i) leading_match = d_t.shape[i] == a_t.shape[i];
-  if (!leading_match || d.hidden != n)
-    return InvalidArgument("d: expected a's leading dims and N = " + Str(n) + " (b's rows) last, found " +
-                           ShapeText(d_t) + " for a " + ShapeText(a_t));
-  if (k % gemm::kAlignElements != 0 || k == 0)
-    return InvalidArgument("a: K (the last dim) must be a positive multiple of 8 (16-byte rows for TMA), found " +
-                           Str(k) + " in shape " + ShapeText(a_t));
-  if (n % gemm::kAlignElements != 0 || n == 0)
-    return InvalidArgument("b: N (the rows) must be a positive multiple of 8, found " + Str(n) + " in shape " +
-                           ShapeText(b_t));
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-    return InvalidArgument("a: M, N and K must be below 2^31 (TMA coordinates), found M=" + Str(m) + ", N=" + Str(n) +
-                           ", K=" + Str(k));
-  KILN_RETURN_IF_ERROR(CheckSameDevice(b_t, "b", a_t.device, "a"));
-  KILN_RETURN_IF_ERROR(CheckSameDevice(d_t, "d", a_t.device, "a"));
 
   GemmPlan plan;
   if (bias_t != nullptr) {

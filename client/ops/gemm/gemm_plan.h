@@ -25,6 +25,11 @@ Status CheckPairOperand(const RowView& v);
 // from a and b. INVALID_ARGUMENT naming the argument.
 Status CheckGemmDTypes(const TensorView& d, const TensorView& a, const TensorView& b);
 Status CheckGemmLayout(const RowView& d, const RowView& a, const RowView& b, int64_t n);
+// The shapes of a dense product (gemm, fp8_gemm), a [..., K] and d [..., N] seen as rows, b [N, K]:
+// b's K is a's, d has a's leading dims and N last, K whole 16-byte rows (8 16-bit elements, 16
+// fp8 ones) and N a multiple of 8, M, N and K below 2^31, b and d on a's device.
+Status CheckDenseGemmShapes(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const RowView& a,
+                            const RowView& b, const RowView& d);
 
 struct GemmPlan {
   const char* api = "";

@@ -98,64 +98,46 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   return LaunchFunction(**driver, e.function, config, args, gemm::kGroupedGemmEntry, &ready.launch->library->info);
 }
 
+// The arguments of the four grouped ops: kMasked picks the rows' table (m_indptr or masked_m),
+// kFp8 adds the scales (null for the bf16/fp16 ops).
+template <bool kMasked, bool kFp8>
 struct GroupedArgs {
   const TensorView* d = nullptr;
   const TensorView* a = nullptr;
   const TensorView* b = nullptr;
-  const TensorView* group_rows = nullptr;
-};
-struct ContiguousArgs : GroupedArgs {
-  template <typename Self, typename V>
-  static void Visit(Self& x, V& v) {
-    v.Out("d", x.d).In("a", x.a).In("b", x.b).In("m_indptr", x.group_rows);
-  }
-};
-struct MaskedArgs : GroupedArgs {
-  template <typename Self, typename V>
-  static void Visit(Self& x, V& v) {
-    v.Out("d", x.d).In("a", x.a).In("b", x.b).In("masked_m", x.group_rows);
-  }
-};
-
-// The fp8 forms: the same with the scales.
-struct Fp8GroupedArgs : GroupedArgs {
   const TensorView* a_scales = nullptr;
   const TensorView* b_scales = nullptr;
-};
-struct Fp8ContiguousArgs : Fp8GroupedArgs {
+  const TensorView* group_rows = nullptr;
   template <typename Self, typename V>
   static void Visit(Self& x, V& v) {
-    v.Out("d", x.d).In("a", x.a).In("b", x.b).In("a_scales", x.a_scales).In("b_scales", x.b_scales);
-    v.In("m_indptr", x.group_rows);
+    v.Out("d", x.d).In("a", x.a).In("b", x.b);
+    if constexpr (kFp8) v.In("a_scales", x.a_scales).In("b_scales", x.b_scales);
+    v.In(kMasked ? "masked_m" : "m_indptr", x.group_rows);
   }
 };
-struct Fp8MaskedArgs : Fp8GroupedArgs {
-  template <typename Self, typename V>
-  static void Visit(Self& x, V& v) {
-    v.Out("d", x.d).In("a", x.a).In("b", x.b).In("a_scales", x.a_scales).In("b_scales", x.b_scales);
-    v.In("masked_m", x.group_rows);
-  }
-};
+using ContiguousArgs = GroupedArgs<false, false>;
+using MaskedArgs = GroupedArgs<true, false>;
+using Fp8ContiguousArgs = GroupedArgs<false, true>;
+using Fp8MaskedArgs = GroupedArgs<true, true>;
 
-Status RunContiguous(const ContiguousArgs& x, const char* api, void* stream) {
-  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan, PlanGroupedGemm(*x.d, *x.a, *x.b, *x.group_rows, api));
+template <bool kMasked, bool kFp8>
+StatusOr<GroupedGemmPlan> PlanOf(const GroupedArgs<kMasked, kFp8>& x, const char* api) {
+  if constexpr (kFp8)
+    return kMasked ? PlanGroupedFp8GemmMasked(*x.d, *x.a, *x.b, *x.a_scales, *x.b_scales, *x.group_rows, api)
+                   : PlanGroupedFp8Gemm(*x.d, *x.a, *x.b, *x.a_scales, *x.b_scales, *x.group_rows, api);
+  else
+    return kMasked ? PlanGroupedGemmMasked(*x.d, *x.a, *x.b, *x.group_rows, api)
+                   : PlanGroupedGemm(*x.d, *x.a, *x.b, *x.group_rows, api);
+}
+template <bool kMasked, bool kFp8>
+Status RunGrouped(const GroupedArgs<kMasked, kFp8>& x, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan, PlanOf(x, api));
   return LaunchGrouped(plan, nullptr, stream);
 }
-Status RunMasked(const MaskedArgs& x, const char* api, void* stream) {
-  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan, PlanGroupedGemmMasked(*x.d, *x.a, *x.b, *x.group_rows, api));
-  return LaunchGrouped(plan, nullptr, stream);
-}
-
-Status RunFp8Contiguous(const Fp8ContiguousArgs& x, const char* api, void* stream) {
-  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan,
-                        PlanGroupedFp8Gemm(*x.d, *x.a, *x.b, *x.a_scales, *x.b_scales, *x.group_rows, api));
-  return LaunchGrouped(plan, nullptr, stream);
-}
-Status RunFp8Masked(const Fp8MaskedArgs& x, const char* api, void* stream) {
-  KILN_ASSIGN_OR_RETURN(const GroupedGemmPlan plan,
-                        PlanGroupedFp8GemmMasked(*x.d, *x.a, *x.b, *x.a_scales, *x.b_scales, *x.group_rows, api));
-  return LaunchGrouped(plan, nullptr, stream);
-}
+constexpr auto RunContiguous = RunGrouped<false, false>;
+constexpr auto RunMasked = RunGrouped<true, false>;
+constexpr auto RunFp8Contiguous = RunGrouped<false, true>;
+constexpr auto RunFp8Masked = RunGrouped<true, true>;
 
 const OpDescriptor kGroupedGemm = {.name = "grouped_gemm",
                                    .op = gemm::kGroupedGemmOp,
@@ -203,49 +185,28 @@ namespace kiln::ops {
 
 Status grouped_gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& m_indptr,
                     void* stream) {
-  client::ContiguousArgs args;
-  args.d = &d;
-  args.a = &a;
-  args.b = &b;
-  args.group_rows = &m_indptr;
-  return client::CallOp(client::kGroupedGemm, client::kGroupedGemm.cpp_api, args, stream, client::RunContiguous);
+  return client::CallOp(client::kGroupedGemm, client::kGroupedGemm.cpp_api,
+                        client::ContiguousArgs{&d, &a, &b, nullptr, nullptr, &m_indptr}, stream, client::RunContiguous);
 }
 
 Status grouped_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& masked_m,
                            void* stream) {
-  client::MaskedArgs args;
-  args.d = &d;
-  args.a = &a;
-  args.b = &b;
-  args.group_rows = &masked_m;
-  return client::CallOp(client::kGroupedGemmMasked, client::kGroupedGemmMasked.cpp_api, args, stream,
-                        client::RunMasked);
+  return client::CallOp(client::kGroupedGemmMasked, client::kGroupedGemmMasked.cpp_api,
+                        client::MaskedArgs{&d, &a, &b, nullptr, nullptr, &masked_m}, stream, client::RunMasked);
 }
 
 Status grouped_fp8_gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& a_scales,
                         const TensorView& b_scales, const TensorView& m_indptr, void* stream) {
-  client::Fp8ContiguousArgs args;
-  args.d = &d;
-  args.a = &a;
-  args.b = &b;
-  args.a_scales = &a_scales;
-  args.b_scales = &b_scales;
-  args.group_rows = &m_indptr;
-  return client::CallOp(client::kGroupedFp8Gemm, client::kGroupedFp8Gemm.cpp_api, args, stream,
+  return client::CallOp(client::kGroupedFp8Gemm, client::kGroupedFp8Gemm.cpp_api,
+                        client::Fp8ContiguousArgs{&d, &a, &b, &a_scales, &b_scales, &m_indptr}, stream,
                         client::RunFp8Contiguous);
 }
 
 Status grouped_fp8_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b,
                                const TensorView& a_scales, const TensorView& b_scales, const TensorView& masked_m,
                                void* stream) {
-  client::Fp8MaskedArgs args;
-  args.d = &d;
-  args.a = &a;
-  args.b = &b;
-  args.a_scales = &a_scales;
-  args.b_scales = &b_scales;
-  args.group_rows = &masked_m;
-  return client::CallOp(client::kGroupedFp8GemmMasked, client::kGroupedFp8GemmMasked.cpp_api, args, stream,
+  return client::CallOp(client::kGroupedFp8GemmMasked, client::kGroupedFp8GemmMasked.cpp_api,
+                        client::Fp8MaskedArgs{&d, &a, &b, &a_scales, &b_scales, &masked_m}, stream,
                         client::RunFp8Masked);
 }
 
@@ -257,12 +218,8 @@ kiln_status kiln_grouped_gemm(DLTensor* d, const DLTensor* a, const DLTensor* b,
                               void* stream) {
   using namespace kiln::client;
   return CallOpC(kGroupedGemm, stream, RunContiguous, [&](CTensors& t) {
-    ContiguousArgs args;
-    args.d = t.Tensor(d, "d");
-    args.a = t.Tensor(a, "a");
-    args.b = t.Tensor(b, "b");
-    args.group_rows = t.Tensor(m_indptr, "m_indptr");
-    return args;
+    return ContiguousArgs{t.Tensor(d, "d"), t.Tensor(a, "a"), t.Tensor(b, "b"),
+                          nullptr,          nullptr,          t.Tensor(m_indptr, "m_indptr")};
   });
 }
 
@@ -270,12 +227,8 @@ kiln_status kiln_grouped_gemm_masked(DLTensor* d, const DLTensor* a, const DLTen
                                      void* stream) {
   using namespace kiln::client;
   return CallOpC(kGroupedGemmMasked, stream, RunMasked, [&](CTensors& t) {
-    MaskedArgs args;
-    args.d = t.Tensor(d, "d");
-    args.a = t.Tensor(a, "a");
-    args.b = t.Tensor(b, "b");
-    args.group_rows = t.Tensor(masked_m, "masked_m");
-    return args;
+    return MaskedArgs{t.Tensor(d, "d"), t.Tensor(a, "a"), t.Tensor(b, "b"),
+                      nullptr,          nullptr,          t.Tensor(masked_m, "masked_m")};
   });
 }
 
@@ -283,14 +236,12 @@ kiln_status kiln_grouped_fp8_gemm(DLTensor* d, const DLTensor* a, const DLTensor
                                   const DLTensor* b_scales, const DLTensor* m_indptr, void* stream) {
   using namespace kiln::client;
   return CallOpC(kGroupedFp8Gemm, stream, RunFp8Contiguous, [&](CTensors& t) {
-    Fp8ContiguousArgs args;
-    args.d = t.Tensor(d, "d");
-    args.a = t.Tensor(a, "a");
-    args.b = t.Tensor(b, "b");
-    args.a_scales = t.Tensor(a_scales, "a_scales");
-    args.b_scales = t.Tensor(b_scales, "b_scales");
-    args.group_rows = t.Tensor(m_indptr, "m_indptr");
-    return args;
+    return Fp8ContiguousArgs{t.Tensor(d, "d"),
+                             t.Tensor(a, "a"),
+                             t.Tensor(b, "b"),
+                             t.Tensor(a_scales, "a_scales"),
+                             t.Tensor(b_scales, "b_scales"),
+                             t.Tensor(m_indptr, "m_indptr")};
   });
 }
 
@@ -298,14 +249,12 @@ kiln_status kiln_grouped_fp8_gemm_masked(DLTensor* d, const DLTensor* a, const D
                                          const DLTensor* b_scales, const DLTensor* masked_m, void* stream) {
   using namespace kiln::client;
   return CallOpC(kGroupedFp8GemmMasked, stream, RunFp8Masked, [&](CTensors& t) {
-    Fp8MaskedArgs args;
-    args.d = t.Tensor(d, "d");
-    args.a = t.Tensor(a, "a");
-    args.b = t.Tensor(b, "b");
-    args.a_scales = t.Tensor(a_scales, "a_scales");
-    args.b_scales = t.Tensor(b_scales, "b_scales");
-    args.group_rows = t.Tensor(masked_m, "masked_m");
-    return args;
+    return Fp8MaskedArgs{t.Tensor(d, "d"),
+                         t.Tensor(a, "a"),
+                         t.Tensor(b, "b"),
+                         t.Tensor(a_scales, "a_scales"),
+                         t.Tensor(b_scales, "b_scales"),
+                         t.Tensor(masked_m, "masked_m")};
   });
 }
 

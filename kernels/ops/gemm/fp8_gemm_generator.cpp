@@ -13,8 +13,6 @@ namespace kiln::kernels {
 namespace {
 
 constexpr const char* kUnitPath = "src/gemm/fp8_gemm.cu";
-constexpr DTypeInfo kOutTypes[] = {kBf16Info, kFp32Info};
-constexpr int64_t kCompileMemoryMb = 512;  // as gemm's (the same kernel)
 
 class Fp8GemmGenerator : public OpGenerator {
  public:
@@ -27,12 +25,7 @@ class Fp8GemmGenerator : public OpGenerator {
   }
 
   std::vector<ParamInfo> params() const override {
-    std::vector<ParamInfo> all = {
-        {.name = gemm::kParamOutDType,
-         .help = "element type of D",
-         .choices = DTypeNames(kOutTypes),
-         .default_value = "bf16"},
-    };
+    std::vector<ParamInfo> all = {Fp8GemmOutDTypeParam()};
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
     return all;
   }
@@ -42,14 +35,12 @@ class Fp8GemmGenerator : public OpGenerator {
  protected:
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    const DTypeInfo& out = FindDType(kOutTypes, values.Text(gemm::kParamOutDType));
+    const DTypeInfo& out = *Fp8GemmTypesOf(values).out;
     KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic, GemmTacticOf(op, values, 1, /*grouped=*/false));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
-    gemm::GemmTactic named = tactic;
-    spec.uri = absl::StrCat(op, "_e4m3_o", out.name, "_t", named.tile_m, "x", named.tile_n, "x", gemm::kFp8ScaleBlock,
-                            "s", named.stages, "g", named.group_m);
+    spec.uri = absl::StrCat(op, "_", kE4m3Info.name, "_o", out.name, "_", GemmTacticUri(tactic, /*fp8=*/true));
     spec.params = {{gemm::kParamOutDType, out.name}};
     for (auto& [key, value] : GemmTacticSpecParams(tactic)) spec.params[key] = value;
     std::vector<std::pair<std::string, std::string>> defines = {{"KILN_GEMM_TOUT", out.cuda_type}};
@@ -62,7 +53,7 @@ class Fp8GemmGenerator : public OpGenerator {
                     .block = gemm::GemmThreads(tactic.tile_m),
                     .dynamic_smem = gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, 1),
                     .items_per_block = tactic.tile_m * tactic.tile_n}};
-    spec.compile_memory_mb = kCompileMemoryMb;
+    spec.compile_memory_mb = kGemmCompileMemoryMb;
     return spec;
   }
 };

@@ -89,9 +89,20 @@ absl::StatusOr<gemm::GemmTactic> GemmTacticOf(std::string_view op, const ParamVa
   return tactic;
 }
 
-std::string GemmTacticUri(const gemm::GemmTactic& t) {
-  return absl::StrCat("t", t.tile_m, "x", t.tile_n, "x", gemm::kTileK, "s", t.stages, "g", t.group_m,
-                      t.split_k > 1 ? absl::StrCat("k", t.split_k) : "");
+ParamInfo Fp8GemmOutDTypeParam() {
+  return {.name = gemm::kParamOutDType,
+          .help = "element type of D",
+          .choices = DTypeNames(kFp8GemmOutTypes),
+          .default_value = "bf16"};
+}
+
+GemmTypes Fp8GemmTypesOf(const ParamValues& values) {
+  return {&kE4m3Info, &FindDType(kFp8GemmOutTypes, values.Text(gemm::kParamOutDType))};
+}
+
+std::string GemmTacticUri(const gemm::GemmTactic& t, bool fp8) {
+  return absl::StrCat("t", t.tile_m, "x", t.tile_n, "x", fp8 ? gemm::kFp8ScaleBlock : gemm::kTileK, "s", t.stages, "g",
+                      t.group_m, t.split_k > 1 ? absl::StrCat("k", t.split_k) : "");
 }
 
 std::vector<std::pair<std::string, std::string>> GemmTacticSpecParams(const gemm::GemmTactic& t) {

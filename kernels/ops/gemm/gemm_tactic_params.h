@@ -30,6 +30,11 @@ struct GemmTypes {
   const DTypeInfo* out;
 };
 GemmTypes GemmTypesOf(const ParamValues& values);
+// The fp8 ops (fp8_gemm, the grouped fp8 ops): A and B e4m3 by the op, out_dtype bf16 or fp32.
+inline constexpr DTypeInfo kE4m3Info = {"e4m3", "__nv_fp8_e4m3", 1};
+inline constexpr DTypeInfo kFp8GemmOutTypes[] = {kBf16Info, kFp32Info};
+ParamInfo Fp8GemmOutDTypeParam();
+GemmTypes Fp8GemmTypesOf(const ParamValues& values);
 
 // tile_m, tile_n, stages, group_m, in that order.
 std::vector<ParamInfo> GemmTacticParams();
@@ -40,8 +45,8 @@ ParamInfo GemmSplitKParam();
 absl::StatusOr<gemm::GemmTactic> GemmTacticOf(std::string_view op, const ParamValues& values, int split_k,
                                               bool grouped);
 
-// "t128x256x64s4g8", "k<split>" after it when split.
-std::string GemmTacticUri(const gemm::GemmTactic& tactic);
+// "t128x256x64s4g8", "k<split>" after it when split; fp8, K per stage 128: "t128x256x128s4g8".
+std::string GemmTacticUri(const gemm::GemmTactic& tactic, bool fp8 = false);
 
 // The spec params and the config defines (KILN_GEMM_TILE_M ... KILN_GEMM_GROUP_M) of the tactic.
 std::vector<std::pair<std::string, std::string>> GemmTacticSpecParams(const gemm::GemmTactic& tactic);

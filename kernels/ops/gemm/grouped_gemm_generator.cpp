@@ -16,7 +16,6 @@ namespace kiln::kernels {
 namespace {
 
 constexpr const char* kUnitPath = "src/gemm/grouped_gemm.cu";
-constexpr DTypeInfo kFp8OutTypes[] = {kBf16Info, kFp32Info};
 
 template <int kLayout, bool kFp8>
 class GroupedGemmGenerator : public OpGenerator {
@@ -43,10 +42,7 @@ class GroupedGemmGenerator : public OpGenerator {
   }
 
   std::vector<ParamInfo> params() const override {
-    std::vector<ParamInfo> all = kFp8 ? std::vector<ParamInfo>{{.name = gemm::kParamOutDType,
-                                                                .help = "element type of D",
-                                                                .choices = DTypeNames(kFp8OutTypes),
-                                                                .default_value = "bf16"}}
+    std::vector<ParamInfo> all = kFp8 ? std::vector<ParamInfo>{Fp8GemmOutDTypeParam()}
                                       : GemmDTypeParams("element type of A and B", "element type of D. auto: dtype");
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
     return all;
@@ -57,18 +53,14 @@ class GroupedGemmGenerator : public OpGenerator {
  protected:
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    static constexpr DTypeInfo kE4m3{"e4m3", "__nv_fp8_e4m3", 1};
-    const GemmTypes types = kFp8 ? GemmTypes{&kE4m3, &FindDType(kFp8OutTypes, values.Text(gemm::kParamOutDType))}
-                                 : GemmTypesOf(values);
+    const GemmTypes types = kFp8 ? Fp8GemmTypesOf(values) : GemmTypesOf(values);
     const DTypeInfo& in = *types.in;
     const DTypeInfo& out = *types.out;
     KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic, GemmTacticOf(op, values, 1, /*grouped=*/true));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
-    spec.uri = kFp8 ? absl::StrCat(op, "_", in.name, "_o", out.name, "_t", tactic.tile_m, "x", tactic.tile_n, "x",
-                                   gemm::kFp8ScaleBlock, "s", tactic.stages, "g", tactic.group_m)
-                    : absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic));
+    spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic, kFp8));
     spec.params = {{gemm::kParamOutDType, out.name}};
     if (!kFp8) spec.params[kParamDType] = in.name;
     for (auto& [key, value] : GemmTacticSpecParams(tactic)) spec.params[key] = value;

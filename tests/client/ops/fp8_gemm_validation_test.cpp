@@ -107,7 +107,7 @@ TEST_CASE("fp8_gemm refuses bad dtypes, shapes, scales and layouts", "[client][o
                    x.a = T(kA, kFp8, {100, 392});
                    x.b = T(kB, kFp8, {264, 392});
                  }),
-                 "a: K (the last dim) must be a positive multiple of 16 (16-byte fp8 rows for TMA), found 392");
+                 "a: K (the last dim) must be a positive multiple of 16 (16-byte rows for TMA), found 392");
   RequireInvalid(with([](Args& x) {
                    x.b = T(kB, kFp8, {260, 400});
                    x.d = T(kD, DType::kBFloat16, {100, 260});

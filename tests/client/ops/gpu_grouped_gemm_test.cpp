@@ -1,9 +1,11 @@
-// [gpu][gemm] kiln::ops::grouped_gemm and grouped_gemm_masked on a real sm_90a GPU (skipped
-// visibly elsewhere) against a float64 CPU reference: empty groups, groups of one row, groups of
-// more rows than a tile, N and K that no tile divides, 1 to 256 groups, every tile forced,
-// masked counts of 0 and M_max, rows outside the groups untouched, tables out of range clamped
-// (no write outside d), the C ABI. Fresh random data each case, d poisoned (NaN) before each
-// launch. Tolerance as gpu_gemm_test.cpp's.
+// [gpu][gemm] kiln::ops::grouped_gemm and grouped_gemm_masked, and their block-scaled fp8 forms
+// grouped_fp8_gemm and grouped_fp8_gemm_masked ([fp8]), on a real sm_90a GPU (skipped visibly
+// elsewhere) against a float64 CPU reference (fp8: of the dequantized matrices): empty groups,
+// groups of one row, groups of more rows than a tile, N and K that no tile (or scale block)
+// divides, 1 to 256 groups, every tile forced, masked counts of 0 and M_max, rows outside the
+// groups untouched, tables out of range clamped (no write outside d), the C ABI. Fresh random
+// data (and scales) each case, d poisoned (NaN) before each launch. Tolerance as
+// gpu_gemm_test.cpp's (fp8: as gpu_fp8_gemm_test.cpp's, 2^-12 of the block terms' magnitude).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -31,9 +33,12 @@ using kiln::testing::HopperSession;
 using kiln::testing::HostTensor;
 using kiln::testing::ToDLTensor;
 
+constexpr DType kFp8 = DType::kFloat8E4M3;
+int64_t Blocks(int64_t extent) { return (extent + 127) / 128; }
+
 struct Case {
   bool masked = false;
-  DType in = DType::kBFloat16;
+  DType in = DType::kBFloat16;  // kFp8: the grouped_fp8 ops, with scales
   DType out = DType::kBFloat16;
   std::vector<int64_t> counts;  // rows of each group (masked: the valid rows; may exceed m_max: clamped)
   int64_t m_max = 0;            // masked
@@ -84,14 +89,22 @@ void Run(const Case& c, std::mt19937& rng) {
     }
   }
   const size_t out_es = kiln::DTypeSize(c.out);
-  HostTensor a = kiln::testing::RandomTensor(c.in, static_cast<size_t>(std::max<int64_t>(rows, 1) * c.k), rng, -1.f,
-                                             1.f);
+  const bool fp8 = c.in == kFp8;
+  const int64_t kb = Blocks(c.k), nb = Blocks(c.n);
+  const size_t arows = static_cast<size_t>(std::max<int64_t>(rows, 1));
+  HostTensor a = kiln::testing::RandomTensor(c.in, arows * static_cast<size_t>(c.k), rng, -1.f, 1.f);
   HostTensor b = kiln::testing::RandomTensor(c.in, static_cast<size_t>(e * c.n * c.k), rng, -1.f, 1.f);
+  // fp8's scales (a row per row of a; ceil(n / 128) rows per group), drawn for every case.
+  HostTensor sa = kiln::testing::RandomTensor(DType::kFloat32, arows * static_cast<size_t>(kb), rng, 0.25f, 4.f);
+  HostTensor sb = kiln::testing::RandomTensor(DType::kFloat32, static_cast<size_t>(e * nb * kb), rng, 0.25f, 4.f);
   // d with 64 guard rows after it: a write outside d lands there.
   const size_t d_bytes = static_cast<size_t>(rows * c.n) * out_es, guard = static_cast<size_t>(64 * c.n) * out_es;
-  DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(d_bytes + guard), dtable(table.size() * 4 + 4);
+  DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(d_bytes + guard), dtable(table.size() * 4 + 4),
+      dsa(sa.bytes.size()), dsb(sb.bytes.size());
   da.Upload(a.bytes);
   db.Upload(b.bytes);
+  dsa.Upload(sa.bytes);
+  dsb.Upload(sb.bytes);
   dd.Poison();
   std::vector<uint8_t> table_bytes(table.size() * 4);
   std::memcpy(table_bytes.data(), table.data(), table_bytes.size());
@@ -103,19 +116,33 @@ void Run(const Case& c, std::mt19937& rng) {
   const auto td = c.masked ? TensorView::Contiguous(dd.data(), c.out, {e, c.m_max, c.n})
                            : TensorView::Contiguous(dd.data(), c.out, {rows, c.n});
   const auto tt = TensorView::Contiguous(dtable.data(), DType::kInt32, {static_cast<int64_t>(table.size())});
+  const auto tsa = c.masked ? TensorView::Contiguous(dsa.data(), DType::kFloat32, {e, c.m_max, kb})
+                            : TensorView::Contiguous(dsa.data(), DType::kFloat32, {rows, kb});
+  const auto tsb = TensorView::Contiguous(dsb.data(), DType::kFloat32, {e, nb, kb});
   kiln::Status status;
   if (c.c_api) {
-    DLTensor dl_d = ToDLTensor(td), dl_a = ToDLTensor(ta), dl_b = ToDLTensor(tb), dl_t = ToDLTensor(tt);
-    const kiln_status rc = c.masked ? kiln_grouped_gemm_masked(&dl_d, &dl_a, &dl_b, &dl_t, nullptr)
-                                    : kiln_grouped_gemm(&dl_d, &dl_a, &dl_b, &dl_t, nullptr);
+    DLTensor dl_d = ToDLTensor(td), dl_a = ToDLTensor(ta), dl_b = ToDLTensor(tb), dl_t = ToDLTensor(tt),
+             dl_sa = ToDLTensor(tsa), dl_sb = ToDLTensor(tsb);
+    kiln_status rc;
+    if (fp8)
+      rc = c.masked ? kiln_grouped_fp8_gemm_masked(&dl_d, &dl_a, &dl_b, &dl_sa, &dl_sb, &dl_t, nullptr)
+                    : kiln_grouped_fp8_gemm(&dl_d, &dl_a, &dl_b, &dl_sa, &dl_sb, &dl_t, nullptr);
+    else
+      rc = c.masked ? kiln_grouped_gemm_masked(&dl_d, &dl_a, &dl_b, &dl_t, nullptr)
+                    : kiln_grouped_gemm(&dl_d, &dl_a, &dl_b, &dl_t, nullptr);
     INFO(kiln_last_error());
     REQUIRE(rc == KILN_OK);
   } else if (c.tactic != nullptr) {
-    auto plan = c.masked ? kiln::client::PlanGroupedGemmMasked(td, ta, tb, tt, "test")
-                         : kiln::client::PlanGroupedGemm(td, ta, tb, tt, "test");
+    auto plan = fp8 ? (c.masked ? kiln::client::PlanGroupedFp8GemmMasked(td, ta, tb, tsa, tsb, tt, "test")
+                                : kiln::client::PlanGroupedFp8Gemm(td, ta, tb, tsa, tsb, tt, "test"))
+                    : (c.masked ? kiln::client::PlanGroupedGemmMasked(td, ta, tb, tt, "test")
+                                : kiln::client::PlanGroupedGemm(td, ta, tb, tt, "test"));
     INFO(plan.status().ToString());
     REQUIRE(plan.ok());
     status = kiln::client::LaunchGroupedGemmPlan(*plan, *c.tactic, nullptr);
+  } else if (fp8) {
+    status = c.masked ? kiln::ops::grouped_fp8_gemm_masked(td, ta, tb, tsa, tsb, tt)
+                      : kiln::ops::grouped_fp8_gemm(td, ta, tb, tsa, tsb, tt);
   } else {
     status = c.masked ? kiln::ops::grouped_gemm_masked(td, ta, tb, tt) : kiln::ops::grouped_gemm(td, ta, tb, tt);
   }
@@ -143,12 +170,16 @@ void Run(const Case& c, std::mt19937& rng) {
       }
       double want = 0, magnitude = 0;
       for (int64_t l = 0; l < c.k; ++l) {
-        const double p = a.Get(static_cast<size_t>(r * c.k + l)) * b.Get(static_cast<size_t>((g * c.n + j) * c.k + l));
+        double p = a.Get(static_cast<size_t>(r * c.k + l)) * b.Get(static_cast<size_t>((g * c.n + j) * c.k + l));
+        if (fp8)
+          p *= sa.Get(static_cast<size_t>(r * kb + l / 128)) *
+               sb.Get(static_cast<size_t>((g * nb + j / 128) * kb + l / 128));
         want += p;
         magnitude += std::fabs(p);
       }
       const double got = d.Get(at);
-      if (!kiln::testing::Close(got, want, {tol.abs + std::ldexp(magnitude, -20), tol.rel}) && bad++ == 0)
+      // fp32 accumulation; fp8: the tensor cores' in-block sums (gpu_fp8_gemm_test.cpp).
+      if (!kiln::testing::Close(got, want, {tol.abs + std::ldexp(magnitude, fp8 ? -12 : -20), tol.rel}) && bad++ == 0)
         first_bad = "row " + std::to_string(r) + " (group " + std::to_string(g) + ") col " + std::to_string(j) +
                     ": got " + std::to_string(got) + ", want " + std::to_string(want);
     }
@@ -170,11 +201,16 @@ std::vector<int64_t> RandomCounts(int64_t e, int64_t t, std::mt19937& rng) {
   return counts;
 }
 
-TEST_CASE("grouped_gemm (contiguous) matches float64: empty groups, one-row groups, 1..256 groups", "[gpu][gemm]") {
+// The output of a case of inputs `in`: the same 16-bit type, or bf16 for fp8.
+DType OutOf(DType in) { return in == kFp8 ? DType::kBFloat16 : in; }
+
+TEST_CASE("grouped_gemm (contiguous) and grouped_fp8_gemm match float64: empty and one-row groups, 1..256 groups",
+          "[gpu][gemm][fp8]") {
   GpuSession session = HopperSession();
   std::mt19937 rng(20261203);
-  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{136, 72}, {264, 520}, {512, 256}}) {
+  for (DType in : {DType::kBFloat16, DType::kFloat16, kFp8}) {
+    // N and K that no tile divides (K 144 and 528: a partial last scale block for fp8).
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{136, 144}, {264, 528}, {512, 256}}) {
       for (const std::vector<int64_t>& counts : std::vector<std::vector<int64_t>>{
                {1},                        // one group, one row
                {300},                      // one group of several tiles
@@ -183,7 +219,7 @@ TEST_CASE("grouped_gemm (contiguous) matches float64: empty groups, one-row grou
            }) {
         Case c;
         c.in = in;
-        c.out = in;
+        c.out = OutOf(in);
         c.counts = counts;
         c.n = n;
         c.k = k;
@@ -191,12 +227,22 @@ TEST_CASE("grouped_gemm (contiguous) matches float64: empty groups, one-row grou
       }
       Case many;
       many.in = in;
-      many.out = in;
+      many.out = OutOf(in);
       many.counts = RandomCounts(128, 1000, rng);
       many.n = n;
       many.k = k;
       Run(many, rng);
     }
+    // fp32 out; the C ABI.
+    Case fp32;
+    fp32.in = in;
+    fp32.out = DType::kFloat32;
+    fp32.counts = {5, 0, 77};
+    fp32.n = 128;
+    fp32.k = 128;
+    Run(fp32, rng);
+    fp32.c_api = true;
+    Run(fp32, rng);
   }
   Case widest;
   widest.counts = RandomCounts(256, 700, rng);
@@ -205,33 +251,29 @@ TEST_CASE("grouped_gemm (contiguous) matches float64: empty groups, one-row grou
   widest.n = 64;
   widest.k = 64;
   Run(widest, rng);
-  // fp32 out; the C ABI.
-  Case fp32;
-  fp32.out = DType::kFloat32;
-  fp32.counts = {5, 0, 77};
-  fp32.n = 128;
-  fp32.k = 128;
-  Run(fp32, rng);
-  fp32.c_api = true;
-  Run(fp32, rng);
 }
 
-TEST_CASE("grouped_gemm: every tile is correct, and a table out of range never writes outside d", "[gpu][gemm]") {
+TEST_CASE("grouped_gemm: every tile is correct (bf16 and fp8), and a table out of range never writes outside d",
+          "[gpu][gemm][fp8]") {
   GpuSession session = HopperSession();
   std::mt19937 rng(29);
-  for (bool masked : {false, true}) {
-    for (int tile_m : kiln::gemm::kTileMChoices) {
-      for (int tile_n : kiln::gemm::kTileNChoices) {
-        for (int stages : {kiln::gemm::kMinStages, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true)}) {
-          const kiln::gemm::GemmTactic tactic{tile_m, tile_n, stages, 3, 1};
-          Case c;
-          c.masked = masked;
-          c.counts = masked ? std::vector<int64_t>{0, 70, 130, 1} : std::vector<int64_t>{70, 0, 131, 1, 64};
-          c.m_max = 130;
-          c.n = 392;
-          c.k = 456;
-          c.tactic = &tactic;
-          Run(c, rng);
+  for (DType in : {DType::kBFloat16, kFp8}) {
+    for (bool masked : {false, true}) {
+      for (int tile_m : kiln::gemm::kTileMChoices) {
+        for (int tile_n : kiln::gemm::kTileNChoices) {
+          for (int stages : {kiln::gemm::kMinStages, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true)}) {
+            const kiln::gemm::GemmTactic tactic{tile_m, tile_n, stages, 3, 1};
+            Case c;
+            c.in = in;
+            c.out = OutOf(in);
+            c.masked = masked;
+            c.counts = masked ? std::vector<int64_t>{0, 70, 130, 1} : std::vector<int64_t>{70, 0, 131, 1, 64};
+            c.m_max = 130;
+            c.n = 392;
+            c.k = 400;  // K 400: 4 scale blocks, the last partial
+            c.tactic = &tactic;
+            Run(c, rng);
+          }
         }
       }
     }
@@ -258,35 +300,38 @@ TEST_CASE("grouped_gemm: every tile is correct, and a table out of range never w
   Run(masked_bad, rng);
 }
 
-TEST_CASE("grouped_gemm_masked matches float64: counts of 0 and M_max, untouched rows", "[gpu][gemm]") {
+TEST_CASE("grouped_gemm_masked and grouped_fp8_gemm_masked match float64: counts of 0 and M_max, untouched rows",
+          "[gpu][gemm][fp8]") {
   GpuSession session = HopperSession();
   std::mt19937 rng(31);
-  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
+  for (DType in : {DType::kBFloat16, DType::kFloat16, kFp8}) {
     for (int64_t m_max : {1, 16, 129}) {
       for (int64_t e : {1, 4, 64}) {
         Case c;
         c.masked = true;
         c.in = in;
-        c.out = in;
+        c.out = OutOf(in);
         c.m_max = m_max;
         std::uniform_int_distribution<int64_t> pick(0, m_max);
         for (int64_t g = 0; g < e; ++g) c.counts.push_back(pick(rng));
         c.counts.front() = m_max;
         if (e > 1) c.counts.back() = 0;
         c.n = 264;
-        c.k = 136;
+        c.k = 144;
         Run(c, rng);
       }
     }
+    Case through_c;
+    through_c.masked = true;
+    through_c.in = in;
+    through_c.out = OutOf(in);
+    through_c.counts = {3, 0, 16};
+    through_c.m_max = 16;
+    through_c.n = 128;
+    through_c.k = 128;
+    through_c.c_api = true;
+    Run(through_c, rng);
   }
-  Case through_c;
-  through_c.masked = true;
-  through_c.counts = {3, 0, 16};
-  through_c.m_max = 16;
-  through_c.n = 128;
-  through_c.k = 64;
-  through_c.c_api = true;
-  Run(through_c, rng);
 }
 
 }  // namespace
