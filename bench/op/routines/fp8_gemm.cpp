@@ -46,8 +46,6 @@ constexpr const char* kReferenceSource =
 }
 )";
 
-int64_t Blocks(int64_t extent) { return (extent + gemm::kFp8ScaleBlock - 1) / gemm::kFp8ScaleBlock; }
-
 class Fp8GemmRoutine : public Routine {
  public:
   std::string_view name() const override { return gemm::kFp8GemmOp; }
@@ -77,10 +75,11 @@ class Fp8GemmRoutine : public Routine {
     if (n % gemm::kAlignElements != 0 || k % 16 != 0)
       return client::InvalidArgument("fp8_gemm: n must be a multiple of 8 and k of 16, found n=" + std::to_string(n) +
                                      ", k=" + std::to_string(k));
-    if (kb != Blocks(k) || nb != Blocks(n))
-      return client::InvalidArgument("fp8_gemm: kb and nb must be ceil(k / 128) = " + std::to_string(Blocks(k)) +
-                                     " and ceil(n / 128) = " + std::to_string(Blocks(n)) + ", found " +
-                                     std::to_string(kb) + " and " + std::to_string(nb));
+    if (kb != gemm::Fp8ScaleBlocks(k) || nb != gemm::Fp8ScaleBlocks(n))
+      return client::InvalidArgument(
+          "fp8_gemm: kb and nb must be ceil(k / 128) = " + std::to_string(gemm::Fp8ScaleBlocks(k)) +
+          " and ceil(n / 128) = " + std::to_string(gemm::Fp8ScaleBlocks(n)) + ", found " + std::to_string(kb) +
+          " and " + std::to_string(nb));
     CaseSpec spec;
     TensorSpec d{"d", DType::kBFloat16, {m, n}, TensorRole::kOutput};
     d.tolerance = Float64Tolerance(DType::kBFloat16);  // the error of a bf16 GEMM: the op's promise
@@ -103,7 +102,7 @@ class Fp8GemmRoutine : public Routine {
             Shape(127, 264, 144), Shape(1000, 136, 528), Shape(4097, 264, 128)};
   }
   static ShapeAxes Shape(int64_t m, int64_t n, int64_t k) {
-    return {{"m", m}, {"n", n}, {"k", k}, {"kb", Blocks(k)}, {"nb", Blocks(n)}};
+    return {{"m", m}, {"n", n}, {"k", k}, {"kb", gemm::Fp8ScaleBlocks(k)}, {"nb", gemm::Fp8ScaleBlocks(n)}};
   }
 
   Status CpuReference(const CaseSpec& spec, const std::vector<HostTensor>& t,
@@ -120,7 +119,7 @@ class Fp8GemmRoutine : public Routine {
   // b[j, l] sb[j / 128, l / 128].
   static void Fp8GemmReference(const HostTensor& a, const HostTensor& b, const HostTensor& sa, const HostTensor& sb,
                                size_t m, size_t n, size_t k, std::vector<double>* d) {
-    const size_t kb = static_cast<size_t>(Blocks(static_cast<int64_t>(k)));
+    const size_t kb = static_cast<size_t>(gemm::Fp8ScaleBlocks(static_cast<int64_t>(k)));
     std::vector<double> bt(n * k);
     for (size_t j = 0; j < n; ++j)
       for (size_t l = 0; l < k; ++l) bt[j * k + l] = b.Get(j * k + l) * sb.Get((j / 128) * kb + l / 128);

@@ -119,8 +119,6 @@ std::vector<int64_t> MaskedCounts(int64_t e, int64_t m_max) {
   return counts;
 }
 
-int64_t Blocks(int64_t extent) { return (extent + gemm::kFp8ScaleBlock - 1) / gemm::kFp8ScaleBlock; }
-
 // The four routines; kMasked picks the layout, kFp8 the inputs. Tensors: d, a, b, (fp8:
 // a_scales, b_scales,) the groups' rows.
 template <bool kMasked, bool kFp8>
@@ -192,9 +190,10 @@ class GroupedGemmRoutine : public Routine {
     if (kFp8) {
       s.kb = AxisValue(axes, "kb");
       s.nb = AxisValue(axes, "nb");
-      if (s.kb != Blocks(s.k) || s.nb != Blocks(s.n))
-        return client::InvalidArgument(op + ": kb and nb must be ceil(k / 128) = " + std::to_string(Blocks(s.k)) +
-                                       " and ceil(n / 128) = " + std::to_string(Blocks(s.n)));
+      if (s.kb != gemm::Fp8ScaleBlocks(s.k) || s.nb != gemm::Fp8ScaleBlocks(s.n))
+        return client::InvalidArgument(
+            op + ": kb and nb must be ceil(k / 128) = " + std::to_string(gemm::Fp8ScaleBlocks(s.k)) +
+            " and ceil(n / 128) = " + std::to_string(gemm::Fp8ScaleBlocks(s.n)));
     }
     if (kMasked) {
       s.m_max = AxisValue(axes, "m_max");
@@ -251,7 +250,7 @@ class GroupedGemmRoutine : public Routine {
   static ShapeAxes Axes(int64_t rows_or_m_max, int64_t e, int64_t n, int64_t k) {
     ShapeAxes axes = kMasked ? ShapeAxes{{"e", e}, {"m_max", rows_or_m_max}, {"n", n}, {"k", k}}
                              : ShapeAxes{{"t", rows_or_m_max}, {"e", e}, {"n", n}, {"k", k}};
-    if (kFp8) axes.insert(axes.end(), {{"kb", Blocks(k)}, {"nb", Blocks(n)}});
+    if (kFp8) axes.insert(axes.end(), {{"kb", gemm::Fp8ScaleBlocks(k)}, {"nb", gemm::Fp8ScaleBlocks(n)}});
     if (!kMasked) axes.push_back({"indptr_len", e + 1});
     return axes;
   }
@@ -288,7 +287,7 @@ class GroupedGemmRoutine : public Routine {
   Status CpuReference(const CaseSpec& spec, const std::vector<HostTensor>& t,
                       std::map<size_t, std::vector<double>>* expected) const override {
     const int64_t e = spec.tensors[kB].shape[0], n = spec.tensors[kB].shape[1], k = spec.tensors[kB].shape[2];
-    const int64_t kb = Blocks(k), nb = Blocks(n);
+    const int64_t kb = gemm::Fp8ScaleBlocks(k), nb = gemm::Fp8ScaleBlocks(n);
     const int64_t rows = static_cast<int64_t>(spec.tensors[kA].numel()) / k;
     // fp8: the dequantized values.
     auto a_at = [&](int64_t r, int64_t l) {

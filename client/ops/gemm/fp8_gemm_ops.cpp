@@ -15,6 +15,7 @@
 #include "client/ops/gemm/fp8_gemm_plan.h"
 #include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
+#include "client/ops/gemm/gemm_tuning.h"
 #include "client/ops/op_table.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/ops/gemm.h"
@@ -42,14 +43,21 @@ struct Fp8GemmSpec {
 
 const OpKernels kFp8GemmKernels = {gemm::kFp8GemmOp, {{{gemm::kFp8GemmEntry, 256, true}}}};
 
-// `forced` null: the heuristic's tactic for the shape on this device.
+// `forced` null: KILN_FORCE_TACTIC's, else the heuristic's tactic for the shape on this device
+// unless a blocklist blocks it (ControlledTactic).
 Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
   if (plan.m == 0) return OkStatus();  // nothing to do, and nothing to launch
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(plan.api);
   KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(**driver, plan.device));
-  const gemm::GemmTactic tactic = forced != nullptr ? *forced
-                                                    : ChooseFp8GemmTactic(plan.m, plan.n, plan.k, device->sms);
+  gemm::GemmTactic tactic{};
+  if (forced != nullptr) {
+    tactic = *forced;
+  } else {
+    KILN_ASSIGN_OR_RETURN(tactic,
+                          ControlledTactic(gemm::kFp8GemmOp, ChooseFp8GemmTactic(plan.m, plan.n, plan.k, device->sms),
+                                           plan.device, *device, plan.api));
+  }
   const Fp8GemmSpec spec{plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kFp8GemmKernels, spec, plan.device, plan.api));
   const EntryLaunchReady& e = ready.launch->entry();
@@ -110,7 +118,7 @@ KILN_REGISTER_OP(kFp8Gemm);
 
 Status LaunchFp8GemmPlan(const Fp8GemmPlan& plan, const gemm::GemmTactic& tactic, void* stream) {
   if (!gemm::Fp8GemmTacticFits(tactic))
-    return InvalidArgument(std::string(plan.api) + ": tactic " + GemmTacticText(tactic) +
+    return InvalidArgument(std::string(plan.api) + ": tactic " + GemmTacticText(tactic, gemm::kFp8GemmOp) +
                            " is not in the fp8_gemm tactic space (gemm's, without a split)");
   return LaunchFp8Gemm(plan, &tactic, stream);
 }

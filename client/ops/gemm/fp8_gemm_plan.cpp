@@ -15,7 +15,6 @@ std::string Str(int64_t v) { return std::to_string(v); }
 std::string RankText(const TensorView& t) {
   return "rank " + Str(t.ndim) + (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : "");
 }
-int64_t Blocks(int64_t extent) { return (extent + gemm::kFp8ScaleBlock - 1) / gemm::kFp8ScaleBlock; }
 
 // Whether `t` has a's leading dims and `last` as its last dim.
 bool RowsLikeA(const TensorView& t, const TensorView& a, int64_t last) {
@@ -41,7 +40,7 @@ Status CheckFp8GemmDTypes(const TensorView& d_t, const TensorView& a_t, const Te
 }
 
 StatusOr<RowView> ViewAScales(const TensorView& sa_t, const TensorView& a_t, int64_t k) {
-  const int64_t kb = Blocks(k);
+  const int64_t kb = gemm::Fp8ScaleBlocks(k);
   KILN_ASSIGN_OR_RETURN(const RowView sa, ViewAsRows(sa_t, "a_scales"));
   if (sa_t.dtype != DType::kFloat32)
     return InvalidArgument(std::string("a_scales: expected dtype fp32, found ") + DTypeName(sa_t.dtype));
@@ -67,7 +66,7 @@ StatusOr<Fp8GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const T
   const int64_t m = a.rows, k = a.hidden, n = b.rows;
 
   // The scales: fp32, one per (row of a, 128 of K) and per (128 rows of b, 128 of K).
-  const int64_t kb = Blocks(k), nb = Blocks(n);
+  const int64_t kb = gemm::Fp8ScaleBlocks(k), nb = gemm::Fp8ScaleBlocks(n);
   KILN_ASSIGN_OR_RETURN(const RowView sa, ViewAScales(sa_t, a_t, k));
   if (sb_t.ndim != 2)
     return InvalidArgument("b_scales: expected a 2-D tensor [ceil(N / 128), ceil(K / 128)] = [" + Str(nb) + ", " +

@@ -56,7 +56,8 @@ const OpKernels kGemmKernels = {gemm::kGemmOp, {{{gemm::kGemmEntry, 256, true}}}
 // KILN_TACTIC_BLOCKLIST nor the daemon's --tactic-blocklist blocks on this device.
 StatusOr<ChosenGemmTactic> TacticFor(const GemmPlan& plan, const GemmTacticControls& controls,
                                      const GemmDeviceFacts& device, bool skip_tuned) {
-  if (controls.forced) return ChosenGemmTactic{*controls.forced, GemmTacticSource::kForced};
+  if (const gemm::GemmTactic* forced = controls.Forced(gemm::kGemmOp))
+    return ChosenGemmTactic{*forced, GemmTacticSource::kForced};
   const std::shared_ptr<const GemmTuningContext> context = GemmTuningContextFor(plan.device);
   if (!skip_tuned) {
     if (auto tuned = TunedGemmTactic(plan, controls, device, *context))
@@ -65,7 +66,7 @@ StatusOr<ChosenGemmTactic> TacticFor(const GemmPlan& plan, const GemmTacticContr
   if (controls.blocked.empty() && (!context->ok || context->daemon_blocked.empty()))
     return ChosenGemmTactic{ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms), GemmTacticSource::kHeuristic};
   for (const gemm::GemmTactic& tactic : RankGemmTactics(plan.m, plan.n, plan.k, device.sms))
-    if (!GemmTacticBlocked(tactic, controls, device, *context))
+    if (!GemmTacticBlocked(gemm::kGemmOp, tactic, controls, device, *context))
       return ChosenGemmTactic{tactic, GemmTacticSource::kHeuristic};
   return Status(StatusCode::kFailedPrecondition, std::string(plan.api) +
                                                      ": the tactic blocklists (KILN_TACTIC_BLOCKLIST, kilnd "

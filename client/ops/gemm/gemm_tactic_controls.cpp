@@ -12,7 +12,22 @@ namespace kiln::client {
 namespace {
 
 constexpr const char* kTacticForm =
-    "t<tile_m>x<tile_n>x64s<stages>g<group_m>[k<split_k>], e.g. t128x256x64s4g8 or t64x256x64s4g8k8";
+    "t<tile_m>x<tile_n>x<64, or 128 for fp8 ops>s<stages>g<group_m>[k<split_k>], e.g. t128x256x64s4g8, "
+    "t64x256x64s4g8k8 (gemm only) or t128x256x128s4g8 (fp8)";
+
+bool IsFp8Op(std::string_view op) {
+  return op == gemm::kFp8GemmOp || op == gemm::kGroupedFp8GemmOp || op == gemm::kGroupedFp8GemmMaskedOp;
+}
+bool IsTacticOp(std::string_view op) {
+  for (const char* o : kTacticOps)
+    if (op == o) return true;
+  return false;
+}
+std::string TacticOpsText() {
+  std::string out;
+  for (const char* o : kTacticOps) out += (out.empty() ? "" : ", ") + std::string(o);
+  return out;
+}
 
 // Reads a decimal number at `text[*pos]`, advancing; false when there is none.
 bool Number(std::string_view text, size_t* pos, int* value) {
@@ -32,13 +47,22 @@ bool Expect(std::string_view text, size_t* pos, char c) {
 
 }  // namespace
 
-std::string GemmTacticText(const gemm::GemmTactic& t) {
-  return "t" + std::to_string(t.tile_m) + "x" + std::to_string(t.tile_n) + "x" + std::to_string(gemm::kTileK) + "s" +
+bool TacticInSpace(std::string_view op, const gemm::GemmTactic& t) {
+  if (op == gemm::kGemmOp) return gemm::GemmTacticFits(t);
+  if (op == gemm::kFp8GemmOp) return gemm::Fp8GemmTacticFits(t);
+  return IsTacticOp(op) && gemm::GemmTacticFits(t, /*grouped=*/true);
+}
+
+std::string GemmTacticText(const gemm::GemmTactic& t, std::string_view op) {
+  const int stage_k = IsFp8Op(op) ? gemm::kFp8ScaleBlock : gemm::kTileK;
+  return "t" + std::to_string(t.tile_m) + "x" + std::to_string(t.tile_n) + "x" + std::to_string(stage_k) + "s" +
          std::to_string(t.stages) + "g" + std::to_string(t.group_m) +
          (t.split_k > 1 ? "k" + std::to_string(t.split_k) : "");
 }
 
-StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text) {
+StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text, std::string_view op) {
+  if (!IsTacticOp(op))
+    return InvalidArgument("'" + std::string(op) + "' has no tactics; the ops with tactics: " + TacticOpsText());
   gemm::GemmTactic t{};
   int tile_k = 0;
   size_t pos = 0;
@@ -49,18 +73,25 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text) {
                       (pos == text.size() || (Expect(text, &pos, 'k') && Number(text, &pos, &t.split_k))) &&
                       pos == text.size();
   if (!parsed) return InvalidArgument("'" + std::string(text) + "' is not a gemm tactic; expected " + kTacticForm);
-  if (tile_k != gemm::kTileK || !gemm::GemmTacticFits(t))
-    return InvalidArgument("'" + std::string(text) +
-                           "' is not in the gemm tactic space (tile_m 64 or 128, tile_n 64, 128 or 256, k 64, stages "
-                           "2 to the most that fit in shared memory, group_m 1..16, split_k 1, 2, 4 or 8; "
-                           "docs/kernels-gemm.md)");
+  const int stage_k = IsFp8Op(op) ? gemm::kFp8ScaleBlock : gemm::kTileK;
+  if (tile_k != stage_k || !TacticInSpace(op, t))
+    return InvalidArgument("'" + std::string(text) + "' is not in the " + std::string(op) +
+                           " tactic space (tile_m 64 or 128, tile_n 64, 128 or 256, k " + std::to_string(stage_k) +
+                           ", stages 2 to the most that fit in shared memory, group_m 1..16, split_k " +
+                           (op == gemm::kGemmOp ? "1, 2, 4 or 8" : "1") + "; docs/kernels-gemm.md)");
   return t;
 }
 
-bool GemmTacticControls::Blocks(const gemm::GemmTactic& t, std::string_view gpu_name,
+const gemm::GemmTactic* GemmTacticControls::Forced(std::string_view op) const {
+  for (const auto& [forced_op, tactic] : forced)
+    if (forced_op == op) return &tactic;
+  return nullptr;
+}
+
+bool GemmTacticControls::Blocks(std::string_view op, const gemm::GemmTactic& t, std::string_view gpu_name,
                                 const v1::TuningEnvironment* here) const {
   for (const BlockedGemmTactic& b : blocked) {
-    if (!gemm::SameGemmTactic(b.tactic, t)) continue;
+    if (b.entry.op() != op || !gemm::SameGemmTactic(b.tactic, t)) continue;
     if (here != nullptr) {
       if (proto::BlockedTacticApplies(b.entry, *here)) return true;
       continue;
@@ -78,27 +109,39 @@ StatusOr<GemmTacticControls> ParseGemmTacticControls(const char* force, const ch
                                                      std::string_view blocklist_text) {
   GemmTacticControls controls;
   if (force != nullptr && *force != '\0') {
-    const std::string_view value(force);
-    if (value.substr(0, 5) != "gemm:")
-      return InvalidArgument("KILN_FORCE_TACTIC='" + std::string(value) + "': expected gemm:<tactic> (" + kTacticForm +
-                             "); gemm is the only op with tactics");
-    auto tactic = ParseGemmTactic(value.substr(5));
-    if (!tactic.ok()) return InvalidArgument("KILN_FORCE_TACTIC: " + tactic.status().message());
-    controls.forced = *tactic;
+    // <op>:<tactic>[,<op>:<tactic>...]
+    std::string_view rest(force);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      const size_t colon = item.find(':');
+      if (colon == std::string_view::npos)
+        return InvalidArgument("KILN_FORCE_TACTIC='" + std::string(force) + "': '" + std::string(item) +
+                               "': expected <op>:<tactic> (" + kTacticForm +
+                               "), comma-separated; the ops with "
+                               "tactics: " +
+                               TacticOpsText());
+      const std::string op(item.substr(0, colon));
+      auto tactic = ParseGemmTactic(item.substr(colon + 1), op);
+      if (!tactic.ok()) return InvalidArgument("KILN_FORCE_TACTIC: " + tactic.status().message());
+      if (controls.Forced(op) != nullptr)
+        return InvalidArgument("KILN_FORCE_TACTIC='" + std::string(force) + "': " + op + " is named twice");
+      controls.forced.emplace_back(op, *tactic);
+    }
   }
   if (blocklist_path != nullptr && *blocklist_path != '\0') {
     // The format kilnd --tactic-blocklist reads too (proto/tactic_blocklist.h); the tactics must
-    // be gemm's and in this build's space.
+    // be in their op's space in this build.
     const proto::TacticCheck check = [](std::string_view op, std::string_view tactic) -> std::string {
-      if (op != gemm::kGemmOp) return "gemm is the only op with tactics";
-      auto parsed = ParseGemmTactic(tactic);
+      auto parsed = ParseGemmTactic(tactic, op);
       return parsed.ok() ? "" : parsed.status().message();
     };
     proto::ParsedBlocklist parsed = proto::ParseTacticBlocklist(blocklist_text, "KILN_TACTIC_BLOCKLIST", blocklist_path,
                                                                 check);
     if (!parsed.error.empty()) return InvalidArgument(parsed.error);
     for (v1::BlockedTactic& entry : parsed.entries) {
-      auto tactic = ParseGemmTactic(entry.tactic());
+      auto tactic = ParseGemmTactic(entry.tactic(), entry.op());
       if (!tactic.ok()) return InvalidArgument(tactic.status().message());  // the check above said it is fine
       controls.blocked.push_back({*tactic, std::move(entry)});
     }
@@ -119,11 +162,12 @@ const StatusOr<GemmTacticControls>& GemmTacticControlsFromEnvironment() {
       text = all.str();
     }
     auto parsed = ParseGemmTacticControls(force, path, text);
-    if (parsed.ok() && parsed->forced)
-      std::fprintf(stderr,
-                   "kiln: KILN_FORCE_TACTIC: every gemm call of this process uses tactic %s instead of the "
-                   "heuristic's choice per shape (a diagnostic control)\n",
-                   GemmTacticText(*parsed->forced).c_str());
+    if (parsed.ok())
+      for (const auto& [op, tactic] : parsed->forced)
+        std::fprintf(stderr,
+                     "kiln: KILN_FORCE_TACTIC: every %s call of this process uses tactic %s instead of the "
+                     "heuristic's choice per shape (a diagnostic control)\n",
+                     op.c_str(), GemmTacticText(tactic, op).c_str());
     return parsed;
   }();
   return controls;

@@ -1,7 +1,10 @@
-// The diagnostic controls of the gemm tactic, read from the environment once per process:
+// The diagnostic controls of the gemm family's tactics, read from the environment once per
+// process, for every op with tactics (kTacticOps: gemm, the grouped ops, the fp8 ops):
 //
-//   KILN_FORCE_TACTIC=gemm:t128x128x64s4g8   every gemm call of the process uses this tactic
-//                                            (said once on stderr: it overrides the heuristic)
+//   KILN_FORCE_TACTIC=gemm:t128x128x64s4g8   every call of that op in the process uses this
+//                                            tactic (said once on stderr: it overrides the
+//                                            heuristic); several ops: comma-separated,
+//                                            gemm:t128x128x64s4g8,fp8_gemm:t128x256x128s4g8
 //   KILN_TACTIC_BLOCKLIST=/path/file         tactics never chosen (nor tuned), one a line:
 //                                            "gemm t128x256x64s4g8" or, on some stacks only,
 //                                            "gemm t128x256x64s4g8 gpu=H200 driver=13000
@@ -9,15 +12,16 @@
 //                                            the device name); '#' starts a comment. The format
 //                                            of kilnd --tactic-blocklist (proto/tactic_blocklist.h)
 //
-// A tactic is written as in the URI: t<tile_m>x<tile_n>x64s<stages>g<group_m>, and k<split_k>
-// after it when K is split (t64x256x64s4g8k8). Parsing and the choice are pure (tested without
+// A tactic is written as in the URI: t<tile_m>x<tile_n>x<K per stage>s<stages>g<group_m> (K 64
+// for bf16/fp16 ops, 128 for the fp8 ops), and k<split_k> after it when K is split (gemm only:
+// t64x256x64s4g8k8). Parsing and the choice are pure (tested without
 // a GPU); the launch reads the controls through GemmTacticControlsFromEnvironment(). docs/diagnostic-controls.md,
 // docs/kernels-gemm.md.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/gemm/gemm_contract.h"
@@ -26,10 +30,16 @@
 
 namespace kiln::client {
 
-// "t128x256x64s4g8"
-std::string GemmTacticText(const gemm::GemmTactic& tactic);
-// INVALID_ARGUMENT naming `text` unless it is the text of a tactic of the space.
-StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text);
+// The ops with tactics, and whether `tactic` is in `op`'s space (gemm's; the grouped ops' without
+// split; fp8_gemm's: gemm's without split) — false for an op without tactics.
+inline constexpr const char* kTacticOps[] = {gemm::kGemmOp,    gemm::kGroupedGemmOp,    gemm::kGroupedGemmMaskedOp,
+                                             gemm::kFp8GemmOp, gemm::kGroupedFp8GemmOp, gemm::kGroupedFp8GemmMaskedOp};
+bool TacticInSpace(std::string_view op, const gemm::GemmTactic& tactic);
+
+// "t128x256x64s4g8" (fp8 ops: "t128x256x128s4g8")
+std::string GemmTacticText(const gemm::GemmTactic& tactic, std::string_view op = gemm::kGemmOp);
+// INVALID_ARGUMENT naming `text` unless it is the text of a tactic of `op`'s space.
+StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text, std::string_view op = gemm::kGemmOp);
 
 struct BlockedGemmTactic {
   gemm::GemmTactic tactic{};
@@ -37,12 +47,14 @@ struct BlockedGemmTactic {
 };
 
 struct GemmTacticControls {
-  std::optional<gemm::GemmTactic> forced;
+  std::vector<std::pair<std::string, gemm::GemmTactic>> forced;  // (op, tactic), at most one an op
   std::vector<BlockedGemmTactic> blocked;
 
-  // Whether an entry blocks `tactic` on the device named `gpu_name` in environment `here`
-  // (null: not known; then entries that match a driver or an NVRTC do not apply).
-  bool Blocks(const gemm::GemmTactic& tactic, std::string_view gpu_name,
+  // KILN_FORCE_TACTIC's tactic for `op`, or null.
+  const gemm::GemmTactic* Forced(std::string_view op) const;
+  // Whether an entry blocks `tactic` of `op` on the device named `gpu_name` in environment
+  // `here` (null: not known; then entries that match a driver or an NVRTC do not apply).
+  bool Blocks(std::string_view op, const gemm::GemmTactic& tactic, std::string_view gpu_name,
               const v1::TuningEnvironment* here = nullptr) const;
 };
 
@@ -52,7 +64,8 @@ StatusOr<GemmTacticControls> ParseGemmTacticControls(const char* force, const ch
                                                      std::string_view blocklist_text);
 
 // This process's controls: the variables read (and the file loaded) on first use; a bad value
-// is the status of every gemm call of the process. The forced tactic is said once on stderr.
+// is the status of every call of an op with tactics in the process. The forced tactics are said
+// once on stderr.
 const StatusOr<GemmTacticControls>& GemmTacticControlsFromEnvironment();
 
 }  // namespace kiln::client

@@ -178,7 +178,7 @@ StatusOr<tune::Report> TuneGemm(const TensorView& d, const TensorView& a, const 
 
   std::vector<gemm::GemmTactic> candidates = {heuristic.tactic};
   for (const gemm::GemmTactic& t : GemmTuneCandidates(plan.m, plan.n, plan.k, device->sms)) {
-    if (GemmTacticBlocked(t, *controls, *device, *context)) continue;
+    if (GemmTacticBlocked(gemm::kGemmOp, t, *controls, *device, *context)) continue;
     if (GemmTacticText(t) != report.heuristic) candidates.push_back(t);
   }
 
@@ -250,7 +250,7 @@ StatusOr<tune::Report> TuneGemm(const TensorView& d, const TensorView& a, const 
   if (winner.stages > gemm::kMinStages)
     neighbours.push_back({winner.tile_m, winner.tile_n, winner.stages - 1, winner.group_m, winner.split_k});
   for (const gemm::GemmTactic& t : neighbours) {
-    if (!gemm::GemmTacticFits(t) || GemmTacticBlocked(t, *controls, *device, *context)) continue;
+    if (!gemm::GemmTacticFits(t) || GemmTacticBlocked(gemm::kGemmOp, t, *controls, *device, *context)) continue;
     const std::string text = GemmTacticText(t);
     if (std::any_of(report.candidates.begin(), report.candidates.end(),
                     [&](const tune::Candidate& c) { return c.tactic == text; }))

@@ -78,11 +78,39 @@ std::string GemmTuningBucket(DType dtype, DType out_dtype, int64_t m, int64_t n,
          std::to_string(n) + ".k" + std::to_string(k);
 }
 
-bool GemmTacticBlocked(const gemm::GemmTactic& tactic, const GemmTacticControls& controls,
+bool GemmTacticBlocked(std::string_view op, const gemm::GemmTactic& tactic, const GemmTacticControls& controls,
                        const GemmDeviceFacts& device, const GemmTuningContext& context) {
-  if (controls.Blocks(tactic, device.name, context.ok ? &context.environment : nullptr)) return true;
+  if (controls.Blocks(op, tactic, device.name, context.ok ? &context.environment : nullptr)) return true;
   return context.ok && !context.daemon_blocked.empty() &&
-         proto::IsTacticBlocked(context.daemon_blocked, gemm::kGemmOp, GemmTacticText(tactic), context.environment);
+         proto::IsTacticBlocked(context.daemon_blocked, op, GemmTacticText(tactic, op), context.environment);
+}
+
+std::vector<gemm::GemmTactic> FallbackTactics(std::string_view op, const gemm::GemmTactic& heuristic) {
+  std::vector<gemm::GemmTactic> out = {heuristic};
+  constexpr std::pair<int, int> kTiles[] = {{128, 256}, {128, 128}, {64, 256}, {128, 64}, {64, 128}, {64, 64}};
+  for (auto [tile_m, tile_n] : kTiles)
+    for (int stages = gemm::kMaxStages; stages >= gemm::kMinStages; --stages)
+      for (int g = 0; g <= gemm::kMaxGroupM; ++g) {
+        const gemm::GemmTactic t{tile_m, tile_n, stages, g == 0 ? 8 : g, 1};
+        if ((g == 8) || !TacticInSpace(op, t) || gemm::SameGemmTactic(t, heuristic)) continue;
+        out.push_back(t);
+      }
+  return out;
+}
+
+StatusOr<gemm::GemmTactic> ControlledTactic(std::string_view op, const gemm::GemmTactic& heuristic, int device_ordinal,
+                                            const GemmDeviceFacts& device, const char* api) {
+  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
+  if (!controls.ok()) return controls.status().WithContext(api);
+  if (const gemm::GemmTactic* forced = controls->Forced(op)) return *forced;
+  const std::shared_ptr<const GemmTuningContext> context = GemmTuningContextFor(device_ordinal);
+  if (controls->blocked.empty() && (!context->ok || context->daemon_blocked.empty())) return heuristic;
+  for (const gemm::GemmTactic& t : FallbackTactics(op, heuristic))
+    if (!GemmTacticBlocked(op, t, *controls, device, *context)) return t;
+  return Status(StatusCode::kFailedPrecondition, std::string(api) +
+                                                     ": the tactic blocklists (KILN_TACTIC_BLOCKLIST, "
+                                                     "kilnd --tactic-blocklist) block every " +
+                                                     std::string(op) + " tactic on " + device.name);
 }
 
 std::optional<gemm::GemmTactic> TunedGemmTactic(const GemmPlan& plan, const GemmTacticControls& controls,
@@ -98,7 +126,7 @@ std::optional<gemm::GemmTactic> TunedGemmTactic(const GemmPlan& plan, const Gemm
     SayOnce("[kiln loader] tuning gemm " + bucket + ": the stored tactic is not used: " + tactic.status().message());
     return std::nullopt;
   }
-  if (GemmTacticBlocked(*tactic, controls, device, context)) {
+  if (GemmTacticBlocked(gemm::kGemmOp, *tactic, controls, device, context)) {
     SayOnce("[kiln loader] tuning gemm " + bucket + ": the stored tactic " + (*record)->tactic() +
             " is blocked here; the heuristic decides");
     return std::nullopt;

@@ -13,6 +13,7 @@
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/gemm/gemm_tuning.h"
 #include "client/ops/gemm/grouped_gemm_ops.h"
 #include "client/ops/gemm/grouped_gemm_plan.h"
 #include "client/ops/op_table.h"
@@ -54,7 +55,8 @@ const OpKernels& KernelsOf(const GroupedGemmPlan& plan) {
   return plan.masked ? kMaskedKernels : kContiguousKernels;
 }
 
-// `forced` null: the heuristic's tactic for the plan's groups on this device.
+// `forced` null: KILN_FORCE_TACTIC's, else the heuristic's tactic for the plan's groups on this
+// device unless a blocklist blocks it (ControlledTactic).
 Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
   if (plan.rows == 0) return OkStatus();  // no rows in any group: nothing to launch
   auto driver = CudaDriver::Get();
@@ -62,8 +64,15 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(**driver, plan.device));
   // The rows a group has on average (contiguous) or at most (masked): the device holds the rest.
   const int64_t rows_per_group = plan.masked ? plan.group_stride : (plan.rows + plan.groups - 1) / plan.groups;
-  const gemm::GemmTactic tactic =
-      forced != nullptr ? *forced : ChooseGroupedGemmTactic(rows_per_group, plan.groups, plan.n, plan.k, device->sms);
+  gemm::GemmTactic tactic{};
+  if (forced != nullptr) {
+    tactic = *forced;
+  } else {
+    KILN_ASSIGN_OR_RETURN(
+        tactic, ControlledTactic(KernelsOf(plan).op,
+                                 ChooseGroupedGemmTactic(rows_per_group, plan.groups, plan.n, plan.k, device->sms),
+                                 plan.device, *device, plan.api));
+  }
   const GroupedGemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(KernelsOf(plan), spec, plan.device, plan.api));
   const EntryLaunchReady& e = ready.launch->entry();

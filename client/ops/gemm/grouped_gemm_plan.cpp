@@ -71,8 +71,8 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
   KILN_RETURN_IF_ERROR(CheckGemmLayout(d, a, b, n));
   if (fp8 != nullptr) {
     KILN_ASSIGN_OR_RETURN(const RowView sa, ViewAScales(*fp8->a, a_t, k));
-    const int64_t kb = (k + gemm::kFp8ScaleBlock - 1) / gemm::kFp8ScaleBlock;
-    const int64_t nb = (n + gemm::kFp8ScaleBlock - 1) / gemm::kFp8ScaleBlock;
+    const int64_t kb = gemm::Fp8ScaleBlocks(k);
+    const int64_t nb = gemm::Fp8ScaleBlocks(n);
     const TensorView& sb_t = *fp8->b;
     const std::string want_b = "[E, ceil(N / 128), ceil(K / 128)] = [" + Str(groups) + ", " + Str(nb) + ", " + Str(kb) +
                                "]";

@@ -172,7 +172,7 @@ TEST_CASE("fp8_gemm's heuristic stays in its tactic space; a forced tactic outsi
   const auto plan = kiln::client::PlanFp8Gemm(x.d, x.a, x.b, x.sa, x.sb, "test");
   REQUIRE(plan.ok());
   RequireInvalid(kiln::client::LaunchFp8GemmPlan(*plan, {128, 256, 5, 8, 1}, nullptr),
-                 "test: tactic t128x256x64s5g8 is not in the fp8_gemm tactic space");  // 5 x 48 KiB
+                 "test: tactic t128x256x128s5g8 is not in the fp8_gemm tactic space");  // 5 x 48 KiB
   RequireInvalid(kiln::client::LaunchFp8GemmPlan(*plan, {64, 128, 4, 8, 2}, nullptr),
                  "is not in the fp8_gemm tactic space");
   CHECK_FALSE(kiln::gemm::Fp8GemmTacticFits({128, 128, 8, 8, 1}));  // 8 stages of 32 KiB: over 227 KiB

@@ -17,6 +17,7 @@
 
 #include "client/ops/gemm/gemm_plan.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
+#include "client/ops/gemm/gemm_tuning.h"
 
 namespace {
 
@@ -52,7 +53,7 @@ TEST_CASE("gemm tactic texts round-trip, and only tactics of the space parse", "
   RequireInvalid(ParseGemmTactic("t64x256x64s4g8k").status(), "is not a gemm tactic");
   for (const char* bad : {"", "t128x256", "128x256x64s4g8", "t128x256x64s4g8 ", "t128x256x32s4g8x", "tAx256x64s4g8"})
     RequireInvalid(ParseGemmTactic(bad).status(),
-                   "is not a gemm tactic; expected t<tile_m>x<tile_n>x64s<stages>g<group_m>");
+                   "is not a gemm tactic; expected t<tile_m>x<tile_n>x<64, or 128 for fp8 ops>s<stages>g<group_m>");
   // Well formed but outside the space: 5 stages of 128x256 exceed shared memory; k is 64.
   RequireInvalid(ParseGemmTactic("t128x256x64s5g8").status(), "'t128x256x64s5g8' is not in the gemm tactic space");
   RequireInvalid(ParseGemmTactic("t128x256x32s4g8").status(), "is not in the gemm tactic space");
@@ -63,17 +64,24 @@ TEST_CASE("gemm tactic texts round-trip, and only tactics of the space parse", "
 TEST_CASE("KILN_FORCE_TACTIC and KILN_TACTIC_BLOCKLIST parse, and say what is wrong", "[client][ops][gemm]") {
   auto none = ParseGemmTacticControls(nullptr, nullptr, "");
   REQUIRE(none.ok());
-  CHECK(!none->forced);
+  CHECK(none->forced.empty());
+  CHECK(none->Forced("gemm") == nullptr);
   CHECK(none->blocked.empty());
 
   auto forced = ParseGemmTacticControls("gemm:t64x128x64s3g2", nullptr, "");
   REQUIRE(forced.ok());
-  REQUIRE(forced->forced);
-  CHECK(GemmTacticText(*forced->forced) == "t64x128x64s3g2");
+  REQUIRE(forced->Forced("gemm") != nullptr);
+  CHECK(GemmTacticText(*forced->Forced("gemm")) == "t64x128x64s3g2");
+  CHECK(forced->Forced("fp8_gemm") == nullptr);  // per op
   RequireInvalid(ParseGemmTacticControls("t64x128x64s3g2", nullptr, "").status(),
-                 "KILN_FORCE_TACTIC='t64x128x64s3g2': expected gemm:<tactic>");
+                 "KILN_FORCE_TACTIC='t64x128x64s3g2': 't64x128x64s3g2': expected <op>:<tactic>");
   RequireInvalid(ParseGemmTacticControls("gemm:t64x128", nullptr, "").status(),
                  "KILN_FORCE_TACTIC: 't64x128' is not a gemm tactic");
+  RequireInvalid(ParseGemmTacticControls("gemm:t64x128x64s3g2,gemm:t64x64x64s3g2", nullptr, "").status(),
+                 "gemm is named twice");
+  RequireInvalid(ParseGemmTacticControls("rmsnorm:t64x128x64s3g2", nullptr, "").status(),
+                 "KILN_FORCE_TACTIC: 'rmsnorm' has no tactics; the ops with tactics: gemm, grouped_gemm, "
+                 "grouped_gemm_masked, fp8_gemm, grouped_fp8_gemm, grouped_fp8_gemm_masked");
 
   const std::string list = "# known to hang on this stack\n"
                            "gemm t128x256x64s4g8\n"
@@ -86,10 +94,11 @@ TEST_CASE("KILN_FORCE_TACTIC and KILN_TACTIC_BLOCKLIST parse, and say what is wr
   CHECK(blocked->blocked[1].entry.gpu() == "H200");
   CHECK(blocked->blocked[1].entry.source() == "/etc/kiln/blocklist:4");
   const kiln::gemm::GemmTactic big{128, 256, 4, 8}, mid{128, 128, 7, 8}, other{128, 128, 6, 8};
-  CHECK(blocked->Blocks(big, "NVIDIA H100 80GB HBM3"));
-  CHECK(blocked->Blocks(mid, "NVIDIA H200"));
-  CHECK(!blocked->Blocks(mid, "NVIDIA H100 80GB HBM3"));
-  CHECK(!blocked->Blocks(other, "NVIDIA H200"));
+  CHECK(blocked->Blocks("gemm", big, "NVIDIA H100 80GB HBM3"));
+  CHECK(blocked->Blocks("gemm", mid, "NVIDIA H200"));
+  CHECK(!blocked->Blocks("gemm", mid, "NVIDIA H100 80GB HBM3"));
+  CHECK(!blocked->Blocks("gemm", other, "NVIDIA H200"));
+  CHECK(!blocked->Blocks("grouped_gemm", big, "NVIDIA H200"));  // an entry names its op
 
   // driver= and nvrtc= match only where the environment is known (the daemon's NVRTC).
   auto stack = ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8 gpu=H200 driver=13000 nvrtc=13.0\n");
@@ -99,13 +108,13 @@ TEST_CASE("KILN_FORCE_TACTIC and KILN_TACTIC_BLOCKLIST parse, and say what is wr
   here.set_gpu_name("NVIDIA H200");
   here.set_driver_version(13000);
   here.set_nvrtc_version("13.0");
-  CHECK(stack->Blocks(big, "NVIDIA H200", &here));
+  CHECK(stack->Blocks("gemm", big, "NVIDIA H200", &here));
   here.set_driver_version(12080);
-  CHECK(!stack->Blocks(big, "NVIDIA H200", &here));
-  CHECK(!stack->Blocks(big, "NVIDIA H200"));  // no environment: a driver match cannot be decided
+  CHECK(!stack->Blocks("gemm", big, "NVIDIA H200", &here));
+  CHECK(!stack->Blocks("gemm", big, "NVIDIA H200"));  // no environment: a driver match cannot be decided
 
   RequireInvalid(ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8\nrmsnorm t1\n").status(),
-                 "KILN_TACTIC_BLOCKLIST /b:2: 'rmsnorm t1': gemm is the only op with tactics");
+                 "KILN_TACTIC_BLOCKLIST /b:2: 'rmsnorm t1': 'rmsnorm' has no tactics");
   RequireInvalid(
       ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s9g8\n").status(),
       "KILN_TACTIC_BLOCKLIST /b:1: 'gemm t128x256x64s9g8': 't128x256x64s9g8' is not in the gemm tactic space");
@@ -113,6 +122,61 @@ TEST_CASE("KILN_FORCE_TACTIC and KILN_TACTIC_BLOCKLIST parse, and say what is wr
       ParseGemmTacticControls(nullptr, "/b", "gemm t128x256x64s4g8 sm=90\n").status(),
       "KILN_TACTIC_BLOCKLIST /b:1: 'gemm t128x256x64s4g8 sm=90': 'sm=90' after the tactic: expected gpu=, driver= or "
       "nvrtc= matches");
+}
+
+TEST_CASE("the grouped and fp8 ops have tactic controls in their own spaces", "[client][ops][gemm]") {
+  // fp8 tactics name K 128 a stage and never split; the grouped ops never split.
+  auto fp8 = ParseGemmTactic("t128x256x128s4g8", "fp8_gemm");
+  REQUIRE(fp8.ok());
+  CHECK(GemmTacticText(*fp8, "fp8_gemm") == "t128x256x128s4g8");
+  RequireInvalid(ParseGemmTactic("t128x256x64s4g8", "fp8_gemm").status(),
+                 "'t128x256x64s4g8' is not in the fp8_gemm tactic space (tile_m 64 or 128, tile_n 64, 128 or 256, k "
+                 "128");
+  RequireInvalid(ParseGemmTactic("t64x256x128s4g8k2", "grouped_fp8_gemm").status(), "split_k 1;");
+  RequireInvalid(ParseGemmTactic("t64x256x64s4g8k2", "grouped_gemm").status(),
+                 "is not in the grouped_gemm tactic space");
+  CHECK(ParseGemmTactic("t64x256x64s4g8", "grouped_gemm_masked").ok());
+
+  auto controls = ParseGemmTacticControls("fp8_gemm:t128x128x128s6g8,grouped_gemm:t64x128x64s4g2", "/b",
+                                          "grouped_fp8_gemm t128x256x128s4g8\nfp8_gemm t64x64x128s8g8 gpu=H200\n");
+  INFO(controls.status().ToString());
+  REQUIRE(controls.ok());
+  REQUIRE(controls->Forced("fp8_gemm") != nullptr);
+  CHECK(GemmTacticText(*controls->Forced("fp8_gemm"), "fp8_gemm") == "t128x128x128s6g8");
+  CHECK(GemmTacticText(*controls->Forced("grouped_gemm"), "grouped_gemm") == "t64x128x64s4g2");
+  CHECK(controls->Forced("gemm") == nullptr);
+  const kiln::gemm::GemmTactic wide{128, 256, 4, 8, 1}, small{64, 64, 8, 8, 1};
+  CHECK(controls->Blocks("grouped_fp8_gemm", wide, "NVIDIA H100"));
+  CHECK(!controls->Blocks("grouped_fp8_gemm_masked", wide, "NVIDIA H100"));
+  CHECK(controls->Blocks("fp8_gemm", small, "NVIDIA H200"));
+  CHECK(!controls->Blocks("fp8_gemm", small, "NVIDIA H100"));
+
+  // What a blocked choice falls back to: the heuristic's first, then each tactic of the op's
+  // space once, largest tiles first.
+  for (const char* op : kiln::client::kTacticOps) {
+    if (std::string(op) == "gemm") continue;  // gemm walks RankGemmTactics (below)
+    INFO(op);
+    const kiln::gemm::GemmTactic first{64, 128, 5, 3, 1};
+    const auto fallback = kiln::client::FallbackTactics(op, first);
+    REQUIRE(fallback.size() > 2);
+    CHECK(GemmTacticText(fallback[0], op) == GemmTacticText(first, op));
+    CHECK(fallback[1].tile_m == 128);
+    CHECK(fallback[1].tile_n == 256);
+    CHECK(fallback[1].group_m == 8);
+    std::set<std::string> seen;
+    for (const auto& t : fallback) {
+      CHECK(kiln::client::TacticInSpace(op, t));
+      CHECK(t.split_k == 1);
+      seen.insert(GemmTacticText(t, op));
+    }
+    CHECK(seen.size() == fallback.size());
+    size_t space = 0;
+    for (int tile_m : kiln::gemm::kTileMChoices)
+      for (int tile_n : kiln::gemm::kTileNChoices)
+        space += static_cast<size_t>(kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true) - kiln::gemm::kMinStages + 1) *
+                 kiln::gemm::kMaxGroupM;
+    CHECK(fallback.size() == space);  // the whole space
+  }
 }
 
 TEST_CASE("the heuristic ranks the whole tactic space, its choice first", "[client][ops][gemm]") {

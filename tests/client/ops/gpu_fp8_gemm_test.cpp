@@ -37,7 +37,6 @@ using kiln::testing::HostTensor;
 using kiln::testing::ToDLTensor;
 
 constexpr DType kFp8 = DType::kFloat8E4M3;
-int64_t Blocks(int64_t extent) { return (extent + 127) / 128; }
 
 struct Case {
   DType out = DType::kBFloat16;
@@ -73,8 +72,8 @@ struct Inputs {
 Inputs Draw(const Case& c, std::mt19937& rng) {
   Inputs in;
   in.a_stride = c.k + c.a_pad;
-  in.kb = Blocks(c.k);
-  in.nb = Blocks(c.n);
+  in.kb = kiln::gemm::Fp8ScaleBlocks(c.k);
+  in.nb = kiln::gemm::Fp8ScaleBlocks(c.n);
   in.s_stride = in.kb + c.scale_pad;
   in.a = kiln::testing::RandomTensor(kFp8, static_cast<size_t>(c.m * in.a_stride), rng, -1.f, 1.f);
   in.b = kiln::testing::RandomTensor(kFp8, static_cast<size_t>(c.n * c.k), rng, -1.f, 1.f);

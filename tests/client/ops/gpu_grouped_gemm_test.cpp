@@ -34,7 +34,6 @@ using kiln::testing::HostTensor;
 using kiln::testing::ToDLTensor;
 
 constexpr DType kFp8 = DType::kFloat8E4M3;
-int64_t Blocks(int64_t extent) { return (extent + 127) / 128; }
 
 struct Case {
   bool masked = false;
@@ -90,7 +89,7 @@ void Run(const Case& c, std::mt19937& rng) {
   }
   const size_t out_es = kiln::DTypeSize(c.out);
   const bool fp8 = c.in == kFp8;
-  const int64_t kb = Blocks(c.k), nb = Blocks(c.n);
+  const int64_t kb = kiln::gemm::Fp8ScaleBlocks(c.k), nb = kiln::gemm::Fp8ScaleBlocks(c.n);
   const size_t arows = static_cast<size_t>(std::max<int64_t>(rows, 1));
   HostTensor a = kiln::testing::RandomTensor(c.in, arows * static_cast<size_t>(c.k), rng, -1.f, 1.f);
   HostTensor b = kiln::testing::RandomTensor(c.in, static_cast<size_t>(e * c.n * c.k), rng, -1.f, 1.f);

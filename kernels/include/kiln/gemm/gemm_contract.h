@@ -49,6 +49,10 @@ constexpr const char* kGroupedFp8GemmMaskedOp = "grouped_fp8_gemm_masked";
 // fp8_gemm's scale blocks: A per 1 x 128 of K, B per 128 x 128 (DeepSeek-V3's), and its K per
 // pipeline stage (128 one-byte elements: one 128-byte swizzle row, one scale block).
 constexpr int kFp8ScaleBlock = 128;
+// Scale blocks along an extent of K or N: ceil(extent / 128).
+KILN_CONTRACT_FUNCTION long long Fp8ScaleBlocks(long long extent) {
+  return (extent + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+}
 
 constexpr const char* kParamOutDType = "out_dtype";
 constexpr const char* kParamTileM = "tile_m";

@@ -391,7 +391,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       const long long row_base = detail::FragmentRow(rows.a + consumer * kRowsPerConsumer);
       const long long group = S::kGrouped ? rows.b / p.n : 0;
       const long long col_base = rows.b - group * p.n;
-      const long long b_scale_base = group * ((p.n + kFp8ScaleBlock - 1) / kFp8ScaleBlock);
+      const long long b_scale_base = group * Fp8ScaleBlocks(p.n);
       float block[kBlockN / 2];
 #pragma unroll
       for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
