@@ -50,6 +50,7 @@ import inspect
 import json
 import math
 import os
+import random
 import re
 import statistics
 import sys
@@ -729,6 +730,94 @@ class Fp8Gemm(Op):
         return 2.0 * t["a"].shape[0] * t["b"].shape[0] * t["a"].shape[1]
 
 
+def group_counts(e, rows, seed):
+    """Rows per group for `rows` routed rows over `e` groups, uneven (each row to a uniformly
+    drawn group, from `seed`), with group 1 empty and group 2 of one row where e >= 3 (as
+    kiln-bench's grouped routines)."""
+    rng = random.Random(seed)
+    counts = [0] * e
+    for _ in range(rows):
+        counts[rng.randrange(e)] += 1
+    if e >= 3:
+        counts[0] += counts[1] + max(counts[2] - 1, 0)
+        counts[1], counts[2] = 0, min(counts[2], 1)
+    return counts
+
+
+class GroupedGemm(Op):
+    """grouped_gemm (contiguous rows, m_indptr): E products sharing N and K. Peer: one cuBLAS
+    matmul per group (torch.matmul on each group's rows; the bounds are known on the host here,
+    as they would be to a PyTorch MoE layer that loops over experts)."""
+    name, trace, c_function, outputs = "grouped_gemm", "grouped_gemm", "kiln_grouped_gemm", ("d",)
+    pure_outputs = ("d",)
+
+    def make(self, a, dtype, gen):
+        counts = group_counts(a["e"], a["t"], gen.initial_seed())
+        self.bounds = [0]
+        for c in counts:
+            self.bounds.append(self.bounds[-1] + c)
+        return {"d": torch.empty(a["t"], a["n"], device="cuda", dtype=dtype),
+                "a": uniform((a["t"], a["k"]), dtype, gen, -1.0, 1.0),
+                "b": uniform((a["e"], a["n"], a["k"]), dtype, gen, -1.0, 1.0),
+                "m_indptr": int32(self.bounds)}
+
+    def kiln(self, lib, dl):
+        return lib.kiln_grouped_gemm(dl["d"].ref(), dl["a"].ref(), dl["b"].ref(), dl["m_indptr"].ref(),
+                                     stream_handle())
+
+    def per_group(self, t):
+        d = torch.zeros_like(t["d"])  # rows of no group: none here (the groups cover all t rows)
+        for g in range(t["b"].shape[0]):
+            lo, hi = self.bounds[g], self.bounds[g + 1]
+            if hi > lo:
+                torch.matmul(t["a"][lo:hi], t["b"][g].t(), out=d[lo:hi])
+        return (d,)
+
+    def torch_backends(self):
+        return {"torch.matmul per group (cuBLAS)": self.per_group}
+
+    def bytes(self, t):
+        used = sum(1 for g in range(t["b"].shape[0]) if self.bounds[g + 1] > self.bounds[g])
+        return nbytes(t["a"], t["d"]) + used * t["b"][0].numel() * t["b"].element_size()
+
+    def flops(self, t):
+        return 2.0 * t["a"].shape[0] * t["b"].shape[1] * t["a"].shape[1]
+
+
+class GroupedGemmMasked(Op):
+    """grouped_gemm_masked ([E, M_max] rows, masked_m on the device). Peer: torch.bmm over every
+    group's whole M_max slab (cuBLAS batched; what a CUDA-graph decode step can replay without
+    the counts), timed and not compared: it writes the rows past each count too."""
+    name, trace, c_function, outputs = "grouped_gemm_masked", "grouped_gemm_masked", "kiln_grouped_gemm_masked", ("d",)
+    timing_peers = {"torch.bmm over M_max (cuBLAS)": "computes every row of each slab, not only the first masked_m"}
+
+    def make(self, a, dtype, gen):
+        rng = random.Random(gen.initial_seed())
+        counts = [rng.randint(0, a["m_max"]) for _ in range(a["e"])]
+        counts[0] = 0
+        if a["e"] >= 2:
+            counts[-1] = a["m_max"]
+        self.valid = sum(counts)
+        return {"d": uniform((a["e"], a["m_max"], a["n"]), dtype, gen, -1.0, 1.0),  # rows past a count stay
+                "a": uniform((a["e"], a["m_max"], a["k"]), dtype, gen, -1.0, 1.0),
+                "b": uniform((a["e"], a["n"], a["k"]), dtype, gen, -1.0, 1.0),
+                "masked_m": int32(counts)}
+
+    def kiln(self, lib, dl):
+        return lib.kiln_grouped_gemm_masked(dl["d"].ref(), dl["a"].ref(), dl["b"].ref(), dl["masked_m"].ref(),
+                                            stream_handle())
+
+    def torch_backends(self):
+        return {"torch.bmm over M_max (cuBLAS)": lambda t: (torch.bmm(t["a"], t["b"].transpose(1, 2)),)}
+
+    def bytes(self, t):
+        k, n = t["a"].shape[2], t["b"].shape[1]
+        return self.valid * (k + n) * t["a"].element_size() + nbytes(t["b"])
+
+    def flops(self, t):
+        return 2.0 * self.valid * t["b"].shape[1] * t["a"].shape[2]
+
+
 OPS = [RmsNorm(), FusedAddRmsNorm(),
        ActAndMul("silu_and_mul", F.silu), ActAndMul("gelu_and_mul", F.gelu),
        ActAndMul("gelu_tanh_and_mul", lambda x: F.gelu(x, approximate="tanh")),
@@ -739,7 +828,7 @@ OPS = [RmsNorm(), FusedAddRmsNorm(),
        Sampler("top_k_top_p_sampling", "top_k_top_p", ("top_k", "top_p"), lambda x: SAMPLERS.top_k_top_p(x, 50, 0.9)),
        Sampler("min_p_sampling", "min_p", ("min_p",), lambda x: SAMPLERS.min_p(x, 0.1)),
        Sampler("argmax", None, (), lambda x: torch.argmax(x, -1)),
-       Gemm(), Fp8Gemm()]
+       Gemm(), Fp8Gemm(), GroupedGemm(), GroupedGemmMasked()]
 
 # ---- checks -------------------------------------------------------------------------------------
 

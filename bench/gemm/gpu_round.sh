@@ -61,5 +61,9 @@ if [[ $what == bench || $what == all ]]; then
     --out "$OUT/gemm-compare-torch.json" > "$OUT/gemm-compare-torch.log" 2>&1
   echo "compare_torch --ops gemm rc=$?"
   cat "$OUT/gemm-compare-torch.log"
+  timeout 240 python3 bench/compare_torch.py --lib "$lib" --ops grouped_gemm,grouped_gemm_masked \
+    --list bench/gemm/grouped.list --out "$OUT/grouped-compare-torch.json" > "$OUT/grouped-compare-torch.log" 2>&1
+  echo "compare_torch --ops grouped_gemm,grouped_gemm_masked rc=$?"
+  cat "$OUT/grouped-compare-torch.log"
   kill $daemon; wait $daemon 2>/dev/null
 fi
