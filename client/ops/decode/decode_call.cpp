@@ -8,7 +8,7 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
-#include "client/ops/decode/paged_kv_view.h"
+#include "client/ops/attention_tensors.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
 
@@ -29,49 +29,6 @@ Status CheckPairs(const HeadsView& v) {
   return OkStatus();
 }
 
-Status CheckShape3(const HeadsView& v, int64_t d0, int64_t d1, int64_t d2, const char* meaning) {
-  if (v.rows != d0 || v.heads != d1 || v.head_dim != d2)
-    return InvalidArgument(std::string(v.name) + ": expected shape " + ListText({d0, d1, d2}) + " (" + meaning +
-                           "), found " + ShapeText(*v.tensor));
-  return OkStatus();
-}
-
-Status CheckDType(const TensorView& t, const char* name, DType want, const char* whose) {
-  if (t.dtype != want)
-    return InvalidArgument(std::string(name) + ": expected dtype " + DTypeName(want) + " (" + whose + "), found " +
-                           DTypeName(t.dtype));
-  return OkStatus();
-}
-
-// The page table: kv_indptr [batch + 1], kv_last_page_len [batch], kv_indices [>= min_indices].
-struct PageTable {
-  Int32Vector indptr, indices, last_page_len;
-};
-StatusOr<PageTable> ViewPageTable(const TensorView& kv_indptr, const TensorView& kv_indices,
-                                  const TensorView& kv_last_page_len, int64_t batch, int64_t min_indices) {
-  PageTable table;
-  KILN_ASSIGN_OR_RETURN(auto indptr, ViewInt32Vector(kv_indptr, "kv_indptr"));
-  KILN_ASSIGN_OR_RETURN(auto indices, ViewInt32Vector(kv_indices, "kv_indices"));
-  KILN_ASSIGN_OR_RETURN(auto last, ViewInt32Vector(kv_last_page_len, "kv_last_page_len"));
-  if (batch < 0) batch = last.size;  // append: the batch is what the page table says
-  if (batch < 1)
-    return InvalidArgument("kv_last_page_len: expected at least one request, found shape " +
-                           ShapeText(kv_last_page_len));
-  if (indptr.size != batch + 1)
-    return InvalidArgument("kv_indptr: expected shape [" + std::to_string(batch + 1) + "] (batch + 1), found " +
-                           ShapeText(kv_indptr));
-  if (last.size != batch)
-    return InvalidArgument("kv_last_page_len: expected shape [" + std::to_string(batch) + "] (batch), found " +
-                           ShapeText(kv_last_page_len));
-  if (indices.size < min_indices)
-    return InvalidArgument("kv_indices: the plan's page table addresses " + std::to_string(min_indices) +
-                           " entries (kv_indptr[batch]), found shape " + ShapeText(kv_indices));
-  table.indptr = indptr;
-  table.indices = indices;
-  table.last_page_len = last;
-  return table;
-}
-
 }  // namespace
 
 StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, const TensorView& out_t,
@@ -88,10 +45,10 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
   auto out = ViewHeads(out_t, "out");
   if (!out.ok()) return fail(out.status());
   static constexpr const char* kShapeMeaning = "the plan's batch_size, num_qo_heads, head_dim";
-  KILN_RETURN_IF_ERROR(fail(CheckShape3(*q, s->batch, s->num_qo_heads, s->head_dim, kShapeMeaning)));
-  KILN_RETURN_IF_ERROR(fail(CheckDType(q_t, "q", s->dtype, "the plan's")));
-  KILN_RETURN_IF_ERROR(fail(CheckShape3(*out, s->batch, s->num_qo_heads, s->head_dim, kShapeMeaning)));
-  KILN_RETURN_IF_ERROR(fail(CheckDType(out_t, "out", s->dtype, "the plan's")));
+  KILN_RETURN_IF_ERROR(fail(CheckHeadsShape(*q, s->batch, s->num_qo_heads, s->head_dim, kShapeMeaning)));
+  KILN_RETURN_IF_ERROR(fail(CheckDTypeIs(q_t, "q", s->dtype, "the plan's")));
+  KILN_RETURN_IF_ERROR(fail(CheckHeadsShape(*out, s->batch, s->num_qo_heads, s->head_dim, kShapeMeaning)));
+  KILN_RETURN_IF_ERROR(fail(CheckDTypeIs(out_t, "out", s->dtype, "the plan's")));
   KILN_RETURN_IF_ERROR(fail(CheckPairs(*q)));
   KILN_RETURN_IF_ERROR(fail(CheckPairs(*out)));
 
@@ -99,7 +56,7 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
   if (!k.ok()) return fail(k.status());
   auto v = ViewPagedCache(v_t, "v_cache");
   if (!v.ok()) return fail(v.status());
-  KILN_RETURN_IF_ERROR(fail(CheckDType(k_t, "k_cache", s->dtype, "the plan's")));
+  KILN_RETURN_IF_ERROR(fail(CheckDTypeIs(k_t, "k_cache", s->dtype, "the plan's")));
   if (k->page_size != s->page_size || k->num_kv_heads != s->num_kv_heads || k->head_dim != s->head_dim)
     return fail(InvalidArgument("k_cache: expected shape [num_pages, " + std::to_string(s->page_size) + ", " +
                                 std::to_string(s->num_kv_heads) + ", " + std::to_string(s->head_dim) +
@@ -116,7 +73,7 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
     if (lse->ndim != 2 || lse->shape[0] != s->batch || lse->shape[1] != s->num_qo_heads)
       return fail(InvalidArgument("lse: expected shape " + ListText({s->batch, s->num_qo_heads}) +
                                   " (the plan's batch_size, num_qo_heads), found " + ShapeText(*lse)));
-    KILN_RETURN_IF_ERROR(fail(CheckDType(*lse, "lse", DType::kFloat32, "log-sum-exp is fp32")));
+    KILN_RETURN_IF_ERROR(fail(CheckDTypeIs(*lse, "lse", DType::kFloat32, "log-sum-exp is fp32")));
   }
 
   // One device: the plan's.
@@ -145,28 +102,10 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
   }
   if (lse != nullptr) KILN_RETURN_IF_ERROR(fail(CheckDisjoint(out_t, "out", *lse, "lse")));
 
-  if (s->workspace_bytes > 0) {
-    if (workspace == nullptr)
-      return fail(InvalidArgument("workspace: NULL, but the plan splits the KV and needs " +
-                                  std::to_string(s->workspace_bytes) + " bytes (plan.workspace_bytes())"));
-    if (workspace_bytes < s->workspace_bytes)
-      return fail(InvalidArgument("workspace_bytes: the plan needs " + std::to_string(s->workspace_bytes) +
-                                  " bytes, found " + std::to_string(workspace_bytes)));
-    if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-      return fail(InvalidArgument("workspace: pointer " + PointerText(workspace) + " is not 16-byte aligned"));
-    const uintptr_t ws_begin = reinterpret_cast<uintptr_t>(workspace), ws_end = ws_begin + s->workspace_bytes;
-    std::vector<std::pair<const TensorView*, const char*>> all(std::begin(read), std::end(read));
-    all.push_back({&out_t, "out"});
-    if (lse != nullptr) all.push_back({lse, "lse"});
-    for (const auto& [t, name] : all) {
-      const ByteExtent e = ExtentOf(*t);
-      if (e.begin != e.end && e.begin < ws_end && ws_begin < e.end)
-        return fail(InvalidArgument(std::string("workspace and ") + name + " overlap in memory (workspace " +
-                                    PointerText(ws_begin) + "..." + PointerText(ws_end) + ", " + name + " " +
-                                    PointerText(e.begin) + "..." + PointerText(e.end) +
-                                    "); they must be separate memory"));
-    }
-  }
+  std::vector<std::pair<const TensorView*, const char*>> all(std::begin(read), std::end(read));
+  all.push_back({&out_t, "out"});
+  if (lse != nullptr) all.push_back({lse, "lse"});
+  KILN_RETURN_IF_ERROR(fail(CheckWorkspace(workspace, workspace_bytes, s->workspace_bytes, all)));
 
   BatchDecodeCall call;
   call.api = api;
@@ -230,10 +169,10 @@ StatusOr<AppendPagedKvCall> CheckAppendPagedKv(const TensorView& k_cache_t, cons
   if (!v.ok()) return fail(v.status());
   const int64_t nnz = k->rows;
   static constexpr const char* kMeaning = "nnz, the caches' num_kv_heads, head_dim";
-  KILN_RETURN_IF_ERROR(fail(CheckShape3(*k, nnz, kc->num_kv_heads, kc->head_dim, kMeaning)));
-  KILN_RETURN_IF_ERROR(fail(CheckShape3(*v, nnz, kc->num_kv_heads, kc->head_dim, kMeaning)));
-  KILN_RETURN_IF_ERROR(fail(CheckDType(k_t, "k", k_cache_t.dtype, "k_cache's")));
-  KILN_RETURN_IF_ERROR(fail(CheckDType(v_t, "v", k_cache_t.dtype, "k_cache's")));
+  KILN_RETURN_IF_ERROR(fail(CheckHeadsShape(*k, nnz, kc->num_kv_heads, kc->head_dim, kMeaning)));
+  KILN_RETURN_IF_ERROR(fail(CheckHeadsShape(*v, nnz, kc->num_kv_heads, kc->head_dim, kMeaning)));
+  KILN_RETURN_IF_ERROR(fail(CheckDTypeIs(k_t, "k", k_cache_t.dtype, "k_cache's")));
+  KILN_RETURN_IF_ERROR(fail(CheckDTypeIs(v_t, "v", k_cache_t.dtype, "k_cache's")));
 
   auto batch_indices = ViewInt32Vector(batch_indices_t, "batch_indices");
   if (!batch_indices.ok()) return fail(batch_indices.status());

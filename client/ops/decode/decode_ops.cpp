@@ -11,6 +11,7 @@
 #include "client/core/api/message_text.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/ops/attention_args.h"
 #include "client/ops/decode/decode_call.h"
 #include "client/ops/decode/decode_plan.h"
 #include "client/ops/op_table.h"
@@ -239,18 +240,6 @@ const OpDescriptor kBatchDecode = {.name = "batch_decode",
                                    .invoke = InvokeBatchDecode};
 KILN_REGISTER_OP(kBatchDecode);
 
-// The dtypes a decode plan can name: fp16 and bf16; the others get a message naming them.
-StatusOr<DType> PlanDType(DLDataType t, const char* api) {
-  if (t.lanes == 1 && t.code == kDLFloat && t.bits == 16) return DType::kFloat16;
-  if (t.lanes == 1 && t.code == kDLBfloat && t.bits == 16) return DType::kBFloat16;
-  std::string found = t.code == kDLFloat && t.bits == 32
-                          ? std::string("fp32")
-                          : "code " + std::to_string(t.code) + " with " + std::to_string(t.bits) + " bits and " +
-                                std::to_string(t.lanes) + " lanes";
-  return InvalidArgument(std::string(api) + ": dtype: " + found +
-                         " is not supported; supported: kDLFloat 16 (fp16), kDLBfloat 16 (bf16)");
-}
-
 }  // namespace
 }  // namespace kiln::client
 
@@ -308,7 +297,7 @@ kiln_status kiln_batch_decode_plan_create(const int32_t* kv_indptr_host, const i
   return GuardC(kApi, [&]() -> kiln::Status {
     if (plan == nullptr) return InvalidArgument(std::string(kApi) + ": plan (the result pointer) is NULL");
     *plan = nullptr;
-    KILN_ASSIGN_OR_RETURN(const kiln::DType kiln_dtype, PlanDType(dtype, kApi));
+    KILN_ASSIGN_OR_RETURN(const kiln::DType kiln_dtype, PlanDTypeFromDL(dtype, kApi));
     kiln::ops::DecodeOptions options;
     options.sm_scale = sm_scale;
     options.logits_soft_cap = logits_soft_cap;

@@ -8,14 +8,12 @@
 #include <cstdio>
 #include <vector>
 
-#include "client/core/driver/cuda_driver.h"
-#include "client/core/driver/current_context.h"
+#include "client/ops/attention_args.h"
+#include "client/ops/plan_device.h"
 #include "kiln/decode/decode_contract.h"
 
 namespace kiln::client {
 namespace {
-
-constexpr double kLog2E = 1.4426950408889634;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -48,24 +46,10 @@ StatusOr<std::vector<int64_t>> KvLengths(const int32_t* indptr, const int32_t* l
 }  // namespace
 
 Status CheckDecodeShape(int64_t num_qo_heads, int64_t num_kv_heads, int64_t head_dim, int64_t page_size, DType dtype) {
-  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16)
-    return InvalidArgument(std::string("dtype: ") + DTypeName(dtype) +
-                           " is not supported; supported: fp16, bf16 (the kernel runs on tensor-core MMAs)");
-  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
-    return InvalidArgument("head_dim: " + std::to_string(head_dim) + " is not supported; supported: 64, 128, 256");
+  KILN_RETURN_IF_ERROR(CheckAttentionHeads(num_qo_heads, num_kv_heads, head_dim, dtype));
   if (page_size < 1 || page_size > 256 || (page_size & (page_size - 1)) != 0)
     return InvalidArgument("page_size: " + std::to_string(page_size) +
                            " is not supported; supported: a power of two, 1 to 256");
-  if (num_kv_heads < 1 || num_kv_heads > 8192)
-    return InvalidArgument("num_kv_heads: expected 1 to 8192, found " + std::to_string(num_kv_heads));
-  if (num_qo_heads < 1 || num_qo_heads % num_kv_heads != 0)
-    return InvalidArgument("num_qo_heads: " + std::to_string(num_qo_heads) +
-                           " is not a positive multiple of num_kv_heads (" + std::to_string(num_kv_heads) + ")");
-  const int64_t group = num_qo_heads / num_kv_heads;
-  if (group != 1 && group != 2 && group != 4 && group != 8)
-    return InvalidArgument("num_qo_heads: " + std::to_string(num_qo_heads) + " query heads over " +
-                           std::to_string(num_kv_heads) + " kv heads is a group of " + std::to_string(group) +
-                           "; supported groups (num_qo_heads / num_kv_heads): 1, 2, 4, 8");
   return OkStatus();
 }
 
@@ -92,25 +76,8 @@ StatusOr<ops::BatchDecodePlan> PlanBatchDecode(const int32_t* kv_indptr_host, co
   Status shape = CheckDecodeShape(num_qo_heads, num_kv_heads, head_dim, page_size, dtype);
   if (!shape.ok()) return shape.WithContext(api);
 
-  const double sm_scale = options.sm_scale == 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : options.sm_scale;
-  if (!std::isfinite(options.sm_scale) || options.sm_scale < 0)
-    return InvalidArgument(api, "options.sm_scale: expected 0 (1/sqrt(head_dim)) or a finite value > 0, found " +
-                                    NumberText(options.sm_scale));
-  if (!std::isfinite(options.logits_soft_cap) || options.logits_soft_cap < 0)
-    return InvalidArgument(api, "options.logits_soft_cap: expected 0 (off) or a finite value > 0, found " +
-                                    NumberText(options.logits_soft_cap));
-  if (options.window_left < -1)
-    return InvalidArgument(api, "options.window_left: expected -1 (no window) or >= 0, found " +
-                                    std::to_string(options.window_left));
-  const bool capped = options.logits_soft_cap > 0;
-  const double logit_scale = capped ? sm_scale / options.logits_soft_cap : sm_scale * kLog2E;
-  const double cap_scale = capped ? options.logits_soft_cap * kLog2E : 0.0;
-  const float logit_scale_f = static_cast<float>(logit_scale), cap_scale_f = static_cast<float>(cap_scale);
-  if (!std::isfinite(logit_scale_f) || logit_scale_f <= 0 || !std::isfinite(cap_scale_f))
-    return InvalidArgument(api, "options: sm_scale " + NumberText(sm_scale) + " with soft cap " +
-                                    NumberText(options.logits_soft_cap) + " gives a logit scale of " +
-                                    NumberText(logit_scale) +
-                                    ", which is not a positive finite float (the kernel computes in float)");
+  auto scalars = CheckAttentionScalars(options.sm_scale, options.logits_soft_cap, options.window_left, head_dim);
+  if (!scalars.ok()) return scalars.status().WithContext(api);
 
   if (batch_size * num_kv_heads > INT32_MAX)
     return InvalidArgument(api, "batch_size: " + std::to_string(batch_size) + " requests x " +
@@ -128,9 +95,9 @@ StatusOr<ops::BatchDecodePlan> PlanBatchDecode(const int32_t* kv_indptr_host, co
   state.dtype = dtype;
   state.device = device;
   state.options = options;
-  state.logit_scale = logit_scale_f;
-  state.cap_scale = cap_scale_f;
-  state.window_left = static_cast<int32_t>(std::min<int64_t>(options.window_left, INT32_MAX));
+  state.logit_scale = scalars->logit_scale;
+  state.cap_scale = scalars->cap_scale;
+  state.window_left = scalars->window_left;
   state.indptr_end = kv_indptr_host[batch_size];
   state.schedule = ScheduleBatchDecode(*kv_len, options.window_left, num_kv_heads, page_size, num_sms);
   if (state.schedule.split) {
@@ -154,32 +121,9 @@ StatusOr<BatchDecodePlan> BatchDecodePlan::Create(const int32_t* kv_indptr_host,
   KILN_RETURN_IF_ERROR(client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads,
                                                num_kv_heads, head_dim, page_size, dtype, options, 0, 1, kApi)
                            .status());
-  if (device < -1)
-    return client::InvalidArgument(std::string(kApi) +
-                                   ": device: expected -1 (the current "
-                                   "context's) or a CUDA ordinal, found " +
-                                   std::to_string(device));
-
-  auto driver = client::CudaDriver::Get();
-  if (!driver.ok()) return driver.status().WithContext(kApi);
-  if (device < 0) {
-    auto ctx = client::CurrentContext(**driver, 0);
-    if (!ctx.ok()) return ctx.status().WithContext(kApi);
-    device = ctx->device;
-  }
-  CUdevice handle = 0;
-  CUresult found = (*driver)->cuDeviceGet(&handle, device);
-  if (found != CUDA_SUCCESS)
-    return client::InvalidArgument(std::string(kApi) + ": device: cuda:" + std::to_string(device) +
-                                   " is not a CUDA device here (" + (*driver)->ErrorText(found) + ")");
-  int num_sms = 0;
-  KILN_RETURN_IF_ERROR(
-      (*driver)
-          ->Check((*driver)->cuDeviceGetAttribute(&num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
-                  "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")
-          .WithContext(kApi));
+  KILN_ASSIGN_OR_RETURN(const client::PlanDevice found, client::ResolvePlanDevice(device, kApi));
   return client::PlanBatchDecode(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads, num_kv_heads,
-                                 head_dim, page_size, dtype, options, device, num_sms, kApi);
+                                 head_dim, page_size, dtype, options, found.ordinal, found.sms, kApi);
 }
 
 size_t BatchDecodePlan::workspace_bytes() const { return state_ ? state_->workspace_bytes : 0; }

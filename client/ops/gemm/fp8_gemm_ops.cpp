@@ -9,7 +9,6 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
-#include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/gemm/fp8_gemm_ops.h"
 #include "client/ops/gemm/fp8_gemm_plan.h"
@@ -60,14 +59,12 @@ Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, vo
   }
   const Fp8GemmSpec spec{plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kFp8GemmKernels, spec, plan.device, plan.api));
-  const EntryLaunchReady& e = ready.launch->entry();
-  KILN_RETURN_IF_ERROR(CheckGemmBlock(e.block, tactic.tile_m, plan.api, gemm::kFp8GemmOp));
+  KILN_RETURN_IF_ERROR(CheckGemmBlock(ready.launch->entry().block, tactic.tile_m, plan.api, gemm::kFp8GemmOp));
 
   gemm::GemmParams params{};
-  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, DType::kFloat8E4M3, plan.a, plan.m, plan.k, plan.a_row_stride,
-                                         tactic.tile_m, "a", &params.a_map));
-  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, DType::kFloat8E4M3, plan.b, plan.n, plan.k, plan.b_row_stride,
-                                         tactic.tile_n, "b", &params.b_map));
+  KILN_RETURN_IF_ERROR(EncodeGemmOperands(
+      **driver, {DType::kFloat8E4M3, plan.a, plan.m, plan.a_row_stride, plan.b, plan.n, plan.b_row_stride, plan.k},
+      tactic, &params));
   params.d = plan.d;
   params.m = plan.m;
   params.n = plan.n;
@@ -80,13 +77,8 @@ Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, vo
 
   // Persistent: a block per tile, at most one per SM.
   const long long tiles = gemm::GemmTiles(plan.m, plan.n, tactic.tile_m, tactic.tile_n);
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(std::min<long long>(tiles, device->sms));
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  void* args[] = {&params};
-  return LaunchFunction(**driver, e.function, config, args, gemm::kFp8GemmEntry, &ready.launch->library->info);
+  return LaunchGemmKernel(**driver, ready, gemm::kFp8GemmEntry, std::min<long long>(tiles, device->sms), params,
+                          stream);
 }
 
 struct Fp8GemmArgs {

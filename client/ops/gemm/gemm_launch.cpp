@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "client/core/driver/devices.h"
+#include "client/core/loader/kernel_launch.h"
 
 namespace kiln::client {
 
@@ -47,6 +48,26 @@ Status EncodeGemmOperand(const CudaDriver& driver, DType dtype, const void* data
                                               "]: " + driver.ErrorText(r));
   std::memcpy(out, &map, sizeof map);
   return OkStatus();
+}
+
+Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands, const gemm::GemmTactic& tactic,
+                          gemm::GemmParams* params) {
+  KILN_RETURN_IF_ERROR(EncodeGemmOperand(driver, operands.dtype, operands.a, operands.a_rows, operands.k,
+                                         operands.a_row_stride, tactic.tile_m, "a", &params->a_map));
+  return EncodeGemmOperand(driver, operands.dtype, operands.b, operands.b_rows, operands.k, operands.b_row_stride,
+                           tactic.tile_n, "b", &params->b_map);
+}
+
+Status LaunchGemmKernel(const CudaDriver& driver, const PreparedLaunch& ready, const char* entry, long long blocks,
+                        gemm::GemmParams& params, void* stream) {
+  const EntryLaunchReady& e = ready.launch->entry();
+  LaunchConfig config;
+  config.grid.x = static_cast<unsigned>(blocks);
+  config.block.x = e.block;
+  config.dynamic_smem_bytes = e.dynamic_smem;
+  config.stream = stream;
+  void* args[] = {&params};
+  return LaunchFunction(driver, e.function, config, args, entry, &ready.launch->library->info);
 }
 
 Status CheckGemmBlock(unsigned block, int tile_m, const char* api, const char* op) {

@@ -1,12 +1,14 @@
-// What the launches of gemm and grouped_gemm share: the device facts the heuristics and the
+// What the launches of the gemm family share: the device facts the heuristics and the
 // blocklist need (asked of the driver once per ordinal) and the TMA tensor maps of the K-major
-// operands (encoded per call: 0.07 µs each on the H200 host, docs/kernels-gemm.md).
+// operands (encoded per call: 0.07 µs each on the H200 host, docs/kernels-gemm.md), and the
+// persistent launch itself.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "client/core/driver/cuda_driver.h"
+#include "client/core/loader/launch_preparation.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/status.h"
 #include "kiln/tensor_view.h"
@@ -26,6 +28,26 @@ StatusOr<const GemmDeviceFacts*> GemmFactsOf(const CudaDriver& driver, int ordin
 // Out-of-range boxes read zeros. kCudaError naming `name` and the shape when the driver refuses.
 Status EncodeGemmOperand(const CudaDriver& driver, DType dtype, const void* data, int64_t rows, int64_t k,
                          int64_t row_stride, int box_rows, const char* name, gemm::GemmTensorMap* out);
+
+// Both operands' maps into params: a [a_rows, k] in boxes of tile_m rows, b [b_rows, k] in boxes
+// of tile_n rows (every op of the family reads A and B this way).
+struct GemmOperands {
+  DType dtype;
+  const void* a;
+  int64_t a_rows;
+  int64_t a_row_stride;
+  const void* b;
+  int64_t b_rows;
+  int64_t b_row_stride;
+  int64_t k;
+};
+Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands, const gemm::GemmTactic& tactic,
+                          gemm::GemmParams* params);
+
+// Launches the loaded kernel of `ready` (the family's kernels have one entry, `entry`) on `blocks`
+// persistent blocks in a row with `params` as its one argument.
+Status LaunchGemmKernel(const CudaDriver& driver, const PreparedLaunch& ready, const char* entry, long long blocks,
+                        gemm::GemmParams& params, void* stream);
 
 // FAILED_PRECONDITION unless the loaded kernel's block (`block`, from the daemon's launch hint)
 // is the contract's for tile_m: the kernels tree and the client would be out of step.

@@ -13,7 +13,6 @@
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/driver/devices.h"
-#include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_ops.h"
@@ -168,10 +167,9 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   KILN_RETURN_IF_ERROR(CheckGemmBlock(e.block, tactic.tile_m, plan.api, gemm::kGemmOp));
 
   gemm::GemmParams params{};
-  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.a, plan.m, plan.k, plan.a_row_stride, tactic.tile_m,
-                                         "a", &params.a_map));
-  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.b, plan.n, plan.k, plan.b_row_stride, tactic.tile_n,
-                                         "b", &params.b_map));
+  KILN_RETURN_IF_ERROR(EncodeGemmOperands(
+      **driver, {plan.dtype, plan.a, plan.m, plan.a_row_stride, plan.b, plan.n, plan.b_row_stride, plan.k}, tactic,
+      &params));
   params.d = plan.d;
   params.c = plan.c;
   params.bias = plan.bias;
@@ -190,13 +188,8 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
     KILN_ASSIGN_OR_RETURN(slots,
                           ActiveClusters(**driver, e.function, tactic, e.block, e.dynamic_smem, device->sms, plan.api));
   }
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(std::min<long long>(tiles, slots) * tactic.split_k);
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  void* args[] = {&params};
-  return LaunchFunction(**driver, e.function, config, args, gemm::kGemmEntry, &ready.launch->library->info);
+  return LaunchGemmKernel(**driver, ready, gemm::kGemmEntry, std::min<long long>(tiles, slots) * tactic.split_k, params,
+                          stream);
 }
 
 struct GemmArgs {

@@ -105,6 +105,8 @@ StatusOr<gemm::GemmTactic> ControlledTactic(std::string_view op, const gemm::Gem
   if (const gemm::GemmTactic* forced = controls->Forced(op)) return *forced;
   const std::shared_ptr<const GemmTuningContext> context = GemmTuningContextFor(device_ordinal);
   if (controls->blocked.empty() && (!context->ok || context->daemon_blocked.empty())) return heuristic;
+  // The heuristic's tactic is almost never blocked: ask about it before building the fallback list.
+  if (!GemmTacticBlocked(op, heuristic, *controls, device, *context)) return heuristic;
   for (const gemm::GemmTactic& t : FallbackTactics(op, heuristic))
     if (!GemmTacticBlocked(op, t, *controls, device, *context)) return t;
   return Status(StatusCode::kFailedPrecondition, std::string(api) +

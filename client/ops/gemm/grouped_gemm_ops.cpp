@@ -9,7 +9,6 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
-#include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_plan.h"
@@ -75,14 +74,13 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   }
   const GroupedGemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(KernelsOf(plan), spec, plan.device, plan.api));
-  const EntryLaunchReady& e = ready.launch->entry();
-  KILN_RETURN_IF_ERROR(CheckGemmBlock(e.block, tactic.tile_m, plan.api, KernelsOf(plan).op));
+  KILN_RETURN_IF_ERROR(CheckGemmBlock(ready.launch->entry().block, tactic.tile_m, plan.api, KernelsOf(plan).op));
 
   gemm::GemmParams params{};
-  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.a, plan.rows, plan.k, plan.a_row_stride,
-                                         tactic.tile_m, "a", &params.a_map));
-  KILN_RETURN_IF_ERROR(EncodeGemmOperand(**driver, plan.dtype, plan.b, plan.groups * plan.n, plan.k, plan.b_row_stride,
-                                         tactic.tile_n, "b", &params.b_map));
+  KILN_RETURN_IF_ERROR(EncodeGemmOperands(**driver,
+                                          {plan.dtype, plan.a, plan.rows, plan.a_row_stride, plan.b,
+                                           plan.groups * plan.n, plan.b_row_stride, plan.k},
+                                          tactic, &params));
   params.d = plan.d;
   params.m = plan.rows;
   params.n = plan.n;
@@ -98,13 +96,7 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
 
   // Persistent blocks, one per SM: how many tiles the groups have is known only on the device
   // (blocks without a tile return at once).
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(device->sms);
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  void* args[] = {&params};
-  return LaunchFunction(**driver, e.function, config, args, gemm::kGroupedGemmEntry, &ready.launch->library->info);
+  return LaunchGemmKernel(**driver, ready, gemm::kGroupedGemmEntry, device->sms, params, stream);
 }
 
 // The arguments of the four grouped ops: kMasked picks the rows' table (m_indptr or masked_m),

@@ -1,4 +1,4 @@
-#include "client/ops/decode/paged_kv_view.h"
+#include "client/ops/attention_tensors.h"
 
 #include <string>
 
@@ -122,6 +122,67 @@ Status CheckSameDevice(const Device& device, const char* device_owner,
                        std::initializer_list<std::pair<const TensorView*, const char*>> tensors) {
   for (const auto& [t, name] : tensors) {
     KILN_RETURN_IF_ERROR(CheckSameDevice(*t, name, device, device_owner));
+  }
+  return OkStatus();
+}
+
+Status CheckHeadsShape(const HeadsView& v, int64_t d0, int64_t d1, int64_t d2, const char* meaning) {
+  if (v.rows != d0 || v.heads != d1 || v.head_dim != d2)
+    return InvalidArgument(std::string(v.name) + ": expected shape " + ListText({d0, d1, d2}) + " (" + meaning +
+                           "), found " + ShapeText(*v.tensor));
+  return OkStatus();
+}
+
+Status CheckDTypeIs(const TensorView& t, const char* name, DType want, const char* whose) {
+  if (t.dtype != want)
+    return InvalidArgument(std::string(name) + ": expected dtype " + DTypeName(want) + " (" + whose + "), found " +
+                           DTypeName(t.dtype));
+  return OkStatus();
+}
+
+StatusOr<PageTable> ViewPageTable(const TensorView& kv_indptr, const TensorView& kv_indices,
+                                  const TensorView& kv_last_page_len, int64_t batch, int64_t min_indices) {
+  PageTable table;
+  KILN_ASSIGN_OR_RETURN(auto indptr, ViewInt32Vector(kv_indptr, "kv_indptr"));
+  KILN_ASSIGN_OR_RETURN(auto indices, ViewInt32Vector(kv_indices, "kv_indices"));
+  KILN_ASSIGN_OR_RETURN(auto last, ViewInt32Vector(kv_last_page_len, "kv_last_page_len"));
+  if (batch < 0) batch = last.size;  // append: the batch is what the page table says
+  if (batch < 1)
+    return InvalidArgument("kv_last_page_len: expected at least one request, found shape " +
+                           ShapeText(kv_last_page_len));
+  if (indptr.size != batch + 1)
+    return InvalidArgument("kv_indptr: expected shape [" + std::to_string(batch + 1) + "] (batch + 1), found " +
+                           ShapeText(kv_indptr));
+  if (last.size != batch)
+    return InvalidArgument("kv_last_page_len: expected shape [" + std::to_string(batch) + "] (batch), found " +
+                           ShapeText(kv_last_page_len));
+  if (indices.size < min_indices)
+    return InvalidArgument("kv_indices: the plan's page table addresses " + std::to_string(min_indices) +
+                           " entries (kv_indptr[batch]), found shape " + ShapeText(kv_indices));
+  table.indptr = indptr;
+  table.indices = indices;
+  table.last_page_len = last;
+  return table;
+}
+
+Status CheckWorkspace(void* workspace, size_t given, size_t needed,
+                      std::span<const std::pair<const TensorView*, const char*>> tensors) {
+  if (needed == 0) return OkStatus();
+  if (workspace == nullptr)
+    return InvalidArgument("workspace: NULL, but the plan splits the KV and needs " + std::to_string(needed) +
+                           " bytes (plan.workspace_bytes())");
+  if (given < needed)
+    return InvalidArgument("workspace_bytes: the plan needs " + std::to_string(needed) + " bytes, found " +
+                           std::to_string(given));
+  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    return InvalidArgument("workspace: pointer " + PointerText(workspace) + " is not 16-byte aligned");
+  const uintptr_t ws_begin = reinterpret_cast<uintptr_t>(workspace), ws_end = ws_begin + needed;
+  for (const auto& [t, name] : tensors) {
+    const ByteExtent e = ExtentOf(*t);
+    if (e.begin != e.end && e.begin < ws_end && ws_begin < e.end)
+      return InvalidArgument(std::string("workspace and ") + name + " overlap in memory (workspace " +
+                             PointerText(ws_begin) + "..." + PointerText(ws_end) + ", " + name + " " +
+                             PointerText(e.begin) + "..." + PointerText(e.end) + "); they must be separate memory");
   }
   return OkStatus();
 }

@@ -1,11 +1,14 @@
-// The tensor arguments of the decode family (kiln/ops/decode.h), checked and seen as what the
-// kernels take: a paged KV cache, a tensor of heads [rows, heads, head_dim], an int32 vector.
+// The tensor arguments of the attention families (kiln/ops/decode.h, kiln/ops/prefill.h),
+// checked and seen as what the kernels take: a paged KV cache and its page table, a tensor of
+// heads [rows, heads, head_dim], an int32 vector, a plan's device workspace.
 // Pure (no driver call): every check runs, and is tested, without a GPU. Each failure is
 // INVALID_ARGUMENT "<argument>: <expected>, found <found>"; callers add the API's name.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <utility>
 
 #include "client/ops/row_view.h"
@@ -52,6 +55,25 @@ struct Int32Vector {
   int64_t size = 0;
 };
 StatusOr<Int32Vector> ViewInt32Vector(const TensorView& t, const char* name);
+
+// v has shape [d0, d1, d2]; else "<name>: expected shape [d0, d1, d2] (<meaning>), found ...".
+Status CheckHeadsShape(const HeadsView& v, int64_t d0, int64_t d1, int64_t d2, const char* meaning);
+
+// t's dtype is `want`; else "<name>: expected dtype <want> (<whose>), found ...".
+Status CheckDTypeIs(const TensorView& t, const char* name, DType want, const char* whose);
+
+// The page table: kv_indptr [batch + 1], kv_last_page_len [batch], kv_indices [>= min_indices]
+// (int32 vectors). batch < 0: the batch is kv_last_page_len's size (at least one request).
+struct PageTable {
+  Int32Vector indptr, indices, last_page_len;
+};
+StatusOr<PageTable> ViewPageTable(const TensorView& kv_indptr, const TensorView& kv_indices,
+                                  const TensorView& kv_last_page_len, int64_t batch, int64_t min_indices);
+
+// A plan's device workspace: when `needed` > 0, non-NULL, at least `needed` bytes given, 16-byte
+// aligned, and sharing no byte with any of `tensors`.
+Status CheckWorkspace(void* workspace, size_t given, size_t needed,
+                      std::span<const std::pair<const TensorView*, const char*>> tensors);
 
 // The list form of CheckSameDevice (row_view.h): OK when every tensor is on `device`;
 // INVALID_ARGUMENT naming the first that is not.
