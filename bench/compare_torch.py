@@ -145,6 +145,15 @@ def load_kiln(path):
         lib.kiln_batch_decode_plan_workspace_bytes.restype = ctypes.c_size_t
         lib.kiln_batch_decode_plan_destroy.argtypes = [ctypes.c_void_p]
         lib.kiln_batch_decode_plan_destroy.restype = None
+    if hasattr(lib, "kiln_batch_prefill_plan_create_ragged"):
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        lib.kiln_batch_prefill_plan_create_ragged.argtypes = [
+            i32p, i32p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, DLDataType, ctypes.c_int,
+            ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+        lib.kiln_batch_prefill_plan_workspace_bytes.argtypes = [ctypes.c_void_p]
+        lib.kiln_batch_prefill_plan_workspace_bytes.restype = ctypes.c_size_t
+        lib.kiln_batch_prefill_plan_destroy.argtypes = [ctypes.c_void_p]
+        lib.kiln_batch_prefill_plan_destroy.restype = None
     return lib
 
 
@@ -468,6 +477,89 @@ class BatchDecode(Op):
 
     def bytes(self, t):
         return PAGED.decode_bytes(self.axes, t["q"].element_size())
+
+
+class BatchPrefillRagged(Op):
+    """batch_prefill_ragged's run step (causal, every request q_len == kv_len as in the trace
+    examples); the plan is made once per case in prepare(). Peers: PyTorch SDPA with its flash
+    and its cuDNN backend, each forced, on the same K/V stored [B, H, L, D]-strided (views, not
+    copies) with the kv heads expanded to the query heads once, untimed."""
+    name, trace, c_function = "batch_prefill_ragged", "batch_prefill_ragged", "kiln_batch_prefill_ragged"
+    outputs, pure_outputs = ("out", "lse"), ("out", "lse")
+    tolerance = {"lse": (1e-3, 1e-5)}
+
+    def __init__(self):
+        self.plan = None
+
+    def make(self, a, dtype, gen):
+        self.axes, self.dtype = a, dtype
+        b, length, hq, hk, d = a["batch"], a["q_len"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"]
+        if a["kv_len"] != length:
+            raise ValueError("compare_torch's batch_prefill_ragged takes q_len == kv_len (SDPA's causal mask)")
+        q, k, v = (uniform((b * length, h, d), dtype, gen) for h in (hq, hk, hk))
+        group = hq // hk
+        return {"out": torch.empty(b * length, hq, d, dtype=dtype, device="cuda"),
+                "lse": torch.empty(b * length, hq, dtype=torch.float32, device="cuda"),
+                "q": q, "k": k, "v": v,
+                "qo_indptr": int32([i * length for i in range(b + 1)]),
+                "kv_indptr": int32([i * length for i in range(b + 1)]),
+                # SDPA's operands: [B, H, L, D] views of q and of K/V with every kv head repeated
+                # for its group (made once per case, not timed).
+                "k_rep": k.view(b, length, hk, d).repeat_interleave(group, dim=2),
+                "v_rep": v.view(b, length, hk, d).repeat_interleave(group, dim=2)}
+
+    def prepare(self, lib, t):
+        a = self.axes
+        qo = (ctypes.c_int32 * (a["batch"] + 1))(*[i * a["q_len"] for i in range(a["batch"] + 1)])
+        kv = (ctypes.c_int32 * (a["batch"] + 1))(*[i * a["kv_len"] for i in range(a["batch"] + 1)])
+        code, bits = DL_CODES[self.dtype]
+        plan = ctypes.c_void_p()
+        kiln_check(lib, lib.kiln_batch_prefill_plan_create_ragged(
+            qo, kv, a["batch"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"], DLDataType(code, bits, 1), 1,
+            ctypes.c_double(0.0), ctypes.c_double(0.0), -1, -1, ctypes.byref(plan)),
+            "kiln_batch_prefill_plan_create_ragged")
+        self.plan = plan
+        self.workspace_bytes = lib.kiln_batch_prefill_plan_workspace_bytes(plan)
+        self.workspace = torch.empty(max(self.workspace_bytes, 16), dtype=torch.uint8, device="cuda")
+
+    def release(self, lib):
+        if self.plan is not None:
+            lib.kiln_batch_prefill_plan_destroy(self.plan)
+            self.plan = None
+
+    def kiln(self, lib, dl):
+        workspace = ctypes.c_void_p(self.workspace.data_ptr() if self.workspace_bytes else None)
+        return lib.kiln_batch_prefill_ragged(self.plan, dl["out"].ref(), dl["lse"].ref(), dl["q"].ref(),
+                                             dl["k"].ref(), dl["v"].ref(), dl["qo_indptr"].ref(),
+                                             dl["kv_indptr"].ref(), workspace, ctypes.c_size_t(self.workspace_bytes),
+                                             stream_handle())
+
+    def torch_backends(self):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def sdpa(backend):
+            def run(t):
+                a = self.axes
+                b, length, hq, d = a["batch"], a["q_len"], a["num_qo_heads"], a["head_dim"]
+                q = t["q"].view(b, length, hq, d).transpose(1, 2)
+                k, v = t["k_rep"].transpose(1, 2), t["v_rep"].transpose(1, 2)
+                with sdpa_kernel(backend):
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return (o.transpose(1, 2).reshape(b * length, hq, d),)
+            return run
+        return {"torch_sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
+                "torch_sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+
+    def footprint(self, t):
+        return nbytes(t["q"], t["k"], t["v"], t["out"], t["lse"])
+
+    def bytes(self, t):
+        return nbytes(t["q"], t["k"], t["v"], t["out"], t["lse"])
+
+    def flops(self, t):
+        a = self.axes
+        pairs = a["batch"] * a["q_len"] * (a["q_len"] + 1) / 2
+        return 4.0 * a["num_qo_heads"] * a["head_dim"] * pairs
 
 
 class AppendPagedKv(Op):
@@ -822,7 +914,7 @@ OPS = [RmsNorm(), FusedAddRmsNorm(),
        ActAndMul("silu_and_mul", F.silu), ActAndMul("gelu_and_mul", F.gelu),
        ActAndMul("gelu_tanh_and_mul", lambda x: F.gelu(x, approximate="tanh")),
        ApplyRope(), ApplyRopeWithCosSinCache(),
-       AppendPagedKv(), BatchDecode(),
+       AppendPagedKv(), BatchDecode(), BatchPrefillRagged(),
        Sampler("top_k_sampling", "top_k", ("top_k",), lambda x: SAMPLERS.top_k(x, 50)),
        Sampler("top_p_sampling", "top_p", ("top_p",), lambda x: SAMPLERS.top_p(x, 0.9)),
        Sampler("top_k_top_p_sampling", "top_k_top_p", ("top_k", "top_p"), lambda x: SAMPLERS.top_k_top_p(x, 50, 0.9)),

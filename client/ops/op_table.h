@@ -40,6 +40,10 @@ struct OpDescriptor {
   // process cannot call alone (a collective), which says why in `not_invokable`.
   Status (*invoke)(const OpDescriptor& self, NamedArgs& args, void* stream) = nullptr;
   const char* not_invokable = "";
+  // The call needs a plan made on the host from the contents of its index arrays (batch_decode,
+  // batch_prefill_*): `invoke` plans again from the recorded host bytes of those arrays, so a
+  // call made from shapes alone (a trace example) is refused before it is recorded.
+  bool planned_on_host = false;
 };
 
 // Every op of the library, sorted by name.

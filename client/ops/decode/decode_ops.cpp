@@ -237,7 +237,8 @@ const OpDescriptor kBatchDecode = {.name = "batch_decode",
                                    .family = "decode",
                                    .cpp_api = "kiln::ops::batch_decode",
                                    .c_api = "kiln_batch_decode",
-                                   .invoke = InvokeBatchDecode};
+                                   .invoke = InvokeBatchDecode,
+                                   .planned_on_host = true};
 KILN_REGISTER_OP(kBatchDecode);
 
 }  // namespace

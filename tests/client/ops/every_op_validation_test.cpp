@@ -40,11 +40,12 @@ const std::vector<traces::TraceDefinition>& Definitions() {
 }
 
 // The ops a call can be made for from a trace example alone: invokable, and not planned on
-// the host from the page table's contents (batch_decode: decode_validation_test.cpp).
+// the host from the index arrays' contents (planned_on_host: batch_decode in
+// decode_validation_test.cpp, batch_prefill_* in prefill_validation_test.cpp).
 std::vector<const OpDescriptor*> ExampleCallableOps() {
   std::vector<const OpDescriptor*> ops;
   for (const OpDescriptor* op : kiln::client::AllOps())
-    if (op->invoke != nullptr && std::string(op->name) != "batch_decode") ops.push_back(op);
+    if (op->invoke != nullptr && !op->planned_on_host) ops.push_back(op);
   return ops;
 }
 
@@ -144,7 +145,7 @@ TEST_CASE("the op table and the trace definitions name the same ops", "[client][
   }
 }
 
-TEST_CASE("only the collectives and batch_decode are left out of the checks above", "[client][ops]") {
+TEST_CASE("only the collectives and the host-planned ops are left out of the checks above", "[client][ops]") {
   // A new op is covered above unless it is added here with the reason and a test of its own.
   std::set<std::string> left_out;
   for (const OpDescriptor* op : kiln::client::AllOps()) left_out.insert(op->name);
@@ -155,7 +156,8 @@ TEST_CASE("only the collectives and batch_decode are left out of the checks abov
     REQUIRE(def != nullptr);
     CHECK_FALSE(def->examples.empty());
   }
-  CHECK(left_out == std::set<std::string>{"all_reduce", "all_reduce_add_rms_norm", "batch_decode"});
+  CHECK(left_out == std::set<std::string>{"all_reduce", "all_reduce_add_rms_norm", "batch_decode",
+                                          "batch_prefill_paged", "batch_prefill_ragged"});
 }
 
 }  // namespace

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The prefill round on the H200 (device tool, kind nvidia-h200), from the repository root with
+# the bundle in .gpu/ (bash bench/gpu_bundle.sh): the [gpu][prefill] client tests, then with a
+# kilnd of its own kiln-bench on the cases (bench/prefill/prefill.list, refcheck on) and
+# bench/compare_torch.py against PyTorch SDPA's flash and cuDNN backends on its ragged rows
+# (q_len == kv_len, causal). Logs and JSON go to $OUT.
+#   bash bench/prefill/gpu_round.sh [tests|bench|all]
+set -u
+what=${1:-all}
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+source .gpu/env.sh
+chmod -R a+rX .gpu kernels
+
+if [[ $what == tests || $what == all ]]; then
+  timeout 250 kiln_client_tests "[gpu][prefill]" -d yes > "$OUT/prefill-tests.log" 2>&1
+  echo "kiln_client_tests [gpu][prefill] rc=$?"
+  grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/prefill-tests.log" | tail -10
+fi
+
+if [[ $what == bench || $what == all ]]; then
+  dir=$(mktemp -d)
+  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
+    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-prefill.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
+  export KILN_SOCKET=$dir/kilnd.sock
+  timeout 200 kiln-bench --list bench/prefill/prefill.list --out "$OUT/prefill-kiln-bench.json" \
+    > "$OUT/prefill-kiln-bench.log" 2>&1
+  echo "kiln-bench --list bench/prefill/prefill.list rc=$?"
+  cat "$OUT/prefill-kiln-bench.log"
+  grep "^batch_prefill_ragged" bench/prefill/prefill.list > "$dir/ragged.list"
+  lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
+  timeout 420 python3 bench/compare_torch.py --lib "$lib" --ops batch_prefill_ragged --list "$dir/ragged.list" \
+    --out "$OUT/prefill-compare-torch.json" > "$OUT/prefill-compare-torch.log" 2>&1
+  echo "compare_torch --ops batch_prefill_ragged rc=$?"
+  cat "$OUT/prefill-compare-torch.log"
+  kill $daemon; wait $daemon 2>/dev/null
+fi

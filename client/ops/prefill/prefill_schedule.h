@@ -1,0 +1,56 @@
+// PrefillSchedule: how batch_prefill cuts a batch into work items — row tiles of 64 rows
+// (query positions x the query heads of one kv head) and, when those alone cannot fill the GPU
+// and the KV is long, KV chunks merged by log-sum-exp (split-KV, as flash-decoding does for one
+// query). Pure arithmetic on the host; the plan keeps the result and every run sends it to the
+// kernels as KilnPrefillSchedule (kiln/prefill/prefill_contract.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::client {
+
+// Blocks the schedule aims to keep resident per SM (80-96 KiB of shared memory each on an
+// sm_90 SM of 227 KiB).
+inline constexpr int kPrefillBlocksPerSm = 2;
+// A chunk shorter than this costs more in its fixed part (Q tile load, partial write, merge)
+// than it saves.
+inline constexpr int64_t kPrefillMinChunkTokens = 512;
+
+struct PrefillRequest {
+  int64_t q_len = 0;
+  int64_t kv_len = 0;
+};
+
+struct PrefillSchedule {
+  bool listed = true;               // item_begin / kv_chunks describe the items (batch <= 512)
+  bool split = false;               // some request has more than one chunk
+  int64_t num_items = 0;            // grid.x (per kv head)
+  int64_t chunk_tokens = 0;         // split: positions per chunk (a multiple of the K/V tile); else 0
+  int64_t tiles_per_request = 0;    // not listed: the most row tiles of any request
+  int64_t merge_max_q_len = 0;      // split: the longest q_len of a request with several chunks
+  std::vector<int32_t> item_begin;  // listed: batch + 1 prefix offsets of each request's items
+  std::vector<uint16_t> kv_chunks;  // listed: chunks of each request (1: not split)
+  int64_t slots = 0;                // blocks the GPU runs at once: kPrefillBlocksPerSm * SMs
+  int64_t row_tiles = 0;            // row tiles of the batch (per kv head)
+  double tile_pairs = 0;            // sum over row tiles of the KV positions they attend (cost)
+};
+
+// Rule (tiles = row tiles x kv heads; slots = kPrefillBlocksPerSm * num_sms):
+//  - more than kMaxListedBatch requests: the dense mapping, never split;
+//  - else no split when tiles >= slots (the tiles fill the GPU themselves) or no request's KV
+//    reaches twice kPrefillMinChunkTokens;
+//  - else a chunk of the balanced share W = (sum over tiles of their attended KV) x kv heads /
+//    slots, rounded up to a K/V tile and at least kPrefillMinChunkTokens; a request whose KV
+//    (from KvBase) is longer than the chunk is cut into ceil(len / chunk) chunks, the others
+//    stay whole. No split if that leaves every request whole.
+// requests: q_len >= 0, kv_len >= 0; num_kv_heads >= 1; group 1..8; num_sms >= 1.
+PrefillSchedule SchedulePrefill(const std::vector<PrefillRequest>& requests, int64_t group, int64_t num_kv_heads,
+                                int64_t head_dim, bool causal, int64_t window_left, int num_sms);
+
+// "batch 2, 2 row tiles of 64 rows on 264 slots: split into 118 items (KV chunks of 1024
+// positions)"
+std::string DescribePrefillSchedule(const PrefillSchedule& s, int64_t batch);
+
+}  // namespace kiln::client

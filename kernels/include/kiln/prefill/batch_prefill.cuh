@@ -1,0 +1,560 @@
+// batch_prefill (ragged and paged): attention of a batch's queries over their keys/values
+// (kiln/prefill/prefill_contract.h has the layouts, the schedule and the parameters). For query
+// i of request b (kv position pos_i = kv_len - q_len + i) and query head h:
+//
+//   s_j = sm_scale * q[i, h] . k_j                         soft cap off
+//   s_j = cap * tanh(sm_scale * q[i, h] . k_j / cap)       soft cap on
+//   out[i, h] = sum_j softmax(s)_j v_j,   lse[i, h] = ln(sum_j exp(s_j))
+//
+// over the visible positions j: 0 <= j < kv_len, j <= pos_i (causal), j >= pos_i - window_left
+// (window). FlashAttention-2 on warp-level tensor-core MMAs (mma.sync m16n8k16): one block takes
+// kTileRows = 64 rows of one request and one kv head (row r: query r / kGroup, head
+// kv_head * kGroup + r % kGroup, so the query heads of a kv head share every K/V byte); each of
+// its 4 warps owns 16 rows. Per K/V tile of kTileKv positions:
+//   S[16 rows x kTileKv] = Q[16 x D] K^T[D x kTileKv]   (Q: ldmatrix A fragments, kept in
+//                                                        registers for D <= 128; K rows are
+//                                                        the B columns, plain ldmatrix)
+//   online softmax per row in fp32, in log2 units (logits pre-multiplied by log2 e), the row
+//   statistics reduced over the 4 lanes (a "quad") that share a row of the C fragment
+//   O[16 x D] += P[16 x kTileKv] V[kTileKv x D]          (P: the S accumulators rounded to T,
+//                                                        which the m16n8k16 C layout hands to
+//                                                        the next mma as its A layout directly;
+//                                                        V with ldmatrix.trans)
+// K and V stream through a kStages = 2 cp.async pipeline (16-byte copies, zero-filled out of
+// range, XOR-swizzled 16-byte chunks so every ldmatrix is free of bank conflicts); the next
+// tile's copies are issued before the current tile is computed. Only tiles that cross a row's
+// causal / window / kv_len limit take the per-element mask; tiles no row of a warp sees are
+// skipped by that warp, and tiles no row of the block sees are never loaded. A request of one
+// kv chunk writes `out` (rounded to T once, staged through shared memory for 16-byte stores)
+// and `lse`; a chunk of a split request writes its normalized fp32 output and log2-sum-exp to
+// the workspace for kiln/prefill/prefill_merge.cuh.
+//
+// Safety: q rows, k/v rows (ragged) and page ids (paged) outside what the params say exists
+// are never read; a page-table entry past num_indices or a page id outside [0, total_kv) reads
+// as zeros and its positions are masked (only a table that contradicts the plan has them).
+#pragma once
+
+#include "kiln/common/numeric.cuh"
+#include "kiln/decode/warp_mma.cuh"
+#include "kiln/prefill/prefill_contract.h"
+
+namespace kiln {
+namespace prefill {
+
+template <typename T_, int kHeadDim_, int kGroup_, bool kCausal_, bool kSoftCap_, bool kPaged_, int kPageSize_>
+struct PrefillShape {
+  using T = T_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kGroup = kGroup_;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr bool kSoftCap = kSoftCap_;
+  static constexpr bool kPaged = kPaged_;
+  static constexpr int kPageSize = kPageSize_;
+
+  static constexpr int kTileKv = TileKv(kHeadDim);         // kv positions per pipeline stage
+  static constexpr int kChunksPerRow = kHeadDim * 2 / 16;  // 16-byte chunks of a row of Q, K or V
+  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  static constexpr int kQPasses = kTileRows / kRowsPerPass;  // cp.async per thread for the Q tile
+  static constexpr int kKvPasses = kTileKv / kRowsPerPass;   // ... for a K (or V) tile
+  static constexpr int kDimSteps = kHeadDim / 16;            // k steps of Q K^T; 16-dim pairs of O's n tiles
+  static constexpr int kKvSteps = kTileKv / 16;              // k steps of P V; pairs of S's n tiles
+  static constexpr int kQBytes = kTileRows * kHeadDim * 2;
+  static constexpr int kKvTileBytes = kTileKv * kHeadDim * 2;  // one K (or V) tile
+  static constexpr int kStageBytes = 2 * kKvTileBytes;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
+  // D <= 128: the Q fragments (kDimSteps * 4 registers) live in registers for the whole loop;
+  // at D = 256 they would be 64 registers next to O's 128, so they are re-read with ldmatrix.
+  static constexpr bool kQInRegisters = kHeadDim <= 128;
+  // A page that holds whole K/V tiles needs one page-table lookup per tile (tiles start at
+  // multiples of kTileKv).
+  static constexpr bool kPageHoldsTiles = kPaged && kPageSize % kTileKv == 0;
+
+  static_assert(sizeof(T) == 2, "batch_prefill runs on fp16 or bf16 (tensor-core MMAs)");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim must be 64, 128 or 256");
+  static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "group must be 1, 2, 4 or 8");
+  static_assert(kGroup <= kMaxGroup, "group is at most kMaxGroup");
+  static_assert(kPaged ? (kPageSize >= 1 && kPageSize <= kMaxPageSize && (kPageSize & (kPageSize - 1)) == 0)
+                       : kPageSize == 1,
+                "page_size: a power of two up to kMaxPageSize when paged, 1 when ragged");
+  static_assert(kChunksPerRow % 8 == 0, "the swizzle permutes groups of 8 chunks: head_dim >= 64");
+  static_assert(kThreads % kChunksPerRow == 0 && kTileRows % kRowsPerPass == 0 && kTileKv % kRowsPerPass == 0,
+                "the block's threads cover whole rows of the Q and K/V tiles");
+  static_assert(kTileRows == 16 * kWarps, "a warp owns the 16 rows of one mma");
+  static_assert(kTileKv % 16 == 0, "K/V tiles are whole k steps of P V");
+  static_assert(kStages == 2, "the pipeline below issues tile t + 1 while tile t is computed");
+  static_assert(kSmemBytes == PrefillSmemBytes(kHeadDim), "the host sizes shared memory with PrefillSmemBytes");
+};
+
+namespace detail {
+
+using decode::CpAsync16;
+using decode::CpAsyncCommit;
+using decode::CpAsyncWait;
+using decode::Exp2;
+using decode::LdMatrixX4;
+using decode::LdMatrixX4Trans;
+using decode::Mma16x8x16;
+using decode::PackPair;
+using decode::SharedAddress;
+
+__device__ __forceinline__ float NegativeInfinity() { return __int_as_float(0xff800000u); }
+
+constexpr float kLog2E = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a Q, K or V tile: chunks are XOR-permuted
+// within each group of 8 by the row, so the 8 rows one ldmatrix phase reads (8 consecutive rows,
+// one logical chunk) hit 8 distinct 16-byte bank groups (rows are a multiple of 128 bytes).
+template <class Shape>
+__device__ __forceinline__ unsigned SwizzledOffset(int row, int chunk) {
+  return static_cast<unsigned>((row * Shape::kChunksPerRow + (chunk ^ (row & 7))) * 16);
+}
+
+// A logit in log2 units, as kiln/decode/batch_decode.cuh computes it. Soft cap: tanh(x) =
+// 1 - 2 / (2^(2x log2 e) + 1), |x| clamped to 15 (tanh(15) is 1 in fp32).
+template <class Shape>
+__device__ __forceinline__ float Logit(float qk, float logit_scale, float cap_scale) {
+  if constexpr (Shape::kSoftCap) {
+    const float x = fminf(fmaxf(qk * logit_scale, -15.f), 15.f);
+    const float t = 1.f - __fdividef(2.f, Exp2(x * (2.f * kLog2E)) + 1.f);
+    return t * cap_scale;
+  } else {
+    return qk * logit_scale;
+  }
+}
+
+// Where request b's kv positions live.
+struct KvSource {
+  long long begin;  // ragged: the first k/v row; paged: the first kv_indices entry
+  int len;          // kv_len
+};
+
+// The page id of kv position `pos` (paged), or -1 where the table has no valid entry.
+template <class Shape>
+__device__ __forceinline__ int PageOf(const KilnBatchPrefillParams& p, long long page_begin, int pos) {
+  const long long entry = page_begin + pos / Shape::kPageSize;
+  if (entry < 0 || entry >= p.num_indices) return -1;
+  const int page = __ldg(p.kv_indices + entry);
+  return page >= 0 && page < p.total_kv ? page : -1;
+}
+
+// Issues the cp.async copies of the Q tile: row r of the request's q_len * kGroup rows reads
+// q[q_begin + r / kGroup, kv_head * kGroup + r % kGroup]; rows past `rows` become zeros.
+template <class Shape>
+__device__ __forceinline__ void LoadQ(const KilnBatchPrefillParams& p, long long q_begin, int row_begin, int rows,
+                                      int kv_head, unsigned q_dst) {
+  using T = typename Shape::T;
+  const int chunk = threadIdx.x % Shape::kChunksPerRow;
+  const int row0 = threadIdx.x / Shape::kChunksPerRow;
+  const T* q = static_cast<const T*>(p.q);
+#pragma unroll
+  for (int j = 0; j < Shape::kQPasses; ++j) {
+    const int row = row0 + j * Shape::kRowsPerPass;
+    const int r = row_begin + row;
+    const bool valid = r < rows;
+    const long long token = q_begin + r / Shape::kGroup;
+    const long long head = static_cast<long long>(kv_head) * Shape::kGroup + r % Shape::kGroup;
+    const T* src = valid ? q + token * p.q_stride_token + head * p.q_stride_head + chunk * 8 : q;
+    CpAsync16(q_dst + SwizzledOffset<Shape>(row, chunk), src, valid);
+  }
+}
+
+// Issues the cp.async copies of the K and V tiles of positions tile_start ... tile_start +
+// kTileKv - 1; positions >= kv_len, and those of invalid pages, become zeros (their logits are
+// masked, and zero V keeps 0 * garbage out of the P V mma). Returns whether one of this thread's
+// rows below kv_len had an invalid page.
+template <class Shape>
+__device__ __forceinline__ bool LoadKv(const KilnBatchPrefillParams& p, const KvSource& kv, int kv_head, int tile_start,
+                                       unsigned k_dst, unsigned v_dst) {
+  using T = typename Shape::T;
+  constexpr int kHeadDim = Shape::kHeadDim;
+  const int chunk = threadIdx.x % Shape::kChunksPerRow;
+  const int row0 = threadIdx.x / Shape::kChunksPerRow;
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  bool bad = false;
+  int tile_page = -1;
+  if constexpr (Shape::kPageHoldsTiles) tile_page = PageOf<Shape>(p, kv.begin, tile_start);
+#pragma unroll
+  for (int j = 0; j < Shape::kKvPasses; ++j) {
+    const int row = row0 + j * Shape::kRowsPerPass;
+    const int pos = tile_start + row;
+    bool valid = pos < kv.len;
+    const T* k_src = k;
+    const T* v_src = v;
+    if constexpr (Shape::kPaged) {
+      int page = tile_page;
+      if constexpr (!Shape::kPageHoldsTiles) page = valid ? PageOf<Shape>(p, kv.begin, pos) : -1;
+      bad = bad || (valid && page < 0);
+      valid = valid && page >= 0;
+      // Inside a page: [page_size, num_kv_heads, head_dim], dense.
+      const long long in_page = (static_cast<long long>(pos % Shape::kPageSize) * p.num_kv_heads + kv_head) * kHeadDim +
+                                chunk * 8;
+      if (valid) {
+        k_src = k + page * p.k_stride_token + in_page;
+        v_src = v + page * p.v_stride_token + in_page;
+      }
+    } else {
+      const long long token = kv.begin + pos;
+      if (valid) {
+        k_src = k + token * p.k_stride_token + kv_head * p.k_stride_head + chunk * 8;
+        v_src = v + token * p.v_stride_token + kv_head * p.v_stride_head + chunk * 8;
+      }
+    }
+    const unsigned offset = SwizzledOffset<Shape>(row, chunk);
+    CpAsync16(k_dst + offset, k_src, valid);
+    CpAsync16(v_dst + offset, v_src, valid);
+  }
+  return bad;
+}
+
+// The visible kv positions [lo, hi] (inclusive; empty when lo > hi) of request row r.
+struct RowRange {
+  int lo, hi;
+};
+
+template <class Shape>
+__device__ __forceinline__ RowRange VisibleRange(int r, int kv_len, int q_len, int window_left) {
+  const int pos = kv_len - q_len + r / Shape::kGroup;
+  RowRange range{0, kv_len - 1};
+  if constexpr (Shape::kCausal) range.hi = min(range.hi, pos);
+  if (window_left >= 0) range.lo = max(0, pos - window_left);
+  return range;
+}
+
+// One warp's online-softmax step over the S tile in `s` (raw q.k sums in, P out, in place):
+// logits in log2 units, masked to -inf where kMasked and the position is not visible to the
+// row, the running maxima m and the lane's partial sums l updated, O rescaled. Lane (g, c) holds
+// rows g (s[n][0], s[n][1]) and g + 8 (s[n][2], s[n][3]), positions tile_start + 8n + 2c, +1.
+template <class Shape, bool kMasked>
+__device__ __forceinline__ void SoftmaxStep(const KilnBatchPrefillParams& p, float (&s)[Shape::kTileKv / 8][4],
+                                            float (&o)[Shape::kHeadDim / 8][4], float (&m)[2], float (&l)[2],
+                                            const RowRange (&range)[2], int tile_start, bool check_pages,
+                                            long long page_begin) {
+  constexpr int kNTiles = Shape::kTileKv / 8;
+  static_assert(2 * kNTiles <= 32, "one bit per column of the lane");
+  const float kNegInf = NegativeInfinity();
+  const int lane_col = threadIdx.x % 4;
+  // Paged, a tile with an invalid page (only a table that contradicts the plan has one): bit
+  // 2n + k set for the lane's column 8n + 2 * lane_col + k if its page is invalid. A rolled loop:
+  // this path is never fast, and unrolled it would cost every variant registers.
+  unsigned bad_columns = 0;
+  if constexpr (kMasked && Shape::kPaged) {
+    if (check_pages) {
+#pragma unroll 1
+      for (int column = 0; column < 2 * kNTiles; ++column) {
+        const int pos = tile_start + 8 * (column >> 1) + 2 * lane_col + (column & 1);
+        if (PageOf<Shape>(p, page_begin, pos) < 0) bad_columns |= 1u << column;
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = Logit<Shape>(s[n][e], p.logit_scale, p.cap_scale);
+      if constexpr (kMasked) {
+        const int pos = tile_start + 8 * n + 2 * lane_col + (e & 1);
+        const RowRange& rr = range[e >> 1];
+        const bool visible = pos >= rr.lo && pos <= rr.hi && !((bad_columns >> (2 * n + (e & 1))) & 1u);
+        if (!visible) x = kNegInf;
+      }
+      s[n][e] = x;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float tile_max = kNegInf;
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+    // The 4 lanes of a quad (lane_col 0..3) hold the row's other columns.
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float m_new = fmaxf(m[i], tile_max);
+    const float m_ref = m_new == kNegInf ? 0.f : m_new;  // nothing seen yet: keep 2^-inf = 0
+    const float alpha = Exp2(m[i] - m_ref);
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      s[n][2 * i] = Exp2(s[n][2 * i] - m_ref);
+      s[n][2 * i + 1] = Exp2(s[n][2 * i + 1] - m_ref);
+      sum += s[n][2 * i] + s[n][2 * i + 1];
+    }
+    l[i] = l[i] * alpha + sum;
+    m[i] = m_new;
+#pragma unroll
+    for (int d = 0; d < Shape::kHeadDim / 8; ++d) {
+      o[d][2 * i] *= alpha;
+      o[d][2 * i + 1] *= alpha;
+    }
+  }
+}
+
+}  // namespace detail
+
+// One block per (work item, kv head): grid = (schedule.num_items, num_kv_heads), kThreads
+// threads, Shape::kSmemBytes (PrefillSmemBytes) of dynamic shared memory, 128-byte aligned.
+template <class Shape>
+__device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, unsigned char* smem) {
+  using T = typename Shape::T;
+  using Pair = typename PairOf<T>::type;
+  constexpr int kHeadDim = Shape::kHeadDim;
+  constexpr int kGroup = Shape::kGroup;
+  constexpr int kTileKv = Shape::kTileKv;
+  constexpr int kDimSteps = Shape::kDimSteps;
+  constexpr int kKvSteps = Shape::kKvSteps;
+  const float kNegInf = detail::NegativeInfinity();
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int lane_row = lane / 4;  // the mma fragments' "group": rows lane_row and lane_row + 8
+  const int lane_col = lane % 4;  // the "thread in group": columns 2 * lane_col, +1 of each n tile
+  const int item = blockIdx.x;
+  const int kv_head = blockIdx.y;
+
+  // The request, row tile and kv chunk of this item (the contract's KilnPrefillSchedule).
+  const KilnPrefillSchedule& schedule = p.schedule;
+  int request, tile, chunk = 0, chunks = 1;
+  if (schedule.listed) {
+    const int batch = min(schedule.batch, kMaxListedBatch);
+    if (batch <= 0 || item < schedule.item_begin[0] || item >= schedule.item_begin[batch]) return;
+    int lo = 0, hi = batch;  // item_begin[lo] <= item < item_begin[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (schedule.item_begin[mid] <= item) lo = mid;
+      else hi = mid;
+    }
+    request = lo;
+    chunks = max(static_cast<int>(schedule.kv_chunks[request]), 1);
+    const int j = item - schedule.item_begin[request];
+    tile = j / chunks;
+    chunk = j % chunks;
+  } else {
+    if (schedule.tiles_per_request <= 0) return;
+    request = item / schedule.tiles_per_request;
+    tile = item % schedule.tiles_per_request;
+    if (request >= schedule.batch) return;
+  }
+
+  // The request's queries (clamped to q's rows) and kv positions.
+  const long long q_begin = min(max(static_cast<long long>(p.qo_indptr[request]), 0ll), p.total_q);
+  const long long q_end = min(max(static_cast<long long>(p.qo_indptr[request + 1]), q_begin), p.total_q);
+  const int q_len = static_cast<int>(q_end - q_begin);
+  detail::KvSource kv;
+  if constexpr (Shape::kPaged) {
+    const int pages = p.kv_indptr[request + 1] - p.kv_indptr[request];
+    const int last_page_len = min(max(p.kv_last_page_len[request], 0), Shape::kPageSize);
+    kv.begin = p.kv_indptr[request];
+    kv.len = pages > 0 ? (pages - 1) * Shape::kPageSize + last_page_len : 0;
+  } else {
+    const long long kv_begin = min(max(static_cast<long long>(p.kv_indptr[request]), 0ll), p.total_kv);
+    const long long kv_end = min(max(static_cast<long long>(p.kv_indptr[request + 1]), kv_begin), p.total_kv);
+    kv.begin = kv_begin;
+    kv.len = static_cast<int>(kv_end - kv_begin);
+  }
+  const int rows = q_len * kGroup;
+  const int row_begin = tile * kTileRows;
+  if (row_begin >= rows) return;
+  const int row_last = min(row_begin + kTileRows, rows) - 1;
+
+  // The block's kv range [lo, hi): the union of its rows' visible positions, cut to its chunk.
+  const int window_left = p.window_left;
+  int lo = detail::VisibleRange<Shape>(row_begin, kv.len, q_len, window_left).lo;
+  int hi = detail::VisibleRange<Shape>(row_last, kv.len, q_len, window_left).hi + 1;
+  if (chunks > 1) {
+    const long long base = KvBase(kv.len, q_len, window_left, kTileKv);
+    const long long chunk_lo = base + static_cast<long long>(chunk) * schedule.chunk_tokens;
+    const long long chunk_hi = chunk_lo + schedule.chunk_tokens;
+    lo = static_cast<int>(max(static_cast<long long>(lo), min(chunk_lo, static_cast<long long>(kv.len))));
+    hi = static_cast<int>(min(static_cast<long long>(hi), chunk_hi));
+  }
+  const int first_tile = lo - lo % kTileKv;  // lo >= 0
+  const int num_tiles = hi > lo ? (hi - first_tile + kTileKv - 1) / kTileKv : 0;
+
+  // This warp's rows and the extremes of their visible ranges: the first row has the lowest
+  // bounds and the last valid row the highest (both grow with the query position).
+  const int warp_row = row_begin + 16 * warp;
+  const bool warp_active = warp_row < rows;
+  const int warp_last = min(warp_row + 15, rows - 1);
+  const detail::RowRange warp_first_range = detail::VisibleRange<Shape>(warp_row, kv.len, q_len, window_left);
+  const detail::RowRange warp_last_range = detail::VisibleRange<Shape>(warp_last, kv.len, q_len, window_left);
+  // This lane's two rows.
+  detail::RowRange range[2];
+  range[0] = detail::VisibleRange<Shape>(warp_row + lane_row, kv.len, q_len, window_left);
+  range[1] = detail::VisibleRange<Shape>(warp_row + lane_row + 8, kv.len, q_len, window_left);
+
+  const unsigned smem_base = detail::SharedAddress(smem);
+  const unsigned q_smem = smem_base;
+  const unsigned kv_smem = smem_base + Shape::kQBytes;
+
+  // Prologue: the Q tile (its own cp.async group), then K/V tile 0.
+  detail::LoadQ<Shape>(p, q_begin, row_begin, rows, kv_head, q_smem);
+  detail::CpAsyncCommit();
+  bool pending_bad = false;  // tile in flight had an invalid page (among this thread's rows)
+  if (num_tiles > 0)
+    pending_bad = detail::LoadKv<Shape>(p, kv, kv_head, first_tile, kv_smem, kv_smem + Shape::kKvTileBytes);
+  detail::CpAsyncCommit();
+  detail::CpAsyncWait<1>();  // this thread's Q copies have landed
+  __syncthreads();           // everyone's have
+
+  // Q as the A operand of Q K^T, 16 dims per k step; ldmatrix matrices j = lane / 8: rows
+  // 8 * (j & 1) + lane % 8, dims 8 * (j >> 1) (a0..a3 of "Matrix fragments for mma.m16n8k16").
+  const int q_row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
+  unsigned q_frag[Shape::kQInRegisters ? kDimSteps : 1][4];
+  if constexpr (Shape::kQInRegisters) {
+#pragma unroll
+    for (int ks = 0; ks < kDimSteps; ++ks) {
+      detail::LdMatrixX4(q_frag[ks], q_smem + detail::SwizzledOffset<Shape>(q_row, 2 * ks + (lane >> 4)));
+    }
+  }
+
+  // Lane (g, c): O rows g ([0], [1]) and g + 8 ([2], [3]), dims 8d + 2c, +1 of n tile d. The
+  // running maxima are the same on the 4 lanes of a quad; the sums are partial until the end.
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int d = 0; d < kHeadDim / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  float m[2] = {kNegInf, kNegInf};
+  float l[2] = {0.f, 0.f};
+
+  for (int t = 0; t < num_tiles; ++t) {
+    detail::CpAsyncWait<0>();  // this thread's copies of tile t have landed
+    // Everyone's have; nobody still reads tile t - 1's stage. Paged: also whether any row of
+    // tile t had an invalid page (bar.red.or, the same barrier).
+    bool tile_bad = false;
+    if constexpr (Shape::kPaged) tile_bad = __syncthreads_or(pending_bad) != 0;
+    else __syncthreads();
+    const int tile_start = first_tile + t * kTileKv;
+    if (t + 1 < num_tiles) {
+      const unsigned k_dst = kv_smem + ((t + 1) % kStages) * Shape::kStageBytes;
+      pending_bad = detail::LoadKv<Shape>(p, kv, kv_head, tile_start + kTileKv, k_dst, k_dst + Shape::kKvTileBytes);
+    }
+    detail::CpAsyncCommit();
+
+    // A tile none of the warp's rows sees changes nothing.
+    const int tile_last = tile_start + kTileKv - 1;
+    if (!warp_active || tile_last < warp_first_range.lo || tile_start > warp_last_range.hi) continue;
+    const unsigned k_tile = kv_smem + (t % kStages) * Shape::kStageBytes;
+    const unsigned v_tile = k_tile + Shape::kKvTileBytes;
+
+    // S = Q K^T. B (16 dims x 8 positions, "col") of n tile n is K rows 8n.. as they lie in
+    // memory: ldmatrix matrices j = lane / 8 are positions 16np + 8 * (j >> 1) + lane % 8, dims
+    // 16ks + 8 * (j & 1), i.e. b0, b1 of n tile 2np and b0, b1 of n tile 2np + 1.
+    float s[kTileKv / 8][4];
+#pragma unroll
+    for (int n = 0; n < kTileKv / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kDimSteps; ++ks) {
+      unsigned a[4];
+      if constexpr (Shape::kQInRegisters) {
+        a[0] = q_frag[ks][0], a[1] = q_frag[ks][1], a[2] = q_frag[ks][2], a[3] = q_frag[ks][3];
+      } else {
+        detail::LdMatrixX4(a, q_smem + detail::SwizzledOffset<Shape>(q_row, 2 * ks + (lane >> 4)));
+      }
+#pragma unroll
+      for (int np = 0; np < kKvSteps; ++np) {
+        unsigned b[4];
+        const int row = 16 * np + (lane & 7) + (lane >> 4) * 8;
+        detail::LdMatrixX4(b, k_tile + detail::SwizzledOffset<Shape>(row, 2 * ks + ((lane >> 3) & 1)));
+        detail::Mma16x8x16<T>(s[2 * np], a, b[0], b[1]);
+        detail::Mma16x8x16<T>(s[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+
+    // Per-element masks only where a row's limit cuts the tile (or a page is invalid).
+    const bool full = !tile_bad && tile_start >= warp_last_range.lo && tile_last <= warp_first_range.hi;
+    if (full) {
+      detail::SoftmaxStep<Shape, false>(p, s, o, m, l, range, tile_start, false, kv.begin);
+    } else {
+      detail::SoftmaxStep<Shape, true>(p, s, o, m, l, range, tile_start, tile_bad, kv.begin);
+    }
+
+    // O += P V. A (16 rows x 16 positions) of k step kk is P's n tiles 2kk and 2kk + 1: the C
+    // fragment pairs (row g, cols 2c..; row g + 8, ...) are exactly a0..a3. B (16 positions x 8
+    // dims) is V^T: ldmatrix.trans matrices j = lane / 8 are positions 16kk + 8 * (j & 1) +
+    // lane % 8, dims 16dp + 8 * (j >> 1), i.e. b0, b1 of dim tile 2dp and b0, b1 of 2dp + 1.
+#pragma unroll
+    for (int kk = 0; kk < kKvSteps; ++kk) {
+      const unsigned a[4] = {detail::PackPair<T>(s[2 * kk][0], s[2 * kk][1]),
+                             detail::PackPair<T>(s[2 * kk][2], s[2 * kk][3]),
+                             detail::PackPair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             detail::PackPair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const int row = 16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int dp = 0; dp < kDimSteps; ++dp) {
+        unsigned b[4];
+        detail::LdMatrixX4Trans(b, v_tile + detail::SwizzledOffset<Shape>(row, 2 * dp + (lane >> 4)));
+        detail::Mma16x8x16<T>(o[2 * dp], a, b[0], b[1]);
+        detail::Mma16x8x16<T>(o[2 * dp + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  detail::CpAsyncWait<0>();  // nothing may still land in shared memory (num_tiles == 0: Q's copies)
+  if (!warp_active) return;
+
+  // The rows' sums over their quads; a row that saw nothing has l == 0: out 0, lse -inf.
+  float inv[2], lse2[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = l[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv[i] = sum > 0.f ? 1.f / sum : 0.f;
+    lse2[i] = sum > 0.f ? m[i] + log2f(sum) : kNegInf;
+  }
+  const int head_base = kv_head * kGroup;
+
+  if (chunks > 1) {
+    // A chunk of a split request: normalized fp32 rows of the workspace, its log2-sum-exp.
+    const long long slot0 = (static_cast<long long>(item) * p.num_kv_heads + kv_head) * kTileRows + 16 * warp;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int rr = lane_row + 8 * i;
+      if (warp_row + rr >= rows) continue;
+      float* part = p.partial_out + (slot0 + rr) * kHeadDim + 2 * lane_col;
+#pragma unroll
+      for (int d = 0; d < kHeadDim / 8; ++d) {
+        *reinterpret_cast<float2*>(part + 8 * d) = make_float2(o[d][2 * i] * inv[i], o[d][2 * i + 1] * inv[i]);
+      }
+      if (lane_col == 0) p.partial_lse[slot0 + rr] = lse2[i];
+    }
+    return;
+  }
+
+  // out: the warp's 16 rows rounded to T into its own 16 rows of the Q tile (only this warp
+  // ever read them), then 16-byte stores of whole row chunks.
+  __syncwarp();  // the warp's ldmatrix reads of Q are done before its rows are overwritten
+  unsigned char* q_tile = smem;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = 16 * warp + lane_row + 8 * i;
+#pragma unroll
+    for (int d = 0; d < kHeadDim / 8; ++d) {
+      *reinterpret_cast<Pair*>(q_tile + detail::SwizzledOffset<Shape>(row, d) +
+                               4 * lane_col) = FromFloat2<Pair>(o[d][2 * i] * inv[i], o[d][2 * i + 1] * inv[i]);
+    }
+  }
+  __syncwarp();
+  T* out = static_cast<T*>(p.out);
+  for (int index = lane; index < 16 * Shape::kChunksPerRow; index += 32) {
+    const int rr = index / Shape::kChunksPerRow;
+    const int ch = index % Shape::kChunksPerRow;
+    const int r = warp_row + rr;
+    if (r >= rows) break;  // rows only grow with index
+    const long long token = q_begin + r / kGroup;
+    const long long head = head_base + r % kGroup;
+    const uint4 value = *reinterpret_cast<const uint4*>(q_tile + detail::SwizzledOffset<Shape>(16 * warp + rr, ch));
+    *reinterpret_cast<uint4*>(out + token * p.out_stride_token + head * p.out_stride_head + ch * 8) = value;
+  }
+  if (p.lse != nullptr && lane_col == 0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = warp_row + lane_row + 8 * i;
+      if (r >= rows) continue;
+      const long long token = q_begin + r / kGroup;
+      p.lse[token * p.lse_stride_token + head_base + r % kGroup] = lse2[i] * detail::kLn2;
+    }
+  }
+}
+
+}  // namespace prefill
+}  // namespace kiln

@@ -1,0 +1,135 @@
+// The op contract of the prefill family (kiln/common/op_contract.h says what a contract is):
+//
+//   batch_prefill_ragged  attention of a batch's queries over its keys/values, both ragged
+//                         (requests concatenated; qo_indptr, kv_indptr in tokens)
+//   batch_prefill_paged   the same queries over the paged KV cache of the decode family
+//                         (kiln/decode/decode_contract.h: kv_indptr in pages, kv_indices,
+//                         kv_last_page_len)
+//
+// Both: causal aligned to the end (query i of a request with q_len queries and kv_len keys sees
+// positions <= kv_len - q_len + i), GQA (group = num_qo_heads / num_kv_heads), optional soft cap
+// and sliding window (the last window_left + 1 positions up to the causal limit), lse in natural
+// log. Entries: kiln_batch_prefill (the attention) and kiln_batch_prefill_merge (split-KV chunks
+// combined by log-sum-exp).
+//
+// Params: dtype (fp16, bf16), head_dim (64, 128, 256), group (1, 2, 4, 8), causal (0, 1),
+// soft_cap (0, 1: the cap itself is a launch argument); paged only: page_size (a power of two up
+// to decode::kMaxPageSize). The window and sm_scale are launch arguments.
+//
+// Rows: a block covers one kv head and kTileRows rows of one request, row r of request b being
+// query position r / group with query head kv_head * group + r % group — the query heads that
+// share a kv head share its K/V tiles. A request has q_len * group rows, so ceil(q_len * group /
+// kTileRows) row tiles per kv head.
+//
+// Launch, each entry with the block and dynamic shared memory its hint names:
+//   kiln_batch_prefill        grid = (schedule.num_items, num_kv_heads)
+//   kiln_batch_prefill_merge  split schedules only, after it on the same stream:
+//                             grid = (batch, ceil(schedule.merge_max_q_len / items_per_block)),
+//                             items_per_block = query positions per block (all query heads)
+// Every entry takes the one parameter struct below, by value.
+#pragma once
+
+#include "kiln/common/op_contract.h"
+
+namespace kiln {
+namespace prefill {
+
+constexpr const char* kBatchPrefillRaggedOp = "batch_prefill_ragged";
+constexpr const char* kBatchPrefillPagedOp = "batch_prefill_paged";
+constexpr const char* kBatchPrefillEntry = "kiln_batch_prefill";
+constexpr const char* kBatchPrefillMergeEntry = "kiln_batch_prefill_merge";
+
+constexpr const char* kParamHeadDim = "head_dim";    // 64, 128 or 256
+constexpr const char* kParamGroup = "group";         // 1, 2, 4 or 8
+constexpr const char* kParamCausal = "causal";       // 0 or 1
+constexpr const char* kParamSoftCap = "soft_cap";    // 0 or 1
+constexpr const char* kParamPageSize = "page_size";  // paged: a power of two, 1..kMaxPageSize
+constexpr int kMaxPageSize = 256;
+constexpr int kMaxGroup = 8;
+
+// The kernel's tile: 4 warps of 16 rows each; K/V tiles of kv positions, double-buffered.
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileRows = 16 * kWarps;
+constexpr int kStages = 2;
+KILN_CONTRACT_FUNCTION int TileKv(int head_dim) { return head_dim <= 128 ? 64 : 32; }
+// Q tile + kStages stages of a K tile and a V tile, 2-byte elements.
+KILN_CONTRACT_FUNCTION int PrefillSmemBytes(int head_dim) {
+  return (kTileRows + 2 * kStages * TileKv(head_dim)) * head_dim * 2;
+}
+// Query positions per merge block (each over all query heads of the position).
+constexpr int kMergePositions = 4;
+constexpr int kMergeThreads = 128;
+
+// Requests a listed schedule can describe; larger batches use the dense mapping, never split.
+constexpr int kMaxListedBatch = 512;
+
+// The first kv position any query of a request may see: with a window, that of its first
+// query (rounded down to a K/V tile so that chunks start on tiles); else 0. Split chunks are
+// counted from here.
+KILN_CONTRACT_FUNCTION long long KvBase(long long kv_len, long long q_len, int window_left, int tile_kv) {
+  if (window_left < 0) return 0;
+  long long first = kv_len - q_len - window_left;
+  if (first < 0) first = 0;
+  return first / tile_kv * tile_kv;
+}
+
+// How blocks map to (request, row tile, kv chunk); grid.x = num_items.
+//  listed == 1 (batch <= kMaxListedBatch): request b owns items item_begin[b] ..
+//    item_begin[b+1]; its item item_begin[b] + t * chunks + c is row tile t, kv chunk c, with
+//    chunks = kv_chunks[b]. Chunk c covers kv positions [base + c * chunk_tokens,
+//    base + (c + 1) * chunk_tokens), base = KvBase(...); chunks == 1 is the whole range. A
+//    request with one chunk is written to out directly; one with more goes through the
+//    workspace and the merge entry.
+//  listed == 0: item x is request x / tiles_per_request, row tile x % tiles_per_request (items
+//    past a request's row tiles return at once); never split.
+struct KilnPrefillSchedule {
+  int num_items;
+  int listed;
+  int split;         // any request with more than one chunk
+  int chunk_tokens;  // split: a multiple of TileKv(head_dim)
+  int batch;
+  int tiles_per_request;  // listed == 0
+  int merge_max_q_len;    // split: the longest q_len among the requests with several chunks
+  int partial_rows;       // split: rows of the workspace (items * num_kv_heads * kTileRows)
+  int item_begin[kMaxListedBatch + 1];
+  unsigned short kv_chunks[kMaxListedBatch];
+};
+static_assert(sizeof(KilnPrefillSchedule) == 3108, "KilnPrefillSchedule is 3108 bytes");
+
+struct KilnBatchPrefillParams {
+  void* out;                                    // [total_q, num_qo_heads, head_dim] of T
+  float* lse;                                   // [total_q, num_qo_heads], natural log; null: not written
+  const void* q;                                // [total_q, num_qo_heads, head_dim] of T
+  const void* k;                                // ragged: [total_kv, num_kv_heads, head_dim]; paged: the K cache
+  const void* v;                                // ragged: like k; paged: the V cache
+  const int* qo_indptr;                         // [batch + 1], tokens
+  const int* kv_indptr;                         // [batch + 1]: ragged in tokens, paged in pages
+  const int* kv_indices;                        // paged: [kv_indptr[batch]] page ids; ragged: null
+  const int* kv_last_page_len;                  // paged: [batch]; ragged: null
+  float* partial_out;                           // split: [partial_rows, head_dim]
+  float* partial_lse;                           // split: [partial_rows], log2
+  long long q_stride_token, q_stride_head;      // elements; multiples of 8
+  long long out_stride_token, out_stride_head;  // elements; multiples of 8
+  long long lse_stride_token;                   // elements (heads are contiguous)
+  // Ragged: strides of k and v (multiples of 8). Paged: the page strides (multiples of 8; inside
+  // a page [page_size, num_kv_heads, head_dim] is dense) in k_stride_token / v_stride_token,
+  // k_stride_head / v_stride_head unused.
+  long long k_stride_token, k_stride_head;
+  long long v_stride_token, v_stride_head;
+  long long total_q;      // rows of q and out: larger qo_indptr values are clamped
+  long long total_kv;     // ragged: rows of k and v; paged: pages of the cache
+  long long num_indices;  // paged: entries of kv_indices (larger offsets read as empty)
+  int num_qo_heads;       // num_kv_heads * group
+  int num_kv_heads;
+  float logit_scale;  // soft cap off: sm_scale * log2(e); on: sm_scale / cap
+  float cap_scale;    // soft cap on: cap * log2(e); off: unused
+  int window_left;    // < 0: no window; else a query at kv position p sees [p - window_left, p]
+  int pad;
+  KilnPrefillSchedule schedule;
+};
+// Under the 4 KiB of kernel parameters every CUDA 12 driver takes.
+static_assert(sizeof(KilnBatchPrefillParams) == 3320, "KilnBatchPrefillParams is 3320 bytes");
+
+}  // namespace prefill
+}  // namespace kiln
