@@ -480,10 +480,10 @@ class BatchDecode(Op):
 
 
 class BatchPrefillRagged(Op):
-    """batch_prefill_ragged's run step (causal, every request q_len == kv_len as in the trace
-    examples); the plan is made once per case in prepare(). Peers: PyTorch SDPA with its flash
-    and its cuDNN backend, each forced, on the same K/V stored [B, H, L, D]-strided (views, not
-    copies) with the kv heads expanded to the query heads once, untimed."""
+    """batch_prefill_ragged's run step (every request q_len == kv_len as in the trace examples;
+    mask 1 causal, 2 none); the plan is made once per case in prepare(). Peers: PyTorch SDPA
+    with its flash and its cuDNN backend, each forced, on q as a [B, H, L, D] view and K/V with
+    the kv heads expanded to the query heads once, untimed."""
     name, trace, c_function = "batch_prefill_ragged", "batch_prefill_ragged", "kiln_batch_prefill_ragged"
     outputs, pure_outputs = ("out", "lse"), ("out", "lse")
     tolerance = {"lse": (1e-3, 1e-5)}
@@ -493,9 +493,12 @@ class BatchPrefillRagged(Op):
 
     def make(self, a, dtype, gen):
         self.axes, self.dtype = a, dtype
+        self.causal = a["mask"] == 1
+        self.scalars = {"mask": a["mask"]}
         b, length, hq, hk, d = a["batch"], a["q_len"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"]
         if a["kv_len"] != length:
-            raise ValueError("compare_torch's batch_prefill_ragged takes q_len == kv_len (SDPA's causal mask)")
+            raise ValueError("compare_torch's batch_prefill_ragged takes q_len == kv_len (SDPA's causal mask "
+                             "is aligned to the start)")
         q, k, v = (uniform((b * length, h, d), dtype, gen) for h in (hq, hk, hk))
         group = hq // hk
         return {"out": torch.empty(b * length, hq, d, dtype=dtype, device="cuda"),
@@ -515,7 +518,8 @@ class BatchPrefillRagged(Op):
         code, bits = DL_CODES[self.dtype]
         plan = ctypes.c_void_p()
         kiln_check(lib, lib.kiln_batch_prefill_plan_create_ragged(
-            qo, kv, a["batch"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"], DLDataType(code, bits, 1), 1,
+            qo, kv, a["batch"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"], DLDataType(code, bits, 1),
+            1 if self.causal else 0,
             ctypes.c_double(0.0), ctypes.c_double(0.0), -1, -1, ctypes.byref(plan)),
             "kiln_batch_prefill_plan_create_ragged")
         self.plan = plan
@@ -544,7 +548,7 @@ class BatchPrefillRagged(Op):
                 q = t["q"].view(b, length, hq, d).transpose(1, 2)
                 k, v = t["k_rep"].transpose(1, 2), t["v_rep"].transpose(1, 2)
                 with sdpa_kernel(backend):
-                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
                 return (o.transpose(1, 2).reshape(b * length, hq, d),)
             return run
         return {"torch_sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
@@ -558,7 +562,7 @@ class BatchPrefillRagged(Op):
 
     def flops(self, t):
         a = self.axes
-        pairs = a["batch"] * a["q_len"] * (a["q_len"] + 1) / 2
+        pairs = a["batch"] * (a["q_len"] * (a["q_len"] + 1) / 2 if self.causal else a["q_len"] * a["kv_len"])
         return 4.0 * a["num_qo_heads"] * a["head_dim"] * pairs
 
 

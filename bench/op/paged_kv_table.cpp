@@ -1,11 +1,13 @@
 #include "bench/op/paged_kv_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <string>
 
+#include "bench/op/host_parallel.h"
 #include "client/core/api/invalid_argument.h"
 
 namespace kiln::bench {
@@ -86,6 +88,62 @@ StatusOr<AppendTokens> AppendTokensFor(const PagedKvShape& s, int64_t nnz, std::
     t.positions[static_cast<size_t>(i)] = static_cast<int32_t>(s.kv_len - per + i % per);
   }
   return t;
+}
+
+double RegionSign(int64_t b, int64_t region, int64_t h, int64_t d) {
+  uint64_t x = static_cast<uint64_t>((((b * 1000003 + region) * 1009 + h) * 1013 + d));
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return (x & 1) ? 1.0 : -1.0;
+}
+
+void FillPagedKv(const PagedKvShape& table, int64_t kv_heads, int64_t head_dim, std::mt19937_64& rng,
+                 HostTensor* indptr_t, HostTensor* indices_t, HostTensor* last_t, HostTensor* k, HostTensor* v) {
+  const std::vector<int32_t> indptr = KvIndptr(table), last = KvLastPageLen(table);
+  const std::vector<int32_t> indices = KvIndices(table, rng());
+  for (size_t i = 0; i < indptr.size(); ++i) indptr_t->Set(i, indptr[i]);
+  for (size_t i = 0; i < indices.size(); ++i) indices_t->Set(i, indices[i]);
+  for (size_t i = 0; i < last.size(); ++i) last_t->Set(i, last[i]);
+
+  const int64_t row = kv_heads * head_dim;  // elements of one cache slot
+  std::vector<uint64_t> seeds(static_cast<size_t>(table.nnz_pages));
+  for (auto& seed : seeds) seed = rng();
+  ForEachChunk(static_cast<size_t>(table.nnz_pages), 64, [&](size_t, size_t begin, size_t end) {
+    for (size_t e = begin; e < end; ++e) {
+      std::mt19937_64 gen(seeds[e]);
+      std::uniform_real_distribution<double> noise(-0.5, 0.5);
+      const int64_t b = static_cast<int64_t>(e) / table.pages_per_request;
+      const int64_t logical = static_cast<int64_t>(e) % table.pages_per_request;
+      const int64_t page = indices[e];
+      for (int64_t slot = 0; slot < table.page_size; ++slot) {
+        const int64_t pos = logical * table.page_size + slot;
+        const size_t base = static_cast<size_t>((page * table.page_size + slot) * row);
+        for (int64_t h = 0; h < kv_heads; ++h)
+          for (int64_t d = 0; d < head_dim; ++d) {
+            const size_t i = base + static_cast<size_t>(h * head_dim + d);
+            if (pos >= table.kv_len) {
+              k->Set(i, NAN);
+              v->Set(i, NAN);
+            } else {
+              v->Set(i, noise(gen) + RegionSign(b, pos / kVRegion, h, d));
+            }
+          }
+      }
+    }
+  });
+  std::vector<bool> owned(static_cast<size_t>(table.num_pages), false);
+  for (int32_t page : indices) owned[static_cast<size_t>(page)] = true;
+  const size_t page_elements = static_cast<size_t>(table.page_size * row);
+  for (int64_t page = 0; page < table.num_pages; ++page) {
+    if (owned[static_cast<size_t>(page)]) continue;
+    const size_t base = static_cast<size_t>(page) * page_elements;
+    for (size_t i = base; i < base + page_elements; ++i) {
+      k->Set(i, NAN);
+      v->Set(i, NAN);
+    }
+  }
 }
 
 }  // namespace kiln::bench

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <string_view>
 #include <vector>
 
+#include "bench/op/host_tensor.h"
 #include "bench/op/test_list.h"
 #include "kiln/status.h"
 
@@ -53,5 +55,18 @@ struct AppendTokens {
   std::vector<int32_t> positions;      // [nnz]
 };
 StatusOr<AppendTokens> AppendTokensFor(const PagedKvShape& s, int64_t nnz, std::string_view routine);
+
+// The attention routines' V (batch_decode, batch_prefill_*): noise plus +1 or -1 by (request,
+// region of kVRegion positions, head, dim), a hash, so that no two regions move the output alike
+// and a lost or doubled region (a split-KV chunk) moves it by about 1 / regions.
+constexpr int64_t kVRegion = 256;
+double RegionSign(int64_t b, int64_t region, int64_t h, int64_t d);
+
+// A paged case's table and cache, K already random: the page table written into indptr, indices
+// and last (from KvIndptr, KvIndices(rng()), KvLastPageLen); in the owned slots V = uniform(-0.5,
+// 0.5) + RegionSign; every slot no position owns (pages outside the table, the tail of each last
+// page) NaN in K and V, so a kernel that reads one fails its check. On all cores.
+void FillPagedKv(const PagedKvShape& table, int64_t kv_heads, int64_t head_dim, std::mt19937_64& rng,
+                 HostTensor* indptr, HostTensor* indices, HostTensor* last, HostTensor* k, HostTensor* v);
 
 }  // namespace kiln::bench

@@ -60,6 +60,9 @@ struct CaseSpec {
   // tokens appended to a 2 GB cache): the L2 rotation must pass 2x L2 between two uses of
   // *these* bytes. 0: the whole set.
   double footprint = 0;
+  // The case's axes, for a check that needs what the tensors do not show (batch_prefill's mask);
+  // set by the routines that use it.
+  ShapeAxes axes;
 };
 
 // The tolerance of written output `t` of a case of `dtype` against float64 (cross = false) or

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -145,6 +146,22 @@ DLTensor ToDLTensor(const TensorView& t) {
   dl.shape = const_cast<int64_t*>(t.shape);
   dl.strides = const_cast<int64_t*>(t.strides);
   return dl;
+}
+
+std::vector<uint8_t> Bytes(const void* data, size_t bytes) {
+  std::vector<uint8_t> b(bytes);
+  if (bytes > 0) std::memcpy(b.data(), data, bytes);
+  return b;
+}
+
+std::unique_ptr<DeviceBuffer> UploadInts(const std::vector<int32_t>& values) {
+  auto buffer = std::make_unique<DeviceBuffer>(std::max<size_t>(values.size() * 4, 4));
+  buffer->Upload(Bytes(values.data(), values.size() * 4));
+  return buffer;
+}
+
+TensorView IntView(const DeviceBuffer& buffer, size_t count) {
+  return TensorView::Contiguous(buffer.data(), DType::kInt32, {static_cast<int64_t>(count)});
 }
 
 }  // namespace kiln::testing

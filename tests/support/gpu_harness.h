@@ -89,4 +89,11 @@ inline GpuSession HopperSession() { return GpuSession(kSm90aFamily, kSm90aFamily
 // points into `t`, which must outlive it.
 DLTensor ToDLTensor(const TensorView& t);
 
+// `bytes` bytes of host memory at `data` as a vector (empty for 0), for DeviceBuffer::Upload.
+std::vector<uint8_t> Bytes(const void* data, size_t bytes);
+// A device copy of an int32 array (index arrays: indptrs, page tables; at least 4 bytes), and
+// the contiguous int32 vector of its first `count` entries.
+std::unique_ptr<DeviceBuffer> UploadInts(const std::vector<int32_t>& values);
+TensorView IntView(const DeviceBuffer& buffer, size_t count);
+
 }  // namespace kiln::testing

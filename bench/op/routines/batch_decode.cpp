@@ -32,8 +32,6 @@ namespace {
 // CaseSpec order (the API's): out, lse, q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len.
 enum Tensor : size_t { kOut, kLse, kQ, kKCache, kVCache, kIndptr, kIndices, kLastPageLen };
 
-constexpr int64_t kRegion = 256;  // positions per +-1 region of V
-
 constexpr const char* kReferenceSource = R"(
 // One block per (query head, request), 128 threads. Pass 1: a warp per position, s_j =
 // sm_scale * q.k_j (fp32 products, lanes over head_dim), into scratch; the block's max. Pass 2:
@@ -106,16 +104,6 @@ extern "C" __global__ void __launch_bounds__(128) kiln_bench_ref_batch_decode(
   }
 }
 )";
-
-// +1 or -1 for (request, region, head, dim): a hash, so no two regions move the output alike.
-double RegionSign(int64_t b, int64_t region, int64_t h, int64_t d) {
-  uint64_t x = static_cast<uint64_t>((((b * 1000003 + region) * 1009 + h) * 1013 + d));
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return (x & 1) ? 1.0 : -1.0;
-}
 
 struct DecodeShape {
   PagedKvShape table;
@@ -192,54 +180,8 @@ class BatchDecodeRoutine : public Routine {
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
                     std::vector<HostTensor>* t) const override {
     KILN_ASSIGN_OR_RETURN(auto s, DecodeShapeOf(shape));
-    const PagedKvShape& table = s.table;
-    const std::vector<int32_t> indptr = KvIndptr(table), last = KvLastPageLen(table);
-    const std::vector<int32_t> indices = KvIndices(table, rng());
-    for (size_t i = 0; i < indptr.size(); ++i) (*t)[kIndptr].Set(i, indptr[i]);
-    for (size_t i = 0; i < indices.size(); ++i) (*t)[kIndices].Set(i, indices[i]);
-    for (size_t i = 0; i < last.size(); ++i) (*t)[kLastPageLen].Set(i, last[i]);
-
-    const int64_t row = s.kv_heads * s.head_dim;  // elements of one cache slot
-    HostTensor& k = (*t)[kKCache];
-    HostTensor& v = (*t)[kVCache];
-    // Owned pages: V = noise + sign of the position's region; the slots past kv_len NaN.
-    std::vector<uint64_t> seeds(static_cast<size_t>(table.nnz_pages));
-    for (auto& seed : seeds) seed = rng();
-    ForEachChunk(static_cast<size_t>(table.nnz_pages), 64, [&](size_t, size_t begin, size_t end) {
-      for (size_t e = begin; e < end; ++e) {
-        std::mt19937_64 gen(seeds[e]);
-        std::uniform_real_distribution<double> noise(-0.5, 0.5);
-        const int64_t b = static_cast<int64_t>(e) / table.pages_per_request;
-        const int64_t logical = static_cast<int64_t>(e) % table.pages_per_request;
-        const int64_t page = indices[e];
-        for (int64_t slot = 0; slot < table.page_size; ++slot) {
-          const int64_t pos = logical * table.page_size + slot;
-          const size_t base = static_cast<size_t>((page * table.page_size + slot) * row);
-          for (int64_t h = 0; h < s.kv_heads; ++h)
-            for (int64_t d = 0; d < s.head_dim; ++d) {
-              const size_t i = base + static_cast<size_t>(h * s.head_dim + d);
-              if (pos >= table.kv_len) {
-                k.Set(i, NAN);
-                v.Set(i, NAN);
-              } else {
-                v.Set(i, noise(gen) + RegionSign(b, pos / kRegion, h, d));
-              }
-            }
-        }
-      }
-    });
-    // Pages no request owns: NaN.
-    std::vector<bool> owned(static_cast<size_t>(table.num_pages), false);
-    for (int32_t page : indices) owned[static_cast<size_t>(page)] = true;
-    const size_t page_elements = static_cast<size_t>(table.page_size * row);
-    for (int64_t page = 0; page < table.num_pages; ++page) {
-      if (owned[static_cast<size_t>(page)]) continue;
-      const size_t base = static_cast<size_t>(page) * page_elements;
-      for (size_t i = base; i < base + page_elements; ++i) {
-        k.Set(i, NAN);
-        v.Set(i, NAN);
-      }
-    }
+    FillPagedKv(s.table, s.kv_heads, s.head_dim, rng, &(*t)[kIndptr], &(*t)[kIndices], &(*t)[kLastPageLen],
+                &(*t)[kKCache], &(*t)[kVCache]);
     return OkStatus();
   }
 

@@ -8,11 +8,9 @@
 //
 // Axes, the trace definitions' (kernels/traces/batch_prefill_{ragged,paged}.json): every
 // request has the same q_len <= kv_len; total_q = batch * q_len and ragged total_kv = batch *
-// kv_len are the rows of q/out and k/v. PrefillOptions' defaults: causal aligned to the end
-// (query i sees positions <= kv_len - q_len + i), scale 1/sqrt(head_dim), no soft cap, no
-// window. The definitions have no mask axis, so there are no non-causal cases: a var axis
-// "mask" there and here (PrefillShape::causal, which the references already take) would add
-// them.
+// kv_len are the rows of q/out and k/v; mask 1 is causal aligned to the end (query i sees
+// positions <= kv_len - q_len + i), 2 none. PrefillOptions' other defaults: scale
+// 1/sqrt(head_dim), no soft cap, no window.
 //
 // Data as batch_decode's (so that a lost or doubled KV chunk of a split request shows): q and K
 // uniform in [-2, 2); V uniform in [-0.5, 0.5) plus +-1 by (request, 256-position region, head,
@@ -48,8 +46,6 @@ namespace {
 // CaseSpec order (the API's): out, lse, q, k (k_cache), v (v_cache), qo_indptr, kv_indptr, and
 // for the paged routine kv_indices, kv_last_page_len.
 enum Tensor : size_t { kOut, kLse, kQ, kK, kV, kQoIndptr, kKvIndptr, kIndices, kLastPageLen };
-
-constexpr int64_t kRegion = 256;  // positions per +-1 region of V
 
 constexpr const char* kReferenceSource = R"(
 // One block per (query token, query head), 128 threads. The token's request by binary search of
@@ -159,20 +155,9 @@ extern "C" __global__ void __launch_bounds__(128) kiln_bench_ref_batch_prefill(
 }
 )";
 
-// +1 or -1 for (request, region, head, dim): a hash, so no two regions move the output alike
-// (batch_decode.cpp's).
-double RegionSign(int64_t b, int64_t region, int64_t h, int64_t d) {
-  uint64_t x = static_cast<uint64_t>((((b * 1000003 + region) * 1009 + h) * 1013 + d));
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return (x & 1) ? 1.0 : -1.0;
-}
-
 struct PrefillShape {
   int64_t batch = 0, q_len = 0, kv_len = 0;
-  bool causal = true;  // every case (the header says why)
+  bool causal = true;  // the mask axis: 1 causal, 2 none
   int64_t qo_heads = 0, kv_heads = 0, head_dim = 0;
   int64_t total_q = 0, total_kv = 0;  // rows of q / out; KV positions of the batch
   PagedKvShape table;                 // paged only
@@ -196,6 +181,10 @@ StatusOr<PrefillShape> PrefillShapeOf(const ShapeAxes& shape, bool paged, const 
   s.batch = AxisValue(shape, "batch");
   s.q_len = AxisValue(shape, "q_len");
   s.kv_len = AxisValue(shape, "kv_len");
+  const int64_t mask = AxisValue(shape, "mask");
+  if (mask != 1 && mask != 2)
+    return InvalidArgument(routine, "mask=" + std::to_string(mask) + " must be 1 (causal) or 2 (none)");
+  s.causal = mask == 1;
   s.qo_heads = AxisValue(shape, "num_qo_heads");
   s.kv_heads = AxisValue(shape, "num_kv_heads");
   s.head_dim = AxisValue(shape, "head_dim");
@@ -243,19 +232,21 @@ class BatchPrefillRoutine : public Routine {
 
   std::string_view name() const override { return kName; }
   std::string_view description() const override {
-    return kPaged ? "causal prefill attention over the paged KV cache, q_len queries over kv_len positions per "
+    return kPaged ? "prefill attention (mask 1 causal, 2 none) over the paged KV cache, q_len queries over kv_len "
+                    "positions per "
                     "request (kiln::ops::batch_prefill_paged; the BatchPrefillPlan is made once per case, the run step "
                     "is timed)"
-                  : "causal prefill attention over ragged K/V, q_len queries over kv_len positions per request "
+                  : "prefill attention (mask 1 causal, 2 none) over ragged K/V, q_len queries over kv_len positions "
+                    "per request "
                     "(kiln::ops::batch_prefill_ragged; the BatchPrefillPlan is made once per case, the run step is "
                     "timed)";
   }
   std::vector<std::string> axes() const override {
     if (kPaged)
-      return {"batch",   "q_len",     "kv_len",    "num_qo_heads", "num_kv_heads", "head_dim",
-              "total_q", "page_size", "num_pages", "nnz_pages",    "indptr_len"};
-    return {"batch",    "q_len",   "kv_len",   "num_qo_heads", "num_kv_heads",
-            "head_dim", "total_q", "total_kv", "indptr_len"};
+      return {"batch",    "q_len",   "kv_len",    "mask",      "num_qo_heads", "num_kv_heads",
+              "head_dim", "total_q", "page_size", "num_pages", "nnz_pages",    "indptr_len"};
+    return {"batch",        "q_len",    "kv_len",  "mask",     "num_qo_heads",
+            "num_kv_heads", "head_dim", "total_q", "total_kv", "indptr_len"};
   }
   std::vector<DType> dtypes() const override { return {DType::kFloat16, DType::kBFloat16}; }
   std::vector<BackendInfo> backends() const override {
@@ -273,6 +264,7 @@ class BatchPrefillRoutine : public Routine {
                                            : std::vector<int64_t>{s.total_kv, s.kv_heads, s.head_dim};
     const int64_t indptr_len = s.batch + 1;
     CaseSpec spec;
+    spec.axes = shape;  // the CPU reference reads the mask
     spec.tensors = {{"out", dtype, qo, TensorRole::kOutput},
                     {"lse", DType::kFloat32, {s.total_q, s.qo_heads}, TensorRole::kOutput},
                     {"q", dtype, qo, TensorRole::kInput},
@@ -301,11 +293,12 @@ class BatchPrefillRoutine : public Routine {
     return spec;
   }
 
-  // (batch, q_len, kv_len, heads, head dim; paged: page size and pages nobody owns.)
-  static ShapeAxes Axes(int64_t batch, int64_t q_len, int64_t kv_len, int64_t qo, int64_t kv, int64_t dim,
+  // (batch, q_len, kv_len, mask (1 causal, 2 none), heads, head dim; paged: page size and pages
+  // nobody owns.)
+  static ShapeAxes Axes(int64_t batch, int64_t q_len, int64_t kv_len, int64_t mask, int64_t qo, int64_t kv, int64_t dim,
                         int64_t page = 0, int64_t spare_pages = 0) {
-    ShapeAxes a = {{"batch", batch},     {"q_len", q_len},  {"kv_len", kv_len},        {"num_qo_heads", qo},
-                   {"num_kv_heads", kv}, {"head_dim", dim}, {"total_q", batch * q_len}};
+    ShapeAxes a = {{"batch", batch},     {"q_len", q_len},     {"kv_len", kv_len}, {"mask", mask},
+                   {"num_qo_heads", qo}, {"num_kv_heads", kv}, {"head_dim", dim},  {"total_q", batch * q_len}};
     if (kPaged) {
       const int64_t nnz = batch * ((kv_len + page - 1) / page);
       a.push_back({"page_size", page});
@@ -321,17 +314,18 @@ class BatchPrefillRoutine : public Routine {
   ShapeAxes SmallShape() const override {
     // 3 requests of 37 causal queries over 100 positions, GQA group 4, head_dim 64; paged: pages
     // of 4 and 10 pages of the cache owned by no one (NaN).
-    return Axes(3, 37, 100, 8, 2, 64, 4, 10);
+    return Axes(3, 37, 100, 1, 8, 2, 64, 4, 10);
   }
 
   std::vector<ShapeAxes> CheckShapes() const override {
     if (kPaged)
-      return {SmallShape(), Axes(2, 5, 33, 8, 1, 128, 1, 7),  // one-token pages, group 8
-              Axes(1, 8, 5000, 8, 2, 128, 16, 5),             // few queries over a long KV: split on an H200
-              Axes(2, 40, 130, 4, 2, 256, 64, 2)};            // head_dim 256, group 2, a chunk over cached positions
-    return {SmallShape(), Axes(1, 1, 1, 8, 1, 256),           // one query over one position, group 8
-            Axes(2, 130, 200, 4, 4, 128),  // group 1, partial row tiles, a chunk over cached positions
-            Axes(1, 8, 5000, 8, 2, 128)};  // few queries over a long KV: split on an H200
+      return {SmallShape(), Axes(2, 5, 33, 1, 8, 1, 128, 1, 7),  // one-token pages, group 8
+              Axes(1, 8, 5000, 1, 8, 2, 128, 16, 5),             // few queries over a long KV: split on an H200
+              Axes(2, 40, 130, 2, 4, 2, 256, 64, 2)};   // head_dim 256, group 2, no mask, a chunk over cached positions
+    return {SmallShape(), Axes(1, 1, 1, 1, 8, 1, 256),  // one query over one position, group 8
+            Axes(2, 130, 200, 1, 4, 4, 128),            // group 1, partial row tiles, a chunk over cached positions
+            Axes(2, 130, 200, 2, 4, 4, 128),            // the same without a mask
+            Axes(1, 8, 5000, 1, 8, 2, 128)};            // few queries over a long KV: split on an H200
   }
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
@@ -357,56 +351,13 @@ class BatchPrefillRoutine : public Routine {
           for (int64_t h = 0; h < s.kv_heads; ++h)
             for (int64_t d = 0; d < s.head_dim; ++d)
               v.Set(r * static_cast<size_t>(row) + static_cast<size_t>(h * s.head_dim + d),
-                    noise(gen) + RegionSign(b, pos / kRegion, h, d));
+                    noise(gen) + RegionSign(b, pos / kVRegion, h, d));
         }
       });
       return OkStatus();
     }
 
-    const PagedKvShape& table = s.table;
-    const std::vector<int32_t> indptr = KvIndptr(table), last = KvLastPageLen(table);
-    const std::vector<int32_t> indices = KvIndices(table, rng());
-    for (size_t i = 0; i < indptr.size(); ++i) (*t)[kKvIndptr].Set(i, indptr[i]);
-    for (size_t i = 0; i < indices.size(); ++i) (*t)[kIndices].Set(i, indices[i]);
-    for (size_t i = 0; i < last.size(); ++i) (*t)[kLastPageLen].Set(i, last[i]);
-    // Owned pages: V = noise + the sign of the position's region; the slots past kv_len NaN.
-    std::vector<uint64_t> seeds(static_cast<size_t>(table.nnz_pages));
-    for (auto& seed : seeds) seed = rng();
-    ForEachChunk(static_cast<size_t>(table.nnz_pages), 64, [&](size_t, size_t begin, size_t end) {
-      for (size_t e = begin; e < end; ++e) {
-        std::mt19937_64 gen(seeds[e]);
-        std::uniform_real_distribution<double> noise(-0.5, 0.5);
-        const int64_t b = static_cast<int64_t>(e) / table.pages_per_request;
-        const int64_t logical = static_cast<int64_t>(e) % table.pages_per_request;
-        const int64_t page = indices[e];
-        for (int64_t slot = 0; slot < table.page_size; ++slot) {
-          const int64_t pos = logical * table.page_size + slot;
-          const size_t base = static_cast<size_t>((page * table.page_size + slot) * row);
-          for (int64_t h = 0; h < s.kv_heads; ++h)
-            for (int64_t d = 0; d < s.head_dim; ++d) {
-              const size_t i = base + static_cast<size_t>(h * s.head_dim + d);
-              if (pos >= table.kv_len) {
-                k.Set(i, NAN);
-                v.Set(i, NAN);
-              } else {
-                v.Set(i, noise(gen) + RegionSign(b, pos / kRegion, h, d));
-              }
-            }
-        }
-      }
-    });
-    // Pages no request owns: NaN.
-    std::vector<bool> owned(static_cast<size_t>(table.num_pages), false);
-    for (int32_t page : indices) owned[static_cast<size_t>(page)] = true;
-    const size_t page_elements = static_cast<size_t>(table.page_size * row);
-    for (int64_t page = 0; page < table.num_pages; ++page) {
-      if (owned[static_cast<size_t>(page)]) continue;
-      const size_t base = static_cast<size_t>(page) * page_elements;
-      for (size_t i = base; i < base + page_elements; ++i) {
-        k.Set(i, NAN);
-        v.Set(i, NAN);
-      }
-    }
+    FillPagedKv(s.table, s.kv_heads, s.head_dim, rng, &(*t)[kKvIndptr], &(*t)[kIndices], &(*t)[kLastPageLen], &k, &v);
     return OkStatus();
   }
 
@@ -432,7 +383,7 @@ class BatchPrefillRoutine : public Routine {
       kv_lens[static_cast<size_t>(b)] =
           kPaged ? (n == 0 ? 0 : (n - 1) * page_size + static_cast<int64_t>(at(t[kLastPageLen], b))) : n;
     }
-    const bool causal = PrefillShape{}.causal;  // every case
+    const bool causal = AxisValue(spec.axes, "mask") != 2;
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
     std::vector<int32_t> indices;
     if (kPaged)

@@ -43,18 +43,20 @@ std::vector<HostTensor> Inputs(const Routine& r, const CaseSpec& spec, const Sha
 }
 
 // The axes of the trace definitions, in their order.
-ShapeAxes Ragged(int64_t batch, int64_t q_len, int64_t kv_len, int64_t qo, int64_t kv, int64_t dim) {
-  return {{"batch", batch},         {"q_len", q_len},  {"kv_len", kv_len},         {"num_qo_heads", qo},
-          {"num_kv_heads", kv},     {"head_dim", dim}, {"total_q", batch * q_len}, {"total_kv", batch * kv_len},
+// mask: 1 causal, 2 none.
+ShapeAxes Ragged(int64_t batch, int64_t q_len, int64_t kv_len, int64_t qo, int64_t kv, int64_t dim, int64_t mask = 1) {
+  return {{"batch", batch},         {"q_len", q_len},           {"kv_len", kv_len},
+          {"mask", mask},           {"num_qo_heads", qo},       {"num_kv_heads", kv},
+          {"head_dim", dim},        {"total_q", batch * q_len}, {"total_kv", batch * kv_len},
           {"indptr_len", batch + 1}};
 }
 
 ShapeAxes Paged(int64_t batch, int64_t q_len, int64_t kv_len, int64_t qo, int64_t kv, int64_t dim, int64_t page,
                 int64_t spare) {
   const int64_t nnz = batch * ((kv_len + page - 1) / page);
-  return {{"batch", batch},           {"q_len", q_len},   {"kv_len", kv_len},         {"num_qo_heads", qo},
-          {"num_kv_heads", kv},       {"head_dim", dim},  {"total_q", batch * q_len}, {"page_size", page},
-          {"num_pages", nnz + spare}, {"nnz_pages", nnz}, {"indptr_len", batch + 1}};
+  return {{"batch", batch},     {"q_len", q_len},           {"kv_len", kv_len}, {"mask", 1},
+          {"num_qo_heads", qo}, {"num_kv_heads", kv},       {"head_dim", dim},  {"total_q", batch * q_len},
+          {"page_size", page},  {"num_pages", nnz + spare}, {"nnz_pages", nnz}, {"indptr_len", batch + 1}};
 }
 
 TEST_CASE("batch_prefill: bytes and FLOPs of a call, the shapes it refuses, tolerances", "[bench]") {
@@ -80,6 +82,10 @@ TEST_CASE("batch_prefill: bytes and FLOPs of a call, the shapes it refuses, tole
   CHECK(r.Describe(Ragged(3, 1, 500, 32, 8, 128), DType::kBFloat16)->flops == 4.0 * 3 * 500 * 32 * 128);
   CHECK(r.Describe(Ragged(64, 8, 8192, 32, 8, 128), DType::kBFloat16)->flops ==
         4.0 * 64 * (8 * 8184.0 + 36) * 32 * 128);
+  // No mask: every query sees every position (and may outnumber them).
+  CHECK(r.Describe(Ragged(4, 4096, 4096, 32, 8, 128, 2), DType::kBFloat16)->flops ==
+        4.0 * 4 * 4096.0 * 4096 * 32 * 128);
+  CHECK(r.Describe(Ragged(2, 100, 50, 32, 8, 128, 2), DType::kBFloat16).ok());
 
   // Paged: chunked prefill, 2048 queries at the end of 32 768 positions (query i sees 30 721 + i).
   const Routine& p = Get("batch_prefill_paged");
@@ -105,17 +111,18 @@ TEST_CASE("batch_prefill: bytes and FLOPs of a call, the shapes it refuses, tole
           "batch_prefill_ragged: num_qo_heads=30 must be a multiple of num_kv_heads=8");
   refused(r, Ragged(2, 100, 50, 32, 8, 128),
           "batch_prefill_ragged: q_len=100 must be at most kv_len=50 (causal: the first queries would see nothing)");
+  refused(r, Ragged(2, 100, 100, 32, 8, 128, 3), "batch_prefill_ragged: mask=3 must be 1 (causal) or 2 (none)");
   ShapeAxes bad_total = b4;
-  bad_total[6].second = 100;
+  bad_total[7].second = 100;
   refused(r, bad_total, "batch_prefill_ragged: total_q=100 must be batch * q_len = 16384");
   ShapeAxes bad_kv = b4;
-  bad_kv[7].second = 100;
+  bad_kv[8].second = 100;
   refused(r, bad_kv, "batch_prefill_ragged: total_kv=100 must be batch * kv_len = 16384");
   ShapeAxes bad_indptr = b4;
-  bad_indptr[8].second = 4;
+  bad_indptr[9].second = 4;
   refused(r, bad_indptr, "batch_prefill_ragged: indptr_len=4 must be batch + 1 = 5");
   ShapeAxes bad_pages = Paged(1, 2048, 32768, 32, 8, 128, 16, 0);
-  bad_pages[9].second = 100;
+  bad_pages[10].second = 100;
   CHECK(p.Describe(bad_pages, DType::kBFloat16).status().message().find("nnz_pages=100 must be") != std::string::npos);
 }
 

@@ -14,6 +14,7 @@
 #include "client/ops/decode/decode_plan.h"
 #include "client/ops/decode/decode_schedule.h"
 #include "kiln/ops/decode.h"
+#include "tests/support/fake_device.h"
 
 namespace {
 
@@ -28,11 +29,7 @@ constexpr uintptr_t kBase = 0x7f0000000000;  // 256-byte aligned fake device add
 constexpr uintptr_t kSpan = uintptr_t{1} << 32;
 void* At(int slot, uintptr_t offset = 0) { return reinterpret_cast<void*>(kBase + slot * kSpan + offset); }
 
-void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
-  INFO(status.ToString());
-  REQUIRE(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message().find(fragment) != std::string::npos);
-}
+using kiln::testing::RequireInvalid;
 
 // A page table of requests with these KV lengths: pages in order, page size `page`.
 struct Table {

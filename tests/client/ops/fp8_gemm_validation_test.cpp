@@ -10,6 +10,7 @@
 #include "client/ops/gemm/fp8_gemm_ops.h"
 #include "client/ops/gemm/fp8_gemm_plan.h"
 #include "kiln/ops/gemm.h"
+#include "tests/support/fake_device.h"
 
 namespace {
 
@@ -30,11 +31,7 @@ TensorView T(uintptr_t address, DType dtype, std::initializer_list<int64_t> shap
   return TensorView::Contiguous(At(address), dtype, shape);
 }
 
-void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
-  INFO(status.ToString());
-  REQUIRE(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message().find(fragment) != std::string::npos);
-}
+using kiln::testing::RequireInvalid;
 
 // M 100, N 264, K 400: kb 4, nb 3.
 struct Args {

@@ -18,6 +18,7 @@
 #include "client/ops/gemm/gemm_plan.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
 #include "client/ops/gemm/gemm_tuning.h"
+#include "tests/support/fake_device.h"
 
 namespace {
 
@@ -28,11 +29,7 @@ using kiln::client::ParseGemmTactic;
 using kiln::client::ParseGemmTacticControls;
 using kiln::client::RankGemmTactics;
 
-void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
-  INFO(status.ToString());
-  REQUIRE(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message().find(fragment) != std::string::npos);
-}
+using kiln::testing::RequireInvalid;
 
 TEST_CASE("gemm tactic texts round-trip, and only tactics of the space parse", "[client][ops][gemm]") {
   auto t = ParseGemmTactic("t128x256x64s4g8");

@@ -11,6 +11,7 @@
 #include "client/ops/gemm/gemm_plan.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
 #include "kiln/ops/gemm.h"
+#include "tests/support/fake_device.h"
 
 namespace {
 
@@ -30,11 +31,7 @@ TensorView Matrix(uintptr_t address, DType dtype, int64_t rows, int64_t cols) {
   return TensorView::Contiguous(At(address), dtype, {rows, cols});
 }
 
-void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
-  INFO(status.ToString());
-  REQUIRE(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message().find(fragment) != std::string::npos);
-}
+using kiln::testing::RequireInvalid;
 
 kiln::Status Gemm(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias = nullptr,
                   const TensorView* c = nullptr, double beta = 1.0) {

@@ -64,23 +64,9 @@ using kiln::testing::DeviceBuffer;
 using kiln::testing::GpuSession;
 using kiln::testing::HopperSession;
 using kiln::testing::HostTensor;
+using kiln::testing::IntView;
 using kiln::testing::Tolerance;
-
-std::vector<uint8_t> Bytes(const void* data, size_t bytes) {
-  std::vector<uint8_t> b(bytes);
-  if (bytes > 0) std::memcpy(b.data(), data, bytes);
-  return b;
-}
-
-std::unique_ptr<DeviceBuffer> UploadInts(const std::vector<int32_t>& v) {
-  auto buffer = std::make_unique<DeviceBuffer>(std::max<size_t>(v.size() * 4, 4));
-  buffer->Upload(Bytes(v.data(), v.size() * 4));
-  return buffer;
-}
-
-TensorView IntView(const DeviceBuffer& buffer, size_t count) {
-  return TensorView::Contiguous(buffer.data(), DType::kInt32, {static_cast<int64_t>(count)});
-}
+using kiln::testing::UploadInts;
 
 Tolerance OutputTolerance(DType dtype) {
   return dtype == DType::kBFloat16 ? Tolerance{1.6e-2, 1.6e-2} : Tolerance{3e-3, 3e-3};

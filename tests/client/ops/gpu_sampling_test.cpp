@@ -39,6 +39,7 @@ using kiln::TensorView;
 using kiln::ops::PerRequestFloat;
 using kiln::ops::PerRequestInt;
 using kiln::ops::SamplingSeed;
+using kiln::testing::Bytes;
 using kiln::testing::DeviceBuffer;
 using kiln::testing::GpuSession;
 
@@ -149,11 +150,6 @@ class RowReference {
 };
 
 // ---- Device plumbing ----------------------------------------------------------------------
-
-std::vector<uint8_t> Bytes(const void* data, size_t bytes) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  return std::vector<uint8_t>(p, p + bytes);
-}
 
 // probs [rows, vocab] with rows `stride` floats apart, starting `offset` floats into the buffer.
 struct DeviceProbs {

@@ -10,6 +10,7 @@
 #include "client/ops/gemm/grouped_gemm_ops.h"
 #include "client/ops/gemm/grouped_gemm_plan.h"
 #include "kiln/ops/gemm.h"
+#include "tests/support/fake_device.h"
 
 namespace {
 
@@ -28,11 +29,7 @@ TensorView T(uintptr_t address, DType dtype, std::initializer_list<int64_t> shap
   return TensorView::Contiguous(At(address), dtype, shape);
 }
 
-void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
-  INFO(status.ToString());
-  REQUIRE(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message().find(fragment) != std::string::npos);
-}
+using kiln::testing::RequireInvalid;
 
 TEST_CASE("grouped_gemm refuses bad shapes, dtypes, tables and group counts", "[client][ops][validation][gemm]") {
   const TensorView a = T(kA, kBf16, {100, 64}), b = T(kB, kBf16, {4, 128, 64}), d = T(kD, kBf16, {100, 128});

@@ -12,6 +12,7 @@
 
 #include "client/ops/rope/rope_plan.h"
 #include "kiln/ops/rope.h"
+#include "tests/support/fake_device.h"
 #include "tests/support/gpu_capability.h"
 
 namespace {
@@ -39,11 +40,7 @@ TensorView Cache(int64_t max_position, int64_t rotary_dim, DType dtype = DType::
   return TensorView::Contiguous(At(address), dtype, {max_position, rotary_dim});
 }
 
-void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
-  INFO(status.ToString());
-  REQUIRE(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message().find(fragment) != std::string::npos);
-}
+using kiln::testing::RequireInvalid;
 
 kiln::Status Rope(const TensorView& q, const TensorView& k, const TensorView& positions, RopeOptions options = {}) {
   return kiln::ops::apply_rope(q, k, positions, options, nullptr);

@@ -11,6 +11,7 @@
 
 #include "client/ops/sampling/sampling_plan.h"
 #include "kiln/ops/sampling.h"
+#include "tests/support/fake_device.h"
 
 namespace {
 
@@ -38,11 +39,7 @@ TensorView Samples(int64_t rows, DType dtype = DType::kInt32, uintptr_t address 
   return TensorView::Contiguous(At(address), dtype, {rows});
 }
 
-void RequireInvalid(const kiln::Status& status, const std::string& fragment) {
-  INFO(status.ToString());
-  REQUIRE(status.code() == StatusCode::kInvalidArgument);
-  CHECK(status.message().find(fragment) != std::string::npos);
-}
+using kiln::testing::RequireInvalid;
 
 kiln::Status TopK(const TensorView& samples, const TensorView& probs, int64_t k = 50) {
   return kiln::ops::top_k_sampling(samples, probs, PerRequestInt{nullptr, k}, SamplingSeed{1, 2});

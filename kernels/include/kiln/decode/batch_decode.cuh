@@ -27,6 +27,7 @@
 #pragma once
 
 #include "kiln/common/numeric.cuh"
+#include "kiln/decode/attention_math.cuh"
 #include "kiln/decode/decode_contract.h"
 #include "kiln/decode/warp_mma.cuh"
 
@@ -74,30 +75,11 @@ struct DecodeShape {
 
 namespace detail {
 
-__device__ __forceinline__ float NegativeInfinity() { return __int_as_float(0xff800000u); }
-
-constexpr float kLog2E = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-// Byte offset of 16-byte chunk `chunk` of token row `row` in a tile: chunks are XOR-permuted
-// within each group of 8 by the row, so the 8 rows an ldmatrix reads hit 8 distinct banks.
-template <class Shape>
-__device__ __forceinline__ unsigned SwizzledOffset(int row, int chunk) {
-  return static_cast<unsigned>((row * Shape::kChunksPerRow + (chunk ^ (row & 7))) * 16);
-}
-
-// A logit in log2 units. Soft cap: tanh(x) = 1 - 2 / (2^(2x log2 e) + 1), with |x| clamped to
-// 15 (tanh(15) is 1 in fp32); its absolute error (~1e-7) is what a logit needs.
-template <class Shape>
-__device__ __forceinline__ float Logit(float qk, float logit_scale, float cap_scale) {
-  if constexpr (Shape::kSoftCap) {
-    const float x = fminf(fmaxf(qk * logit_scale, -15.f), 15.f);
-    const float t = 1.f - __fdividef(2.f, Exp2(x * (2.f * kLog2E)) + 1.f);
-    return t * cap_scale;
-  } else {
-    return qk * logit_scale;
-  }
-}
+using attention::kLn2;
+using attention::kLog2E;
+using attention::Logit;
+using attention::NegativeInfinity;
+using attention::SwizzledOffset;
 
 // Issues the cp.async copies of K and V for the tile of tokens at absolute positions tile_start...
 // into shared memory; positions outside [begin, end), and page ids outside the cache, become

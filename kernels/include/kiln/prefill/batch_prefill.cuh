@@ -35,6 +35,7 @@
 #pragma once
 
 #include "kiln/common/numeric.cuh"
+#include "kiln/decode/attention_math.cuh"
 #include "kiln/decode/warp_mma.cuh"
 #include "kiln/prefill/prefill_contract.h"
 
@@ -97,31 +98,11 @@ using decode::Mma16x8x16;
 using decode::PackPair;
 using decode::SharedAddress;
 
-__device__ __forceinline__ float NegativeInfinity() { return __int_as_float(0xff800000u); }
-
-constexpr float kLog2E = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-// Byte offset of 16-byte chunk `chunk` of row `row` in a Q, K or V tile: chunks are XOR-permuted
-// within each group of 8 by the row, so the 8 rows one ldmatrix phase reads (8 consecutive rows,
-// one logical chunk) hit 8 distinct 16-byte bank groups (rows are a multiple of 128 bytes).
-template <class Shape>
-__device__ __forceinline__ unsigned SwizzledOffset(int row, int chunk) {
-  return static_cast<unsigned>((row * Shape::kChunksPerRow + (chunk ^ (row & 7))) * 16);
-}
-
-// A logit in log2 units, as kiln/decode/batch_decode.cuh computes it. Soft cap: tanh(x) =
-// 1 - 2 / (2^(2x log2 e) + 1), |x| clamped to 15 (tanh(15) is 1 in fp32).
-template <class Shape>
-__device__ __forceinline__ float Logit(float qk, float logit_scale, float cap_scale) {
-  if constexpr (Shape::kSoftCap) {
-    const float x = fminf(fmaxf(qk * logit_scale, -15.f), 15.f);
-    const float t = 1.f - __fdividef(2.f, Exp2(x * (2.f * kLog2E)) + 1.f);
-    return t * cap_scale;
-  } else {
-    return qk * logit_scale;
-  }
-}
+using attention::kLn2;
+using attention::kLog2E;
+using attention::Logit;
+using attention::NegativeInfinity;
+using attention::SwizzledOffset;
 
 // Where request b's kv positions live.
 struct KvSource {
