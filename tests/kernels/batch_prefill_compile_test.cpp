@@ -65,6 +65,58 @@ TEST_CASE("representative batch_prefill specializations compile without spills",
   }
 }
 
+// Every specialization of the ragged op (dtype x head dim x group x causal x soft cap: 96), and
+// the paged addressing at page sizes 1, 16 and 256 for every head dim with the most live state
+// (group 8, soft cap; causal and not): all compile for sm_90a with no spill and no stack, so no
+// specialization a caller can ask for fails or slows down at its first call. Three cases of a
+// minute or two each, so that ctest runs them side by side.
+void CompilesClean(const std::string& op, const Params& params) {
+  auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
+  REQUIRE(spec.ok());
+  auto arch = ResolveArch(*GpuArch::Parse("sm_90a"), spec->arch_families, spec->uri);
+  REQUIRE(arch.ok());
+  auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
+  INFO(spec->uri << ": " << result.status().ToString());
+  REQUIRE(result.ok());
+  for (const server::KernelAttributes& k : result->kernels) {
+    INFO(spec->uri << " " << k.name << ": " << k.registers << " registers");
+    CHECK(k.spill_store_bytes == 0);
+    CHECK(k.spill_load_bytes == 0);
+    CHECK(k.stack_bytes == 0);
+  }
+}
+
+void EveryRaggedSpecialization(const char* dtype) {
+  for (const char* head_dim : {"64", "128", "256"})
+    for (const char* group : {"1", "2", "4", "8"})
+      for (const char* causal : {"0", "1"})
+        for (const char* soft_cap : {"0", "1"})
+          CompilesClean(
+              "batch_prefill_ragged",
+              {{"dtype", dtype}, {"head_dim", head_dim}, {"group", group}, {"causal", causal}, {"soft_cap", soft_cap}});
+}
+
+TEST_CASE("every fp16 batch_prefill_ragged specialization compiles for sm_90a without spills", "[prefill][compile]") {
+  EveryRaggedSpecialization("fp16");
+}
+
+TEST_CASE("every bf16 batch_prefill_ragged specialization compiles for sm_90a without spills", "[prefill][compile]") {
+  EveryRaggedSpecialization("bf16");
+}
+
+TEST_CASE("batch_prefill_paged compiles for every head dim at pages of 1 to 256 tokens without spills",
+          "[prefill][compile]") {
+  for (const char* head_dim : {"64", "128", "256"})
+    for (const char* page_size : {"1", "16", "256"})
+      for (const char* causal : {"0", "1"})
+        CompilesClean("batch_prefill_paged", {{"dtype", "bf16"},
+                                              {"head_dim", head_dim},
+                                              {"group", "8"},
+                                              {"causal", causal},
+                                              {"soft_cap", "1"},
+                                              {"page_size", page_size}});
+}
+
 TEST_CASE("a batch_prefill spec is built for sm_90a only", "[prefill][compile]") {
   auto spec = OpRegistry::Builtin().Generate(
       "batch_prefill_ragged", {{"dtype", "bf16"}, {"head_dim", "128"}, {"group", "4"}, {"causal", "1"}}, *Tree());
