@@ -121,8 +121,10 @@ StatusOr<ops::BatchPrefillPlan> PlanBatchPrefill(const PrefillPlanRequest& r, in
     state.max_q_len = std::max(state.max_q_len, q.q_len);
     state.max_kv_len = std::max(state.max_kv_len, q.kv_len);
   }
+  // The window as the kernel takes it (clamped to 2^31-1), so that the chunks' base (KvBase)
+  // is the one the kernel computes.
   state.schedule = SchedulePrefill(*requests, state.group, r.num_kv_heads, r.head_dim, r.options.causal,
-                                   r.options.window_left, num_sms);
+                                   state.window_left, num_sms);
   if (state.schedule.num_items > INT32_MAX)
     return InvalidArgument(api, "qo_indptr_host: the batch needs " + std::to_string(state.schedule.num_items) +
                                     " blocks per kv head, above 2^31-1 (" +

@@ -10,8 +10,8 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The KV positions the rows [row0, row1) of a request attend, summed over no rows: the range of
-// the tile (its queries' union), which is what its block loops over.
+// The KV positions a block of the rows [row0, row1) of a request loops over: the union of its
+// queries' visible ranges.
 int64_t TileSpan(const PrefillRequest& r, int64_t group, int64_t row0, int64_t row1, bool causal, int64_t window_left) {
   const int64_t first_query = row0 / group, last_query = (row1 - 1) / group;
   int64_t hi = r.kv_len;

@@ -45,7 +45,8 @@ struct PrefillSchedule {
 //    slots, rounded up to a K/V tile and at least kPrefillMinChunkTokens; a request whose KV
 //    (from KvBase) is longer than the chunk is cut into ceil(len / chunk) chunks, the others
 //    stay whole. No split if that leaves every request whole.
-// requests: q_len >= 0, kv_len >= 0; num_kv_heads >= 1; group 1..8; num_sms >= 1.
+// requests: q_len >= 0, kv_len >= 0; num_kv_heads >= 1; group 1..8; window_left -1 or 0..2^31-1
+// (the kernel's); num_sms >= 1.
 PrefillSchedule SchedulePrefill(const std::vector<PrefillRequest>& requests, int64_t group, int64_t num_kv_heads,
                                 int64_t head_dim, bool causal, int64_t window_left, int num_sms);
 

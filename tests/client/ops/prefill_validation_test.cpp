@@ -5,6 +5,7 @@
 // pure checking step runs.
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -175,6 +176,12 @@ TEST_CASE("BatchPrefillPlan keeps the lengths, the scalars and the workspace of 
   CHECK(plan->workspace_bytes() >= static_cast<size_t>(33 * 8 * 64) * (128 + 1) * 4);
   CHECK(s->logit_scale == Approx(1.0 / std::sqrt(128.0) * 1.4426950408889634));
   CHECK(plan->Describe().find("split into 33 items (KV chunks of 3072 positions)") != std::string::npos);
+  // A window past 2^31-1 is the kernel's 2^31-1: the same chunks as no window.
+  auto far = Ragged(Batch({{8, 100000}}), 32, 8, 128, {.window_left = int64_t{1} << 40});
+  REQUIRE(far.ok());
+  CHECK(far->chunk_tokens() == 3072);
+  CHECK(kiln::client::PrefillPlanAccess::Get(*far)->schedule.kv_chunks == std::vector<uint16_t>{33});
+  CHECK(kiln::client::PrefillPlanAccess::Get(*far)->window_left == INT32_MAX);
   auto whole = Ragged(Batch({{1000, 1000}, {0, 10}}));
   REQUIRE(whole.ok());
   CHECK(!whole->split());
