@@ -149,7 +149,7 @@ TEST_CASE("fp8_gemm refuses bad dtypes, shapes, scales and layouts", "[client][o
   CHECK(empty.Call().ok());
 }
 
-TEST_CASE("fp8_gemm's heuristic stays in its tactic space; a forced tactic outside it is refused",
+TEST_CASE("fp8_gemm's heuristic stays in its tactic space, and a forced tactic outside it is refused",
           "[client][ops][validation][gemm]") {
   for (int64_t m : {1, 7, 64, 65, 127, 1000, 4096, 16384})
     for (int64_t n : {8, 264, 4096, 6144, 28672})

@@ -120,7 +120,7 @@ TEST_CASE("BatchPrefillPlan refuses unsupported shapes, dtypes and index arrays 
   REQUIRE(planned.ok());
 }
 
-TEST_CASE("prefill tiles fill the GPU; few queries over a long KV are split", "[client][prefill][schedule]") {
+TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split", "[client][prefill][schedule]") {
   // Llama-3.1-8B (32 / 8 heads, group 4) on an H200 (132 SMs: 264 block slots).
   auto prefill = SchedulePrefill(std::vector<PrefillRequest>(16, {1024, 1024}), 4, 8, 128, true, -1, 132);
   CHECK(prefill.listed);
