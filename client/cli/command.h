@@ -99,6 +99,9 @@ void AddReplayCommand(std::vector<CommandSpec>& commands);
 void AddDoctorCommand(std::vector<CommandSpec>& commands);
 void AddOpsCommand(std::vector<CommandSpec>& commands);
 void AddTuneCommands(std::vector<CommandSpec>& commands);
+void AddAotCommands(std::vector<CommandSpec>& commands);
+void AddWarmCommand(std::vector<CommandSpec>& commands);
+void AddExportListCommand(std::vector<CommandSpec>& commands);
 
 // `kiln get OP --help` (command_ops.cpp): OP's params, arch families and trace definition, from
 // the daemon's ListOps.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -35,8 +36,16 @@ const std::vector<FlagInfo>& FlagTable() {
       {"--kernels-dir DIR", "KILN_KERNELS_DIR", "installed share/kiln/kernels, else the source tree's kernels/",
        "The kernel library's device code; read-only to kilnd"},
       {"--cuda-home DIR", "KILN_CUDA_HOME", "$CUDA_HOME or /usr/local/cuda", "CUDA toolkit whose headers NVRTC uses"},
-      {"--disable-jit", "KILN_DISABLE_JIT=1", "off", "Serve only cached entries; a miss is refused naming the spec"},
+      {"--disable-jit", "KILN_DISABLE_JIT=1", "off",
+       "Serve only cached or prebuilt entries; a miss is refused naming the spec and the bundles searched"},
       {"--no-cache", "KILN_NO_CACHE=1", "off", "Diagnostics: compile every request, store nothing"},
+      {"--prebuilt DIR", "KILN_PREBUILT (DIR:DIR...)", "none",
+       "A prebuilt bundle (kiln aot build) to serve from after a cache miss, before compiling; repeatable, read-only. "
+       "An entry answers only under the request's exact key and after its SHA-256 verifies; it is then stored in the "
+       "cache"},
+      {"--prebuilt-ignore-version", "KILN_PREBUILT_IGNORE_VERSION=1", "off",
+       "Diagnostics: let bundle entries of another Kiln version, toolchain or kernels tree answer by URI, arch and "
+       "options (never stored); logged loudly"},
       {"--arch \"sm_80 sm_90a\"", "KILN_ARCH_LIST", "every arch this NVRTC supports",
        "Compute capabilities this daemon compiles for; other targets are refused"},
       {"--max-jobs N", "KILN_MAX_JOBS", "number of CPUs", "Concurrent compiles at most"},
@@ -140,6 +149,8 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
                                                           {"--cuda-home", true},
                                                           {"--disable-jit", false},
                                                           {"--no-cache", false},
+                                                          {"--prebuilt", true},
+                                                          {"--prebuilt-ignore-version", false},
                                                           {"--arch", true},
                                                           {"--max-jobs", true},
                                                           {"--compile-memory-mb", true},
@@ -149,7 +160,10 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
                                                           {"--log-level", true},
                                                           {"--tuning-store", true},
                                                           {"--tactic-blocklist", true}};
+  // Flags that may be given more than once keep every value; the others keep the last.
+  static const std::set<std::string> kRepeatable = {"--prebuilt"};
   std::map<std::string, std::string> flags;
+  std::map<std::string, std::vector<std::string>> repeated;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
     auto eq = name.find('=');
@@ -172,6 +186,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
       }
     }
     flags[name] = value;
+    if (kRepeatable.count(name)) repeated[name].push_back(value);
   }
   // A flag wins over its variable; `where` names whichever was used, for error messages.
   auto pick = [&](const char* flag, const char* env, std::string* where) -> std::optional<std::string> {
@@ -227,6 +242,22 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     if (auto v = pick(flag, env, &where)) {
       KILN_ABSL_ASSIGN_OR_RETURN(*out, ParseBool(where, *v));
     }
+  }
+  if (auto it = repeated.find("--prebuilt"); it != repeated.end()) {
+    c.prebuilt_dirs = it->second;
+    where = "--prebuilt";
+  } else if (auto v = pick("--prebuilt", "KILN_PREBUILT", &where)) {
+    for (auto part : absl::StrSplit(*v, ':', absl::SkipEmpty())) c.prebuilt_dirs.emplace_back(part);
+  }
+  for (const auto& dir : c.prebuilt_dirs) {
+    if (dir.empty() || dir[0] != '/')
+      return absl::InvalidArgumentError(absl::StrCat(where, " \"", dir, "\" must be an absolute path"));
+    if (!IsDir(dir))
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " \"", dir, "\" is not a folder (a bundle folder that kiln aot build --out wrote)"));
+  }
+  if (auto v = pick("--prebuilt-ignore-version", "KILN_PREBUILT_IGNORE_VERSION", &where)) {
+    KILN_ABSL_ASSIGN_OR_RETURN(c.prebuilt_ignore_version, ParseBool(where, *v));
   }
   if (auto v = pick("--arch", "KILN_ARCH_LIST", &where)) {
     for (auto part : absl::StrSplit(*v, absl::ByAnyChar(" ,;"), absl::SkipEmpty())) c.arch_list.emplace_back(part);

@@ -21,6 +21,8 @@ struct DaemonConfig {
   std::string cuda_home;    // CUDA toolkit (headers for NVRTC)
   bool disable_jit = false;
   bool no_cache = false;
+  std::vector<std::string> prebuilt_dirs;  // --prebuilt (repeatable) / KILN_PREBUILT (':'-separated)
+  bool prebuilt_ignore_version = false;
   std::vector<std::string> arch_list;  // empty: every arch NVRTC supports
   int max_jobs = 0;
   int64_t compile_memory_mb = 0;

@@ -15,6 +15,8 @@ EngineOptions EngineOptionsFromConfig(const DaemonConfig& config) {
   options.compile_memory_mb = config.compile_memory_mb;
   options.cache_max_mb = config.cache_max_mb;
   options.job_timeout_s = config.job_timeout_s;
+  options.prebuilt_dirs = config.prebuilt_dirs;
+  options.prebuilt_ignore_version = config.prebuilt_ignore_version;
   return options;
 }
 

@@ -104,22 +104,8 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
   artifact->kernels = compiled->kernels;
   auto t_commit = Clock::now();
   if (cache_) {
-    cache::EntryRecord record;
-    record.key = p.key;
-    record.uri = p.spec.uri;
-    record.op = p.spec.op;
-    record.params = p.spec.params;
-    record.arch = p.arch.str();
-    record.options = p.key_options;
-    record.format_version = cache::kCacheFormatVersion;
-    record.kiln_version = compiler_->toolchain().kiln;
-    record.nvrtc_version = compiler_->toolchain().nvrtc;
-    record.nvjitlink_version = compiler_->toolchain().nvjitlink;
-    record.cuda_headers_version = compiler_->toolchain().cuda_headers;
+    cache::EntryRecord record = NewRecord(p, compiled->kernels, flight->job_id);
     record.compile_ms = compiled->compile_ms + compiled->link_ms;
-    record.job_id = flight->job_id;
-    record.kernels_json = KernelsToJson(compiled->kernels);
-    record.launch_json = LaunchToJson(p.spec.launch);
     if (auto job = jobs_.Get(flight->job_id))
       (void)google::protobuf::util::MessageToJsonString(job->manifest(), &record.manifest_json);
     record.compile_log = compiled->log;

@@ -13,6 +13,7 @@ class EngineStats {
  public:
   std::atomic<uint64_t> memory_hits{0};
   std::atomic<uint64_t> disk_hits{0};
+  std::atomic<uint64_t> prebuilt_hits{0};
   std::atomic<uint64_t> misses{0};
   std::atomic<uint64_t> compiles{0};
   std::atomic<uint64_t> compile_failures{0};

@@ -97,6 +97,12 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
     engine->cache_ = std::move(*cache);
     engine->hit_flusher_ = std::make_unique<HitFlusher>(engine->cache_.get(), std::chrono::seconds(1));
   }
+  if (!options.prebuilt_dirs.empty()) {
+    if (options.no_cache)
+      spdlog::warn("--prebuilt is given with --no-cache: every request compiles, the bundles are not searched");
+    KILN_ABSL_ASSIGN_OR_RETURN(engine->prebuilt_,
+                               PrebuiltBundles::Open(options.prebuilt_dirs, options.prebuilt_ignore_version));
+  }
   engine->scheduler_ = std::make_unique<CompileScheduler>(options.max_jobs, options.compile_memory_mb);
   return engine;
 }
@@ -194,6 +200,12 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
       stats_.disk_hits++;
       return hit(std::move(artifact), v1::ORIGIN_DISK, t_lookup);
     }
+    if (prebuilt_) {
+      if (auto artifact = FromPrebuilt(p)) {
+        stats_.prebuilt_hits++;
+        return hit(std::move(artifact), v1::ORIGIN_PREBUILT, t_lookup);
+      }
+    }
   }
   served.timings.set_lookup_ms(MsSince(t_lookup));
   stats_.misses++;
@@ -201,8 +213,10 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
   if (options_.disable_jit)
     return absl::FailedPreconditionError(absl::StrCat(
         "JIT is disabled on this daemon (--disable-jit / KILN_DISABLE_JIT) and no cached kernel exists for ",
-        p.spec.uri, " on ", p.arch.str(), " (key ", p.key,
-        "); warm the cache on a daemon with JIT enabled, or start this one without --disable-jit"));
+        p.spec.uri, " on ", p.arch.str(), " (key ", p.key, ") in the cache or the prebuilt bundles searched (",
+        prebuilt_ ? prebuilt_->Describe() : "none: no --prebuilt",
+        "); warm the cache on a daemon with JIT enabled, add a bundle that holds it (kiln aot build), or start "
+        "this one without --disable-jit"));
   if (shutting_down_)
     return absl::UnavailableError("kilnd is shutting down and takes no new compiles; retry once it is back");
 
@@ -261,6 +275,58 @@ std::shared_ptr<const Artifact> KernelEngine::ArtifactFromRecord(const Prepared&
   a->blob_path = found.blob_path;
   a->kernels = KernelsFromJson(found.record.kernels_json);
   return a;
+}
+
+cache::EntryRecord KernelEngine::NewRecord(const Prepared& p, const std::vector<KernelAttributes>& kernels,
+                                           const std::string& job_id) const {
+  cache::EntryRecord record;
+  record.key = p.key;
+  record.uri = p.spec.uri;
+  record.op = p.spec.op;
+  record.params = p.spec.params;
+  record.arch = p.arch.str();
+  record.options = p.key_options;
+  record.format_version = cache::kCacheFormatVersion;
+  const Toolchain& tc = compiler_->toolchain();
+  record.kiln_version = tc.kiln;
+  record.nvrtc_version = tc.nvrtc;
+  record.nvjitlink_version = tc.nvjitlink;
+  record.cuda_headers_version = tc.cuda_headers;
+  record.job_id = job_id;
+  record.kernels_json = KernelsToJson(kernels);
+  record.launch_json = LaunchToJson(p.spec.launch);
+  return record;
+}
+
+std::shared_ptr<const Artifact> KernelEngine::FromPrebuilt(const Prepared& p) {
+  auto found = prebuilt_->Find(p.key, p.spec.uri, p.arch.str(), p.key_options,
+                               [](const std::string& problem) { spdlog::warn("{}", problem); });
+  if (!found) return nullptr;
+  auto artifact = NewArtifact(p, found->cubin, "");
+  artifact->kernels = found->kernels;
+  artifact->sha256 = found->entry.sha256();
+  if (found->version_ignored) {
+    // Its key is not ours: kept out of the cache and the memory map, so it answers only while
+    // the control is on.
+    spdlog::warn("--prebuilt-ignore-version: serving {} for {} from bundle {} under ANOTHER key ({}, this "
+                 "daemon's is {}); not stored",
+                 p.spec.uri, p.arch.str(), found->bundle, found->entry.cache_key().substr(0, 16), p.key.substr(0, 16));
+    return artifact;
+  }
+  cache::EntryRecord record = NewRecord(p, found->kernels, "");
+  (void)google::protobuf::util::MessageToJsonString(NewJob(p).manifest(), &record.manifest_json);
+  record.compile_log = absl::StrCat("served from the prebuilt bundle ", found->bundle, "; not compiled here");
+  auto committed = cache_->Commit(std::move(record), *found->cubin);
+  if (committed.ok()) {
+    artifact->blob_path = cache_->blobs().PathOf(committed->sha256);
+  } else {
+    spdlog::warn("the prebuilt entry {} for {} could not be stored in the cache ({}); served from the bundle",
+                 p.spec.uri, p.arch.str(), std::string(committed.status().message()));
+  }
+  memory_.Put(artifact);
+  spdlog::info("served {} for {} from the prebuilt bundle {} (key {})", p.spec.uri, p.arch.str(), found->bundle,
+               p.key.substr(0, 16));
+  return artifact;
 }
 
 v1::Job KernelEngine::NewJob(const Prepared& p) const {

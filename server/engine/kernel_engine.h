@@ -1,6 +1,7 @@
 // KernelEngine: the one build-and-load lifecycle every kernel request goes through:
 //   spec (op generator or raw-source policy) → arch context → cache key →
-//   memory → disk (verified) → [JIT disabled: refuse] → single-flight join or new job →
+//   memory → disk (verified) → prebuilt bundles (verified; stored in the cache) →
+//   [JIT disabled: refuse] → single-flight join or new job →
 //   job: compile slot → per-key file lock → disk again → compile → commit → serve.
 #pragma once
 
@@ -29,6 +30,7 @@
 #include "server/engine/memory_cache.h"
 #include "server/engine/prepared_memo.h"
 #include "server/jit/nvrtc_compiler.h"
+#include "server/tiers/prebuilt_bundles.h"
 
 namespace kiln::server {
 
@@ -69,7 +71,8 @@ class KernelEngine {
   // Drops an entry from the in-memory cache (after an eviction through CacheService).
   void ForgetInMemory(const std::string& key) { memory_.Erase(key); }
 
-  cache::ArtifactCache* cache() { return cache_.get(); }  // null with --no-cache
+  cache::ArtifactCache* cache() { return cache_.get(); }               // null with --no-cache
+  const PrebuiltBundles* prebuilt() const { return prebuilt_.get(); }  // null without --prebuilt
   JobRegistry& jobs() { return jobs_; }
   EngineStats& stats() { return stats_; }
   MemoryCache& memory() { return memory_; }
@@ -95,6 +98,11 @@ class KernelEngine {
                                                std::string job_id);
   std::shared_ptr<const Artifact> ArtifactFromRecord(const Prepared& prepared,
                                                      const cache::CachedArtifact& found) const;
+  // The cache row of `prepared`'s cubin (blob fields are the cache's to fill in).
+  cache::EntryRecord NewRecord(const Prepared& prepared, const std::vector<KernelAttributes>& kernels,
+                               const std::string& job_id) const;
+  // The bundles' entry of `prepared`'s key, stored in the cache and memory; null: none.
+  std::shared_ptr<const Artifact> FromPrebuilt(const Prepared& prepared);
   void Finish(const std::shared_ptr<Flight>& flight, absl::StatusOr<std::shared_ptr<const Artifact>> result,
               v1::Origin origin);
   v1::Job NewJob(const Prepared& prepared) const;
@@ -104,6 +112,7 @@ class KernelEngine {
   std::unique_ptr<kernels::KernelTree> tree_;
   std::unique_ptr<NvrtcCompiler> compiler_;
   std::unique_ptr<cache::ArtifactCache> cache_;
+  std::unique_ptr<PrebuiltBundles> prebuilt_;
   std::string pch_dir_;
   MemoryCache memory_;
   PreparedMemo prepared_memo_;

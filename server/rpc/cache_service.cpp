@@ -171,6 +171,11 @@ grpc::Status CacheServiceImpl::GetStats(grpc::ServerContext*, const v1::GetStats
   response->set_cache_dir(engine_->options().cache_dir);
   response->set_jit_enabled(!engine_->options().disable_jit);
   response->set_cache_enabled(!engine_->options().no_cache);
+  response->set_prebuilt_hits(stats.prebuilt_hits);
+  if (const auto* prebuilt = engine_->prebuilt()) {
+    response->set_prebuilt_rejected(prebuilt->rejected());
+    for (const auto& dir : prebuilt->dirs()) response->add_prebuilt_bundles(dir);
+  }
   return grpc::Status::OK;
 }
 

@@ -14,5 +14,7 @@ namespace kiln::server {
 
 void ToWire(const KernelAttributes& k, v1::KernelAttributes* out);
 void ToWire(const std::vector<kernels::EntryLaunch>& launch, google::protobuf::RepeatedPtrField<v1::EntryLaunch>* out);
+// A kernel's attributes as a prebuilt bundle's manifest holds them.
+KernelAttributes FromWire(const v1::KernelAttributes& k);
 
 }  // namespace kiln::server

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -203,4 +204,38 @@ TEST_CASE("kilnd --tactic-blocklist: read and checked at start, a bad line names
   REQUIRE_FALSE(missing.ok());
   CHECK_THAT(std::string(missing.status().message()),
              Catch::Contains("KILN_DAEMON_TACTIC_BLOCKLIST " + (dir / "missing") + ": cannot read the file"));
+}
+
+TEST_CASE("kilnd --prebuilt is repeatable and KILN_PREBUILT is a colon-separated list of existing absolute folders",
+          "[config]") {
+  kiln::testing::TempDir dir;
+  std::filesystem::create_directories(dir / "a");
+  std::filesystem::create_directories(dir / "b");
+  auto c = LoadDaemonConfig(
+      {"--kernels-dir", kKernels, "--prebuilt", dir / "a", "--prebuilt=" + (dir / "b"), "--prebuilt-ignore-version"});
+  REQUIRE(c.ok());
+  CHECK(c->prebuilt_dirs == std::vector<std::string>{dir / "a", dir / "b"});
+  CHECK(c->prebuilt_ignore_version);
+  const kiln::server::EngineOptions o = kiln::server::EngineOptionsFromConfig(*c);
+  CHECK(o.prebuilt_dirs == c->prebuilt_dirs);
+  CHECK(o.prebuilt_ignore_version);
+  {
+    ScopedEnv env("KILN_PREBUILT", (dir / "b" + ":" + dir / "a").c_str());
+    auto e = LoadDaemonConfig({"--kernels-dir", kKernels});
+    REQUIRE(e.ok());
+    CHECK(e->prebuilt_dirs == std::vector<std::string>{dir / "b", dir / "a"});
+    CHECK_FALSE(e->prebuilt_ignore_version);
+    auto flag = LoadDaemonConfig({"--kernels-dir", kKernels, "--prebuilt", dir / "a"});  // the flag wins
+    REQUIRE(flag.ok());
+    CHECK(flag->prebuilt_dirs == std::vector<std::string>{dir / "a"});
+  }
+  auto relative = LoadDaemonConfig({"--kernels-dir", kKernels, "--prebuilt", "bundles/a"});
+  REQUIRE_FALSE(relative.ok());
+  CHECK_THAT(std::string(relative.status().message()), Catch::Contains("--prebuilt \"bundles/a\" must be an absolute"));
+  auto missing = LoadDaemonConfig({"--kernels-dir", kKernels, "--prebuilt", dir / "nope"});
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(std::string(missing.status().message()), Catch::Contains("is not a folder"));
+  auto bad_bool = LoadDaemonConfig({"--kernels-dir", kKernels, "--prebuilt-ignore-version=maybe"});
+  REQUIRE_FALSE(bad_bool.ok());
+  CHECK_THAT(std::string(bad_bool.status().message()), Catch::Contains("not a boolean"));
 }
