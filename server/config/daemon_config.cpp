@@ -46,6 +46,9 @@ const std::vector<FlagInfo>& FlagTable() {
       {"--prebuilt-ignore-version", "KILN_PREBUILT_IGNORE_VERSION=1", "off",
        "Diagnostics: let bundle entries of another Kiln version, toolchain or kernels tree answer by URI, arch and "
        "options (never stored); logged loudly"},
+      {"--warm LIST", "KILN_WARM", "off",
+       "A spec list (`OP KEY=VALUE... @ARCH...` a line; kiln cache export-list writes one) asked for in the background "
+       "at start, through every tier; --arch replaces its @ARCH targets. A bad line stops kilnd naming file:line"},
       {"--arch \"sm_80 sm_90a\"", "KILN_ARCH_LIST", "every arch this NVRTC supports",
        "Compute capabilities this daemon compiles for; other targets are refused"},
       {"--max-jobs N", "KILN_MAX_JOBS", "number of CPUs", "Concurrent compiles at most"},
@@ -151,6 +154,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
                                                           {"--no-cache", false},
                                                           {"--prebuilt", true},
                                                           {"--prebuilt-ignore-version", false},
+                                                          {"--warm", true},
                                                           {"--arch", true},
                                                           {"--max-jobs", true},
                                                           {"--compile-memory-mb", true},
@@ -263,6 +267,16 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     for (auto part : absl::StrSplit(*v, absl::ByAnyChar(" ,;"), absl::SkipEmpty())) c.arch_list.emplace_back(part);
     if (c.arch_list.empty())
       return absl::InvalidArgumentError(absl::StrCat(where, " is empty; name archs like \"sm_80 sm_90a\""));
+  }
+  if (auto v = pick("--warm", "KILN_WARM", &where)) {
+    c.warm_list = *v;
+    proto::ParsedSpecList list = proto::ReadSpecList(c.warm_list);
+    if (!list.error.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", list.error));
+    if (list.entries.empty())
+      return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.warm_list, "\" names no spec"));
+    auto targets = proto::ExpandSpecTargets(list.entries, c.arch_list, "--arch");
+    if (!targets.error.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", targets.error));
+    c.warm_specs = std::move(list.entries);
   }
   struct IntSetting {
     const char* flag;

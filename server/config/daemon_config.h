@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/v1/tuning.pb.h"
+#include "proto/spec_list.h"
 
 namespace kiln::server {
 
@@ -23,7 +24,9 @@ struct DaemonConfig {
   bool no_cache = false;
   std::vector<std::string> prebuilt_dirs;  // --prebuilt (repeatable) / KILN_PREBUILT (':'-separated)
   bool prebuilt_ignore_version = false;
-  std::vector<std::string> arch_list;  // empty: every arch NVRTC supports
+  std::string warm_list;                         // --warm: a spec list asked for at start; empty: none
+  std::vector<proto::SpecListEntry> warm_specs;  // its entries, read and checked at start
+  std::vector<std::string> arch_list;            // empty: every arch NVRTC supports
   int max_jobs = 0;
   int64_t compile_memory_mb = 0;
   int64_t cache_max_mb = 0;

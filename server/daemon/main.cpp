@@ -16,6 +16,7 @@
 #include "server/config/daemon_config.h"
 #include "server/config/engine_options_from_config.h"
 #include "server/daemon/socket_guard.h"
+#include "server/daemon/warm_up.h"
 #include "server/engine/kernel_engine.h"
 #include "server/jit/toolchain.h"
 #include "server/rpc/cache_service.h"
@@ -96,6 +97,11 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
                    ? std::string("off")
                    : absl::StrCat(config.tactic_blocklist, " (", config.blocked_tactics.size(), " entries)"));
 
+  std::unique_ptr<WarmUp> warm_up;
+  if (!config.warm_list.empty())
+    warm_up = std::make_unique<WarmUp>(engine->get(), config.warm_list, config.warm_specs, config.arch_list,
+                                       std::min(config.max_jobs, 8));
+
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("{} received: shutting down (running compiles get {} s to finish)", strsignal(sig),
@@ -104,6 +110,7 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   auto deadline = std::chrono::system_clock::now() + grace;
   health_service.Shutdown();
   (*engine)->BeginShutdown();
+  if (warm_up) warm_up->Stop();  // its requests end now: no new compiles are taken
   // Requests waiting on running compiles get their answers until the grace period ends.
   server->Shutdown(deadline);
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
