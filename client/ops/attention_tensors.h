@@ -5,6 +5,8 @@
 // INVALID_ARGUMENT "<argument>: <expected>, found <found>"; callers add the API's name.
 #pragma once
 
+#include <array>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -69,6 +71,28 @@ struct PageTable {
 };
 StatusOr<PageTable> ViewPageTable(const TensorView& kv_indptr, const TensorView& kv_indices,
                                   const TensorView& kv_last_page_len, int64_t batch, int64_t min_indices);
+
+// A short list of named tensors kept on the stack, so that a call's checks allocate nothing (the
+// attention calls run once per layer and step).
+class NamedTensors {
+ public:
+  using Item = std::pair<const TensorView*, const char*>;
+  static constexpr size_t kCapacity = 12;
+  NamedTensors(std::initializer_list<Item> items) {
+    for (const Item& item : items) Add(item.first, item.second);
+  }
+  void Add(const TensorView* tensor, const char* name) {
+    assert(size_ < kCapacity && "NamedTensors holds at most kCapacity tensors");
+    items_[size_++] = {tensor, name};
+  }
+  std::span<const Item> items() const { return {items_.data(), size_}; }
+  const Item* begin() const { return items_.data(); }
+  const Item* end() const { return items_.data() + size_; }
+
+ private:
+  std::array<Item, kCapacity> items_{};
+  size_t size_ = 0;
+};
 
 // A plan's device workspace: when `needed` > 0, non-NULL, at least `needed` bytes given, 16-byte
 // aligned, and sharing no byte with any of `tensors`.

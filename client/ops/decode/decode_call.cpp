@@ -4,7 +4,6 @@
 #include <climits>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
@@ -90,22 +89,22 @@ StatusOr<BatchDecodeCall> CheckBatchDecode(const ops::BatchDecodePlan& plan, con
   if (lse != nullptr) KILN_RETURN_IF_ERROR(fail(CheckSameDevice(q_t.device, "q", {{lse, "lse"}})));
 
   // What is written shares no byte with anything else.
-  const std::pair<const TensorView*, const char*> read[] = {{&q_t, "q"},
-                                                            {&k_t, "k_cache"},
-                                                            {&v_t, "v_cache"},
-                                                            {&kv_indptr, "kv_indptr"},
-                                                            {&kv_indices, "kv_indices"},
-                                                            {&kv_last_page_len, "kv_last_page_len"}};
+  const NamedTensors read = {{&q_t, "q"},
+                             {&k_t, "k_cache"},
+                             {&v_t, "v_cache"},
+                             {&kv_indptr, "kv_indptr"},
+                             {&kv_indices, "kv_indices"},
+                             {&kv_last_page_len, "kv_last_page_len"}};
   for (const auto& [t, name] : read) {
     KILN_RETURN_IF_ERROR(fail(CheckDisjoint(out_t, "out", *t, name)));
     if (lse != nullptr) KILN_RETURN_IF_ERROR(fail(CheckDisjoint(*lse, "lse", *t, name)));
   }
   if (lse != nullptr) KILN_RETURN_IF_ERROR(fail(CheckDisjoint(out_t, "out", *lse, "lse")));
 
-  std::vector<std::pair<const TensorView*, const char*>> all(std::begin(read), std::end(read));
-  all.push_back({&out_t, "out"});
-  if (lse != nullptr) all.push_back({lse, "lse"});
-  KILN_RETURN_IF_ERROR(fail(CheckWorkspace(workspace, workspace_bytes, s->workspace_bytes, all)));
+  NamedTensors all = read;
+  all.Add(&out_t, "out");
+  if (lse != nullptr) all.Add(lse, "lse");
+  KILN_RETURN_IF_ERROR(fail(CheckWorkspace(workspace, workspace_bytes, s->workspace_bytes, all.items())));
 
   BatchDecodeCall call;
   call.api = api;

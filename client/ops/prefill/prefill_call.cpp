@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
@@ -139,11 +138,11 @@ StatusOr<BatchPrefillCall> CheckBatchPrefill(const ops::BatchPrefillPlan& plan, 
                                 std::to_string(s->device) + " (its SM count sized the split)"));
   const char* k_name = paged ? "k_cache" : "k";
   const char* v_name = paged ? "v_cache" : "v";
-  std::vector<std::pair<const TensorView*, const char*>> read = {
+  NamedTensors read = {
       {&q_t, "q"}, {kv.k, k_name}, {kv.v, v_name}, {&qo_indptr_t, "qo_indptr"}, {kv.kv_indptr, "kv_indptr"}};
   if (paged) {
-    read.push_back({kv.kv_indices, "kv_indices"});
-    read.push_back({kv.kv_last_page_len, "kv_last_page_len"});
+    read.Add(kv.kv_indices, "kv_indices");
+    read.Add(kv.kv_last_page_len, "kv_last_page_len");
   }
   for (const auto& [t, name] : read) KILN_RETURN_IF_ERROR(fail(CheckSameDevice(*t, name, q_t.device, "q")));
   KILN_RETURN_IF_ERROR(fail(CheckSameDevice(out_t, "out", q_t.device, "q")));
@@ -155,10 +154,10 @@ StatusOr<BatchPrefillCall> CheckBatchPrefill(const ops::BatchPrefillPlan& plan, 
     if (lse != nullptr) KILN_RETURN_IF_ERROR(fail(CheckDisjoint(*lse, "lse", *t, name)));
   }
   if (lse != nullptr) KILN_RETURN_IF_ERROR(fail(CheckDisjoint(out_t, "out", *lse, "lse")));
-  std::vector<std::pair<const TensorView*, const char*>> all = read;
-  all.push_back({&out_t, "out"});
-  if (lse != nullptr) all.push_back({lse, "lse"});
-  KILN_RETURN_IF_ERROR(fail(CheckWorkspace(workspace, workspace_bytes, s->workspace_bytes, all)));
+  NamedTensors all = read;
+  all.Add(&out_t, "out");
+  if (lse != nullptr) all.Add(lse, "lse");
+  KILN_RETURN_IF_ERROR(fail(CheckWorkspace(workspace, workspace_bytes, s->workspace_bytes, all.items())));
 
   BatchPrefillCall call;
   call.api = api;

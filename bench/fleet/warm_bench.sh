@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# How long a new node takes to be warm for a spec list (default: the Llama-3.1-8B op set,
+# bench/fleet/llama31_8b.list), per tier, with real daemons on this machine (CPU figures: NVRTC
+# needs no GPU). Each row starts a fresh daemon with an empty cache and times `kiln warm LIST`
+# (every spec served, the daemon's compile count read from GetStats):
+#   cold      nothing to reuse: every spec compiles
+#   bundle    kilnd --prebuilt BUNDLE (kiln aot build from the cold node): nothing compiles
+#   disk      a restart of the bundle node: everything is in its cache already
+# Prints one Markdown row per run and writes them as JSON lines to OUT (default
+# /tmp/kiln-warm-bench.jsonl).
+#   bash bench/fleet/warm_bench.sh [BUILD_DIR] [LIST] [RUNS]
+set -euo pipefail
+build=${1:-build}
+list=${2:-bench/fleet/llama31_8b.list}
+runs=${3:-3}
+out=${OUT:-/tmp/kiln-warm-bench.jsonl}
+kilnd=$build/server/kilnd
+kiln=$build/client/kiln
+work=$(mktemp -d)
+trap 'pkill -f "$work/" 2>/dev/null; rm -rf "$work"' EXIT
+: > "$out"
+
+start_daemon() {  # NAME [FLAGS...]: a daemon on $work/NAME.sock with cache $work/NAME
+  local name=$1; shift
+  "$kilnd" --socket "$work/$name.sock" --cache-dir "$work/$name" --kernels-dir "$PWD/kernels" "$@" \
+    > "$work/$name.log" 2>&1 &
+  for _ in $(seq 100); do [[ -S $work/$name.sock ]] && return; sleep 0.1; done
+  echo "kilnd $name did not start:"; cat "$work/$name.log"; exit 1
+}
+stop_daemon() { pkill -f "$work/$1.sock" || true; sleep 0.3; }
+compiles() { "$kiln" --socket "$work/$1.sock" cache stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("compiles", "0"))'; }
+
+warm() {  # TIER NAME: times kiln warm against daemon NAME, prints a row
+  local tier=$1 name=$2 t0 t1
+  t0=$(date +%s.%N)
+  "$kiln" --socket "$work/$name.sock" warm "$list" --jobs 4 > "$work/$name-warm.jsonl"
+  t1=$(date +%s.%N)
+  local seconds specs origins n
+  seconds=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+  specs=$(wc -l < "$work/$name-warm.jsonl")
+  origins=$(python3 -c 'import json,sys,collections; c=collections.Counter(json.loads(l)["origin"] for l in open(sys.argv[1])); print(", ".join(f"{n} {o}" for o,n in sorted(c.items())))' "$work/$name-warm.jsonl")
+  n=$(compiles "$name")
+  echo "| $tier | $specs | $seconds s | $origins | $n |"
+  echo "{\"tier\":\"$tier\",\"specs\":$specs,\"seconds\":$seconds,\"compiles\":$n,\"origins\":\"$origins\"}" >> "$out"
+}
+
+echo "list $list, $(nproc) CPUs, $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%FT%TZ)"
+echo "| tier | specs | time to warm | served from | compiles on the node |"
+echo "| --- | --- | --- | --- | --- |"
+for run in $(seq "$runs"); do
+  rm -rf "$work/cold" "$work/bundle" "$work/node"*
+  start_daemon cold --max-jobs "$(nproc)"
+  warm cold cold
+  "$kiln" --socket "$work/cold.sock" aot build --arch sm_90a --ops "$list" --out "$work/bundle" > /dev/null
+  stop_daemon cold
+  start_daemon node --prebuilt "$work/bundle" --disable-jit
+  warm bundle node
+  stop_daemon node
+  start_daemon node --disable-jit
+  warm disk node
+  stop_daemon node
+done
