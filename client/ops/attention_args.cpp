@@ -67,4 +67,11 @@ StatusOr<DType> PlanDTypeFromDL(DLDataType t, const char* api) {
                          " is not supported; supported: kDLFloat 16 (fp16), kDLBfloat 16 (bf16)");
 }
 
+Status PlanStatusForC(const Status& status, const char* cpp_api, const char* c_api) {
+  const std::string cpp = std::string(cpp_api) + ": ";
+  const std::string& message = status.message();
+  return Status(status.code(),
+                message.rfind(cpp, 0) == 0 ? std::string(c_api) + ": " + message.substr(cpp.size()) : message);
+}
+
 }  // namespace kiln::client

@@ -32,4 +32,8 @@ StatusOr<AttentionScalars> CheckAttentionScalars(double sm_scale, double logits_
 // other is INVALID_ARGUMENT "<api>: dtype: ... is not supported; supported: ...".
 StatusOr<DType> PlanDTypeFromDL(DLDataType t, const char* api);
 
+// A plan-creation failure of the C++ API as the C function reports it: a message that starts
+// with "<cpp_api>: " starts with "<c_api>: " instead; the code is kept.
+Status PlanStatusForC(const Status& status, const char* cpp_api, const char* c_api);
+
 }  // namespace kiln::client

@@ -305,13 +305,7 @@ kiln_status kiln_batch_decode_plan_create(const int32_t* kv_indptr_host, const i
     options.window_left = window_left;
     auto made = kiln::ops::BatchDecodePlan::Create(kv_indptr_host, kv_last_page_len_host, batch_size, num_qo_heads,
                                                    num_kv_heads, head_dim, page_size, kiln_dtype, options, device);
-    if (!made.ok()) {
-      // The C++ API's name in front of the message becomes the C function's.
-      const std::string cpp = "kiln::ops::BatchDecodePlan::Create: ";
-      const std::string& message = made.status().message();
-      return kiln::Status(made.status().code(),
-                          message.rfind(cpp, 0) == 0 ? std::string(kApi) + ": " + message.substr(cpp.size()) : message);
-    }
+    if (!made.ok()) return PlanStatusForC(made.status(), "kiln::ops::BatchDecodePlan::Create", kApi);
     *plan = new kiln_batch_decode_plan{std::move(made).value()};
     return kiln::OkStatus();
   });

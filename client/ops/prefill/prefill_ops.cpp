@@ -217,7 +217,7 @@ const OpDescriptor kBatchPrefillPaged = {.name = "batch_prefill_paged",
 KILN_REGISTER_OP(kBatchPrefillRagged);
 KILN_REGISTER_OP(kBatchPrefillPaged);
 
-// A C plan's creation: the C++ API's name in front of a message becomes the C function's.
+// A C plan's creation (PlanStatusForC renames the C++ API in a failure's message).
 template <typename Make>
 kiln_status CreatePlanC(const char* api, const char* cpp_api, DLDataType dtype, int causal, double sm_scale,
                         double logits_soft_cap, int64_t window_left, kiln_batch_prefill_plan** plan, Make make) {
@@ -233,12 +233,7 @@ kiln_status CreatePlanC(const char* api, const char* cpp_api, DLDataType dtype, 
     options.logits_soft_cap = logits_soft_cap;
     options.window_left = window_left;
     StatusOr<ops::BatchPrefillPlan> made = make(kiln_dtype, options);
-    if (!made.ok()) {
-      const std::string cpp = std::string(cpp_api) + ": ";
-      const std::string& message = made.status().message();
-      return Status(made.status().code(),
-                    message.rfind(cpp, 0) == 0 ? std::string(api) + ": " + message.substr(cpp.size()) : message);
-    }
+    if (!made.ok()) return PlanStatusForC(made.status(), cpp_api, api);
     *plan = new kiln_batch_prefill_plan{std::move(made).value()};
     return OkStatus();
   });
