@@ -6,6 +6,7 @@ find_package(absl CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(SQLite3 REQUIRED)
 find_package(OpenSSL REQUIRED)
+find_package(CURL REQUIRED)             # libcurl4-openssl-dev: kilnd's artifact repository downloads
 find_package(dlpack CONFIG REQUIRED)     # libdlpack-dev: the DLTensor type of the C ABI
 find_package(nlohmann_json CONFIG REQUIRED)
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -48,36 +49,73 @@ std::string CheckBundleManifest(const v1::BundleManifest& m) {
   return "";
 }
 
-LoadedBundleManifest ReadBundleManifest(const std::string& dir) {
+LoadedBundleManifest ParseBundleManifest(const std::string& text, const std::string& where) {
   LoadedBundleManifest out;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto parsed = google::protobuf::util::JsonStringToMessage(text, &out.manifest, options);
+  if (!parsed.ok()) {
+    out.error = where + " is not a bundle manifest: " + std::string(parsed.message());
+    return out;
+  }
+  if (std::string problem = CheckBundleManifest(out.manifest); !problem.empty()) out.error = where + ": " + problem;
+  return out;
+}
+
+LoadedBundleManifest ReadBundleManifest(const std::string& dir) {
   const std::string path = BundleManifestPath(dir);
   std::ifstream in(path, std::ios::binary);
   if (!in) {
+    LoadedBundleManifest out;
     out.error = dir + ": cannot read " + kBundleManifestName + " (" + strerror(errno) +
                 "); a bundle folder holds the manifest.json and blobs/ that `kiln aot build --out` writes";
     return out;
   }
   std::ostringstream text;
   text << in.rdbuf();
+  return ParseBundleManifest(text.str(), path);
+}
+
+std::string CheckArtifactIndex(const v1::ArtifactIndex& index) {
+  if (index.index_format() != kArtifactIndexFormatVersion)
+    return "index format " + std::to_string(index.index_format()) + " is not the format this Kiln reads (" +
+           std::to_string(kArtifactIndexFormatVersion) + ")";
+  std::set<std::string> seen;
+  for (const auto& name : index.bundles()) {
+    const bool plain = !name.empty() && name != "." && name != ".." &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+                       });
+    if (!plain) return "bundle name '" + name + "' is not a plain folder name ([A-Za-z0-9._-])";
+    if (!seen.insert(name).second) return "bundle '" + name + "' is listed twice";
+  }
+  return "";
+}
+
+LoadedArtifactIndex ParseArtifactIndex(const std::string& text, const std::string& where) {
+  LoadedArtifactIndex out;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
-  auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), &out.manifest, options);
+  auto parsed = google::protobuf::util::JsonStringToMessage(text, &out.index, options);
   if (!parsed.ok()) {
-    out.error = path + " is not a bundle manifest: " + std::string(parsed.message());
+    out.error = where + " is not an artifact index: " + std::string(parsed.message());
     return out;
   }
-  if (std::string problem = CheckBundleManifest(out.manifest); !problem.empty()) out.error = path + ": " + problem;
+  if (std::string problem = CheckArtifactIndex(out.index); !problem.empty()) out.error = where + ": " + problem;
   return out;
 }
 
-std::string WriteBundleManifest(const std::string& dir, const v1::BundleManifest& manifest) {
+namespace {
+
+// `message` as indented proto3 JSON (proto field names) at `path`, through a temp file and a
+// rename.
+std::string WriteJsonAtomically(const google::protobuf::Message& message, const std::string& path) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;
-  auto printed = google::protobuf::util::MessageToJsonString(manifest, &json, options);
-  if (!printed.ok()) return "cannot encode the manifest: " + std::string(printed.message());
-  const std::string path = BundleManifestPath(dir);
+  auto printed = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!printed.ok()) return "cannot encode " + path + ": " + std::string(printed.message());
   const std::string temp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
@@ -91,6 +129,16 @@ std::string WriteBundleManifest(const std::string& dir, const v1::BundleManifest
     return "cannot rename " + temp + " to " + path + ": " + why;
   }
   return "";
+}
+
+}  // namespace
+
+std::string WriteBundleManifest(const std::string& dir, const v1::BundleManifest& manifest) {
+  return WriteJsonAtomically(manifest, BundleManifestPath(dir));
+}
+
+std::string WriteArtifactIndex(const std::string& dir, const v1::ArtifactIndex& index) {
+  return WriteJsonAtomically(index, dir + "/" + kArtifactIndexName);
 }
 
 }  // namespace kiln::proto

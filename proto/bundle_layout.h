@@ -15,6 +15,9 @@ namespace kiln::proto {
 // a bundle of another format (it may not know how to read it).
 inline constexpr uint32_t kBundleFormatVersion = 1;
 inline constexpr const char* kBundleManifestName = "manifest.json";
+// The artifact repository's index (kiln.v1.ArtifactIndex) at the root of the tree.
+inline constexpr uint32_t kArtifactIndexFormatVersion = 1;
+inline constexpr const char* kArtifactIndexName = "index.json";
 
 std::string BundleManifestPath(const std::string& dir);
 // <dir>/blobs/<first two digits>/<sha256>
@@ -33,6 +36,19 @@ struct LoadedBundleManifest {
 // Reads <dir>/manifest.json (proto3 JSON; unknown fields are an error: they would be a newer
 // format's) and checks it.
 LoadedBundleManifest ReadBundleManifest(const std::string& dir);
+// The same for a manifest's text read from elsewhere (`where` names it in the error: a URL).
+LoadedBundleManifest ParseBundleManifest(const std::string& text, const std::string& where);
+
+// "" when the index can be used: its format is kArtifactIndexFormatVersion and every bundle name
+// is a plain folder name ([A-Za-z0-9._-], not "." or "..") listed once. Else what is wrong.
+std::string CheckArtifactIndex(const v1::ArtifactIndex& index);
+struct LoadedArtifactIndex {
+  v1::ArtifactIndex index;
+  std::string error;  // "<where>: <what is wrong>"
+};
+LoadedArtifactIndex ParseArtifactIndex(const std::string& text, const std::string& where);
+// Writes <dir>/index.json (temp file and rename).
+std::string WriteArtifactIndex(const std::string& dir, const v1::ArtifactIndex& index);
 
 // Writes <dir>/manifest.json through a temp file and a rename, so a reader sees the old
 // manifest or the whole new one. "" or what failed.

@@ -124,6 +124,34 @@ int RunAotBuild(Invocation& inv) {
   return summary.failed > 0 ? kExitDaemonError : kExitOk;
 }
 
+// kiln aot index DIR: DIR/index.json listing every bundle folder under DIR (each manifest read and
+// checked first), so that DIR can be served as an artifact repository.
+int RunAotIndex(Invocation& inv) {
+  const std::string dir = inv.positionals()[0];
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UsageError(dir + " is not a folder");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory() && fs::exists(e.path() / proto::kBundleManifestName)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  v1::ArtifactIndex index;
+  index.set_index_format(proto::kArtifactIndexFormatVersion);
+  size_t entries = 0;
+  for (const auto& name : names) {
+    auto manifest = proto::ReadBundleManifest(dir + "/" + name);
+    if (!manifest.error.empty()) return inv.Fail(Status(StatusCode::kInvalidArgument, manifest.error));
+    entries += manifest.manifest.entries_size();
+    index.add_bundles(name);
+  }
+  if (std::string problem = proto::CheckArtifactIndex(index); !problem.empty())
+    return inv.Fail(Status(StatusCode::kInvalidArgument, dir + ": " + problem));
+  if (std::string error = proto::WriteArtifactIndex(dir, index); !error.empty())
+    return inv.Fail(Status(StatusCode::kInternal, error));
+  inv.out << "kiln aot index: " << dir << "/" << proto::kArtifactIndexName << " lists " << names.size() << " bundles ("
+          << entries << " entries)" << std::endl;
+  return kExitOk;
+}
+
 }  // namespace
 
 void AddAotCommands(std::vector<CommandSpec>& commands) {
@@ -146,6 +174,21 @@ void AddAotCommands(std::vector<CommandSpec>& commands) {
   c.options.push_back({"--out", "DIR", "the bundle folder to create (new or empty)"});
   c.run = RunAotBuild;
   commands.push_back(std::move(c));
+
+  CommandSpec index;
+  index.path = "aot index";
+  index.arguments = "DIR";
+  index.summary = "write DIR/index.json listing the bundles under DIR, so a web server can serve DIR as a repository";
+  index.details = "Every sub-folder of DIR that holds a manifest.json (a bundle from kiln aot build) is read, checked\n"
+                  "and listed; a bad manifest stops it, naming the folder. Serve DIR with any web server and point\n"
+                  "kilnd --artifact-url at its URL.\n\n"
+                  "Example:\n"
+                  "  kiln aot build --arch sm_90 --ops llama.list --out /srv/www/kiln/llama-v1\n"
+                  "  kiln aot index /srv/www/kiln";
+  index.min_positionals = 1;
+  index.max_positionals = 1;
+  index.run = RunAotIndex;
+  commands.push_back(std::move(index));
 }
 
 }  // namespace kiln::cli

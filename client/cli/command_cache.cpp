@@ -110,31 +110,36 @@ int RunStats(Invocation& inv) {
     inv.out << ToJson(s) << std::endl;
     return kExitOk;
   }
-  const uint64_t lookups = s.memory_hits() + s.disk_hits() + s.prebuilt_hits() + s.misses();
+  const uint64_t lookups = s.memory_hits() + s.disk_hits() + s.prebuilt_hits() + s.repository_hits() + s.misses();
   auto percent = [lookups](uint64_t n) {
     return lookups == 0 ? std::string("-") : std::to_string(n * 100 / lookups) + "%";
   };
   std::string bundles;
   for (const auto& b : s.prebuilt_bundles()) bundles += (bundles.empty() ? "" : ", ") + b;
-  PrintTable(inv.out,
-             {{"cache dir", s.cache_dir()},
-              {"entries", std::to_string(s.entries()) + " (" + std::to_string(s.memory_entries()) + " in memory)"},
-              {"size",
-               HumanBytes(s.bytes()) + " of " + (s.max_bytes() ? HumanBytes(s.max_bytes()) : std::string("unlimited"))},
-              {"hits", std::to_string(s.memory_hits()) + " memory (" + percent(s.memory_hits()) + "), " +
-                           std::to_string(s.disk_hits()) + " disk (" + percent(s.disk_hits()) + "), " +
-                           std::to_string(s.prebuilt_hits()) + " prebuilt (" + percent(s.prebuilt_hits()) + "), " +
-                           std::to_string(s.misses()) + " misses (" + percent(s.misses()) + ")"},
-              {"hit latency",
-               "p50 " + HumanMs(s.hit_latency_p50_us() / 1000) + ", p99 " + HumanMs(s.hit_latency_p99_us() / 1000)},
-              {"compiles", std::to_string(s.compiles()) + " (" + std::to_string(s.compile_failures()) + " failed)"},
-              {"evictions", std::to_string(s.evictions())},
-              {"quarantined", std::to_string(s.quarantined())},
-              {"prebuilt", bundles.empty() ? "no bundles (--prebuilt)"
-                                           : bundles + " (" + std::to_string(s.prebuilt_rejected()) +
-                                                 " entries refused: blob missing or not matching its SHA-256)"},
-              {"jit", s.jit_enabled() ? "on" : "OFF (only cached or prebuilt kernels are served)"},
-              {"cache", s.cache_enabled() ? "on" : "OFF (every request compiles)"}});
+  PrintTable(
+      inv.out,
+      {{"cache dir", s.cache_dir()},
+       {"entries", std::to_string(s.entries()) + " (" + std::to_string(s.memory_entries()) + " in memory)"},
+       {"size",
+        HumanBytes(s.bytes()) + " of " + (s.max_bytes() ? HumanBytes(s.max_bytes()) : std::string("unlimited"))},
+       {"hits", std::to_string(s.memory_hits()) + " memory (" + percent(s.memory_hits()) + "), " +
+                    std::to_string(s.disk_hits()) + " disk (" + percent(s.disk_hits()) + "), " +
+                    std::to_string(s.prebuilt_hits()) + " prebuilt (" + percent(s.prebuilt_hits()) + "), " +
+                    std::to_string(s.repository_hits()) + " repository (" + percent(s.repository_hits()) + "), " +
+                    std::to_string(s.misses()) + " misses (" + percent(s.misses()) + ")"},
+       {"hit latency",
+        "p50 " + HumanMs(s.hit_latency_p50_us() / 1000) + ", p99 " + HumanMs(s.hit_latency_p99_us() / 1000)},
+       {"compiles", std::to_string(s.compiles()) + " (" + std::to_string(s.compile_failures()) + " failed)"},
+       {"evictions", std::to_string(s.evictions())},
+       {"quarantined", std::to_string(s.quarantined())},
+       {"prebuilt", bundles.empty() ? "no bundles (--prebuilt)"
+                                    : bundles + " (" + std::to_string(s.prebuilt_rejected()) +
+                                          " entries refused: blob missing or not matching its SHA-256)"},
+       {"repository", s.repository().empty()
+                          ? std::string(s.offline() ? "not used: offline (--offline)" : "none (--artifact-url)")
+                          : s.repository() + " (" + std::to_string(s.repository_rejected()) + " downloads refused)"},
+       {"jit", s.jit_enabled() ? "on" : "OFF (only cached or prebuilt kernels are served)"},
+       {"cache", s.cache_enabled() ? "on" : "OFF (every request compiles)"}});
   return kExitOk;
 }
 

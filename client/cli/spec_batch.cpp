@@ -15,6 +15,7 @@
 
 #include "client/core/rpc/client_identity.h"
 #include "client/core/rpc/cubin_fetch.h"
+#include "proto/origin_word.h"
 
 namespace kiln::cli {
 namespace {
@@ -38,7 +39,7 @@ nlohmann::json LineOf(const SpecResult& r, int done, int total) {
   if (r.ok) {
     line["uri"] = r.reply.uri();
     line["cache_key"] = r.reply.cache_key();
-    line["origin"] = OriginWord(r.reply.origin());
+    line["origin"] = proto::OriginWord(r.reply.origin());
     if (!r.reply.job_id().empty()) line["job_id"] = r.reply.job_id();
   } else {
     line["error"] = r.error;
@@ -96,16 +97,6 @@ LoadedSpecs LoadSpecTargets(const std::string& path, const std::vector<std::stri
   return loaded;
 }
 
-std::string OriginWord(v1::Origin origin) {
-  switch (origin) {
-    case v1::ORIGIN_MEMORY: return "memory";
-    case v1::ORIGIN_DISK: return "disk";
-    case v1::ORIGIN_PREBUILT: return "prebuilt";
-    case v1::ORIGIN_COMPILED: return "compiled";
-    default: return "unknown";
-  }
-}
-
 std::string SpecBatchSummary::Text() const {
   std::string text = std::to_string(total) + " specs:";
   bool first = true;
@@ -159,7 +150,7 @@ SpecBatchSummary RunSpecBatch(Invocation& inv, const std::vector<proto::SpecTarg
       }
       ++done;
       if (result.ok) {
-        summary.by_origin[OriginWord(result.reply.origin())]++;
+        summary.by_origin[proto::OriginWord(result.reply.origin())]++;
       } else {
         summary.failed++;
       }

@@ -40,7 +40,7 @@ struct SpecResult {
 struct SpecBatchSummary {
   int total = 0;
   int failed = 0;
-  std::map<std::string, int> by_origin;  // "compiled", "memory", "disk", "prebuilt"
+  std::map<std::string, int> by_origin;  // proto::OriginWord: "compiled", "memory", ...
   std::string Text() const;              // "40 specs: 32 compiled, 8 disk; 0 failed"
 };
 
@@ -48,8 +48,5 @@ struct SpecBatchSummary {
 // the display counts it. `verb` names the work in the display ("warm", "aot").
 SpecBatchSummary RunSpecBatch(Invocation& invocation, const std::vector<proto::SpecTarget>& targets, int jobs,
                               const std::function<void(const SpecResult&)>& on_result);
-
-// The origin as one word: "compiled", "memory", "disk", "prebuilt".
-std::string OriginWord(v1::Origin origin);
 
 }  // namespace kiln::cli

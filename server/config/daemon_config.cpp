@@ -46,6 +46,22 @@ const std::vector<FlagInfo>& FlagTable() {
       {"--prebuilt-ignore-version", "KILN_PREBUILT_IGNORE_VERSION=1", "off",
        "Diagnostics: let bundle entries of another Kiln version, toolchain or kernels tree answer by URI, arch and "
        "options (never stored); logged loudly"},
+      {"--artifact-url URL", "KILN_ARTIFACT_URL", "none",
+       "A read-only artifact repository (http:// or https://: a static tree of bundles, kiln aot index) searched after "
+       "the --prebuilt bundles, before compiling; set it to a trusted mirror's URL. Entries answer only under the "
+       "exact key, after their SHA-256 verifies; they are then stored in the cache"},
+      {"--artifact-jobs N", "KILN_ARTIFACT_JOBS", "4", "Artifact repository downloads at a time"},
+      {"--artifact-timeout-s N", "KILN_ARTIFACT_TIMEOUT_S", "30",
+       "Artifact repository: one download attempt's time limit (a stall of 10 s ends it sooner)"},
+      {"--artifact-retries N", "KILN_ARTIFACT_RETRIES", "3",
+       "Artifact repository: retries of a failed download (timeouts, resets, truncation, 5xx), with backoff"},
+      {"--artifact-log-level LEVEL", "KILN_ARTIFACT_LOG_LEVEL", "info",
+       "The artifact repository's own log (downloads, state changes), apart from --log-level"},
+      {"--artifact-insecure-skip-checksum", "KILN_ARTIFACT_INSECURE_SKIP_CHECKSUM=1", "off",
+       "Debugging only: serve repository blobs whose SHA-256 does not match (logged loudly each time)"},
+      {"--offline", "KILN_OFFLINE=1", "off",
+       "Never touch the network: the artifact repository is not used; with --disable-jit a spec no local tier has "
+       "fails, saying so"},
       {"--warm LIST", "KILN_WARM", "off",
        "A spec list (`OP KEY=VALUE... @ARCH...` a line; kiln cache export-list writes one) asked for in the background "
        "at start, through every tier; --arch replaces its @ARCH targets. A bad line stops kilnd naming file:line"},
@@ -155,6 +171,13 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
                                                           {"--prebuilt", true},
                                                           {"--prebuilt-ignore-version", false},
                                                           {"--warm", true},
+                                                          {"--artifact-url", true},
+                                                          {"--artifact-jobs", true},
+                                                          {"--artifact-timeout-s", true},
+                                                          {"--artifact-retries", true},
+                                                          {"--artifact-log-level", true},
+                                                          {"--artifact-insecure-skip-checksum", false},
+                                                          {"--offline", false},
                                                           {"--arch", true},
                                                           {"--max-jobs", true},
                                                           {"--compile-memory-mb", true},
@@ -242,7 +265,10 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     return absl::InvalidArgumentError(
         absl::StrCat("CUDA toolkit \"", c.cuda_home, "\" has no include/cuda.h; pass --cuda-home or KILN_CUDA_HOME"));
   for (auto [flag, env, out] : {std::tuple{"--disable-jit", "KILN_DISABLE_JIT", &c.disable_jit},
-                                std::tuple{"--no-cache", "KILN_NO_CACHE", &c.no_cache}}) {
+                                std::tuple{"--no-cache", "KILN_NO_CACHE", &c.no_cache},
+                                std::tuple{"--artifact-insecure-skip-checksum", "KILN_ARTIFACT_INSECURE_SKIP_CHECKSUM",
+                                           &c.artifact_skip_checksum},
+                                std::tuple{"--offline", "KILN_OFFLINE", &c.offline}}) {
     if (auto v = pick(flag, env, &where)) {
       KILN_ABSL_ASSIGN_OR_RETURN(*out, ParseBool(where, *v));
     }
@@ -268,6 +294,15 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     if (c.arch_list.empty())
       return absl::InvalidArgumentError(absl::StrCat(where, " is empty; name archs like \"sm_80 sm_90a\""));
   }
+  if (auto v = pick("--artifact-url", "KILN_ARTIFACT_URL", &where)) {
+    c.artifact_url = *v;
+    while (!c.artifact_url.empty() && c.artifact_url.back() == '/') c.artifact_url.pop_back();
+    if (c.artifact_url.rfind("http://", 0) != 0 && c.artifact_url.rfind("https://", 0) != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " \"", *v, "\" must be an http:// or https:// URL (the root of an artifact repository)"));
+    if (c.artifact_url.find_first_of(" \t\n") != std::string::npos)
+      return absl::InvalidArgumentError(absl::StrCat(where, " \"", *v, "\" holds a space"));
+  }
   if (auto v = pick("--warm", "KILN_WARM", &where)) {
     c.warm_list = *v;
     proto::ParsedSpecList list = proto::ReadSpecList(c.warm_list);
@@ -284,14 +319,19 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     int64_t min, max, def;
     int64_t* out;
   };
-  int64_t max_jobs = 0, mem = 0, cache_max = 0, timeout = 0, grace = 0;
+  int64_t max_jobs = 0, mem = 0, cache_max = 0, timeout = 0, grace = 0, artifact_jobs = 0, artifact_timeout = 0,
+          artifact_retries = 0;
   int64_t cpus = std::max(1u, std::thread::hardware_concurrency());
-  for (const IntSetting& s : {IntSetting{"--max-jobs", "KILN_MAX_JOBS", 1, 256, cpus, &max_jobs},
-                              IntSetting{"--compile-memory-mb", "KILN_COMPILE_MEMORY_MB", 64, 1 << 24,
-                                         std::max<int64_t>(512, MemAvailableMb() / 2), &mem},
-                              IntSetting{"--cache-max-mb", "KILN_CACHE_MAX_MB", 1, int64_t(1) << 30, 10240, &cache_max},
-                              IntSetting{"--job-timeout-s", "KILN_JOB_TIMEOUT_S", 1, 86400, 600, &timeout},
-                              IntSetting{"--shutdown-grace-s", "KILN_SHUTDOWN_GRACE_S", 0, 3600, 30, &grace}}) {
+  for (const IntSetting& s :
+       {IntSetting{"--max-jobs", "KILN_MAX_JOBS", 1, 256, cpus, &max_jobs},
+        IntSetting{"--compile-memory-mb", "KILN_COMPILE_MEMORY_MB", 64, 1 << 24,
+                   std::max<int64_t>(512, MemAvailableMb() / 2), &mem},
+        IntSetting{"--cache-max-mb", "KILN_CACHE_MAX_MB", 1, int64_t(1) << 30, 10240, &cache_max},
+        IntSetting{"--job-timeout-s", "KILN_JOB_TIMEOUT_S", 1, 86400, 600, &timeout},
+        IntSetting{"--shutdown-grace-s", "KILN_SHUTDOWN_GRACE_S", 0, 3600, 30, &grace},
+        IntSetting{"--artifact-jobs", "KILN_ARTIFACT_JOBS", 1, 64, 4, &artifact_jobs},
+        IntSetting{"--artifact-timeout-s", "KILN_ARTIFACT_TIMEOUT_S", 1, 3600, 30, &artifact_timeout},
+        IntSetting{"--artifact-retries", "KILN_ARTIFACT_RETRIES", 0, 10, 3, &artifact_retries}}) {
     *s.out = s.def;
     if (auto v = pick(s.flag, s.env, &where)) {
       KILN_ABSL_ASSIGN_OR_RETURN(*s.out, ParseInt(where, *v, s.min, s.max));
@@ -302,11 +342,18 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   c.cache_max_mb = cache_max;
   c.job_timeout_s = int(timeout);
   c.shutdown_grace_s = int(grace);
+  c.artifact_jobs = int(artifact_jobs);
+  c.artifact_timeout_s = int(artifact_timeout);
+  c.artifact_retries = int(artifact_retries);
   c.log_level = pick("--log-level", "KILN_LOG_LEVEL", &where).value_or("info");
   static const std::vector<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   if (std::find(kLevels.begin(), kLevels.end(), c.log_level) == kLevels.end())
     return absl::InvalidArgumentError(
         absl::StrCat(where, " \"", c.log_level, "\" is not one of ", absl::StrJoin(kLevels, ", ")));
+  c.artifact_log_level = pick("--artifact-log-level", "KILN_ARTIFACT_LOG_LEVEL", &where).value_or("info");
+  if (std::find(kLevels.begin(), kLevels.end(), c.artifact_log_level) == kLevels.end())
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " \"", c.artifact_log_level, "\" is not one of ", absl::StrJoin(kLevels, ", ")));
   if (auto v = pick("--tuning-store", "KILN_TUNING_STORE", &where)) {
     c.tuning_store = *v;
     const fs::path store(c.tuning_store);

@@ -24,6 +24,13 @@ struct DaemonConfig {
   bool no_cache = false;
   std::vector<std::string> prebuilt_dirs;  // --prebuilt (repeatable) / KILN_PREBUILT (':'-separated)
   bool prebuilt_ignore_version = false;
+  std::string artifact_url;  // --artifact-url; empty: none
+  int artifact_jobs = 4;
+  int artifact_timeout_s = 30;
+  int artifact_retries = 3;
+  bool artifact_skip_checksum = false;
+  std::string artifact_log_level = "info";
+  bool offline = false;
   std::string warm_list;                         // --warm: a spec list asked for at start; empty: none
   std::vector<proto::SpecListEntry> warm_specs;  // its entries, read and checked at start
   std::vector<std::string> arch_list;            // empty: every arch NVRTC supports

@@ -17,6 +17,13 @@ EngineOptions EngineOptionsFromConfig(const DaemonConfig& config) {
   options.job_timeout_s = config.job_timeout_s;
   options.prebuilt_dirs = config.prebuilt_dirs;
   options.prebuilt_ignore_version = config.prebuilt_ignore_version;
+  options.artifact_url = config.artifact_url;
+  options.artifact_jobs = config.artifact_jobs;
+  options.artifact_timeout_s = config.artifact_timeout_s;
+  options.artifact_retries = config.artifact_retries;
+  options.artifact_skip_checksum = config.artifact_skip_checksum;
+  options.artifact_log_level = config.artifact_log_level;
+  options.offline = config.offline;
   return options;
 }
 

@@ -4,19 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/origin_word.h"
 
 namespace kiln::server {
 namespace {
-
-std::string OriginWord(v1::Origin origin) {
-  switch (origin) {
-    case v1::ORIGIN_MEMORY: return "memory";
-    case v1::ORIGIN_DISK: return "disk";
-    case v1::ORIGIN_PREBUILT: return "prebuilt";
-    case v1::ORIGIN_COMPILED: return "compiled";
-    default: return "unknown";
-  }
-}
 
 std::string ParamsText(const std::map<std::string, std::string>& params) {
   std::vector<std::string> parts;
@@ -61,14 +52,14 @@ void WarmUp::Work() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (served.ok()) {
-        by_origin_[OriginWord(served->origin)]++;
+        by_origin_[proto::OriginWord(served->origin)]++;
       } else {
         failed_++;
       }
     }
     if (served.ok()) {
       spdlog::info("warm-up {}/{}: {} for {}: {} ({:.0f} ms)", done, targets_.size(), served->artifact->uri,
-                   target.arch, OriginWord(served->origin), ms);
+                   target.arch, proto::OriginWord(served->origin), ms);
     } else {
       spdlog::warn("warm-up {}/{}: {} {} for {} ({}) FAILED: {}", done, targets_.size(), target.entry->op,
                    ParamsText(target.entry->params), target.arch, target.entry->source,

@@ -103,6 +103,23 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
     KILN_ABSL_ASSIGN_OR_RETURN(engine->prebuilt_,
                                PrebuiltBundles::Open(options.prebuilt_dirs, options.prebuilt_ignore_version));
   }
+  if (!options.artifact_url.empty()) {
+    if (options.offline) {
+      spdlog::info("offline (--offline / KILN_OFFLINE): the artifact repository {} is never contacted",
+                   options.artifact_url);
+    } else if (options.no_cache) {
+      spdlog::warn("--artifact-url is given with --no-cache: every request compiles, the repository is not searched");
+    } else {
+      ArtifactRepositoryOptions repo;
+      repo.url = options.artifact_url;
+      repo.jobs = options.artifact_jobs;
+      repo.retries = options.artifact_retries;
+      repo.timeout = std::chrono::seconds(options.artifact_timeout_s);
+      repo.skip_checksum = options.artifact_skip_checksum;
+      repo.log_level = options.artifact_log_level;
+      engine->repository_ = std::make_unique<ArtifactRepository>(repo);
+    }
+  }
   engine->scheduler_ = std::make_unique<CompileScheduler>(options.max_jobs, options.compile_memory_mb);
   return engine;
 }
@@ -206,6 +223,12 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
         return hit(std::move(artifact), v1::ORIGIN_PREBUILT, t_lookup);
       }
     }
+    if (repository_) {
+      if (auto artifact = FromRepository(p)) {
+        stats_.repository_hits++;
+        return hit(std::move(artifact), v1::ORIGIN_REPOSITORY, t_lookup);
+      }
+    }
   }
   served.timings.set_lookup_ms(MsSince(t_lookup));
   stats_.misses++;
@@ -214,8 +237,12 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
     return absl::FailedPreconditionError(absl::StrCat(
         "JIT is disabled on this daemon (--disable-jit / KILN_DISABLE_JIT) and no cached kernel exists for ",
         p.spec.uri, " on ", p.arch.str(), " (key ", p.key, ") in the cache or the prebuilt bundles searched (",
-        prebuilt_ ? prebuilt_->Describe() : "none: no --prebuilt",
-        "); warm the cache on a daemon with JIT enabled, add a bundle that holds it (kiln aot build), or start "
+        prebuilt_ ? prebuilt_->Describe() : "none: no --prebuilt", ")",
+        repository_ ? absl::StrCat(" or the artifact repository ", repository_->Describe())
+        : options_.offline && !options_.artifact_url.empty()
+            ? absl::StrCat("; the artifact repository ", options_.artifact_url, " was not asked: the daemon is offline")
+            : std::string(),
+        "; warm the cache on a daemon with JIT enabled, add a bundle that holds it (kiln aot build), or start "
         "this one without --disable-jit"));
   if (shutting_down_)
     return absl::UnavailableError("kilnd is shutting down and takes no new compiles; retry once it is back");
@@ -302,10 +329,10 @@ std::shared_ptr<const Artifact> KernelEngine::FromPrebuilt(const Prepared& p) {
   auto found = prebuilt_->Find(p.key, p.spec.uri, p.arch.str(), p.key_options,
                                [](const std::string& problem) { spdlog::warn("{}", problem); });
   if (!found) return nullptr;
-  auto artifact = NewArtifact(p, found->cubin, "");
-  artifact->kernels = found->kernels;
-  artifact->sha256 = found->entry.sha256();
   if (found->version_ignored) {
+    auto artifact = NewArtifact(p, found->cubin, "");
+    artifact->kernels = found->kernels;
+    artifact->sha256 = found->entry.sha256();
     // Its key is not ours: kept out of the cache and the memory map, so it answers only while
     // the control is on.
     spdlog::warn("--prebuilt-ignore-version: serving {} for {} from bundle {} under ANOTHER key ({}, this "
@@ -313,19 +340,35 @@ std::shared_ptr<const Artifact> KernelEngine::FromPrebuilt(const Prepared& p) {
                  p.spec.uri, p.arch.str(), found->bundle, found->entry.cache_key().substr(0, 16), p.key.substr(0, 16));
     return artifact;
   }
-  cache::EntryRecord record = NewRecord(p, found->kernels, "");
+  return StoreFromTier(p, found->cubin, found->kernels, found->entry.sha256(),
+                       absl::StrCat("the prebuilt bundle ", found->bundle));
+}
+
+std::shared_ptr<const Artifact> KernelEngine::FromRepository(const Prepared& p) {
+  auto found = repository_->Find(p.key, p.spec.uri, p.arch.str());
+  if (!found) return nullptr;
+  return StoreFromTier(p, found->cubin, found->kernels, found->entry.sha256(),
+                       absl::StrCat("the artifact repository (", found->url, ")"));
+}
+
+std::shared_ptr<const Artifact> KernelEngine::StoreFromTier(const Prepared& p, std::shared_ptr<const std::string> cubin,
+                                                            const std::vector<KernelAttributes>& kernels,
+                                                            const std::string& sha256, const std::string& source) {
+  auto artifact = NewArtifact(p, cubin, "");
+  artifact->kernels = kernels;
+  artifact->sha256 = sha256;
+  cache::EntryRecord record = NewRecord(p, kernels, "");
   (void)google::protobuf::util::MessageToJsonString(NewJob(p).manifest(), &record.manifest_json);
-  record.compile_log = absl::StrCat("served from the prebuilt bundle ", found->bundle, "; not compiled here");
-  auto committed = cache_->Commit(std::move(record), *found->cubin);
+  record.compile_log = absl::StrCat("served from ", source, "; not compiled here");
+  auto committed = cache_->Commit(std::move(record), *cubin);
   if (committed.ok()) {
     artifact->blob_path = cache_->blobs().PathOf(committed->sha256);
   } else {
-    spdlog::warn("the prebuilt entry {} for {} could not be stored in the cache ({}); served from the bundle",
-                 p.spec.uri, p.arch.str(), std::string(committed.status().message()));
+    spdlog::warn("{} for {} from {} could not be stored in the cache ({}); served all the same", p.spec.uri,
+                 p.arch.str(), source, std::string(committed.status().message()));
   }
   memory_.Put(artifact);
-  spdlog::info("served {} for {} from the prebuilt bundle {} (key {})", p.spec.uri, p.arch.str(), found->bundle,
-               p.key.substr(0, 16));
+  spdlog::info("served {} for {} from {} (key {})", p.spec.uri, p.arch.str(), source, p.key.substr(0, 16));
   return artifact;
 }
 

@@ -1,6 +1,7 @@
 // KernelEngine: the one build-and-load lifecycle every kernel request goes through:
 //   spec (op generator or raw-source policy) → arch context → cache key →
-//   memory → disk (verified) → prebuilt bundles (verified; stored in the cache) →
+//   memory → disk (verified) → prebuilt bundles → artifact repository (each verified, then
+//   stored in the cache) →
 //   [JIT disabled: refuse] → single-flight join or new job →
 //   job: compile slot → per-key file lock → disk again → compile → commit → serve.
 #pragma once
@@ -30,6 +31,7 @@
 #include "server/engine/memory_cache.h"
 #include "server/engine/prepared_memo.h"
 #include "server/jit/nvrtc_compiler.h"
+#include "server/tiers/artifact_repository.h"
 #include "server/tiers/prebuilt_bundles.h"
 
 namespace kiln::server {
@@ -71,8 +73,9 @@ class KernelEngine {
   // Drops an entry from the in-memory cache (after an eviction through CacheService).
   void ForgetInMemory(const std::string& key) { memory_.Erase(key); }
 
-  cache::ArtifactCache* cache() { return cache_.get(); }               // null with --no-cache
-  const PrebuiltBundles* prebuilt() const { return prebuilt_.get(); }  // null without --prebuilt
+  cache::ArtifactCache* cache() { return cache_.get(); }                      // null with --no-cache
+  const PrebuiltBundles* prebuilt() const { return prebuilt_.get(); }         // null without --prebuilt
+  const ArtifactRepository* repository() const { return repository_.get(); }  // null without --artifact-url
   JobRegistry& jobs() { return jobs_; }
   EngineStats& stats() { return stats_; }
   MemoryCache& memory() { return memory_; }
@@ -101,8 +104,15 @@ class KernelEngine {
   // The cache row of `prepared`'s cubin (blob fields are the cache's to fill in).
   cache::EntryRecord NewRecord(const Prepared& prepared, const std::vector<KernelAttributes>& kernels,
                                const std::string& job_id) const;
-  // The bundles' entry of `prepared`'s key, stored in the cache and memory; null: none.
+  // The bundles' (the repository's) entry of `prepared`'s key, stored in the cache and memory;
+  // null: none.
   std::shared_ptr<const Artifact> FromPrebuilt(const Prepared& prepared);
+  std::shared_ptr<const Artifact> FromRepository(const Prepared& prepared);
+  // A verified cubin from a tier (`source` says which, for the entry's log), stored in the cache
+  // and memory.
+  std::shared_ptr<const Artifact> StoreFromTier(const Prepared& prepared, std::shared_ptr<const std::string> cubin,
+                                                const std::vector<KernelAttributes>& kernels, const std::string& sha256,
+                                                const std::string& source);
   void Finish(const std::shared_ptr<Flight>& flight, absl::StatusOr<std::shared_ptr<const Artifact>> result,
               v1::Origin origin);
   v1::Job NewJob(const Prepared& prepared) const;
@@ -113,6 +123,7 @@ class KernelEngine {
   std::unique_ptr<NvrtcCompiler> compiler_;
   std::unique_ptr<cache::ArtifactCache> cache_;
   std::unique_ptr<PrebuiltBundles> prebuilt_;
+  std::unique_ptr<ArtifactRepository> repository_;
   std::string pch_dir_;
   MemoryCache memory_;
   PreparedMemo prepared_memo_;

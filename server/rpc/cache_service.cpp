@@ -172,6 +172,12 @@ grpc::Status CacheServiceImpl::GetStats(grpc::ServerContext*, const v1::GetStats
   response->set_jit_enabled(!engine_->options().disable_jit);
   response->set_cache_enabled(!engine_->options().no_cache);
   response->set_prebuilt_hits(stats.prebuilt_hits);
+  response->set_repository_hits(stats.repository_hits);
+  response->set_offline(engine_->options().offline);
+  if (const auto* repository = engine_->repository()) {
+    response->set_repository_rejected(repository->rejected());
+    response->set_repository(repository->Describe());
+  }
   if (const auto* prebuilt = engine_->prebuilt()) {
     response->set_prebuilt_rejected(prebuilt->rejected());
     for (const auto& dir : prebuilt->dirs()) response->add_prebuilt_bundles(dir);

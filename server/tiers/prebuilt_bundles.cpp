@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cache/sha256.h"
 #include "proto/bundle_layout.h"
 #include "server/rpc/wire_forms.h"
+#include "server/tiers/bundle_blob.h"
 
 namespace kiln::server {
 namespace fs = std::filesystem;
@@ -67,11 +67,7 @@ std::optional<PrebuiltBundles::Found> PrebuiltBundles::Load(
   std::ostringstream bytes;
   bytes << in.rdbuf();
   auto cubin = std::make_shared<const std::string>(bytes.str());
-  if (cubin->size() != e.size_bytes())
-    return refuse(absl::StrCat("its blob has ", cubin->size(), " bytes, the manifest says ", e.size_bytes()));
-  const std::string actual = cache::Sha256Hex(*cubin);
-  if (actual != e.sha256())
-    return refuse(absl::StrCat("its blob's SHA-256 is ", actual, ", the manifest says ", e.sha256()));
+  if (std::string problem = BundleBlobProblem(e, *cubin); !problem.empty()) return refuse(problem);
   Found found;
   found.bundle = ref.bundle->dir;
   found.entry = e;

@@ -239,3 +239,38 @@ TEST_CASE("kilnd --prebuilt is repeatable and KILN_PREBUILT is a colon-separated
   REQUIRE_FALSE(bad_bool.ok());
   CHECK_THAT(std::string(bad_bool.status().message()), Catch::Contains("not a boolean"));
 }
+
+TEST_CASE("kilnd --artifact-url takes an http or https URL and its settings have ranges", "[config]") {
+  auto c = LoadDaemonConfig({"--kernels-dir", kKernels, "--artifact-url", "https://mirror.example/kiln/",
+                             "--artifact-jobs", "8", "--artifact-timeout-s", "5", "--artifact-retries", "0",
+                             "--offline", "--artifact-log-level", "debug"});
+  REQUIRE(c.ok());
+  CHECK(c->artifact_url == "https://mirror.example/kiln");  // no trailing '/'
+  CHECK(c->artifact_jobs == 8);
+  CHECK(c->artifact_timeout_s == 5);
+  CHECK(c->artifact_retries == 0);
+  CHECK(c->offline);
+  CHECK(c->artifact_log_level == "debug");
+  CHECK_FALSE(c->artifact_skip_checksum);
+  const kiln::server::EngineOptions o = kiln::server::EngineOptionsFromConfig(*c);
+  CHECK(o.artifact_url == c->artifact_url);
+  CHECK(o.artifact_jobs == 8);
+  CHECK(o.offline);
+  struct Bad {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  for (const Bad& b :
+       {Bad{{"--artifact-url", "ftp://x/y"}, "must be an http:// or https:// URL"},
+        Bad{{"--artifact-url", "/srv/kiln"}, "must be an http:// or https:// URL"},
+        Bad{{"--artifact-jobs", "0"}, "--artifact-jobs \"0\" must be an integer from 1 to 64"},
+        Bad{{"--artifact-retries", "11"}, "from 0 to 10"}, Bad{{"--artifact-log-level", "loud"}, "is not one of"},
+        Bad{{"--offline=perhaps"}, "not a boolean"}}) {
+    std::vector<std::string> args = {"--kernels-dir", kKernels};
+    args.insert(args.end(), b.args.begin(), b.args.end());
+    auto bad = LoadDaemonConfig(args);
+    INFO(b.args[0]);
+    REQUIRE_FALSE(bad.ok());
+    CHECK_THAT(std::string(bad.status().message()), Catch::Contains(b.says));
+  }
+}

@@ -88,6 +88,7 @@ const char* OriginName(Origin origin) {
     case Origin::kDisk: return "disk";
     case Origin::kPrebuilt: return "prebuilt";
     case Origin::kCompiled: return "compiled";
+    case Origin::kRepository: return "repository";
     case Origin::kUnspecified: break;
   }
   return "unspecified";

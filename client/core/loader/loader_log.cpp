@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "proto/origin_word.h"
+
 namespace kiln::client {
 namespace {
 
@@ -21,16 +23,6 @@ std::string Bytes(uint64_t bytes) {
   else if (bytes < (1u << 20)) std::snprintf(buffer, sizeof(buffer), "%.1f KiB", static_cast<double>(bytes) / 1024);
   else std::snprintf(buffer, sizeof(buffer), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return buffer;
-}
-
-std::string OriginWord(v1::Origin origin) {
-  switch (origin) {
-    case v1::ORIGIN_MEMORY: return "memory";
-    case v1::ORIGIN_DISK: return "disk";
-    case v1::ORIGIN_PREBUILT: return "prebuilt";
-    case v1::ORIGIN_COMPILED: return "compiled";
-    default: return "unspecified";
-  }
 }
 
 std::string DebugWords(const v1::GetKernelRequest& request) {
@@ -83,7 +75,7 @@ std::string LoaderLogLine(LoaderEvent event, const v1::GetKernelRequest& request
   if (const std::string debug = DebugWords(request); !debug.empty()) line += " (debug compile: " + debug + ")";
   if (event == LoaderEvent::kFetched) line += ", not loaded here";
   if (event == LoaderEvent::kAlreadyLoaded) line += ", in-process cache: this process had loaded that cubin already";
-  line += ": origin " + OriginWord(r.origin());
+  line += ": origin " + proto::OriginWord(r.origin());
   if (!r.job_id().empty()) line += ", job " + r.job_id();
   line += ", key " + r.cache_key().substr(0, 12);
   line += ", cubin " + Bytes(fetched.cubin.size()) +

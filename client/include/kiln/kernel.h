@@ -67,8 +67,8 @@ struct EntryLaunch {
 };
 
 // Where the daemon found the cubin.
-enum class Origin { kUnspecified = 0, kMemory = 1, kDisk = 2, kPrebuilt = 3, kCompiled = 4 };
-KILN_API const char* OriginName(Origin origin);  // "memory", "disk", "prebuilt", "compiled"
+enum class Origin { kUnspecified = 0, kMemory = 1, kDisk = 2, kPrebuilt = 3, kCompiled = 4, kRepository = 5 };
+KILN_API const char* OriginName(Origin origin);  // "memory", "disk", "prebuilt", "compiled", "repository"
 
 struct ModuleInfo {
   std::string uri;        // "rmsnorm_bf16_h4096" (a non-default vec adds "_v<N>")
