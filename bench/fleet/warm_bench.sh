@@ -5,6 +5,7 @@
 # (every spec served, the daemon's compile count read from GetStats):
 #   cold      nothing to reuse: every spec compiles
 #   bundle    kilnd --prebuilt BUNDLE (kiln aot build from the cold node): nothing compiles
+#   repository kilnd --artifact-url: the same bundle served by python3 -m http.server on loopback
 #   disk      a restart of the bundle node: everything is in its cache already
 # Prints one Markdown row per run and writes them as JSON lines to OUT (default
 # /tmp/kiln-warm-bench.jsonl).
@@ -17,7 +18,7 @@ out=${OUT:-/tmp/kiln-warm-bench.jsonl}
 kilnd=$build/server/kilnd
 kiln=$build/client/kiln
 work=$(mktemp -d)
-trap 'pkill -f "$work/" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'pkill -f "$work/" 2>/dev/null; pkill -f "http.server --directory $work" 2>/dev/null; rm -rf "$work"' EXIT
 : > "$out"
 
 start_daemon() {  # NAME [FLAGS...]: a daemon on $work/NAME.sock with cache $work/NAME
@@ -55,6 +56,20 @@ for run in $(seq "$runs"); do
   stop_daemon cold
   start_daemon node --prebuilt "$work/bundle" --disable-jit
   warm bundle node
+  stop_daemon node
+  rm -rf "$work/node" "$work/repo" && mkdir -p "$work/repo" && cp -r "$work/bundle" "$work/repo/fleet"
+  "$kiln" aot index "$work/repo" > /dev/null
+  port=$((20000 + RANDOM % 20000))
+  python3 -m http.server "$port" --bind 127.0.0.1 --directory "$work/repo" > "$work/http.log" 2>&1 &
+  web=$!
+  for _ in $(seq 50); do python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1])" "http://127.0.0.1:$port/index.json" 2>/dev/null && break; sleep 0.1; done
+  start_daemon node --artifact-url "http://127.0.0.1:$port" --disable-jit
+  warm repository node
+  stop_daemon node
+  kill $web
+  rm -rf "$work/node"
+  start_daemon node --prebuilt "$work/bundle" --disable-jit
+  "$kiln" --socket "$work/node.sock" warm "$list" > /dev/null 2>&1
   stop_daemon node
   start_daemon node --disable-jit
   warm disk node
