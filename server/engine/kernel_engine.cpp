@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cache/cache_key.h"
+#include "cache/sha256.h"
 #include "kernels/jit/generation_workspace.h"
 #include "kiln_base/status_macros.h"
 #include "server/engine/hit_flusher.h"
@@ -356,14 +357,18 @@ std::shared_ptr<const Artifact> KernelEngine::StoreFromTier(const Prepared& p, s
                                                             const std::string& sha256, const std::string& source) {
   auto artifact = NewArtifact(p, cubin, "");
   artifact->kernels = kernels;
+  // The tier checked the bytes against `sha256`, unless a debugging aid skipped that check: the
+  // reply carries the bytes' own hash either way, which the client verifies.
   artifact->sha256 = sha256;
   cache::EntryRecord record = NewRecord(p, kernels, "");
   (void)google::protobuf::util::MessageToJsonString(NewJob(p).manifest(), &record.manifest_json);
   record.compile_log = absl::StrCat("served from ", source, "; not compiled here");
   auto committed = cache_->Commit(std::move(record), *cubin);
   if (committed.ok()) {
+    artifact->sha256 = committed->sha256;
     artifact->blob_path = cache_->blobs().PathOf(committed->sha256);
   } else {
+    artifact->sha256 = cache::Sha256Hex(*cubin);
     spdlog::warn("{} for {} from {} could not be stored in the cache ({}); served all the same", p.spec.uri,
                  p.arch.str(), source, std::string(committed.status().message()));
   }

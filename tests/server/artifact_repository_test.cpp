@@ -12,6 +12,7 @@
 #include <future>
 #include <thread>
 
+#include "cache/sha256.h"
 #include "proto/bundle_layout.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/kiln_rpc.h"
@@ -177,7 +178,10 @@ TEST_CASE("a missing blob or a wrong checksum in the repository is never served"
       {.root = dir / "unsafe",
        .extra_args = {"--artifact-url", web.url(), "--artifact-insecure-skip-checksum", "--disable-jit"}});
   Rpc rpc(unsafe.channel());
-  CHECK(Get(rpc, OpRequest("rmsnorm", kFp16_2048, "sm_90a")).response.origin() == v1::ORIGIN_REPOSITORY);
+  auto served = Get(rpc, OpRequest("rmsnorm", kFp16_2048, "sm_90a"));
+  REQUIRE(served.status.ok());
+  CHECK(served.response.origin() == v1::ORIGIN_REPOSITORY);
+  CHECK(served.response.sha256() == kiln::cache::Sha256Hex(served.response.cubin()));  // the bytes' own hash
   CHECK_THAT(unsafe.Log(), Catch::Contains("--artifact-insecure-skip-checksum is ON"));
   CHECK_THAT(unsafe.Log(), Catch::Contains("serving rmsnorm_fp16_h2048"));
 }
