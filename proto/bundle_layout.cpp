@@ -49,16 +49,25 @@ std::string CheckBundleManifest(const v1::BundleManifest& m) {
   return "";
 }
 
-LoadedBundleManifest ParseBundleManifest(const std::string& text, const std::string& where) {
-  LoadedBundleManifest out;
+namespace {
+
+// `text` as proto3 JSON into `message` (a field it does not know is an error: it would be a newer
+// format's); "" or "<where> is not <what>: <why>".
+std::string ParseJson(const std::string& text, const std::string& where, const char* what,
+                      google::protobuf::Message* message) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
-  auto parsed = google::protobuf::util::JsonStringToMessage(text, &out.manifest, options);
-  if (!parsed.ok()) {
-    out.error = where + " is not a bundle manifest: " + std::string(parsed.message());
-    return out;
-  }
-  if (std::string problem = CheckBundleManifest(out.manifest); !problem.empty()) out.error = where + ": " + problem;
+  auto parsed = google::protobuf::util::JsonStringToMessage(text, message, options);
+  return parsed.ok() ? "" : where + " is not " + what + ": " + std::string(parsed.message());
+}
+
+}  // namespace
+
+LoadedBundleManifest ParseBundleManifest(const std::string& text, const std::string& where) {
+  LoadedBundleManifest out;
+  out.error = ParseJson(text, where, "a bundle manifest", &out.manifest);
+  if (out.error.empty())
+    if (std::string problem = CheckBundleManifest(out.manifest); !problem.empty()) out.error = where + ": " + problem;
   return out;
 }
 
@@ -94,14 +103,9 @@ std::string CheckArtifactIndex(const v1::ArtifactIndex& index) {
 
 LoadedArtifactIndex ParseArtifactIndex(const std::string& text, const std::string& where) {
   LoadedArtifactIndex out;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  auto parsed = google::protobuf::util::JsonStringToMessage(text, &out.index, options);
-  if (!parsed.ok()) {
-    out.error = where + " is not an artifact index: " + std::string(parsed.message());
-    return out;
-  }
-  if (std::string problem = CheckArtifactIndex(out.index); !problem.empty()) out.error = where + ": " + problem;
+  out.error = ParseJson(text, where, "an artifact index", &out.index);
+  if (out.error.empty())
+    if (std::string problem = CheckArtifactIndex(out.index); !problem.empty()) out.error = where + ": " + problem;
   return out;
 }
 

@@ -28,13 +28,6 @@ namespace {
 const std::map<std::string, std::string> kBf16_4096 = {{"dtype", "bf16"}, {"hidden", "4096"}};
 const std::map<std::string, std::string> kFp16_2048 = {{"dtype", "fp16"}, {"hidden", "2048"}};
 
-RunResult Cli(const DaemonProcess& daemon, std::vector<std::string> args) {
-  SubprocessOptions p;
-  p.argv = {KilnCliPath(), "--socket", daemon.socket()};
-  for (auto& a : args) p.argv.push_back(std::move(a));
-  return Run(p, std::chrono::seconds(300));
-}
-
 // A web server over `root` (faults: see the script), on an ephemeral loopback port.
 class WebServer {
  public:
@@ -77,8 +70,8 @@ class WebServer {
 v1::BundleManifest MakeRepository(const TempDir& dir) {
   WriteFile(dir / "fleet.list", "rmsnorm dtype=bf16 hidden=4096\nrmsnorm dtype=fp16 hidden=2048\n");
   DaemonProcess builder({.root = dir / "builder"});
-  auto built = Cli(builder,
-                   {"aot", "build", "--arch", "sm_90a", "--ops", dir / "fleet.list", "--out", dir / "repo/fleet"});
+  auto built = RunCli(builder,
+                      {"aot", "build", "--arch", "sm_90a", "--ops", dir / "fleet.list", "--out", dir / "repo/fleet"});
   REQUIRE(built.exit_code == 0);
   SubprocessOptions index;
   index.argv = {KilnCliPath(), "aot", "index", dir / "repo"};

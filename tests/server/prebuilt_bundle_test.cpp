@@ -26,17 +26,10 @@ namespace {
 const std::map<std::string, std::string> kBf16_4096 = {{"dtype", "bf16"}, {"hidden", "4096"}};
 const std::map<std::string, std::string> kFp16_2048 = {{"dtype", "fp16"}, {"hidden", "2048"}};
 
-RunResult Cli(const DaemonProcess& daemon, std::vector<std::string> args) {
-  SubprocessOptions p;
-  p.argv = {KilnCliPath(), "--socket", daemon.socket()};
-  for (auto& a : args) p.argv.push_back(std::move(a));
-  return Run(p, std::chrono::seconds(300));
-}
-
 // `kiln aot build` of `list` for `archs` from `daemon` into `out`; requires success.
 void BuildBundle(const DaemonProcess& daemon, const std::string& list, const std::string& archs,
                  const std::string& out) {
-  auto r = Cli(daemon, {"aot", "build", "--arch", archs, "--ops", list, "--out", out});
+  auto r = RunCli(daemon, {"aot", "build", "--arch", archs, "--ops", list, "--out", out});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
 }
@@ -242,7 +235,7 @@ TEST_CASE("a flipped byte in a bundle blob is detected and never served", "[preb
   std::string good_sha;
   {
     DaemonProcess builder({.root = dir / "builder"});
-    auto r = Cli(builder, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "one.list", "--out", dir / "bundle"});
+    auto r = RunCli(builder, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "one.list", "--out", dir / "bundle"});
     REQUIRE(r.exit_code == 0);
   }
   auto manifest = kiln::proto::ReadBundleManifest(dir / "bundle");
@@ -291,21 +284,21 @@ TEST_CASE("kiln aot build takes an explicit arch list and a new folder, and name
   DaemonProcess d({.root = dir / "d"});
   WriteFile(dir / "bad.list", "rmsnorm dtype=bf16\nrmsnorm hidden\n");
   WriteFile(dir / "good.list", "rmsnorm dtype=bf16 hidden=4096\nrmsnorm dtype=int8 hidden=4096\n");
-  auto no_arch = Cli(d, {"aot", "build", "--ops", dir / "good.list", "--out", dir / "b1"});
+  auto no_arch = RunCli(d, {"aot", "build", "--ops", dir / "good.list", "--out", dir / "b1"});
   CHECK(no_arch.exit_code == 2);
   CHECK_THAT(no_arch.output, Catch::Contains("--arch is required"));
-  auto bad = Cli(d, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "bad.list", "--out", dir / "b2"});
+  auto bad = RunCli(d, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "bad.list", "--out", dir / "b2"});
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains(dir / "bad.list" + ":2: 'rmsnorm hidden'"));
   fs::create_directories(dir / "used");
   WriteFile(dir / "used/x", "x");
-  auto used = Cli(d, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "good.list", "--out", dir / "used"});
+  auto used = RunCli(d, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "good.list", "--out", dir / "used"});
   CHECK(used.exit_code == 2);
   CHECK_THAT(used.output, Catch::Contains("is not an empty folder"));
 
   // One spec fails (dtype=int8 is refused by the generator): exit 1, the bundle holds the other,
   // and each spec had its JSON line.
-  auto partial = Cli(d, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "good.list", "--out", dir / "b3"});
+  auto partial = RunCli(d, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "good.list", "--out", dir / "b3"});
   INFO(partial.output);
   CHECK(partial.exit_code == 1);
   int lines = 0, failed = 0;

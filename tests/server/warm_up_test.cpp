@@ -35,10 +35,8 @@ TEST_CASE("kilnd --warm asks for every spec of its list through every tier and l
   WriteFile(dir / "bundle.list", "rmsnorm dtype=fp16 hidden=2048\n");
   {
     DaemonProcess builder({.root = dir / "builder"});
-    SubprocessOptions p;
-    p.argv = {KilnCliPath(), "--socket", builder.socket(),    "aot",   "build",       "--arch",
-              "sm_90a",      "--ops",    dir / "bundle.list", "--out", dir / "bundle"};
-    REQUIRE(Run(p).exit_code == 0);
+    REQUIRE(RunCli(builder, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "bundle.list", "--out", dir / "bundle"})
+                .exit_code == 0);
   }
   WriteFile(dir / "warm.list", "rmsnorm dtype=bf16 hidden=4096 @sm_90a @sm_80\n"
                                "rmsnorm dtype=fp16 hidden=2048 @sm_90a\n"

@@ -115,4 +115,11 @@ int DaemonProcess::Terminate(std::chrono::milliseconds timeout) {
   return code.value_or(-1);
 }
 
+RunResult RunCli(const DaemonProcess& daemon, std::vector<std::string> args, std::chrono::milliseconds timeout) {
+  SubprocessOptions p;
+  p.argv = {KilnCliPath(), "--socket", daemon.socket()};
+  for (auto& a : args) p.argv.push_back(std::move(a));
+  return Run(p, timeout);
+}
+
 }  // namespace kiln::testing

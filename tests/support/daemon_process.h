@@ -39,6 +39,12 @@ struct DaemonOptions {
   std::chrono::milliseconds ready_timeout = std::chrono::seconds(30);
 };
 
+class DaemonProcess;
+
+// The kiln CLI against `daemon` (--socket), run to completion.
+RunResult RunCli(const DaemonProcess& daemon, std::vector<std::string> args,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(300));
+
 class DaemonProcess {
  public:
   explicit DaemonProcess(DaemonOptions options);  // starts; waits for health when asked

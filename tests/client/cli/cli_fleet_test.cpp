@@ -18,15 +18,9 @@
 namespace {
 
 using kiln::testing::DaemonProcess;
+using kiln::testing::RunCli;
 using kiln::testing::RunResult;
 using nlohmann::json;
-
-RunResult Cli(const DaemonProcess& daemon, std::vector<std::string> args) {
-  kiln::testing::SubprocessOptions p;
-  p.argv = {kiln::testing::KilnCliPath(), "--socket", daemon.socket()};
-  for (auto& a : args) p.argv.push_back(std::move(a));
-  return kiln::testing::Run(p, std::chrono::seconds(300));
-}
 
 // The JSON progress lines of a run (stdout is not a terminal here).
 std::vector<json> Lines(const std::string& output) {
@@ -53,7 +47,7 @@ TEST_CASE("a list warmed on one daemon and exported from its cache warms another
   std::set<std::string> keys;
   DaemonProcess first({.root = dir / "first"});
   {
-    auto r = Cli(first, {"warm", dir / "warm.list", "--jobs", "2"});
+    auto r = RunCli(first, {"warm", dir / "warm.list", "--jobs", "2"});
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     auto lines = Lines(r.output);
@@ -67,14 +61,14 @@ TEST_CASE("a list warmed on one daemon and exported from its cache warms another
     CHECK_THAT(r.output, Catch::Contains("kiln warm: 3 specs: 3 compiled; 0 failed"));
   }
   {
-    auto again = Cli(first, {"warm", dir / "warm.list"});
+    auto again = RunCli(first, {"warm", dir / "warm.list"});
     REQUIRE(again.exit_code == 0);
     CHECK(Origins(Lines(again.output)) == std::multiset<std::string>{"memory", "memory", "memory"});
   }
 
   // Hit counts reach the index within a second of a hit (the daemon flushes them each second).
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  auto exported = Cli(first, {"cache", "export-list", "--out", dir / "exported.list"});
+  auto exported = RunCli(first, {"cache", "export-list", "--out", dir / "exported.list"});
   INFO(exported.output);
   REQUIRE(exported.exit_code == 0);
   auto list = kiln::proto::ReadSpecList(dir / "exported.list");
@@ -88,7 +82,7 @@ TEST_CASE("a list warmed on one daemon and exported from its cache warms another
   CHECK_THAT(kiln::testing::ReadFile(dir / "exported.list"), Catch::Contains("# 2 hits"));
 
   DaemonProcess second({.root = dir / "second"});
-  auto warmed = Cli(second, {"warm", dir / "exported.list"});
+  auto warmed = RunCli(second, {"warm", dir / "exported.list"});
   INFO(warmed.output);
   REQUIRE(warmed.exit_code == 0);
   std::set<std::string> second_keys;
@@ -99,10 +93,10 @@ TEST_CASE("a list warmed on one daemon and exported from its cache warms another
   CHECK(second_keys == keys);
 
   // --arch replaces the lines' archs; --min-hits leaves out the rarely used.
-  auto sm80 = Cli(second, {"warm", dir / "exported.list", "--arch", "sm_80"});
+  auto sm80 = RunCli(second, {"warm", dir / "exported.list", "--arch", "sm_80"});
   REQUIRE(sm80.exit_code == 0);
   CHECK(Origins(Lines(sm80.output)) == std::multiset<std::string>{"compiled", "memory"});
-  auto rare = Cli(first, {"cache", "export-list", "--min-hits", "2"});
+  auto rare = RunCli(first, {"cache", "export-list", "--min-hits", "2"});
   REQUIRE(rare.exit_code == 0);
   CHECK(kiln::proto::ParseSpecList(rare.output, "out").entries.size() == 1);
   CHECK_THAT(rare.output, Catch::Contains("1 below --min-hits"));
@@ -112,7 +106,7 @@ TEST_CASE("kiln warm exits 1 naming each failed spec and 2 on a bad list", "[cli
   kiln::testing::TempDir dir;
   DaemonProcess d({.root = dir / "d"});
   kiln::testing::WriteFile(dir / "mixed.list", "rmsnorm dtype=bf16 hidden=4096\nrmsnorm dtype=int8 hidden=4096\n");
-  auto mixed = Cli(d, {"warm", dir / "mixed.list", "--arch", "sm_90a"});
+  auto mixed = RunCli(d, {"warm", dir / "mixed.list", "--arch", "sm_90a"});
   INFO(mixed.output);
   CHECK(mixed.exit_code == 1);
   auto lines = Lines(mixed.output);
@@ -127,14 +121,14 @@ TEST_CASE("kiln warm exits 1 naming each failed spec and 2 on a bad list", "[cli
   CHECK(failed == 1);
   CHECK_THAT(mixed.output, Catch::Contains("1 compiled; 1 failed"));
 
-  auto no_arch = Cli(d, {"warm", dir / "mixed.list"});
+  auto no_arch = RunCli(d, {"warm", dir / "mixed.list"});
   CHECK(no_arch.exit_code == 2);
   CHECK_THAT(no_arch.output, Catch::Contains(":1: rmsnorm names no @ARCH target and no --arch was given"));
   kiln::testing::WriteFile(dir / "bad.list", "rmsnorm dtype=bf16 @sm_90\nrmsnorm =4\n");
-  auto bad = Cli(d, {"warm", dir / "bad.list"});
+  auto bad = RunCli(d, {"warm", dir / "bad.list"});
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains(dir / "bad.list" + ":2: 'rmsnorm =4'"));
-  auto jobs = Cli(d, {"warm", dir / "mixed.list", "--jobs", "0"});
+  auto jobs = RunCli(d, {"warm", dir / "mixed.list", "--jobs", "0"});
   CHECK(jobs.exit_code == 2);
   CHECK_THAT(jobs.output, Catch::Contains("--jobs wants an integer from 1 to 64"));
 }
