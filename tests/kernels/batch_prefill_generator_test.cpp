@@ -20,7 +20,7 @@ Params Prefill(const char* dtype, const char* head_dim, const char* group, const
 
 TEST_CASE("batch_prefill URIs name the dtype, head dim, group, mask, features and tile", "[prefill]") {
   CHECK(MustGenerate("batch_prefill_ragged", Prefill("bf16", "128", "4", "1")).uri ==
-        "batch_prefill_ragged_bf16_d128_g4_causal_t64x64");
+        "batch_prefill_ragged_bf16_d128_g4_causal_t128x128");
   Params paged = Prefill("fp16", "256", "1", "0");
   paged["page_size"] = "16";
   paged["soft_cap"] = "1";
@@ -63,9 +63,15 @@ TEST_CASE("a batch_prefill spec names its unit, entries, sm_90a and the contract
   REQUIRE(spec.arch_families.size() == 1);
   CHECK(spec.arch_families[0].name == "sm_90a");
   REQUIRE(spec.launch.size() == 2);
-  CHECK(spec.launch[0].block == prefill::kThreads);
-  CHECK(spec.launch[0].dynamic_smem == prefill::PrefillSmemBytes(256));
+  CHECK(spec.launch[0].block == prefill::kThreads);  // head_dim 256: the mma.sync kernel
+  CHECK(spec.launch[0].dynamic_smem == prefill::MmaSmemBytes(256));
   CHECK(spec.launch[0].items_per_block == prefill::kTileRows);
+  // head_dim 64 and 128: the Hopper kernel, 384 threads and 128-row tiles.
+  const JitSpec sm90 = MustGenerate("batch_prefill_ragged", Prefill("bf16", "128", "4", "1"));
+  CHECK(sm90.launch[0].block == prefill::kSm90Threads);
+  CHECK(sm90.launch[0].dynamic_smem == prefill::Sm90SmemBytes(128));
+  CHECK(sm90.launch[0].dynamic_smem == 1024 + (128 + 2 * 2 * 128) * 128 * 2 + 256);
+  CHECK(sm90.launch[0].items_per_block == 128);
   CHECK(spec.launch[1].block == prefill::kMergeThreads);
   CHECK(spec.launch[1].items_per_block == prefill::kMergePositions);
   CHECK(Contains(spec.headers[0].content, "#define KILN_PREFILL_PAGED 1"));

@@ -130,10 +130,10 @@ StatusOr<ops::BatchPrefillPlan> PlanBatchPrefill(const PrefillPlanRequest& r, in
                                     " blocks per kv head, above 2^31-1 (" +
                                     DescribePrefillSchedule(state.schedule, r.batch_size) + "); split the batch");
   if (state.schedule.split) {
-    if (state.schedule.num_items * r.num_kv_heads * prefill::kTileRows > INT32_MAX)
+    if (state.schedule.num_items * r.num_kv_heads * state.schedule.tile_rows > INT32_MAX)
       return InvalidArgument(api, "qo_indptr_host: the split batch needs more than 2^31-1 workspace rows (" +
                                       DescribePrefillSchedule(state.schedule, r.batch_size) + "); split the batch");
-    state.partial_rows = state.schedule.num_items * r.num_kv_heads * prefill::kTileRows;
+    state.partial_rows = state.schedule.num_items * r.num_kv_heads * state.schedule.tile_rows;
     const size_t rows = static_cast<size_t>(state.partial_rows);
     state.partial_lse_offset = RoundUp(rows * static_cast<size_t>(r.head_dim) * sizeof(float), 256);
     state.workspace_bytes = RoundUp(state.partial_lse_offset + rows * sizeof(float), 256);

@@ -28,18 +28,20 @@ PrefillSchedule SchedulePrefill(const std::vector<PrefillRequest>& requests, int
   PrefillSchedule s;
   const int64_t batch = static_cast<int64_t>(requests.size());
   const int64_t tile_kv = prefill::TileKv(static_cast<int>(head_dim));
-  s.slots = static_cast<int64_t>(kPrefillBlocksPerSm) * std::max(num_sms, 1);
+  const int64_t tile_rows = prefill::TileRows(static_cast<int>(head_dim));
+  s.tile_rows = tile_rows;
+  s.slots = static_cast<int64_t>(PrefillBlocksPerSm(head_dim)) * std::max(num_sms, 1);
   std::vector<int64_t> tiles(requests.size());
   int64_t longest_kv = 0;
   for (size_t b = 0; b < requests.size(); ++b) {
     const PrefillRequest& r = requests[b];
     const int64_t rows = r.q_len * group;
-    tiles[b] = CeilDiv(rows, prefill::kTileRows);
+    tiles[b] = CeilDiv(rows, tile_rows);
     s.row_tiles += tiles[b];
     s.tiles_per_request = std::max(s.tiles_per_request, tiles[b]);
     for (int64_t t = 0; t < tiles[b]; ++t)
-      s.tile_pairs += static_cast<double>(TileSpan(r, group, t * prefill::kTileRows,
-                                                   std::min(rows, (t + 1) * prefill::kTileRows), causal, window_left));
+      s.tile_pairs += static_cast<double>(
+          TileSpan(r, group, t * tile_rows, std::min(rows, (t + 1) * tile_rows), causal, window_left));
     if (tiles[b] > 0) longest_kv = std::max(longest_kv, r.kv_len);
   }
 
@@ -86,7 +88,7 @@ PrefillSchedule SchedulePrefill(const std::vector<PrefillRequest>& requests, int
 
 std::string DescribePrefillSchedule(const PrefillSchedule& s, int64_t batch) {
   std::string text = "batch " + std::to_string(batch) + ", " + std::to_string(s.row_tiles) + " row tiles of " +
-                     std::to_string(prefill::kTileRows) + " rows on " + std::to_string(s.slots) + " slots: ";
+                     std::to_string(s.tile_rows) + " rows on " + std::to_string(s.slots) + " slots: ";
   if (!s.listed)
     return text + "dense mapping (" + std::to_string(s.num_items) + " items, " + std::to_string(s.tiles_per_request) +
            " per request), not split";

@@ -11,9 +11,10 @@
 
 namespace kiln::client {
 
-// Blocks the schedule aims to keep resident per SM (80-96 KiB of shared memory each on an
-// sm_90 SM of 227 KiB).
-inline constexpr int kPrefillBlocksPerSm = 2;
+// Blocks resident per SM, by kernel: the Hopper kernel (head_dim 64, 128) takes 165 KiB of
+// shared memory at head_dim 128 and 384 threads of 168 registers: one block an SM; the mma.sync
+// kernel (head_dim 256) 96 KiB: two.
+inline int PrefillBlocksPerSm(int64_t head_dim) { return head_dim <= 128 ? 1 : 2; }
 // A chunk shorter than this costs more in its fixed part (Q tile load, partial write, merge)
 // than it saves.
 inline constexpr int64_t kPrefillMinChunkTokens = 512;
@@ -32,12 +33,13 @@ struct PrefillSchedule {
   int64_t merge_max_q_len = 0;      // split: the longest q_len of a request with several chunks
   std::vector<int32_t> item_begin;  // listed: batch + 1 prefix offsets of each request's items
   std::vector<uint16_t> kv_chunks;  // listed: chunks of each request (1: not split)
-  int64_t slots = 0;                // blocks the GPU runs at once: kPrefillBlocksPerSm * SMs
+  int64_t slots = 0;                // blocks the GPU runs at once: PrefillBlocksPerSm * SMs
+  int64_t tile_rows = 0;            // rows of a row tile: prefill::TileRows(head_dim)
   int64_t row_tiles = 0;            // row tiles of the batch (per kv head)
   double tile_pairs = 0;            // sum over row tiles of the KV positions they attend (cost)
 };
 
-// Rule (tiles = row tiles x kv heads; slots = kPrefillBlocksPerSm * num_sms):
+// Rule (tiles = row tiles x kv heads; slots = PrefillBlocksPerSm(head_dim) * num_sms):
 //  - more than kMaxListedBatch requests: the dense mapping, never split;
 //  - else no split when tiles >= slots (the tiles fill the GPU themselves) or no request's KV
 //    reaches twice kPrefillMinChunkTokens;

@@ -88,7 +88,7 @@ class BatchPrefillGenerator : public OpGenerator {
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name, "_d", head_dim, "_g", group,
                             kPaged ? absl::StrCat("_p", page_size) : "", causal ? "_causal" : "", "_t",
-                            prefill::kTileRows, "x", tile_kv, soft_cap ? "_softcap" : "");
+                            prefill::TileRows(head_dim), "x", tile_kv, soft_cap ? "_softcap" : "");
     spec.params = {{kParamDType, dtype.name},
                    {prefill::kParamHeadDim, std::to_string(head_dim)},
                    {prefill::kParamGroup, std::to_string(group)},
@@ -107,9 +107,9 @@ class BatchPrefillGenerator : public OpGenerator {
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {prefill::kBatchPrefillEntry, prefill::kBatchPrefillMergeEntry};
     spec.launch = {{.entry = prefill::kBatchPrefillEntry,
-                    .block = prefill::kThreads,
+                    .block = prefill::PrefillThreads(head_dim),
                     .dynamic_smem = prefill::PrefillSmemBytes(head_dim),
-                    .items_per_block = prefill::kTileRows},
+                    .items_per_block = prefill::TileRows(head_dim)},
                    {.entry = prefill::kBatchPrefillMergeEntry,
                     .block = prefill::kMergeThreads,
                     .items_per_block = prefill::kMergePositions}};

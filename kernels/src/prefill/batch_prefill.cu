@@ -1,8 +1,11 @@
 // The compilation unit of the batch_prefill_ragged and batch_prefill_paged ops: the attention
-// kernel and its merge step. kiln_config.cuh, rendered per specialization by the prefill
+// kernel and its merge step. head_dim 64 and 128 compile the Hopper kernel
+// (batch_prefill_sm90.cuh), 256 the mma.sync kernel (batch_prefill.cuh): the contract's
+// UsesSm90Kernel, which also sizes the launch. kiln_config.cuh, rendered per specialization by the prefill
 // generator, chooses the dtype, head dim, group, causal mask, soft cap, and the KV layout
 // (ragged, or paged with its page size).
 #include "kiln/prefill/batch_prefill.cuh"
+#include "kiln/prefill/batch_prefill_sm90.cuh"
 #include "kiln/prefill/prefill_merge.cuh"
 
 // The declaration below ends the precompiled-header prefix, so every specialization shares
@@ -18,17 +21,32 @@ namespace kiln_batch_prefill_unit {}
 #error "kiln_config.cuh must define every KILN_PREFILL_* parameter (see the prefill generator)"
 #endif
 
+#if KILN_PREFILL_HEAD_DIM <= 128
+static_assert(kiln::prefill::UsesSm90Kernel(KILN_PREFILL_HEAD_DIM), "the contract picks the kernel by head_dim");
+using Shape =
+    kiln::prefill_sm90::Sm90Shape<KILN_PREFILL_T, KILN_PREFILL_HEAD_DIM, KILN_PREFILL_GROUP, KILN_PREFILL_CAUSAL != 0,
+                                  KILN_PREFILL_SOFT_CAP != 0, KILN_PREFILL_PAGED != 0, KILN_PREFILL_PAGE_SIZE>;
+
+// Launch: grid = (schedule.num_items, num_kv_heads), block.x = PrefillThreads(head_dim) (384),
+// PrefillSmemBytes(head_dim) (== Shape::kSmemBytes) of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(kiln::prefill::kSm90Threads, 1)
+    kiln_batch_prefill(const __grid_constant__ kiln::prefill::KilnBatchPrefillParams params) {
+  kiln::prefill_sm90::BatchPrefillSm90<Shape>(params);
+}
+#else
+static_assert(!kiln::prefill::UsesSm90Kernel(KILN_PREFILL_HEAD_DIM), "the contract picks the kernel by head_dim");
 using Shape =
     kiln::prefill::PrefillShape<KILN_PREFILL_T, KILN_PREFILL_HEAD_DIM, KILN_PREFILL_GROUP, KILN_PREFILL_CAUSAL != 0,
                                 KILN_PREFILL_SOFT_CAP != 0, KILN_PREFILL_PAGED != 0, KILN_PREFILL_PAGE_SIZE>;
 
-// Launch: grid = (schedule.num_items, num_kv_heads), block.x = kiln::prefill::kThreads,
+// Launch: grid = (schedule.num_items, num_kv_heads), block.x = PrefillThreads(head_dim) (128),
 // PrefillSmemBytes(head_dim) (== Shape::kSmemBytes) of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(kiln::prefill::kThreads)
     kiln_batch_prefill(const __grid_constant__ kiln::prefill::KilnBatchPrefillParams params) {
   extern __shared__ __align__(128) unsigned char smem[];
   kiln::prefill::BatchPrefill<Shape>(params, smem);
 }
+#endif
 
 // Launch (split schedules only, after kiln_batch_prefill on the same stream):
 // grid = (batch, ceil(schedule.merge_max_q_len / kiln::prefill::kMergePositions)),

@@ -121,27 +121,31 @@ TEST_CASE("BatchPrefillPlan refuses unsupported shapes, dtypes and index arrays 
 }
 
 TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split", "[client][prefill][schedule]") {
-  // Llama-3.1-8B (32 / 8 heads, group 4) on an H200 (132 SMs: 264 block slots).
+  // Llama-3.1-8B (32 / 8 heads, group 4) on an H200 (132 SMs: 132 block slots of the Hopper
+  // kernel, which takes head_dim 128 in row tiles of 128).
   auto prefill = SchedulePrefill(std::vector<PrefillRequest>(16, {1024, 1024}), 4, 8, 128, true, -1, 132);
   CHECK(prefill.listed);
   CHECK(!prefill.split);
-  CHECK(prefill.row_tiles == 16 * 1024 * 4 / 64);
+  CHECK(prefill.slots == 132);
+  CHECK(prefill.tile_rows == 128);
+  CHECK(prefill.row_tiles == 16 * 1024 * 4 / 128);
   CHECK(prefill.num_items == prefill.row_tiles);
-  CHECK(prefill.item_begin[1] == 64);
+  CHECK(prefill.item_begin[1] == 32);
 
   // Speculative verification: 64 requests x 8 queries (32 rows: one tile each) over 8k.
   auto verify = SchedulePrefill(std::vector<PrefillRequest>(64, {8, 8192}), 4, 8, 128, true, -1, 132);
-  CHECK(!verify.split);  // 64 tiles x 8 kv heads = 512 blocks fill 264 slots
+  CHECK(!verify.split);  // 64 tiles x 8 kv heads = 512 blocks fill 132 slots
   CHECK(verify.num_items == 64);
 
   // One request of 8 queries over 100 000 positions: one tile, its KV cut into chunks whose
-  // blocks (x 8 kv heads) make one wave.
+  // blocks (x 8 kv heads) make about one wave (the chunk is rounded up to a tile: at most one
+  // item's kv heads more).
   auto one_long = SchedulePrefill({{8, 100000}}, 4, 8, 128, true, -1, 132);
   CHECK(one_long.split);
-  CHECK(one_long.chunk_tokens == 3072);  // ceil(100000 * 8 / 264) rounded up to the 64-position K/V tile
-  CHECK(one_long.kv_chunks == std::vector<uint16_t>{33});
-  CHECK(one_long.item_begin == std::vector<int32_t>{0, 33});
-  CHECK(one_long.num_items * 8 <= 264);
+  CHECK(one_long.chunk_tokens == 6144);  // ceil(100000 * 8 / 132) rounded up to the 128-position K/V tile
+  CHECK(one_long.kv_chunks == std::vector<uint16_t>{17});
+  CHECK(one_long.item_begin == std::vector<int32_t>{0, 17});
+  CHECK(one_long.num_items * 8 <= 132 + 8);
   CHECK(one_long.merge_max_q_len == 8);
 
   // A short KV is never split; an empty request has no item; a window shortens what is split.
@@ -152,8 +156,12 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   auto windowed = SchedulePrefill({{8, 100000}}, 4, 8, 128, true, 4095, 132);
   CHECK(windowed.split);
   CHECK(windowed.kv_chunks[0] < one_long.kv_chunks[0]);
-  // Head dim 256: K/V tiles of 32 positions, chunks a multiple of them.
-  CHECK(SchedulePrefill({{8, 100000}}, 4, 8, 256, true, -1, 132).chunk_tokens % 32 == 0);
+  // Head dim 256 (the mma.sync kernel): rows of 64, K/V tiles of 32 positions, chunks a multiple
+  // of them, two blocks an SM.
+  auto d256 = SchedulePrefill({{8, 100000}}, 4, 8, 256, true, -1, 132);
+  CHECK(d256.chunk_tokens % 32 == 0);
+  CHECK(d256.tile_rows == 64);
+  CHECK(d256.slots == 264);
 
   // More requests than a schedule lists: one item per (request, row tile of the longest), not split.
   std::vector<PrefillRequest> many(600, {1, 2000});
@@ -161,8 +169,8 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   auto dense = SchedulePrefill(many, 1, 8, 128, true, -1, 132);
   CHECK(!dense.listed);
   CHECK(!dense.split);
-  CHECK(dense.tiles_per_request == 4);
-  CHECK(dense.num_items == 2400);
+  CHECK(dense.tiles_per_request == 2);  // 200 rows in tiles of 128
+  CHECK(dense.num_items == 1200);
 }
 
 TEST_CASE("BatchPrefillPlan keeps the lengths, the scalars and the workspace of a split", "[client][prefill]") {
@@ -170,17 +178,17 @@ TEST_CASE("BatchPrefillPlan keeps the lengths, the scalars and the workspace of 
   REQUIRE(plan.ok());
   CHECK(plan->split());
   CHECK(plan->total_q() == 8);
-  CHECK(plan->chunk_tokens() == 3072);
+  CHECK(plan->chunk_tokens() == 6144);
   const auto* s = kiln::client::PrefillPlanAccess::Get(*plan);
-  CHECK(s->partial_rows == 33 * 8 * 64);
-  CHECK(plan->workspace_bytes() >= static_cast<size_t>(33 * 8 * 64) * (128 + 1) * 4);
+  CHECK(s->partial_rows == 17 * 8 * 128);
+  CHECK(plan->workspace_bytes() >= static_cast<size_t>(17 * 8 * 128) * (128 + 1) * 4);
   CHECK(s->logit_scale == Approx(1.0 / std::sqrt(128.0) * 1.4426950408889634));
-  CHECK(plan->Describe().find("split into 33 items (KV chunks of 3072 positions)") != std::string::npos);
+  CHECK(plan->Describe().find("split into 17 items (KV chunks of 6144 positions)") != std::string::npos);
   // A window past 2^31-1 is the kernel's 2^31-1: the same chunks as no window.
   auto far = Ragged(Batch({{8, 100000}}), 32, 8, 128, {.window_left = int64_t{1} << 40});
   REQUIRE(far.ok());
-  CHECK(far->chunk_tokens() == 3072);
-  CHECK(kiln::client::PrefillPlanAccess::Get(*far)->schedule.kv_chunks == std::vector<uint16_t>{33});
+  CHECK(far->chunk_tokens() == 6144);
+  CHECK(kiln::client::PrefillPlanAccess::Get(*far)->schedule.kv_chunks == std::vector<uint16_t>{17});
   CHECK(kiln::client::PrefillPlanAccess::Get(*far)->window_left == INT32_MAX);
   auto whole = Ragged(Batch({{1000, 1000}, {0, 10}}));
   REQUIRE(whole.ok());
@@ -230,8 +238,8 @@ TEST_CASE("batch_prefill_ragged accepts a valid call and passes the schedule to 
   CHECK(p.schedule.listed == 1);
   CHECK(p.schedule.split == 0);
   CHECK(p.schedule.batch == 4);
-  CHECK(p.schedule.num_items == 4 * 7);  // 100 queries x 4 heads = 400 rows: 7 tiles of 64
-  CHECK(p.schedule.item_begin[4] == 28);
+  CHECK(p.schedule.num_items == 4 * 4);  // 100 queries x 4 heads = 400 rows: 4 tiles of 128
+  CHECK(p.schedule.item_begin[4] == 16);
   CHECK(p.schedule.kv_chunks[3] == 1);
 
   // A fused qkv buffer: q, k and v are views with a token stride of (32 + 2 * 8) * 128.
@@ -317,7 +325,7 @@ TEST_CASE("batch_prefill_ragged refuses mismatched shapes, dtypes, layouts and p
     REQUIRE(ok.ok());
     CHECK(ok->params.schedule.split == 1);
     CHECK(ok->params.partial_out == static_cast<float*>(At(9)));
-    CHECK(ok->params.schedule.partial_rows == 33 * 8 * 64);
+    CHECK(ok->params.schedule.partial_rows == 17 * 8 * 128);
   }
 }
 

@@ -52,7 +52,7 @@ struct PrefillShape {
   static constexpr bool kPaged = kPaged_;
   static constexpr int kPageSize = kPageSize_;
 
-  static constexpr int kTileKv = TileKv(kHeadDim);         // kv positions per pipeline stage
+  static constexpr int kTileKv = MmaTileKv(kHeadDim);      // kv positions per pipeline stage
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;  // 16-byte chunks of a row of Q, K or V
   static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static constexpr int kQPasses = kTileRows / kRowsPerPass;  // cp.async per thread for the Q tile
@@ -83,7 +83,7 @@ struct PrefillShape {
   static_assert(kTileRows == 16 * kWarps, "a warp owns the 16 rows of one mma");
   static_assert(kTileKv % 16 == 0, "K/V tiles are whole k steps of P V");
   static_assert(kStages == 2, "the pipeline below issues tile t + 1 while tile t is computed");
-  static_assert(kSmemBytes == PrefillSmemBytes(kHeadDim), "the host sizes shared memory with PrefillSmemBytes");
+  static_assert(kSmemBytes == MmaSmemBytes(kHeadDim), "the host sizes shared memory with PrefillSmemBytes");
 };
 
 namespace detail {

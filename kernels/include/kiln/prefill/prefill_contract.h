@@ -16,10 +16,16 @@
 // soft_cap (0, 1: the cap itself is a launch argument); paged only: page_size (a power of two up
 // to decode::kMaxPageSize). The window and sm_scale are launch arguments.
 //
-// Rows: a block covers one kv head and kTileRows rows of one request, row r of request b being
-// query position r / group with query head kv_head * group + r % group — the query heads that
-// share a kv head share its K/V tiles. A request has q_len * group rows, so ceil(q_len * group /
-// kTileRows) row tiles per kv head.
+// Rows: a block covers one kv head and TileRows(head_dim) rows of one request, row r of request
+// b being query position r / group with query head kv_head * group + r % group — the query heads
+// that share a kv head share its K/V tiles. A request has q_len * group rows, so ceil(q_len *
+// group / TileRows(head_dim)) row tiles per kv head.
+//
+// Two kernels serve the family, chosen by head_dim: 64 and 128 run the Hopper kernel
+// (kiln/prefill/batch_prefill_sm90.cuh: wgmma, a producer and two consumer warpgroups, 128-row
+// tiles, 128-position K/V tiles); 256 runs the mma.sync kernel (kiln/prefill/batch_prefill.cuh:
+// 4 warps, 64-row tiles, 32-position K/V tiles). TileRows, TileKv, PrefillThreads and
+// PrefillSmemBytes below say which, for the host plan and the generator's launch hints.
 //
 // Launch, each entry with the block and dynamic shared memory its hint names:
 //   kiln_batch_prefill        grid = (schedule.num_items, num_kv_heads)
@@ -47,15 +53,36 @@ constexpr const char* kParamPageSize = "page_size";  // paged: a power of two, 1
 constexpr int kMaxPageSize = 256;
 constexpr int kMaxGroup = 8;
 
-// The kernel's tile: 4 warps of 16 rows each; K/V tiles of kv positions, double-buffered.
+// The mma.sync kernel's tile: 4 warps of 16 rows each; K/V tiles of kv positions,
+// double-buffered.
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTileRows = 16 * kWarps;
 constexpr int kStages = 2;
-KILN_CONTRACT_FUNCTION int TileKv(int head_dim) { return head_dim <= 128 ? 64 : 32; }
+KILN_CONTRACT_FUNCTION int MmaTileKv(int head_dim) { return head_dim <= 128 ? 64 : 32; }
 // Q tile + kStages stages of a K tile and a V tile, 2-byte elements.
+KILN_CONTRACT_FUNCTION int MmaSmemBytes(int head_dim) {
+  return (kTileRows + 2 * kStages * MmaTileKv(head_dim)) * head_dim * 2;
+}
+
+// The Hopper kernel's tile: 128 rows (two consumer warpgroups of 64), K/V tiles of 128
+// positions in kSm90Stages stages, 384 threads (one producer warpgroup).
+constexpr int kSm90TileRows = 128;
+constexpr int kSm90TileKv = 128;
+constexpr int kSm90Threads = 384;
+constexpr int kSm90Stages = 2;
+// 1 KiB of alignment slack + the Q tile + the K and V stages + 256 bytes of mbarriers.
+KILN_CONTRACT_FUNCTION int Sm90SmemBytes(int head_dim) {
+  return 1024 + (kSm90TileRows + 2 * kSm90Stages * kSm90TileKv) * head_dim * 2 + 256;
+}
+
+// Which kernel a head_dim runs, and what the host plans and launches with.
+KILN_CONTRACT_FUNCTION bool UsesSm90Kernel(int head_dim) { return head_dim <= 128; }
+KILN_CONTRACT_FUNCTION int TileRows(int head_dim) { return UsesSm90Kernel(head_dim) ? kSm90TileRows : kTileRows; }
+KILN_CONTRACT_FUNCTION int TileKv(int head_dim) { return UsesSm90Kernel(head_dim) ? kSm90TileKv : MmaTileKv(head_dim); }
+KILN_CONTRACT_FUNCTION int PrefillThreads(int head_dim) { return UsesSm90Kernel(head_dim) ? kSm90Threads : kThreads; }
 KILN_CONTRACT_FUNCTION int PrefillSmemBytes(int head_dim) {
-  return (kTileRows + 2 * kStages * TileKv(head_dim)) * head_dim * 2;
+  return UsesSm90Kernel(head_dim) ? Sm90SmemBytes(head_dim) : MmaSmemBytes(head_dim);
 }
 // Query positions per merge block (each over all query heads of the position).
 constexpr int kMergePositions = 4;
@@ -91,7 +118,7 @@ struct KilnPrefillSchedule {
   int batch;
   int tiles_per_request;  // listed == 0
   int merge_max_q_len;    // split: the longest q_len among the requests with several chunks
-  int partial_rows;       // split: rows of the workspace (items * num_kv_heads * kTileRows)
+  int partial_rows;       // split: rows of the workspace (items * num_kv_heads * TileRows(head_dim))
   int item_begin[kMaxListedBatch + 1];
   unsigned short kv_chunks[kMaxListedBatch];
 };

@@ -1,6 +1,6 @@
 // The merge step of a split batch_prefill: each kv chunk c of a split request left, per row of
 // its row tile, a normalized partial output o_c and its log2-sum-exp lse_c in the workspace
-// (kiln/prefill/batch_prefill.cuh); the attention over all chunks is
+// (kiln/prefill/batch_prefill.cuh or batch_prefill_sm90.cuh); the attention over all chunks is
 //
 //   M = max_c lse_c,   w_c = 2^(lse_c - M),   out = sum_c w_c o_c / sum_c w_c,
 //   lse = (M + log2(sum_c w_c)) * ln 2     (natural log, as batch_prefill writes it)
@@ -34,6 +34,7 @@ __device__ __forceinline__ void MergePrefillStates(const KilnBatchPrefillParams&
   const long long q_end = min(max(static_cast<long long>(p.qo_indptr[request + 1]), q_begin), p.total_q);
   const int q_len = static_cast<int>(q_end - q_begin);
   const int first_item = schedule.item_begin[request];
+  constexpr int kRows = TileRows(kHeadDim);  // the row tile of the kernel that wrote the chunks
 
   const int warp = threadIdx.x / 32;
   const int pairs = kMergePositions * p.num_qo_heads;
@@ -43,11 +44,11 @@ __device__ __forceinline__ void MergePrefillStates(const KilnBatchPrefillParams&
     if (i >= q_len) break;  // positions only grow with pair
     const int kv_head = head / kGroup;
     const int r = i * kGroup + head % kGroup;
-    const int tile = r / kTileRows;
-    // Chunk c's row: ((item_begin[b] + tile * chunks + c) * num_kv_heads + kv_head) * kTileRows + r % kTileRows.
-    const long long slot0 =
-        (static_cast<long long>(first_item + tile * chunks) * p.num_kv_heads + kv_head) * kTileRows + r % kTileRows;
-    const long long chunk_stride = static_cast<long long>(p.num_kv_heads) * kTileRows;
+    const int tile = r / kRows;
+    // Chunk c's row: ((item_begin[b] + tile * chunks + c) * num_kv_heads + kv_head) * kRows + r % kRows.
+    const long long slot0 = (static_cast<long long>(first_item + tile * chunks) * p.num_kv_heads + kv_head) * kRows +
+                            r % kRows;
+    const long long chunk_stride = static_cast<long long>(p.num_kv_heads) * kRows;
     attention::MergePartialRows<T, kHeadDim>(
         p.partial_out, p.partial_lse, slot0, chunk_stride, chunks,
         static_cast<T*>(p.out) + (q_begin + i) * p.out_stride_token + head * p.out_stride_head,

@@ -1,0 +1,724 @@
+// batch_prefill on Hopper (sm_90a), head_dim 64 and 128: the same op and semantics as
+// kiln/prefill/batch_prefill.cuh (masks, soft cap, window, ragged / paged K/V, invalid pages,
+// split-chunk workspace, lse in natural log), computed FlashAttention-3 style with wgmma and
+// warp specialization.
+//
+// A block (grid = (schedule.num_items, num_kv_heads), kThreads = 384 threads = 3 warpgroups,
+// Shape::kSmemBytes of dynamic shared memory) takes kTileRows = 128 rows of one request and one
+// kv head (row r: query r / kGroup, head kv_head * kGroup + r % kGroup). blockIdx.x is walked
+// backwards (item = gridDim.x - 1 - blockIdx.x) so the heaviest row tiles start first.
+//   - warpgroup 0, the producer (setmaxnreg.dec to kProducerRegs = 56), loads the Q tile once,
+//     then K and V tiles of kTileKv = 128 positions into a ring of kStages (2) stages, all with
+//     16-byte cp.async (zero-filled past kv_len or for invalid pages) whose completion arrives
+//     on mbarriers (cp.async.mbarrier.arrive.noinc; 128 arrivals a phase): q_full, k_full[s],
+//     v_full[s]. It waits on k_empty[s] / v_empty[s] (one arrival per consumer warp, 8) before
+//     it overwrites a stage. Paged: the producers OR their invalid-page flags (bar.red.or,
+//     named barrier 1) and thread 0 publishes the stage's flag with one more (release) arrival
+//     on k_full.
+//   - warpgroups 1 and 2, the consumers (setmaxnreg.inc to kConsumerRegs = 224), own 64 rows
+//     each:
+//       S[64 x 128] = Q K^T      wgmma SS m64n128k16, Q and K K-major, 128-byte swizzled
+//       online softmax in fp32 registers, log2 units, row stats over the 4 lanes of a quad
+//       O[64 x D] += P V         wgmma RS m64nDk16: P (the S accumulators rounded to T) is
+//                                the A operand in registers, V [kv][d] the B operand read
+//                                MN-major (imm-trans-b = 1; LBO = 64-dim column block, SBO =
+//                                8 kv rows)
+//     kOverlap: one step issues S_t = Q K_t^T and O += P_{t-1} V_{t-1} together; the softmax
+//     of tile t runs while that PV is in flight (FA3's intra-warpgroup pipelining); K's stage
+//     is released when S_t is done, V's when the PV is.
+//     kPingpong (default): the two consumers take turns issuing their steps (named barriers
+//     4 and 5, 256 threads: wait on one's own, arrive on the other's), so one warpgroup's
+//     softmax runs while the other's wgmmas do.
+// Shared-memory tiles are 64-element-wide column blocks of 128-byte rows (a block per 64 of
+// head_dim, 16 KiB for 128 rows) with 16-byte chunk c of row r at chunk c ^ (r % 8): the
+// 128-byte swizzle the wgmma descriptors name. The epilogue stages O (rounded to T once) in
+// the warpgroup's own rows of the Q tile for 16-byte stores; split chunks write fp32 rows and
+// the log2-sum-exp to the workspace at row (item * num_kv_heads + kv_head) * kTileRows + r.
+//
+// Requirements the host plan must meet: row tiles of kTileRows = 128, K/V tiles (KvBase's
+// tile_kv, chunk_tokens a multiple) of kTileKv = 128, 384 threads, Shape::kSmemBytes, and the
+// merge with kTileRows = 128: the contract's TileRows, TileKv, PrefillThreads, PrefillSmemBytes
+// (prefill_contract.h) say exactly this for head_dim 64 and 128. Without the soft cap the logit scale is
+// folded into the exponent after the row max of the raw q.k, so logit_scale must be > 0.
+#pragma once
+
+#include "kiln/common/numeric.cuh"
+#include "kiln/decode/attention_math.cuh"
+#include "kiln/decode/warp_mma.cuh"
+#include "kiln/gemm/hopper.cuh"
+#include "kiln/gemm/wgmma_calls.cuh"
+#include "kiln/prefill/prefill_contract.h"
+#include "kiln/prefill/wgmma_rs_calls.cuh"
+
+namespace kiln {
+namespace prefill_sm90 {
+
+using prefill::KilnBatchPrefillParams;
+using prefill::KilnPrefillSchedule;
+using prefill::kMaxListedBatch;
+using prefill::kMaxPageSize;
+using prefill::KvBase;
+
+constexpr int kTileRows = prefill::kSm90TileRows;  // rows of a block: 2 consumer warpgroups x 64
+constexpr int kConsumers = 2;
+constexpr int kThreads = prefill::kSm90Threads;
+constexpr int kTileKv = prefill::kSm90TileKv;  // kv positions per stage (head_dim 64 and 128)
+static_assert(kThreads == 128 * (1 + kConsumers), "one producer and two consumer warpgroups");
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;
+// setmaxnreg.inc waits until the registers are free: what the producer gives back must cover
+// what the consumers take, out of the launch allocation of 168 per thread (384 threads).
+constexpr int kLaunchRegs = 168;
+static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0, "setmaxnreg takes multiples of 8");
+static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kThreads,
+              "the consumers cannot take more registers than the producer releases");
+
+template <typename T_, int kHeadDim_, int kGroup_, bool kCausal_, bool kSoftCap_, bool kPaged_, int kPageSize_,
+          bool kOverlap_ = true, int kStages_ = prefill::kSm90Stages, bool kPingpong_ = true>
+struct Sm90Shape {
+  using T = T_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kGroup = kGroup_;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr bool kSoftCap = kSoftCap_;
+  static constexpr bool kPaged = kPaged_;
+  static constexpr int kPageSize = kPageSize_;
+  static constexpr bool kOverlap = kOverlap_;
+  static constexpr int kStages = kStages_;
+  // kOverlap only: the two consumer warpgroups take turns issuing their wgmmas (named
+  // barriers), so one's softmax runs while the other's GEMMs do.
+  static constexpr bool kPingpong = kPingpong_ && kOverlap_;
+
+  static constexpr int kChunksPerRow = kHeadDim / 8;        // 16-byte chunks of a row
+  static constexpr int kRowsPerPass = 128 / kChunksPerRow;  // rows the producer covers per pass
+  static constexpr int kQPasses = kTileRows / kRowsPerPass;
+  static constexpr int kKvPasses = kTileKv / kRowsPerPass;
+  static constexpr int kColBlockBytes = 128 * 128;  // 64 columns of a 128-row tile
+  static constexpr int kQBytes = kTileRows * kHeadDim * 2;
+  static constexpr int kKvBytes = kTileKv * kHeadDim * 2;
+  static constexpr int kBarrierBytes = 256;
+  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + kBarrierBytes;
+  static constexpr int kSRegs = kTileKv / 2;   // fp32 S accumulators per consumer thread
+  static constexpr int kORegs = kHeadDim / 2;  // fp32 O accumulators per consumer thread
+  static constexpr bool kPageHoldsTiles = kPaged && kPageSize % kTileKv == 0;
+
+  static_assert(sizeof(T) == 2, "fp16 or bf16");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128 (256 stays on the mma.sync kernel)");
+  static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "group 1, 2, 4 or 8");
+  static_assert(kPaged ? (kPageSize >= 1 && kPageSize <= kMaxPageSize && (kPageSize & (kPageSize - 1)) == 0)
+                       : kPageSize == 1,
+                "page_size");
+  static_assert(kStages >= 2 && kStages <= 4, "stages");
+  static_assert(kSmemBytes <= 232448, "shared memory");
+  static_assert(kTileRows == 128 && kTileKv == 128, "the tile tables below assume 128 x 128");
+  static_assert(kSmemBytes == prefill::PrefillSmemBytes(kHeadDim) || kStages != prefill::kSm90Stages,
+                "the host sizes shared memory with PrefillSmemBytes");
+};
+
+namespace detail {
+
+using attention::kLn2;
+using attention::NegativeInfinity;
+using decode::CpAsync16;
+using decode::Exp2;
+using decode::PackPair;
+using gemm::BarrierArrive;
+using gemm::BarrierInit;
+using gemm::BarrierWait;
+
+struct Barriers {
+  unsigned long long q_full;
+  unsigned long long k_full[4];
+  unsigned long long v_full[4];
+  unsigned long long k_empty[4];
+  unsigned long long v_empty[4];
+  int stage_bad[4];  // paged: some position of the stage's tile had an invalid page
+};
+static_assert(sizeof(Barriers) <= 256, "barriers fit kBarrierBytes");
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a 128-row tile.
+__device__ __forceinline__ unsigned TileOffset(int row, int chunk) {
+  return static_cast<unsigned>((chunk >> 3) * (128 * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+// The arrival of this thread's earlier cp.async copies on `bar` once they have landed; the
+// barrier's expected count includes it (.noinc).
+__device__ __forceinline__ void CpAsyncArriveNoinc(unsigned long long* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(gemm::SmemAddress(bar)) : "memory");
+}
+
+// Makes what the generic proxy wrote (cp.async into shared memory) visible to the async proxy
+// (wgmma operand reads) for this thread's following operations.
+__device__ __forceinline__ void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// OR-reduction of `pred` over the `count` threads of named barrier `id`.
+__device__ __forceinline__ bool BarrierOr(int id, int count, bool pred) {
+  unsigned result;
+  asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+               : "=r"(result)
+               : "r"(static_cast<unsigned>(pred)), "r"(id), "r"(count)
+               : "memory");
+  return result != 0;
+}
+
+__device__ __forceinline__ void NamedBarrierSync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+// A wgmma matrix descriptor in the 128-byte swizzle (bits 62-63 = 1): start address >> 4,
+// leading byte offset >> 4 (bits 16-29), stride byte offset >> 4 (bits 32-45).
+__device__ __forceinline__ unsigned long long Descriptor(unsigned address, unsigned lbo, unsigned sbo) {
+  return static_cast<unsigned long long>((address & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(lbo >> 4) << 16) |
+         (static_cast<unsigned long long>(sbo >> 4) << 32) | (1ull << 62);
+}
+
+struct KvSource {
+  long long begin;  // ragged: the first k/v row; paged: the first kv_indices entry
+  int len;
+};
+
+template <class S>
+__device__ __forceinline__ int PageOf(const KilnBatchPrefillParams& p, long long page_begin, int pos) {
+  const long long entry = page_begin + pos / S::kPageSize;
+  if (entry < 0 || entry >= p.num_indices) return -1;
+  const int page = __ldg(p.kv_indices + entry);
+  return page >= 0 && page < p.total_kv ? page : -1;
+}
+
+struct RowRange {
+  int lo, hi;
+};
+
+template <class S>
+__device__ __forceinline__ RowRange VisibleRange(int r, int kv_len, int q_len, int window_left) {
+  const int pos = kv_len - q_len + r / S::kGroup;
+  RowRange range{0, kv_len - 1};
+  if constexpr (S::kCausal) range.hi = min(range.hi, pos);
+  if (window_left >= 0) range.lo = max(0, pos - window_left);
+  return range;
+}
+
+// The producer's copies of one K or V tile (positions tile_start ..): thread `ptid` of the
+// producer warpgroup takes chunk ptid % kChunksPerRow of rows ptid / kChunksPerRow + j *
+// kRowsPerPass. Returns whether one of its rows below kv_len had an invalid page.
+template <class S>
+__device__ __forceinline__ bool LoadKvTile(const KilnBatchPrefillParams& p, const void* base, long long stride_token,
+                                           long long stride_head, const KvSource& kv, int kv_head, int tile_start,
+                                           unsigned dst, int ptid) {
+  using T = typename S::T;
+  const int chunk = ptid % S::kChunksPerRow;
+  const int row0 = ptid / S::kChunksPerRow;
+  const T* src_base = static_cast<const T*>(base);
+  // Rows row0 + j * kRowsPerPass keep row % 8 (kRowsPerPass is a multiple of 8), so their
+  // swizzled offsets are one offset plus j * kRowsPerPass rows of 128 bytes.
+  static_assert(S::kRowsPerPass % 8 == 0, "passes keep the swizzle phase");
+  const unsigned dst0 = dst + TileOffset(row0, chunk);
+  bool bad = false;
+  if constexpr (!S::kPaged || S::kPageHoldsTiles) {
+    // One base pointer stepped by kRowsPerPass rows: ragged rows, or the rows of one page.
+    const T* src;
+    long long step;
+    int limit = kv.len - tile_start;  // rows below this exist
+    if constexpr (S::kPaged) {
+      const int page = PageOf<S>(p, kv.begin, tile_start);
+      bad = page < 0 && row0 < limit;
+      if (page < 0) limit = 0;
+      src = src_base + static_cast<long long>(page < 0 ? 0 : page) * stride_token +
+            (static_cast<long long>((tile_start % S::kPageSize) + row0) * p.num_kv_heads + kv_head) * S::kHeadDim +
+            chunk * 8;
+      step = static_cast<long long>(S::kRowsPerPass) * p.num_kv_heads * S::kHeadDim;
+    } else {
+      src = src_base + (kv.begin + tile_start + row0) * stride_token + kv_head * stride_head + chunk * 8;
+      step = S::kRowsPerPass * stride_token;
+    }
+#pragma unroll
+    for (int j = 0; j < S::kKvPasses; ++j) {
+      const bool valid = row0 + j * S::kRowsPerPass < limit;
+      CpAsync16(dst0 + j * S::kRowsPerPass * 128, valid ? src : src_base, valid);
+      src += step;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < S::kKvPasses; ++j) {
+      const int row = row0 + j * S::kRowsPerPass;
+      const int pos = tile_start + row;
+      bool valid = pos < kv.len;
+      const T* src = src_base;
+      const int page = valid ? PageOf<S>(p, kv.begin, pos) : -1;
+      bad = bad || (valid && page < 0);
+      valid = valid && page >= 0;
+      if (valid)
+        src = src_base + page * stride_token +
+              (static_cast<long long>(pos % S::kPageSize) * p.num_kv_heads + kv_head) * S::kHeadDim + chunk * 8;
+      CpAsync16(dst0 + j * S::kRowsPerPass * 128, src, valid);
+    }
+  }
+  return bad;
+}
+
+// The online-softmax step of one consumer thread over its S fragment (wgmma m64n128 D layout:
+// register 4n + 2h + e is row lane_row + 8h of the warp's 16, column 8n + 2 lane_col + e):
+// masked where kMasked and the position is not visible, the running maxima m updated, the
+// fragment replaced by P = 2^(logit - m) in fp32, the lane's partial sums l updated, and the
+// rescale factor of O returned in alpha (O itself is rescaled by the caller).
+template <class S, bool kMasked>
+__device__ __forceinline__ void SoftmaxStep(const KilnBatchPrefillParams& p, float (&s)[S::kSRegs], float (&m)[2],
+                                            float (&l)[2], float (&alpha)[2], const RowRange (&range)[2],
+                                            int tile_start, bool check_pages, long long page_begin) {
+  constexpr int kNTiles = kTileKv / 8;
+  const float kNegInf = NegativeInfinity();
+  const int lane_col = threadIdx.x % 4;
+  // Without the soft cap the scale folds into the exponent's FMA (logit_scale > 0).
+  const float scale = S::kSoftCap ? 1.f : p.logit_scale;
+  unsigned bad_columns = 0;
+  if constexpr (kMasked && S::kPaged) {
+    if (check_pages) {
+#pragma unroll 1
+      for (int column = 0; column < 2 * kNTiles; ++column) {
+        const int pos = tile_start + 8 * (column >> 1) + 2 * lane_col + (column & 1);
+        if (PageOf<S>(p, page_begin, pos) < 0) bad_columns |= 1u << column;
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[4 * n + e];
+      if constexpr (S::kSoftCap) x = attention::Logit<S>(x, p.logit_scale, p.cap_scale);
+      if constexpr (kMasked) {
+        const int pos = tile_start + 8 * n + 2 * lane_col + (e & 1);
+        const RowRange& rr = range[e >> 1];
+        const bool visible = pos >= rr.lo && pos <= rr.hi && !((bad_columns >> (2 * n + (e & 1))) & 1u);
+        if (!visible) x = kNegInf;
+      }
+      s[4 * n + e] = x;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float tile_max = kNegInf;
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * i], s[4 * n + 2 * i + 1]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float m_new = fmaxf(m[i], tile_max * scale);
+    const float m_ref = m_new == kNegInf ? 0.f : m_new;
+    alpha[i] = Exp2(m[i] - m_ref);
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      s[4 * n + 2 * i] = Exp2(fmaf(s[4 * n + 2 * i], scale, -m_ref));
+      s[4 * n + 2 * i + 1] = Exp2(fmaf(s[4 * n + 2 * i + 1], scale, -m_ref));
+      sum += s[4 * n + 2 * i] + s[4 * n + 2 * i + 1];
+    }
+    l[i] = l[i] * alpha[i] + sum;
+    m[i] = m_new;
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void RescaleO(float (&o)[S::kORegs], const float (&alpha)[2]) {
+#pragma unroll
+  for (int d = 0; d < S::kHeadDim / 8; ++d) {
+    o[4 * d] *= alpha[0];
+    o[4 * d + 1] *= alpha[0];
+    o[4 * d + 2] *= alpha[1];
+    o[4 * d + 3] *= alpha[1];
+  }
+}
+
+// P (fp32 in the S fragment) rounded to T as the A operand of the PV k steps: k step kk is S's
+// n tiles 2kk, 2kk + 1, whose D-fragment pairs are exactly the A fragment a0..a3.
+template <class S>
+__device__ __forceinline__ void ConvertP(const float (&s)[S::kSRegs], unsigned (&pf)[kTileKv / 16][4]) {
+  using T = typename S::T;
+#pragma unroll
+  for (int kk = 0; kk < kTileKv / 16; ++kk) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) pf[kk][j] = PackPair<T>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void IssueQK(float (&s)[S::kSRegs], unsigned long long q_desc, unsigned long long k_desc) {
+  using T = typename S::T;
+#pragma unroll
+  for (int ks = 0; ks < S::kHeadDim / 16; ++ks) {
+    const unsigned long long offset = static_cast<unsigned long long>(((ks >> 2) * S::kColBlockBytes + (ks & 3) * 32) >>
+                                                                      4);
+    gemm::Wgmma<T, kTileKv>::Mma(s, q_desc + offset, k_desc + offset, ks > 0);
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void IssuePV(float (&o)[S::kORegs], const unsigned (&pf)[kTileKv / 16][4],
+                                        unsigned long long v_desc) {
+  using T = typename S::T;
+#pragma unroll
+  for (int kk = 0; kk < kTileKv / 16; ++kk) {
+    // 16 kv rows of 128 bytes per k step: two 1024-byte swizzle atoms.
+    WgmmaRS<T, S::kHeadDim, 1>::Mma(o, pf[kk], v_desc + static_cast<unsigned long long>((kk * 16 * 128) >> 4), 1);
+  }
+}
+
+}  // namespace detail
+
+template <class S>
+__device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p) {
+  using T = typename S::T;
+  using Pair = typename PairOf<T>::type;
+  constexpr int kHeadDim = S::kHeadDim;
+  constexpr int kGroup = S::kGroup;
+  constexpr int kStages = S::kStages;
+  const float kNegInf = detail::NegativeInfinity();
+
+  // Heaviest items (the last row tiles of a request see the most positions) start first.
+  const int item = gridDim.x - 1 - blockIdx.x;
+  const int kv_head = blockIdx.y;
+
+  const KilnPrefillSchedule& schedule = p.schedule;
+  int request, tile, chunk = 0, chunks = 1;
+  if (schedule.listed) {
+    const int batch = min(schedule.batch, kMaxListedBatch);
+    if (batch <= 0 || item < schedule.item_begin[0] || item >= schedule.item_begin[batch]) return;
+    int lo = 0, hi = batch;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (schedule.item_begin[mid] <= item) lo = mid;
+      else hi = mid;
+    }
+    request = lo;
+    chunks = max(static_cast<int>(schedule.kv_chunks[request]), 1);
+    const int j = item - schedule.item_begin[request];
+    tile = j / chunks;
+    chunk = j % chunks;
+  } else {
+    if (schedule.tiles_per_request <= 0) return;
+    request = item / schedule.tiles_per_request;
+    tile = item % schedule.tiles_per_request;
+    if (request >= schedule.batch) return;
+  }
+
+  const long long q_begin = min(max(static_cast<long long>(p.qo_indptr[request]), 0ll), p.total_q);
+  const long long q_end = min(max(static_cast<long long>(p.qo_indptr[request + 1]), q_begin), p.total_q);
+  const int q_len = static_cast<int>(q_end - q_begin);
+  detail::KvSource kv;
+  if constexpr (S::kPaged) {
+    const int pages = p.kv_indptr[request + 1] - p.kv_indptr[request];
+    const int last_page_len = min(max(p.kv_last_page_len[request], 0), S::kPageSize);
+    kv.begin = p.kv_indptr[request];
+    kv.len = pages > 0 ? (pages - 1) * S::kPageSize + last_page_len : 0;
+  } else {
+    const long long kv_begin = min(max(static_cast<long long>(p.kv_indptr[request]), 0ll), p.total_kv);
+    const long long kv_end = min(max(static_cast<long long>(p.kv_indptr[request + 1]), kv_begin), p.total_kv);
+    kv.begin = kv_begin;
+    kv.len = static_cast<int>(kv_end - kv_begin);
+  }
+  const int rows = q_len * kGroup;
+  const int row_begin = tile * kTileRows;
+  if (row_begin >= rows) return;
+  const int row_last = min(row_begin + kTileRows, rows) - 1;
+
+  const int window_left = p.window_left;
+  int lo = detail::VisibleRange<S>(row_begin, kv.len, q_len, window_left).lo;
+  int hi = detail::VisibleRange<S>(row_last, kv.len, q_len, window_left).hi + 1;
+  if (chunks > 1) {
+    const long long base = KvBase(kv.len, q_len, window_left, kTileKv);
+    const long long chunk_lo = base + static_cast<long long>(chunk) * schedule.chunk_tokens;
+    const long long chunk_hi = chunk_lo + schedule.chunk_tokens;
+    lo = static_cast<int>(max(static_cast<long long>(lo), min(chunk_lo, static_cast<long long>(kv.len))));
+    hi = static_cast<int>(min(static_cast<long long>(hi), chunk_hi));
+  }
+  const int first_tile = lo - lo % kTileKv;
+  const int num_tiles = hi > lo ? (hi - first_tile + kTileKv - 1) / kTileKv : 0;
+
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - gemm::SmemAddress(smem_raw) % 1024) % 1024);
+  const unsigned q_smem = gemm::SmemAddress(smem);
+  const unsigned k_smem = q_smem + S::kQBytes;
+  const unsigned v_smem = k_smem + kStages * S::kKvBytes;
+  detail::Barriers* bars = reinterpret_cast<detail::Barriers*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes);
+
+  if (threadIdx.x == 0) {
+    detail::BarrierInit(&bars->q_full, 128);
+    for (int s = 0; s < kStages; ++s) {
+      detail::BarrierInit(&bars->k_full[s], 128 + (S::kPaged ? 1 : 0));
+      detail::BarrierInit(&bars->v_full[s], 128);
+      detail::BarrierInit(&bars->k_empty[s], kConsumers * 4);
+      detail::BarrierInit(&bars->v_empty[s], kConsumers * 4);
+    }
+    gemm::FenceBarrierInit();
+  }
+  __syncthreads();
+
+  const int warp_group = threadIdx.x / 128;
+  if (warp_group == 0) {
+    // ---- producer ----
+    gemm::ReleaseRegisters<kProducerRegs>();
+    const int ptid = threadIdx.x;
+    {
+      const int chunk_q = ptid % S::kChunksPerRow;
+      const int row0 = ptid / S::kChunksPerRow;
+      const T* q = static_cast<const T*>(p.q);
+#pragma unroll
+      for (int j = 0; j < S::kQPasses; ++j) {
+        const int row = row0 + j * S::kRowsPerPass;
+        const int r = row_begin + row;
+        const bool valid = r < rows;
+        const long long token = q_begin + r / kGroup;
+        const long long head = static_cast<long long>(kv_head) * kGroup + r % kGroup;
+        const T* src = valid ? q + token * p.q_stride_token + head * p.q_stride_head + chunk_q * 8 : q;
+        detail::CpAsync16(q_smem + detail::TileOffset(row, chunk_q), src, valid);
+      }
+      detail::CpAsyncArriveNoinc(&bars->q_full);
+    }
+    for (int t = 0; t < num_tiles; ++t) {
+      const int stage = t % kStages;
+      const unsigned phase = (t / kStages) & 1;
+      const int tile_start = first_tile + t * kTileKv;
+      detail::BarrierWait(&bars->k_empty[stage], phase ^ 1);
+      const bool bad = detail::LoadKvTile<S>(p, p.k, p.k_stride_token, p.k_stride_head, kv, kv_head, tile_start,
+                                             k_smem + stage * S::kKvBytes, ptid);
+      detail::CpAsyncArriveNoinc(&bars->k_full[stage]);
+      if constexpr (S::kPaged) {
+        // The stage's invalid-page flag, published by one extra (release) arrival on k_full.
+        const bool any = detail::BarrierOr(1, 128, bad);
+        if (ptid == 0) {
+          bars->stage_bad[stage] = any ? 1 : 0;
+          detail::BarrierArrive(&bars->k_full[stage]);
+        }
+      }
+      detail::BarrierWait(&bars->v_empty[stage], phase ^ 1);
+      detail::LoadKvTile<S>(p, p.v, p.v_stride_token, p.v_stride_head, kv, kv_head, tile_start,
+                            v_smem + stage * S::kKvBytes, ptid);
+      detail::CpAsyncArriveNoinc(&bars->v_full[stage]);
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    return;
+  }
+
+  // ---- consumers: warpgroup wg owns rows 64 wg .. 64 wg + 63 of the tile ----
+  gemm::ClaimRegisters<kConsumerRegs>();
+  const int wg = warp_group - 1;
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int lane_row = lane / 4;
+  const int lane_col = lane % 4;
+  const bool warp_leader = lane == 0;
+  const int warp_row = row_begin + 64 * wg + 16 * warp;  // request row of the warp's first row
+  const bool warp_active = warp_row < rows;
+  const int warp_last = max(min(warp_row + 15, rows - 1), warp_row);
+  const detail::RowRange warp_first_range = detail::VisibleRange<S>(warp_row, kv.len, q_len, window_left);
+  const detail::RowRange warp_last_range = detail::VisibleRange<S>(warp_last, kv.len, q_len, window_left);
+  detail::RowRange range[2];
+  range[0] = detail::VisibleRange<S>(warp_row + lane_row, kv.len, q_len, window_left);
+  range[1] = detail::VisibleRange<S>(warp_row + lane_row + 8, kv.len, q_len, window_left);
+
+  // Descriptors: Q (this warpgroup's 64 rows) and K K-major (SBO = 8 rows of 128 bytes); V
+  // MN-major: LBO = the next 64 dims (a column block), SBO = the next 8 kv rows.
+  const unsigned long long q_desc = detail::Descriptor(q_smem + wg * 64 * 128, 16, 1024);
+  const unsigned v_lbo = S::kColBlockBytes;
+  const unsigned v_sbo = 1024;
+
+  float o[S::kORegs];
+#pragma unroll
+  for (int i = 0; i < S::kORegs; ++i) o[i] = 0.f;
+  float s[S::kSRegs];
+#pragma unroll
+  for (int i = 0; i < S::kSRegs; ++i) s[i] = 0.f;
+  unsigned pf[kTileKv / 16][4];
+  float m[2] = {kNegInf, kNegInf};
+  float l[2] = {0.f, 0.f};
+  float alpha[2];
+
+  detail::BarrierWait(&bars->q_full, 0);
+
+  // Waits for tile t's K and issues S = Q K^T (one wgmma group).
+  auto qk_softmax_issue = [&](int t) {
+    const int stage = t % kStages;
+    const unsigned phase = (t / kStages) & 1;
+    detail::BarrierWait(&bars->k_full[stage], phase);
+    detail::FenceProxyAsync();
+    gemm::FenceAccumulators(s);
+    gemm::WgmmaFence();
+    detail::IssueQK<S>(s, q_desc, detail::Descriptor(k_smem + stage * S::kKvBytes, 16, 1024));
+    gemm::WgmmaCommit();
+  };
+  // Overlapped step: waits for K of tile t and V of tile t - 1 first, so that the one proxy
+  // fence comes before any wgmma of the step is in flight, then issues S = Q K_t^T and
+  // O += P V_{t-1} as two groups.
+  auto qk_pv_issue = [&](int t) {
+    const int k_stage = t % kStages;
+    const int v_stage = (t - 1) % kStages;
+    detail::BarrierWait(&bars->k_full[k_stage], (t / kStages) & 1);
+    detail::BarrierWait(&bars->v_full[v_stage], ((t - 1) / kStages) & 1);
+    detail::FenceProxyAsync();
+    gemm::FenceAccumulators(s);
+    gemm::FenceAccumulators(o);
+    gemm::WgmmaFence();
+    detail::IssueQK<S>(s, q_desc, detail::Descriptor(k_smem + k_stage * S::kKvBytes, 16, 1024));
+    gemm::WgmmaCommit();
+    detail::IssuePV<S>(o, pf, detail::Descriptor(v_smem + v_stage * S::kKvBytes, v_lbo, v_sbo));
+    gemm::WgmmaCommit();
+  };
+  auto tile_bad_of = [&](int t) -> bool {
+    if constexpr (S::kPaged) return bars->stage_bad[t % kStages] != 0;
+    return false;
+  };
+  auto softmax = [&](int t, bool tile_bad) {
+    const int tile_start = first_tile + t * kTileKv;
+    const int tile_last = tile_start + kTileKv - 1;
+    const bool full = !tile_bad && warp_active && tile_start >= warp_last_range.lo && tile_last <= warp_first_range.hi;
+    if (full) {
+      detail::SoftmaxStep<S, false>(p, s, m, l, alpha, range, tile_start, false, kv.begin);
+    } else {
+      detail::SoftmaxStep<S, true>(p, s, m, l, alpha, range, tile_start, tile_bad, kv.begin);
+    }
+  };
+  auto pv_issue = [&](int t) {
+    const int stage = t % kStages;
+    const unsigned phase = (t / kStages) & 1;
+    detail::BarrierWait(&bars->v_full[stage], phase);
+    detail::FenceProxyAsync();
+    gemm::FenceAccumulators(o);
+    gemm::WgmmaFence();
+    detail::IssuePV<S>(o, pf, detail::Descriptor(v_smem + stage * S::kKvBytes, v_lbo, v_sbo));
+    gemm::WgmmaCommit();
+  };
+
+  if constexpr (!S::kOverlap) {
+    for (int t = 0; t < num_tiles; ++t) {
+      qk_softmax_issue(t);
+      const bool tile_bad = tile_bad_of(t);  // read before K's stage is released
+      gemm::WgmmaWait<0>();
+      gemm::FenceAccumulators(s);
+      if (warp_leader) detail::BarrierArrive(&bars->k_empty[t % kStages]);
+      softmax(t, tile_bad);
+      detail::RescaleO<S>(o, alpha);
+      detail::ConvertP<S>(s, pf);
+      pv_issue(t);
+      gemm::WgmmaWait<0>();
+      gemm::FenceAccumulators(o);
+      if (warp_leader) detail::BarrierArrive(&bars->v_empty[t % kStages]);
+    }
+  } else if (num_tiles > 0) {
+    // Ping-pong: warpgroup wg waits on named barrier 4 + wg before it issues a batch of
+    // wgmmas and then arrives on the other's; warpgroup 1 lets warpgroup 0 go first. Each
+    // issues num_tiles + 1 batches; warpgroup 0 takes the one arrival left over at the end.
+    auto turn_wait = [&]() {
+      if constexpr (S::kPingpong) asm volatile("bar.sync %0, 256;" ::"r"(4 + wg) : "memory");
+    };
+    auto turn_pass = [&]() {
+      if constexpr (S::kPingpong) asm volatile("bar.arrive %0, 256;" ::"r"(5 - wg) : "memory");
+    };
+    if constexpr (S::kPingpong) {
+      if (wg == 1) asm volatile("bar.arrive 4, 256;" ::: "memory");
+    }
+    turn_wait();
+    qk_softmax_issue(0);
+    turn_pass();
+    {
+      const bool tile_bad = tile_bad_of(0);
+      gemm::WgmmaWait<0>();
+      gemm::FenceAccumulators(s);
+      if (warp_leader) detail::BarrierArrive(&bars->k_empty[0]);
+      softmax(0, tile_bad);
+      detail::ConvertP<S>(s, pf);  // O is zero: no rescale
+    }
+    for (int t = 1; t < num_tiles; ++t) {
+      turn_wait();
+      qk_pv_issue(t);
+      turn_pass();
+      const bool tile_bad = tile_bad_of(t);
+      gemm::WgmmaWait<1>();  // S of tile t is done; PV of t - 1 may still run
+      gemm::FenceAccumulators(s);
+      if (warp_leader) detail::BarrierArrive(&bars->k_empty[t % kStages]);
+      softmax(t, tile_bad);
+      gemm::WgmmaWait<0>();
+      gemm::FenceAccumulators(o);
+      if (warp_leader) detail::BarrierArrive(&bars->v_empty[(t - 1) % kStages]);
+      // Once the row maxima settle most tiles leave them unchanged (alpha == 1 everywhere).
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) detail::RescaleO<S>(o, alpha);
+      detail::ConvertP<S>(s, pf);
+    }
+    turn_wait();
+    pv_issue(num_tiles - 1);
+    turn_pass();
+    gemm::WgmmaWait<0>();
+    gemm::FenceAccumulators(o);
+    if (warp_leader) detail::BarrierArrive(&bars->v_empty[(num_tiles - 1) % kStages]);
+    if constexpr (S::kPingpong) {
+      if (wg == 0) turn_wait();
+    }
+  }
+
+  // ---- epilogue ----
+  float inv[2], lse2[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = l[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv[i] = sum > 0.f ? 1.f / sum : 0.f;
+    lse2[i] = sum > 0.f ? m[i] + log2f(sum) : kNegInf;
+  }
+  const int head_base = kv_head * kGroup;
+
+  if (chunks > 1) {
+    if (!warp_active) return;
+    const long long slot0 = (static_cast<long long>(item) * p.num_kv_heads + kv_head) * kTileRows + 64 * wg + 16 * warp;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int rr = lane_row + 8 * i;
+      if (warp_row + rr >= rows) continue;
+      float* part = p.partial_out + (slot0 + rr) * kHeadDim + 2 * lane_col;
+#pragma unroll
+      for (int d = 0; d < kHeadDim / 8; ++d) {
+        *reinterpret_cast<float2*>(part + 8 * d) = make_float2(o[4 * d + 2 * i] * inv[i],
+                                                               o[4 * d + 2 * i + 1] * inv[i]);
+      }
+      if (lane_col == 0) p.partial_lse[slot0 + rr] = lse2[i];
+    }
+    return;
+  }
+
+  // out: this warpgroup's 64 rows rounded to T into its own rows of the Q tile (only its own
+  // wgmmas read them, and they are complete), then 16-byte stores of whole row chunks.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = 64 * wg + 16 * warp + lane_row + 8 * i;
+#pragma unroll
+    for (int d = 0; d < kHeadDim / 8; ++d) {
+      *reinterpret_cast<Pair*>(smem + detail::TileOffset(row, d) + 4 * lane_col) = FromFloat2<Pair>(
+          o[4 * d + 2 * i] * inv[i], o[4 * d + 2 * i + 1] * inv[i]);
+    }
+  }
+  detail::NamedBarrierSync(2 + wg, 128);
+  T* out = static_cast<T*>(p.out);
+  const int wg_row = row_begin + 64 * wg;
+#pragma unroll 4
+  for (int index = tid; index < 64 * S::kChunksPerRow; index += 128) {
+    const int rr = index / S::kChunksPerRow;
+    const int ch = index % S::kChunksPerRow;
+    const int r = wg_row + rr;
+    if (r >= rows) break;
+    const long long token = q_begin + r / kGroup;
+    const long long head = head_base + r % kGroup;
+    const uint4 value = *reinterpret_cast<const uint4*>(smem + detail::TileOffset(64 * wg + rr, ch));
+    *reinterpret_cast<uint4*>(out + token * p.out_stride_token + head * p.out_stride_head + ch * 8) = value;
+  }
+  if (p.lse != nullptr && lane_col == 0 && warp_active) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = warp_row + lane_row + 8 * i;
+      if (r >= rows) continue;
+      const long long token = q_begin + r / kGroup;
+      p.lse[token * p.lse_stride_token + head_base + r % kGroup] = lse2[i] * detail::kLn2;
+    }
+  }
+}
+
+}  // namespace prefill_sm90
+}  // namespace kiln
