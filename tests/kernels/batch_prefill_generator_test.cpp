@@ -33,8 +33,24 @@ TEST_CASE("batch_prefill URIs name the dtype, head dim, group, mask, features an
   const JitSpec spelled = MustGenerate("batch_prefill_ragged", given);
   CHECK(spelled.uri == omitted.uri);
   CHECK(spelled.headers[0].content == omitted.headers[0].content);
-  CHECK(omitted.params ==
-        Params{{"dtype", "bf16"}, {"head_dim", "128"}, {"group", "4"}, {"causal", "1"}, {"soft_cap", "0"}});
+  CHECK(omitted.params == Params{{"dtype", "bf16"},
+                                 {"head_dim", "128"},
+                                 {"group", "4"},
+                                 {"causal", "1"},
+                                 {"soft_cap", "0"},
+                                 {"tile_rows", "128"}});
+  // tile_rows auto is the head_dim's default spelled out: one specialization.
+  Params auto_tile = Prefill("bf16", "128", "4", "1");
+  auto_tile["tile_rows"] = "auto";
+  CHECK(MustGenerate("batch_prefill_ragged", auto_tile).uri == omitted.uri);
+  auto_tile["tile_rows"] = "128";
+  CHECK(MustGenerate("batch_prefill_ragged", auto_tile).uri == omitted.uri);
+  // 64-row tiles at head_dim 128: the mma.sync kernel, named by its tile.
+  auto_tile["tile_rows"] = "64";
+  const JitSpec mma = MustGenerate("batch_prefill_ragged", auto_tile);
+  CHECK(mma.uri == "batch_prefill_ragged_bf16_d128_g4_causal_t64x64");
+  CHECK(mma.params.at("tile_rows") == "64");
+  CHECK(Contains(mma.headers[0].content, "#define KILN_PREFILL_TILE_ROWS 64"));
 
   std::set<std::string> uris;
   size_t specs = 0;
@@ -43,13 +59,16 @@ TEST_CASE("batch_prefill URIs name the dtype, head dim, group, mask, features an
       for (const char* head_dim : {"64", "128", "256"})
         for (const char* group : {"1", "2", "4", "8"})
           for (const char* causal : {"0", "1"})
-            for (const char* soft_cap : {"0", "1"}) {
-              Params params = Prefill(dtype, head_dim, group, causal);
-              params["soft_cap"] = soft_cap;
-              if (std::string(op) == "batch_prefill_paged") params["page_size"] = "64";
-              uris.insert(MustGenerate(op, params).uri);
-              ++specs;
-            }
+            for (const char* soft_cap : {"0", "1"})
+              for (const char* tile_rows : {"64", "128"}) {
+                if (std::string(head_dim) == "256" && std::string(tile_rows) == "128") continue;
+                Params params = Prefill(dtype, head_dim, group, causal);
+                params["soft_cap"] = soft_cap;
+                params["tile_rows"] = tile_rows;
+                if (std::string(op) == "batch_prefill_paged") params["page_size"] = "64";
+                uris.insert(MustGenerate(op, params).uri);
+                ++specs;
+              }
   CHECK(uris.size() == specs);
 }
 
@@ -70,8 +89,16 @@ TEST_CASE("a batch_prefill spec names its unit, entries, sm_90a and the contract
   const JitSpec sm90 = MustGenerate("batch_prefill_ragged", Prefill("bf16", "128", "4", "1"));
   CHECK(sm90.launch[0].block == prefill::kSm90Threads);
   CHECK(sm90.launch[0].dynamic_smem == prefill::Sm90SmemBytes(128));
-  CHECK(sm90.launch[0].dynamic_smem == 1024 + (128 + 2 * 2 * 128) * 128 * 2 + 256);
+  CHECK(sm90.launch[0].dynamic_smem == 1024 + (128 + 2 * 2 * 128) * 128 * 2 + 256 + 2 * 128 * 4);
   CHECK(sm90.launch[0].items_per_block == 128);
+  CHECK(Contains(sm90.headers[0].content, "#define KILN_PREFILL_TILE_ROWS 128"));
+  // tile_rows 64 at head_dim 128: the mma.sync kernel's launch.
+  Params short_rows = Prefill("bf16", "128", "4", "1");
+  short_rows["tile_rows"] = "64";
+  const JitSpec mma = MustGenerate("batch_prefill_ragged", short_rows);
+  CHECK(mma.launch[0].block == prefill::kThreads);
+  CHECK(mma.launch[0].dynamic_smem == prefill::MmaSmemBytes(128));
+  CHECK(mma.launch[0].items_per_block == 64);
   CHECK(spec.launch[1].block == prefill::kMergeThreads);
   CHECK(spec.launch[1].items_per_block == prefill::kMergePositions);
   CHECK(Contains(spec.headers[0].content, "#define KILN_PREFILL_PAGED 1"));
@@ -99,6 +126,11 @@ TEST_CASE("batch_prefill refuses what its kernels do not support, naming the par
   refused("batch_prefill_paged", paged, "page_size");
   paged["page_size"] = "24";
   refused("batch_prefill_paged", paged, "page_size");
+  Params tile = Prefill("bf16", "256", "4", "1");
+  tile["tile_rows"] = "128";
+  refused("batch_prefill_ragged", tile, "param 'tile_rows' = '128' is not allowed for head_dim 256");
+  tile["tile_rows"] = "96";
+  refused("batch_prefill_ragged", tile, "tile_rows");
   Params ragged_with_page = Prefill("bf16", "128", "4", "1");
   ragged_with_page["page_size"] = "16";
   refused("batch_prefill_ragged", ragged_with_page, "page_size");

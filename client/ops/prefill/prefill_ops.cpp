@@ -26,22 +26,25 @@ struct kiln_batch_prefill_plan {
 namespace kiln::client {
 namespace {
 
-// What selects a kernel: one cubin per (dtype, head_dim, group, causal, soft cap[, page_size]).
+// What selects a kernel: one cubin per (dtype, head_dim, group, causal, soft cap, row tile
+// [, page_size]); the plan's schedule chose the row tile.
 struct PrefillSpec {
   DType dtype = DType::kBFloat16;
   int32_t head_dim = 0;
   int32_t group = 0;
   bool causal = false;
   bool soft_cap = false;
+  int32_t tile_rows = 0;
   int32_t page_size = 0;  // paged only
   bool operator==(const PrefillSpec&) const = default;
-  auto Fields() const { return std::tie(dtype, head_dim, group, causal, soft_cap, page_size); }
+  auto Fields() const { return std::tie(dtype, head_dim, group, causal, soft_cap, tile_rows, page_size); }
   std::map<std::string, std::string> Params() const {
     std::map<std::string, std::string> p = {{kParamDType, DTypeName(dtype)},
                                             {prefill::kParamHeadDim, std::to_string(head_dim)},
                                             {prefill::kParamGroup, std::to_string(group)},
                                             {prefill::kParamCausal, causal ? "1" : "0"},
-                                            {prefill::kParamSoftCap, soft_cap ? "1" : "0"}};
+                                            {prefill::kParamSoftCap, soft_cap ? "1" : "0"},
+                                            {prefill::kParamTileRows, std::to_string(tile_rows)}};
     if (page_size > 0) p[prefill::kParamPageSize] = std::to_string(page_size);
     return p;
   }
@@ -103,9 +106,13 @@ Status RunBatchPrefill(const BatchPrefillArgs& a, const char* api, void* stream)
                                                                  kv, a.workspace, a.workspace_bytes, api));
   const ops::BatchPrefillPlan::State& plan = *call.plan;
   if (plan.schedule.num_items == 0) return OkStatus();  // no query in the batch: nothing to launch
-  const PrefillSpec spec{
-      plan.dtype,          static_cast<int32_t>(plan.head_dim), static_cast<int32_t>(plan.group),
-      plan.options.causal, plan.options.logits_soft_cap > 0,    static_cast<int32_t>(plan.page_size)};
+  const PrefillSpec spec{.dtype = plan.dtype,
+                         .head_dim = static_cast<int32_t>(plan.head_dim),
+                         .group = static_cast<int32_t>(plan.group),
+                         .causal = plan.options.causal,
+                         .soft_cap = plan.options.logits_soft_cap > 0,
+                         .tile_rows = static_cast<int32_t>(plan.schedule.tile_rows),
+                         .page_size = static_cast<int32_t>(plan.page_size)};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(a.paged ? kPagedKernels : kRaggedKernels, spec, plan.device, api));
   const EntryLaunchReady& attend = ready.launch->entry(0);

@@ -23,14 +23,22 @@ int64_t TileSpan(const PrefillRequest& r, int64_t group, int64_t row0, int64_t r
 
 }  // namespace
 
+int64_t ChoosePrefillTileRows(const std::vector<PrefillRequest>& requests, int64_t group, int64_t head_dim) {
+  const int64_t preferred = prefill::DefaultTileRows(static_cast<int>(head_dim));
+  if (preferred == prefill::kTileRows) return preferred;
+  for (const PrefillRequest& r : requests)
+    if (r.q_len * group > prefill::kTileRows) return preferred;
+  return prefill::kTileRows;
+}
+
 PrefillSchedule SchedulePrefill(const std::vector<PrefillRequest>& requests, int64_t group, int64_t num_kv_heads,
                                 int64_t head_dim, bool causal, int64_t window_left, int num_sms) {
   PrefillSchedule s;
   const int64_t batch = static_cast<int64_t>(requests.size());
-  const int64_t tile_kv = prefill::TileKv(static_cast<int>(head_dim));
-  const int64_t tile_rows = prefill::TileRows(static_cast<int>(head_dim));
+  const int64_t tile_rows = ChoosePrefillTileRows(requests, group, head_dim);
+  const int64_t tile_kv = prefill::TileKv(static_cast<int>(head_dim), static_cast<int>(tile_rows));
   s.tile_rows = tile_rows;
-  s.slots = static_cast<int64_t>(PrefillBlocksPerSm(head_dim)) * std::max(num_sms, 1);
+  s.slots = static_cast<int64_t>(PrefillBlocksPerSm(tile_rows)) * std::max(num_sms, 1);
   std::vector<int64_t> tiles(requests.size());
   int64_t longest_kv = 0;
   for (size_t b = 0; b < requests.size(); ++b) {

@@ -1,8 +1,8 @@
-// PrefillSchedule: how batch_prefill cuts a batch into work items — row tiles of 64 rows
-// (query positions x the query heads of one kv head) and, when those alone cannot fill the GPU
-// and the KV is long, KV chunks merged by log-sum-exp (split-KV, as flash-decoding does for one
-// query). Pure arithmetic on the host; the plan keeps the result and every run sends it to the
-// kernels as KilnPrefillSchedule (kiln/prefill/prefill_contract.h).
+// PrefillSchedule: how batch_prefill cuts a batch into work items — row tiles of 64 or 128 rows
+// (query positions x the query heads of one kv head; the row tile picks the kernel) and, when those alone cannot fill
+// the GPU and the KV is long, KV chunks merged by log-sum-exp (split-KV, as flash-decoding does for one query). Pure
+// arithmetic on the host; the plan keeps the result and every run sends it to the kernels as KilnPrefillSchedule
+// (kiln/prefill/prefill_contract.h).
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,10 @@
 
 namespace kiln::client {
 
-// Blocks resident per SM, by kernel: the Hopper kernel (head_dim 64, 128) takes 165 KiB of
-// shared memory at head_dim 128 and 384 threads of 168 registers: one block an SM; the mma.sync
-// kernel (head_dim 256) 96 KiB: two.
-inline int PrefillBlocksPerSm(int64_t head_dim) { return head_dim <= 128 ? 1 : 2; }
+// Blocks resident per SM, by kernel: the Hopper kernel (tile_rows 128) takes 165 KiB of shared
+// memory at head_dim 128 and 384 threads of up to 224 registers: one block an SM; the mma.sync
+// kernel (tile_rows 64) 80 KiB at head_dim 128, 96 KiB at 256: two.
+inline int PrefillBlocksPerSm(int64_t tile_rows) { return tile_rows == 128 ? 1 : 2; }
 // A chunk shorter than this costs more in its fixed part (Q tile load, partial write, merge)
 // than it saves.
 inline constexpr int64_t kPrefillMinChunkTokens = 512;
@@ -23,6 +23,13 @@ struct PrefillRequest {
   int64_t q_len = 0;
   int64_t kv_len = 0;
 };
+
+// The row tile, and so the kernel, of a batch: prefill::DefaultTileRows(head_dim) (128, the
+// Hopper kernel, where it serves the head_dim), except 64 (the mma.sync kernel) when no request
+// has more than 64 rows (q_len x group): a 128-row tile would be at least half empty and there
+// are half the blocks in flight, so a batch of 8-token verifications at group 4 ran 2.1x slower
+// on it (bench/results/2026-12-02-prefill-sm90-h200.md).
+int64_t ChoosePrefillTileRows(const std::vector<PrefillRequest>& requests, int64_t group, int64_t head_dim);
 
 struct PrefillSchedule {
   bool listed = true;               // item_begin / kv_chunks describe the items (batch <= 512)
@@ -34,12 +41,13 @@ struct PrefillSchedule {
   std::vector<int32_t> item_begin;  // listed: batch + 1 prefix offsets of each request's items
   std::vector<uint16_t> kv_chunks;  // listed: chunks of each request (1: not split)
   int64_t slots = 0;                // blocks the GPU runs at once: PrefillBlocksPerSm * SMs
-  int64_t tile_rows = 0;            // rows of a row tile: prefill::TileRows(head_dim)
+  int64_t tile_rows = 0;            // rows of a row tile, the kernel's: ChoosePrefillTileRows
   int64_t row_tiles = 0;            // row tiles of the batch (per kv head)
   double tile_pairs = 0;            // sum over row tiles of the KV positions they attend (cost)
 };
 
-// Rule (tiles = row tiles x kv heads; slots = PrefillBlocksPerSm(head_dim) * num_sms):
+// Rule (row tiles of ChoosePrefillTileRows rows; tiles = row tiles x kv heads;
+// slots = PrefillBlocksPerSm(tile_rows) * num_sms):
 //  - more than kMaxListedBatch requests: the dense mapping, never split;
 //  - else no split when tiles >= slots (the tiles fill the GPU themselves) or no request's KV
 //    reaches twice kPrefillMinChunkTokens;

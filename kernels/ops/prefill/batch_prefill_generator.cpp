@@ -1,11 +1,13 @@
 // The batch_prefill_ragged and batch_prefill_paged generators (family prefill): one unit,
 // kernels/src/prefill/batch_prefill.cu, specialized on the dtype, head dim, group, causal mask,
-// soft cap and — paged — the page size; the URI names them and the tile:
-// batch_prefill_ragged_bf16_d128_g4_causal_t64x64, batch_prefill_paged_bf16_d128_g4_p16_t64x64_softcap.
+// soft cap, row tile (which of the two kernels) and — paged — the page size; the URI names them
+// and the tile: batch_prefill_ragged_bf16_d128_g4_causal_t128x128 (the Hopper kernel),
+// batch_prefill_paged_bf16_d128_g4_p16_t64x64_softcap (the mma.sync kernel).
 // sm_scale, the cap value and the window are launch arguments. Contract:
 // kiln/prefill/prefill_contract.h; docs/kernels-prefill.md.
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
@@ -58,6 +60,12 @@ class BatchPrefillGenerator : public OpGenerator {
          .help = "1: logits are cap * tanh(logits / cap) (cap given at run time); 0: plain",
          .choices = {"0", "1"},
          .default_value = "0"},
+        {.name = prefill::kParamTileRows,
+         .help = "rows of a block's tile: 128 runs the Hopper kernel (wgmma; head_dim 64 and 128), 64 the "
+                 "mma.sync kernel (two blocks an SM; for requests of few rows, as in speculative verification). "
+                 "auto: 128 where the Hopper kernel serves the head_dim, else 64",
+         .choices = {"64", "128"},
+         .default_value = kAuto},
     };
     if (kPaged)
       all.push_back({.name = prefill::kParamPageSize,
@@ -82,18 +90,26 @@ class BatchPrefillGenerator : public OpGenerator {
     const bool causal = values.Text(prefill::kParamCausal) == "1";
     const bool soft_cap = values.Text(prefill::kParamSoftCap) == "1";
     const int page_size = kPaged ? values.Int(prefill::kParamPageSize) : 1;
+    const int tile_rows = values.IsAuto(prefill::kParamTileRows) ? prefill::DefaultTileRows(head_dim)
+                                                                 : values.Int(prefill::kParamTileRows);
+    if (!prefill::ValidTileRows(head_dim, tile_rows))
+      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'tile_rows' = '", tile_rows,
+                                                     "' is not allowed for head_dim ", head_dim,
+                                                     ": the Hopper kernel (128-row tiles) serves head_dim 64 and "
+                                                     "128; use tile_rows 64 (or auto)"));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
-    const int tile_kv = prefill::TileKv(head_dim);
+    const int tile_kv = prefill::TileKv(head_dim, tile_rows);
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", dtype.name, "_d", head_dim, "_g", group,
-                            kPaged ? absl::StrCat("_p", page_size) : "", causal ? "_causal" : "", "_t",
-                            prefill::TileRows(head_dim), "x", tile_kv, soft_cap ? "_softcap" : "");
+                            kPaged ? absl::StrCat("_p", page_size) : "", causal ? "_causal" : "", "_t", tile_rows, "x",
+                            tile_kv, soft_cap ? "_softcap" : "");
     spec.params = {{kParamDType, dtype.name},
                    {prefill::kParamHeadDim, std::to_string(head_dim)},
                    {prefill::kParamGroup, std::to_string(group)},
                    {prefill::kParamCausal, causal ? "1" : "0"},
-                   {prefill::kParamSoftCap, soft_cap ? "1" : "0"}};
+                   {prefill::kParamSoftCap, soft_cap ? "1" : "0"},
+                   {prefill::kParamTileRows, std::to_string(tile_rows)}};
     if (kPaged) spec.params[prefill::kParamPageSize] = std::to_string(page_size);
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/prefill/batch_prefill_generator.cpp",
                                         {{"KILN_PREFILL_T", dtype.cuda_type},
@@ -102,14 +118,15 @@ class BatchPrefillGenerator : public OpGenerator {
                                          {"KILN_PREFILL_CAUSAL", causal ? "1" : "0"},
                                          {"KILN_PREFILL_SOFT_CAP", soft_cap ? "1" : "0"},
                                          {"KILN_PREFILL_PAGED", kPaged ? "1" : "0"},
-                                         {"KILN_PREFILL_PAGE_SIZE", std::to_string(page_size)}}));
+                                         {"KILN_PREFILL_PAGE_SIZE", std::to_string(page_size)},
+                                         {"KILN_PREFILL_TILE_ROWS", std::to_string(tile_rows)}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {prefill::kBatchPrefillEntry, prefill::kBatchPrefillMergeEntry};
     spec.launch = {{.entry = prefill::kBatchPrefillEntry,
-                    .block = prefill::PrefillThreads(head_dim),
-                    .dynamic_smem = prefill::PrefillSmemBytes(head_dim),
-                    .items_per_block = prefill::TileRows(head_dim)},
+                    .block = prefill::PrefillThreads(tile_rows),
+                    .dynamic_smem = prefill::PrefillSmemBytes(head_dim, tile_rows),
+                    .items_per_block = tile_rows},
                    {.entry = prefill::kBatchPrefillMergeEntry,
                     .block = prefill::kMergeThreads,
                     .items_per_block = prefill::kMergePositions}};

@@ -7,11 +7,14 @@
 //     out 0, lse -inf), then again with a window, another scale, strided q/out/lse (a view into
 //     a fused-qkv-wide buffer; padded heads and rows) or K/V pages interleaved in one pool, no
 //     lse; windows of 0 and of more than the KV; q, k and v as views into one fused qkv buffer;
+//     and each on a batch of at most 8 queries a request, which the plan runs on the mma.sync
+//     kernel's 64-row tiles at every head dim (asserted), with and without a window;
 //   - long requests: q_len 4097 (causal and not), 1000 queries over 3000 positions, a batch
 //     mixing q_len 1 and 32768 (a strided subset of rows checked, every row checked for NaN);
 //   - split-KV: 8 queries over 100 000 positions (paged), 2 x 4 queries over 60 000 (group 4,
-//     head_dim 256, soft cap), a window over 50 000, non-causal over 30 000: plan.split()
-//     asserted, V striped so that a lost or doubled chunk shows;
+//     head_dim 256, soft cap), a window over 50 000, non-causal over 30 000 (all on 64-row
+//     tiles), 40 queries over 60 000 on the Hopper kernel's 128-row tiles: plan.split() and the
+//     row tile asserted, V striped so that a lost or doubled chunk shows;
 //   - ragged and paged bit for bit on the same data (a batch that does not split, one that
 //     does; plan.split() asserted equal first);
 //   - a plan reused over runs with new data (split and not, on a stream, workspace re-poisoned);
@@ -51,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/ops/prefill/prefill_plan.h"
 #include "kiln/ops/prefill.h"
 #include "tests/support/gpu_harness.h"
 
@@ -58,6 +62,7 @@ namespace {
 
 using kiln::DType;
 using kiln::TensorView;
+using kiln::client::PrefillPlanAccess;
 using kiln::ops::BatchPrefillPlan;
 using kiln::ops::PrefillOptions;
 using kiln::testing::DeviceBuffer;
@@ -525,6 +530,7 @@ struct RunOptions {
   Layout layout;
   bool with_lse = true;
   int expect_split = -1;         // 0 / 1: the plan must (not) split; -1: either
+  int expect_tile_rows = 0;      // 64 / 128: the plan's row tile, which picks the kernel; 0: either
   Tolerance tolerance = {0, 0};  // {0, 0}: OutputTolerance(dtype)
   bool all_rows = false;         // check every row, however long the request
 };
@@ -545,6 +551,7 @@ RunResult RunWithPlan(const PrefillCase& c, const Problem& p, const BatchPrefill
                    << (r.layout.interleaved ? ", interleaved pool" : "") << (r.with_lse ? "" : ", no lse"));
   INFO(plan.Describe());
   if (r.expect_split >= 0) CHECK(plan.split() == (r.expect_split == 1));
+  if (r.expect_tile_rows > 0) CHECK(PrefillPlanAccess::Get(plan)->schedule.tile_rows == r.expect_tile_rows);
   if (!plan.split()) CHECK(plan.workspace_bytes() == 0);
   CHECK(plan.total_q() == p.total_q());
   const DeviceInputs in = Upload(c, p, r.layout, rng);
@@ -598,6 +605,14 @@ std::vector<Request> MixedBatch(bool causal) {
   return r;
 }
 
+// At most 8 queries a request (64 rows at group 8): q_len 1, 8 and 3 over longer KV (chunks),
+// q_len == kv_len, a request without queries.
+std::vector<Request> ShortRowsBatch(bool causal) {
+  std::vector<Request> r = {{1, 1}, {8, 8}, {5, 300}, {0, 7}, {8, 1500}, {3, 64}, {2, 129}};
+  if (!causal) r.push_back({3, 0});
+  return r;
+}
+
 TEST_CASE("batch_prefill matches a float64 reference over specializations, lengths and options",
           "[gpu][client][prefill]") {
   GpuSession session = HopperSession();
@@ -617,6 +632,11 @@ TEST_CASE("batch_prefill matches a float64 reference over specializations, lengt
                 .layout = {.strided = c.page == 0 || c.page == 16, .interleaved = c.page > 0},
                 .with_lse = false},
                rng);
+    // Requests of at most 64 rows (8 queries at group 8): the mma.sync kernel's 64-row tiles at
+    // every head_dim (the plan's choice for speculative verification), with a window.
+    const Problem few = MakeProblem(c.dtype, qo, kv, c.dim, ShortRowsBatch(c.causal), rng);
+    RunPrefill(c, few, {.options = OptionsFor(c), .expect_tile_rows = 64}, rng);
+    RunPrefill(c, few, {.options = OptionsFor(c, 0, 100), .expect_tile_rows = 64}, rng);
   }
   // A window of 0: causal, the query's own position alone; non-causal, [p, kv_len). A window
   // longer than any KV: the same as none. One kv head.
@@ -689,6 +709,15 @@ TEST_CASE("split-KV: few queries over long KV are cut into chunks merged by lse"
     const PrefillCase c = kRagged[0];  // bf16 d128 g4 causal
     const Problem p = MakeProblem(c.dtype, 8, 2, c.dim, {{16, 50000}}, rng, StripedValue);
     RunPrefill(c, p, {.options = OptionsFor(c, 0, 20000), .expect_split = 1, .tolerance = LongTolerance(c.dtype)}, rng);
+  }
+  // The Hopper kernel split: 40 queries x group 4 (160 rows: two 128-row tiles) over 60 000.
+  {
+    const PrefillCase c = kRagged[0];  // bf16 d128 g4 causal
+    const Problem p = MakeProblem(c.dtype, 4, 1, c.dim, {{40, 60000}, {2, 70}}, rng, StripedValue);
+    RunPrefill(
+        c, p,
+        {.options = OptionsFor(c), .expect_split = 1, .expect_tile_rows = 128, .tolerance = LongTolerance(c.dtype)},
+        rng);
   }
   // Non-causal: 8 queries over 30 000 positions.
   {

@@ -132,20 +132,24 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   CHECK(prefill.num_items == prefill.row_tiles);
   CHECK(prefill.item_begin[1] == 32);
 
-  // Speculative verification: 64 requests x 8 queries (32 rows: one tile each) over 8k.
+  // Speculative verification: 64 requests x 8 queries (32 rows each) over 8k. No request has
+  // more than 64 rows: the mma.sync kernel's 64-row tiles, two blocks an SM.
   auto verify = SchedulePrefill(std::vector<PrefillRequest>(64, {8, 8192}), 4, 8, 128, true, -1, 132);
-  CHECK(!verify.split);  // 64 tiles x 8 kv heads = 512 blocks fill 132 slots
+  CHECK(verify.tile_rows == 64);
+  CHECK(verify.slots == 264);
+  CHECK(!verify.split);  // 64 tiles x 8 kv heads = 512 blocks fill 264 slots
   CHECK(verify.num_items == 64);
 
-  // One request of 8 queries over 100 000 positions: one tile, its KV cut into chunks whose
-  // blocks (x 8 kv heads) make about one wave (the chunk is rounded up to a tile: at most one
-  // item's kv heads more).
+  // One request of 8 queries over 100 000 positions: one tile (of 64 rows), its KV cut into
+  // chunks whose blocks (x 8 kv heads) make about one wave (the chunk is rounded up to a tile:
+  // at most one item's kv heads more).
   auto one_long = SchedulePrefill({{8, 100000}}, 4, 8, 128, true, -1, 132);
   CHECK(one_long.split);
-  CHECK(one_long.chunk_tokens == 6144);  // ceil(100000 * 8 / 132) rounded up to the 128-position K/V tile
-  CHECK(one_long.kv_chunks == std::vector<uint16_t>{17});
-  CHECK(one_long.item_begin == std::vector<int32_t>{0, 17});
-  CHECK(one_long.num_items * 8 <= 132 + 8);
+  CHECK(one_long.tile_rows == 64);
+  CHECK(one_long.chunk_tokens == 3072);  // ceil(100000 * 8 / 264) rounded up to the 64-position K/V tile
+  CHECK(one_long.kv_chunks == std::vector<uint16_t>{33});
+  CHECK(one_long.item_begin == std::vector<int32_t>{0, 33});
+  CHECK(one_long.num_items * 8 <= 264 + 8);
   CHECK(one_long.merge_max_q_len == 8);
 
   // A short KV is never split; an empty request has no item; a window shortens what is split.
@@ -163,6 +167,16 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   CHECK(d256.tile_rows == 64);
   CHECK(d256.slots == 264);
 
+  // One request over 64 rows is enough for the Hopper kernel's 128-row tiles.
+  std::vector<PrefillRequest> mixed(10, {16, 4096});
+  CHECK(ChoosePrefillTileRows(mixed, 4, 128) == 64);  // 64 rows each
+  CHECK(ChoosePrefillTileRows(mixed, 4, 64) == 64);
+  mixed[9] = {17, 4096};
+  CHECK(ChoosePrefillTileRows(mixed, 4, 128) == 128);  // 68 rows
+  CHECK(ChoosePrefillTileRows(mixed, 4, 256) == 64);   // no Hopper kernel at head_dim 256
+  CHECK(ChoosePrefillTileRows(std::vector<PrefillRequest>{}, 4, 128) == 64);
+  CHECK(SchedulePrefill(mixed, 4, 8, 128, true, -1, 132).tile_rows == 128);
+
   // More requests than a schedule lists: one item per (request, row tile of the longest), not split.
   std::vector<PrefillRequest> many(600, {1, 2000});
   many[3] = {200, 2000};
@@ -178,17 +192,19 @@ TEST_CASE("BatchPrefillPlan keeps the lengths, the scalars and the workspace of 
   REQUIRE(plan.ok());
   CHECK(plan->split());
   CHECK(plan->total_q() == 8);
-  CHECK(plan->chunk_tokens() == 6144);
+  CHECK(plan->chunk_tokens() == 3072);
   const auto* s = kiln::client::PrefillPlanAccess::Get(*plan);
-  CHECK(s->partial_rows == 17 * 8 * 128);
-  CHECK(plan->workspace_bytes() >= static_cast<size_t>(17 * 8 * 128) * (128 + 1) * 4);
+  CHECK(s->partial_rows == 33 * 8 * 64);
+  CHECK(plan->workspace_bytes() >= static_cast<size_t>(33 * 8 * 64) * (128 + 1) * 4);
   CHECK(s->logit_scale == Approx(1.0 / std::sqrt(128.0) * 1.4426950408889634));
-  CHECK(plan->Describe().find("split into 17 items (KV chunks of 6144 positions)") != std::string::npos);
+  CHECK(
+      plan->Describe().find("1 row tiles of 64 rows on 264 slots: split into 33 items (KV chunks of 3072 positions)") !=
+      std::string::npos);
   // A window past 2^31-1 is the kernel's 2^31-1: the same chunks as no window.
   auto far = Ragged(Batch({{8, 100000}}), 32, 8, 128, {.window_left = int64_t{1} << 40});
   REQUIRE(far.ok());
-  CHECK(far->chunk_tokens() == 6144);
-  CHECK(kiln::client::PrefillPlanAccess::Get(*far)->schedule.kv_chunks == std::vector<uint16_t>{17});
+  CHECK(far->chunk_tokens() == 3072);
+  CHECK(kiln::client::PrefillPlanAccess::Get(*far)->schedule.kv_chunks == std::vector<uint16_t>{33});
   CHECK(kiln::client::PrefillPlanAccess::Get(*far)->window_left == INT32_MAX);
   auto whole = Ragged(Batch({{1000, 1000}, {0, 10}}));
   REQUIRE(whole.ok());
@@ -325,7 +341,7 @@ TEST_CASE("batch_prefill_ragged refuses mismatched shapes, dtypes, layouts and p
     REQUIRE(ok.ok());
     CHECK(ok->params.schedule.split == 1);
     CHECK(ok->params.partial_out == static_cast<float*>(At(9)));
-    CHECK(ok->params.schedule.partial_rows == 17 * 8 * 128);
+    CHECK(ok->params.schedule.partial_rows == 33 * 8 * 64);  // 33 chunks x 8 kv heads x 64-row tiles
   }
 }
 

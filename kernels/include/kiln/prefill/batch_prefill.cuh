@@ -37,6 +37,7 @@
 #include "kiln/common/numeric.cuh"
 #include "kiln/decode/attention_math.cuh"
 #include "kiln/decode/warp_mma.cuh"
+#include "kiln/prefill/prefill_block.cuh"
 #include "kiln/prefill/prefill_contract.h"
 
 namespace kiln {
@@ -103,21 +104,6 @@ using attention::kLog2E;
 using attention::Logit;
 using attention::NegativeInfinity;
 using attention::SwizzledOffset;
-
-// Where request b's kv positions live.
-struct KvSource {
-  long long begin;  // ragged: the first k/v row; paged: the first kv_indices entry
-  int len;          // kv_len
-};
-
-// The page id of kv position `pos` (paged), or -1 where the table has no valid entry.
-template <class Shape>
-__device__ __forceinline__ int PageOf(const KilnBatchPrefillParams& p, long long page_begin, int pos) {
-  const long long entry = page_begin + pos / Shape::kPageSize;
-  if (entry < 0 || entry >= p.num_indices) return -1;
-  const int page = __ldg(p.kv_indices + entry);
-  return page >= 0 && page < p.total_kv ? page : -1;
-}
 
 // Issues the cp.async copies of the Q tile: row r of the request's q_len * kGroup rows reads
 // q[q_begin + r / kGroup, kv_head * kGroup + r % kGroup]; rows past `rows` become zeros.
@@ -187,20 +173,6 @@ __device__ __forceinline__ bool LoadKv(const KilnBatchPrefillParams& p, const Kv
     CpAsync16(v_dst + offset, v_src, valid);
   }
   return bad;
-}
-
-// The visible kv positions [lo, hi] (inclusive; empty when lo > hi) of request row r.
-struct RowRange {
-  int lo, hi;
-};
-
-template <class Shape>
-__device__ __forceinline__ RowRange VisibleRange(int r, int kv_len, int q_len, int window_left) {
-  const int pos = kv_len - q_len + r / Shape::kGroup;
-  RowRange range{0, kv_len - 1};
-  if constexpr (Shape::kCausal) range.hi = min(range.hi, pos);
-  if (window_left >= 0) range.lo = max(0, pos - window_left);
-  return range;
 }
 
 // One warp's online-softmax step over the S tile in `s` (raw q.k sums in, P out, in place):
@@ -293,64 +265,14 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
   const int item = blockIdx.x;
   const int kv_head = blockIdx.y;
 
-  // The request, row tile and kv chunk of this item (the contract's KilnPrefillSchedule).
-  const KilnPrefillSchedule& schedule = p.schedule;
-  int request, tile, chunk = 0, chunks = 1;
-  if (schedule.listed) {
-    const int batch = min(schedule.batch, kMaxListedBatch);
-    if (batch <= 0 || item < schedule.item_begin[0] || item >= schedule.item_begin[batch]) return;
-    int lo = 0, hi = batch;  // item_begin[lo] <= item < item_begin[hi]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (schedule.item_begin[mid] <= item) lo = mid;
-      else hi = mid;
-    }
-    request = lo;
-    chunks = max(static_cast<int>(schedule.kv_chunks[request]), 1);
-    const int j = item - schedule.item_begin[request];
-    tile = j / chunks;
-    chunk = j % chunks;
-  } else {
-    if (schedule.tiles_per_request <= 0) return;
-    request = item / schedule.tiles_per_request;
-    tile = item % schedule.tiles_per_request;
-    if (request >= schedule.batch) return;
-  }
-
-  // The request's queries (clamped to q's rows) and kv positions.
-  const long long q_begin = min(max(static_cast<long long>(p.qo_indptr[request]), 0ll), p.total_q);
-  const long long q_end = min(max(static_cast<long long>(p.qo_indptr[request + 1]), q_begin), p.total_q);
-  const int q_len = static_cast<int>(q_end - q_begin);
-  detail::KvSource kv;
-  if constexpr (Shape::kPaged) {
-    const int pages = p.kv_indptr[request + 1] - p.kv_indptr[request];
-    const int last_page_len = min(max(p.kv_last_page_len[request], 0), Shape::kPageSize);
-    kv.begin = p.kv_indptr[request];
-    kv.len = pages > 0 ? (pages - 1) * Shape::kPageSize + last_page_len : 0;
-  } else {
-    const long long kv_begin = min(max(static_cast<long long>(p.kv_indptr[request]), 0ll), p.total_kv);
-    const long long kv_end = min(max(static_cast<long long>(p.kv_indptr[request + 1]), kv_begin), p.total_kv);
-    kv.begin = kv_begin;
-    kv.len = static_cast<int>(kv_end - kv_begin);
-  }
-  const int rows = q_len * kGroup;
-  const int row_begin = tile * kTileRows;
-  if (row_begin >= rows) return;
-  const int row_last = min(row_begin + kTileRows, rows) - 1;
-
-  // The block's kv range [lo, hi): the union of its rows' visible positions, cut to its chunk.
+  // The request, row tile and kv chunk of this item, and the kv range its rows see.
+  detail::PrefillBlock block;
+  if (!detail::LocatePrefillBlock<Shape, kTileRows, kTileKv>(p, item, block)) return;
+  const long long q_begin = block.q_begin;
+  const int q_len = block.q_len, rows = block.rows, row_begin = block.row_begin, chunks = block.chunks;
+  const detail::KvSource kv = block.kv;
+  const int first_tile = block.first_tile, num_tiles = block.num_tiles;
   const int window_left = p.window_left;
-  int lo = detail::VisibleRange<Shape>(row_begin, kv.len, q_len, window_left).lo;
-  int hi = detail::VisibleRange<Shape>(row_last, kv.len, q_len, window_left).hi + 1;
-  if (chunks > 1) {
-    const long long base = KvBase(kv.len, q_len, window_left, kTileKv);
-    const long long chunk_lo = base + static_cast<long long>(chunk) * schedule.chunk_tokens;
-    const long long chunk_hi = chunk_lo + schedule.chunk_tokens;
-    lo = static_cast<int>(max(static_cast<long long>(lo), min(chunk_lo, static_cast<long long>(kv.len))));
-    hi = static_cast<int>(min(static_cast<long long>(hi), chunk_hi));
-  }
-  const int first_tile = lo - lo % kTileKv;  // lo >= 0
-  const int num_tiles = hi > lo ? (hi - first_tile + kTileKv - 1) / kTileKv : 0;
 
   // This warp's rows and the extremes of their visible ranges: the first row has the lowest
   // bounds and the last valid row the highest (both grow with the query position).

@@ -14,7 +14,10 @@
 //     v_full[s]. It waits on k_empty[s] / v_empty[s] (one arrival per consumer warp, 8) before
 //     it overwrites a stage. Paged: the producers OR their invalid-page flags (bar.red.or,
 //     named barrier 1) and thread 0 publishes the stage's flag with one more (release) arrival
-//     on k_full.
+//     on k_full. Pages smaller than a tile: producer thread i looks up the page of the tile's
+//     position i one tile ahead (its load in flight while the current tile is copied) and
+//     stages it in shared memory (kStages x 128 ids), so each row's copy reads its page there
+//     and K and V share one lookup per position; the same bar.red.or makes the ids visible.
 //   - warpgroups 1 and 2, the consumers (setmaxnreg.inc to kConsumerRegs = 224), own 64 rows
 //     each:
 //       S[64 x 128] = Q K^T      wgmma SS m64n128k16, Q and K K-major, 128-byte swizzled
@@ -37,9 +40,9 @@
 //
 // Requirements the host plan must meet: row tiles of kTileRows = 128, K/V tiles (KvBase's
 // tile_kv, chunk_tokens a multiple) of kTileKv = 128, 384 threads, Shape::kSmemBytes, and the
-// merge with kTileRows = 128: the contract's TileRows, TileKv, PrefillThreads, PrefillSmemBytes
-// (prefill_contract.h) say exactly this for head_dim 64 and 128. Without the soft cap the logit scale is
-// folded into the exponent after the row max of the raw q.k, so logit_scale must be > 0.
+// merge with kTileRows = 128: the contract's TileKv, PrefillThreads and PrefillSmemBytes
+// (prefill_contract.h) say exactly this for tile_rows 128 (head_dim 64 and 128). Without the soft cap the logit scale
+// is folded into the exponent after the row max of the raw q.k, so logit_scale must be > 0.
 #pragma once
 
 #include "kiln/common/numeric.cuh"
@@ -47,6 +50,7 @@
 #include "kiln/decode/warp_mma.cuh"
 #include "kiln/gemm/hopper.cuh"
 #include "kiln/gemm/wgmma_calls.cuh"
+#include "kiln/prefill/prefill_block.cuh"
 #include "kiln/prefill/prefill_contract.h"
 #include "kiln/prefill/wgmma_rs_calls.cuh"
 
@@ -97,10 +101,13 @@ struct Sm90Shape {
   static constexpr int kQBytes = kTileRows * kHeadDim * 2;
   static constexpr int kKvBytes = kTileKv * kHeadDim * 2;
   static constexpr int kBarrierBytes = 256;
-  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + kBarrierBytes;
+  static constexpr int kPageIdBytes = kStages * kTileKv * 4;  // page ids of each stage's positions
+  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + kBarrierBytes + kPageIdBytes;
   static constexpr int kSRegs = kTileKv / 2;   // fp32 S accumulators per consumer thread
   static constexpr int kORegs = kHeadDim / 2;  // fp32 O accumulators per consumer thread
   static constexpr bool kPageHoldsTiles = kPaged && kPageSize % kTileKv == 0;
+  // Pages smaller than a tile: one page id per position, staged in shared memory per stage.
+  static constexpr bool kPageTable = kPaged && !kPageHoldsTiles;
 
   static_assert(sizeof(T) == 2, "fp16 or bf16");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128 (256 stays on the mma.sync kernel)");
@@ -111,7 +118,7 @@ struct Sm90Shape {
   static_assert(kStages >= 2 && kStages <= 4, "stages");
   static_assert(kSmemBytes <= 232448, "shared memory");
   static_assert(kTileRows == 128 && kTileKv == 128, "the tile tables below assume 128 x 128");
-  static_assert(kSmemBytes == prefill::PrefillSmemBytes(kHeadDim) || kStages != prefill::kSm90Stages,
+  static_assert(kSmemBytes == prefill::PrefillSmemBytes(kHeadDim, kTileRows) || kStages != prefill::kSm90Stages,
                 "the host sizes shared memory with PrefillSmemBytes");
 };
 
@@ -125,6 +132,12 @@ using decode::PackPair;
 using gemm::BarrierArrive;
 using gemm::BarrierInit;
 using gemm::BarrierWait;
+using prefill::detail::KvSource;
+using prefill::detail::LocatePrefillBlock;
+using prefill::detail::PageOf;
+using prefill::detail::PrefillBlock;
+using prefill::detail::RowRange;
+using prefill::detail::VisibleRange;
 
 struct Barriers {
   unsigned long long q_full;
@@ -172,39 +185,22 @@ __device__ __forceinline__ unsigned long long Descriptor(unsigned address, unsig
          (static_cast<unsigned long long>(sbo >> 4) << 32) | (1ull << 62);
 }
 
-struct KvSource {
-  long long begin;  // ragged: the first k/v row; paged: the first kv_indices entry
-  int len;
-};
-
+// The page of kv position `pos` for the staged page table: -1 past kv_len or where the table
+// has no valid entry.
 template <class S>
-__device__ __forceinline__ int PageOf(const KilnBatchPrefillParams& p, long long page_begin, int pos) {
-  const long long entry = page_begin + pos / S::kPageSize;
-  if (entry < 0 || entry >= p.num_indices) return -1;
-  const int page = __ldg(p.kv_indices + entry);
-  return page >= 0 && page < p.total_kv ? page : -1;
-}
-
-struct RowRange {
-  int lo, hi;
-};
-
-template <class S>
-__device__ __forceinline__ RowRange VisibleRange(int r, int kv_len, int q_len, int window_left) {
-  const int pos = kv_len - q_len + r / S::kGroup;
-  RowRange range{0, kv_len - 1};
-  if constexpr (S::kCausal) range.hi = min(range.hi, pos);
-  if (window_left >= 0) range.lo = max(0, pos - window_left);
-  return range;
+__device__ __forceinline__ int TablePage(const KilnBatchPrefillParams& p, const KvSource& kv, int pos) {
+  return pos < kv.len ? PageOf<S>(p, kv.begin, pos) : -1;
 }
 
 // The producer's copies of one K or V tile (positions tile_start ..): thread `ptid` of the
 // producer warpgroup takes chunk ptid % kChunksPerRow of rows ptid / kChunksPerRow + j *
-// kRowsPerPass. Returns whether one of its rows below kv_len had an invalid page.
+// kRowsPerPass. kPageTable: `page_ids` (shared memory) holds the page of each of the tile's
+// positions, and invalid pages were flagged when they were staged. Else returns whether one
+// of its rows below kv_len had an invalid page (a page that holds the tile).
 template <class S>
 __device__ __forceinline__ bool LoadKvTile(const KilnBatchPrefillParams& p, const void* base, long long stride_token,
                                            long long stride_head, const KvSource& kv, int kv_head, int tile_start,
-                                           unsigned dst, int ptid) {
+                                           unsigned dst, int ptid, const int* page_ids) {
   using T = typename S::T;
   const int chunk = ptid % S::kChunksPerRow;
   const int row0 = ptid / S::kChunksPerRow;
@@ -242,11 +238,9 @@ __device__ __forceinline__ bool LoadKvTile(const KilnBatchPrefillParams& p, cons
     for (int j = 0; j < S::kKvPasses; ++j) {
       const int row = row0 + j * S::kRowsPerPass;
       const int pos = tile_start + row;
-      bool valid = pos < kv.len;
       const T* src = src_base;
-      const int page = valid ? PageOf<S>(p, kv.begin, pos) : -1;
-      bad = bad || (valid && page < 0);
-      valid = valid && page >= 0;
+      const int page = page_ids[row];  // -1 past kv_len, or an invalid page (flagged when staged)
+      const bool valid = page >= 0;
       if (valid)
         src = src_base + page * stride_token +
               (static_cast<long long>(pos % S::kPageSize) * p.num_kv_heads + kv_head) * S::kHeadDim + chunk * 8;
@@ -377,61 +371,13 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   const int item = gridDim.x - 1 - blockIdx.x;
   const int kv_head = blockIdx.y;
 
-  const KilnPrefillSchedule& schedule = p.schedule;
-  int request, tile, chunk = 0, chunks = 1;
-  if (schedule.listed) {
-    const int batch = min(schedule.batch, kMaxListedBatch);
-    if (batch <= 0 || item < schedule.item_begin[0] || item >= schedule.item_begin[batch]) return;
-    int lo = 0, hi = batch;
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (schedule.item_begin[mid] <= item) lo = mid;
-      else hi = mid;
-    }
-    request = lo;
-    chunks = max(static_cast<int>(schedule.kv_chunks[request]), 1);
-    const int j = item - schedule.item_begin[request];
-    tile = j / chunks;
-    chunk = j % chunks;
-  } else {
-    if (schedule.tiles_per_request <= 0) return;
-    request = item / schedule.tiles_per_request;
-    tile = item % schedule.tiles_per_request;
-    if (request >= schedule.batch) return;
-  }
-
-  const long long q_begin = min(max(static_cast<long long>(p.qo_indptr[request]), 0ll), p.total_q);
-  const long long q_end = min(max(static_cast<long long>(p.qo_indptr[request + 1]), q_begin), p.total_q);
-  const int q_len = static_cast<int>(q_end - q_begin);
-  detail::KvSource kv;
-  if constexpr (S::kPaged) {
-    const int pages = p.kv_indptr[request + 1] - p.kv_indptr[request];
-    const int last_page_len = min(max(p.kv_last_page_len[request], 0), S::kPageSize);
-    kv.begin = p.kv_indptr[request];
-    kv.len = pages > 0 ? (pages - 1) * S::kPageSize + last_page_len : 0;
-  } else {
-    const long long kv_begin = min(max(static_cast<long long>(p.kv_indptr[request]), 0ll), p.total_kv);
-    const long long kv_end = min(max(static_cast<long long>(p.kv_indptr[request + 1]), kv_begin), p.total_kv);
-    kv.begin = kv_begin;
-    kv.len = static_cast<int>(kv_end - kv_begin);
-  }
-  const int rows = q_len * kGroup;
-  const int row_begin = tile * kTileRows;
-  if (row_begin >= rows) return;
-  const int row_last = min(row_begin + kTileRows, rows) - 1;
-
+  detail::PrefillBlock block;
+  if (!detail::LocatePrefillBlock<S, kTileRows, kTileKv>(p, item, block)) return;
+  const long long q_begin = block.q_begin;
+  const int q_len = block.q_len, rows = block.rows, row_begin = block.row_begin, chunks = block.chunks;
+  const detail::KvSource kv = block.kv;
+  const int first_tile = block.first_tile, num_tiles = block.num_tiles;
   const int window_left = p.window_left;
-  int lo = detail::VisibleRange<S>(row_begin, kv.len, q_len, window_left).lo;
-  int hi = detail::VisibleRange<S>(row_last, kv.len, q_len, window_left).hi + 1;
-  if (chunks > 1) {
-    const long long base = KvBase(kv.len, q_len, window_left, kTileKv);
-    const long long chunk_lo = base + static_cast<long long>(chunk) * schedule.chunk_tokens;
-    const long long chunk_hi = chunk_lo + schedule.chunk_tokens;
-    lo = static_cast<int>(max(static_cast<long long>(lo), min(chunk_lo, static_cast<long long>(kv.len))));
-    hi = static_cast<int>(min(static_cast<long long>(hi), chunk_hi));
-  }
-  const int first_tile = lo - lo % kTileKv;
-  const int num_tiles = hi > lo ? (hi - first_tile + kTileKv - 1) / kTileKv : 0;
 
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - gemm::SmemAddress(smem_raw) % 1024) % 1024);
@@ -439,6 +385,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   const unsigned k_smem = q_smem + S::kQBytes;
   const unsigned v_smem = k_smem + kStages * S::kKvBytes;
   detail::Barriers* bars = reinterpret_cast<detail::Barriers*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes);
+  int* page_ids = reinterpret_cast<int*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes + S::kBarrierBytes);
 
   if (threadIdx.x == 0) {
     detail::BarrierInit(&bars->q_full, 128);
@@ -473,17 +420,30 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       }
       detail::CpAsyncArriveNoinc(&bars->q_full);
     }
+    // kPageTable: the page of position first_tile + t * kTileKv + ptid, loaded one tile ahead.
+    int next_page = S::kPageTable && num_tiles > 0 ? detail::TablePage<S>(p, kv, first_tile + ptid) : -1;
     for (int t = 0; t < num_tiles; ++t) {
       const int stage = t % kStages;
       const unsigned phase = (t / kStages) & 1;
       const int tile_start = first_tile + t * kTileKv;
+      int* stage_pages = page_ids + stage * kTileKv;
+      bool table_bad = false;
+      if constexpr (S::kPageTable) {
+        // Safe to overwrite: every producer thread read this stage's ids (tile t - kStages)
+        // before it reached tile t - 1's barrier, which this thread has passed.
+        stage_pages[ptid] = next_page;
+        table_bad = tile_start + ptid < kv.len && next_page < 0;
+        if (t + 1 < num_tiles) next_page = detail::TablePage<S>(p, kv, tile_start + kTileKv + ptid);
+      }
       detail::BarrierWait(&bars->k_empty[stage], phase ^ 1);
+      // kPageTable: the stage's ids visible to every producer thread, and whether one is bad.
+      const bool table_any = S::kPageTable && detail::BarrierOr(1, 128, table_bad);
       const bool bad = detail::LoadKvTile<S>(p, p.k, p.k_stride_token, p.k_stride_head, kv, kv_head, tile_start,
-                                             k_smem + stage * S::kKvBytes, ptid);
+                                             k_smem + stage * S::kKvBytes, ptid, stage_pages);
       detail::CpAsyncArriveNoinc(&bars->k_full[stage]);
       if constexpr (S::kPaged) {
         // The stage's invalid-page flag, published by one extra (release) arrival on k_full.
-        const bool any = detail::BarrierOr(1, 128, bad);
+        const bool any = S::kPageTable ? table_any : detail::BarrierOr(1, 128, bad);
         if (ptid == 0) {
           bars->stage_bad[stage] = any ? 1 : 0;
           detail::BarrierArrive(&bars->k_full[stage]);
@@ -491,7 +451,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       }
       detail::BarrierWait(&bars->v_empty[stage], phase ^ 1);
       detail::LoadKvTile<S>(p, p.v, p.v_stride_token, p.v_stride_head, kv, kv_head, tile_start,
-                            v_smem + stage * S::kKvBytes, ptid);
+                            v_smem + stage * S::kKvBytes, ptid, stage_pages);
       detail::CpAsyncArriveNoinc(&bars->v_full[stage]);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");

@@ -13,19 +13,23 @@
 // combined by log-sum-exp).
 //
 // Params: dtype (fp16, bf16), head_dim (64, 128, 256), group (1, 2, 4, 8), causal (0, 1),
-// soft_cap (0, 1: the cap itself is a launch argument); paged only: page_size (a power of two up
+// soft_cap (0, 1: the cap itself is a launch argument), tile_rows (64, 128; auto:
+// DefaultTileRows); paged only: page_size (a power of two up
 // to decode::kMaxPageSize). The window and sm_scale are launch arguments.
 //
-// Rows: a block covers one kv head and TileRows(head_dim) rows of one request, row r of request
+// Rows: a block covers one kv head and tile_rows rows of one request, row r of request
 // b being query position r / group with query head kv_head * group + r % group — the query heads
 // that share a kv head share its K/V tiles. A request has q_len * group rows, so ceil(q_len *
-// group / TileRows(head_dim)) row tiles per kv head.
+// group / tile_rows) row tiles per kv head.
 //
-// Two kernels serve the family, chosen by head_dim: 64 and 128 run the Hopper kernel
+// Two kernels serve the family, chosen by the tile_rows param: 128 runs the Hopper kernel
 // (kiln/prefill/batch_prefill_sm90.cuh: wgmma, a producer and two consumer warpgroups, 128-row
-// tiles, 128-position K/V tiles); 256 runs the mma.sync kernel (kiln/prefill/batch_prefill.cuh:
-// 4 warps, 64-row tiles, 32-position K/V tiles). TileRows, TileKv, PrefillThreads and
-// PrefillSmemBytes below say which, for the host plan and the generator's launch hints.
+// tiles, 128-position K/V tiles; head_dim 64 and 128 only); 64 runs the mma.sync kernel
+// (kiln/prefill/batch_prefill.cuh: 4 warps, 64-row tiles, K/V tiles of 64 positions, 32 at
+// head_dim 256). The default (DefaultTileRows) is 128 where the Hopper kernel serves the
+// head_dim; the host plan asks for 64 when every request has few rows (speculative
+// verification: 8 queries x group 4 would fill a quarter of a 128-row tile). TileKv,
+// PrefillThreads and PrefillSmemBytes below size the launch for the plan and the generator.
 //
 // Launch, each entry with the block and dynamic shared memory its hint names:
 //   kiln_batch_prefill        grid = (schedule.num_items, num_kv_heads)
@@ -50,6 +54,7 @@ constexpr const char* kParamGroup = "group";         // 1, 2, 4 or 8
 constexpr const char* kParamCausal = "causal";       // 0 or 1
 constexpr const char* kParamSoftCap = "soft_cap";    // 0 or 1
 constexpr const char* kParamPageSize = "page_size";  // paged: a power of two, 1..kMaxPageSize
+constexpr const char* kParamTileRows = "tile_rows";  // 64 (mma.sync kernel) or 128 (Hopper kernel)
 constexpr int kMaxPageSize = 256;
 constexpr int kMaxGroup = 8;
 
@@ -71,18 +76,28 @@ constexpr int kSm90TileRows = 128;
 constexpr int kSm90TileKv = 128;
 constexpr int kSm90Threads = 384;
 constexpr int kSm90Stages = 2;
-// 1 KiB of alignment slack + the Q tile + the K and V stages + 256 bytes of mbarriers.
+// 1 KiB of alignment slack + the Q tile + the K and V stages + 256 bytes of mbarriers + a page
+// id per position of each stage (paged, pages smaller than a tile).
 KILN_CONTRACT_FUNCTION int Sm90SmemBytes(int head_dim) {
-  return 1024 + (kSm90TileRows + 2 * kSm90Stages * kSm90TileKv) * head_dim * 2 + 256;
+  return 1024 + (kSm90TileRows + 2 * kSm90Stages * kSm90TileKv) * head_dim * 2 + 256 + kSm90Stages * kSm90TileKv * 4;
 }
 
-// Which kernel a head_dim runs, and what the host plans and launches with.
-KILN_CONTRACT_FUNCTION bool UsesSm90Kernel(int head_dim) { return head_dim <= 128; }
-KILN_CONTRACT_FUNCTION int TileRows(int head_dim) { return UsesSm90Kernel(head_dim) ? kSm90TileRows : kTileRows; }
-KILN_CONTRACT_FUNCTION int TileKv(int head_dim) { return UsesSm90Kernel(head_dim) ? kSm90TileKv : MmaTileKv(head_dim); }
-KILN_CONTRACT_FUNCTION int PrefillThreads(int head_dim) { return UsesSm90Kernel(head_dim) ? kSm90Threads : kThreads; }
-KILN_CONTRACT_FUNCTION int PrefillSmemBytes(int head_dim) {
-  return UsesSm90Kernel(head_dim) ? Sm90SmemBytes(head_dim) : MmaSmemBytes(head_dim);
+// Which kernel a tile_rows runs, which tile_rows a head_dim allows, and what the host plans and
+// launches with.
+KILN_CONTRACT_FUNCTION bool UsesSm90Kernel(int tile_rows) { return tile_rows == kSm90TileRows; }
+KILN_CONTRACT_FUNCTION bool Sm90ServesHeadDim(int head_dim) { return head_dim <= 128; }
+KILN_CONTRACT_FUNCTION int DefaultTileRows(int head_dim) {
+  return Sm90ServesHeadDim(head_dim) ? kSm90TileRows : kTileRows;
+}
+KILN_CONTRACT_FUNCTION bool ValidTileRows(int head_dim, int tile_rows) {
+  return tile_rows == kTileRows || (tile_rows == kSm90TileRows && Sm90ServesHeadDim(head_dim));
+}
+KILN_CONTRACT_FUNCTION int TileKv(int head_dim, int tile_rows) {
+  return UsesSm90Kernel(tile_rows) ? kSm90TileKv : MmaTileKv(head_dim);
+}
+KILN_CONTRACT_FUNCTION int PrefillThreads(int tile_rows) { return UsesSm90Kernel(tile_rows) ? kSm90Threads : kThreads; }
+KILN_CONTRACT_FUNCTION int PrefillSmemBytes(int head_dim, int tile_rows) {
+  return UsesSm90Kernel(tile_rows) ? Sm90SmemBytes(head_dim) : MmaSmemBytes(head_dim);
 }
 // Query positions per merge block (each over all query heads of the position).
 constexpr int kMergePositions = 4;
@@ -102,6 +117,7 @@ KILN_CONTRACT_FUNCTION long long KvBase(long long kv_len, long long q_len, int w
 }
 
 // How blocks map to (request, row tile, kv chunk); grid.x = num_items.
+// Row tiles are of tile_rows rows and K/V tiles of TileKv(head_dim, tile_rows) positions.
 //  listed == 1 (batch <= kMaxListedBatch): request b owns items item_begin[b] ..
 //    item_begin[b+1]; its item item_begin[b] + t * chunks + c is row tile t, kv chunk c, with
 //    chunks = kv_chunks[b]. Chunk c covers kv positions [base + c * chunk_tokens,
@@ -114,11 +130,11 @@ struct KilnPrefillSchedule {
   int num_items;
   int listed;
   int split;         // any request with more than one chunk
-  int chunk_tokens;  // split: a multiple of TileKv(head_dim)
+  int chunk_tokens;  // split: a multiple of the K/V tile
   int batch;
   int tiles_per_request;  // listed == 0
   int merge_max_q_len;    // split: the longest q_len among the requests with several chunks
-  int partial_rows;       // split: rows of the workspace (items * num_kv_heads * TileRows(head_dim))
+  int partial_rows;       // split: rows of the workspace (items * num_kv_heads * tile_rows)
   int item_begin[kMaxListedBatch + 1];
   unsigned short kv_chunks[kMaxListedBatch];
 };

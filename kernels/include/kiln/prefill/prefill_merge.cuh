@@ -20,10 +20,12 @@ namespace prefill {
 
 static_assert(kMergeThreads % 32 == 0, "the merge runs whole warps");
 
-template <typename T, int kHeadDim, int kGroup>
+// kRows: the row tile of the kernel that wrote the chunks (the spec's tile_rows).
+template <typename T, int kHeadDim, int kGroup, int kRows>
 __device__ __forceinline__ void MergePrefillStates(const KilnBatchPrefillParams& p) {
   constexpr int kMergeWarps = kMergeThreads / 32;
   static_assert(kGroup >= 1 && kGroup <= kMaxGroup, "group is 1 .. kMaxGroup");
+  static_assert(ValidTileRows(kHeadDim, kRows), "a row tile of one of the family's kernels");
 
   const KilnPrefillSchedule& schedule = p.schedule;
   const int request = blockIdx.x;
@@ -34,7 +36,6 @@ __device__ __forceinline__ void MergePrefillStates(const KilnBatchPrefillParams&
   const long long q_end = min(max(static_cast<long long>(p.qo_indptr[request + 1]), q_begin), p.total_q);
   const int q_len = static_cast<int>(q_end - q_begin);
   const int first_item = schedule.item_begin[request];
-  constexpr int kRows = TileRows(kHeadDim);  // the row tile of the kernel that wrote the chunks
 
   const int warp = threadIdx.x / 32;
   const int pairs = kMergePositions * p.num_qo_heads;
