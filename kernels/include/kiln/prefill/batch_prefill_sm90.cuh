@@ -134,9 +134,11 @@ using gemm::BarrierInit;
 using gemm::BarrierWait;
 using prefill::detail::KvSource;
 using prefill::detail::LocatePrefillBlock;
+using prefill::detail::PageEntry;
 using prefill::detail::PageOf;
 using prefill::detail::PrefillBlock;
 using prefill::detail::RowRange;
+using prefill::detail::ValidPage;
 using prefill::detail::VisibleRange;
 
 struct Barriers {
@@ -185,11 +187,11 @@ __device__ __forceinline__ unsigned long long Descriptor(unsigned address, unsig
          (static_cast<unsigned long long>(sbo >> 4) << 32) | (1ull << 62);
 }
 
-// The page of kv position `pos` for the staged page table: -1 past kv_len or where the table
-// has no valid entry.
+// The page-table entry of kv position `pos` for the staged page table, unchecked (ValidPage
+// checks it a tile later): -1 past kv_len or past the table.
 template <class S>
-__device__ __forceinline__ int TablePage(const KilnBatchPrefillParams& p, const KvSource& kv, int pos) {
-  return pos < kv.len ? PageOf<S>(p, kv.begin, pos) : -1;
+__device__ __forceinline__ int TableEntry(const KilnBatchPrefillParams& p, const KvSource& kv, int pos) {
+  return pos < kv.len ? PageEntry<S>(p, kv.begin, pos) : -1;
 }
 
 // The producer's copies of one K or V tile (positions tile_start ..): thread `ptid` of the
@@ -420,8 +422,9 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       }
       detail::CpAsyncArriveNoinc(&bars->q_full);
     }
-    // kPageTable: the page of position first_tile + t * kTileKv + ptid, loaded one tile ahead.
-    int next_page = S::kPageTable && num_tiles > 0 ? detail::TablePage<S>(p, kv, first_tile + ptid) : -1;
+    // kPageTable: the page-table entry of position first_tile + t * kTileKv + ptid, loaded one
+    // tile ahead and checked only when it is staged, so the load is in flight meanwhile.
+    int next_entry = S::kPageTable && num_tiles > 0 ? detail::TableEntry<S>(p, kv, first_tile + ptid) : -1;
     for (int t = 0; t < num_tiles; ++t) {
       const int stage = t % kStages;
       const unsigned phase = (t / kStages) & 1;
@@ -431,9 +434,10 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       if constexpr (S::kPageTable) {
         // Safe to overwrite: every producer thread read this stage's ids (tile t - kStages)
         // before it reached tile t - 1's barrier, which this thread has passed.
-        stage_pages[ptid] = next_page;
-        table_bad = tile_start + ptid < kv.len && next_page < 0;
-        if (t + 1 < num_tiles) next_page = detail::TablePage<S>(p, kv, tile_start + kTileKv + ptid);
+        const int page = detail::ValidPage(p, next_entry);
+        stage_pages[ptid] = page;
+        table_bad = tile_start + ptid < kv.len && page < 0;
+        if (t + 1 < num_tiles) next_entry = detail::TableEntry<S>(p, kv, tile_start + kTileKv + ptid);
       }
       detail::BarrierWait(&bars->k_empty[stage], phase ^ 1);
       // kPageTable: the stage's ids visible to every producer thread, and whether one is bad.

@@ -17,13 +17,24 @@ struct KvSource {
   int len;          // kv_len
 };
 
+// The kv_indices entry of kv position `pos` (paged) as stored, or -1 past the table. Split from
+// its check (ValidPage) so that a caller can issue the load early and check it when it needs
+// the page, with the load's latency in between.
+template <class Shape>
+__device__ __forceinline__ int PageEntry(const KilnBatchPrefillParams& p, long long page_begin, int pos) {
+  const long long entry = page_begin + pos / Shape::kPageSize;
+  return entry >= 0 && entry < p.num_indices ? __ldg(p.kv_indices + entry) : -1;
+}
+
+// A page-table entry as a page id of the cache, or -1 where it names none.
+__device__ __forceinline__ int ValidPage(const KilnBatchPrefillParams& p, int entry) {
+  return entry >= 0 && entry < p.total_kv ? entry : -1;
+}
+
 // The page id of kv position `pos` (paged), or -1 where the table has no valid entry.
 template <class Shape>
 __device__ __forceinline__ int PageOf(const KilnBatchPrefillParams& p, long long page_begin, int pos) {
-  const long long entry = page_begin + pos / Shape::kPageSize;
-  if (entry < 0 || entry >= p.num_indices) return -1;
-  const int page = __ldg(p.kv_indices + entry);
-  return page >= 0 && page < p.total_kv ? page : -1;
+  return ValidPage(p, PageEntry<Shape>(p, page_begin, pos));
 }
 
 // The visible kv positions [lo, hi] (inclusive; empty when lo > hi) of request row r.
