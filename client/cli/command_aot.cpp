@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
@@ -23,13 +26,14 @@ namespace kiln::cli {
 namespace {
 namespace fs = std::filesystem;
 
-// Writes one blob of the bundle through a temp file and a rename (an existing one is kept: its
-// name is its hash).
+// Writes one blob of the bundle through a temp file (one per call: workers may write the same
+// blob at once) and a rename (an existing one is kept: its name is its hash).
 void WriteBlob(const std::string& dir, const std::string& sha256, const std::string& bytes) {
+  static std::atomic<uint64_t> writes{0};
   const std::string path = proto::BundleBlobPath(dir, sha256);
   if (fs::exists(path)) return;
   fs::create_directories(fs::path(path).parent_path());
-  const std::string temp = path + ".tmp." + std::to_string(getpid());
+  const std::string temp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(writes++);
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -68,6 +72,7 @@ int RunAotBuild(Invocation& inv) {
   for (const auto& a : archs) manifest.add_archs(a);
   manifest.set_spec_list(inv.Get("--ops"));
   bool have_toolchain = false;
+  std::mutex manifest_mu;  // on_result runs on several workers: the RPC and the blob outside it
   auto on_result = [&](const SpecResult& r) {
     // The entry's options and toolchain are the cache's record of it.
     v1::GetEntryRequest request;
@@ -79,7 +84,10 @@ int RunAotBuild(Invocation& inv) {
     if (!status.ok())
       throw std::runtime_error("the daemon served it but has no cache entry for it (" + status.error_message() +
                                "); kiln aot build needs a daemon with its cache on (not --no-cache)");
+    // Blobs are named by their hash: two workers writing one write the same bytes.
+    WriteBlob(out, r.reply.sha256(), r.cubin);
     const v1::Toolchain& toolchain = entry.manifest().toolchain();
+    std::lock_guard<std::mutex> lock(manifest_mu);
     if (!have_toolchain) {
       *manifest.mutable_toolchain() = toolchain;
       manifest.set_kiln_version(toolchain.kiln());
@@ -88,7 +96,6 @@ int RunAotBuild(Invocation& inv) {
       throw std::runtime_error("built by " + ToolchainText(toolchain) + ", the bundle's other entries by " +
                                ToolchainText(manifest.toolchain()) + " (was the daemon upgraded meanwhile?)");
     }
-    WriteBlob(out, r.reply.sha256(), r.cubin);
     v1::BundleEntry* e = manifest.add_entries();
     e->set_op(entry.op());
     *e->mutable_params() = r.reply.params();

@@ -118,7 +118,7 @@ SpecBatchSummary RunSpecBatch(Invocation& inv, const std::vector<proto::SpecTarg
 
   SpecBatchSummary summary;
   summary.total = static_cast<int>(targets.size());
-  std::mutex mu;  // the summary, the display and on_result
+  std::mutex mu;  // the summary and the display
   std::atomic<size_t> next{0};
   int done = 0;
   auto worker = [&] {
@@ -139,15 +139,15 @@ SpecBatchSummary RunSpecBatch(Invocation& inv, const std::vector<proto::SpecTarg
       } else {
         result.error = fetched.status().message();
       }
-      std::lock_guard<std::mutex> lock(mu);
-      if (result.ok) {
+      if (result.ok && on_result) {
         try {
-          if (on_result) on_result(result);
+          on_result(result);
         } catch (const std::exception& e) {
           result.ok = false;
           result.error = e.what();
         }
       }
+      std::lock_guard<std::mutex> lock(mu);
       ++done;
       if (result.ok) {
         summary.by_origin[proto::OriginWord(result.reply.origin())]++;

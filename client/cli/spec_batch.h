@@ -44,8 +44,9 @@ struct SpecBatchSummary {
   std::string Text() const;              // "40 specs: 32 compiled, 8 disk; 0 failed"
 };
 
-// Fetches every target; `on_result` runs for each, one at a time (in completion order), before
-// the display counts it. `verb` names the work in the display ("warm", "aot").
+// Fetches every target with `jobs` workers; `on_result` runs for each one fetched, on the worker
+// that fetched it (so several at once: it guards what it shares), before the display counts
+// it; an exception from it fails that target with its message.
 SpecBatchSummary RunSpecBatch(Invocation& invocation, const std::vector<proto::SpecTarget>& targets, int jobs,
                               const std::function<void(const SpecResult&)>& on_result);
 

@@ -136,10 +136,9 @@ std::optional<ArtifactRepository::Found> ArtifactRepository::Find(const std::str
   if (!index) return std::nullopt;
   auto it = index->by_key.find(key);
   if (it == index->by_key.end()) return std::nullopt;
-  if (it->second.entry.uri() != uri || it->second.entry.arch() != arch) {
+  if (std::string mismatch = BundleEntryMismatch(it->second.entry, key, uri, arch); !mismatch.empty()) {
     rejected_++;
-    log_->warn("artifact repository: the entry of key {} says {} for {}, the request is {} for {}; not served",
-               key.substr(0, 16), it->second.entry.uri(), it->second.entry.arch(), uri, arch);
+    log_->warn("artifact repository: {}; not served", mismatch);
     return std::nullopt;
   }
   // One download per key: later requests wait for the first one's result.

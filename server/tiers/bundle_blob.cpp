@@ -5,6 +5,13 @@
 
 namespace kiln::server {
 
+std::string BundleEntryMismatch(const v1::BundleEntry& entry, const std::string& key, const std::string& uri,
+                                const std::string& arch) {
+  if (entry.uri() == uri && entry.arch() == arch) return "";
+  return absl::StrCat("the entry of key ", key.substr(0, 16), " says ", entry.uri(), " for ", entry.arch(),
+                      ", the request is ", uri, " for ", arch);
+}
+
 std::string BundleBlobProblem(const v1::BundleEntry& entry, std::string_view bytes) {
   if (bytes.size() != entry.size_bytes())
     return absl::StrCat("its blob has ", bytes.size(), " bytes, the manifest says ", entry.size_bytes());

@@ -83,13 +83,9 @@ std::optional<PrebuiltBundles::Found> PrebuiltBundles::Find(
   if (auto it = by_key_.find(key); it != by_key_.end()) {
     for (const Ref& ref : it->second) {
       const v1::BundleEntry& e = ref.bundle->manifest.entries(ref.index);
-      // The key covers these; a manifest that disagrees with itself is not trusted.
-      if (e.uri() != uri || e.arch() != arch) {
+      if (std::string mismatch = BundleEntryMismatch(e, key, uri, arch); !mismatch.empty()) {
         rejected_++;
-        if (on_problem)
-          on_problem(absl::StrCat("prebuilt bundle ", ref.bundle->dir, ": the entry of key ", key.substr(0, 16),
-                                  " says ", e.uri(), " for ", e.arch(), ", the request is ", uri, " for ", arch,
-                                  "; not served"));
+        if (on_problem) on_problem(absl::StrCat("prebuilt bundle ", ref.bundle->dir, ": ", mismatch, "; not served"));
         continue;
       }
       if (auto found = Load(ref, false, on_problem)) return found;

@@ -263,6 +263,28 @@ TEST_CASE("a flipped byte in a bundle blob is detected and never served", "[preb
   CHECK(Stats(rpc).prebuilt_rejected() == 1);
 }
 
+TEST_CASE("a bundle entry that names another URI than its key is never served", "[prebuilt]") {
+  TempDir dir;
+  WriteFile(dir / "one.list", "rmsnorm dtype=bf16 hidden=4096 @sm_90a\n");
+  {
+    DaemonProcess builder({.root = dir / "builder"});
+    auto r = RunCli(builder, {"aot", "build", "--arch", "sm_90a", "--ops", dir / "one.list", "--out", dir / "bundle"});
+    REQUIRE(r.exit_code == 0);
+  }
+  // The manifest's entry keeps its key (the key covers the URI) but names another URI.
+  auto manifest = nlohmann::json::parse(ReadFile(dir / "bundle/manifest.json"));
+  REQUIRE(manifest["entries"].size() == 1);
+  manifest["entries"][0]["uri"] = "rmsnorm_tampered";
+  WriteFile(dir / "bundle/manifest.json", manifest.dump());
+  DaemonProcess strict({.root = dir / "strict", .extra_args = {"--prebuilt", dir / "bundle", "--disable-jit"}});
+  Rpc rpc(strict.channel());
+  auto r = Get(rpc, OpRequest("rmsnorm", kBf16_4096, "sm_90a"));
+  CHECK(r.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(Stats(rpc).prebuilt_rejected() == 1);
+  CHECK_THAT(strict.Log(), Catch::Contains("says rmsnorm_tampered for sm_90a, the request is rmsnorm_"));
+  CHECK_THAT(strict.Log(), Catch::Contains("not served"));
+}
+
 TEST_CASE("kilnd refuses to start on a bundle it cannot trust, naming it", "[prebuilt]") {
   TempDir dir;
   fs::create_directories(dir / "empty");
