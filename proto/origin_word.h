@@ -1,6 +1,6 @@
 // Where a served kernel came from (kiln.v1.Origin) as one lowercase word, for every log line and
 // progress line on both sides of the wire: "memory", "disk", "prebuilt", "repository",
-// "compiled" ("unspecified" for anything else).
+// "remote", "compiled" ("unspecified" for anything else).
 #pragma once
 
 #include <string>

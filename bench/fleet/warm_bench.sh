@@ -6,6 +6,10 @@
 #   cold      nothing to reuse: every spec compiles
 #   bundle    kilnd --prebuilt BUNDLE (kiln aot build from the cold node): nothing compiles
 #   repository kilnd --artifact-url: the same bundle served by python3 -m http.server on loopback
+#   cold-publish  as cold, with kilnd --remote-cache (an empty redis-server on loopback): every spec
+#             compiles and is published in the background
+#   remote    kilnd --remote-cache --disable-jit against that Redis: nothing compiles
+#             (both Redis rows only where redis-server is installed)
 #   disk      a restart of the bundle node: everything is in its cache already
 # Prints one Markdown row per run and writes them as JSON lines to OUT (default
 # /tmp/kiln-warm-bench.jsonl).
@@ -18,7 +22,15 @@ out=${OUT:-/tmp/kiln-warm-bench.jsonl}
 kilnd=$build/server/kilnd
 kiln=$build/client/kiln
 work=$(mktemp -d)
-trap 'pkill -f "$work/" 2>/dev/null; pkill -f "http.server --directory $work" 2>/dev/null; rm -rf "$work"' EXIT
+redis_pid=""
+trap 'pkill -f "$work/" 2>/dev/null; pkill -f "http.server --directory $work" 2>/dev/null; [[ -n $redis_pid ]] && kill "$redis_pid" 2>/dev/null; rm -rf "$work"' EXIT
+redis_port=""
+if command -v redis-server > /dev/null && command -v redis-cli > /dev/null; then
+  redis_port=$((20000 + RANDOM % 20000))
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" > "$work/redis.log" 2>&1 &
+  redis_pid=$!
+  for _ in $(seq 50); do redis-cli -p "$redis_port" ping > /dev/null 2>&1 && break; sleep 0.1; done
+fi
 : > "$out"
 
 start_daemon() {  # NAME [FLAGS...]: a daemon on $work/NAME.sock with cache $work/NAME
@@ -67,6 +79,16 @@ for run in $(seq "$runs"); do
   warm repository node
   stop_daemon node
   kill $web
+  if [[ -n $redis_port ]]; then
+    redis-cli -p "$redis_port" flushall > /dev/null
+    rm -rf "$work/seed" "$work/node"
+    start_daemon seed --remote-cache "redis://127.0.0.1:$redis_port" --max-jobs "$(nproc)"
+    warm cold-publish seed
+    stop_daemon seed  # a stop publishes what is still queued
+    start_daemon node --remote-cache "redis://127.0.0.1:$redis_port" --disable-jit
+    warm remote node
+    stop_daemon node
+  fi
   rm -rf "$work/node"
   start_daemon node --prebuilt "$work/bundle" --disable-jit
   "$kiln" --socket "$work/node.sock" warm "$list" > /dev/null 2>&1

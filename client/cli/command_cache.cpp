@@ -110,7 +110,8 @@ int RunStats(Invocation& inv) {
     inv.out << ToJson(s) << std::endl;
     return kExitOk;
   }
-  const uint64_t lookups = s.memory_hits() + s.disk_hits() + s.prebuilt_hits() + s.repository_hits() + s.misses();
+  const uint64_t lookups = s.memory_hits() + s.disk_hits() + s.prebuilt_hits() + s.repository_hits() + s.remote_hits() +
+                           s.misses();
   auto percent = [lookups](uint64_t n) {
     return lookups == 0 ? std::string("-") : std::to_string(n * 100 / lookups) + "%";
   };
@@ -126,6 +127,7 @@ int RunStats(Invocation& inv) {
                     std::to_string(s.disk_hits()) + " disk (" + percent(s.disk_hits()) + "), " +
                     std::to_string(s.prebuilt_hits()) + " prebuilt (" + percent(s.prebuilt_hits()) + "), " +
                     std::to_string(s.repository_hits()) + " repository (" + percent(s.repository_hits()) + "), " +
+                    std::to_string(s.remote_hits()) + " remote (" + percent(s.remote_hits()) + "), " +
                     std::to_string(s.misses()) + " misses (" + percent(s.misses()) + ")"},
        {"hit latency",
         "p50 " + HumanMs(s.hit_latency_p50_us() / 1000) + ", p99 " + HumanMs(s.hit_latency_p99_us() / 1000)},
@@ -138,6 +140,12 @@ int RunStats(Invocation& inv) {
        {"repository", s.repository().empty()
                           ? std::string(s.offline() ? "not used: offline (--offline)" : "none (--artifact-url)")
                           : s.repository() + " (" + std::to_string(s.repository_rejected()) + " downloads refused)"},
+       {"remote cache", s.remote_cache().empty()
+                            ? std::string(s.offline() ? "not used: offline (--offline)" : "none (--remote-cache)")
+                            : s.remote_cache() + " (" + std::to_string(s.remote_published()) + " published, " +
+                                  std::to_string(s.remote_publish_dropped()) + " not published, " +
+                                  std::to_string(s.remote_rejected()) + " values refused, " +
+                                  std::to_string(s.remote_lease_waits()) + " waits on another daemon's compile)"},
        {"jit", s.jit_enabled() ? "on" : "OFF (only cached or prebuilt kernels are served)"},
        {"cache", s.cache_enabled() ? "on" : "OFF (every request compiles)"}});
   return kExitOk;

@@ -36,6 +36,7 @@ std::string OriginText(const v1::GetKernelResponse& r) {
     case v1::ORIGIN_DISK: return "disk (the on-disk cache)";
     case v1::ORIGIN_PREBUILT: return "prebuilt bundle";
     case v1::ORIGIN_REPOSITORY: return "artifact repository";
+    case v1::ORIGIN_REMOTE: return "remote cache";
     case v1::ORIGIN_COMPILED: return "compiled" + (r.job_id().empty() ? std::string() : " (job " + r.job_id() + ")");
     default: return v1::Origin_Name(r.origin());
   }

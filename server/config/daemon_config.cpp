@@ -19,6 +19,7 @@
 #include "kiln_base/status_macros.h"
 #include "proto/endpoint.h"
 #include "proto/tactic_blocklist.h"
+#include "server/tiers/redis_url.h"
 
 namespace kiln::server {
 namespace fs = std::filesystem;
@@ -59,9 +60,21 @@ const std::vector<FlagInfo>& FlagTable() {
        "The artifact repository's own log (downloads, state changes), apart from --log-level"},
       {"--artifact-insecure-skip-checksum", "KILN_ARTIFACT_INSECURE_SKIP_CHECKSUM=1", "off",
        "Debugging only: serve repository blobs whose SHA-256 does not match (logged loudly each time)"},
+      {"--remote-cache URL", "KILN_REMOTE_CACHE", "none",
+       "The fleet's shared cache on Redis (redis://HOST:PORT[/DB]), read after the artifact repository and written "
+       "after each compile; its compile leases make a fleet compile each key once. Values are verified (key, URI, "
+       "arch, size, SHA-256) before use; Redis down or slow: the daemon serves and compiles on its own"},
+      {"--remote-cache-timeout-ms N", "KILN_REMOTE_CACHE_TIMEOUT_MS", "500",
+       "Remote cache: the limit of its connect and of each command; past it Redis is skipped, retried with backoff "
+       "(1 s to 30 s)"},
+      {"--remote-cache-lease-ms N", "KILN_REMOTE_CACHE_LEASE_MS", "30000",
+       "Remote cache: a compile lease's time to live, renewed every third of it while compiling; how long others "
+       "wait for a daemon that died mid-compile"},
+      {"--remote-cache-queue N", "KILN_REMOTE_CACHE_QUEUE", "64",
+       "Remote cache: compiled kernels waiting to be published, at most; beyond, they are dropped (counted)"},
       {"--offline", "KILN_OFFLINE=1", "off",
-       "Never touch the network: the artifact repository is not used; with --disable-jit a spec no local tier has "
-       "fails, saying so"},
+       "Never touch the network: neither the artifact repository nor the remote cache is used; with --disable-jit a "
+       "spec no local tier has fails, saying so"},
       {"--warm LIST", "KILN_WARM", "off",
        "A spec list (`OP KEY=VALUE... @ARCH...` a line; kiln cache export-list writes one) asked for in the background "
        "at start, through every tier; --arch replaces its @ARCH targets. A bad line stops kilnd naming file:line"},
@@ -178,6 +191,10 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
                                                           {"--artifact-log-level", true},
                                                           {"--artifact-insecure-skip-checksum", false},
                                                           {"--offline", false},
+                                                          {"--remote-cache", true},
+                                                          {"--remote-cache-timeout-ms", true},
+                                                          {"--remote-cache-lease-ms", true},
+                                                          {"--remote-cache-queue", true},
                                                           {"--arch", true},
                                                           {"--max-jobs", true},
                                                           {"--compile-memory-mb", true},
@@ -303,6 +320,12 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     if (c.artifact_url.find_first_of(" \t\n") != std::string::npos)
       return absl::InvalidArgumentError(absl::StrCat(where, " \"", *v, "\" holds a space"));
   }
+  if (auto v = pick("--remote-cache", "KILN_REMOTE_CACHE", &where)) {
+    RedisUrl url;
+    if (std::string problem = ParseRedisUrl(*v, &url); !problem.empty())
+      return absl::InvalidArgumentError(absl::StrCat(where, " \"", *v, "\" ", problem));
+    c.remote_cache_url = *v;
+  }
   if (auto v = pick("--warm", "KILN_WARM", &where)) {
     c.warm_list = *v;
     proto::ParsedSpecList list = proto::ReadSpecList(c.warm_list);
@@ -320,7 +343,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     int64_t* out;
   };
   int64_t max_jobs = 0, mem = 0, cache_max = 0, timeout = 0, grace = 0, artifact_jobs = 0, artifact_timeout = 0,
-          artifact_retries = 0;
+          artifact_retries = 0, remote_timeout = 0, remote_lease = 0, remote_queue = 0;
   int64_t cpus = std::max(1u, std::thread::hardware_concurrency());
   for (const IntSetting& s :
        {IntSetting{"--max-jobs", "KILN_MAX_JOBS", 1, 256, cpus, &max_jobs},
@@ -331,7 +354,10 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
         IntSetting{"--shutdown-grace-s", "KILN_SHUTDOWN_GRACE_S", 0, 3600, 30, &grace},
         IntSetting{"--artifact-jobs", "KILN_ARTIFACT_JOBS", 1, 64, 4, &artifact_jobs},
         IntSetting{"--artifact-timeout-s", "KILN_ARTIFACT_TIMEOUT_S", 1, 3600, 30, &artifact_timeout},
-        IntSetting{"--artifact-retries", "KILN_ARTIFACT_RETRIES", 0, 10, 3, &artifact_retries}}) {
+        IntSetting{"--artifact-retries", "KILN_ARTIFACT_RETRIES", 0, 10, 3, &artifact_retries},
+        IntSetting{"--remote-cache-timeout-ms", "KILN_REMOTE_CACHE_TIMEOUT_MS", 10, 60000, 500, &remote_timeout},
+        IntSetting{"--remote-cache-lease-ms", "KILN_REMOTE_CACHE_LEASE_MS", 300, 3600000, 30000, &remote_lease},
+        IntSetting{"--remote-cache-queue", "KILN_REMOTE_CACHE_QUEUE", 1, 4096, 64, &remote_queue}}) {
     *s.out = s.def;
     if (auto v = pick(s.flag, s.env, &where)) {
       KILN_ABSL_ASSIGN_OR_RETURN(*s.out, ParseInt(where, *v, s.min, s.max));
@@ -345,6 +371,9 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   c.artifact_jobs = int(artifact_jobs);
   c.artifact_timeout_s = int(artifact_timeout);
   c.artifact_retries = int(artifact_retries);
+  c.remote_cache_timeout_ms = int(remote_timeout);
+  c.remote_cache_lease_ms = int(remote_lease);
+  c.remote_cache_queue = int(remote_queue);
   c.log_level = pick("--log-level", "KILN_LOG_LEVEL", &where).value_or("info");
   static const std::vector<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   if (std::find(kLevels.begin(), kLevels.end(), c.log_level) == kLevels.end())

@@ -31,6 +31,10 @@ struct DaemonConfig {
   bool artifact_skip_checksum = false;
   std::string artifact_log_level = "info";
   bool offline = false;
+  std::string remote_cache_url;  // --remote-cache redis://HOST:PORT[/DB]; empty: none
+  int remote_cache_timeout_ms = 500;
+  int remote_cache_lease_ms = 30000;
+  int remote_cache_queue = 64;
   std::string warm_list;                         // --warm: a spec list asked for at start; empty: none
   std::vector<proto::SpecListEntry> warm_specs;  // its entries, read and checked at start
   std::vector<std::string> arch_list;            // empty: every arch NVRTC supports

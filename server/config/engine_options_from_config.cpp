@@ -24,6 +24,10 @@ EngineOptions EngineOptionsFromConfig(const DaemonConfig& config) {
   options.artifact_skip_checksum = config.artifact_skip_checksum;
   options.artifact_log_level = config.artifact_log_level;
   options.offline = config.offline;
+  options.remote_cache_url = config.remote_cache_url;
+  options.remote_cache_timeout_ms = config.remote_cache_timeout_ms;
+  options.remote_cache_lease_ms = config.remote_cache_lease_ms;
+  options.remote_cache_queue = config.remote_cache_queue;
   return options;
 }
 

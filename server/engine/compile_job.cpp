@@ -1,6 +1,9 @@
 // The job half of KernelEngine's lifecycle: runs on a compile slot of the scheduler.
 //   per-key file lock → look up again (another process may have built it meanwhile) →
-//   write the sources to the generated workspace → compile → commit → serve.
+//   the fleet's lease (--remote-cache: wait while another daemon compiles the key) →
+//   write the sources to the generated workspace → compile → commit → serve → publish.
+#include <thread>
+
 #include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +14,7 @@
 #include "server/engine/clock.h"
 #include "server/engine/debug_controls.h"
 #include "server/engine/kernel_engine.h"
+#include "server/rpc/wire_forms.h"
 
 namespace kiln::server {
 namespace {
@@ -20,7 +24,80 @@ std::string LogOf(const absl::Status& s) {
   return payload ? std::string(*payload) : "";
 }
 
+// Releases the fleet's lease of a key on every way out of a job that did not hand it to
+// PublishRemote (a failed, abandoned or refused compile), so that a waiting daemon takes over
+// at once instead of after the lease expires.
+class LeaseRelease {
+ public:
+  LeaseRelease(RemoteCache* remote, const std::string& key) : remote_(remote), key_(key) {}
+  ~LeaseRelease() {
+    if (held) remote_->ReleaseLease(key_);
+  }
+  bool held = false;
+
+ private:
+  RemoteCache* remote_;
+  const std::string& key_;
+};
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<const Artifact>> KernelEngine::AwaitFleet(const std::shared_ptr<Flight>& flight,
+                                                                         const Prepared& p, bool* leased) {
+  bool waited = false;
+  for (;;) {
+    if (auto artifact = FromRemote(p)) {
+      stats_.remote_hits++;
+      return artifact;
+    }
+    switch (remote_->TryLease(p.key)) {
+      case RemoteCache::Lease::kUnavailable: return nullptr;  // Redis is down: compile without the fleet
+      case RemoteCache::Lease::kAcquired:
+        // The holder before us may have published between our look and our lease.
+        if (auto artifact = FromRemote(p)) {
+          stats_.remote_hits++;
+          remote_->ReleaseLease(p.key);
+          return artifact;
+        }
+        *leased = true;
+        return nullptr;
+      case RemoteCache::Lease::kHeld: break;
+    }
+    if (!waited) {
+      waited = true;
+      remote_->CountLeaseWait();
+      spdlog::info("job {}: another daemon is compiling {} for {} (it holds the key's lease in the remote cache {}); "
+                   "waiting for its value",
+                   flight->job_id, p.spec.uri, p.arch.str(), remote_->url().str());
+    }
+    if (shutting_down_)
+      return absl::UnavailableError(absl::StrCat("kilnd is shutting down and stopped waiting for another daemon's "
+                                                 "compile of ",
+                                                 p.spec.uri, "; retry once it is back"));
+    // Never past the job's deadline; a holder that died leaves a lease that expires, and a
+    // holder whose compile failed deletes it: either way the next try takes it.
+    if (flight->abandoned || Clock::now() + remote_->poll() >= flight->job_deadline)
+      return absl::DeadlineExceededError(
+          absl::StrCat("waited for another daemon's compile of ", p.spec.uri, " for ", p.arch.str(),
+                       " (its lease in the remote cache ", remote_->url().str(),
+                       ") until the job's deadline (--job-timeout-s ", options_.job_timeout_s, ")"));
+    std::this_thread::sleep_for(remote_->poll());
+  }
+}
+
+void KernelEngine::PublishRemote(const Prepared& p, const Artifact& a, bool leased) {
+  v1::BundleEntry e;
+  e.set_op(p.spec.op);
+  for (const auto& [k, v] : p.spec.params) (*e.mutable_params())[k] = v;
+  e.set_uri(p.spec.uri);
+  e.set_arch(p.arch.str());
+  for (const auto& o : p.key_options) e.add_options(o);
+  e.set_cache_key(p.key);
+  e.set_sha256(a.sha256);
+  e.set_size_bytes(a.cubin->size());
+  for (const auto& k : a.kernels) ToWire(k, e.add_kernels());
+  remote_->Publish(std::move(e), a.cubin, leased);
+}
 
 void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shared_ptr<const Prepared>& shared) {
   const Prepared& p = *shared;
@@ -77,6 +154,26 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
     }
   }
 
+  // 2b. The fleet's single flight: with a remote cache, one daemon of the fleet compiles a key
+  //     (it holds the key's lease in Redis); the others wait here for its value. Below the local
+  //     flight and file lock, so one job per key per cache folder takes part.
+  LeaseRelease lease(remote_.get(), p.key);
+  if (remote_) {
+    auto t_fleet = Clock::now();
+    auto fleet = AwaitFleet(flight, p, &lease.held);
+    t.set_lock_ms(t.lock_ms() + MsSince(t_fleet));
+    if (!fleet.ok()) return fail(fleet.status(), "");
+    if (*fleet) {
+      jobs_.Update(flight->job_id, [&](v1::Job& j) {
+        j.set_state(v1::JOB_STATE_REUSED);
+        j.mutable_timings()->set_lock_ms(t.lock_ms());
+        j.mutable_timings()->set_total_ms(MsSince(flight->submitted));
+        SetTimestampNow(j.mutable_finished());
+      });
+      return Finish(flight, *fleet, v1::ORIGIN_REMOTE);
+    }
+  }
+
   // 3. The exact sources, for people and tools (the compile itself reads from memory).
   auto dir = kernels::MaterializeSpec(p.spec, options_.gen_dir);
   if (!dir.ok()) return fail(dir.status(), "");
@@ -119,6 +216,11 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
   }
   t.set_commit_ms(MsSince(t_commit));
   key_lock.reset();
+  // 6. Publish for the fleet, in the background; the lease goes once the value is written.
+  if (remote_) {
+    PublishRemote(p, *artifact, lease.held);
+    lease.held = false;
+  }
 
   jobs_.Update(flight->job_id, [&](v1::Job& j) {
     if (j.state() == v1::JOB_STATE_ABANDONED) return;

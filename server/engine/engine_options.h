@@ -30,7 +30,11 @@ struct EngineOptions {
   int artifact_retries = 3;                 // per download, after the first attempt
   bool artifact_skip_checksum = false;      // debugging only: serve its blobs unchecked
   std::string artifact_log_level = "info";  // its own logger's level
-  bool offline = false;                     // never touch the network: the repository is not used
+  bool offline = false;                     // never touch the network: neither the repository nor Redis is used
+  std::string remote_cache_url;             // the fleet's shared cache, redis://HOST:PORT[/DB]; empty: none
+  int remote_cache_timeout_ms = 500;        // its connect and each command
+  int remote_cache_lease_ms = 30000;        // a compile lease's time to live (renewed while compiling)
+  int remote_cache_queue = 64;              // values waiting to be published, at most
 };
 
 }  // namespace kiln::server

@@ -15,6 +15,7 @@ class EngineStats {
   std::atomic<uint64_t> disk_hits{0};
   std::atomic<uint64_t> prebuilt_hits{0};
   std::atomic<uint64_t> repository_hits{0};
+  std::atomic<uint64_t> remote_hits{0};
   std::atomic<uint64_t> misses{0};
   std::atomic<uint64_t> compiles{0};
   std::atomic<uint64_t> compile_failures{0};

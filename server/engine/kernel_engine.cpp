@@ -121,6 +121,22 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
       engine->repository_ = std::make_unique<ArtifactRepository>(repo);
     }
   }
+  if (!options.remote_cache_url.empty()) {
+    RemoteCacheOptions remote;
+    if (std::string problem = ParseRedisUrl(options.remote_cache_url, &remote.url); !problem.empty())
+      return absl::InvalidArgumentError(absl::StrCat("--remote-cache \"", options.remote_cache_url, "\" ", problem));
+    if (options.offline) {
+      spdlog::info("offline (--offline / KILN_OFFLINE): the remote cache {} is never contacted", remote.url.str());
+    } else if (options.no_cache) {
+      spdlog::warn("--remote-cache is given with --no-cache: every request compiles, the remote cache is not used");
+    } else {
+      remote.timeout = std::chrono::milliseconds(options.remote_cache_timeout_ms);
+      remote.lease = std::chrono::milliseconds(options.remote_cache_lease_ms);
+      remote.queue = options.remote_cache_queue;
+      remote.owner = DaemonName();
+      engine->remote_ = std::make_unique<RemoteCache>(remote);
+    }
+  }
   engine->scheduler_ = std::make_unique<CompileScheduler>(options.max_jobs, options.compile_memory_mb);
   return engine;
 }
@@ -230,6 +246,12 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
         return hit(std::move(artifact), v1::ORIGIN_REPOSITORY, t_lookup);
       }
     }
+    if (remote_) {
+      if (auto artifact = FromRemote(p)) {
+        stats_.remote_hits++;
+        return hit(std::move(artifact), v1::ORIGIN_REMOTE, t_lookup);
+      }
+    }
   }
   served.timings.set_lookup_ms(MsSince(t_lookup));
   stats_.misses++;
@@ -237,12 +259,7 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
   if (options_.disable_jit)
     return absl::FailedPreconditionError(absl::StrCat(
         "JIT is disabled on this daemon (--disable-jit / KILN_DISABLE_JIT) and no cached kernel exists for ",
-        p.spec.uri, " on ", p.arch.str(), " (key ", p.key, ") in the cache or the prebuilt bundles searched (",
-        prebuilt_ ? prebuilt_->Describe() : "none: no --prebuilt", ")",
-        repository_ ? absl::StrCat(" or the artifact repository ", repository_->Describe())
-        : options_.offline && !options_.artifact_url.empty()
-            ? absl::StrCat("; the artifact repository ", options_.artifact_url, " was not asked: the daemon is offline")
-            : std::string(),
+        p.spec.uri, " on ", p.arch.str(), " (key ", p.key, ") in ", TiersSearched(),
         "; warm the cache on a daemon with JIT enabled, add a bundle that holds it (kiln aot build), or start "
         "this one without --disable-jit"));
   if (shutting_down_)
@@ -280,6 +297,19 @@ absl::StatusOr<ServedKernel> KernelEngine::GetKernel(const KernelQuery& query, C
     (served.timings.*set)(value);
   served.timings.set_total_ms(MsSince(t0));
   return served;
+}
+
+std::string KernelEngine::TiersSearched() const {
+  std::string text = absl::StrCat("the cache or the prebuilt bundles searched (",
+                                  prebuilt_ ? prebuilt_->Describe() : "none: no --prebuilt", ")");
+  if (repository_) absl::StrAppend(&text, " or the artifact repository ", repository_->Describe());
+  else if (options_.offline && !options_.artifact_url.empty())
+    absl::StrAppend(&text, "; the artifact repository ", options_.artifact_url,
+                    " was not asked: the daemon is offline");
+  if (remote_) absl::StrAppend(&text, " or the remote cache ", remote_->Describe());
+  else if (options_.offline && !options_.remote_cache_url.empty())
+    absl::StrAppend(&text, "; the remote cache ", options_.remote_cache_url, " was not asked: the daemon is offline");
+  return text;
 }
 
 std::shared_ptr<Artifact> KernelEngine::NewArtifact(const Prepared& p, std::shared_ptr<const std::string> cubin,
@@ -350,6 +380,14 @@ std::shared_ptr<const Artifact> KernelEngine::FromRepository(const Prepared& p) 
   if (!found) return nullptr;
   return StoreFromTier(p, found->cubin, found->kernels, found->entry.sha256(),
                        absl::StrCat("the artifact repository (", found->url, ")"));
+}
+
+std::shared_ptr<const Artifact> KernelEngine::FromRemote(const Prepared& p) {
+  auto found = remote_->Find(p.key, p.spec.uri, p.arch.str());
+  if (!found) return nullptr;
+  return StoreFromTier(p, found->cubin, found->kernels, found->entry.sha256(),
+                       absl::StrCat("the remote cache ", remote_->url().str(), " (published by ", found->publisher,
+                                    ")"));
 }
 
 std::shared_ptr<const Artifact> KernelEngine::StoreFromTier(const Prepared& p, std::shared_ptr<const std::string> cubin,

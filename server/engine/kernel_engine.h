@@ -1,9 +1,10 @@
 // KernelEngine: the one build-and-load lifecycle every kernel request goes through:
 //   spec (op generator or raw-source policy) → arch context → cache key →
-//   memory → disk (verified) → prebuilt bundles → artifact repository (each verified, then
-//   stored in the cache) →
+//   memory → disk (verified) → prebuilt bundles → artifact repository → remote cache (each
+//   verified, then stored in the cache) →
 //   [JIT disabled: refuse] → single-flight join or new job →
-//   job: compile slot → per-key file lock → disk again → compile → commit → serve.
+//   job: compile slot → per-key file lock → disk again → the fleet's lease (remote cache: wait
+//   for another daemon's compile, or take the lease) → compile → commit → serve → publish.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,7 @@
 #include "server/jit/nvrtc_compiler.h"
 #include "server/tiers/artifact_repository.h"
 #include "server/tiers/prebuilt_bundles.h"
+#include "server/tiers/remote_cache.h"
 
 namespace kiln::server {
 
@@ -76,6 +78,7 @@ class KernelEngine {
   cache::ArtifactCache* cache() { return cache_.get(); }                      // null with --no-cache
   const PrebuiltBundles* prebuilt() const { return prebuilt_.get(); }         // null without --prebuilt
   const ArtifactRepository* repository() const { return repository_.get(); }  // null without --artifact-url
+  const RemoteCache* remote() const { return remote_.get(); }                 // null without --remote-cache
   JobRegistry& jobs() { return jobs_; }
   EngineStats& stats() { return stats_; }
   MemoryCache& memory() { return memory_; }
@@ -108,6 +111,17 @@ class KernelEngine {
   // null: none.
   std::shared_ptr<const Artifact> FromPrebuilt(const Prepared& prepared);
   std::shared_ptr<const Artifact> FromRepository(const Prepared& prepared);
+  std::shared_ptr<const Artifact> FromRemote(const Prepared& prepared);
+  // The job's step between the disk re-check and the compile, with a remote cache: the value of
+  // the key if another daemon publishes it while this one waits on its lease (null: compile;
+  // `*leased` says whether this daemon took the lease, to be released after publishing).
+  absl::StatusOr<std::shared_ptr<const Artifact>> AwaitFleet(const std::shared_ptr<Flight>& flight,
+                                                             const Prepared& prepared, bool* leased);
+  // Queues a compiled cubin for the remote cache (releasing the lease after it is written).
+  void PublishRemote(const Prepared& prepared, const Artifact& artifact, bool leased);
+  // The tiers a --disable-jit miss searched, for its error: "the cache or the prebuilt bundles
+  // searched (...)", the artifact repository and the remote cache, or why they were not asked.
+  std::string TiersSearched() const;
   // A verified cubin from a tier (`source` says which, for the entry's log), stored in the cache
   // and memory.
   std::shared_ptr<const Artifact> StoreFromTier(const Prepared& prepared, std::shared_ptr<const std::string> cubin,
@@ -124,6 +138,7 @@ class KernelEngine {
   std::unique_ptr<cache::ArtifactCache> cache_;
   std::unique_ptr<PrebuiltBundles> prebuilt_;
   std::unique_ptr<ArtifactRepository> repository_;
+  std::unique_ptr<RemoteCache> remote_;  // outlives the scheduler: jobs publish to it
   std::string pch_dir_;
   MemoryCache memory_;
   PreparedMemo prepared_memo_;

@@ -178,6 +178,14 @@ grpc::Status CacheServiceImpl::GetStats(grpc::ServerContext*, const v1::GetStats
     response->set_repository_rejected(repository->rejected());
     response->set_repository(repository->Describe());
   }
+  response->set_remote_hits(stats.remote_hits);
+  if (const auto* remote = engine_->remote()) {
+    response->set_remote_rejected(remote->rejected());
+    response->set_remote_published(remote->published());
+    response->set_remote_publish_dropped(remote->publish_dropped());
+    response->set_remote_lease_waits(remote->lease_waits());
+    response->set_remote_cache(remote->Describe());
+  }
   if (const auto* prebuilt = engine_->prebuilt()) {
     response->set_prebuilt_rejected(prebuilt->rejected());
     for (const auto& dir : prebuilt->dirs()) response->add_prebuilt_bundles(dir);

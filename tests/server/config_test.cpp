@@ -10,6 +10,7 @@
 
 #include "server/config/daemon_config.h"
 #include "server/config/engine_options_from_config.h"
+#include "server/tiers/redis_url.h"
 #include "tests/support/temp_dir.h"
 
 using kiln::server::LoadDaemonConfig;
@@ -273,4 +274,68 @@ TEST_CASE("kilnd --artifact-url takes an http or https URL and its settings have
     REQUIRE_FALSE(bad.ok());
     CHECK_THAT(std::string(bad.status().message()), Catch::Contains(b.says));
   }
+}
+
+TEST_CASE("kilnd --remote-cache takes a redis URL and its settings have ranges", "[config]") {
+  auto c = LoadDaemonConfig({"--kernels-dir", kKernels, "--remote-cache", "redis://cache.internal:6380/2",
+                             "--remote-cache-timeout-ms", "250", "--remote-cache-lease-ms", "5000",
+                             "--remote-cache-queue", "8"});
+  REQUIRE(c.ok());
+  CHECK(c->remote_cache_url == "redis://cache.internal:6380/2");
+  CHECK(c->remote_cache_timeout_ms == 250);
+  CHECK(c->remote_cache_lease_ms == 5000);
+  CHECK(c->remote_cache_queue == 8);
+  const kiln::server::EngineOptions o = kiln::server::EngineOptionsFromConfig(*c);
+  CHECK(o.remote_cache_url == c->remote_cache_url);
+  CHECK(o.remote_cache_timeout_ms == 250);
+  CHECK(o.remote_cache_lease_ms == 5000);
+  CHECK(o.remote_cache_queue == 8);
+
+  auto d = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE(d.ok());
+  CHECK(d->remote_cache_url.empty());
+  CHECK(d->remote_cache_timeout_ms == 500);
+  CHECK(d->remote_cache_lease_ms == 30000);
+  CHECK(d->remote_cache_queue == 64);
+  {
+    ScopedEnv env("KILN_REMOTE_CACHE", "redis://10.0.0.7");
+    auto e = LoadDaemonConfig({"--kernels-dir", kKernels});
+    REQUIRE(e.ok());
+    CHECK(e->remote_cache_url == "redis://10.0.0.7");
+    auto f = LoadDaemonConfig({"--kernels-dir", kKernels, "--remote-cache", "redis://127.0.0.1:7000"});
+    REQUIRE(f.ok());
+    CHECK(f->remote_cache_url == "redis://127.0.0.1:7000");  // the flag wins
+  }
+  kiln::server::RedisUrl url;
+  CHECK(kiln::server::ParseRedisUrl("redis://cache.internal", &url).empty());
+  CHECK(url.str() == "redis://cache.internal:6379/0");
+
+  struct Bad {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  for (const Bad& b :
+       {Bad{{"--remote-cache", "http://cache:6379"},
+            "--remote-cache \"http://cache:6379\" must be a redis://HOST:PORT"},
+        Bad{{"--remote-cache", "cache:6379"}, "must be a redis://HOST:PORT[/DB] URL"},
+        Bad{{"--remote-cache", "redis://"}, "names no host"},
+        Bad{{"--remote-cache", "redis://cache:0"}, "names the port \"0\""},
+        Bad{{"--remote-cache", "redis://cache:63x9"}, "names the port \"63x9\""},
+        Bad{{"--remote-cache", "redis://cache:6379/x"}, "names the database \"x\""},
+        Bad{{"--remote-cache", "redis://user:secret@cache:6379"}, "holds credentials"},
+        Bad{{"--remote-cache", "rediss://cache:6379"}, "uses TLS"},
+        Bad{{"--remote-cache-timeout-ms", "5"}, "--remote-cache-timeout-ms \"5\" must be an integer from 10 to 60000"},
+        Bad{{"--remote-cache-lease-ms", "100"}, "from 300 to 3600000"},
+        Bad{{"--remote-cache-queue", "0"}, "from 1 to 4096"}}) {
+    std::vector<std::string> args = {"--kernels-dir", kKernels};
+    args.insert(args.end(), b.args.begin(), b.args.end());
+    auto bad = LoadDaemonConfig(args);
+    INFO(b.args[0] << " " << b.args[1]);
+    REQUIRE_FALSE(bad.ok());
+    CHECK_THAT(std::string(bad.status().message()), Catch::Contains(b.says));
+  }
+  ScopedEnv env("KILN_REMOTE_CACHE", "memcached://x");
+  auto from_env = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE_FALSE(from_env.ok());
+  CHECK_THAT(std::string(from_env.status().message()), Catch::Contains("KILN_REMOTE_CACHE \"memcached://x\""));
 }

@@ -89,6 +89,7 @@ const char* OriginName(Origin origin) {
     case Origin::kPrebuilt: return "prebuilt";
     case Origin::kCompiled: return "compiled";
     case Origin::kRepository: return "repository";
+    case Origin::kRemote: return "remote";
     case Origin::kUnspecified: break;
   }
   return "unspecified";

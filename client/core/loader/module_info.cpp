@@ -9,7 +9,7 @@ ModuleInfo ToModuleInfo(const v1::GetKernelResponse& reply) {
   info.arch = reply.arch();
   info.sha256 = reply.sha256();
   info.cubin_size = reply.cubin_size() != 0 ? reply.cubin_size() : reply.cubin().size();
-  info.origin = static_cast<Origin>(reply.origin() >= 0 && reply.origin() <= 5 ? reply.origin() : 0);
+  info.origin = static_cast<Origin>(reply.origin() >= 0 && reply.origin() <= 6 ? reply.origin() : 0);
   info.job_id = reply.job_id();
   info.daemon_ms = reply.timings().total_ms();
   info.params.insert(reply.params().begin(), reply.params().end());

@@ -67,8 +67,16 @@ struct EntryLaunch {
 };
 
 // Where the daemon found the cubin.
-enum class Origin { kUnspecified = 0, kMemory = 1, kDisk = 2, kPrebuilt = 3, kCompiled = 4, kRepository = 5 };
-KILN_API const char* OriginName(Origin origin);  // "memory", "disk", "prebuilt", "compiled", "repository"
+enum class Origin {
+  kUnspecified = 0,
+  kMemory = 1,
+  kDisk = 2,
+  kPrebuilt = 3,
+  kCompiled = 4,
+  kRepository = 5,
+  kRemote = 6,  // the fleet's shared cache on Redis (kilnd --remote-cache)
+};
+KILN_API const char* OriginName(Origin origin);  // "memory", "disk", "prebuilt", "compiled", "repository", "remote"
 
 struct ModuleInfo {
   std::string uri;        // "rmsnorm_bf16_h4096" (a non-default vec adds "_v<N>")

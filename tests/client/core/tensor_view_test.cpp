@@ -37,6 +37,7 @@ TEST_CASE("dtype and device names are the ones op params and messages use", "[cl
   CHECK(kiln::DeviceName(kiln::Device::CPU()) == "cpu");
   CHECK(std::string(kiln::OriginName(kiln::Origin::kCompiled)) == "compiled");
   CHECK(std::string(kiln::OriginName(kiln::Origin::kRepository)) == "repository");
+  CHECK(std::string(kiln::OriginName(kiln::Origin::kRemote)) == "remote");
 }
 
 TEST_CASE("Status and StatusOr carry a code and a message", "[client][status]") {
