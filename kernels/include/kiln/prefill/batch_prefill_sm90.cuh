@@ -236,17 +236,29 @@ __device__ __forceinline__ bool LoadKvTile(const KilnBatchPrefillParams& p, cons
       src += step;
     }
   } else {
+    // A page of at least kRowsPerPass positions holds kPassesPerPage of this thread's rows in a
+    // row (tile_start is a multiple of the page size, row0 < kRowsPerPass): the page is read and
+    // the address computed once a page, its other rows a fixed step on. The producer shares the
+    // SM's issue slots with the consumers' softmax, so its per-row work is their time too.
+    constexpr int kPassesPerPage = S::kPageSize >= S::kRowsPerPass ? S::kPageSize / S::kRowsPerPass : 1;
+    constexpr int kPages = S::kKvPasses / kPassesPerPage < 1 ? 1 : S::kKvPasses / kPassesPerPage;
+    constexpr int kPassesPerGroup = S::kKvPasses / kPages;  // kPassesPerPage, at most the tile's
+    const long long step = static_cast<long long>(S::kRowsPerPass) * p.num_kv_heads * S::kHeadDim;
 #pragma unroll
-    for (int j = 0; j < S::kKvPasses; ++j) {
-      const int row = row0 + j * S::kRowsPerPass;
+    for (int g = 0; g < kPages; ++g) {
+      const int row = row0 + g * kPassesPerGroup * S::kRowsPerPass;
       const int pos = tile_start + row;
-      const T* src = src_base;
       const int page = page_ids[row];  // -1 past kv_len, or an invalid page (flagged when staged)
-      const bool valid = page >= 0;
-      if (valid)
+      const T* src = src_base;
+      if (page >= 0)
         src = src_base + page * stride_token +
               (static_cast<long long>(pos % S::kPageSize) * p.num_kv_heads + kv_head) * S::kHeadDim + chunk * 8;
-      CpAsync16(dst0 + j * S::kRowsPerPass * 128, src, valid);
+#pragma unroll
+      for (int i = 0; i < kPassesPerGroup; ++i) {
+        // The page's later rows may lie past kv_len (the request's last page).
+        const bool valid = page >= 0 && pos + i * S::kRowsPerPass < kv.len;
+        CpAsync16(dst0 + (g * kPassesPerGroup + i) * S::kRowsPerPass * 128, valid ? src + i * step : src_base, valid);
+      }
     }
   }
   return bad;
