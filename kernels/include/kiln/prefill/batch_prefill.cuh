@@ -70,6 +70,11 @@ struct PrefillShape {
   // A page that holds whole K/V tiles needs one page-table lookup per tile (tiles start at
   // multiples of kTileKv).
   static constexpr bool kPageHoldsTiles = kPaged && kPageSize % kTileKv == 0;
+  // Pages smaller than a tile at head_dim <= 128: the page-table entries of a tile's rows are
+  // loaded a tile ahead (kKvPasses registers; head_dim 256 has none to spare), so a tile's
+  // copies do not wait for their lookups: a kernel that streams a long KV for few rows
+  // (speculative verification) is latency-bound.
+  static constexpr bool kPrefetchPages = kPaged && !kPageHoldsTiles && kHeadDim <= 128;
 
   static_assert(sizeof(T) == 2, "batch_prefill runs on fp16 or bf16 (tensor-core MMAs)");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim must be 64, 128 or 256");
@@ -126,13 +131,27 @@ __device__ __forceinline__ void LoadQ(const KilnBatchPrefillParams& p, long long
   }
 }
 
+// kPrefetchPages: the page-table entries (unchecked, PageEntry) of this thread's rows of the tile
+// at tile_start; -1 past kv_len.
+template <class Shape>
+__device__ __forceinline__ void LoadPageEntries(const KilnBatchPrefillParams& p, const KvSource& kv, int tile_start,
+                                                int (&entries)[Shape::kKvPasses]) {
+  const int row0 = threadIdx.x / Shape::kChunksPerRow;
+#pragma unroll
+  for (int j = 0; j < Shape::kKvPasses; ++j) {
+    const int pos = tile_start + row0 + j * Shape::kRowsPerPass;
+    entries[j] = pos < kv.len ? PageEntry<Shape>(p, kv.begin, pos) : -1;
+  }
+}
+
 // Issues the cp.async copies of the K and V tiles of positions tile_start ... tile_start +
 // kTileKv - 1; positions >= kv_len, and those of invalid pages, become zeros (their logits are
 // masked, and zero V keeps 0 * garbage out of the P V mma). Returns whether one of this thread's
-// rows below kv_len had an invalid page.
+// rows below kv_len had an invalid page. kPrefetchPages: `entries` holds the rows' page-table
+// entries (LoadPageEntries), else it is unused.
 template <class Shape>
 __device__ __forceinline__ bool LoadKv(const KilnBatchPrefillParams& p, const KvSource& kv, int kv_head, int tile_start,
-                                       unsigned k_dst, unsigned v_dst) {
+                                       unsigned k_dst, unsigned v_dst, const int (&entries)[Shape::kKvPasses]) {
   using T = typename Shape::T;
   constexpr int kHeadDim = Shape::kHeadDim;
   const int chunk = threadIdx.x % Shape::kChunksPerRow;
@@ -151,7 +170,8 @@ __device__ __forceinline__ bool LoadKv(const KilnBatchPrefillParams& p, const Kv
     const T* v_src = v;
     if constexpr (Shape::kPaged) {
       int page = tile_page;
-      if constexpr (!Shape::kPageHoldsTiles) page = valid ? PageOf<Shape>(p, kv.begin, pos) : -1;
+      if constexpr (Shape::kPrefetchPages) page = valid ? ValidPage(p, entries[j]) : -1;
+      else if constexpr (!Shape::kPageHoldsTiles) page = valid ? PageOf<Shape>(p, kv.begin, pos) : -1;
       bad = bad || (valid && page < 0);
       valid = valid && page >= 0;
       // Inside a page: [page_size, num_kv_heads, head_dim], dense.
@@ -294,8 +314,16 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
   detail::LoadQ<Shape>(p, q_begin, row_begin, rows, kv_head, q_smem);
   detail::CpAsyncCommit();
   bool pending_bad = false;  // tile in flight had an invalid page (among this thread's rows)
+  // kPrefetchPages: the page-table entries of the next tile to load.
+  int entries[Shape::kKvPasses] = {};
+  if constexpr (Shape::kPrefetchPages) {
+    if (num_tiles > 0) detail::LoadPageEntries<Shape>(p, kv, first_tile, entries);
+  }
   if (num_tiles > 0)
-    pending_bad = detail::LoadKv<Shape>(p, kv, kv_head, first_tile, kv_smem, kv_smem + Shape::kKvTileBytes);
+    pending_bad = detail::LoadKv<Shape>(p, kv, kv_head, first_tile, kv_smem, kv_smem + Shape::kKvTileBytes, entries);
+  if constexpr (Shape::kPrefetchPages) {
+    if (num_tiles > 1) detail::LoadPageEntries<Shape>(p, kv, first_tile + kTileKv, entries);
+  }
   detail::CpAsyncCommit();
   detail::CpAsyncWait<1>();  // this thread's Q copies have landed
   __syncthreads();           // everyone's have
@@ -329,7 +357,11 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
     const int tile_start = first_tile + t * kTileKv;
     if (t + 1 < num_tiles) {
       const unsigned k_dst = kv_smem + ((t + 1) % kStages) * Shape::kStageBytes;
-      pending_bad = detail::LoadKv<Shape>(p, kv, kv_head, tile_start + kTileKv, k_dst, k_dst + Shape::kKvTileBytes);
+      pending_bad = detail::LoadKv<Shape>(p, kv, kv_head, tile_start + kTileKv, k_dst, k_dst + Shape::kKvTileBytes,
+                                          entries);
+      if constexpr (Shape::kPrefetchPages) {
+        if (t + 2 < num_tiles) detail::LoadPageEntries<Shape>(p, kv, tile_start + 2 * kTileKv, entries);
+      }
     }
     detail::CpAsyncCommit();
 
