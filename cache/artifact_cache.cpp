@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<ArtifactCache>> ArtifactCache::Open(const CacheOp
   for (const char* sub : {"", "/locks"}) {
     KILN_ABSL_RETURN_IF_ERROR(file_io::MakeDirs(options.dir + sub));
   }
-  KILN_ABSL_ASSIGN_OR_RETURN(cache->blobs_, BlobStore::Open(options.dir));
+  KILN_ABSL_ASSIGN_OR_RETURN(cache->blobs_, BlobStore::Open(options.dir, options.on_repair));
   KILN_ABSL_ASSIGN_OR_RETURN(cache->index_, CacheIndex::Open(options.dir + "/index.sqlite"));
   auto recovered = cache->Recover();
   if (!recovered.ok())
@@ -166,7 +166,12 @@ void ArtifactCache::DropUnusableEntry(const EntryRecord& record, const std::stri
 absl::StatusOr<FileLock> ArtifactCache::LockKey(const std::string& key, std::chrono::milliseconds timeout) {
   KILN_ABSL_RETURN_IF_ERROR(CheckKey(key));
   const std::string dir = absl::StrCat(options_.dir, "/locks/", key.substr(0, 2));
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+  int made = ::mkdir(dir.c_str(), 0755);
+  if (made != 0 && errno == ENOENT) {  // locks/ itself is gone: recreate it, then try again
+    KILN_ABSL_RETURN_IF_ERROR(blobs_->Recreate("locks"));
+    made = ::mkdir(dir.c_str(), 0755);
+  }
+  if (made != 0 && errno != EEXIST)
     return file_io::ErrnoStatus(errno, absl::StrCat("create lock folder ", dir),
                                 "check that the cache folder is writable");
   return FileLock::Acquire(absl::StrCat(dir, "/", key, ".lock"), timeout);

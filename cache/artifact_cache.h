@@ -28,6 +28,9 @@ struct CacheOptions {
   // Orphan blobs (no index row) younger than this are left alone: another process may be
   // between its blob rename and its index insert.
   std::chrono::seconds orphan_grace = std::chrono::minutes(10);
+  // Told, once per repair, when a folder of the cache (blobs/, locks/, tmp/, quarantine/) went
+  // missing while the cache was open and was recreated; the daemon logs it as a warning.
+  BlobStore::RepairReport on_repair;
 };
 
 // What a lookup expects of an entry, from the request; any difference is a corrupt or stale
@@ -88,7 +91,8 @@ class ArtifactCache {
       const std::string& key, const Compatibility& expect,
       const std::function<void(const std::string&)>& on_problem = nullptr);
 
-  // The cross-process compile lock of one key (<dir>/locks/<aa>/<key>.lock). Keys are
+  // The cross-process compile lock of one key (<dir>/locks/<aa>/<key>.lock; locks/ is
+  // recreated when it went missing). Keys are
   // [A-Za-z0-9._-], at least 2 characters, not starting with '.' (INVALID_ARGUMENT otherwise).
   absl::StatusOr<FileLock> LockKey(const std::string& key, std::chrono::milliseconds timeout);
 

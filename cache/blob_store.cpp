@@ -79,12 +79,22 @@ bool ProcessAlive(long pid) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BlobStore>> BlobStore::Open(const std::string& root) {
+absl::StatusOr<std::unique_ptr<BlobStore>> BlobStore::Open(const std::string& root, RepairReport on_repair) {
   if (root.empty()) return absl::InvalidArgumentError("blob store root is empty; pass the cache folder");
   for (const char* sub : {"blobs", "tmp", "quarantine"}) {
     KILN_ABSL_RETURN_IF_ERROR(file_io::MakeDirs(absl::StrCat(root, "/", sub)));
   }
-  return std::unique_ptr<BlobStore>(new BlobStore(root));
+  return std::unique_ptr<BlobStore>(new BlobStore(root, std::move(on_repair)));
+}
+
+absl::Status BlobStore::Recreate(const std::string& sub) const {
+  const std::string dir = absl::StrCat(root_, "/", sub);
+  KILN_ABSL_ASSIGN_OR_RETURN(bool created, file_io::RecreateDir(dir));
+  if (created && on_repair_)
+    on_repair_(absl::StrCat("the cache folder ", dir,
+                            " was missing (removed while the cache was in use?); recreated it. Entries whose blobs "
+                            "went with it are recompiled on their next request; Verify lists them"));
+  return absl::OkStatus();
 }
 
 std::string BlobStore::PathOf(std::string_view sha256_view) const {
@@ -115,7 +125,12 @@ absl::StatusOr<std::string> BlobStore::Put(std::string_view bytes) {
       return existing.status();
   }
   const std::string fan_dir = absl::StrCat(root_, "/blobs/", sha.substr(0, 2));
-  if (::mkdir(fan_dir.c_str(), 0755) == 0) {
+  int made = ::mkdir(fan_dir.c_str(), 0755);
+  if (made != 0 && errno == ENOENT) {  // blobs/ itself is gone: recreate it, then try again
+    KILN_ABSL_RETURN_IF_ERROR(Recreate("blobs"));
+    made = ::mkdir(fan_dir.c_str(), 0755);
+  }
+  if (made == 0) {
     KILN_ABSL_RETURN_IF_ERROR(file_io::FsyncDir(root_ + "/blobs"));
   } else if (errno != EEXIST) {
     return ErrnoStatus(errno, absl::StrCat("create blob folder ", fan_dir), "check that the cache folder is writable");
@@ -123,6 +138,10 @@ absl::StatusOr<std::string> BlobStore::Put(std::string_view bytes) {
 
   const std::string temp = NewTempPath(::getpid());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT) {  // tmp/ is gone
+    KILN_ABSL_RETURN_IF_ERROR(Recreate("tmp"));
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
   if (fd < 0)
     return ErrnoStatus(errno, absl::StrCat("create temp file ", temp),
                        "check that the cache folder's tmp/ is writable");
@@ -168,6 +187,8 @@ absl::StatusOr<std::string> BlobStore::Quarantine(std::string_view sha256_view, 
   const std::string sha256(sha256_view);
   const std::string reason(reason_view);
   const std::string source = PathOf(sha256);
+  // Its folder first: a rename's ENOENT below then means the blob is gone.
+  KILN_ABSL_RETURN_IF_ERROR(Recreate("quarantine"));
   const std::string base = absl::StrCat(root_, "/quarantine/", sha256, ".", file_io::NowUnixMs());
   std::string target = base;
   struct stat st {};
@@ -216,6 +237,7 @@ absl::StatusOr<std::vector<BlobStore::BlobInfo>> BlobStore::List() const {
       blobs.push_back(std::move(info));
     }
   }
+  if (ec == std::errc::no_such_file_or_directory) return blobs;  // blobs/ removed: no blobs; Put recreates it
   if (ec)
     return absl::Status(absl::ErrnoToStatusCode(ec.value()),
                         absl::StrCat("cannot list ", blobs_dir.string(), ": ", ec.message()));

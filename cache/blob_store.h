@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,12 +18,20 @@ namespace kiln::cache {
 
 class BlobStore {
  public:
-  // Creates <root>/blobs, tmp and quarantine (0755) when missing.
-  static absl::StatusOr<std::unique_ptr<BlobStore>> Open(const std::string& root);
+  // Told, once per repair, when the store recreates one of its folders that went missing while
+  // it ran (someone removed blobs/ under a running daemon); the daemon logs it as a warning.
+  using RepairReport = std::function<void(const std::string&)>;
+
+  // Creates <root>/blobs, tmp and quarantine (0755) when missing. Later, a write that finds one
+  // of them missing recreates it (and tells `on_repair`) rather than failing.
+  static absl::StatusOr<std::unique_ptr<BlobStore>> Open(const std::string& root, RepairReport on_repair = nullptr);
 
   // Stores bytes; returns their SHA-256. Storing bytes that are already there is a no-op (a
   // blob already there whose bytes do not match its name is replaced).
   absl::StatusOr<std::string> Put(std::string_view bytes);
+
+  // Recreates <root>/<sub> when it is missing, telling on_repair when this call made it.
+  absl::Status Recreate(const std::string& sub) const;
 
   // Reads a blob and checks its hash: NOT_FOUND when absent, DATA_LOSS (naming the blob, the
   // expected and the actual hash) when the bytes do not match.
@@ -41,7 +50,7 @@ class BlobStore {
     uint64_t size = 0;
     std::chrono::system_clock::time_point modified;
   };
-  absl::StatusOr<std::vector<BlobInfo>> List() const;
+  absl::StatusOr<std::vector<BlobInfo>> List() const;  // empty when blobs/ is missing
 
   // Removes temp files whose writer is gone: the pid in the name is not alive on this host,
   // or the file is older than `max_age` (another host or pid namespace may share the folder).
@@ -56,8 +65,9 @@ class BlobStore {
   const std::string& root() const { return root_; }
 
  private:
-  explicit BlobStore(std::string root) : root_(std::move(root)) {}
+  BlobStore(std::string root, RepairReport on_repair) : root_(std::move(root)), on_repair_(std::move(on_repair)) {}
   std::string root_;
+  RepairReport on_repair_;
 };
 
 }  // namespace kiln::cache

@@ -88,6 +88,21 @@ absl::Status MakeDirs(const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> RecreateDir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0) return true;
+  if (errno == EEXIST) return false;
+  if (errno != ENOENT)
+    return ErrnoStatus(errno, absl::StrCat("create folder ", dir), "check that the cache folder is writable");
+  // Its parent is gone too (the whole cache folder was removed): make the parents, then it.
+  const size_t slash = dir.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    if (auto made = MakeDirs(dir.substr(0, slash)); !made.ok()) return made;
+  }
+  if (::mkdir(dir.c_str(), 0755) == 0) return true;
+  if (errno == EEXIST) return false;
+  return ErrnoStatus(errno, absl::StrCat("create folder ", dir), "check that the cache folder is writable");
+}
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();

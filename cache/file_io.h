@@ -27,6 +27,9 @@ absl::Status WriteSmallFile(const std::string& path, std::string_view content);
 absl::Status FsyncDir(const std::string& dir);
 // Creates `dir` and missing parents (0755); OK when it exists as a folder.
 absl::Status MakeDirs(const std::string& dir);
+// MakeDirs that says whether this call created `dir` itself (false: it was there, or another
+// thread or process made it first), so that a repair is reported once, by whoever made it.
+absl::StatusOr<bool> RecreateDir(const std::string& dir);
 
 int64_t NowUnixMs();
 // This host's name, restricted to [A-Za-z0-9._-] (it becomes part of file names).

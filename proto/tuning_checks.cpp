@@ -7,6 +7,8 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/unknown_field_set.h>
 
+#include "proto/input_limits.h"
+
 namespace kiln::proto {
 namespace {
 
@@ -21,7 +23,7 @@ std::string Word(std::string_view field, std::string_view value, size_t max, All
   if (value.empty()) {
     problem = "is empty";
   } else if (value.size() > max) {
-    problem = "is " + std::to_string(value.size()) + " characters long";
+    problem = "is " + std::to_string(value.size()) + " characters long (at most " + std::to_string(max) + ")";
   } else {
     for (char c : value) {
       if (!ok(c)) {
@@ -31,7 +33,7 @@ std::string Word(std::string_view field, std::string_view value, size_t max, All
     }
   }
   if (problem.empty()) return "";
-  return std::string(field) + " '" + std::string(value) + "' " + problem + "; expected " + form;
+  return std::string(field) + " " + QuoteInput(value) + " " + problem + "; expected " + form;
 }
 
 std::string Join(std::string_view a, std::string_view b) { return std::string(a) + "." + std::string(b); }
@@ -43,7 +45,7 @@ std::string OpNameProblem(std::string_view field, std::string_view op) {
       field, op, 64, [](char c) { return Lower(c) || Digit(c) || c == '_'; },
       "an op name: 1 to 64 of a-z, 0-9 and _, e.g. gemm");
   if (p.empty() && !Lower(op[0]))
-    p = std::string(field) + " '" + std::string(op) + "' must start with a letter, e.g. gemm";
+    p = std::string(field) + " " + QuoteInput(op) + " must start with a letter, e.g. gemm";
   return p;
 }
 
@@ -65,10 +67,10 @@ std::string TacticTextProblem(std::string_view field, std::string_view tactic) {
 std::string TuningEnvironmentProblem(std::string_view field, const v1::TuningEnvironment& e) {
   const std::string& gpu = e.gpu_name();
   if (gpu.empty() || gpu.size() > 256)
-    return Join(field, "gpu_name") + " '" + gpu + "' must be the device's name, 1 to 256 characters";
+    return Join(field, "gpu_name") + " " + QuoteInput(gpu) + " must be the device's name, 1 to 256 characters";
   for (char c : gpu)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-      return Join(field, "gpu_name") + " '" + gpu + "' has a control character";
+      return Join(field, "gpu_name") + " " + QuoteInput(gpu) + " has a control character";
   auto positive = [&](const char* name, long long v) -> std::string {
     if (v > 0) return "";
     return Join(field, name) + " " + std::to_string(v) + " must be positive (is it set?)";
@@ -107,6 +109,7 @@ std::string TuningRecordProblem(std::string_view field, const v1::TuningRecord& 
     const std::string at = Join(field, "candidates[" + std::to_string(i) + "]");
     if (auto p = TacticTextProblem(Join(at, "tactic"), c.tactic()); !p.empty()) return p;
     if (!seen.insert(c.tactic()).second) return Join(at, "tactic") + " '" + c.tactic() + "' is listed twice";
+    if (auto p = LengthProblem(Join(at, "failure"), c.failure(), kMaxTuningFailureBytes); !p.empty()) return p;
     if (c.ok()) {
       if (!std::isfinite(c.median_us()) || c.median_us() <= 0)
         return Join(at, "median_us") + " " + std::to_string(c.median_us()) + " must be a positive time (ok is true)";

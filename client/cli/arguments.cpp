@@ -26,6 +26,16 @@ constexpr const char* kExitCodes =
     "  3  the daemon could not be reached\n"
     "  4  a problem was found (kiln doctor, kiln cache verify)\n";
 
+// Where a global option that takes a value keeps it; nullptr for any other argument.
+std::string* ValueSlot(GlobalOptions& g, const std::string& name) {
+  if (name == "--socket") return &g.socket;
+  if (name == "--timeout") return &g.timeout;
+  if (name == "--tls-ca") return &g.tls_ca;
+  if (name == "--tls-cert") return &g.tls_cert;
+  if (name == "--tls-key") return &g.tls_key;
+  return nullptr;
+}
+
 }  // namespace
 
 GlobalOptions ExtractGlobalOptions(const std::vector<std::string>& args) {
@@ -44,13 +54,15 @@ GlobalOptions ExtractGlobalOptions(const std::vector<std::string>& args) {
       g.help = true;
     } else if (a == "--version") {
       g.version = true;
-    } else if (a == "--socket" || a == "--timeout") {
-      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-      (a == "--socket" ? g.socket : g.timeout) = args[++i];
-    } else if (a.rfind("--socket=", 0) == 0) {
-      g.socket = a.substr(9);
-    } else if (a.rfind("--timeout=", 0) == 0) {
-      g.timeout = a.substr(10);
+    } else if (a == "--insecure") {
+      g.insecure = true;
+    } else if (std::string* slot = ValueSlot(g, a.substr(0, a.find('=')))) {
+      if (a.find('=') != std::string::npos) {
+        *slot = a.substr(a.find('=') + 1);
+      } else {
+        if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+        *slot = args[++i];
+      }
     } else {
       g.rest.push_back(a);
     }
@@ -117,7 +129,9 @@ std::string CommandHelp(const CommandSpec& spec) {
   }
   s << "  " << Pad("-h, --help", 24) << "this help\n";
   if (!spec.details.empty()) s << "\n" << spec.details << "\n";
-  s << "\nGlobal options: --socket PATH, --timeout SECONDS (see kiln --help).\n\n" << kExitCodes;
+  s << "\nGlobal options: --socket PATH, --timeout SECONDS, --tls-ca FILE, --tls-cert FILE, --tls-key FILE, "
+       "--insecure (see kiln --help).\n\n"
+    << kExitCodes;
   return s.str();
 }
 
@@ -142,10 +156,18 @@ std::string GroupHelp(const std::vector<CommandSpec>& commands, const std::strin
       << "  " << Pad("--socket PATH", 24) << "kilnd's unix socket, or a gRPC target (unix:/path, host:port).\n"
       << std::string(26, ' ') << "Default: $" << proto::kSocketEnv << ", else " << proto::DefaultSocketPath() << "\n"
       << "  " << Pad("--timeout SECONDS", 24) << "how long to wait for one answer of the daemon (default 300)\n"
+      << "  " << Pad("--tls-ca FILE", 24) << "a host:port target is TLS: the PEM CA that signed kilnd's certificate\n"
+      << "  " << Pad("--tls-cert FILE", 24) << "a client certificate (PEM), for a kilnd that requires one\n"
+      << "  " << Pad("--tls-key FILE", 24) << "its private key (PEM)\n"
+      << "  " << Pad("--insecure", 24) << "plaintext to a host:port target, for a kilnd started with --insecure.\n"
+      << std::string(26, ' ') << "A host:port target needs --tls-ca or --insecure; a unix socket neither\n"
       << "  " << Pad("-h, --help", 24) << "help for kiln or for a command\n"
       << "  " << Pad("--version", 24) << "print the version\n"
       << "\nEnvironment:\n"
       << "  " << Pad(proto::kSocketEnv, 24) << "the daemon's socket (as --socket)\n"
+      << "  " << Pad("KILN_TLS_CA", 24) << "as --tls-ca; KILN_TLS_CERT, KILN_TLS_KEY as --tls-cert, --tls-key\n"
+      << "  " << Pad("KILN_INSECURE=1", 24)
+      << "as --insecure (the variables are read only when no TLS option is given)\n"
       << "  " << Pad("KILN_CACHE_DIR", 24) << "the cache workspace kiln doctor checks\n"
       << "  " << Pad("KILN_GEN_DIR", 24) << "the generated-sources workspace kiln doctor checks\n";
   }

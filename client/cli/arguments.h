@@ -11,13 +11,16 @@ namespace kiln::cli {
 
 struct GlobalOptions {
   std::string socket;
-  std::string timeout;  // as given; empty: default
+  std::string tls_ca, tls_cert, tls_key;  // --tls-ca, --tls-cert, --tls-key FILE
+  bool insecure = false;                  // --insecure
+  std::string timeout;                    // as given; empty: default
   bool help = false;
   bool version = false;
   std::vector<std::string> rest;  // everything else, in order
 };
 
-// Takes --socket, --timeout, -h/--help and --version from anywhere before a "--".
+// Takes --socket, --timeout, --tls-ca, --tls-cert, --tls-key, --insecure, -h/--help and
+// --version from anywhere before a "--".
 // Throws UsageError for a global option without its value.
 GlobalOptions ExtractGlobalOptions(const std::vector<std::string>& args);
 

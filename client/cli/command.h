@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "client/core/rpc/transport_security.h"
 #include "kiln/status.h"
 
 namespace kiln::client {
@@ -68,9 +69,12 @@ class Invocation {
 
   // Global options.
   std::string socket;  // --socket, else "" (KILN_SOCKET or the default)
+  // --tls-ca, --tls-cert, --tls-key, --insecure; all unset: the KILN_TLS_* and KILN_INSECURE variables.
+  client::TransportSecurity security;
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
 
-  // The daemon connection for --socket (made on first use).
+  // The daemon connection for --socket (made on first use). Throws UsageError when it cannot be
+  // made: a TCP target with neither TLS nor --insecure, an unreadable certificate.
   const client::DaemonConnection& Connection();
   std::chrono::system_clock::time_point Deadline() const { return std::chrono::system_clock::now() + timeout; }
 

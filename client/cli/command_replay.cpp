@@ -249,6 +249,10 @@ int RunReplay(Invocation& inv) {
   if (!inv.socket.empty()) {
     ClientOptions options = CurrentOptions();
     options.socket = inv.socket;
+    options.tls_ca = inv.security.ca_file;
+    options.tls_cert = inv.security.cert_file;
+    options.tls_key = inv.security.key_file;
+    options.insecure = inv.security.insecure;
     options.rpc_timeout = inv.timeout;
     if (Status s = Configure(options); !s.ok()) return inv.Fail(s);
   }

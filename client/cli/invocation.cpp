@@ -17,7 +17,8 @@ const std::vector<std::string>& Invocation::All(const std::string& option) const
 }
 
 const client::DaemonConnection& Invocation::Connection() {
-  if (connection_ == nullptr) connection_ = std::make_shared<client::DaemonConnection>(socket);
+  if (connection_ == nullptr) connection_ = std::make_shared<client::DaemonConnection>(socket, security);
+  if (!connection_->setup_error().ok()) throw UsageError(connection_->setup_error().message());
   return *connection_;
 }
 

@@ -107,6 +107,7 @@ int Run(const std::vector<std::string>& args) {
   kiln::cli::Invocation invocation(*spec, std::cout, std::cerr);
   try {
     invocation.socket = global.socket;
+    invocation.security = {global.tls_ca, global.tls_cert, global.tls_key, global.insecure};
     if (!global.timeout.empty()) {
       size_t end = 0;
       double seconds = -1;

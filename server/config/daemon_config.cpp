@@ -19,6 +19,7 @@
 #include "kiln_base/status_macros.h"
 #include "proto/endpoint.h"
 #include "proto/tactic_blocklist.h"
+#include "server/config/tcp_security.h"
 #include "server/tiers/redis_url.h"
 
 namespace kiln::server {
@@ -29,7 +30,17 @@ const std::vector<FlagInfo>& FlagTable() {
       {"--socket PATH", "KILN_SOCKET",
        "root: /run/kiln/kilnd.sock; others: $XDG_RUNTIME_DIR/kiln/kilnd.sock or /tmp/kiln-$UID/kilnd.sock",
        "Unix socket to serve on (the folder is created 0700, the socket is 0660)"},
-      {"--listen HOST:PORT", "KILN_LISTEN", "off", "Also serve on TCP (plaintext; for trusted networks)"},
+      {"--listen HOST:PORT", "KILN_LISTEN", "off",
+       "Also serve on TCP: with TLS (--tls-cert, --tls-key), or plaintext with --insecure; one of them is required"},
+      {"--tls-cert FILE", "KILN_TLS_CERT", "none",
+       "PEM certificate (chain) kilnd presents on --listen; needs --tls-key. Only with --listen: the unix socket is "
+       "protected by its file permissions"},
+      {"--tls-key FILE", "KILN_TLS_KEY", "none", "PEM private key of --tls-cert"},
+      {"--tls-client-ca FILE", "KILN_TLS_CLIENT_CA", "none",
+       "Mutual TLS on --listen: a client must present a certificate signed by this PEM CA (bundle), or is refused"},
+      {"--insecure", "KILN_INSECURE=1", "off",
+       "Serve --listen in plaintext, unauthenticated: anyone who reaches the port may compile, read and evict; for "
+       "trusted networks and tests only (logged as a warning)"},
       {"--cache-dir DIR", "KILN_CACHE_DIR", "root: /var/cache/kiln; others: $XDG_CACHE_HOME/kiln or ~/.cache/kiln",
        "Artifact workspace: index, blobs, locks (may be shared by several daemons)"},
       {"--gen-dir DIR", "KILN_GEN_DIR", "<cache-dir>/generated",
@@ -175,6 +186,10 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   // Flags first: collect "--name value" / "--name=value" / boolean "--name".
   static const std::map<std::string, bool> kTakesValue = {{"--socket", true},
                                                           {"--listen", true},
+                                                          {"--tls-cert", true},
+                                                          {"--tls-key", true},
+                                                          {"--tls-client-ca", true},
+                                                          {"--insecure", false},
                                                           {"--cache-dir", true},
                                                           {"--gen-dir", true},
                                                           {"--kernels-dir", true},
@@ -290,6 +305,11 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
       KILN_ABSL_ASSIGN_OR_RETURN(*out, ParseBool(where, *v));
     }
   }
+  std::string insecure_where;
+  if (auto v = pick("--insecure", "KILN_INSECURE", &insecure_where)) {
+    KILN_ABSL_ASSIGN_OR_RETURN(c.insecure, ParseBool(insecure_where, *v));
+  }
+  KILN_ABSL_RETURN_IF_ERROR(LoadTcpSecurity(pick, insecure_where, &c));
   if (auto it = repeated.find("--prebuilt"); it != repeated.end()) {
     c.prebuilt_dirs = it->second;
     where = "--prebuilt";

@@ -14,8 +14,15 @@
 namespace kiln::server {
 
 struct DaemonConfig {
-  std::string socket;       // unix socket path
-  std::string listen;       // optional TCP host:port
+  std::string socket;  // unix socket path
+  std::string listen;  // optional TCP host:port
+  // TCP's security (tcp_security.h): TLS with a server certificate, mutual TLS when a client CA
+  // is given too, or plaintext only when asked for by name. The PEM texts are read at start.
+  bool insecure = false;      // --insecure: plaintext TCP
+  std::string tls_cert;       // --tls-cert FILE; empty: none
+  std::string tls_key;        // --tls-key FILE
+  std::string tls_client_ca;  // --tls-client-ca FILE; empty: client certificates not asked for
+  std::string tls_cert_pem, tls_key_pem, tls_client_ca_pem;
   std::string cache_dir;    // artifact workspace (index, blobs, locks)
   std::string gen_dir;      // generated-sources workspace
   std::string kernels_dir;  // the kernel library's device code (read-only)

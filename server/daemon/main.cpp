@@ -16,6 +16,7 @@
 #include "server/config/daemon_config.h"
 #include "server/config/engine_options_from_config.h"
 #include "server/daemon/socket_guard.h"
+#include "server/daemon/tcp_credentials.h"
 #include "server/daemon/warm_up.h"
 #include "server/engine/kernel_engine.h"
 #include "server/jit/toolchain.h"
@@ -69,7 +70,9 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   builder.SetMaxSendMessageSize(256 << 20);
   builder.AddListeningPort("unix:" + config.socket, grpc::InsecureServerCredentials());
   int tcp_port = 0;
-  if (!config.listen.empty()) builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &tcp_port);
+  // The unix socket needs no TLS (its file permissions protect it); TCP gets TLS unless
+  // --insecure asked for plaintext (config/tcp_security.h).
+  if (!config.listen.empty()) builder.AddListeningPort(config.listen, TcpServerCredentials(config), &tcp_port);
   builder.RegisterService(&kernel_service);
   builder.RegisterService(&cache_service);
   builder.RegisterService(&job_service);
@@ -78,11 +81,22 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || (!config.listen.empty() && tcp_port == 0)) {
     spdlog::critical("could not listen on {}{}: the address may be in use by another process (a second kilnd?) "
-                     "or not be ours to bind",
-                     config.socket, config.listen.empty() ? "" : " and " + config.listen);
+                     "or not be ours to bind{}",
+                     config.socket, config.listen.empty() ? "" : " and " + config.listen,
+                     config.listen.empty() || config.insecure
+                         ? ""
+                         : absl::StrCat(", or the TLS certificate ", config.tls_cert, " and key ", config.tls_key,
+                                        " are not a valid pair (the key must be the certificate's own)"));
     return kExitStartup;
   }
   if (auto s = (*guard)->SetSocketPermissions(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
+  if (!config.listen.empty()) {
+    if (config.insecure)
+      spdlog::warn("TCP {} is plaintext and unauthenticated (--insecure): anyone who reaches it may compile, read "
+                   "and evict the cache; use --tls-cert/--tls-key outside a trusted network",
+                   config.listen);
+    else spdlog::info("TCP {}: {}", config.listen, DescribeTcpSecurity(config));
+  }
 
   const auto& tc = (*engine)->toolchain();
   spdlog::info("kilnd {} serving on {}{} (pid {}); cache {}{}, generated sources {}, kernels {}; "

@@ -12,6 +12,7 @@
 #include "cache/sha256.h"
 #include "kernels/jit/generation_workspace.h"
 #include "server/engine/clock.h"
+#include "server/engine/compile_log.h"
 #include "server/engine/debug_controls.h"
 #include "server/engine/kernel_engine.h"
 #include "server/rpc/wire_forms.h"
@@ -19,9 +20,10 @@
 namespace kiln::server {
 namespace {
 
+// The log a failed compile carried, bounded as every kept log is (compile_log.h).
 std::string LogOf(const absl::Status& s) {
   auto payload = s.GetPayload(kCompileLogPayload);
-  return payload ? std::string(*payload) : "";
+  return payload ? BoundedCompileLog(std::string(*payload)) : "";
 }
 
 // Releases the fleet's lease of a key on every way out of a job that did not hand it to
@@ -189,6 +191,8 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
   stats_.compiles++;
   auto compiled = compiler_->Compile(request);
   if (!compiled.ok()) return fail(compiled.status(), LogOf(compiled.status()));
+  // What the job and the cache row keep of the log, and GetJob / GetEntry send.
+  compiled->log = BoundedCompileLog(compiled->log);
   t.set_compile_ms(compiled->compile_ms);
   t.set_link_ms(compiled->link_ms);
   if (flight->abandoned) {

@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
     cache::CacheOptions cache_options;
     cache_options.dir = options.cache_dir;
     cache_options.max_bytes = uint64_t(options.cache_max_mb) << 20;
+    cache_options.on_repair = [](const std::string& repair) { spdlog::warn("{}", repair); };
     auto cache = cache::ArtifactCache::Open(cache_options);
     if (!cache.ok())
       return WithSuffix(cache.status(), absl::StrCat(" (artifact workspace \"", options.cache_dir,

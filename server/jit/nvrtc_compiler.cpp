@@ -108,8 +108,11 @@ std::string LinkerLog(nvJitLinkHandle handle) {
 
 // The first error of a log and what follows it (NVRTC prints the source line and a caret
 // under "file(line): error: ..."): enough for a status message; the payload has the rest.
+// Each line is cut at kMaxLineBytes: the source line NVRTC quotes may be megabytes long (one
+// line of macros), and the message becomes a grpc-message header, which has a size limit.
 std::string FirstErrorLines(std::string_view log) {
   constexpr size_t kMaxLines = 8;
+  constexpr size_t kMaxLineBytes = 512;
   std::vector<std::string_view> lines;
   for (std::string_view line : LogLines(log)) {
     if (line.find_first_not_of(" \t\r") != std::string_view::npos) lines.push_back(line);
@@ -125,7 +128,9 @@ std::string FirstErrorLines(std::string_view log) {
   std::string shown;
   for (size_t i = first; i < std::min(lines.size(), first + kMaxLines); ++i) {
     if (!shown.empty()) shown += "\n";
-    shown += lines[i];
+    shown += lines[i].substr(0, kMaxLineBytes);
+    if (lines[i].size() > kMaxLineBytes)
+      absl::StrAppend(&shown, "... (", lines[i].size() - kMaxLineBytes, " more bytes)");
   }
   return shown.empty() ? "(empty log)" : shown;
 }

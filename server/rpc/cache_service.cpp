@@ -7,12 +7,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/sha256.h"
+#include "proto/input_limits.h"
 #include "server/engine/clock.h"
 #include "server/engine/debug_controls.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/request_limits.h"
 
 namespace kiln::server {
 namespace {
+
+// INVALID_ARGUMENT when a string of the request is past its limit (proto/input_limits.h).
+template <typename Request>
+grpc::Status CheckLengths(const Request& request) {
+  std::string problem = RequestLengthProblem(request);
+  if (problem.empty()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, problem);
+}
 
 void SetMillis(google::protobuf::Timestamp* ts, int64_t unix_ms) {
   ts->set_seconds(unix_ms / 1000);
@@ -67,6 +77,7 @@ grpc::Status CacheServiceImpl::RequireCache() const {
 grpc::Status CacheServiceImpl::ListEntries(grpc::ServerContext*, const v1::ListEntriesRequest* request,
                                            v1::ListEntriesResponse* response) {
   if (auto s = RequireCache(); !s.ok()) return s;
+  if (auto s = CheckLengths(*request); !s.ok()) return s;
   if (request->page_size() < 0 || request->page_size() > 1000)
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("page_size ", request->page_size(), " must be from 0 (default 100) to 1000"));
@@ -84,11 +95,12 @@ grpc::Status CacheServiceImpl::ListEntries(grpc::ServerContext*, const v1::ListE
 grpc::Status CacheServiceImpl::GetEntry(grpc::ServerContext*, const v1::GetEntryRequest* request,
                                         v1::CacheEntry* response) {
   if (auto s = RequireCache(); !s.ok()) return s;
+  if (auto s = CheckLengths(*request); !s.ok()) return s;
   const std::string& key = request->cache_key();
   if (key.size() < 8 || key.size() > 64 || !cache::IsLowerHex(key))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("cache_key \"", key,
-                                     "\" must be a key or a prefix of one: 8 to 64 lowercase hex digits"));
+                        absl::StrCat("cache_key ", proto::QuoteInput(key),
+                                     " must be a key or a prefix of one: 8 to 64 lowercase hex digits"));
   auto* cache = engine_->cache();
   auto matches = cache->index().FindByPrefix(key, 2);
   if (!matches.ok()) return ToGrpc(matches.status());
@@ -104,6 +116,7 @@ grpc::Status CacheServiceImpl::GetEntry(grpc::ServerContext*, const v1::GetEntry
 grpc::Status CacheServiceImpl::EvictEntries(grpc::ServerContext*, const v1::EvictEntriesRequest* request,
                                             v1::EvictEntriesResponse* response) {
   if (auto s = RequireCache(); !s.ok()) return s;
+  if (auto s = CheckLengths(*request); !s.ok()) return s;
   cache::EntryFilter filter{request->op(),
                             request->uri_prefix(),
                             request->arch(),
@@ -117,7 +130,8 @@ grpc::Status CacheServiceImpl::EvictEntries(grpc::ServerContext*, const v1::Evic
   for (const auto& k : filter.keys)
     if (!cache::IsSha256Hex(k))
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("cache_keys must be full keys (64 lowercase hex digits); got \"", k, "\""));
+                          absl::StrCat("cache_keys must be full keys (64 lowercase hex digits); got ",
+                                       proto::QuoteInput(k)));
   auto report = engine_->cache()->Evict(filter, request->dry_run());
   if (!report.ok()) return ToGrpc(report.status());
   for (const auto& key : report->evicted) {

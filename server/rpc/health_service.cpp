@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "proto/input_limits.h"
+
 namespace kiln::server {
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
@@ -19,7 +21,7 @@ grpc::Status HealthServiceImpl::Check(grpc::ServerContext*, const HealthCheckReq
                                       HealthCheckResponse* response) {
   Status status = StatusOf(request->service());
   if (status == HealthCheckResponse::SERVICE_UNKNOWN)
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "kilnd has no service \"" + request->service() + "\"");
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "kilnd has no service " + proto::QuoteInput(request->service()));
   response->set_status(status);
   return grpc::Status::OK;
 }

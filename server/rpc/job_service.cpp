@@ -1,6 +1,8 @@
 #include "server/rpc/job_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "proto/input_limits.h"
+#include "server/rpc/request_limits.h"
 
 namespace kiln::server {
 
@@ -18,13 +20,15 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRe
 }
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request, v1::Job* response) {
+  if (std::string problem = RequestLengthProblem(*request); !problem.empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, problem);
   if (request->id().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "id is empty; ListJobs shows the ids");
   auto job = engine_->jobs().Get(request->id());
   if (!job)
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("no job \"", request->id(),
-                                     "\" on this daemon (it keeps the last 1000 finished jobs; "
+                        absl::StrCat("no job ", proto::QuoteInput(request->id()),
+                                     " on this daemon (it keeps the last 1000 finished jobs; "
                                      "a job of another daemon sharing the cache is only known to that one)"));
   *response = std::move(*job);
   return grpc::Status::OK;

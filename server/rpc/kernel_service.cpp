@@ -2,15 +2,20 @@
 
 #include "server/rpc/wire_forms.h"
 
+#include <unistd.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/op_catalog.h"
+#include "server/rpc/request_limits.h"
 
 namespace kiln::server {
 
 absl::StatusOr<KernelQuery> QueryFromRequest(const v1::GetKernelRequest& request, const std::string& peer) {
+  // First: every check after this one (the op registry, the raw-source policy) may quote a field.
+  if (std::string problem = RequestLengthProblem(request); !problem.empty()) return absl::InvalidArgumentError(problem);
   KernelQuery q;
   switch (request.what_case()) {
     case v1::GetKernelRequest::kOp:
@@ -57,9 +62,10 @@ grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1
   if (!served.ok()) return ToGrpc(served.status());
 
   const Artifact& a = *served->artifact;
-  // Only a client on this node (unix socket) can open the blob; others get the bytes.
+  // Only a client on this node (unix socket) can open the blob; others get the bytes. So does a
+  // client whose blob was removed under the daemon (the memory cache still has its bytes).
   bool local = absl::StartsWith(context->peer(), "unix:");
-  if (request->prefer_blob_path() && local && !a.blob_path.empty()) {
+  if (request->prefer_blob_path() && local && !a.blob_path.empty() && ::access(a.blob_path.c_str(), R_OK) == 0) {
     response->set_blob_path(a.blob_path);
   } else {
     response->set_cubin(*a.cubin);
@@ -80,6 +86,8 @@ grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1
 
 grpc::Status KernelServiceImpl::ListOps(grpc::ServerContext*, const v1::ListOpsRequest* request,
                                         v1::ListOpsResponse* response) {
+  if (std::string problem = RequestLengthProblem(*request); !problem.empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, problem);
   auto listed = server::ListOps(kernels::OpRegistry::Builtin(), engine_->options().kernels_dir, request->name());
   if (!listed.ok()) return ToGrpc(listed.status());
   *response = *std::move(listed);

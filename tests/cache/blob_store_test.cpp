@@ -45,6 +45,26 @@ TEST_CASE("Open creates the folders", "[blob_store]") {
   CHECK(BlobStore::Open("").status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("folders removed while the store is open are recreated and reported once", "[blob_store]") {
+  TempDir dir("kiln-blobs");
+  std::vector<std::string> repairs;
+  auto store = BlobStore::Open(dir.path(), [&](const std::string& r) { repairs.push_back(r); }).value();
+  const std::string first = store->Put(FakeCubin("a", 100)).value();
+  fs::remove_all(dir / "blobs");
+  fs::remove_all(dir / "tmp");
+  fs::remove_all(dir / "quarantine");
+  CHECK(store->List().value().empty());  // no blobs, not an error
+  CHECK(store->Read(first).status().code() == absl::StatusCode::kNotFound);
+  const std::string second = store->Put(FakeCubin("b", 100)).value();
+  CHECK(store->Read(second).ok());
+  CHECK(store->Put(FakeCubin("c", 100)).ok());
+  REQUIRE(repairs.size() == 2);  // blobs/ and tmp/, each once
+  CHECK_THAT(repairs[0], Catch::Contains(dir / "blobs was missing"));
+  CHECK_THAT(repairs[1], Catch::Contains(dir / "tmp was missing"));
+  CHECK(store->Quarantine(second, "test").ok());
+  CHECK(repairs.size() == 3);
+}
+
 TEST_CASE("blob round trip, put is idempotent and leaves no temp", "[blob_store]") {
   TempDir dir("kiln-blobs");
   auto store = BlobStore::Open(dir.path());

@@ -339,3 +339,84 @@ TEST_CASE("kilnd --remote-cache takes a redis URL and its settings have ranges",
   REQUIRE_FALSE(from_env.ok());
   CHECK_THAT(std::string(from_env.status().message()), Catch::Contains("KILN_REMOTE_CACHE \"memcached://x\""));
 }
+
+TEST_CASE("kilnd --listen needs TLS files or --insecure and TLS flags need --listen", "[config][tls]") {
+  kiln::testing::TempDir dir;
+  // The config checks the files' PEM form; a real handshake is tls_listen_test.cpp's.
+  const std::string cert = dir / "server.pem", key = dir / "server.key", ca = dir / "ca.pem";
+  kiln::testing::WriteFile(cert, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  kiln::testing::WriteFile(key, "-----BEGIN EC PRIVATE KEY-----\nMHc\n-----END EC PRIVATE KEY-----\n");
+  kiln::testing::WriteFile(ca, "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n");
+  kiln::testing::WriteFile(dir / "junk.pem", "not a certificate\n");
+
+  auto tls = LoadDaemonConfig(
+      {"--kernels-dir", kKernels, "--listen", "127.0.0.1:7070", "--tls-cert", cert, "--tls-key", key});
+  REQUIRE(tls.ok());
+  CHECK(tls->tls_cert == cert);
+  CHECK(tls->tls_key == key);
+  CHECK(tls->tls_cert_pem.find("MIIB") != std::string::npos);
+  CHECK(tls->tls_key_pem.find("MHc") != std::string::npos);
+  CHECK(tls->tls_client_ca.empty());
+  CHECK_FALSE(tls->insecure);
+
+  auto mtls = LoadDaemonConfig({"--kernels-dir", kKernels, "--listen", "127.0.0.1:7070", "--tls-cert", cert,
+                                "--tls-key", key, "--tls-client-ca", ca});
+  REQUIRE(mtls.ok());
+  CHECK(mtls->tls_client_ca_pem.find("MIIC") != std::string::npos);
+
+  auto plain = LoadDaemonConfig({"--kernels-dir", kKernels, "--listen", "127.0.0.1:7070", "--insecure"});
+  REQUIRE(plain.ok());
+  CHECK(plain->insecure);
+  {
+    ScopedEnv listen("KILN_LISTEN", "127.0.0.1:7071");
+    ScopedEnv env_cert("KILN_TLS_CERT", cert.c_str());
+    ScopedEnv env_key("KILN_TLS_KEY", key.c_str());
+    ScopedEnv env_ca("KILN_TLS_CLIENT_CA", ca.c_str());
+    auto from_env = LoadDaemonConfig({"--kernels-dir", kKernels});
+    REQUIRE(from_env.ok());
+    CHECK(from_env->tls_cert == cert);
+    CHECK(from_env->tls_client_ca == ca);
+  }
+  {
+    ScopedEnv listen("KILN_LISTEN", "127.0.0.1:7071");
+    ScopedEnv insecure("KILN_INSECURE", "1");
+    auto from_env = LoadDaemonConfig({"--kernels-dir", kKernels});
+    REQUIRE(from_env.ok());
+    CHECK(from_env->insecure);
+  }
+
+  struct Bad {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {{"--listen", "127.0.0.1:7070"},
+            "--listen 127.0.0.1:7070 would serve TCP unauthenticated: give --tls-cert FILE and --tls-key FILE"},
+           {{"--listen", "127.0.0.1:7070"}, "or --insecure (KILN_INSECURE=1)"},
+           {{"--listen", "127.0.0.1:7070", "--tls-cert", cert}, "--tls-cert needs --tls-cert FILE and --tls-key FILE"},
+           {{"--listen", "127.0.0.1:7070", "--tls-key", key}, "--tls-key needs --tls-cert FILE and --tls-key FILE"},
+           {{"--listen", "127.0.0.1:7070", "--tls-client-ca", ca}, "--tls-client-ca needs --tls-cert FILE"},
+           {{"--listen", "127.0.0.1:7070", "--insecure", "--tls-cert", cert, "--tls-key", key},
+            "--insecure and --tls-cert are both given"},
+           {{"--listen", "127.0.0.1:7070", "--tls-cert", dir / "missing.pem", "--tls-key", key},
+            "--tls-cert \"" + dir / "missing.pem" + "\" cannot be read"},
+           {{"--listen", "127.0.0.1:7070", "--tls-cert", dir / "junk.pem", "--tls-key", key},
+            "--tls-cert \"" + dir / "junk.pem" + "\" holds no PEM CERTIFICATE"},
+           {{"--listen", "127.0.0.1:7070", "--tls-cert", cert, "--tls-key", dir / "junk.pem"},
+            "--tls-key \"" + dir / "junk.pem" + "\" holds no PEM PRIVATE KEY"},
+           {{"--listen", "127.0.0.1:7070", "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", dir / "junk.pem"},
+            "--tls-client-ca \"" + dir / "junk.pem" + "\" holds no PEM CERTIFICATE"},
+           {{"--tls-cert", cert, "--tls-key", key}, "--tls-cert is only for a TCP port, and no --listen HOST:PORT"},
+           {{"--tls-client-ca", ca}, "--tls-client-ca is only for a TCP port"},
+           {{"--insecure"}, "--insecure is only for a TCP port"},
+           {{"--listen", "127.0.0.1:7070", "--insecure=maybe"}, "--insecure=maybe is not a boolean"},
+       }) {
+    std::vector<std::string> args = {"--kernels-dir", kKernels};
+    args.insert(args.end(), b.args.begin(), b.args.end());
+    auto r = LoadDaemonConfig(args);
+    INFO(b.says);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains(b.says));
+  }
+}

@@ -53,8 +53,9 @@ TEST_CASE("a second daemon on the same socket refuses to start and the first kee
 TEST_CASE("a second daemon on the same TCP port refuses to start", "[daemon]") {
   TempDir dir;
   std::string listen = "127.0.0.1:" + std::to_string(FreeTcpPort());
-  DaemonProcess first({.root = dir / "a", .extra_args = {"--listen", listen}});
-  DaemonProcess second({.root = dir / "b", .extra_args = {"--listen", listen}, .wait_ready = false});
+  // Plaintext: this test is about the port, not its security (tls_listen_test.cpp).
+  DaemonProcess first({.root = dir / "a", .extra_args = {"--listen", listen, "--insecure"}});
+  DaemonProcess second({.root = dir / "b", .extra_args = {"--listen", listen, "--insecure"}, .wait_ready = false});
   auto code = second.process().Wait(std::chrono::seconds(30));
   REQUIRE(code.has_value());
   CHECK(*code == 1);

@@ -43,8 +43,9 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
   p.set_env = options_.env;
   p.unset_env = options_.unset_env;
   // The daemon must not pick up the developer's own settings.
-  for (const char* name : {"KILN_SOCKET", "KILN_CACHE_DIR", "KILN_GEN_DIR", "KILN_KERNELS_DIR", "KILN_DISABLE_JIT",
-                           "KILN_NO_CACHE", "KILN_ARCH_LIST"}) {
+  for (const char* name :
+       {"KILN_SOCKET", "KILN_CACHE_DIR", "KILN_GEN_DIR", "KILN_KERNELS_DIR", "KILN_DISABLE_JIT", "KILN_NO_CACHE",
+        "KILN_ARCH_LIST", "KILN_LISTEN", "KILN_INSECURE", "KILN_TLS_CERT", "KILN_TLS_KEY", "KILN_TLS_CLIENT_CA"}) {
     if (!p.set_env.count(name)) p.unset_env.push_back(name);
   }
   p.run_as_uid = options_.run_as_uid;

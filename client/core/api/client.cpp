@@ -15,8 +15,7 @@ Status Configure(const ClientOptions& options) {
   if (options.rpc_timeout.count() <= 0)
     return client::InvalidArgument("ClientOptions::rpc_timeout must be positive, got " +
                                    std::to_string(options.rpc_timeout.count()) + " ms");
-  client::ReplaceSettings(options);
-  return OkStatus();
+  return client::ReplaceSettings(options);
 }
 
 ClientOptions CurrentOptions() { return client::CurrentSettings()->options; }

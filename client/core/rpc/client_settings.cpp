@@ -21,7 +21,8 @@ std::shared_ptr<const Settings> Make(const ClientOptions& options) {
   auto settings = std::make_shared<Settings>();
   settings->options = options;
   settings->client_id = options.client_id.empty() ? DefaultClientId() : options.client_id;
-  settings->connection = std::make_shared<DaemonConnection>(options.socket);
+  const TransportSecurity security{options.tls_ca, options.tls_cert, options.tls_key, options.insecure};
+  settings->connection = std::make_shared<DaemonConnection>(options.socket, security);
   return settings;
 }
 
@@ -33,10 +34,12 @@ std::shared_ptr<const Settings> CurrentSettings() {
   return Slot();
 }
 
-void ReplaceSettings(const ClientOptions& options) {
+Status ReplaceSettings(const ClientOptions& options) {
   auto fresh = Make(options);
+  if (const Status& error = fresh->connection->setup_error(); !error.ok()) return error;
   std::lock_guard<std::mutex> lock(Mutex());
   Slot() = std::move(fresh);
+  return OkStatus();
 }
 
 }  // namespace kiln::client

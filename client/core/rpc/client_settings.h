@@ -16,8 +16,10 @@ struct Settings {
   std::shared_ptr<const DaemonConnection> connection;
 };
 
-// Made from the default options (KILN_SOCKET or the default socket) on first use.
+// Made from the default options (KILN_SOCKET or the default socket) on first use; a setup
+// error of its connection (KILN_TLS_*, KILN_INSECURE) then fails every call, saying why.
 std::shared_ptr<const Settings> CurrentSettings();
-void ReplaceSettings(const ClientOptions& options);
+// Keeps the current settings and returns the connection's setup error when there is one.
+Status ReplaceSettings(const ClientOptions& options);
 
 }  // namespace kiln::client

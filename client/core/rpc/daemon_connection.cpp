@@ -46,9 +46,12 @@ constexpr const char* kHowToPoint =
 
 }  // namespace
 
-DaemonConnection::DaemonConnection(const std::string& socket_or_target) {
+DaemonConnection::DaemonConnection(const std::string& socket_or_target, const TransportSecurity& security) {
   target_ = proto::GrpcTargetFor(socket_or_target.empty() ? proto::ResolveSocketPath() : socket_or_target);
   socket_ = SocketPathOf(target_);
+  const TransportSecurity resolved = security.OrEnvironment();
+  auto credentials = ChannelCredentialsFor(target_, !socket_.empty(), resolved);
+  tls_ = socket_.empty() && !resolved.insecure;
   grpc::ChannelArguments args;
   // Cubins of big kernels can pass gRPC's 4 MiB default.
   args.SetMaxReceiveMessageSize(256 << 20);
@@ -57,11 +60,19 @@ DaemonConnection::DaemonConnection(const std::string& socket_or_target) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args);
+  if (credentials.ok()) {
+    channel_ = grpc::CreateCustomChannel(target_, *credentials, args);
+  } else {
+    // No credentials: gRPC makes a "lame" channel on which every call fails at once, so the
+    // callers need no check of their own; Explain gives setup_error_ instead of gRPC's text.
+    setup_error_ = credentials.status();
+    channel_ = grpc::CreateCustomChannel(target_, nullptr, args);
+  }
 }
 
 Status DaemonConnection::Explain(const grpc::Status& status, std::string_view what) const {
   const std::string prefix(what);
+  if (!setup_error_.ok()) return Status(setup_error_.code(), prefix + ": " + setup_error_.message());
   const StatusCode code = CodeFor(status.error_code());
   if (code == StatusCode::kUnavailable) {
     std::string why = "kilnd is not reachable at " + target_;
@@ -84,6 +95,12 @@ Status DaemonConnection::Explain(const grpc::Status& status, std::string_view wh
       }
     } else {
       why += " (" + status.error_message() + "). Is kilnd listening there? Start it, or " + kHowToPoint;
+      why += tls_
+                 ? ". Over TLS, also check that KILN_TLS_CA is the CA that signed kilnd's certificate, that the "
+                   "certificate names this host, and, where kilnd requires client certificates (--tls-client-ca), "
+                   "that KILN_TLS_CERT and KILN_TLS_KEY are one signed by that CA"
+                 : ". This channel is plaintext (KILN_INSECURE): a kilnd serving TLS there refuses it; set KILN_TLS_CA "
+                   "instead";
     }
     return Status(code, prefix + ": " + why);
   }

@@ -23,9 +23,17 @@ struct ClientOptions {
   bool prefer_blob_path = true;
   // Shown in the daemon's job waiter lists. Empty: "<process name>[<pid>]".
   std::string client_id;
+  // A TCP target is TLS or, by name, plaintext; a unix socket ignores these. When all four are
+  // unset, KILN_TLS_CA, KILN_TLS_CERT, KILN_TLS_KEY and KILN_INSECURE are read instead.
+  std::string tls_ca;     // PEM CA file that signed kilnd's certificate (required for TLS)
+  std::string tls_cert;   // PEM client certificate file, for a kilnd started with --tls-client-ca
+  std::string tls_key;    // its private key file
+  bool insecure = false;  // plaintext TCP, for a kilnd started with --insecure
 };
 
 // Replaces the options for later requests. Kernels already loaded stay loaded and cached.
+// INVALID_ARGUMENT (the options unchanged) for a TCP target with neither TLS nor insecure, or a
+// TLS file that cannot be read.
 KILN_API Status Configure(const ClientOptions& options);
 KILN_API ClientOptions CurrentOptions();
 
