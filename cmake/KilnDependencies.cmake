@@ -13,6 +13,9 @@ find_package(nlohmann_json CONFIG REQUIRED)
 # no CMake config, only a pkg-config file.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+# libmicrohttpd-dev: kilnd's Prometheus endpoint (--metrics-listen), plain HTTP apart from gRPC;
+# found the same way (pkg-config).
+pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd)
 
 # CUDA: headers, NVRTC and nvJitLink only. We import the libraries ourselves instead of using
 # CUDA::nvrtc, which drags in the libcuda stub; the driver (libcuda.so.1) is dlopen'ed at first

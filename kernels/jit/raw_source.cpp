@@ -42,6 +42,21 @@ std::string CheckOption(const std::string& option) {
     return "contains a control character";
   }
   if (!option.starts_with("-")) return "is not an option (options start with '-')";
+  // Several options in one string ("-DN=1 -I/etc"): NVRTC takes each string as one argument,
+  // so the -I would only be part of N's value, but a string that reads as two options is a
+  // client's mistake or an attempt to get one past this check, and a log or a shell replaying
+  // it splits it. Refused rather than split: splitting would change what a client meant by a
+  // macro value with spaces (-DFOO=a b, allowed), and a refusal tells it what to send.
+  constexpr std::string_view kSpace = " \t\v\f";
+  for (size_t at = option.find_first_of(kSpace); at != std::string::npos; at = option.find_first_of(kSpace, at)) {
+    at = option.find_first_not_of(kSpace, at);
+    if (at == std::string::npos) break;
+    if (option[at] == '-') {
+      std::string_view word = std::string_view(option).substr(at, option.find_first_of(kSpace, at) - at);
+      return absl::StrCat("holds more than one option ('", Str(word),
+                          "' after a space); send each option as its own string");
+    }
+  }
   std::string_view macro;
   bool undefine = false;
   if (option.starts_with("--define-macro=")) macro = std::string_view(option).substr(15);

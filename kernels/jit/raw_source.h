@@ -32,6 +32,8 @@ inline constexpr size_t kMaxRawSourceOptions = 64;
 // the start of a SHA-256 over name, every unit (name and code), options and entries.
 // INVALID_ARGUMENT, naming what was wrong and what is allowed, for:
 //  - empty code or all units over kMaxRawSourceBytes; a bad name, entry or unit name;
+//  - several options in one string: a word after whitespace that starts with '-' (e.g.
+//    "-DN=1 -I/etc"; each option is its own string; -DFOO=a b stays a macro value);
 //  - an option outside the allow-list: -D<macro>[=value], -U<macro>, -std=c++17|c++20,
 //    --use_fast_math, -ftz/-prec-div/-prec-sqrt/-fmad=true|false, -maxrregcount=N
 //    (16..255), --extra-device-vectorization, -default-device, -lineinfo (each also with

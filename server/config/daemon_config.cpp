@@ -41,6 +41,9 @@ const std::vector<FlagInfo>& FlagTable() {
       {"--insecure", "KILN_INSECURE=1", "off",
        "Serve --listen in plaintext, unauthenticated: anyone who reaches the port may compile, read and evict; for "
        "trusted networks and tests only (logged as a warning)"},
+      {"--metrics-listen HOST:PORT", "KILN_METRICS_LISTEN", "off",
+       "Serve Prometheus metrics (plain HTTP, unauthenticated, read-only) at http://HOST:PORT/metrics, e.g. "
+       "127.0.0.1:9464; see docs/operations.md#metrics"},
       {"--cache-dir DIR", "KILN_CACHE_DIR", "root: /var/cache/kiln; others: $XDG_CACHE_HOME/kiln or ~/.cache/kiln",
        "Artifact workspace: index, blobs, locks (may be shared by several daemons)"},
       {"--gen-dir DIR", "KILN_GEN_DIR", "<cache-dir>/generated",
@@ -92,6 +95,9 @@ const std::vector<FlagInfo>& FlagTable() {
       {"--arch \"sm_80 sm_90a\"", "KILN_ARCH_LIST", "every arch this NVRTC supports",
        "Compute capabilities this daemon compiles for; other targets are refused"},
       {"--max-jobs N", "KILN_MAX_JOBS", "number of CPUs", "Concurrent compiles at most"},
+      {"--max-watchers N", "KILN_MAX_WATCHERS", "256",
+       "WatchJobs streams open at once, at most (each holds a server thread); one more is refused "
+       "RESOURCE_EXHAUSTED naming the limit"},
       {"--compile-memory-mb N", "KILN_COMPILE_MEMORY_MB", "half of MemAvailable at start",
        "Memory budget of concurrent compiles (each spec states its estimate)"},
       {"--cache-max-mb N", "KILN_CACHE_MAX_MB", "10240", "Cache size limit; least recently used entries go first"},
@@ -190,6 +196,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
                                                           {"--tls-key", true},
                                                           {"--tls-client-ca", true},
                                                           {"--insecure", false},
+                                                          {"--metrics-listen", true},
                                                           {"--cache-dir", true},
                                                           {"--gen-dir", true},
                                                           {"--kernels-dir", true},
@@ -212,6 +219,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
                                                           {"--remote-cache-queue", true},
                                                           {"--arch", true},
                                                           {"--max-jobs", true},
+                                                          {"--max-watchers", true},
                                                           {"--compile-memory-mb", true},
                                                           {"--cache-max-mb", true},
                                                           {"--job-timeout-s", true},
@@ -275,6 +283,14 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     if (colon == std::string::npos || colon + 1 == c.listen.size())
       return absl::InvalidArgumentError(absl::StrCat(where, " \"", c.listen, "\" must be HOST:PORT"));
     KILN_ABSL_RETURN_IF_ERROR(ParseInt(where + " port", c.listen.substr(colon + 1), 1, 65535).status());
+  }
+  c.metrics_listen = pick("--metrics-listen", "KILN_METRICS_LISTEN", &where).value_or("");
+  if (!c.metrics_listen.empty()) {
+    auto colon = c.metrics_listen.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == c.metrics_listen.size())
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " \"", c.metrics_listen, "\" must be HOST:PORT, e.g. 127.0.0.1:9464"));
+    KILN_ABSL_RETURN_IF_ERROR(ParseInt(where + " port", c.metrics_listen.substr(colon + 1), 1, 65535).status());
   }
   c.cache_dir = pick("--cache-dir", "KILN_CACHE_DIR", &where).value_or(proto::DefaultCacheDir());
   if (c.cache_dir.empty() || c.cache_dir[0] != '/')
@@ -363,7 +379,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     int64_t* out;
   };
   int64_t max_jobs = 0, mem = 0, cache_max = 0, timeout = 0, grace = 0, artifact_jobs = 0, artifact_timeout = 0,
-          artifact_retries = 0, remote_timeout = 0, remote_lease = 0, remote_queue = 0;
+          artifact_retries = 0, remote_timeout = 0, remote_lease = 0, remote_queue = 0, max_watchers = 0;
   int64_t cpus = std::max(1u, std::thread::hardware_concurrency());
   for (const IntSetting& s :
        {IntSetting{"--max-jobs", "KILN_MAX_JOBS", 1, 256, cpus, &max_jobs},
@@ -377,7 +393,9 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
         IntSetting{"--artifact-retries", "KILN_ARTIFACT_RETRIES", 0, 10, 3, &artifact_retries},
         IntSetting{"--remote-cache-timeout-ms", "KILN_REMOTE_CACHE_TIMEOUT_MS", 10, 60000, 500, &remote_timeout},
         IntSetting{"--remote-cache-lease-ms", "KILN_REMOTE_CACHE_LEASE_MS", 300, 3600000, 30000, &remote_lease},
-        IntSetting{"--remote-cache-queue", "KILN_REMOTE_CACHE_QUEUE", 1, 4096, 64, &remote_queue}}) {
+        IntSetting{"--remote-cache-queue", "KILN_REMOTE_CACHE_QUEUE", 1, 4096, 64, &remote_queue},
+        // At most 1024: kilnd's server threads (2048, main.cpp) must outnumber the watchers.
+        IntSetting{"--max-watchers", "KILN_MAX_WATCHERS", 1, 1024, 256, &max_watchers}}) {
     *s.out = s.def;
     if (auto v = pick(s.flag, s.env, &where)) {
       KILN_ABSL_ASSIGN_OR_RETURN(*s.out, ParseInt(where, *v, s.min, s.max));
@@ -394,6 +412,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   c.remote_cache_timeout_ms = int(remote_timeout);
   c.remote_cache_lease_ms = int(remote_lease);
   c.remote_cache_queue = int(remote_queue);
+  c.max_watchers = int(max_watchers);
   c.log_level = pick("--log-level", "KILN_LOG_LEVEL", &where).value_or("info");
   static const std::vector<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   if (std::find(kLevels.begin(), kLevels.end(), c.log_level) == kLevels.end())

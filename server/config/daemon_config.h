@@ -14,8 +14,9 @@
 namespace kiln::server {
 
 struct DaemonConfig {
-  std::string socket;  // unix socket path
-  std::string listen;  // optional TCP host:port
+  std::string socket;          // unix socket path
+  std::string listen;          // optional TCP host:port
+  std::string metrics_listen;  // --metrics-listen HOST:PORT: Prometheus /metrics over HTTP; empty: off
   // TCP's security (tcp_security.h): TLS with a server certificate, mutual TLS when a client CA
   // is given too, or plaintext only when asked for by name. The PEM texts are read at start.
   bool insecure = false;      // --insecure: plaintext TCP
@@ -46,6 +47,7 @@ struct DaemonConfig {
   std::vector<proto::SpecListEntry> warm_specs;  // its entries, read and checked at start
   std::vector<std::string> arch_list;            // empty: every arch NVRTC supports
   int max_jobs = 0;
+  int max_watchers = 256;  // WatchJobs streams open at once, at most (each holds a thread)
   int64_t compile_memory_mb = 0;
   int64_t cache_max_mb = 0;
   int job_timeout_s = 0;

@@ -9,21 +9,28 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/config/daemon_config.h"
 #include "server/config/engine_options_from_config.h"
+#include "server/daemon/open_file_limit.h"
 #include "server/daemon/socket_guard.h"
 #include "server/daemon/tcp_credentials.h"
+#include "server/daemon/unix_listener.h"
 #include "server/daemon/warm_up.h"
 #include "server/engine/kernel_engine.h"
 #include "server/jit/toolchain.h"
+#include "server/metrics/metrics_collect.h"
+#include "server/metrics/metrics_server.h"
+#include "server/metrics/rpc_latency.h"
 #include "server/rpc/cache_service.h"
 #include "server/rpc/health_service.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/kernel_service.h"
+#include "server/rpc/parse_error_interceptor.h"
 #include "server/rpc/tuning_service.h"
 #include "server/tuning/tuning_store.h"
 
@@ -31,6 +38,12 @@ namespace {
 
 constexpr int kExitUsage = 2;
 constexpr int kExitStartup = 1;
+// Each synchronous RPC in progress holds a server thread (a WatchJobs stream for as long as it
+// is open): past this many, gRPC answers RESOURCE_EXHAUSTED instead of starting more threads.
+// It stays above --max-watchers' largest value, so watchers alone never take the last thread.
+constexpr int kMaxServerThreads = 2048;
+// Streams one connection may have open at once; more wait for one to end.
+constexpr int kMaxStreamsPerConnection = 1024;
 
 int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   using namespace kiln::server;
@@ -53,9 +66,23 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
     }
     tuning_store = std::move(*opened);
   }
+  // Before gRPC serves: a bad --metrics-listen stops kilnd before any client sees it up.
+  RpcLatency rpc_latency;
+  std::unique_ptr<MetricsServer> metrics;
+  if (!config.metrics_listen.empty()) {
+    auto started = MetricsServer::Start(config.metrics_listen, [&engine, &rpc_latency] {
+      return RenderMetricsText(CollectMetrics(**engine, rpc_latency));
+    });
+    if (!started.ok()) {
+      spdlog::critical("--metrics-listen: {}", std::string(started.status().message()));
+      return kExitStartup;
+    }
+    metrics = std::move(*started);
+    spdlog::info("Prometheus metrics at http://{}/metrics", config.metrics_listen);
+  }
   KernelServiceImpl kernel_service(engine->get());
   CacheServiceImpl cache_service(engine->get());
-  JobServiceImpl job_service(engine->get());
+  JobServiceImpl job_service(engine->get(), config.max_watchers);
   HealthServiceImpl health_service;
   TuningServiceImpl tuning_service(tuning_store.get(), config.tactic_blocklist, config.blocked_tactics,
                                    (*engine)->toolchain());
@@ -68,7 +95,24 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(8 << 20);
   builder.SetMaxSendMessageSize(256 << 20);
-  builder.AddListeningPort("unix:" + config.socket, grpc::InsecureServerCredentials());
+  {  // every call's latency, by method, for /metrics
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    // First, so the latency figures count an unparseable request as INVALID_ARGUMENT too.
+    interceptors.push_back(ParseErrorInterceptorFactory());
+    interceptors.push_back(rpc_latency.InterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
+  // kilnd accepts on its unix socket itself (unix_listener.h: gRPC's own listener stops for good
+  // at the open-file limit) and hands each connection to gRPC.
+  auto unix_listener = UnixListener::Listen(config.socket);
+  if (!unix_listener.ok()) {
+    spdlog::critical("could not listen on {}: {}", config.socket, std::string(unix_listener.status().message()));
+    return kExitStartup;
+  }
+  grpc::ResourceQuota quota("kilnd");
+  quota.SetMaxThreads(kMaxServerThreads);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   int tcp_port = 0;
   // The unix socket needs no TLS (its file permissions protect it); TCP gets TLS unless
   // --insecure asked for plaintext (config/tcp_security.h).
@@ -89,6 +133,7 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
                                         " are not a valid pair (the key must be the certificate's own)"));
     return kExitStartup;
   }
+  (*unix_listener)->Start(server.get(), [&health_service](bool accepting) { health_service.SetAccepting(accepting); });
   if (auto s = (*guard)->SetSocketPermissions(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
   if (!config.listen.empty()) {
     if (config.insecure)
@@ -123,6 +168,7 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   auto grace = std::chrono::seconds(config.shutdown_grace_s);
   auto deadline = std::chrono::system_clock::now() + grace;
   health_service.Shutdown();
+  unix_listener->reset();  // no new connections; those open get their answers
   (*engine)->BeginShutdown();
   if (warm_up) warm_up->Stop();  // its requests end now: no new compiles are taken
   // Requests waiting on running compiles get their answers until the grace period ends.
@@ -137,6 +183,7 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
     std::_Exit(0);
   }
   server->Wait();
+  metrics.reset();  // its scrapes read the engine
   engine->reset();
   guard->reset();
   spdlog::info("kilnd stopped");
@@ -171,6 +218,11 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
   spdlog::flush_on(spdlog::level::info);
+  // Every connection holds a file descriptor: take all the hard limit allows (open_file_limit.h).
+  auto files = kiln::server::RaiseOpenFileLimit();
+  if (!files.problem.empty())
+    spdlog::warn("open-file limit stays {} (hard {}): {}", files.soft, files.hard, files.problem);
+  else spdlog::info("open-file limit {} (hard {}); each client connection holds one", files.soft, files.hard);
 
   // Block the stop signals before any thread starts, so only sigwait sees them.
   sigset_t signals;

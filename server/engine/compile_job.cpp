@@ -195,6 +195,7 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
   compiled->log = BoundedCompileLog(compiled->log);
   t.set_compile_ms(compiled->compile_ms);
   t.set_link_ms(compiled->link_ms);
+  stats_.compile_seconds.Observe((compiled->compile_ms + compiled->link_ms) / 1000.0);
   if (flight->abandoned) {
     spdlog::warn("job {} finished after it was abandoned; its cubin is discarded", flight->job_id);
     return;

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "server/metrics/histogram.h"
+
 namespace kiln::server {
 
 class EngineStats {
@@ -19,6 +21,8 @@ class EngineStats {
   std::atomic<uint64_t> misses{0};
   std::atomic<uint64_t> compiles{0};
   std::atomic<uint64_t> compile_failures{0};
+  // Successful compiles' NVRTC plus nvJitLink time, for the metrics endpoint.
+  Histogram compile_seconds{CompileSecondsBuckets()};
 
   void RecordHitLatency(double us);
   struct Percentiles {

@@ -80,6 +80,7 @@ class KernelEngine {
   const ArtifactRepository* repository() const { return repository_.get(); }  // null without --artifact-url
   const RemoteCache* remote() const { return remote_.get(); }                 // null without --remote-cache
   JobRegistry& jobs() { return jobs_; }
+  const CompileScheduler& scheduler() const { return *scheduler_; }  // queue depth and running jobs
   EngineStats& stats() { return stats_; }
   MemoryCache& memory() { return memory_; }
   const EngineOptions& options() const { return options_; }

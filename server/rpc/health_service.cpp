@@ -14,7 +14,7 @@ HealthServiceImpl::HealthServiceImpl()
 HealthServiceImpl::Status HealthServiceImpl::StatusOf(const std::string& service) const {
   if (!services_.count(service)) return HealthCheckResponse::SERVICE_UNKNOWN;
   std::lock_guard<std::mutex> lock(mu_);
-  return shutting_down_ ? HealthCheckResponse::NOT_SERVING : HealthCheckResponse::SERVING;
+  return shutting_down_ || !accepting_ ? HealthCheckResponse::NOT_SERVING : HealthCheckResponse::SERVING;
 }
 
 grpc::Status HealthServiceImpl::Check(grpc::ServerContext*, const HealthCheckRequest* request,
@@ -48,6 +48,15 @@ void HealthServiceImpl::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down_ = true;
+  }
+  changed_.notify_all();
+}
+
+void HealthServiceImpl::SetAccepting(bool accepting) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (accepting_ == accepting) return;
+    accepting_ = accepting;
   }
   changed_.notify_all();
 }

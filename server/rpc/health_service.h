@@ -1,5 +1,6 @@
 // grpc.health.v1.Health: SERVING for the server ("") and each Kiln service while kilnd runs,
-// NOT_SERVING once shutdown begins. Watch streams changes until the caller or kilnd leaves.
+// NOT_SERVING once shutdown begins, and while kilnd cannot accept connections (its open-file
+// limit is reached: server/daemon/unix_listener.h). Watch streams changes until the caller or kilnd leaves.
 #pragma once
 
 #include <condition_variable>
@@ -22,6 +23,9 @@ class HealthServiceImpl final : public grpc::health::v1::Health::Service {
 
   // Every service turns NOT_SERVING and watchers are told, then their streams end.
   void Shutdown();
+  // False while new connections are refused for want of file descriptors; true again once one
+  // can be accepted.
+  void SetAccepting(bool accepting);
 
  private:
   using Status = grpc::health::v1::HealthCheckResponse::ServingStatus;
@@ -31,6 +35,7 @@ class HealthServiceImpl final : public grpc::health::v1::Health::Service {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   bool shutting_down_ = false;
+  bool accepting_ = true;
 };
 
 }  // namespace kiln::server

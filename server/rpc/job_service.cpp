@@ -36,6 +36,19 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobReques
 
 grpc::Status JobServiceImpl::WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
                                        grpc::ServerWriter<v1::JobEvent>* writer) {
+  // Count first, then check: two racing watchers cannot both take the last place.
+  if (watchers_.fetch_add(1) >= max_watchers_) {
+    watchers_.fetch_sub(1);
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("kilnd already serves ", max_watchers_,
+                                     " WatchJobs streams, its limit (--max-watchers); close one, or poll ListJobs"));
+  }
+  struct Release {
+    std::atomic<int>& n;
+    ~Release() { n.fetch_sub(1); }
+  } release{watchers_};
+  // Headers now, before any event: a client learns at once that its stream was taken.
+  writer->SendInitialMetadata();
   auto watcher = engine_->jobs().Watch(request->include_existing());
   v1::JobEvent event;
   while (!context->IsCancelled()) {

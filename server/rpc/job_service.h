@@ -1,6 +1,8 @@
 // kiln.v1.JobService: the daemon's compile jobs, listed, fetched, or watched as they change.
 #pragma once
 
+#include <atomic>
+
 #include "kiln/v1/job.grpc.pb.h"
 #include "server/engine/kernel_engine.h"
 
@@ -8,7 +10,9 @@ namespace kiln::server {
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  explicit JobServiceImpl(KernelEngine* engine) : engine_(engine) {}
+  // Each WatchJobs stream holds a server thread while open (the synchronous API), so at most
+  // `max_watchers` are open at once; one more is refused RESOURCE_EXHAUSTED naming the cap.
+  JobServiceImpl(KernelEngine* engine, int max_watchers) : engine_(engine), max_watchers_(max_watchers) {}
 
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override;
@@ -18,6 +22,8 @@ class JobServiceImpl final : public v1::JobService::Service {
 
  private:
   KernelEngine* engine_;
+  const int max_watchers_;
+  std::atomic<int> watchers_{0};
 };
 
 }  // namespace kiln::server

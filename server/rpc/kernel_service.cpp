@@ -64,7 +64,9 @@ grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1
   const Artifact& a = *served->artifact;
   // Only a client on this node (unix socket) can open the blob; others get the bytes. So does a
   // client whose blob was removed under the daemon (the memory cache still has its bytes).
-  bool local = absl::StartsWith(context->peer(), "unix:");
+  // kilnd hands its unix socket's connections to gRPC by descriptor ("fd:N", unix_listener.h);
+  // TCP connections are "ipv4:"/"ipv6:".
+  bool local = absl::StartsWith(context->peer(), "unix:") || absl::StartsWith(context->peer(), "fd:");
   if (request->prefer_blob_path() && local && !a.blob_path.empty() && ::access(a.blob_path.c_str(), R_OK) == 0) {
     response->set_blob_path(a.blob_path);
   } else {

@@ -142,6 +142,9 @@ TEST_CASE("each forbidden option is refused with its reason and the allow-list",
                         Case{"-dlto", "allow-list"},
                         Case{"--fdevice-syntax-only", "allow-list"},
                         Case{"nodash", "start with '-'"},
+                        Case{"-DN=1 -I/etc", "more than one option"},
+                        Case{"-DN=1\t-I/etc", "more than one option"},
+                        Case{"-lineinfo -G", "more than one option"},
                         Case{"-DX\nY", "control character"},
                         Case{std::string("-DX\0Y", 5), "control character"}}) {
     RawSource source = Source();

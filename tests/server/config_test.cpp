@@ -74,6 +74,9 @@ TEST_CASE("bad flags and variables are refused naming what was wrong", "[config]
            {{"--socket", "relative.sock"}, "must be an absolute path"},
            {{"--listen", "nohostport"}, "must be HOST:PORT"},
            {{"--listen", "localhost:99999"}, "port"},
+           {{"--metrics-listen", "9464"}, "--metrics-listen \"9464\" must be HOST:PORT"},
+           {{"--metrics-listen", ":9464"}, "must be HOST:PORT"},
+           {{"--metrics-listen", "127.0.0.1:0"}, "--metrics-listen port"},
            {{"--log-level", "loud"}, "\"loud\" is not one of"},
            {{"--kernels-dir", "/nonexistent/kernels"}, "has no include/ folder"},
            {{"--cuda-home", "/nonexistent"}, "has no include/cuda.h"},
@@ -157,6 +160,23 @@ TEST_CASE("docs/configuration.md holds the flag table exactly as the daemon defi
   doc << in.rdbuf();
   INFO("regenerate with: kilnd --print-flag-table");
   CHECK_THAT(doc.str(), Catch::Contains(kiln::server::FlagTableMarkdown()));
+}
+
+TEST_CASE("kilnd --metrics-listen: off by default and HOST:PORT from the flag or KILN_METRICS_LISTEN", "[config]") {
+  auto off = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE(off.ok());
+  CHECK(off->metrics_listen.empty());
+  auto on = LoadDaemonConfig({"--kernels-dir", kKernels, "--metrics-listen", "127.0.0.1:9464"});
+  REQUIRE(on.ok());
+  CHECK(on->metrics_listen == "127.0.0.1:9464");
+  ScopedEnv env("KILN_METRICS_LISTEN", "[::1]:9465");
+  auto from_env = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE(from_env.ok());
+  CHECK(from_env->metrics_listen == "[::1]:9465");
+  ScopedEnv bad("KILN_METRICS_LISTEN", "localhost");
+  auto r = LoadDaemonConfig({"--kernels-dir", kKernels});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("KILN_METRICS_LISTEN \"localhost\" must be HOST:PORT"));
 }
 
 TEST_CASE("kilnd --tuning-store: off by default, an absolute file path in an existing folder", "[config][tuning]") {

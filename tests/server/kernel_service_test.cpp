@@ -131,6 +131,21 @@ TEST_CASE("raw sources compile with allowed options, options and code change the
   CHECK(again.response.cache_key() == a.response.cache_key());
 }
 
+TEST_CASE("an option string holding several words is refused naming it", "[kernel]") {
+  TempDir dir;
+  DaemonProcess d({.root = dir.path()});
+  Rpc rpc(d.channel());
+  // "-DN=1 -I/etc" once passed as one -D whose value smuggled an include path.
+  auto r = Get(rpc, SourceRequest("vadd", VaddSource(), {"vadd"}, {"-DN=1 -I/etc"}));
+  CHECK(r.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(r.status.error_message(), Catch::Contains("'-DN=1 -I/etc'") && Catch::Contains("more than one option"));
+  CHECK(Jobs(rpc).empty());  // refused before any compile
+  // The same words as separate options are checked one by one: -I is refused on its own.
+  auto split = Get(rpc, SourceRequest("vadd", VaddSource(), {"vadd"}, {"-DN=1", "-I/etc"}));
+  CHECK(split.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(split.status.error_message(), Catch::Contains("'-I/etc'"));
+}
+
 TEST_CASE("units that call each other's device functions are linked by nvJitLink", "[kernel]") {
   TempDir dir;
   DaemonProcess d({.root = dir.path()});
