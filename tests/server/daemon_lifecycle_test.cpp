@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tests/support/daemon_process.h"
+#include "tests/support/free_port.h"
 #include "tests/support/kiln_rpc.h"
 #include "tests/support/temp_dir.h"
 
@@ -22,18 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 const std::map<std::string, std::string> kBf16_4096 = {{"dtype", "bf16"}, {"hidden", "4096"}};
-
-int FreeTcpPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 }  // namespace
 
@@ -52,7 +41,7 @@ TEST_CASE("a second daemon on the same socket refuses to start and the first kee
 
 TEST_CASE("a second daemon on the same TCP port refuses to start", "[daemon]") {
   TempDir dir;
-  std::string listen = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  std::string listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   // Plaintext: this test is about the port, not its security (tls_listen_test.cpp).
   DaemonProcess first({.root = dir / "a", .extra_args = {"--listen", listen, "--insecure"}});
   DaemonProcess second({.root = dir / "b", .extra_args = {"--listen", listen, "--insecure"}, .wait_ready = false});

@@ -16,23 +16,12 @@
 #include <vector>
 
 #include "tests/support/daemon_process.h"
+#include "tests/support/free_port.h"
 #include "tests/support/temp_dir.h"
 
 using namespace kiln::testing;
 
 namespace {
-
-int FreeTcpPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // The certificates of one test, in its own folder. EC keys: made in milliseconds.
 struct Pki {
@@ -106,7 +95,7 @@ bool Has(const std::string& text, const std::string& part) { return text.find(pa
 
 TEST_CASE("kilnd refuses --listen without TLS files or --insecure and names the flags", "[tls]") {
   TempDir dir;
-  DaemonOptions o = Tcp(dir, "127.0.0.1:" + std::to_string(FreeTcpPort()), {});
+  DaemonOptions o = Tcp(dir, "127.0.0.1:" + std::to_string(FreeLoopbackPort()), {});
   o.wait_ready = false;
   DaemonProcess d(o);
   auto code = d.process().Wait(std::chrono::seconds(30));
@@ -122,7 +111,7 @@ TEST_CASE("kilnd refuses --listen without TLS files or --insecure and names the 
 TEST_CASE("kilnd names a TLS file it cannot use at start", "[tls]") {
   Pki pki;
   TempDir dir;
-  const std::string listen = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  const std::string listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   {
     DaemonOptions o = Tcp(dir, listen, {"--tls-cert", pki.dir / "missing.pem", "--tls-key", pki.server_key});
     o.wait_ready = false;
@@ -149,7 +138,7 @@ TEST_CASE("kilnd names a TLS file it cannot use at start", "[tls]") {
 TEST_CASE("TLS serves a client that trusts kilnd's CA and refuses plaintext and the wrong CA", "[tls]") {
   Pki pki;
   TempDir dir;
-  const std::string listen = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  const std::string listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   DaemonProcess d(Tcp(dir, listen, {"--tls-cert", pki.server_cert, "--tls-key", pki.server_key}));
   CHECK(Has(d.Log(), "TCP " + listen + ": TLS (certificate " + pki.server_cert + ")"));
 
@@ -194,7 +183,7 @@ TEST_CASE("TLS serves a client that trusts kilnd's CA and refuses plaintext and 
 TEST_CASE("mutual TLS serves only a client certificate signed by the client CA", "[tls]") {
   Pki pki;
   TempDir dir;
-  const std::string listen = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  const std::string listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   DaemonProcess d(
       Tcp(dir, listen, {"--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--tls-client-ca", pki.ca}));
   CHECK(Has(d.Log(), "client certificates required, signed by " + pki.ca));
@@ -229,7 +218,7 @@ TEST_CASE("mutual TLS serves only a client certificate signed by the client CA",
 TEST_CASE("kilnd --insecure serves plaintext TCP and warns at start that it is unauthenticated", "[tls]") {
   Pki pki;
   TempDir dir;
-  const std::string listen = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  const std::string listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   DaemonProcess d(Tcp(dir, listen, {"--insecure"}));
   CHECK(Has(d.Log(), "warning"));
   CHECK(Has(d.Log(), "TCP " + listen + " is plaintext and unauthenticated (--insecure)"));
@@ -255,7 +244,7 @@ TEST_CASE("grpcurl over mutual TLS works as documented and without a client cert
   }
   Pki pki;
   TempDir dir;
-  const std::string listen = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  const std::string listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   DaemonProcess d(
       Tcp(dir, listen, {"--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--tls-client-ca", pki.ca}));
   // The recipe of docs/operations.md, run in the folder of the test's files on the test's port.

@@ -43,20 +43,6 @@ struct Context {
 
 }  // namespace
 
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("no free loopback port");
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 RedisServer::RedisServer() {
   if (access(kRedisServer, X_OK) != 0) {
     std::printf("SKIPPED: %s is not installed (apt-get install redis-server)\n", kRedisServer);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/free_port.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -38,8 +39,5 @@ class RedisServer {
   int port_ = 0;
   std::unique_ptr<Subprocess> process_;
 };
-
-// An unused TCP port on 127.0.0.1 (bound and released: a test takes it soon after).
-int FreeLoopbackPort();
 
 }  // namespace kiln::testing
