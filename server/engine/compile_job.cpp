@@ -48,9 +48,13 @@ absl::StatusOr<std::shared_ptr<const Artifact>> KernelEngine::AwaitFleet(const s
                                                                          const Prepared& p, bool* leased) {
   bool waited = false;
   for (;;) {
-    if (auto artifact = FromRemote(p)) {
-      stats_.remote_hits++;
-      return artifact;
+    // GetKernel looked a moment ago; from the second round on, the holder may have published.
+    // (A lease taken is followed by one more look, below, which covers the first round.)
+    if (waited) {
+      if (auto artifact = FromRemote(p)) {
+        stats_.remote_hits++;
+        return artifact;
+      }
     }
     switch (remote_->TryLease(p.key)) {
       case RemoteCache::Lease::kUnavailable: return nullptr;  // Redis is down: compile without the fleet
