@@ -23,7 +23,7 @@ files=("$@")
 if [[ ${#files[@]} -eq 0 ]]; then
   files=(server/kilnd client/kiln client/kiln-launch bench/op/kiln-bench
          bench/service/kiln-bench-service tests/client/kiln_client_tests tests/bench/kiln_bench_tests
-         tests/client/kiln_diag_child tests/client/comm/gpu/kiln_comm_rank_tests
+         tests/client/kiln_diag_child tests/client/kiln_embedded_child tests/client/comm/gpu/kiln_comm_rank_tests
          tests/client/comm/gpu/kiln_comm_gpu_tests)
   lib=$(cd "$build" && ls client/libkiln_client.so.*.* 2>/dev/null | head -1 || true)
   [[ -n $lib ]] && files+=("$lib")
@@ -60,6 +60,7 @@ export PATH="$bundle/bin:$PATH"
 # tree there).
 export KILN_TEST_KILND="$bundle/bin/kilnd" KILN_TEST_CLI="$bundle/bin/kiln"
 export KILN_TEST_DIAG_CHILD="$bundle/bin/kiln_diag_child" KILN_TEST_LAUNCH="$bundle/bin/kiln-launch"
+export KILN_TEST_EMBEDDED_CHILD="$bundle/bin/kiln_embedded_child"
 export KILN_TEST_COMM_RANK_TESTS="$bundle/bin/kiln_comm_rank_tests" KILN_TEST_KILN_BENCH="$bundle/bin/kiln-bench"
 export KILN_TEST_KERNELS_DIR="$(cd "$bundle/.." && pwd)/kernels"
 ENV

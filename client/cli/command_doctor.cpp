@@ -1,5 +1,6 @@
 // kiln doctor: is this node ready for Kiln? The toolchain kilnd compiles with, the GPUs the
-// client would launch on, the workspaces, and the daemon.
+// client would launch on, the workspaces, the daemon, and the mode a process here would use
+// (KILN_MODE: the daemon, or the embedded engine when none runs).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,8 @@
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/driver/devices.h"
 #include "client/core/rpc/daemon_connection.h"
+#include "client/core/rpc/embedded_fetch.h"
+#include "client/core/rpc/kernel_source.h"
 #include "kiln/v1/cache.grpc.pb.h"
 #include "proto/endpoint.h"
 
@@ -114,33 +117,63 @@ int RunDoctor(Invocation& inv) {
 
   r.Section("daemon");
   const client::DaemonConnection& connection = inv.Connection();
+  auto mode = client::ParseClientMode(std::getenv("KILN_MODE"));
+  // Without a daemon, a process in auto mode compiles itself: only daemon mode (or auto in a
+  // kiln built without the embedded engine) needs one.
+  const bool daemon_required = mode.ok() && (*mode == ClientMode::kDaemon ||
+                                             (*mode == ClientMode::kAuto && !client::EmbeddedEngineBuiltIn()));
+  std::string no_daemon;  // why there is none, when the socket shows it
   if (connection.is_local()) {
     struct stat st {};
     const std::string& socket = connection.socket_path();
-    if (stat(socket.c_str(), &st) != 0) r.Problem("socket " + socket + ": does not exist");
+    if (stat(socket.c_str(), &st) != 0) no_daemon = "socket " + socket + ": does not exist";
     else if (!S_ISSOCK(st.st_mode)) r.Problem("socket " + socket + ": exists but is not a socket");
     else r.Ok("socket " + socket + ": exists");
+    std::string found;
+    if (no_daemon.empty() && S_ISSOCK(st.st_mode) && !client::DaemonListensAt(socket, &found)) no_daemon = found;
   } else {
     r.Info("target " + connection.target() + " (not a unix socket)");
   }
-  auto stub = v1::CacheService::NewStub(connection.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::min<std::chrono::milliseconds>(inv.timeout, std::chrono::seconds(10)));
-  v1::CacheStats s;
-  grpc::Status status = stub->GetStats(&context, v1::GetStatsRequest(), &s);
-  if (!status.ok()) {
-    r.Problem(connection.Explain(status, "kilnd").message());
+  if (!no_daemon.empty()) r.Info(no_daemon);
+  if (!no_daemon.empty() && !daemon_required) {
+    // Nothing to ask: the mode section below checks the embedded engine instead.
   } else {
-    r.Ok("kilnd answers at " + connection.target());
-    r.Info("cache " + s.cache_dir() + ": " + std::to_string(s.entries()) + " entries, " + HumanBytes(s.bytes()) +
-           (s.max_bytes() ? " of " + HumanBytes(s.max_bytes()) : "") + "; hits " + std::to_string(s.memory_hits()) +
-           " memory / " + std::to_string(s.disk_hits()) + " disk, " + std::to_string(s.misses()) + " misses; " +
-           std::to_string(s.compiles()) + " compiles (" + std::to_string(s.compile_failures()) + " failed)");
-    if (!s.jit_enabled()) r.Warn("JIT is off: only cached or prebuilt kernels are served");
-    if (!s.cache_enabled()) r.Warn("the cache is off: every request compiles (diagnostics mode)");
-    if (s.quarantined() > 0)
-      r.Warn(std::to_string(s.quarantined()) + " damaged blobs quarantined (see kiln cache verify)");
+    auto stub = v1::CacheService::NewStub(connection.channel());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::min<std::chrono::milliseconds>(inv.timeout, std::chrono::seconds(10)));
+    v1::CacheStats s;
+    grpc::Status status = stub->GetStats(&context, v1::GetStatsRequest(), &s);
+    if (!status.ok()) {
+      r.Problem(connection.Explain(status, "kilnd").message());
+    } else {
+      r.Ok("kilnd answers at " + connection.target());
+      r.Info("cache " + s.cache_dir() + ": " + std::to_string(s.entries()) + " entries, " + HumanBytes(s.bytes()) +
+             (s.max_bytes() ? " of " + HumanBytes(s.max_bytes()) : "") + "; hits " + std::to_string(s.memory_hits()) +
+             " memory / " + std::to_string(s.disk_hits()) + " disk, " + std::to_string(s.misses()) + " misses; " +
+             std::to_string(s.compiles()) + " compiles (" + std::to_string(s.compile_failures()) + " failed)");
+      if (!s.jit_enabled()) r.Warn("JIT is off: only cached or prebuilt kernels are served");
+      if (!s.cache_enabled()) r.Warn("the cache is off: every request compiles (diagnostics mode)");
+      if (s.quarantined() > 0)
+        r.Warn(std::to_string(s.quarantined()) + " damaged blobs quarantined (see kiln cache verify)");
+    }
+  }
+
+  r.Section("mode of a process here (KILN_MODE)");
+  if (!mode.ok()) {
+    r.Problem(mode.status().message());
+  } else if (*mode == ClientMode::kDaemon) {
+    r.Info("daemon: kernels come from kilnd only");
+  } else if (*mode == ClientMode::kAuto && no_daemon.empty()) {
+    r.Info("auto: kernels come from kilnd while it listens; without it, from the embedded engine");
+  } else if (!client::EmbeddedEngineBuiltIn()) {
+    r.Problem("embedded engine: this kiln was built without it (KILN_CLIENT_EMBEDDED=OFF); start kilnd");
+  } else {
+    // Starting it here checks what a process would meet: the settings, the kernels, NVRTC.
+    auto summary = client::EmbeddedEngineSummary();
+    const std::string which = *mode == ClientMode::kAuto ? "auto, no daemon" : "embedded";
+    if (summary.ok()) r.Ok(which + ": kernels compile in each process: " + *summary);
+    else r.Problem(which + ": " + summary.status().message());
   }
 
   inv.out << "\n"

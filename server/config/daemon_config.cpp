@@ -188,7 +188,16 @@ std::string DefaultKernelsDir() {
   return "";
 }
 
-absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args) {
+bool IsDaemonOnlyFlag(const std::string& flag) {
+  static const std::set<std::string> kDaemonOnly = {"--socket",           "--listen",    "--metrics-listen",
+                                                    "--insecure",         "--tls-cert",  "--tls-key",
+                                                    "--tls-client-ca",    "--warm",      "--max-watchers",
+                                                    "--shutdown-grace-s", "--log-level", "--tuning-store",
+                                                    "--tactic-blocklist"};
+  return kDaemonOnly.count(flag) > 0;
+}
+
+absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args, ConfigScope scope) {
   // Flags first: collect "--name value" / "--name=value" / boolean "--name".
   static const std::map<std::string, bool> kTakesValue = {{"--socket", true},
                                                           {"--listen", true},
@@ -241,6 +250,8 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
     auto it = kTakesValue.find(name);
     if (it == kTakesValue.end())
       return absl::InvalidArgumentError(absl::StrCat("unknown argument \"", args[i], "\"; see kilnd --help"));
+    if (scope == ConfigScope::kEngine && IsDaemonOnlyFlag(name))
+      return absl::InvalidArgumentError(absl::StrCat(name, " is kilnd's own setting, not the engine's"));
     if (it->second && eq == std::string::npos) {
       if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
       value = args[++i];
@@ -257,6 +268,7 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& ar
   }
   // A flag wins over its variable; `where` names whichever was used, for error messages.
   auto pick = [&](const char* flag, const char* env, std::string* where) -> std::optional<std::string> {
+    if (scope == ConfigScope::kEngine && IsDaemonOnlyFlag(flag)) return std::nullopt;
     if (auto it = flags.find(flag); it != flags.end()) {
       *where = flag;
       return it->second;

@@ -69,10 +69,22 @@ struct FlagInfo {
 };
 const std::vector<FlagInfo>& FlagTable();
 
+// Which settings a load reads. kDaemon: every one (kilnd). kEngine: only the engine's (cache,
+// kernels, toolchain, compile limits, tiers), as a client library's embedded engine reads them
+// (client/embedded/): the daemon's own settings (its socket, TCP and TLS, metrics, --warm,
+// watchers, shutdown grace, log level, tuning store, tactic blocklist) keep their defaults and
+// their variables are not even read, so a client's KILN_SOCKET or KILN_TLS_CERT means what the
+// client takes it to mean and never fails the engine's load.
+enum class ConfigScope { kDaemon, kEngine };
+
 // Parses argv (after argv[0]) and the environment. INVALID_ARGUMENT naming the flag or the
 // variable, the bad value and what is allowed. `--help` and `--version` are handled by the
 // caller (see WantsHelp).
-absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args);
+absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args,
+                                              ConfigScope scope = ConfigScope::kDaemon);
+
+// The flags (and so their variables) that only kilnd reads: ignored under ConfigScope::kEngine.
+bool IsDaemonOnlyFlag(const std::string& flag);
 
 std::string UsageText();  // for --help
 // The flag table as Markdown, exactly as docs/configuration.md holds it (a test compares).

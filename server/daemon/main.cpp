@@ -17,6 +17,7 @@
 #include "server/config/daemon_config.h"
 #include "server/config/engine_options_from_config.h"
 #include "server/daemon/open_file_limit.h"
+#include "server/daemon/service_manager.h"
 #include "server/daemon/socket_guard.h"
 #include "server/daemon/tcp_credentials.h"
 #include "server/daemon/unix_listener.h"
@@ -45,9 +46,11 @@ constexpr int kMaxServerThreads = 2048;
 // Streams one connection may have open at once; more wait for one to end.
 constexpr int kMaxStreamsPerConnection = 1024;
 
-int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
+int Serve(const kiln::server::DaemonConfig& config, sigset_t signals,
+          const std::optional<kiln::server::InheritedSocket>& inherited) {
   using namespace kiln::server;
-  auto guard = SocketGuard::Claim(config.socket);
+  // An inherited socket gets the same lock: a second kilnd on its path is refused either way.
+  auto guard = inherited ? SocketGuard::ClaimInherited(config.socket) : SocketGuard::Claim(config.socket);
   if (!guard.ok()) {
     spdlog::critical("{}", std::string(guard.status().message()));
     return kExitStartup;
@@ -104,7 +107,8 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
   }
   // kilnd accepts on its unix socket itself (unix_listener.h: gRPC's own listener stops for good
   // at the open-file limit) and hands each connection to gRPC.
-  auto unix_listener = UnixListener::Listen(config.socket);
+  auto unix_listener = inherited ? UnixListener::Adopt(inherited->fd, inherited->path)
+                                 : UnixListener::Listen(config.socket);
   if (!unix_listener.ok()) {
     spdlog::critical("could not listen on {}: {}", config.socket, std::string(unix_listener.status().message()));
     return kExitStartup;
@@ -150,6 +154,7 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
                config.no_cache ? " (disabled: --no-cache)" : "", config.gen_dir, config.kernels_dir, tc.nvrtc,
                tc.nvjitlink, tc.cuda_headers, config.disable_jit ? "disabled" : "enabled", config.max_jobs,
                config.compile_memory_mb);
+  if (inherited) spdlog::info("the unix socket {} is systemd's (socket activation)", config.socket);
   spdlog::info("tuning store {}; tactic blocklist {}",
                config.tuning_store.empty() ? std::string("off (results are not kept)") : config.tuning_store,
                config.tactic_blocklist.empty()
@@ -161,10 +166,15 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals) {
     warm_up = std::make_unique<WarmUp>(engine->get(), config.warm_list, config.warm_specs, config.arch_list,
                                        std::min(config.max_jobs, 8));
 
+  // Startup work (cache recovery in KernelEngine::Create, listeners) is done: a Type=notify unit
+  // starts what depends on kilnd from here. Warm-up runs on while kilnd serves.
+  NotifyReady(absl::StrCat("serving on ", config.socket, config.listen.empty() ? "" : " and " + config.listen));
+
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("{} received: shutting down (running compiles get {} s to finish)", strsignal(sig),
                config.shutdown_grace_s);
+  NotifyStopping(absl::StrCat("stopping: running compiles get ", config.shutdown_grace_s, " s to finish"));
   auto grace = std::chrono::seconds(config.shutdown_grace_s);
   auto deadline = std::chrono::system_clock::now() + grace;
   health_service.Shutdown();
@@ -216,6 +226,17 @@ int main(int argc, char** argv) {
     std::cerr << "kilnd: " << config.status().message() << "\n";
     return kExitUsage;
   }
+  // systemd's socket (deploy/kilnd.socket), when it passed one: checked before anything starts.
+  auto inherited = kiln::server::TakeInheritedSocket();
+  if (!inherited.ok()) {
+    std::cerr << "kilnd: " << inherited.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (*inherited && (*inherited)->path != config->socket) {
+    std::cerr << "kilnd: systemd passed the socket " << (*inherited)->path << " (kilnd.socket's ListenStream=), but "
+              << "kilnd is set to serve " << config->socket << " (--socket or KILN_SOCKET); make them the same path\n";
+    return kExitUsage;
+  }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
   spdlog::flush_on(spdlog::level::info);
   // Every connection holds a file descriptor: take all the hard limit allows (open_file_limit.h).
@@ -231,5 +252,5 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  return Serve(*config, signals);
+  return Serve(*config, signals, *inherited);
 }

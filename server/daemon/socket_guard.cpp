@@ -13,7 +13,16 @@ namespace kiln::server {
 namespace fs = std::filesystem;
 
 absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(const std::string& socket_path) {
+  return Take(socket_path, /*inherited=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::ClaimInherited(const std::string& socket_path) {
+  return Take(socket_path, /*inherited=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Take(const std::string& socket_path, bool inherited) {
   std::unique_ptr<SocketGuard> guard(new SocketGuard());
+  guard->inherited_ = inherited;
   fs::path dir = fs::path(socket_path).parent_path();
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
@@ -40,9 +49,10 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(const std::strin
     return lock.status();
   }
   guard->lock_ = std::move(*lock);
-  guard->socket_path_ = socket_path;  // from here on the socket is ours to remove
+  guard->socket_path_ = socket_path;  // from here on the socket is ours (or systemd's when inherited)
   std::string pid = std::to_string(getpid()) + "\n";
   if (ftruncate(guard->lock_.fd(), 0) == 0) (void)!pwrite(guard->lock_.fd(), pid.data(), pid.size(), 0);
+  if (inherited) return guard;
   // We hold the lock, so a socket file still there was left by a daemon that died.
   if (unlink(socket_path.c_str()) != 0 && errno != ENOENT)
     return absl::FailedPreconditionError(
@@ -52,11 +62,12 @@ absl::StatusOr<std::unique_ptr<SocketGuard>> SocketGuard::Claim(const std::strin
 
 SocketGuard::~SocketGuard() {
   // Never touch a socket we did not claim: it belongs to the daemon holding the lock.
-  if (lock_.held() && !socket_path_.empty()) unlink(socket_path_.c_str());
+  if (lock_.held() && !socket_path_.empty() && !inherited_) unlink(socket_path_.c_str());
   lock_.Release();
 }
 
 absl::Status SocketGuard::SetSocketPermissions() const {
+  if (inherited_) return absl::OkStatus();
   if (chmod(socket_path_.c_str(), 0660) != 0)
     return absl::InternalError(absl::StrCat("chmod 0660 ", socket_path_, ": ", std::strerror(errno)));
   return absl::OkStatus();

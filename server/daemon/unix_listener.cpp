@@ -42,10 +42,23 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Listen(const std::st
     return absl::UnavailableError(absl::StrCat("bind ", path, ": ", std::strerror(errno)));
   if (::listen(l->listen_fd_, kBacklog) != 0)
     return absl::UnavailableError(absl::StrCat("listen ", path, ": ", std::strerror(errno)));
-  if (::pipe2(l->wake_, O_CLOEXEC | O_NONBLOCK) != 0)
-    return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
-  l->reserve_fd_ = OpenReserve();
+  if (auto s = l->PrepareLoop(); !s.ok()) return s;
   return l;
+}
+
+absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Adopt(int fd, const std::string& path) {
+  std::unique_ptr<UnixListener> l(new UnixListener());
+  l->path_ = path;
+  l->listen_fd_ = fd;  // closed with the listener; systemd keeps its own copy listening
+  if (auto s = l->PrepareLoop(); !s.ok()) return s;
+  return l;
+}
+
+absl::Status UnixListener::PrepareLoop() {
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
+    return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
+  reserve_fd_ = OpenReserve();
+  return absl::OkStatus();
 }
 
 UnixListener::~UnixListener() {

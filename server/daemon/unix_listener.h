@@ -25,6 +25,9 @@ class UnixListener {
  public:
   // Binds and listens on `path` (removed first: SocketGuard has made sure it is stale).
   static absl::StatusOr<std::unique_ptr<UnixListener>> Listen(const std::string& path);
+  // Accepts on a listening socket systemd passed (service_manager.h: already checked to be a
+  // non-blocking listening unix stream socket bound to `path`). Takes ownership of `fd`.
+  static absl::StatusOr<std::unique_ptr<UnixListener>> Adopt(int fd, const std::string& path);
   ~UnixListener();  // stops accepting and closes the socket; served connections stay
 
   // Accepts until destroyed. `on_accepting` is told false when a connection had to be refused
@@ -35,6 +38,7 @@ class UnixListener {
 
  private:
   UnixListener() = default;
+  absl::Status PrepareLoop();  // the wake pipe and the reserve descriptor
   void Run();
   bool RefuseOne();  // at the limit: accept with the reserve descriptor and close
 

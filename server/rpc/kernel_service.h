@@ -20,7 +20,4 @@ class KernelServiceImpl final : public v1::KernelService::Service {
   KernelEngine* engine_;
 };
 
-// Request → engine query, with the checks that belong to the wire format.
-absl::StatusOr<KernelQuery> QueryFromRequest(const v1::GetKernelRequest& request, const std::string& peer);
-
 }  // namespace kiln::server

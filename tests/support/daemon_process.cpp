@@ -26,6 +26,9 @@ std::string KilnCliPath() { return EnvOr("KILN_TEST_CLI", std::string(KILN_TEST_
 std::string DiagChildPath() {
   return EnvOr("KILN_TEST_DIAG_CHILD", std::string(KILN_TEST_BINARY_DIR) + "/tests/client/kiln_diag_child");
 }
+std::string EmbeddedChildPath() {
+  return EnvOr("KILN_TEST_EMBEDDED_CHILD", std::string(KILN_TEST_BINARY_DIR) + "/tests/client/kiln_embedded_child");
+}
 std::string KernelsDir() { return EnvOr("KILN_TEST_KERNELS_DIR", KILN_TEST_KERNELS_DIR); }
 
 DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options)) {

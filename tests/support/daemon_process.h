@@ -16,13 +16,15 @@ class Channel;
 
 namespace kiln::testing {
 
-// The binaries and kernels under test: the build tree's, unless KILN_TEST_KILND,
-// KILN_TEST_CLI, KILN_TEST_DIAG_CHILD or KILN_TEST_KERNELS_DIR name others (a bundle on the GPU
-// machine).
+// The binaries and kernels under test: the build tree's, unless KILN_TEST_KILND, KILN_TEST_CLI,
+// KILN_TEST_DIAG_CHILD, KILN_TEST_EMBEDDED_CHILD or KILN_TEST_KERNELS_DIR name others (a bundle
+// on the GPU machine).
 std::string KilndPath();
 std::string KilnCliPath();
 // kiln_diag_child, the child process of the API call logging tests (KILN_TEST_DIAG_CHILD).
 std::string DiagChildPath();
+// kiln_embedded_child, the child process of the embedded-engine tests (KILN_TEST_EMBEDDED_CHILD).
+std::string EmbeddedChildPath();
 std::string KernelsDir();
 
 struct DaemonOptions {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client/core/driver/cuda_driver.h"
+#include "kiln/client.h"
 #include "kiln/tensor_view.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/gpu_capability.h"
@@ -91,6 +92,11 @@ DLTensor ToDLTensor(const TensorView& t);
 
 // `bytes` bytes of host memory at `data` as a vector (empty for 0), for DeviceBuffer::Upload.
 std::vector<uint8_t> Bytes(const void* data, size_t bytes);
+
+// Kernels this process fetched, from the daemon (GetKernel RPCs) or from the embedded engine:
+// the op tests count fetches the same way in either mode (KILN_MODE=embedded on the GPU machine
+// runs them without a daemon).
+inline uint64_t KernelFetches(const ClientStats& s) { return s.get_kernel_rpcs + s.embedded_fetches; }
 // A device copy of an int32 array (index arrays: indptrs, page tables; at least 4 bytes), and
 // the contiguous int32 vector of its first `count` entries.
 std::unique_ptr<DeviceBuffer> UploadInts(const std::vector<int32_t>& values);

@@ -22,6 +22,8 @@ ClientOptions CurrentOptions() { return client::CurrentSettings()->options; }
 
 std::string DaemonTarget() { return client::CurrentSettings()->connection->target(); }
 
+std::string DescribeMode() { return client::CurrentSettings()->source->Describe(); }
+
 Status Ping(std::chrono::milliseconds timeout) {
   auto settings = client::CurrentSettings();
   auto stub = v1::CacheService::NewStub(settings->connection->channel());
@@ -42,6 +44,7 @@ ClientStats GetClientStats() {
   s.blob_path_reads = c.blob_path_reads.load(std::memory_order_relaxed);
   s.op_fast_hits = c.op_fast_hits.load(std::memory_order_relaxed);
   s.op_fast_misses = c.op_fast_misses.load(std::memory_order_relaxed);
+  s.embedded_fetches = c.embedded_fetches.load(std::memory_order_relaxed);
   return s;
 }
 

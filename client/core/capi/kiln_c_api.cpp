@@ -6,6 +6,7 @@
 #include <string>
 
 #include "client/core/capi/c_status.h"
+#include "client/core/rpc/kernel_source.h"
 #include "kiln/client.h"
 
 using kiln::client::GuardC;
@@ -36,6 +37,28 @@ kiln_status kiln_connect(const char* socket, int timeout_ms) {
     KILN_RETURN_IF_ERROR(kiln::Configure(options));
     return kiln::Ping(std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 5000));
   });
+}
+
+kiln_status kiln_set_mode(const char* mode) {
+  return GuardC("kiln_set_mode", [&]() -> kiln::Status {
+    kiln::ClientOptions options = kiln::CurrentOptions();
+    if (mode == nullptr || *mode == '\0') {
+      options.mode = kiln::ClientMode::kFromEnvironment;
+    } else {
+      KILN_ASSIGN_OR_RETURN(options.mode, kiln::client::ParseClientMode(mode, "kiln_set_mode mode"));
+    }
+    return kiln::Configure(options);
+  });
+}
+
+const char* kiln_describe_mode(void) {
+  thread_local std::string described;
+  try {
+    described = kiln::DescribeMode();
+  } catch (...) {  // no exception crosses the C ABI (only std::bad_alloc could come here)
+    described = "unknown: kiln_describe_mode failed";
+  }
+  return described.c_str();
 }
 
 }  // extern "C"

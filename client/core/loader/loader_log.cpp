@@ -78,9 +78,14 @@ std::string LoaderLogLine(LoaderEvent event, const v1::GetKernelRequest& request
   line += ": origin " + proto::OriginWord(r.origin());
   if (!r.job_id().empty()) line += ", job " + r.job_id();
   line += ", key " + r.cache_key().substr(0, 12);
-  line += ", cubin " + Bytes(fetched.cubin.size()) +
-          (fetched.blob_path.empty() ? " in the reply" : " from the blob file " + fetched.blob_path);
-  line += ", rpc " + Ms(fetched.rpc_ms) + ", verify " + Ms(fetched.verify_ms);
+  if (fetched.embedded) {
+    line += ", cubin " + Bytes(fetched.cubin.size()) + " from the embedded engine";
+    line += ", engine " + Ms(fetched.rpc_ms);
+  } else {
+    line += ", cubin " + Bytes(fetched.cubin.size()) +
+            (fetched.blob_path.empty() ? " in the reply" : " from the blob file " + fetched.blob_path);
+    line += ", rpc " + Ms(fetched.rpc_ms) + ", verify " + Ms(fetched.verify_ms);
+  }
   if (event == LoaderEvent::kLoaded) line += ", load " + Ms(load_ms);
   return line;
 }

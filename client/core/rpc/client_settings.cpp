@@ -23,6 +23,7 @@ std::shared_ptr<const Settings> Make(const ClientOptions& options) {
   settings->client_id = options.client_id.empty() ? DefaultClientId() : options.client_id;
   const TransportSecurity security{options.tls_ca, options.tls_cert, options.tls_key, options.insecure};
   settings->connection = std::make_shared<DaemonConnection>(options.socket, security);
+  settings->source = std::make_shared<KernelSource>(options.mode, settings->connection);
   return settings;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "client/core/rpc/daemon_connection.h"
+#include "client/core/rpc/kernel_source.h"
 #include "kiln/client.h"
 
 namespace kiln::client {
@@ -14,6 +15,7 @@ struct Settings {
   ClientOptions options;
   std::string client_id;  // options.client_id or DefaultClientId()
   std::shared_ptr<const DaemonConnection> connection;
+  std::shared_ptr<const KernelSource> source;  // the daemon or the embedded engine
 };
 
 // Made from the default options (KILN_SOCKET or the default socket) on first use; a setup

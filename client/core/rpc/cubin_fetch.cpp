@@ -10,6 +10,7 @@
 
 #include "client/core/rpc/client_counters.h"
 #include "client/core/rpc/client_settings.h"
+#include "client/core/rpc/embedded_fetch.h"
 #include "client/core/rpc/kernel_rpc.h"
 #include "client/core/rpc/sha256.h"
 
@@ -113,6 +114,8 @@ StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request) {
   options.timeout = settings->options.rpc_timeout;
   options.prefer_blob_path = settings->options.prefer_blob_path;
   options.client_id = settings->client_id;
+  KILN_ASSIGN_OR_RETURN(bool embedded, settings->source->UseEmbedded());
+  if (embedded) return EmbeddedFetch(request, options);
   return FetchCubin(*settings->connection, request, options);
 }
 

@@ -26,12 +26,14 @@ struct FetchedCubin {
   std::string blob_path;        // the file it was read from, or empty
   double rpc_ms = 0;            // GetKernel round trip(s)
   double verify_ms = 0;         // blob read and SHA-256 check
+  bool embedded = false;        // from this process's embedded engine, not a daemon (rpc_ms: its time)
 };
 
 StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection, v1::GetKernelRequest request,
                                   const FetchOptions& options);
 
-// FetchCubin through the process-wide client settings (kiln::Configure).
+// FetchCubin through the process-wide client settings (kiln::Configure): from the daemon or
+// the embedded engine, as their KernelSource decides.
 StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request);
 
 }  // namespace kiln::client

@@ -20,8 +20,14 @@ std::string SocketPathOf(const std::string& target) {
   return "";
 }
 
-StatusCode CodeFor(grpc::StatusCode code) {
-  switch (code) {
+constexpr const char* kHowToPoint =
+    "point KILN_SOCKET (or --socket, kiln::ClientOptions::socket, kiln_set_socket) at the "
+    "socket of a running kilnd";
+
+}  // namespace
+
+StatusCode CodeForCanonical(int canonical) {
+  switch (static_cast<grpc::StatusCode>(canonical)) {
     case grpc::StatusCode::OK: return StatusCode::kOk;
     case grpc::StatusCode::INVALID_ARGUMENT: return StatusCode::kInvalidArgument;
     case grpc::StatusCode::OUT_OF_RANGE: return StatusCode::kInvalidArgument;
@@ -40,12 +46,6 @@ StatusCode CodeFor(grpc::StatusCode code) {
   }
 }
 
-constexpr const char* kHowToPoint =
-    "point KILN_SOCKET (or --socket, kiln::ClientOptions::socket, kiln_set_socket) at the "
-    "socket of a running kilnd";
-
-}  // namespace
-
 DaemonConnection::DaemonConnection(const std::string& socket_or_target, const TransportSecurity& security) {
   target_ = proto::GrpcTargetFor(socket_or_target.empty() ? proto::ResolveSocketPath() : socket_or_target);
   socket_ = SocketPathOf(target_);
@@ -58,8 +58,12 @@ DaemonConnection::DaemonConnection(const std::string& socket_or_target, const Tr
   // After a failed connect gRPC backs off up to 2 minutes before it tries again; a daemon
   // that comes back (a restart, a roll-out) should be found within a second.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC also takes the minimum backoff as the time a connection attempt (the HTTP/2
+  // handshake included) may take. It is not the backoff floor's 100 ms: a kilnd started by
+  // socket activation, or recovering a large cache, answers its first connection later than
+  // that, and a missing daemon fails at once (no socket file, or refused) whatever it is.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   if (credentials.ok()) {
     channel_ = grpc::CreateCustomChannel(target_, *credentials, args);
   } else {
@@ -73,7 +77,7 @@ DaemonConnection::DaemonConnection(const std::string& socket_or_target, const Tr
 Status DaemonConnection::Explain(const grpc::Status& status, std::string_view what) const {
   const std::string prefix(what);
   if (!setup_error_.ok()) return Status(setup_error_.code(), prefix + ": " + setup_error_.message());
-  const StatusCode code = CodeFor(status.error_code());
+  const StatusCode code = CodeForCanonical(status.error_code());
   if (code == StatusCode::kUnavailable) {
     std::string why = "kilnd is not reachable at " + target_;
     if (!socket_.empty()) {

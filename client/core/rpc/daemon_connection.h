@@ -17,6 +17,9 @@ class Status;
 
 namespace kiln::client {
 
+// A canonical status code (gRPC's and absl's share the numbering) as the client's.
+StatusCode CodeForCanonical(int canonical);
+
 class DaemonConnection {
  public:
   // A socket path ("/run/kiln/kilnd.sock") or gRPC target ("unix:/x", "localhost:7070").

@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/core/rpc/client_settings.h"
+#include "client/core/rpc/embedded_fetch.h"
 #include "kiln/v1/tuning.grpc.pb.h"
 
 namespace kiln::client {
@@ -41,15 +42,24 @@ StatusOr<DaemonTuning> AskDaemonTuning(const DaemonConnection& connection) {
 StatusOr<std::shared_ptr<const DaemonTuning>> GetDaemonTuning() {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const DaemonTuning>> known;
-  const std::shared_ptr<const DaemonConnection> connection = CurrentSettings()->connection;
+  const std::shared_ptr<const Settings> settings = CurrentSettings();
+  const std::shared_ptr<const DaemonConnection> connection = settings->connection;
+  KILN_ASSIGN_OR_RETURN(bool embedded, settings->source->UseEmbedded());
+  const std::string key = embedded ? "embedded" : connection->target();
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(connection->target()); it != known.end()) return it->second;
+    if (auto it = known.find(key); it != known.end()) return it->second;
   }
-  KILN_ASSIGN_OR_RETURN(DaemonTuning asked, AskDaemonTuning(*connection));
+  DaemonTuning asked;
+  if (embedded) {
+    KILN_ASSIGN_OR_RETURN(std::string nvrtc, EmbeddedNvrtcVersion());
+    asked.info.set_nvrtc_version(nvrtc);
+  } else {
+    KILN_ASSIGN_OR_RETURN(asked, AskDaemonTuning(*connection));
+  }
   auto shared = std::make_shared<const DaemonTuning>(std::move(asked));
   std::lock_guard<std::mutex> lock(mu);
-  return known.emplace(connection->target(), shared).first->second;
+  return known.emplace(key, shared).first->second;
 }
 
 }  // namespace kiln::client

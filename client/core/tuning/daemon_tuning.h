@@ -24,7 +24,8 @@ struct DaemonTuning {
 StatusOr<DaemonTuning> AskDaemonTuning(const DaemonConnection& connection);
 
 // The current connection's answer, asked once per process and target; a failure (the daemon
-// unreachable) is not kept, so a later call asks again.
+// unreachable) is not kept, so a later call asks again. A process on the embedded engine gets
+// that engine's answer: its NVRTC, no store and no blocklist (both are a daemon's).
 StatusOr<std::shared_ptr<const DaemonTuning>> GetDaemonTuning();
 
 }  // namespace kiln::client

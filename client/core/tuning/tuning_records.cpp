@@ -78,10 +78,12 @@ Status TuningRecords::Store(const TuningRecord& record) {
 StatusOr<TuningRecords*> ProcessTuningRecords() {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<TuningRecords>> chosen;  // by daemon target
-  const std::shared_ptr<const DaemonConnection> connection = CurrentSettings()->connection;
+  const std::shared_ptr<const Settings> settings = CurrentSettings();
+  const std::shared_ptr<const DaemonConnection> connection = settings->connection;
   const char* file = std::getenv(kTuningFileEnv);
   if (file != nullptr && *file == '\0') file = nullptr;  // set but empty: unset, like the other variables
-  const std::string key = file != nullptr ? std::string("file:") + file : connection->target();
+  KILN_ASSIGN_OR_RETURN(bool embedded, settings->source->UseEmbedded());
+  const std::string key = file != nullptr ? std::string("file:") + file : embedded ? "embedded" : connection->target();
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = chosen.find(key); it != chosen.end()) return it->second.get();
@@ -93,7 +95,11 @@ StatusOr<TuningRecords*> ProcessTuningRecords() {
     store = std::make_unique<FileTuningStore>(file);
   } else {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const DaemonTuning> daemon, GetDaemonTuning());
-    if (!daemon->has_service) {
+    if (embedded) {
+      why_none = std::string(
+                     "this process compiles with its embedded engine (no kilnd, so no daemon tuning store) and ") +
+                 kTuningFileEnv + " is not set";
+    } else if (!daemon->has_service) {
       why_none = "kilnd at " + connection->target() + " has no TuningService (an older Kiln); set " + kTuningFileEnv;
     } else if (daemon->info.store_path().empty()) {
       why_none = "kilnd at " + connection->target() + " runs without a tuning store (kilnd --tuning-store PATH) and " +

@@ -55,6 +55,16 @@ KILN_API kiln_status kiln_set_socket(const char* socket);
  * (<= 0: 5000). KILN_ERROR_UNAVAILABLE names the socket and how to start kilnd. */
 KILN_API kiln_status kiln_connect(const char* socket, int timeout_ms);
 
+/* Where later kernel requests go: "auto" (the daemon when one listens at the unix socket, else
+ * the embedded engine compiling in this process), "daemon" or "embedded"; NULL or "" goes back
+ * to KILN_MODE (kiln::ClientOptions::mode). Another word is KILN_ERROR_INVALID_ARGUMENT and
+ * changes nothing. */
+KILN_API kiln_status kiln_set_mode(const char* mode);
+
+/* Which mode kernel requests use and why, deciding it now if no request has
+ * (kiln::DescribeMode). Valid until the next kiln_describe_mode call on this thread. */
+KILN_API const char* kiln_describe_mode(void);
+
 #ifdef __cplusplus
 }
 #endif

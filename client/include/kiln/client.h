@@ -1,7 +1,9 @@
 // The process-wide client: which daemon to ask, how long to wait, and what it has done so far.
 // Nothing here is required: the first op or load connects to KILN_SOCKET, or to the default
 // socket of kilnd (/run/kiln/kilnd.sock for root, $XDG_RUNTIME_DIR/kiln/kilnd.sock or
-// /tmp/kiln-<uid>/kilnd.sock otherwise).
+// /tmp/kiln-<uid>/kilnd.sock otherwise). When no daemon listens there, the library compiles in
+// this process instead (the embedded engine: the same generators, NVRTC and cache folder as
+// kilnd), unless told otherwise (ClientMode, KILN_MODE).
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,14 @@
 #include "kiln/status.h"
 
 namespace kiln {
+
+// Where kernels come from.
+enum class ClientMode {
+  kFromEnvironment,  // KILN_MODE: "auto", "daemon" or "embedded"; unset or empty: auto
+  kAuto,             // the daemon when one listens at a unix socket; else the embedded engine
+  kDaemon,           // only the daemon: none answering is an error (production nodes)
+  kEmbedded,         // only the embedded engine, even when a daemon runs
+};
 
 struct ClientOptions {
   // A unix socket path ("/run/kiln/kilnd.sock") or a gRPC target ("unix:/path",
@@ -29,6 +39,9 @@ struct ClientOptions {
   std::string tls_cert;   // PEM client certificate file, for a kilnd started with --tls-client-ca
   std::string tls_key;    // its private key file
   bool insecure = false;  // plaintext TCP, for a kilnd started with --insecure
+  // The daemon, the embedded engine, or whichever is there (decided at the first kernel
+  // request and kept until the next Configure). A TCP target is always the daemon.
+  ClientMode mode = ClientMode::kFromEnvironment;
 };
 
 // Replaces the options for later requests. Kernels already loaded stay loaded and cached.
@@ -40,18 +53,25 @@ KILN_API ClientOptions CurrentOptions();
 // The gRPC target requests go to now ("unix:/tmp/kiln-1000/kilnd.sock").
 KILN_API std::string DaemonTarget();
 
+// Which mode kernel requests use, and why, deciding it now if no request has:
+// "daemon at unix:/run/kiln/kilnd.sock (KILN_MODE unset: auto, and a daemon listens there)" or
+// "embedded: compiling in this process, cache /home/u/.cache/kiln (auto: no daemon at ...)".
+// An invalid KILN_MODE, or an embedded engine that cannot start, is said too.
+KILN_API std::string DescribeMode();
+
 // Asks the daemon for its cache stats: OK when it answers within `timeout`, UNAVAILABLE with
 // the socket and how to start kilnd otherwise.
 KILN_API Status Ping(std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 // Counters since the process started (for tests, logs and metrics).
 struct ClientStats {
-  uint64_t get_kernel_rpcs = 0;  // GetKernel calls sent to the daemon
-  uint64_t rpc_failures = 0;     // of those, the ones that failed
-  uint64_t modules_loaded = 0;   // cuLibraryLoadData calls
-  uint64_t blob_path_reads = 0;  // cubins read from the daemon's blob files
-  uint64_t op_fast_hits = 0;     // ops calls served from the in-process launch cache
-  uint64_t op_fast_misses = 0;   // ops calls that had to resolve their kernel first
+  uint64_t get_kernel_rpcs = 0;   // GetKernel calls sent to the daemon
+  uint64_t rpc_failures = 0;      // of those, the ones that failed
+  uint64_t modules_loaded = 0;    // cuLibraryLoadData calls
+  uint64_t blob_path_reads = 0;   // cubins read from the daemon's blob files
+  uint64_t op_fast_hits = 0;      // ops calls served from the in-process launch cache
+  uint64_t op_fast_misses = 0;    // ops calls that had to resolve their kernel first
+  uint64_t embedded_fetches = 0;  // kernels the embedded engine gave (compiled or from its cache)
 };
 KILN_API ClientStats GetClientStats();
 

@@ -2,6 +2,7 @@
 // unreachable daemon (exit 3), and doctor's findings (exit 4).
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,7 @@ RunResult Cli(std::vector<std::string> args, std::map<std::string, std::string> 
   p.argv = {kiln::testing::KilnCliPath()};
   for (auto& a : args) p.argv.push_back(std::move(a));
   p.set_env = std::move(env);
-  for (const char* name : {"KILN_SOCKET", "KILN_CACHE_DIR", "KILN_GEN_DIR"})
+  for (const char* name : {"KILN_SOCKET", "KILN_CACHE_DIR", "KILN_GEN_DIR", "KILN_MODE"})
     if (!p.set_env.count(name)) p.unset_env.push_back(name);
   return kiln::testing::Run(std::move(p), std::chrono::seconds(60));
 }
@@ -157,20 +158,43 @@ TEST_CASE("an unreachable daemon exits with 3 and names the socket", "[client][c
   CHECK(Has(env, "unix:" + socket));
 }
 
-TEST_CASE("kiln doctor reports each area and exits 4 when kilnd is missing", "[client][cli][doctor]") {
+TEST_CASE("kiln doctor reports each area and exits 4 when kilnd is missing in daemon mode", "[client][cli][doctor]") {
   kiln::testing::TempDir dir("kiln-cli");
   const std::string socket = dir / "kilnd.sock";
-  auto r = Cli({"doctor", "--socket", socket}, {{"KILN_CACHE_DIR", dir / "cache"}, {"KILN_GEN_DIR", dir / "gen"}});
+  const std::map<std::string, std::string> env = {
+      {"KILN_CACHE_DIR", dir / "cache"}, {"KILN_GEN_DIR", dir / "gen"}, {"KILN_MODE", "daemon"}};
+  auto r = Cli({"doctor", "--socket", socket}, env);
   INFO(r.output);
   CHECK(r.exit_code == 4);
   for (const char* text :
-       {"toolchain", "NVRTC", "nvJitLink", "CUDA headers", "devices", "workspaces", "daemon", "problem(s) found"})
+       {"toolchain", "NVRTC", "nvJitLink", "CUDA headers", "devices", "workspaces", "daemon",
+        "mode of a process here (KILN_MODE)", "daemon: kernels come from kilnd only", "problem(s) found"})
     CHECK(Has(r, text));
   CHECK(Has(r, "cache " + (dir / "cache") + " (KILN_CACHE_DIR): does not exist yet"));
   CHECK(Has(r, "generated sources " + (dir / "gen") + " (KILN_GEN_DIR)"));
-  CHECK(Has(r, "FAIL  socket " + socket + ": does not exist"));
+  CHECK(Has(r, "socket " + socket + ": does not exist"));
+  CHECK(Has(r, "FAIL  kilnd: kilnd is not reachable at unix:"));
   // Without a driver the device line is a warning, not a problem.
   if (Has(r, "no CUDA driver")) CHECK(Has(r, "warn  no CUDA driver"));
+}
+
+TEST_CASE("kiln doctor without kilnd in auto mode checks the embedded engine instead", "[client][cli][doctor]") {
+  kiln::testing::TempDir dir("kiln-cli");
+  const std::string socket = dir / "kilnd.sock";
+  auto r = Cli({"doctor", "--socket", socket}, {{"KILN_CACHE_DIR", dir / "cache"},
+                                                {"KILN_GEN_DIR", dir / "gen"},
+                                                {"KILN_KERNELS_DIR", kiln::testing::KernelsDir()}});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(Has(r, "socket " + socket + ": does not exist"));
+  CHECK_FALSE(Has(r, "FAIL"));
+  CHECK(Has(r, "ok    auto, no daemon: kernels compile in each process: cache " + (dir / "cache")));
+  CHECK(Has(r, "no problems found"));
+  // A word KILN_MODE does not know is a problem, named.
+  auto bad = Cli({"doctor", "--socket", socket}, {{"KILN_CACHE_DIR", dir / "cache"}, {"KILN_MODE", "sometimes"}});
+  INFO(bad.output);
+  CHECK(bad.exit_code == 4);
+  CHECK(Has(bad, "FAIL  KILN_MODE=\"sometimes\" is not one of auto, daemon, embedded"));
 }
 
 TEST_CASE("kiln doctor flags a workspace it cannot write", "[client][cli][doctor]") {

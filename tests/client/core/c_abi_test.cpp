@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "kiln/client.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -133,6 +134,20 @@ TEST_CASE("status names, version and the socket override", "[client][capi]") {
   CHECK(std::string(kiln_status_name(static_cast<kiln_status>(99))) == "UNKNOWN_STATUS");
   CHECK(std::string(kiln_version()) == KILN_VERSION_STRING);
   CHECK(kiln_set_socket("/tmp/kiln-capi-test.sock") == KILN_OK);
+  CHECK(kiln_set_socket(nullptr) == KILN_OK);
+}
+
+TEST_CASE("kiln_set_mode takes auto or daemon or embedded and refuses another word keeping the mode",
+          "[client][capi][mode]") {
+  REQUIRE(kiln_set_socket("/tmp/kiln-capi-mode-test.sock") == KILN_OK);
+  REQUIRE(kiln_set_mode("daemon") == KILN_OK);
+  CHECK(std::string(kiln_describe_mode()).rfind("daemon at unix:/tmp/kiln-capi-mode-test.sock", 0) == 0);
+  RequireInvalid(kiln_set_mode("sometimes"), "kiln_set_mode mode=\"sometimes\" is not one of auto, daemon, embedded");
+  CHECK(kiln::CurrentOptions().mode == kiln::ClientMode::kDaemon);
+  CHECK(kiln_set_mode("auto") == KILN_OK);
+  CHECK(kiln::CurrentOptions().mode == kiln::ClientMode::kAuto);
+  CHECK(kiln_set_mode(nullptr) == KILN_OK);
+  CHECK(kiln::CurrentOptions().mode == kiln::ClientMode::kFromEnvironment);
   CHECK(kiln_set_socket(nullptr) == KILN_OK);
 }
 

@@ -1,11 +1,8 @@
-// The client when kilnd is not there: every request fails at once (no hang) with UNAVAILABLE,
+// The client in daemon mode when kilnd is not there (auto mode would compile in-process:
+// embedded_engine_test.cpp): every request fails at once (no hang) with UNAVAILABLE,
 // naming the socket and saying how to start kilnd or point at another one; and a TCP target
 // that is neither TLS nor explicitly plaintext, refused naming the settings.
 #include <catch2/catch.hpp>
-
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
 
@@ -14,6 +11,7 @@
 #include "kiln/client.h"
 #include "kiln/kernel.h"
 #include "kiln/v1/cache.grpc.pb.h"
+#include "tests/support/stale_socket.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -25,6 +23,7 @@ struct UseSocket {
     kiln::ClientOptions options;
     options.socket = socket;
     options.insecure = insecure;  // a TCP target is TLS or, by name, plaintext
+    options.mode = kiln::ClientMode::kDaemon;
     REQUIRE(kiln::Configure(options).ok());
   }
   ~UseSocket() { kiln::Configure(kiln::ClientOptions{}); }
@@ -61,13 +60,7 @@ TEST_CASE("no socket file: UNAVAILABLE naming the socket and how to start kilnd"
 TEST_CASE("a stale socket file nobody listens on is explained as such", "[client][rpc]") {
   kiln::testing::TempDir dir("kiln-client");
   const std::string socket = dir / "kilnd.sock";
-  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", socket.c_str());
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  close(fd);  // the file stays, nobody listens
+  kiln::testing::MakeStaleSocketFile(socket);  // the file stays, nobody listens
 
   UseSocket use(socket);
   auto info = kiln::Prefetch(Rmsnorm(), "sm_90");

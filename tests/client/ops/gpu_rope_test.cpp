@@ -453,13 +453,13 @@ TEST_CASE("the rope C ABI matches the reference, and a repeat call reuses the lo
   const auto s0 = kiln::GetClientStats();
   RunCase(unique, FusedQkv(7, 32, 8, 48), rng, caches);
   const auto s1 = kiln::GetClientStats();
-  CHECK(s1.get_kernel_rpcs == s0.get_kernel_rpcs + 1);
+  CHECK(kiln::testing::KernelFetches(s1) == kiln::testing::KernelFetches(s0) + 1);
   CHECK(s1.op_fast_misses == s0.op_fast_misses + 1);
   unique.tokens = 300;
   unique.q_heads = unique.k_heads = 4;
   RunCase(unique, FusedQkv(300, 4, 4, 48), rng, caches);
   const auto s2 = kiln::GetClientStats();
-  CHECK(s2.get_kernel_rpcs == s1.get_kernel_rpcs);
+  CHECK(kiln::testing::KernelFetches(s2) == kiln::testing::KernelFetches(s1));
   CHECK(s2.op_fast_hits == s1.op_fast_hits + 1);
 }
 

@@ -1,0 +1,396 @@
+"""Every op of the package on a GPU against its torch reference (torch_reference.py), sized and
+parametrized like the C++ GPU tests (tests/client/ops/gpu_*_test.cpp). Each test is marked with
+kiln.testing.requires: without torch or a GPU (or of another arch for the sm_90a ops) it is
+skipped with the reason. The `kilnd` fixture is the session's daemon."""
+import math
+
+import pytest
+
+import kiln
+import kiln.testing
+import torch_reference as ref
+from torch_reference import TOLERANCE
+
+requires_gpu = kiln.testing.requires()
+requires_sm90a = kiln.testing.requires(arch="sm_90a")
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _gen(seed=0):
+    torch = _torch()
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    return g
+
+
+def _close(actual, expected, dtype_name, scale=1.0):
+    torch = _torch()
+    tol = TOLERANCE[dtype_name] * scale
+    torch.testing.assert_close(actual.float(), expected.float(), atol=tol, rtol=tol)
+
+
+# ---- norm ----------------------------------------------------------------------------------------
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("tokens,hidden", [(1, 128), (7, 4096), (33, 5120), (4, 1000), (3, 1)])
+def test_rms_norm(kilnd, dtype, tokens, hidden):
+    torch = _torch()
+    g = _gen(hidden)
+    x = ref.uniform((tokens, hidden), ref.torch_dtype(dtype), g)
+    w = ref.uniform((hidden,), ref.torch_dtype(dtype), g)
+    out = kiln.rms_norm(x, w, 1e-6)  # allocated like x
+    assert out.shape == x.shape and out.dtype == x.dtype and out.data_ptr() != x.data_ptr()
+    _close(out, ref.rms_norm(x, w, 1e-6), dtype)
+    # In place, and into a strided view (the first columns of a wider buffer).
+    y = x.clone()
+    assert kiln.rms_norm(y, w, 1e-6, out=y) is y
+    _close(y, out, dtype)
+    wide = torch.zeros((tokens, hidden + 64), dtype=x.dtype, device="cuda")
+    kiln.rms_norm(x, w, 1e-6, out=wide[:, :hidden])
+    _close(wide[:, :hidden], out, dtype)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("hidden", [4096, 1000])
+def test_fused_add_rms_norm(kilnd, dtype, hidden):
+    g = _gen(1)
+    x = ref.uniform((9, hidden), ref.torch_dtype(dtype), g)
+    r = ref.uniform((9, hidden), ref.torch_dtype(dtype), g)
+    w = ref.uniform((hidden,), ref.torch_dtype(dtype), g)
+    want_residual = x + r
+    want = ref.rms_norm(want_residual, w, 1e-5)
+    kiln.fused_add_rms_norm(x, r, w, 1e-5)
+    _close(r, want_residual, dtype)
+    _close(x, want, dtype)
+
+
+# ---- activation ----------------------------------------------------------------------------------
+
+
+@requires_gpu
+@pytest.mark.parametrize("kind", ["silu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("tokens,d", [(5, 14336), (3, 13), (1, 64)])
+def test_gated_activations(kilnd, kind, dtype, tokens, d):
+    x = ref.uniform((tokens, 2 * d), ref.torch_dtype(dtype), _gen(d))
+    out = getattr(kiln, f"{kind}_and_mul")(x)
+    assert tuple(out.shape) == (tokens, d)
+    _close(out, ref.gated(kind, x), dtype)
+
+
+# ---- rope ----------------------------------------------------------------------------------------
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rotary_dim,llama31", [(0, None), (64, None), (0, True)])
+def test_apply_rope(kilnd, dtype, interleaved, rotary_dim, llama31):
+    torch = _torch()
+    g = _gen(2)
+    tokens, hq, hk, d = 11, 8, 2, 128
+    qkv = ref.uniform((tokens, hq + 2 * hk, d), ref.torch_dtype(dtype), g)
+    q, k = qkv[:, :hq], qkv[:, hq:hq + hk]  # views into one fused buffer
+    positions = torch.randint(0, 16384, (tokens,), device="cuda", generator=g, dtype=torch.int64)
+    theta = 500000.0
+    scaling = tuple(kiln.Llama31RopeScaling()) if llama31 else None
+    inv = ref.rope_inv_freq(rotary_dim or d, theta, scaling)
+    want_q, want_k = ref.rope(q, positions, inv, interleaved), ref.rope(k, positions, inv, interleaved)
+    kiln.apply_rope(q, k, positions, rotary_dim=rotary_dim, interleaved=interleaved, theta=theta, llama31=llama31)
+    _close(q, want_q, dtype, scale=2)
+    _close(k, want_k, dtype, scale=2)
+
+
+@requires_gpu
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_apply_rope_with_cos_sin_cache(kilnd, interleaved):
+    torch = _torch()
+    g = _gen(3)
+    tokens, d, max_pos = 6, 128, 4096
+    q = ref.uniform((tokens, 4, d), torch.bfloat16, g)
+    k = ref.uniform((tokens, 1, d), torch.bfloat16, g)
+    positions = torch.randint(0, max_pos, (tokens,), device="cuda", generator=g, dtype=torch.int32)
+    inv = ref.rope_inv_freq(d, 10000.0)
+    angle = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv[None, :]
+    cache = torch.cat([angle.cos(), angle.sin()], dim=1).float().cuda()
+    want_q, want_k = ref.rope(q, positions, inv, interleaved), ref.rope(k, positions, inv, interleaved)
+    kiln.apply_rope_with_cos_sin_cache(q, k, positions, cache, interleaved=interleaved)
+    _close(q, want_q, "bf16", scale=2)
+    _close(k, want_k, "bf16", scale=2)
+
+
+# ---- paged KV and decode -------------------------------------------------------------------------
+
+
+def _page_table(lengths, page_size, num_pages_extra=3, seed=4):
+    """kv_indptr, kv_indices (shuffled pages), kv_last_page_len as host lists."""
+    import random
+    rng = random.Random(seed)
+    pages = [max(1, math.ceil(n / page_size)) for n in lengths]
+    order = list(range(sum(pages) + num_pages_extra))
+    rng.shuffle(order)
+    indptr = [0]
+    for p in pages:
+        indptr.append(indptr[-1] + p)
+    last = [n - (p - 1) * page_size for n, p in zip(lengths, pages)]
+    return indptr, order[:indptr[-1]], last, len(order)
+
+
+def _dense(cache, indptr, indices, last, page_size, b):
+    pages = cache[indices[indptr[b]:indptr[b + 1]]]  # [p, page_size, Hk, D]
+    flat = pages.reshape(-1, *cache.shape[2:])
+    return flat[:(indptr[b + 1] - indptr[b] - 1) * page_size + last[b]]
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("head_dim,group,page_size", [(128, 4, 16), (64, 1, 1), (256, 8, 64)])
+@pytest.mark.parametrize("lengths", [[1, 17, 300], [4096, 33]])
+def test_append_paged_kv_then_batch_decode(kilnd, dtype, head_dim, group, page_size, lengths):
+    torch = _torch()
+    g = _gen(5)
+    dt = ref.torch_dtype(dtype)
+    hk = 2
+    hq = hk * group
+    indptr, indices, last, num_pages = _page_table(lengths, page_size)
+    dev = lambda xs: torch.tensor(xs, dtype=torch.int32, device="cuda")  # noqa: E731
+    k_cache = torch.zeros((num_pages, page_size, hk, head_dim), dtype=dt, device="cuda")
+    v_cache = torch.zeros_like(k_cache)
+    # Append every position of every request through append_paged_kv.
+    nnz = sum(lengths)
+    k = ref.uniform((nnz, hk, head_dim), dt, g)
+    v = ref.uniform((nnz, hk, head_dim), dt, g)
+    batch = dev([b for b, n in enumerate(lengths) for _ in range(n)])
+    pos = dev([p for n in lengths for p in range(n)])
+    kiln.append_paged_kv(k_cache, v_cache, k, v, batch, pos, dev(indptr), dev(indices), dev(last))
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + n)
+    for b in range(len(lengths)):
+        assert torch.equal(_dense(k_cache, indptr, indices, last, page_size, b), k[starts[b]:starts[b + 1]])
+        assert torch.equal(_dense(v_cache, indptr, indices, last, page_size, b), v[starts[b]:starts[b + 1]])
+    # Decode one query per request.
+    q = ref.uniform((len(lengths), hq, head_dim), dt, g)
+    plan = kiln.BatchDecodePlan(indptr, last, hq, hk, head_dim, page_size, dt)
+    out, lse = kiln.batch_decode(plan, q, k_cache, v_cache, dev(indptr), dev(indices), dev(last), return_lse=True)
+    for b in range(len(lengths)):
+        want, want_lse = ref.attention(q[b:b + 1], k[starts[b]:starts[b + 1]], v[starts[b]:starts[b + 1]])
+        _close(out[b:b + 1], want, dtype)
+        torch.testing.assert_close(lse[b:b + 1], want_lse, atol=1e-3, rtol=1e-3)
+
+
+# ---- prefill -------------------------------------------------------------------------------------
+
+
+@requires_sm90a
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("qo_lens,kv_lens", [([7, 130], [7, 300]), ([64], [64])])
+def test_batch_prefill_ragged(kilnd, dtype, causal, qo_lens, kv_lens):
+    torch = _torch()
+    g = _gen(6)
+    dt = ref.torch_dtype(dtype)
+    hq, hk, d = 8, 2, 128
+    qo_indptr, kv_indptr = [0], [0]
+    for a, b in zip(qo_lens, kv_lens):
+        qo_indptr.append(qo_indptr[-1] + a)
+        kv_indptr.append(kv_indptr[-1] + b)
+    q = ref.uniform((qo_indptr[-1], hq, d), dt, g)
+    k = ref.uniform((kv_indptr[-1], hk, d), dt, g)
+    v = ref.uniform((kv_indptr[-1], hk, d), dt, g)
+    plan = kiln.BatchPrefillPlan.ragged(qo_indptr, kv_indptr, hq, hk, d, dt, causal=causal)
+    dev = lambda xs: torch.tensor(xs, dtype=torch.int32, device="cuda")  # noqa: E731
+    out = kiln.batch_prefill_ragged(plan, q, k, v, dev(qo_indptr), dev(kv_indptr))
+    for b in range(len(qo_lens)):
+        qs, ks = slice(qo_indptr[b], qo_indptr[b + 1]), slice(kv_indptr[b], kv_indptr[b + 1])
+        want, _ = ref.attention(q[qs], k[ks], v[ks], causal_offset=(kv_lens[b] - qo_lens[b]) if causal else None)
+        _close(out[qs], want, dtype)
+
+
+# ---- sampling ------------------------------------------------------------------------------------
+
+
+@requires_gpu
+@pytest.mark.parametrize("batch,vocab", [(4, 128256), (33, 1000), (1, 1)])
+def test_argmax_and_top_k_1(kilnd, batch, vocab):
+    torch = _torch()
+    probs = torch.rand((batch, vocab), device="cuda", generator=_gen(7))
+    want = probs.argmax(dim=-1).to(torch.int32)
+    assert torch.equal(kiln.argmax(probs), want)
+    assert torch.equal(kiln.top_k_sampling(probs, 1, seed=3), want)
+
+
+@requires_gpu
+@pytest.mark.parametrize("sampler", ["top_k", "top_p", "top_k_top_p", "min_p"])
+def test_samplers_stay_in_the_allowed_set_and_repeat(kilnd, sampler):
+    torch = _torch()
+    batch, vocab = 16, 32000
+    probs = torch.softmax(torch.randn((batch, vocab), device="cuda", generator=_gen(8)) * 3, dim=-1)
+    k = torch.full((batch,), 50, dtype=torch.int32, device="cuda")
+    p = torch.full((batch,), 0.8, dtype=torch.float32, device="cuda")
+    calls = {
+        "top_k": lambda s: kiln.top_k_sampling(probs, k, seed=s),
+        "top_p": lambda s: kiln.top_p_sampling(probs, p, seed=s),
+        "top_k_top_p": lambda s: kiln.top_k_top_p_sampling(probs, 50, 0.8, seed=s),
+        "min_p": lambda s: kiln.min_p_sampling(probs, 0.05, seed=s),
+    }
+    samples = calls[sampler](11)
+    assert torch.equal(samples, calls[sampler](11))  # deterministic
+    p64 = probs.double()
+    chosen = p64.gather(1, samples.long()[:, None])[:, 0]
+    kth = p64.topk(50, dim=-1).values[:, -1]
+    above = (p64 * (p64 > chosen[:, None])).sum(-1)
+    if sampler in ("top_k", "top_k_top_p"):
+        assert bool((chosen >= kth).all())
+    if sampler == "top_p":
+        assert bool((above < 0.8 * p64.sum(-1) + 1e-6).all())
+    if sampler == "min_p":
+        assert bool((chosen >= 0.05 * p64.max(-1).values - 1e-9).all())
+
+
+# ---- gemm ----------------------------------------------------------------------------------------
+
+
+@requires_sm90a
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (129, 1024, 512), (256, 14336, 4096)])
+def test_gemm(kilnd, dtype, m, n, k):
+    torch = _torch()
+    g = _gen(9)
+    a = ref.uniform((m, k), ref.torch_dtype(dtype), g, -1, 1)
+    b = ref.uniform((n, k), ref.torch_dtype(dtype), g, -1, 1)
+    d = kiln.gemm(a, b, out_dtype=torch.float32)
+    want = a.double() @ b.double().T
+    torch.testing.assert_close(d.double(), want, atol=1e-2 * math.sqrt(k) / 8, rtol=1e-3)
+
+
+# ---- streams and CUDA graphs ---------------------------------------------------------------------
+
+
+@requires_gpu
+def test_ops_follow_the_current_torch_stream_and_capture_in_a_graph(kilnd):
+    """Capturing on a side stream fails if an op launches on any other stream or synchronizes;
+    the replayed graph must give the eager results for new inputs written in place."""
+    torch = _torch()
+    g = _gen(10)
+    hidden, page_size, hq, hk, d = 4096, 16, 8, 2, 128
+    x = ref.uniform((8, hidden), torch.bfloat16, g)
+    w = ref.uniform((hidden,), torch.bfloat16, g)
+    out = torch.empty_like(x)
+    lengths = [40, 700, 3]
+    indptr, indices, last, num_pages = _page_table(lengths, page_size)
+    dev = lambda xs: torch.tensor(xs, dtype=torch.int32, device="cuda")  # noqa: E731
+    kv_indptr, kv_indices, kv_last = dev(indptr), dev(indices), dev(last)
+    k_cache = ref.uniform((num_pages, page_size, hk, d), torch.bfloat16, g)
+    v_cache = ref.uniform((num_pages, page_size, hk, d), torch.bfloat16, g)
+    q = ref.uniform((len(lengths), hq, d), torch.bfloat16, g)
+    plan = kiln.BatchDecodePlan(indptr, last, hq, hk, d, page_size, torch.bfloat16)
+    attn = torch.empty_like(q)
+    # Warm up (fetch and load the kernels) outside the capture, on the stream that captures.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        kiln.rms_norm(x, w, out=out)
+        plan.run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last, out=attn)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kiln.rms_norm(x, w, out=out)
+        plan.run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last, out=attn)
+    x.copy_(ref.uniform(x.shape, torch.bfloat16, g))
+    q.copy_(ref.uniform(q.shape, torch.bfloat16, g))
+    out.zero_()
+    attn.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    _close(out, ref.rms_norm(x, w, 1e-6), "bf16")
+    eager = plan.run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last)
+    assert torch.equal(attn, eager)
+
+
+@requires_gpu
+def test_an_explicit_stream_object_is_used(kilnd):
+    torch = _torch()
+    x = ref.uniform((4, 256), torch.float16, _gen(11))
+    w = ref.uniform((256,), torch.float16, _gen(12))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    out = kiln.rms_norm(x, w, stream=s)  # out allocated on the current stream, written on s
+    s.synchronize()
+    _close(out, ref.rms_norm(x, w, 1e-6), "fp16")
+
+
+@requires_gpu
+def test_cpu_torch_tensors_are_refused(kilnd):
+    torch = _torch()
+    with pytest.raises(kiln.InvalidArgument, match="expected a CUDA device tensor, found one on cpu"):
+        kiln.rms_norm(torch.ones((2, 8)), torch.ones(8))
+
+
+# ---- other frameworks ----------------------------------------------------------------------------
+
+
+@requires_gpu
+def test_cupy_arrays_with_their_current_stream(kilnd):
+    cupy = pytest.importorskip("cupy")
+    import numpy as np
+    rng = np.random.default_rng(13)
+    x_host = rng.uniform(-2, 2, (5, 512)).astype(np.float16)
+    w_host = rng.uniform(-2, 2, (512,)).astype(np.float16)
+    x, w = cupy.asarray(x_host), cupy.asarray(w_host)
+    out = cupy.empty_like(x)
+    with pytest.raises(kiln.InvalidArgument, match="kiln.rms_norm: out: not given"):
+        kiln.rms_norm(x, w)
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        kiln.rms_norm(x, w, out=out)  # on s, CuPy's current stream
+        s.synchronize()
+    y = x_host.astype(np.float64)
+    want = y / np.sqrt((y * y).mean(-1, keepdims=True) + 1e-6) * w_host.astype(np.float64)
+    np.testing.assert_allclose(cupy.asnumpy(out).astype(np.float64), want, atol=2e-3 * 4, rtol=2e-3)
+
+
+# ---- the editing loop ----------------------------------------------------------------------------
+
+
+@requires_gpu
+def test_an_edited_kernel_source_is_recompiled_on_the_next_run(tmp_path):
+    """The development loop: a kilnd serving a kernels/ folder, a test process, an edit of the
+    kernel's source, the test process again: the second run gets a new cubin (the source hash is
+    in the cache key), with no reinstall and no daemon restart."""
+    import shutil
+    import subprocess
+    import sys
+    kernels = tmp_path / "kernels"
+    shutil.copytree(kiln.testing.kernels_dir(), kernels)
+    daemon = kiln.testing.Daemon(kernels=str(kernels))
+    script = ("import torch, kiln; kiln.set_socket(%r); x = torch.ones(3, 256, device='cuda', dtype=torch.float16); "
+              "w = torch.ones(256, device='cuda', dtype=torch.float16); y = kiln.rms_norm(x, w); "
+              "torch.cuda.synchronize(); assert float((y - 1).abs().max()) < 1e-2" % daemon.socket)
+
+    def rmsnorm_keys():
+        # The daemon's cache index: one row per cache key (the source hashes are part of it).
+        import sqlite3
+        index = sqlite3.connect(f"file:{daemon.root}/cache/index.sqlite?mode=ro", uri=True)
+        try:
+            return {row[0] for row in index.execute("SELECT key FROM entries WHERE op = 'rmsnorm'")}
+        finally:
+            index.close()
+
+    try:
+        subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+        first = rmsnorm_keys()
+        assert len(first) == 1
+        source = kernels / "src" / "norm" / "rmsnorm.cu"
+        source.write_text(source.read_text() + "\n// edited by test_an_edited_kernel_source_is_recompiled\n")
+        subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+        second = rmsnorm_keys()
+        assert len(second) == 2 and first < second, (first, second)
+    finally:
+        daemon.stop()

@@ -1,0 +1,213 @@
+"""The library's argument checks reach Python unchanged: each bad call raises InvalidArgument
+(code 1) with the C ABI's message, the same fragments the C++ validation tests check
+(tests/client/ops/*_validation_test.cpp). Tensors are fake DLPack objects on a made-up CUDA
+device (fake_dlpack.py): the checks run before the driver is touched, so no GPU is needed."""
+import array
+import sys
+
+import pytest
+
+import kiln
+import kiln.testing
+from fake_dlpack import KDL_CPU, FakeTensor, cuda
+
+np = pytest.importorskip("numpy")
+
+# (id, call, the message's fragment)
+CASES = [
+    ("rms_norm weight dtype", lambda: kiln.rms_norm(cuda((4, 4096), "bf16"), cuda((4096,), "fp16"),
+                                                    out=cuda((4, 4096), "bf16")),
+     "kiln_rms_norm: weight: expected dtype bf16 (input's), found fp16"),
+    ("rms_norm out shape", lambda: kiln.rms_norm(cuda((4, 4096), "bf16"), cuda((4096,), "bf16"),
+                                                 out=cuda((4, 4095), "bf16")),
+     "kiln_rms_norm: out: expected shape [4, 4096] (input's), found [4, 4095]"),
+    ("rms_norm eps", lambda: kiln.rms_norm(cuda((4, 64), "fp32"), cuda((64,), "fp32"), 0.0, out=cuda((4, 64), "fp32")),
+     "kiln_rms_norm: eps: expected a finite value > 0, found 0"),
+    ("rms_norm fp64", lambda: kiln.rms_norm(cuda((4, 64), "fp64"), cuda((64,), "fp64"), out=cuda((4, 64), "fp64")),
+     "kiln_rms_norm: out: dtype code 2 (kDLFloat) with 64 bits is not supported"),
+    ("fused_add_rms_norm residual shape", lambda: kiln.fused_add_rms_norm(
+        cuda((4, 64), "bf16"), cuda((4, 32), "bf16"), cuda((64,), "bf16")), "kiln_fused_add_rms_norm: residual"),
+    ("silu_and_mul fp32", lambda: kiln.silu_and_mul(cuda((4, 4096), "fp32"), out=cuda((4, 2048), "fp32")),
+     "kiln_silu_and_mul: input: dtype fp32 is not supported; expected fp16 or bf16"),
+    ("gelu_and_mul odd", lambda: kiln.gelu_and_mul(cuda((4, 4095)), out=cuda((4, 2047))),
+     "kiln_gelu_and_mul: input: the last dim must be 2d, even and at least 2"),
+    ("gelu_tanh_and_mul out dtype", lambda: kiln.gelu_tanh_and_mul(cuda((4, 64)), out=cuda((4, 32), "bf16")),
+     "kiln_gelu_tanh_and_mul: out"),
+    ("apply_rope rotary_dim", lambda: kiln.apply_rope(cuda((4, 32, 128)), cuda((4, 8, 128)), cuda((4,), "int32"),
+                                                      rotary_dim=3),
+     "kiln_apply_rope: rotary_dim: expected an even value in 2..128"),
+    ("apply_rope theta", lambda: kiln.apply_rope(cuda((4, 32, 128)), cuda((4, 8, 128)), cuda((4,), "int32"),
+                                                 theta=0.0),
+     "kiln_apply_rope: theta: expected a finite value > 0, found 0"),
+    ("apply_rope llama31", lambda: kiln.apply_rope(cuda((4, 32, 128)), cuda((4, 8, 128)), cuda((4,), "int32"),
+                                                   llama31=kiln.Llama31RopeScaling(high_freq_factor=1.0)),
+     "kiln_apply_rope: llama31.high_freq_factor: expected a finite value > low_freq_factor (1), found 1"),
+    ("apply_rope_with_cos_sin_cache odd", lambda: kiln.apply_rope_with_cos_sin_cache(
+        cuda((4, 32, 128)), cuda((4, 8, 128)), cuda((4,), "int32"), cuda((64, 127), "fp32")),
+     "kiln_apply_rope_with_cos_sin_cache: cos_sin_cache: its dim 1 (rotary_dim): expected an even value"),
+    ("append_paged_kv k_cache rank", lambda: kiln.append_paged_kv(
+        cuda((8, 16, 8)), cuda((8, 16, 8, 128)), cuda((4, 8, 128)), cuda((4, 8, 128)), cuda((4,), "int32"),
+        cuda((4,), "int32"), cuda((2,), "int32"), cuda((1,), "int32"), cuda((1,), "int32")),
+     "kiln_append_paged_kv: k_cache: expected a 4-D tensor [num_pages, "),
+    ("top_k_sampling k", lambda: kiln.top_k_sampling(cuda((4, 100), "fp32"), -1, samples=cuda((4,), "int32")),
+     "kiln_top_k_sampling: top_k: expected k >= 0 (0: no top-k), found -1"),
+    ("top_p_sampling p", lambda: kiln.top_p_sampling(cuda((4, 100), "fp32"), 1.5, samples=cuda((4,), "int32")),
+     "kiln_top_p_sampling: top_p: expected a value in (0, 1], found 1.5"),
+    ("min_p_sampling p", lambda: kiln.min_p_sampling(cuda((4, 100), "fp32"), -1.0, samples=cuda((4,), "int32")),
+     "kiln_min_p_sampling: min_p: expected a value in [0, 1], found -1"),
+    ("top_k_top_p_sampling k dtype", lambda: kiln.top_k_top_p_sampling(
+        cuda((4, 100), "fp32"), cuda((4,), "int64"), 0.9, samples=cuda((4,), "int32")),
+     "kiln_top_k_top_p_sampling: top_k: expected dtype int32, found int64"),
+    ("argmax probs dtype", lambda: kiln.argmax(cuda((4, 100), "bf16"), samples=cuda((4,), "int32")),
+     "kiln_argmax: probs: expected dtype fp32, found bf16"),
+    ("gemm b dtype", lambda: kiln.gemm(cuda((4, 64)), cuda((32, 64), "fp32"), out=cuda((4, 32))),
+     "kiln_gemm: b: expected dtype fp16 (a's), found fp32"),
+    ("grouped_gemm m_indptr dtype", lambda: kiln.grouped_gemm(
+        cuda((16, 64)), cuda((2, 32, 64)), cuda((3,), "int64"), out=cuda((16, 32))), "kiln_grouped_gemm: m_indptr"),
+    ("grouped_gemm_masked masked_m dtype", lambda: kiln.grouped_gemm_masked(
+        cuda((2, 8, 64)), cuda((2, 32, 64)), cuda((2,), "fp32"), out=cuda((2, 8, 32))),
+     "kiln_grouped_gemm_masked: masked_m"),
+    ("fp8_gemm a dtype", lambda: kiln.fp8_gemm(cuda((4, 128), "bf16"), cuda((32, 128), "fp8_e4m3"),
+                                               cuda((4, 1), "fp32"), cuda((1, 1), "fp32"), out=cuda((4, 32), "bf16")),
+     "kiln_fp8_gemm: a"),
+    ("grouped_fp8_gemm a dtype", lambda: kiln.grouped_fp8_gemm(
+        cuda((16, 128), "bf16"), cuda((2, 32, 128), "fp8_e4m3"), cuda((16, 1), "fp32"), cuda((2, 1, 1), "fp32"),
+        cuda((3,), "int32"), out=cuda((16, 32), "bf16")), "kiln_grouped_fp8_gemm: a"),
+    ("grouped_fp8_gemm_masked a dtype", lambda: kiln.grouped_fp8_gemm_masked(
+        cuda((2, 8, 128), "bf16"), cuda((2, 32, 128), "fp8_e4m3"), cuda((2, 8, 1), "fp32"), cuda((2, 1, 1), "fp32"),
+        cuda((2,), "int32"), out=cuda((2, 8, 32), "bf16")), "kiln_grouped_fp8_gemm_masked: a"),
+    ("decode plan head_dim", lambda: kiln.BatchDecodePlan([0, 1], [1], 32, 8, 96, 16, "bf16"),
+     "kiln_batch_decode_plan_create: head_dim: 96 is not supported; supported: 64, 128, 256"),
+    ("decode plan dtype", lambda: kiln.BatchDecodePlan([0, 1], [1], 32, 8, 128, 16, (2, 32)),
+     "kiln_batch_decode_plan_create: dtype: fp32 is not supported"),
+    ("decode plan lengths", lambda: kiln.BatchDecodePlan([0, 1, 2], [1], 32, 8, 128, 16, "bf16"),
+     "kiln.BatchDecodePlan: kv_indptr: expected 2 entries, found 3"),
+    ("prefill ragged head_dim", lambda: kiln.BatchPrefillPlan.ragged([0, 4], [0, 4], 32, 8, 96, "bf16"),
+     "kiln_batch_prefill_plan_create_ragged: head_dim: 96 is not supported; supported: 64, 128, 256"),
+    ("prefill paged head_dim", lambda: kiln.BatchPrefillPlan.paged([0, 4], [0, 1], [4], 32, 8, 96, 16, "bf16"),
+     "kiln_batch_prefill_plan_create_paged: head_dim: 96 is not supported; supported: 64, 128, 256"),
+    ("decode plan host array dtype", lambda: kiln.BatchDecodePlan(array.array("d", [0, 1]), [1], 32, 8, 128, 16,
+                                                                  "bf16"),
+     "kiln.BatchDecodePlan: kv_indptr: expected a host array of int32, found item format 'd'"),
+    ("decode plan device indptr", lambda: kiln.BatchDecodePlan(cuda((2,), "int32"), [1], 32, 8, 128, 16, "bf16"),
+     "kiln.BatchDecodePlan: kv_indptr: expected a host (CPU) array, found a device tensor"),
+    ("dtype name", lambda: kiln.BatchDecodePlan([0, 1], [1], 32, 8, 128, 16, "fp8"),
+     "kiln.BatchDecodePlan: dtype: expected fp16 or bf16"),
+]
+
+
+@pytest.mark.parametrize("call,fragment", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_arguments_give_the_library_message(call, fragment):
+    with pytest.raises(kiln.InvalidArgument) as info:
+        call()
+    assert info.value.code == 1
+    assert fragment in str(info.value)
+
+
+# Every op given NumPy arrays: refused as CPU tensors, naming the first tensor the op checks.
+def _np(shape, dtype=np.float16):
+    return np.zeros(shape, dtype)
+
+
+NUMPY_CALLS = [
+    ("rms_norm", lambda: kiln.rms_norm(_np((4, 64)), _np((64,)), out=_np((4, 64)))),
+    ("fused_add_rms_norm", lambda: kiln.fused_add_rms_norm(_np((4, 64)), _np((4, 64)), _np((64,)))),
+    ("silu_and_mul", lambda: kiln.silu_and_mul(_np((4, 64)), out=_np((4, 32)))),
+    ("gelu_and_mul", lambda: kiln.gelu_and_mul(_np((4, 64)), out=_np((4, 32)))),
+    ("gelu_tanh_and_mul", lambda: kiln.gelu_tanh_and_mul(_np((4, 64)), out=_np((4, 32)))),
+    ("apply_rope", lambda: kiln.apply_rope(_np((4, 2, 64)), _np((4, 2, 64)), _np((4,), np.int32))),
+    ("apply_rope_with_cos_sin_cache", lambda: kiln.apply_rope_with_cos_sin_cache(
+        _np((4, 2, 64)), _np((4, 2, 64)), _np((4,), np.int32), _np((16, 64), np.float32))),
+    ("append_paged_kv", lambda: kiln.append_paged_kv(
+        _np((2, 16, 2, 64)), _np((2, 16, 2, 64)), _np((4, 2, 64)), _np((4, 2, 64)), _np((4,), np.int32),
+        _np((4,), np.int32), _np((2,), np.int32), _np((1,), np.int32), _np((1,), np.int32))),
+    ("top_k_sampling", lambda: kiln.top_k_sampling(_np((2, 10), np.float32), 3, samples=_np((2,), np.int32))),
+    ("top_p_sampling", lambda: kiln.top_p_sampling(_np((2, 10), np.float32), 0.5, samples=_np((2,), np.int32))),
+    ("top_k_top_p_sampling", lambda: kiln.top_k_top_p_sampling(_np((2, 10), np.float32), 3, 0.5,
+                                                               samples=_np((2,), np.int32))),
+    ("min_p_sampling", lambda: kiln.min_p_sampling(_np((2, 10), np.float32), 0.1, samples=_np((2,), np.int32))),
+    ("argmax", lambda: kiln.argmax(_np((2, 10), np.float32), samples=_np((2,), np.int32))),
+    ("gemm", lambda: kiln.gemm(_np((4, 64)), _np((32, 64)), out=_np((4, 32)))),
+    ("grouped_gemm", lambda: kiln.grouped_gemm(_np((4, 64)), _np((2, 32, 64)), _np((3,), np.int32),
+                                               out=_np((4, 32)))),
+    ("grouped_gemm_masked", lambda: kiln.grouped_gemm_masked(_np((2, 4, 64)), _np((2, 32, 64)), _np((2,), np.int32),
+                                                             out=_np((2, 4, 32)))),
+]
+
+
+@pytest.mark.parametrize("call", [c[1] for c in NUMPY_CALLS], ids=[c[0] for c in NUMPY_CALLS])
+def test_numpy_arrays_are_refused_as_cpu_tensors(call):
+    with pytest.raises(kiln.InvalidArgument) as info:
+        call()
+    message = str(info.value)
+    assert message.startswith("kiln_") and "found one on cpu" in message, message
+
+
+def test_a_cpu_dlpack_tensor_is_refused_like_numpy():
+    cpu = FakeTensor((4, 64), "fp16", device_type=KDL_CPU)
+    with pytest.raises(kiln.InvalidArgument, match="kiln_rms_norm: input: expected a CUDA device tensor, found one "
+                                                   "on cpu"):
+        kiln.rms_norm(cpu, cuda((64,)), out=cuda((4, 64)))
+
+
+@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax"])
+def test_an_output_without_torch_must_be_given(what):
+    x = cuda((4, 64), "fp32" if what == "argmax" else "fp16")
+    calls = {"rms_norm": lambda: kiln.rms_norm(x, cuda((64,))), "silu_and_mul": lambda: kiln.silu_and_mul(x),
+             "argmax": lambda: kiln.argmax(x)}
+    name = "samples" if what == "argmax" else "out"
+    with pytest.raises(kiln.InvalidArgument, match=f"kiln.{what}: {name}: not given, and it can only be allocated "
+                                                   f"for torch tensors .*pass {name}="):
+        calls[what]()
+
+
+def test_a_plan_needing_a_workspace_without_torch_asks_for_one(monkeypatch):
+    from kiln._workspace import plan_workspace
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # a caller that does not use torch
+    with pytest.raises(kiln.InvalidArgument, match="needs 4096 bytes of device workspace.*pass workspace="):
+        plan_workspace("kiln.BatchDecodePlan", 4096, None, "bf16", -1)
+    assert plan_workspace("kiln.BatchDecodePlan", 0, None, "bf16", -1) is None
+
+
+def test_objects_without_dlpack_are_type_errors():
+    with pytest.raises(TypeError, match="input: expected a tensor \\(an object with __dlpack__\\), found list"):
+        kiln.rms_norm([1.0], cuda((1,)), out=cuda((1,)))
+    with pytest.raises(TypeError, match="weight: expected a tensor .*found None"):
+        kiln.rms_norm(cuda((4, 64)), None, out=cuda((4, 64)))
+
+
+def test_the_capsule_is_asked_once_per_tensor():
+    x, w, out = cuda((4, 64), "bf16"), cuda((64,), "fp16"), cuda((4, 64), "bf16")
+    with pytest.raises(kiln.InvalidArgument):
+        kiln.rms_norm(x, w, out=out)
+    assert (x.calls, w.calls, out.calls) == (1, 1, 1)
+
+
+def test_capsules_are_released_after_the_call():
+    # NumPy's DLManagedTensor holds a reference to its array until the capsule's destructor runs
+    # its deleter: a capsule kept (or consumed without calling the deleter) would leak it.
+    a, w = _np((4, 64)), _np((64,))
+    before = (sys.getrefcount(a), sys.getrefcount(w))
+    for _ in range(100):
+        with pytest.raises(kiln.InvalidArgument):
+            kiln.rms_norm(a, w, out=a)
+    assert (sys.getrefcount(a), sys.getrefcount(w)) == before
+
+
+def test_plans_take_host_arrays_of_every_kind():
+    # Every form reaches the library (head_dim 96 is refused there, after the arrays were read).
+    for indptr, last in [([0, 1], [1]), (array.array("i", [0, 1]), array.array("i", [1])),
+                         (np.array([0, 1], np.int32), np.array([1], np.int32)),
+                         (FakeTensor((2,), "int32", device_type=KDL_CPU, data=np.array([0, 1], np.int32).ctypes.data),
+                          [1])]:
+        with pytest.raises(kiln.InvalidArgument, match="head_dim: 96 is not supported"):
+            kiln.BatchDecodePlan(indptr, last, 32, 8, 96, 16, "bf16")
+
+
+@pytest.mark.skipif(kiln.testing.has_driver(), reason="a CUDA driver is present: fake tensors must not reach it")
+def test_valid_arguments_without_a_driver_are_no_driver():
+    with pytest.raises(kiln.NoDriver) as info:
+        kiln.rms_norm(cuda((4, 64), "bf16"), cuda((64,), "bf16"), out=cuda((4, 64), "bf16"))
+    assert info.value.code == 7 and "kiln_rms_norm: no CUDA driver" in str(info.value)
+    with pytest.raises(kiln.NoDriver):
+        kiln.BatchDecodePlan([0, 1], [1], 32, 8, 128, 16, "bf16")
