@@ -3,11 +3,13 @@
 #include "kiln/c_abi.h"
 
 #include <chrono>
+#include <sstream>
 #include <string>
 
 #include "client/core/capi/c_status.h"
 #include "client/core/rpc/kernel_source.h"
 #include "kiln/client.h"
+#include "kiln/kernel.h"
 
 using kiln::client::GuardC;
 
@@ -59,6 +61,31 @@ const char* kiln_describe_mode(void) {
     described = "unknown: kiln_describe_mode failed";
   }
   return described.c_str();
+}
+
+kiln_status kiln_prefetch(const char* op, const char* params, const char* arch, const char** summary) {
+  thread_local std::string described;
+  if (summary != nullptr) *summary = nullptr;
+  return GuardC("kiln_prefetch", [&]() -> kiln::Status {
+    if (op == nullptr || *op == '\0') return kiln::Status(kiln::StatusCode::kInvalidArgument, "op is NULL or empty");
+    if (arch == nullptr || *arch == '\0')
+      return kiln::Status(kiln::StatusCode::kInvalidArgument, "arch is NULL or empty (give one, e.g. \"sm_90a\")");
+    kiln::OpRequest request{op, {}};
+    std::istringstream words(params != nullptr ? params : "");
+    for (std::string word; words >> word;) {
+      const size_t eq = word.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == word.size())
+        return kiln::Status(kiln::StatusCode::kInvalidArgument,
+                            "params: \"" + word + "\" is not KEY=VALUE (words are separated by spaces)");
+      if (!request.params.emplace(word.substr(0, eq), word.substr(eq + 1)).second)
+        return kiln::Status(kiln::StatusCode::kInvalidArgument, "params: " + word.substr(0, eq) + " is given twice");
+    }
+    KILN_ASSIGN_OR_RETURN(kiln::ModuleInfo info, kiln::Prefetch(request, arch));
+    described = "uri=" + info.uri + " arch=" + info.arch + " origin=" + kiln::OriginName(info.origin) +
+                " key=" + info.cache_key + " sha256=" + info.sha256 + " bytes=" + std::to_string(info.cubin_size);
+    if (summary != nullptr) *summary = described.c_str();
+    return kiln::Status();
+  });
 }
 
 }  // extern "C"

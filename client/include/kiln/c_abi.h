@@ -65,6 +65,15 @@ KILN_API kiln_status kiln_set_mode(const char* mode);
  * (kiln::DescribeMode). Valid until the next kiln_describe_mode call on this thread. */
 KILN_API const char* kiln_describe_mode(void);
 
+/* Fetches an op's cubin for an explicit arch ("sm_90a") without loading it: no GPU or driver
+ * needed (kiln::Prefetch). It warms the daemon's cache, or in embedded mode this process's
+ * cache folder. params: the op's "KEY=VALUE" words separated by spaces ("dtype=bf16
+ * hidden=4096"; `kiln ops OP` lists them). On success *summary (when summary is not NULL)
+ * points at "uri=... arch=... origin=... key=... sha256=... bytes=..." (origin: memory, disk,
+ * prebuilt, compiled, repository or remote), valid until the next kiln_prefetch call on this
+ * thread. A malformed word is KILN_ERROR_INVALID_ARGUMENT naming it. */
+KILN_API kiln_status kiln_prefetch(const char* op, const char* params, const char* arch, const char** summary);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,7 +14,7 @@ except ImportError as e:  # the extension or libkiln_client.so.0.1 cannot be loa
     raise ImportError(
         f"kiln: the extension kiln._native cannot be loaded ({e}). Reinstall the package "
         "(pip install client/python, or pip install -e client/python --no-build-isolation after "
-        "building the client: ninja -C build client/kiln_client)") from e
+        "building the client: ninja -C build kiln_client)") from e
 
 from ._errors import (BY_CODE, CudaError, DataLoss, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument,
                       KilnError, NoDriver, NotFound, PermissionDenied, ResourceExhausted, Unavailable, Unimplemented,
@@ -62,12 +62,30 @@ def describe_mode():
     return _native.describe_mode()
 
 
+def prefetch(op, arch, **params):
+    """Fetches the cubin of a library op (its daemon name: "rmsnorm", "batch_decode", ...) for an
+    explicit arch ("sm_90a") without loading it, so no GPU is needed (kiln_prefetch): it warms the
+    daemon's cache, or in embedded mode this process's cache folder. params are the op's spec
+    params (`kiln ops OP` lists them; docs/ops.md). Returns a dict: uri, arch, origin ("compiled",
+    "memory", "disk", ...), key, sha256, bytes (an int)."""
+    words = []
+    for key, value in params.items():
+        text = str(value)
+        if not text or any(c.isspace() for c in text):
+            raise InvalidArgument(f"kiln.prefetch: {key}={text!r} is empty or holds white space")
+        words.append(f"{key}={text}")
+    summary = _native.prefetch(str(op), " ".join(words), str(arch))
+    info = dict(word.split("=", 1) for word in summary.split())
+    info["bytes"] = int(info["bytes"])
+    return info
+
+
 __all__ = [
     # errors
     "KilnError", "InvalidArgument", "NotFound", "FailedPrecondition", "Unavailable", "DeadlineExceeded", "DataLoss",
     "NoDriver", "CudaError", "Internal", "Unimplemented", "ResourceExhausted", "PermissionDenied", "Unknown",
     # connection
-    "version", "set_socket", "connect", "set_mode", "describe_mode",
+    "version", "set_socket", "connect", "set_mode", "describe_mode", "prefetch",
     # ops
     "rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "apply_rope",
     "apply_rope_with_cos_sin_cache", "Llama31RopeScaling", "append_paged_kv", "BatchDecodePlan", "batch_decode",

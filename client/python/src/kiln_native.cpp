@@ -274,6 +274,23 @@ PyObject* SetMode(PyObject*, PyObject* mode) {
   KILN_CALL(kiln_set_mode(word));
 }
 
+// prefetch(op, params, arch): params are "KEY=VALUE" words; returns the summary string.
+PyObject* Prefetch(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  if (!ArgCount("prefetch", n, 3)) return nullptr;
+  const char* op = PyUnicode_AsUTF8(a[0]);
+  const char* params = op == nullptr ? nullptr : PyUnicode_AsUTF8(a[1]);
+  const char* arch = params == nullptr ? nullptr : PyUnicode_AsUTF8(a[2]);
+  if (arch == nullptr) return nullptr;
+  const char* summary = nullptr;
+  kiln_status status;
+  // A compile can take seconds: other Python threads run meanwhile.
+  Py_BEGIN_ALLOW_THREADS;
+  status = kiln_prefetch(op, params, arch, &summary);
+  Py_END_ALLOW_THREADS;
+  if (status != KILN_OK) return Finish(status);
+  return PyUnicode_FromString(summary);
+}
+
 PyObject* DescribeMode(PyObject*, PyObject*) {
   const char* described;
   // It may start the embedded engine (its SQLite index, its threads): not under the GIL.
@@ -667,6 +684,7 @@ PyMethodDef kMethods[] = {{"_set_error_classes", SetErrorClasses, METH_O, nullpt
                           FASTCALL("connect", Connect),
                           {"set_mode", SetMode, METH_O, nullptr},
                           {"describe_mode", DescribeMode, METH_NOARGS, nullptr},
+                          FASTCALL("prefetch", Prefetch),
                           FASTCALL("rms_norm", RmsNorm),
                           FASTCALL("fused_add_rms_norm", FusedAddRmsNorm),
                           FASTCALL("silu_and_mul", GatedActivation<kiln_silu_and_mul>),

@@ -24,6 +24,7 @@ struct Daemon {
   Daemon() {
     kiln::ClientOptions options;
     options.socket = daemon.socket();
+    options.mode = kiln::ClientMode::kDaemon;  // these tests are about the daemon, whatever KILN_MODE says
     REQUIRE(kiln::Configure(options).ok());
   }
   ~Daemon() { kiln::Configure(kiln::ClientOptions{}); }
@@ -163,6 +164,30 @@ TEST_CASE("kiln_connect succeeds against a running daemon", "[client][daemon][ca
   CHECK(kiln_connect(d.daemon.socket().c_str(), 5000) == KILN_OK);
   CHECK(std::string(kiln_last_error()).empty());
   CHECK(kiln::DaemonTarget() == "unix:" + d.daemon.socket());
+}
+
+TEST_CASE("kiln_prefetch compiles an op for an explicit arch and says where it came from", "[client][daemon][capi]") {
+  Daemon d;
+  const char* summary = nullptr;
+  REQUIRE(kiln_prefetch("rmsnorm", "dtype=bf16 hidden=4096", "sm_90", &summary) == KILN_OK);
+  REQUIRE(summary != nullptr);
+  const std::string first = summary;
+  CHECK(first.rfind("uri=rmsnorm_bf16_h4096 arch=sm_90 origin=compiled key=", 0) == 0);
+  CHECK(first.find(" sha256=") != std::string::npos);
+  REQUIRE(kiln_prefetch("rmsnorm", "  hidden=4096   dtype=bf16 ", "sm_90", &summary) == KILN_OK);
+  CHECK(std::string(summary).find("origin=memory") != std::string::npos);
+  CHECK(kiln_prefetch("rmsnorm", "dtype=bf16 hidden=4096", "sm_90", nullptr) == KILN_OK);
+
+  CHECK(kiln_prefetch("rmsnorm", "dtype=bf16 hidden", "sm_90", &summary) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(summary == nullptr);
+  CHECK(std::string(kiln_last_error()).find("params: \"hidden\" is not KEY=VALUE") != std::string::npos);
+  CHECK(kiln_prefetch("rmsnorm", "dtype=bf16 dtype=fp16", "sm_90", nullptr) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()).find("dtype is given twice") != std::string::npos);
+  CHECK(kiln_prefetch(nullptr, "", "sm_90", nullptr) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(kiln_prefetch("rmsnorm", "dtype=bf16 hidden=4096", "", nullptr) == KILN_ERROR_INVALID_ARGUMENT);
+  // The daemon's own refusal comes through with its message.
+  CHECK(kiln_prefetch("rmsnorm", "dtype=int7 hidden=4096", "sm_90", nullptr) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()).find("int7") != std::string::npos);
 }
 
 }  // namespace
