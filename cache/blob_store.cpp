@@ -154,7 +154,12 @@ absl::StatusOr<std::string> BlobStore::Put(std::string_view bytes) {
     return status;
   };
   if (auto status = file_io::WriteAll(fd, bytes, temp); !status.ok()) return fail(status);
-  if (::fchmod(fd, 0444) != 0) return fail(ErrnoStatus(errno, absl::StrCat("chmod ", temp)));
+  // Read-only, and no more readable than the process's umask lets a new file be (the temp was
+  // created 0644 & ~umask): under kilnd.service's UMask=0027 a blob is 0440, readable by the
+  // socket group's clients (prefer_blob_path) and by no one else.
+  struct stat created {};
+  if (::fstat(fd, &created) != 0) return fail(ErrnoStatus(errno, absl::StrCat("stat ", temp)));
+  if (::fchmod(fd, created.st_mode & 0444) != 0) return fail(ErrnoStatus(errno, absl::StrCat("chmod ", temp)));
   if (::fsync(fd) != 0) return fail(ErrnoStatus(errno, absl::StrCat("fsync ", temp)));
   if (::rename(temp.c_str(), final_path.c_str()) != 0)
     return fail(ErrnoStatus(errno, absl::StrCat("rename ", temp, " to ", final_path)));

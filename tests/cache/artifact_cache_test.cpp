@@ -3,6 +3,7 @@
 #include "cache/artifact_cache.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -83,6 +84,29 @@ TEST_CASE("Open creates the workspace layout", "[artifact_cache]") {
         (fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
          fs::perms::others_exec));
   CHECK(ArtifactCache::Open(CacheOptions{}).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("under kilnd.service's umask 0027 nothing in the cache is readable by others and blobs are 0440",
+          "[artifact_cache]") {
+  struct RestoreUmask {
+    mode_t old = ::umask(0027);
+    ~RestoreUmask() { ::umask(old); }
+  } restore;
+  TempDir dir("kiln-cache");
+  auto cache = OpenCache(dir / "ws");
+  const EntryRecord entry = CommitNamed(*cache, "k");
+  auto lock = cache->LockKey(KeyFor("other"), 1s);
+  REQUIRE(lock.ok());
+  const auto perms = [](const fs::path& p) { return fs::status(p).permissions() & fs::perms::all; };
+  CHECK(perms(cache->blobs().PathOf(entry.sha256)) == (fs::perms::owner_read | fs::perms::group_read));
+  CHECK(perms(dir / "ws/blobs") == (fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec));
+  int checked = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "ws")) {
+    INFO(e.path());
+    CHECK((perms(e.path()) & fs::perms::others_all) == fs::perms::none);
+    ++checked;
+  }
+  CHECK(checked >= 8);  // the folders, the index, a blob and its fan folder, a lock file
 }
 
 TEST_CASE("commit then lookup returns the verified bytes and the full record", "[artifact_cache]") {
@@ -374,6 +398,30 @@ TEST_CASE("Verify finds a flipped byte, quarantines it, and a later lookup misse
   CHECK_FALSE(after.artifact.has_value());
   CHECK(after.problems.empty());
   CHECK(LookupNamed(*cache, "good").artifact.has_value());
+  CHECK(cache->Verify()->problems.empty());
+}
+
+TEST_CASE("Verify reports and removes a good orphan blob older than the grace and leaves a young one",
+          "[artifact_cache]") {
+  TempDir dir("kiln-cache");
+  auto cache = OpenCache(dir.path());
+  const EntryRecord kept = CommitNamed(*cache, "kept", 1000);
+  const std::string young = cache->blobs().Put(FakeCubin("young orphan")).value();
+  const std::string old = cache->blobs().Put(FakeCubin("orphan of a failed commit")).value();
+  MakeOld(cache->blobs().PathOf(old), 1h);
+
+  auto report = cache->Verify();
+  REQUIRE(report.ok());
+  REQUIRE(report->problems.size() == 1);
+  const auto& problem = report->problems[0];
+  CHECK(problem.key.empty());
+  CHECK(problem.sha256 == old);
+  CHECK_THAT(problem.problem, Catch::Contains("orphan blob: no entry names it"));
+  CHECK(problem.action == "removed it");
+  CHECK_FALSE(cache->blobs().Exists(old));
+  CHECK(cache->blobs().Exists(young));  // a commit may still be naming it
+  CHECK(cache->blobs().Exists(kept.sha256));
+  CHECK(LookupNamed(*cache, "kept").artifact.has_value());
   CHECK(cache->Verify()->problems.empty());
 }
 
