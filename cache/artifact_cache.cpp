@@ -71,6 +71,14 @@ absl::StatusOr<std::unique_ptr<ArtifactCache>> ArtifactCache::Open(const CacheOp
                         absl::StrCat("opening cache ", options.dir,
                                      ": start-up recovery failed: ", recovered.status().message()));
   cache->last_recovery_ = *recovered;
+  // A limit lowered since the last run acts now, not at the next commit.
+  auto evicted = cache->EnforceSizeLimit();
+  if (!evicted.ok())
+    return absl::Status(evicted.status().code(),
+                        absl::StrCat("opening cache ", options.dir,
+                                     ": eviction to the size limit failed: ", evicted.status().message()));
+  cache->last_recovery_.evicted_over_limit = static_cast<int>(evicted->evicted.size());
+  cache->last_recovery_.evicted_bytes = evicted->bytes_freed;
   return cache;
 }
 

@@ -55,6 +55,9 @@ struct RecoveryReport {
   int stale_temps_removed = 0;
   int rows_without_blob_removed = 0;
   int orphan_blobs_removed = 0;
+  // Entries evicted at open because the folder held more than max_bytes (a lowered limit).
+  int evicted_over_limit = 0;
+  uint64_t evicted_bytes = 0;
 };
 
 struct VerifyReport {

@@ -58,6 +58,15 @@ absl::Status CacheIndex::ConfigureConnection() {
   // NOTES: synchronous=NORMAL in WAL never corrupts the index; a power cut may lose the last
   // commits, which leaves orphan blobs (swept by Recover) and costs a recompile.
   KILN_ABSL_RETURN_IF_ERROR(SqliteExec(db_, path_, "PRAGMA synchronous=NORMAL"));
+  // NOTES: the WAL counts against --cache-max-mb (ArtifactCache::EnforceSizeLimit), so it is
+  // kept small: checkpointed every 128 pages (512 KiB, not SQLite's 4 MB) and truncated back to
+  // 512 KiB when it restarts (SQLite otherwise keeps the file at its largest size).
+  KILN_ABSL_RETURN_IF_ERROR(SqliteExec(db_, path_, "PRAGMA wal_autocheckpoint=128"));
+  {
+    SqliteStatement limit(db_, path_);  // returns a row: stepped, not exec'd
+    KILN_ABSL_RETURN_IF_ERROR(limit.Prepare("PRAGMA journal_size_limit=524288"));
+    KILN_ABSL_RETURN_IF_ERROR(limit.Step().status());
+  }
   return InitSchema();
 }
 

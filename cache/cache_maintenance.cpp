@@ -1,5 +1,7 @@
 // ArtifactCache maintenance: start-up recovery, full verification, eviction by filter and
 // by size (LRU), and entry removal that frees a blob only when no row uses it any more.
+#include <sys/stat.h>
+
 #include <map>
 #include <set>
 
@@ -12,6 +14,17 @@ namespace {
 
 constexpr int kEvictionBatch = 64;
 constexpr int kListPage = 1000;
+
+// The index's files (the database, its WAL and shared-memory file): part of what the cache
+// folder holds, so part of what --cache-max-mb bounds.
+uint64_t IndexFilesBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    struct stat st {};
+    if (::stat(absl::StrCat(dir, "/index.sqlite", suffix).c_str(), &st) == 0) total += uint64_t(st.st_size);
+  }
+  return total;
+}
 
 }  // namespace
 
@@ -200,8 +213,11 @@ absl::StatusOr<EvictReport> ArtifactCache::EnforceSizeLimit(const std::string& k
   // keep_key alone can never be met.
   for (int round = 0; round < 10000; ++round) {
     KILN_ABSL_ASSIGN_OR_RETURN(CacheIndex::Totals totals, index_->GetTotals());
-    if (totals.bytes <= options_.max_bytes) break;
-    uint64_t excess = totals.bytes - options_.max_bytes;
+    // The limit covers the folder: blobs plus the index's files (lock files exist only while
+    // their key compiles; temps only while a blob is written).
+    const uint64_t held = totals.bytes + IndexFilesBytes(options_.dir);
+    if (held <= options_.max_bytes) break;
+    uint64_t excess = held - options_.max_bytes;
     KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntryRecord> oldest, index_->LeastRecentlyUsed(kEvictionBatch));
     bool progressed = false;
     for (const auto& entry : oldest) {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +48,16 @@ absl::StatusOr<bool> TryFlock(int fd, const std::string& path) {
   }
 }
 
+// Whether `path` still names the file open as `fd`: a holder with RemoveOnRelease deletes the
+// lock file before it unlocks, so a waiter that opened it earlier may lock a file no path names
+// any more, while a newcomer creates and locks a new one. Such a lock protects nothing.
+bool StillNamedBy(int fd, const std::string& path) {
+  struct stat held {
+  }, named{};
+  if (::fstat(fd, &held) != 0 || ::stat(path.c_str(), &named) != 0) return false;
+  return held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
 // The holder writes its pid into the file; a waiter that gives up names it.
 std::string DescribeHolder(int fd) {
   char buf[64] = {};
@@ -65,13 +76,17 @@ void RecordHolder(int fd) {
 
 }  // namespace
 
-FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) { other.fd_ = -1; }
+FileLock::FileLock(FileLock&& other) noexcept
+    : fd_(other.fd_), path_(std::move(other.path_)), remove_on_release_(other.remove_on_release_) {
+  other.fd_ = -1;
+}
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
     Release();
     fd_ = other.fd_;
     path_ = std::move(other.path_);
+    remove_on_release_ = other.remove_on_release_;
     other.fd_ = -1;
   }
   return *this;
@@ -81,6 +96,8 @@ FileLock::~FileLock() { Release(); }
 
 void FileLock::Release() {
   if (fd_ >= 0) {
+    // Deleted while held: nobody else can hold it now, and a waiter on this file notices.
+    if (remove_on_release_) ::unlink(path_.c_str());
     // NOTES: close() alone drops the flock, but only when no fork()ed child shares the open
     // file description; the explicit unlock releases it for everyone.
     ::flock(fd_, LOCK_UN);
@@ -92,6 +109,14 @@ void FileLock::Release() {
 absl::StatusOr<FileLock> FileLock::TryAcquire(const std::string& path) {
   KILN_ABSL_ASSIGN_OR_RETURN(int fd, OpenLockFile(path));
   auto locked = TryFlock(fd, path);
+  // Locked a file its holder deleted on release: open the path again (bounded: each round
+  // means another holder came and went meanwhile).
+  for (int round = 0; round < 100 && locked.ok() && *locked && !StillNamedBy(fd, path); ++round) {
+    ::close(fd);
+    KILN_ABSL_ASSIGN_OR_RETURN(fd, OpenLockFile(path));
+    locked = TryFlock(fd, path);
+  }
+  if (locked.ok() && *locked && !StillNamedBy(fd, path)) locked = false;
   if (!locked.ok() || !*locked) {
     std::string holder = DescribeHolder(fd);
     ::close(fd);
@@ -119,7 +144,13 @@ absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path, std::chrono:
       ::close(fd);
       return locked.status();
     }
-    if (*locked) break;
+    if (*locked) {
+      if (StillNamedBy(fd, path)) break;
+      // Its holder deleted it on release: lock what the path names now.
+      ::close(fd);
+      KILN_ABSL_ASSIGN_OR_RETURN(fd, OpenLockFile(path));
+      continue;
+    }
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       std::string holder = DescribeHolder(fd);

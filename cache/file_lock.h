@@ -21,8 +21,15 @@ class FileLock {
   // Never blocks: UNAVAILABLE when another holder has it (the message names the path).
   static absl::StatusOr<FileLock> TryAcquire(const std::string& path);
   // Waits until `timeout` (polling with back-off, so a waiter is never stuck in the kernel):
-  // DEADLINE_EXCEEDED naming the path when it runs out. Creates the file (0644) if missing.
+  // DEADLINE_EXCEEDED naming the path when it runs out. Creates the file (0644 & ~umask) if
+  // missing.
   static absl::StatusOr<FileLock> Acquire(const std::string& path, std::chrono::milliseconds timeout);
+
+  // Release() also deletes the lock file (while still holding it), so lock files do not pile
+  // up for every key ever compiled. Safe against a waiter that opened the file before it went:
+  // Acquire and TryAcquire keep a lock only when the path still names the file they locked,
+  // and open the path again otherwise.
+  void RemoveOnRelease() { remove_on_release_ = true; }
 
   bool held() const { return fd_ >= 0; }
   const std::string& path() const { return path_; }
@@ -33,6 +40,7 @@ class FileLock {
  private:
   int fd_ = -1;
   std::string path_;
+  bool remove_on_release_ = false;
 };
 
 }  // namespace kiln::cache

@@ -100,7 +100,9 @@ const std::vector<FlagInfo>& FlagTable() {
        "RESOURCE_EXHAUSTED naming the limit"},
       {"--compile-memory-mb N", "KILN_COMPILE_MEMORY_MB", "half of MemAvailable at start",
        "Memory budget of concurrent compiles (each spec states its estimate)"},
-      {"--cache-max-mb N", "KILN_CACHE_MAX_MB", "10240", "Cache size limit; least recently used entries go first"},
+      {"--cache-max-mb N", "KILN_CACHE_MAX_MB", "10240",
+       "Size limit of the cache folder (blobs and the index with its WAL); past it, least recently used entries are "
+       "evicted, at start too"},
       {"--job-timeout-s N", "KILN_JOB_TIMEOUT_S", "600", "A compile job's time limit, queueing and lock wait included"},
       {"--shutdown-grace-s N", "KILN_SHUTDOWN_GRACE_S", "30",
        "On SIGTERM/SIGINT, how long running compiles may finish before they are abandoned"},

@@ -32,6 +32,7 @@
 #include "server/rpc/job_service.h"
 #include "server/rpc/kernel_service.h"
 #include "server/rpc/parse_error_interceptor.h"
+#include "server/rpc/path_redaction.h"
 #include "server/rpc/tuning_service.h"
 #include "server/tuning/tuning_store.h"
 
@@ -103,6 +104,21 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals,
     // First, so the latency figures count an unparseable request as INVALID_ARGUMENT too.
     interceptors.push_back(ParseErrorInterceptorFactory());
     interceptors.push_back(rpc_latency.InterceptorFactory());
+    // Last: what a TCP peer is sent names none of kilnd's folders and files (path_redaction.h).
+    std::vector<ServerPath> server_paths = {{config.cache_dir, "<cache-dir>"},
+                                            {config.gen_dir, "<gen-dir>"},
+                                            {config.kernels_dir, "<kernels-dir>"},
+                                            {config.cuda_home, "<cuda-home>"},
+                                            {config.socket, "<socket>"},
+                                            {config.tuning_store, "<tuning-store>"},
+                                            {config.tactic_blocklist, "<tactic-blocklist>"},
+                                            {config.warm_list, "<warm-list>"},
+                                            {config.tls_cert, "<tls-cert>"},
+                                            {config.tls_key, "<tls-key>"},
+                                            {config.tls_client_ca, "<tls-client-ca>"}};
+    for (const auto& dir : config.prebuilt_dirs) server_paths.push_back({dir, "<prebuilt>"});
+    interceptors.push_back(
+        PathRedactionInterceptorFactory(std::make_shared<const PathRedactor>(std::move(server_paths))));
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
   // kilnd accepts on its unix socket itself (unix_listener.h: gRPC's own listener stops for good

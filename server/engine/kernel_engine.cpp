@@ -96,6 +96,10 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
     if (!cache.ok())
       return WithSuffix(cache.status(), absl::StrCat(" (artifact workspace \"", options.cache_dir,
                                                      "\"; pass --cache-dir or set KILN_CACHE_DIR)"));
+    if (const auto& opened = (*cache)->last_recovery(); opened.evicted_over_limit > 0)
+      spdlog::warn("the cache {} held more than --cache-max-mb {}: evicted {} least recently used entries ({} bytes) "
+                   "at start",
+                   options.cache_dir, options.cache_max_mb, opened.evicted_over_limit, opened.evicted_bytes);
     engine->cache_ = std::move(*cache);
     engine->hit_flusher_ = std::make_unique<HitFlusher>(engine->cache_.get(), std::chrono::seconds(1));
   }

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include "absl/strings/match.h"
 #include "kernels/jit/op_generator.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/kernel_wire.h"
 #include "server/rpc/op_catalog.h"
+#include "server/rpc/path_redaction.h"
 #include "server/rpc/request_limits.h"
 
 namespace kiln::server {
@@ -30,7 +30,7 @@ grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1
   // client whose blob was removed under the daemon (the memory cache still has its bytes).
   // kilnd hands its unix socket's connections to gRPC by descriptor ("fd:N", unix_listener.h);
   // TCP connections are "ipv4:"/"ipv6:".
-  bool local = absl::StartsWith(context->peer(), "unix:") || absl::StartsWith(context->peer(), "fd:");
+  const bool local = IsLocalPeer(context->peer());
   if (request->prefer_blob_path() && local && !a.blob_path.empty() && ::access(a.blob_path.c_str(), R_OK) == 0) {
     response->set_blob_path(a.blob_path);
   } else {

@@ -234,9 +234,11 @@ TEST_CASE("an unreadable index row is a reported miss", "[artifact_cache]") {
 
 TEST_CASE("LRU eviction under a size limit never evicts the just-committed key", "[artifact_cache]") {
   TempDir dir("kiln-cache");
-  auto cache = OpenCache(dir.path(), /*max_bytes=*/3000);
+  // Three 1 MiB entries and the index's files (well under 600 KiB) fit; a fourth does not.
+  constexpr size_t kMiB = 1 << 20;
+  auto cache = OpenCache(dir.path(), /*max_bytes=*/3 * kMiB + (600 << 10));
   for (const char* name : {"a", "b", "c"}) {
-    CommitNamed(*cache, name, 1000);
+    CommitNamed(*cache, name, kMiB);
     std::this_thread::sleep_for(3ms);  // distinct last-use times (ordering, not speed)
   }
   CHECK(cache->index().GetTotals()->entries == 3);
@@ -245,18 +247,62 @@ TEST_CASE("LRU eviction under a size limit never evicts the just-committed key",
   std::this_thread::sleep_for(5ms);
   cache->RecordHit(KeyFor("a"));
   std::this_thread::sleep_for(5ms);
-  CommitNamed(*cache, "d", 1000);  // 4000 > 3000: one must go
+  CommitNamed(*cache, "d", kMiB);  // 4 MiB > the limit: one must go
   CHECK_FALSE(cache->index().Find(KeyFor("b"))->has_value());
-  CHECK_FALSE(cache->blobs().Exists(Sha256Hex(FakeCubin("b", 1000))));
+  CHECK_FALSE(cache->blobs().Exists(Sha256Hex(FakeCubin("b", kMiB))));
   for (const char* name : {"a", "c", "d"}) CHECK(cache->index().Find(KeyFor(name))->has_value());
   CHECK(cache->evictions() == 1);
   CHECK(cache->index().Find(KeyFor("a"))->value().hit_count == 1);
 
   // An entry larger than the whole limit evicts everything else but stays itself.
-  const EntryRecord big = CommitNamed(*cache, "big", 5000);
+  const EntryRecord big = CommitNamed(*cache, "big", 5 * kMiB);
   CHECK(cache->index().GetTotals()->entries == 1);
   CHECK(LookupNamed(*cache, "big").artifact.has_value());
   CHECK(cache->index().GetTotals()->bytes == big.size_bytes);
+}
+
+uint64_t FolderBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) total += e.file_size();
+  return total;
+}
+
+TEST_CASE("the size limit covers the whole folder: the index and its WAL count, compiled keys leave no lock files",
+          "[artifact_cache]") {
+  TempDir dir("kiln-cache");
+  constexpr uint64_t kLimit = 1 << 20;
+  auto cache = OpenCache(dir.path(), kLimit);
+  for (int i = 0; i < 300; ++i) {
+    const std::string name = "entry" + std::to_string(i);
+    auto lock = cache->LockKey(KeyFor(name), 1s);  // as a compile job holds it
+    REQUIRE(lock.ok());
+    lock->RemoveOnRelease();
+    CommitNamed(*cache, name, 20 << 10);
+  }
+  const uint64_t held = FolderBytes(dir.path());
+  INFO("folder bytes " << held);
+  CHECK(held <= kLimit + (64 << 10));  // the limit, plus what the last eviction's own writes added
+  CHECK(fs::file_size(dir / "index.sqlite-wal") <= (600 << 10));
+  int lock_files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "locks")) lock_files += e.is_regular_file();
+  CHECK(lock_files == 0);
+  CHECK(LookupNamed(*cache, "entry299").artifact.has_value());  // the newest stays
+}
+
+TEST_CASE("a cache over a lowered limit is evicted when it opens, not at the next commit", "[artifact_cache]") {
+  TempDir dir("kiln-cache");
+  {
+    auto cache = OpenCache(dir.path());
+    for (int i = 0; i < 40; ++i) CommitNamed(*cache, "e" + std::to_string(i), 64 << 10);
+  }
+  REQUIRE(FolderBytes(dir.path()) > (2 << 20));
+  auto smaller = OpenCache(dir.path(), 1 << 20);
+  CHECK(smaller->last_recovery().evicted_over_limit > 20);
+  CHECK(smaller->last_recovery().evicted_bytes >= smaller->last_recovery().evicted_over_limit * (64 << 10));
+  CHECK(FolderBytes(dir.path()) <= (1 << 20) + (64 << 10));
+  CHECK(LookupNamed(*smaller, "e39").artifact.has_value());
+  CHECK_FALSE(LookupNamed(*smaller, "e0").artifact.has_value());
 }
 
 TEST_CASE("a shared blob is deleted only with its last entry", "[artifact_cache]") {

@@ -5,8 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "tests/cache/forked_child.h"
 #include "tests/support/temp_dir.h"
@@ -109,6 +112,50 @@ TEST_CASE("two FileLocks in one process exclude each other, release and move", "
   REQUIRE(second.ok());
   { FileLock scoped = std::move(*second); }  // destructor unlocks
   CHECK(FileLock::TryAcquire(path).ok());
+}
+
+TEST_CASE("a lock file removed on release: a waiter that had opened it locks the new file", "[file_lock]") {
+  kiln::testing::TempDir dir("kiln-lock");
+  const std::string path = dir / "key.lock";
+  auto first = FileLock::TryAcquire(path);
+  REQUIRE(first.ok());
+  first->RemoveOnRelease();
+  absl::StatusOr<FileLock> waiter = absl::UnknownError("not run");
+  std::thread wait([&] { waiter = FileLock::Acquire(path, 10s); });
+  std::this_thread::sleep_for(200ms);  // the waiter has opened the file and polls it
+  first->Release();
+  wait.join();
+  REQUIRE(waiter.ok());
+  // The waiter holds the file the path names: nobody else gets the lock.
+  CHECK(std::filesystem::exists(path));
+  CHECK(FileLock::TryAcquire(path).status().code() == absl::StatusCode::kUnavailable);
+  waiter->RemoveOnRelease();
+  waiter->Release();
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("threads taking a lock that is removed at every release still exclude each other", "[file_lock]") {
+  kiln::testing::TempDir dir("kiln-lock");
+  const std::string path = dir / "key.lock";
+  std::atomic<int> inside{0}, overlaps{0}, acquired{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        auto lock = FileLock::Acquire(path, 30s);
+        if (!lock.ok()) continue;
+        lock->RemoveOnRelease();
+        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+        std::this_thread::yield();
+        inside.fetch_sub(1);
+        acquired.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(acquired.load() == 8 * 200);
+  CHECK(overlaps.load() == 0);
+  CHECK_FALSE(std::filesystem::exists(path));
 }
 
 TEST_CASE("a lock in a missing folder is an error naming the path", "[file_lock]") {

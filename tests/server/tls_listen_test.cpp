@@ -17,6 +17,7 @@
 
 #include "tests/support/daemon_process.h"
 #include "tests/support/free_port.h"
+#include "tests/support/kiln_rpc.h"
 #include "tests/support/temp_dir.h"
 
 using namespace kiln::testing;
@@ -262,4 +263,42 @@ TEST_CASE("grpcurl over mutual TLS works as documented and without a client cert
   INFO(refused.output);
   CHECK(refused.exit_code != 0);
   CHECK_FALSE(Has(refused.output, d.cache_dir()));
+}
+
+TEST_CASE("replies and errors over TCP name none of kilnd's folders while the unix socket's keep them", "[tls]") {
+  TempDir dir;
+  const std::string listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  DaemonProcess d(Tcp(dir, listen, {"--insecure"}));
+  Rpc local(d.channel());
+  Rpc remote(grpc::CreateChannel(listen, grpc::InsecureChannelCredentials()));
+
+  CHECK(Stats(local).cache_dir() == d.cache_dir());
+  CHECK(Stats(remote).cache_dir() == "<cache-dir>");
+
+  // A compile error: its message and the job's log name generated sources under --gen-dir.
+  auto broken = SourceRequest("broken", "extern \"C\" __global__ void k() { undefined_name(); }", {"k"});
+  Reply here = Get(local, broken);
+  Reply there = Get(remote, broken);
+  REQUIRE_FALSE(here.status.ok());
+  REQUIRE_FALSE(there.status.ok());
+  INFO("local: " << here.status.error_message() << "\nremote: " << there.status.error_message());
+  CHECK(there.status.error_code() == here.status.error_code());
+  CHECK(Has(here.status.error_message(), dir.path()));  // the local reply does name it
+  CHECK(there.status.error_message().find(dir.path()) == std::string::npos);
+  CHECK(Has(there.status.error_message(), "undefined_name"));  // what went wrong still says so
+
+  // Entries and jobs listed over TCP: no path of the node in any field.
+  REQUIRE(Get(remote, OpRequest("rmsnorm", {{"dtype", "bf16"}, {"hidden", "256"}}, "sm_90")).status.ok());
+  grpc::ClientContext list_context;
+  kiln::v1::ListEntriesResponse entries;
+  REQUIRE(remote.cache->ListEntries(&list_context, kiln::v1::ListEntriesRequest(), &entries).ok());
+  REQUIRE(entries.entries_size() >= 1);
+  CHECK(entries.DebugString().find(dir.path()) == std::string::npos);
+  for (const auto& job : Jobs(remote)) {
+    INFO(job.DebugString());
+    CHECK(job.DebugString().find(dir.path()) == std::string::npos);
+  }
+  bool local_names_gen_dir = false;
+  for (const auto& job : Jobs(local)) local_names_gen_dir |= Has(job.DebugString(), d.gen_dir());
+  CHECK(local_names_gen_dir);
 }
