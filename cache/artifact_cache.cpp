@@ -206,9 +206,23 @@ absl::StatusOr<EntryRecord> ArtifactCache::Commit(EntryRecord record, std::strin
       [&](const std::string& old_sha, uint64_t rows_left) -> absl::Status {
         return rows_left == 0 ? blobs_->Remove(old_sha) : absl::OkStatus();
       }));
+  if (options_.evict_in_background) {
+    {
+      std::lock_guard<std::mutex> lock(due_mu_);
+      due_eviction_ = record.key;
+    }
+    return record;
+  }
   // NOTES: eviction errors (a busy index) do not undo a stored entry; the next commit retries.
   (void)EnforceSizeLimit(record.key);
   return record;
+}
+
+std::optional<std::string> ArtifactCache::TakeDueEviction() {
+  std::lock_guard<std::mutex> lock(due_mu_);
+  std::optional<std::string> due;
+  due.swap(due_eviction_);
+  return due;
 }
 
 void ArtifactCache::RecordHit(const std::string& key) {

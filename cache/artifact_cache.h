@@ -31,6 +31,11 @@ struct CacheOptions {
   // Told, once per repair, when a folder of the cache (blobs/, locks/, tmp/, quarantine/) went
   // missing while the cache was open and was recreated; the daemon logs it as a warning.
   BlobStore::RepairReport on_repair;
+  // false: Commit evicts (in the committing caller's time). true: Commit only notes that an
+  // eviction is due; the owner runs TakeDueEviction and EnforceSizeLimit on a thread of its
+  // own (the engine's CacheUpkeep does: evicting thousands of entries took seconds inside the
+  // request that triggered it, issue 15).
+  bool evict_in_background = false;
 };
 
 // What a lookup expects of an entry, from the request; any difference is a corrupt or stale
@@ -100,8 +105,9 @@ class ArtifactCache {
   absl::StatusOr<FileLock> LockKey(const std::string& key, std::chrono::milliseconds timeout);
 
   // Writes the blob, then the row (record.sha256/size_bytes/created/last_used are filled in
-  // here); then evicts least-recently-used entries while over max_bytes, never this one. A
-  // failing eviction does not fail the commit (the entry is stored); the next commit or
+  // here); then evicts least-recently-used entries while over max_bytes, never this one, or,
+  // with evict_in_background, leaves that to the owner's thread (TakeDueEviction). A failing
+  // eviction does not fail the commit (the entry is stored); the next commit or
   // EnforceSizeLimit call retries it.
   absl::StatusOr<EntryRecord> Commit(EntryRecord record, std::string_view cubin);
 
@@ -123,6 +129,9 @@ class ArtifactCache {
   // Flushes hits, then removes least-recently-used entries (never keep_key) while the bytes of
   // distinct blobs exceed max_bytes.
   absl::StatusOr<EvictReport> EnforceSizeLimit(const std::string& keep_key = "");
+  // With evict_in_background: the key of the latest commit when an eviction is due since the
+  // last call (to pass to EnforceSizeLimit as keep_key), else nullopt.
+  std::optional<std::string> TakeDueEviction();
 
   CacheIndex& index() { return *index_; }
   BlobStore& blobs() { return *blobs_; }
@@ -149,6 +158,8 @@ class ArtifactCache {
   std::unique_ptr<CacheIndex> index_;
   std::mutex hits_mu_;
   std::map<std::string, std::pair<uint64_t, int64_t>> pending_hits_;
+  std::mutex due_mu_;
+  std::optional<std::string> due_eviction_;  // evict_in_background: the latest committed key
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> quarantined_{0};
   RecoveryReport last_recovery_;

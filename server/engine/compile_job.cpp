@@ -143,6 +143,7 @@ void KernelEngine::RunJob(const std::shared_ptr<Flight>& flight, const std::shar
     t.set_lock_ms(MsSince(t_lock));
     if (!lock.ok()) return fail(lock.status(), "");
     key_lock.emplace(std::move(*lock));
+    key_lock->RemoveOnRelease();  // locks/ holds only the keys being compiled
 
     // 2. Look again: whoever held the lock may have committed this key.
     auto again = cache_->Lookup(p.key, p.compat, [&](const std::string& problem) { spdlog::warn("{}", problem); });

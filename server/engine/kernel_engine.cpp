@@ -18,7 +18,7 @@
 #include "cache/sha256.h"
 #include "kernels/jit/generation_workspace.h"
 #include "kiln_base/status_macros.h"
-#include "server/engine/hit_flusher.h"
+#include "server/engine/cache_upkeep.h"
 #include "server/engine/key_inputs.h"
 
 namespace kiln::server {
@@ -60,7 +60,7 @@ std::string MakePchDir(const std::string& gen_dir) {
 KernelEngine::KernelEngine(const EngineOptions& options) : options_(options), memory_(uint64_t(1) << 30) {}
 
 KernelEngine::~KernelEngine() {
-  hit_flusher_.reset();
+  cache_upkeep_.reset();
   if (scheduler_) scheduler_->Stop(std::chrono::milliseconds(0));
   if (!pch_dir_.empty()) {
     std::error_code ec;
@@ -92,6 +92,7 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
     cache_options.dir = options.cache_dir;
     cache_options.max_bytes = uint64_t(options.cache_max_mb) << 20;
     cache_options.on_repair = [](const std::string& repair) { spdlog::warn("{}", repair); };
+    cache_options.evict_in_background = true;  // by CacheUpkeep, not inside the committing request
     auto cache = cache::ArtifactCache::Open(cache_options);
     if (!cache.ok())
       return WithSuffix(cache.status(), absl::StrCat(" (artifact workspace \"", options.cache_dir,
@@ -101,7 +102,7 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
                    "at start",
                    options.cache_dir, options.cache_max_mb, opened.evicted_over_limit, opened.evicted_bytes);
     engine->cache_ = std::move(*cache);
-    engine->hit_flusher_ = std::make_unique<HitFlusher>(engine->cache_.get(), std::chrono::seconds(1));
+    engine->cache_upkeep_ = std::make_unique<CacheUpkeep>(engine->cache_.get(), std::chrono::seconds(1));
   }
   if (!options.prebuilt_dirs.empty()) {
     if (options.no_cache)
@@ -541,7 +542,7 @@ void KernelEngine::BeginShutdown() {
 
 bool KernelEngine::FinishShutdown(std::chrono::milliseconds grace) {
   bool idle = scheduler_->Stop(grace);
-  hit_flusher_.reset();  // flushes buffered hit counts one last time
+  cache_upkeep_.reset();  // evicts if due and flushes buffered hit counts one last time
   return idle;
 }
 

@@ -23,11 +23,11 @@
 #include "kernels/jit/raw_source.h"
 #include "kiln/v1/kernel.pb.h"
 #include "server/engine/artifact.h"
+#include "server/engine/cache_upkeep.h"
 #include "server/engine/compile_flight.h"
 #include "server/engine/compile_scheduler.h"
 #include "server/engine/engine_options.h"
 #include "server/engine/engine_stats.h"
-#include "server/engine/hit_flusher.h"
 #include "server/engine/job_registry.h"
 #include "server/engine/memory_cache.h"
 #include "server/engine/prepared_memo.h"
@@ -146,7 +146,7 @@ class KernelEngine {
   JobRegistry jobs_;
   EngineStats stats_;
   std::unique_ptr<CompileScheduler> scheduler_;
-  std::unique_ptr<HitFlusher> hit_flusher_;
+  std::unique_ptr<CacheUpkeep> cache_upkeep_;
   std::atomic<bool> shutting_down_{false};
 
   std::mutex flights_mu_;

@@ -261,6 +261,28 @@ TEST_CASE("LRU eviction under a size limit never evicts the just-committed key",
   CHECK(cache->index().GetTotals()->bytes == big.size_bytes);
 }
 
+TEST_CASE("with evict_in_background a commit only marks the eviction due for its owner's thread", "[artifact_cache]") {
+  TempDir dir("kiln-cache");
+  CacheOptions options;
+  options.dir = dir.path();
+  options.max_bytes = 3 << 20;
+  options.evict_in_background = true;
+  auto cache = ArtifactCache::Open(options).value();
+  CHECK_FALSE(cache->TakeDueEviction().has_value());
+  for (int i = 0; i < 5; ++i) CommitNamed(*cache, "e" + std::to_string(i), 1 << 20);
+  CHECK(cache->index().GetTotals()->entries == 5);  // nothing evicted by the commits
+  CHECK(cache->evictions() == 0);
+  auto due = cache->TakeDueEviction();
+  REQUIRE(due.has_value());
+  CHECK(*due == KeyFor("e4"));  // the latest commit, to keep
+  CHECK_FALSE(cache->TakeDueEviction().has_value());
+  auto evicted = cache->EnforceSizeLimit(*due);
+  REQUIRE(evicted.ok());
+  CHECK(evicted->evicted.size() >= 3);
+  CHECK(LookupNamed(*cache, "e4").artifact.has_value());
+  CHECK_FALSE(LookupNamed(*cache, "e0").artifact.has_value());
+}
+
 uint64_t FolderBytes(const std::string& dir) {
   uint64_t total = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir))

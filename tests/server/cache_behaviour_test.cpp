@@ -2,7 +2,9 @@
 // Verify, listing, lookup by key prefix, eviction.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "cache/sha256.h"
 #include "tests/support/daemon_process.h"
@@ -196,4 +198,34 @@ TEST_CASE("entries are listed with filters and pages, found by key prefix, and e
   // Evicted entries are gone from memory too: the next request compiles.
   auto r = Get(rpc, OpRequest("fused_add_rmsnorm", {{"dtype", "fp16"}, {"hidden", "256"}}));
   CHECK(r.response.origin() == v1::ORIGIN_COMPILED);
+}
+
+TEST_CASE("kilnd evicts to --cache-max-mb after the compile that crossed it and leaves no lock files", "[cache]") {
+  TempDir dir;
+  DaemonProcess d({.root = dir.path(), .extra_args = {"--cache-max-mb", "1"}});
+  Rpc rpc(d.channel());
+  auto folder_bytes = [&] {
+    uint64_t total = 0;
+    for (const auto& e : fs::recursive_directory_iterator(d.cache_dir()))
+      if (e.is_regular_file()) total += e.file_size();
+    return total;
+  };
+  // About 10 KiB each: together well past what 1 MiB leaves beside the index and its WAL.
+  for (int hidden = 64; hidden <= 64 * 80; hidden += 64) {
+    auto reply = Get(rpc, OpRequest("rmsnorm", {{"dtype", "fp32"}, {"hidden", std::to_string(hidden)}}, "sm_90"));
+    INFO(hidden << ": " << reply.status.error_message());
+    REQUIRE(reply.status.ok());
+  }
+  // The eviction runs on the daemon's own thread within about a second of the commit.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (folder_bytes() > (1u << 20) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  INFO("cache folder bytes " << folder_bytes());
+  CHECK(folder_bytes() <= (1u << 20));
+  CHECK(Stats(rpc).evictions() > 0);
+  CHECK(d.Log().find("least recently used cache entries") != std::string::npos);
+  // The newest entry stays; lock files went with their compiles.
+  auto newest = Get(rpc, OpRequest("rmsnorm", {{"dtype", "fp32"}, {"hidden", std::to_string(64 * 80)}}, "sm_90"));
+  CHECK(newest.response.origin() != v1::ORIGIN_COMPILED);
+  CHECK(CountFiles(d.cache_dir() + "/locks") == 0);
 }
