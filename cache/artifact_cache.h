@@ -60,6 +60,11 @@ struct RecoveryReport {
   int stale_temps_removed = 0;
   int rows_without_blob_removed = 0;
   int orphan_blobs_removed = 0;
+  // Blobs found at open while the index had no entry at all: the index was lost or replaced
+  // (index.sqlite deleted or truncated, its WAL removed). Their kernels are compiled again on
+  // request; the blobs go as orphans after orphan_grace. The owner says so loudly.
+  int blobs_without_index = 0;
+  uint64_t blobs_without_index_bytes = 0;
   // Entries evicted at open because the folder held more than max_bytes (a lowered limit).
   int evicted_over_limit = 0;
   uint64_t evicted_bytes = 0;

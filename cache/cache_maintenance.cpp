@@ -61,6 +61,12 @@ absl::StatusOr<RecoveryReport> ArtifactCache::Recover() {
   }
 
   KILN_ABSL_ASSIGN_OR_RETURN(std::vector<BlobStore::BlobInfo> blobs, blobs_->List());
+  if (rows.empty()) {
+    for (const auto& blob : blobs) {
+      ++report.blobs_without_index;
+      report.blobs_without_index_bytes += blob.size;
+    }
+  }
   const auto now = std::chrono::system_clock::now();
   for (const auto& blob : blobs) {
     if (referenced.count(blob.sha256) > 0) continue;

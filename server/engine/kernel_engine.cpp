@@ -97,6 +97,14 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
     if (!cache.ok())
       return WithSuffix(cache.status(), absl::StrCat(" (artifact workspace \"", options.cache_dir,
                                                      "\"; pass --cache-dir or set KILN_CACHE_DIR)"));
+    if (const auto& opened = (*cache)->last_recovery(); opened.blobs_without_index > 0)
+      spdlog::error(
+          "the cache index {}/index.sqlite has no entries, but blobs/ holds {} cubins ({} bytes): the index was lost "
+          "or replaced (index.sqlite deleted or truncated, or its -wal file removed while it held commits). Those "
+          "kernels will be compiled again on request, and the unreferenced blobs removed after 10 minutes. Find "
+          "what removed it (a cleanup job, a full disk) and keep index.sqlite, index.sqlite-wal and "
+          "index.sqlite-shm together",
+          options.cache_dir, opened.blobs_without_index, opened.blobs_without_index_bytes);
     if (const auto& opened = (*cache)->last_recovery(); opened.evicted_over_limit > 0)
       spdlog::warn("the cache {} held more than --cache-max-mb {}: evicted {} least recently used entries ({} bytes) "
                    "at start",

@@ -312,6 +312,23 @@ TEST_CASE("the size limit covers the whole folder: the index and its WAL count, 
   CHECK(LookupNamed(*cache, "entry299").artifact.has_value());  // the newest stays
 }
 
+TEST_CASE("blobs under an index that lost every entry are counted at open", "[artifact_cache]") {
+  TempDir dir("kiln-cache");
+  {
+    auto cache = OpenCache(dir.path());
+    for (int i = 0; i < 3; ++i) CommitNamed(*cache, "e" + std::to_string(i), 1000);
+    CHECK(cache->last_recovery().blobs_without_index == 0);
+  }
+  for (const char* file : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) fs::remove(dir / file);
+  auto reopened = OpenCache(dir.path());
+  CHECK(reopened->last_recovery().blobs_without_index == 3);
+  CHECK(reopened->last_recovery().blobs_without_index_bytes == 3000);
+  CHECK(reopened->index().GetTotals()->entries == 0);
+  // A fresh, empty cache has nothing to say.
+  TempDir fresh("kiln-cache");
+  CHECK(OpenCache(fresh.path())->last_recovery().blobs_without_index == 0);
+}
+
 TEST_CASE("a cache over a lowered limit is evicted when it opens, not at the next commit", "[artifact_cache]") {
   TempDir dir("kiln-cache");
   {

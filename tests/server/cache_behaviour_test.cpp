@@ -229,3 +229,20 @@ TEST_CASE("kilnd evicts to --cache-max-mb after the compile that crossed it and 
   CHECK(newest.response.origin() != v1::ORIGIN_COMPILED);
   CHECK(CountFiles(d.cache_dir() + "/locks") == 0);
 }
+
+TEST_CASE("kilnd says loudly at start that its index lost every entry while blobs remain", "[cache]") {
+  TempDir dir;
+  {
+    DaemonProcess d({.root = dir.path()});
+    Rpc rpc(d.channel());
+    REQUIRE(Get(rpc, OpRequest("rmsnorm", kBf16_4096, "sm_90")).status.ok());
+  }
+  for (const char* file : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"})
+    fs::remove(dir.path() + "/cache/" + file);
+  DaemonProcess d({.root = dir.path()});
+  INFO(d.Log());
+  CHECK(d.Log().find("index.sqlite has no entries, but blobs/ holds 1 cubins") != std::string::npos);
+  CHECK(d.Log().find(" error the cache index ") != std::string::npos);  // at error level
+  Rpc rpc(d.channel());
+  CHECK(Get(rpc, OpRequest("rmsnorm", kBf16_4096, "sm_90")).response.origin() == v1::ORIGIN_COMPILED);
+}
