@@ -7,7 +7,7 @@
 # (nvidia-h200-x2) also the multi-GPU comm tests.
 # Logs, JSON and CSV go to $OUT. A device command runs at most 10 minutes: run `tests`,
 # `bench` and `torch` as separate commands.
-#   bash bench/gpu_round.sh [tests|bench|torch|all|embedded]  (embedded: not part of all)
+#   bash bench/gpu_round.sh [tests|bench|torch|all|embedded|embedded-gemm]  (the embedded rounds: not part of all)
 set -u
 what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
@@ -39,16 +39,27 @@ fi
 # The op tests again with no daemon in the loop: KILN_MODE=embedded makes every kernel come from
 # the embedded engine (compiled in the test process into a fresh cache folder; the daemons the
 # tests start are not asked), then the embedded-engine, mode and doctor tests as they run in CI.
-if [[ $what == embedded ]]; then
-  cache=$(mktemp -d /tmp/kiln-embedded-XXXXXX)
-  timeout 120 kiln_client_tests "[embedded],[mode],[doctor]" -d yes > "$OUT/embedded-tests.log" 2>&1
-  echo "kiln_client_tests [embedded],[mode],[doctor] rc=$?"
-  grep -E "test cases|FAILED" "$OUT/embedded-tests.log" | tail -4
-  for family in ops activation rope sampling decode prefill gemm; do
+# gemm compiles every tactic of its space into the fresh cache (minutes): its own command,
+# embedded-gemm, reusing the folder of the last embedded round while the machine is warm.
+if [[ $what == embedded || $what == embedded-gemm ]]; then
+  families="ops activation rope sampling decode prefill"
+  budget=150
+  if [[ $what == embedded-gemm ]]; then
+    families=gemm
+    budget=480
+    cache=$(ls -d /tmp/kiln-embedded-* 2>/dev/null | head -1)
+  fi
+  [[ -n ${cache:-} ]] || cache=$(mktemp -d /tmp/kiln-embedded-XXXXXX)
+  if [[ $what == embedded ]]; then
+    timeout 120 kiln_client_tests "[embedded],[mode],[doctor]" -d yes > "$OUT/embedded-tests.log" 2>&1
+    echo "kiln_client_tests [embedded],[mode],[doctor] rc=$?"
+    grep -E "test cases|FAILED" "$OUT/embedded-tests.log" | tail -4
+  fi
+  for family in $families; do
     filter="[gpu][$family]"
     [[ $family == ops ]] && filter="[gpu][ops]~[activation]~[rope]~[sampling]~[decode]~[diag]~[gemm]~[prefill]"
     KILN_MODE=embedded KILN_CACHE_DIR="$cache" KILN_KERNELS_DIR="$PWD/kernels" KILN_LOADER_LOG=1 \
-      timeout 150 kiln_client_tests "$filter" -d yes > "$OUT/embedded-gpu-tests-$family.log" 2>&1
+      timeout "$budget" kiln_client_tests "$filter" -d yes > "$OUT/embedded-gpu-tests-$family.log" 2>&1
     echo "KILN_MODE=embedded kiln_client_tests $filter rc=$?"
     grep -E "test cases|FAILED" "$OUT/embedded-gpu-tests-$family.log" | tail -4
     echo "  loader lines from the embedded engine: $(grep -c 'from the embedded engine' "$OUT/embedded-gpu-tests-$family.log")," \
