@@ -6,6 +6,23 @@
 
 namespace kiln::server {
 
+int CapListedLogs(std::vector<v1::Job>& jobs, size_t budget) {
+  size_t used = 0;
+  int left_out = 0;
+  for (auto& job : jobs) {
+    if (job.log().empty()) continue;
+    if (used + job.log().size() <= budget) {
+      used += job.log().size();
+      continue;
+    }
+    job.set_log(absl::StrCat("[log left out of this ListJobs reply (", job.log().size(),
+                             " bytes; the reply already holds ", used, " bytes of logs): GetJob ", job.id(),
+                             " returns it]"));
+    ++left_out;
+  }
+  return left_out;
+}
+
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
   if (request->limit() < 0 || request->limit() > 10000)
@@ -14,8 +31,9 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRe
   if (!v1::JobState_IsValid(request->state()))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("unknown job state ", request->state()));
   size_t limit = request->limit() == 0 ? 100 : size_t(request->limit());
-  for (auto& job : engine_->jobs().List(request->state(), limit, request->include_log()))
-    *response->add_jobs() = std::move(job);
+  auto jobs = engine_->jobs().List(request->state(), limit, request->include_log());
+  CapListedLogs(jobs, kListJobsLogBudget);
+  for (auto& job : jobs) *response->add_jobs() = std::move(job);
   return grpc::Status::OK;
 }
 

@@ -2,11 +2,21 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <vector>
 
 #include "kiln/v1/job.grpc.pb.h"
 #include "server/engine/kernel_engine.h"
 
 namespace kiln::server {
+
+// ListJobs with include_log: the logs a reply carries, at most (each log is up to 128 KiB, so
+// 10,000 jobs would pass gRPC's message limit); later jobs' logs are left out with a note.
+inline constexpr size_t kListJobsLogBudget = 16u << 20;
+
+// Clears the logs of `jobs` past `budget` bytes in all (newest first keep theirs), each replaced
+// by a line naming GetJob. Returns how many were left out.
+int CapListedLogs(std::vector<v1::Job>& jobs, size_t budget);
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
