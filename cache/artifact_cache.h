@@ -153,6 +153,8 @@ class ArtifactCache {
   };
   // Row, then blob when unreferenced (in the row's write transaction).
   absl::StatusOr<Removal> RemoveEntry(const EntryRecord& record);
+  // An orphan blob, unless a row names it by now: whether it was removed (Recover, Verify).
+  absl::StatusOr<bool> RemoveOrphan(const std::string& sha256);
   // Lookup's failure path: removes the row, quarantines the blob (always when `blob_corrupt`,
   // else when no other row uses it), reports through on_problem.
   void DropUnusableEntry(const EntryRecord& record, const std::string& problem, bool blob_corrupt,

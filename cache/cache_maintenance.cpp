@@ -45,6 +45,11 @@ absl::StatusOr<ArtifactCache::Removal> ArtifactCache::RemoveEntry(const EntryRec
   return removal;
 }
 
+absl::StatusOr<bool> ArtifactCache::RemoveOrphan(const std::string& sha256) {
+  // Decided inside a write transaction: a committer checks its blob in one too.
+  return index_->RunIfUnreferenced(sha256, [&] { return blobs_->Remove(sha256); });
+}
+
 absl::StatusOr<RecoveryReport> ArtifactCache::Recover() {
   RecoveryReport report;
   KILN_ABSL_ASSIGN_OR_RETURN(report.stale_temps_removed, blobs_->SweepStaleTemps());
@@ -72,10 +77,8 @@ absl::StatusOr<RecoveryReport> ArtifactCache::Recover() {
     if (referenced.count(blob.sha256) > 0) continue;
     // NOTES: a young orphan may be a commit between its blob rename and its row insert.
     if (now - blob.modified < options_.orphan_grace) continue;
-    // Decided inside a write transaction: a committer checks its blob in one too.
-    auto remove_blob = [&] { return blobs_->Remove(blob.sha256); };
-    KILN_ABSL_ASSIGN_OR_RETURN(bool ran, index_->RunIfUnreferenced(blob.sha256, remove_blob));
-    if (ran) ++report.orphan_blobs_removed;
+    KILN_ABSL_ASSIGN_OR_RETURN(bool removed, RemoveOrphan(blob.sha256));
+    if (removed) ++report.orphan_blobs_removed;
   }
   return report;
 }
@@ -148,11 +151,9 @@ absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
     if (bytes.ok()) {
       // A young orphan may be a commit between its blob rename and its row insert: not a
       // problem yet. An older one was left by a commit that failed (or a process killed in
-      // one): space no entry accounts for. It goes as Recover would take it, decided inside a
-      // write transaction so a commit that names it meanwhile keeps it.
+      // one): space no entry accounts for. It goes as Recover would take it.
       if (now - blob.modified < options_.orphan_grace) continue;
-      auto remove_blob = [&] { return blobs_->Remove(blob.sha256); };
-      auto ran = index_->RunIfUnreferenced(blob.sha256, remove_blob);
+      auto ran = RemoveOrphan(blob.sha256);
       report.problems.push_back({"", blob.sha256,
                                  absl::StrCat("orphan blob: no entry names it (", bytes->size(),
                                               " bytes; a commit failed or its process was killed)"),

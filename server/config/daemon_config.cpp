@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <tuple>
 
@@ -29,21 +30,26 @@ const std::vector<FlagInfo>& FlagTable() {
   static const std::vector<FlagInfo> table = {
       {"--socket PATH", "KILN_SOCKET",
        "root: /run/kiln/kilnd.sock; others: $XDG_RUNTIME_DIR/kiln/kilnd.sock or /tmp/kiln-$UID/kilnd.sock",
-       "Unix socket to serve on (the folder is created 0700, the socket is 0660)"},
+       "Unix socket to serve on (the folder is created 0700, the socket is 0660)", kDaemonOnly},
       {"--listen HOST:PORT", "KILN_LISTEN", "off",
-       "Also serve on TCP: with TLS (--tls-cert, --tls-key), or plaintext with --insecure; one of them is required"},
+       "Also serve on TCP: with TLS (--tls-cert, --tls-key), or plaintext with --insecure; one of them is required",
+       kDaemonOnly},
       {"--tls-cert FILE", "KILN_TLS_CERT", "none",
        "PEM certificate (chain) kilnd presents on --listen; needs --tls-key. Only with --listen: the unix socket is "
-       "protected by its file permissions"},
-      {"--tls-key FILE", "KILN_TLS_KEY", "none", "PEM private key of --tls-cert"},
+       "protected by its file permissions",
+       kDaemonOnly},
+      {"--tls-key FILE", "KILN_TLS_KEY", "none", "PEM private key of --tls-cert", kDaemonOnly},
       {"--tls-client-ca FILE", "KILN_TLS_CLIENT_CA", "none",
-       "Mutual TLS on --listen: a client must present a certificate signed by this PEM CA (bundle), or is refused"},
+       "Mutual TLS on --listen: a client must present a certificate signed by this PEM CA (bundle), or is refused",
+       kDaemonOnly},
       {"--insecure", "KILN_INSECURE=1", "off",
        "Serve --listen in plaintext, unauthenticated: anyone who reaches the port may compile, read and evict; for "
-       "trusted networks and tests only (logged as a warning)"},
+       "trusted networks and tests only (logged as a warning)",
+       kDaemonOnly},
       {"--metrics-listen HOST:PORT", "KILN_METRICS_LISTEN", "off",
        "Serve Prometheus metrics (plain HTTP, unauthenticated, read-only) at http://HOST:PORT/metrics, e.g. "
-       "127.0.0.1:9464; see docs/operations.md#metrics"},
+       "127.0.0.1:9464; see docs/operations.md#metrics",
+       kDaemonOnly},
       {"--cache-dir DIR", "KILN_CACHE_DIR", "root: /var/cache/kiln; others: $XDG_CACHE_HOME/kiln or ~/.cache/kiln",
        "Artifact workspace: index, blobs, locks (may be shared by several daemons)"},
       {"--gen-dir DIR", "KILN_GEN_DIR", "<cache-dir>/generated",
@@ -91,13 +97,15 @@ const std::vector<FlagInfo>& FlagTable() {
        "spec no local tier has fails, saying so"},
       {"--warm LIST", "KILN_WARM", "off",
        "A spec list (`OP KEY=VALUE... @ARCH...` a line; kiln cache export-list writes one) asked for in the background "
-       "at start, through every tier; --arch replaces its @ARCH targets. A bad line stops kilnd naming file:line"},
+       "at start, through every tier; --arch replaces its @ARCH targets. A bad line stops kilnd naming file:line",
+       kDaemonOnly},
       {"--arch \"sm_80 sm_90a\"", "KILN_ARCH_LIST", "every arch this NVRTC supports",
        "Compute capabilities this daemon compiles for; other targets are refused"},
       {"--max-jobs N", "KILN_MAX_JOBS", "number of CPUs", "Concurrent compiles at most"},
       {"--max-watchers N", "KILN_MAX_WATCHERS", "256",
        "WatchJobs streams open at once, at most (each holds a server thread); one more is refused "
-       "RESOURCE_EXHAUSTED naming the limit"},
+       "RESOURCE_EXHAUSTED naming the limit",
+       kDaemonOnly},
       {"--compile-memory-mb N", "KILN_COMPILE_MEMORY_MB", "half of MemAvailable at start",
        "Memory budget of concurrent compiles (each spec states its estimate)"},
       {"--cache-max-mb N", "KILN_CACHE_MAX_MB", "10240",
@@ -105,14 +113,16 @@ const std::vector<FlagInfo>& FlagTable() {
        "evicted, at start too"},
       {"--job-timeout-s N", "KILN_JOB_TIMEOUT_S", "600", "A compile job's time limit, queueing and lock wait included"},
       {"--shutdown-grace-s N", "KILN_SHUTDOWN_GRACE_S", "30",
-       "On SIGTERM/SIGINT, how long running compiles may finish before they are abandoned"},
-      {"--log-level LEVEL", "KILN_LOG_LEVEL", "info", "trace, debug, info, warn, error, critical, off"},
+       "On SIGTERM/SIGINT, how long running compiles may finish before they are abandoned", kDaemonOnly},
+      {"--log-level LEVEL", "KILN_LOG_LEVEL", "info", "trace, debug, info, warn, error, critical, off", kDaemonOnly},
       {"--tuning-store PATH", "KILN_TUNING_STORE", "off",
        "SQLite file of autotuning results that every client of the node reuses (TuningService, kiln tune); "
-       "its folder must exist. Off: results are not kept"},
+       "its folder must exist. Off: results are not kept",
+       kDaemonOnly},
       {"--tactic-blocklist FILE", "KILN_DAEMON_TACTIC_BLOCKLIST", "off",
        "Tactics never tuned or chosen on this node, one a line: `gemm t128x256x64s4g8 [gpu=H200] [driver=N] "
-       "[nvrtc=V]`; a bad line stops kilnd naming file:line"},
+       "[nvrtc=V]`; a bad line stops kilnd naming file:line",
+       kDaemonOnly},
   };
   return table;
 }
@@ -191,12 +201,11 @@ std::string DefaultKernelsDir() {
 }
 
 bool IsDaemonOnlyFlag(const std::string& flag) {
-  static const std::set<std::string> kDaemonOnly = {"--socket",           "--listen",    "--metrics-listen",
-                                                    "--insecure",         "--tls-cert",  "--tls-key",
-                                                    "--tls-client-ca",    "--warm",      "--max-watchers",
-                                                    "--shutdown-grace-s", "--log-level", "--tuning-store",
-                                                    "--tactic-blocklist"};
-  return kDaemonOnly.count(flag) > 0;
+  for (const FlagInfo& f : FlagTable()) {
+    const std::string_view name(f.flag);
+    if (name.substr(0, name.find(' ')) == flag) return f.daemon_only;
+  }
+  return false;
 }
 
 absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::vector<std::string>& args, ConfigScope scope) {

@@ -66,7 +66,11 @@ struct FlagInfo {
   const char* env;
   const char* default_text;
   const char* help;
+  // Only kilnd reads it (its socket, TCP and TLS, metrics, warm-up, watchers, shutdown, log
+  // level, tuning store, blocklist); an embedded engine ignores it (ConfigScope::kEngine).
+  bool daemon_only = false;
 };
+inline constexpr bool kDaemonOnly = true;
 const std::vector<FlagInfo>& FlagTable();
 
 // Which settings a load reads. kDaemon: every one (kilnd). kEngine: only the engine's (cache,

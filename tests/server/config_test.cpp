@@ -145,6 +145,28 @@ TEST_CASE("the engine gets its settings from the daemon's, and only those", "[co
   CHECK(defaults.job_timeout_s == d->job_timeout_s);
 }
 
+TEST_CASE("an embedded engine's load reads only the engine's settings and refuses kilnd's own flags", "[config]") {
+  // A client's variables that would stop kilnd (a TLS file that does not exist, a bad port).
+  ScopedEnv cert("KILN_TLS_CERT", "/nonexistent/client.pem");
+  ScopedEnv listen("KILN_LISTEN", "not a port");
+  ScopedEnv jobs("KILN_MAX_JOBS", "3");
+  REQUIRE_FALSE(LoadDaemonConfig({}).ok());
+  auto engine = LoadDaemonConfig({}, kiln::server::ConfigScope::kEngine);
+  INFO(engine.status().ToString());
+  REQUIRE(engine.ok());
+  CHECK(engine->max_jobs == 3);  // an engine setting is read
+  CHECK(engine->listen.empty());
+  CHECK(engine->tls_cert.empty());
+  auto flag = LoadDaemonConfig({"--socket", "/tmp/x.sock"}, kiln::server::ConfigScope::kEngine);
+  REQUIRE_FALSE(flag.ok());
+  CHECK_THAT(std::string(flag.status().message()), Catch::Contains("--socket is kilnd's own setting"));
+  // The table marks them: every daemon-only flag is one kilnd takes, and the engine's are not.
+  CHECK(kiln::server::IsDaemonOnlyFlag("--tuning-store"));
+  CHECK(kiln::server::IsDaemonOnlyFlag("--insecure"));
+  CHECK_FALSE(kiln::server::IsDaemonOnlyFlag("--cache-dir"));
+  CHECK_FALSE(kiln::server::IsDaemonOnlyFlag("--no-such-flag"));
+}
+
 TEST_CASE("every flag has an environment variable in the one table", "[config]") {
   for (const auto& f : kiln::server::FlagTable()) {
     CHECK(std::string(f.flag).rfind("--", 0) == 0);

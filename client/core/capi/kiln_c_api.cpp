@@ -3,13 +3,13 @@
 #include "kiln/c_abi.h"
 
 #include <chrono>
-#include <sstream>
 #include <string>
 
 #include "client/core/capi/c_status.h"
 #include "client/core/rpc/kernel_source.h"
 #include "kiln/client.h"
 #include "kiln/kernel.h"
+#include "proto/spec_list.h"
 
 using kiln::client::GuardC;
 
@@ -70,16 +70,15 @@ kiln_status kiln_prefetch(const char* op, const char* params, const char* arch, 
     if (op == nullptr || *op == '\0') return kiln::Status(kiln::StatusCode::kInvalidArgument, "op is NULL or empty");
     if (arch == nullptr || *arch == '\0')
       return kiln::Status(kiln::StatusCode::kInvalidArgument, "arch is NULL or empty (give one, e.g. \"sm_90a\")");
-    kiln::OpRequest request{op, {}};
-    std::istringstream words(params != nullptr ? params : "");
-    for (std::string word; words >> word;) {
-      const size_t eq = word.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == word.size())
-        return kiln::Status(kiln::StatusCode::kInvalidArgument,
-                            "params: \"" + word + "\" is not KEY=VALUE (words are separated by spaces)");
-      if (!request.params.emplace(word.substr(0, eq), word.substr(eq + 1)).second)
-        return kiln::Status(kiln::StatusCode::kInvalidArgument, "params: " + word.substr(0, eq) + " is given twice");
-    }
+    // The words are a spec line's (proto/spec_list.h, the one parser of `OP KEY=VALUE...`); its
+    // comment and @ARCH forms have no place here.
+    const std::string words = params != nullptr ? params : "";
+    if (words.find_first_of("#@\n") != std::string::npos)
+      return kiln::Status(kiln::StatusCode::kInvalidArgument,
+                          "params: '#', '@' and line breaks are not allowed (give the arch as the arch argument)");
+    const kiln::proto::ParsedSpecList parsed = kiln::proto::ParseSpecList(std::string(op) + " " + words, "params");
+    if (!parsed.error.empty()) return kiln::Status(kiln::StatusCode::kInvalidArgument, parsed.error);
+    const kiln::OpRequest request{parsed.entries[0].op, parsed.entries[0].params};
     KILN_ASSIGN_OR_RETURN(kiln::ModuleInfo info, kiln::Prefetch(request, arch));
     described = "uri=" + info.uri + " arch=" + info.arch + " origin=" + kiln::OriginName(info.origin) +
                 " key=" + info.cache_key + " sha256=" + info.sha256 + " bytes=" + std::to_string(info.cubin_size);

@@ -180,9 +180,11 @@ TEST_CASE("kiln_prefetch compiles an op for an explicit arch and says where it c
 
   CHECK(kiln_prefetch("rmsnorm", "dtype=bf16 hidden", "sm_90", &summary) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(summary == nullptr);
-  CHECK(std::string(kiln_last_error()).find("params: \"hidden\" is not KEY=VALUE") != std::string::npos);
+  CHECK(std::string(kiln_last_error()).find("'hidden' is not KEY=VALUE") != std::string::npos);
   CHECK(kiln_prefetch("rmsnorm", "dtype=bf16 dtype=fp16", "sm_90", nullptr) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(kiln_last_error()).find("dtype is given twice") != std::string::npos);
+  CHECK(kiln_prefetch("rmsnorm", "dtype=bf16 hidden=4096 @sm_80", "sm_90", nullptr) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()).find("give the arch as the arch argument") != std::string::npos);
   CHECK(kiln_prefetch(nullptr, "", "sm_90", nullptr) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(kiln_prefetch("rmsnorm", "dtype=bf16 hidden=4096", "", nullptr) == KILN_ERROR_INVALID_ARGUMENT);
   // The daemon's own refusal comes through with its message.
