@@ -78,6 +78,12 @@ class Invocation {
   const client::DaemonConnection& Connection();
   std::chrono::system_clock::time_point Deadline() const { return std::chrono::system_clock::now() + timeout; }
 
+  // Points this process's library client (kiln::Configure) at the invocation's daemon when
+  // --socket was given, with the TLS options and --timeout: for commands that call ops in
+  // process (replay, tune run). Without --socket the library's own defaults stay (KILN_SOCKET,
+  // KILN_MODE, ...).
+  Status ConfigureLibraryClient() const;
+
   // Prints "kiln <command>: <message>" and returns the exit code for `status`:
   // UNAVAILABLE → 3, anything else → 1.
   int Fail(const Status& status);
@@ -103,6 +109,7 @@ void AddReplayCommand(std::vector<CommandSpec>& commands);
 void AddDoctorCommand(std::vector<CommandSpec>& commands);
 void AddOpsCommand(std::vector<CommandSpec>& commands);
 void AddTuneCommands(std::vector<CommandSpec>& commands);
+void AddTuneRunCommand(std::vector<CommandSpec>& commands);
 void AddAotCommands(std::vector<CommandSpec>& commands);
 void AddWarmCommand(std::vector<CommandSpec>& commands);
 void AddExportListCommand(std::vector<CommandSpec>& commands);

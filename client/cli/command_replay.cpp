@@ -16,7 +16,6 @@
 #include "client/core/driver/current_context.h"
 #include "client/core/driver/devices.h"
 #include "client/diag/dumped_call.h"
-#include "kiln/client.h"
 
 namespace kiln::cli {
 namespace {
@@ -246,16 +245,7 @@ int RunReplay(Invocation& inv) {
   }
   auto ctx = client::CurrentContext(**driver, device);
   if (!ctx.ok()) return inv.Fail(ctx.status());
-  if (!inv.socket.empty()) {
-    ClientOptions options = CurrentOptions();
-    options.socket = inv.socket;
-    options.tls_ca = inv.security.ca_file;
-    options.tls_cert = inv.security.cert_file;
-    options.tls_key = inv.security.key_file;
-    options.insecure = inv.security.insecure;
-    options.rpc_timeout = inv.timeout;
-    if (Status s = Configure(options); !s.ok()) return inv.Fail(s);
-  }
+  if (Status s = inv.ConfigureLibraryClient(); !s.ok()) return inv.Fail(s);
 
   auto replay = CallReplay::Prepare(*dump, device);
   if (!replay.ok()) return inv.Fail(replay.status().WithContext("preparing the tensors"));

@@ -2,6 +2,7 @@
 
 #include "client/cli/command.h"
 #include "client/core/rpc/daemon_connection.h"
+#include "kiln/client.h"
 
 namespace kiln::cli {
 
@@ -20,6 +21,18 @@ const client::DaemonConnection& Invocation::Connection() {
   if (connection_ == nullptr) connection_ = std::make_shared<client::DaemonConnection>(socket, security);
   if (!connection_->setup_error().ok()) throw UsageError(connection_->setup_error().message());
   return *connection_;
+}
+
+Status Invocation::ConfigureLibraryClient() const {
+  if (socket.empty()) return OkStatus();
+  ClientOptions options = CurrentOptions();
+  options.socket = socket;
+  options.tls_ca = security.ca_file;
+  options.tls_cert = security.cert_file;
+  options.tls_key = security.key_file;
+  options.insecure = security.insecure;
+  options.rpc_timeout = timeout;
+  return Configure(options);
 }
 
 int Invocation::Fail(const Status& status) {

@@ -53,6 +53,7 @@ int Run(const std::vector<std::string>& args) {
   kiln::cli::AddReplayCommand(commands);
   kiln::cli::AddDoctorCommand(commands);
   kiln::cli::AddTuneCommands(commands);
+  kiln::cli::AddTuneRunCommand(commands);
   kiln::cli::AddAotCommands(commands);
   kiln::cli::AddWarmCommand(commands);
   kiln::cli::AddExportListCommand(commands);

@@ -5,8 +5,11 @@
 // on a GPU, driver, NVRTC, Kiln and tactic space equal to the ones measured, use the tuned
 // tactic instead of the heuristic's (docs/kernels-gemm.md, "The autotuner").
 //
-// Only for gemm so far. A bucket is (dtype, out_dtype, M rounded up to a power of two, N, K):
-// the tuner measures at the caller's M, and the result serves every M of its bucket.
+// For every op with tactics: gemm, fp8_gemm and the four grouped ops. A bucket is (dtype,
+// out_dtype, M rounded up to a power of two, N, K) — for the grouped ops also the number of
+// groups, and M the rows a group has on average (contiguous: T / E) or at most (masked: M_max):
+// the tuner measures at the caller's M (and, grouped, the caller's counts, which stay on the
+// device), and the result serves every M of its bucket.
 #ifndef KILN_TUNE_H_
 #define KILN_TUNE_H_
 
@@ -30,7 +33,7 @@ struct Options {
 };
 
 struct Candidate {
-  std::string tactic;  // "t128x256x64s4g8"
+  std::string tactic;  // "t128x256x64s4g8" (the fp8 ops: "t128x256x128s4g8")
   bool ok = false;
   std::string failure;  // when not ok: compile, launch, wrong result (against the heuristic's), time limit
   double median_us = 0;
@@ -38,7 +41,7 @@ struct Candidate {
 
 struct Report {
   std::string op;      // "gemm"
-  std::string bucket;  // "bf16.obf16.m4096.n4096.k4096"
+  std::string bucket;  // "bf16.obf16.m4096.n4096.k4096"; grouped: "bf16.obf16.e8.m1024.n28672.k4096"
   std::string chosen;  // the fastest correct candidate
   double chosen_us = 0;
   std::string heuristic;  // what the heuristic picks without tuning
@@ -54,6 +57,25 @@ struct Report {
 // candidates' results are compared with the heuristic's). Synchronizes `stream`.
 KILN_API StatusOr<Report> gemm(const TensorView& d, const TensorView& a, const TensorView& b,
                                const Options& options = {}, void* stream = nullptr);
+
+// The same for the other ops with tactics, arguments as their kiln::ops functions take them
+// (kiln/ops/gemm.h). a, b (and the scales, and the groups' counts) must hold real data.
+KILN_API StatusOr<Report> fp8_gemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                   const TensorView& a_scales, const TensorView& b_scales, const Options& options = {},
+                                   void* stream = nullptr);
+KILN_API StatusOr<Report> grouped_gemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                       const TensorView& m_indptr, const Options& options = {}, void* stream = nullptr);
+KILN_API StatusOr<Report> grouped_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b,
+                                              const TensorView& masked_m, const Options& options = {},
+                                              void* stream = nullptr);
+KILN_API StatusOr<Report> grouped_fp8_gemm(const TensorView& d, const TensorView& a, const TensorView& b,
+                                           const TensorView& a_scales, const TensorView& b_scales,
+                                           const TensorView& m_indptr, const Options& options = {},
+                                           void* stream = nullptr);
+KILN_API StatusOr<Report> grouped_fp8_gemm_masked(const TensorView& d, const TensorView& a, const TensorView& b,
+                                                  const TensorView& a_scales, const TensorView& b_scales,
+                                                  const TensorView& masked_m, const Options& options = {},
+                                                  void* stream = nullptr);
 
 }  // namespace kiln::tune
 

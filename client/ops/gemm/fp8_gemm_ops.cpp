@@ -42,8 +42,20 @@ struct Fp8GemmSpec {
 
 const OpKernels kFp8GemmKernels = {gemm::kFp8GemmOp, {{{gemm::kFp8GemmEntry, 256, true}}}};
 
-// `forced` null: KILN_FORCE_TACTIC's, else the heuristic's tactic for the shape on this device
-// unless a blocklist blocks it (ControlledTactic).
+// The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked).
+StatusOr<ChosenGemmTactic> Fp8TacticFor(const Fp8GemmPlan& plan, const GemmDeviceFacts& device, bool skip_tuned) {
+  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
+  if (!controls.ok()) return controls.status().WithContext(plan.api);
+  TacticQuestion q{.op = gemm::kFp8GemmOp,
+                   .device_ordinal = plan.device,
+                   .device = &device,
+                   .api = plan.api,
+                   .bucket = GemmTuningBucket(DType::kFloat8E4M3, plan.out_dtype, plan.m, plan.n, plan.k),
+                   .heuristic = ChooseFp8GemmTactic(plan.m, plan.n, plan.k, device.sms)};
+  return ChooseTactic(q, *controls, skip_tuned);
+}
+
+// `forced` null: the tactic of the call (Fp8TacticFor, remembered per thread).
 Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
   if (plan.m == 0) return OkStatus();  // nothing to do, and nothing to launch
   auto driver = CudaDriver::Get();
@@ -53,9 +65,11 @@ Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, vo
   if (forced != nullptr) {
     tactic = *forced;
   } else {
-    KILN_ASSIGN_OR_RETURN(tactic,
-                          ControlledTactic(gemm::kFp8GemmOp, ChooseFp8GemmTactic(plan.m, plan.n, plan.k, device->sms),
-                                           plan.device, *device, plan.api));
+    const TacticCallKey key{
+        gemm::kFp8GemmOp, plan.device, DType::kFloat8E4M3, plan.out_dtype, plan.m, plan.n, plan.k, 0};
+    KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic chosen,
+                          RememberedTactic(key, [&] { return Fp8TacticFor(plan, *device, false); }));
+    tactic = chosen.tactic;
   }
   const Fp8GemmSpec spec{plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kFp8GemmKernels, spec, plan.device, plan.api));
@@ -107,6 +121,12 @@ const OpDescriptor kFp8Gemm = {.name = "fp8_gemm",
 KILN_REGISTER_OP(kFp8Gemm);
 
 }  // namespace
+
+StatusOr<ChosenGemmTactic> Fp8GemmTacticOfCall(const Fp8GemmPlan& plan, bool skip_tuned) {
+  KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
+  KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(*driver, plan.device));
+  return Fp8TacticFor(plan, *device, skip_tuned);
+}
 
 Status LaunchFp8GemmPlan(const Fp8GemmPlan& plan, const gemm::GemmTactic& tactic, void* stream) {
   if (!gemm::Fp8GemmTacticFits(tactic))

@@ -2,13 +2,11 @@
 // the TMA tensor maps, the launch, and the C++ and C APIs. Validation and the heuristic are
 // gemm_plan.h's; the kernel contract kiln/gemm/gemm_contract.h.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
@@ -50,64 +48,18 @@ struct GemmSpec {
 
 const OpKernels kGemmKernels = {gemm::kGemmOp, {{{gemm::kGemmEntry, 256, true}}}};
 
-// The tactic of a call: KILN_FORCE_TACTIC's; else the tuned tactic of the shape's bucket
-// (kiln::tune, stored for this environment); else the heuristic's first that neither
-// KILN_TACTIC_BLOCKLIST nor the daemon's --tactic-blocklist blocks on this device.
+// The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked), gemm's
+// question: its bucket, ChooseGemmTactic and RankGemmTactics.
 StatusOr<ChosenGemmTactic> TacticFor(const GemmPlan& plan, const GemmTacticControls& controls,
                                      const GemmDeviceFacts& device, bool skip_tuned) {
-  if (const gemm::GemmTactic* forced = controls.Forced(gemm::kGemmOp))
-    return ChosenGemmTactic{*forced, GemmTacticSource::kForced};
-  const std::shared_ptr<const GemmTuningContext> context = GemmTuningContextFor(plan.device);
-  if (!skip_tuned) {
-    if (auto tuned = TunedGemmTactic(plan, controls, device, *context))
-      return ChosenGemmTactic{*tuned, GemmTacticSource::kTuned};
-  }
-  if (controls.blocked.empty() && (!context->ok || context->daemon_blocked.empty()))
-    return ChosenGemmTactic{ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms), GemmTacticSource::kHeuristic};
-  for (const gemm::GemmTactic& tactic : RankGemmTactics(plan.m, plan.n, plan.k, device.sms))
-    if (!GemmTacticBlocked(gemm::kGemmOp, tactic, controls, device, *context))
-      return ChosenGemmTactic{tactic, GemmTacticSource::kHeuristic};
-  return Status(StatusCode::kFailedPrecondition, std::string(plan.api) +
-                                                     ": the tactic blocklists (KILN_TACTIC_BLOCKLIST, kilnd "
-                                                     "--tactic-blocklist) block every gemm tactic on " +
-                                                     device.name);
-}
-
-// TacticFor of a call, remembered per thread for a second (a gemm call then pays a hash lookup,
-// not the bucket text and the tuning lookups: 1.3 us on the H200 host): a result kiln::tune
-// stores in this process is seen at once (GemmTuningGeneration), one another process stores
-// within a second.
-StatusOr<ChosenGemmTactic> CachedTacticFor(const GemmPlan& plan, const GemmTacticControls& controls,
-                                           const GemmDeviceFacts& device) {
-  struct Key {
-    int device;
-    DType dtype, out_dtype;
-    int64_t m, n, k;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& x) const {
-      size_t h = std::hash<int64_t>()(x.m) * 1000003u ^ std::hash<int64_t>()(x.n) * 10007u ^ std::hash<int64_t>()(x.k);
-      return h ^ (static_cast<size_t>(x.device) << 48) ^ (static_cast<size_t>(x.dtype) << 56) ^
-             (static_cast<size_t>(x.out_dtype) << 60);
-    }
-  };
-  struct Entry {
-    ChosenGemmTactic chosen;
-    std::chrono::steady_clock::time_point at;
-    uint64_t generation;
-  };
-  thread_local std::unordered_map<Key, Entry, KeyHash> cache;
-  const Key key{plan.device, plan.dtype, plan.out_dtype, plan.m, plan.n, plan.k};
-  const auto now = std::chrono::steady_clock::now();
-  const uint64_t generation = GemmTuningGeneration();
-  if (auto it = cache.find(key);
-      it != cache.end() && it->second.generation == generation && now - it->second.at < std::chrono::seconds(1))
-    return it->second.chosen;
-  KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic chosen, TacticFor(plan, controls, device, false));
-  if (cache.size() >= 4096) cache.clear();  // many distinct shapes: start over rather than grow
-  cache[key] = Entry{chosen, now, generation};
-  return chosen;
+  TacticQuestion q{.op = gemm::kGemmOp,
+                   .device_ordinal = plan.device,
+                   .device = &device,
+                   .api = plan.api,
+                   .bucket = GemmTuningBucket(plan.dtype, plan.out_dtype, plan.m, plan.n, plan.k),
+                   .heuristic = ChooseGemmTactic(plan.m, plan.n, plan.k, device.sms),
+                   .ranked = [&] { return RankGemmTactics(plan.m, plan.n, plan.k, device.sms); }};
+  return ChooseTactic(q, controls, skip_tuned);
 }
 
 // How many clusters of a split-K kernel run at once (the driver's occupancy calculator knows
@@ -157,7 +109,9 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   if (forced != nullptr) {
     tactic = *forced;
   } else {
-    KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic chosen, CachedTacticFor(plan, *controls, *device));
+    const TacticCallKey key{gemm::kGemmOp, plan.device, plan.dtype, plan.out_dtype, plan.m, plan.n, plan.k, 0};
+    KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic chosen,
+                          RememberedTactic(key, [&] { return TacticFor(plan, *controls, *device, false); }));
     tactic = chosen.tactic;
   }
   const GemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m, tactic.tile_n,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "client/ops/gemm/gemm_plan.h"
+#include "client/ops/gemm/gemm_tuning.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/status.h"
 
@@ -13,12 +14,6 @@ namespace kiln::client {
 // INVALID_ARGUMENT when `tactic` is not in the space (GemmTacticFits).
 Status LaunchGemmPlan(const GemmPlan& plan, const gemm::GemmTactic& tactic, void* stream);
 
-// Where the tactic of a kiln::ops::gemm call comes from.
-enum class GemmTacticSource { kForced, kTuned, kHeuristic };
-struct ChosenGemmTactic {
-  gemm::GemmTactic tactic{};
-  GemmTacticSource source = GemmTacticSource::kHeuristic;
-};
 // The tactic kiln::ops::gemm would launch for `plan` now: KILN_FORCE_TACTIC's, else the tuned
 // one of its bucket, else the heuristic's first that no blocklist blocks (with
 // `skip_tuned`, the last even when a tuned result exists: what kiln::tune compares against).

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "client/core/loader/loader_log.h"
 #include "client/core/tuning/daemon_tuning.h"
@@ -78,6 +79,12 @@ std::string GemmTuningBucket(DType dtype, DType out_dtype, int64_t m, int64_t n,
          std::to_string(n) + ".k" + std::to_string(k);
 }
 
+std::string GroupedTuningBucket(DType dtype, DType out_dtype, int groups, int64_t rows_per_group, int64_t n,
+                                int64_t k) {
+  return std::string(DTypeName(dtype)) + ".o" + DTypeName(out_dtype) + ".e" + std::to_string(groups) + ".m" +
+         std::to_string(GemmBucketM(rows_per_group)) + ".n" + std::to_string(n) + ".k" + std::to_string(k);
+}
+
 bool GemmTacticBlocked(std::string_view op, const gemm::GemmTactic& tactic, const GemmTacticControls& controls,
                        const GemmDeviceFacts& device, const GemmTuningContext& context) {
   if (controls.Blocks(op, tactic, device.name, context.ok ? &context.environment : nullptr)) return true;
@@ -98,39 +105,81 @@ std::vector<gemm::GemmTactic> FallbackTactics(std::string_view op, const gemm::G
   return out;
 }
 
-StatusOr<gemm::GemmTactic> ControlledTactic(std::string_view op, const gemm::GemmTactic& heuristic, int device_ordinal,
-                                            const GemmDeviceFacts& device, const char* api) {
-  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
-  if (!controls.ok()) return controls.status().WithContext(api);
-  if (const gemm::GemmTactic* forced = controls->Forced(op)) return *forced;
-  const std::shared_ptr<const GemmTuningContext> context = GemmTuningContextFor(device_ordinal);
-  if (controls->blocked.empty() && (!context->ok || context->daemon_blocked.empty())) return heuristic;
-  // The heuristic's tactic is almost never blocked: ask about it before building the fallback list.
-  if (!GemmTacticBlocked(op, heuristic, *controls, device, *context)) return heuristic;
-  for (const gemm::GemmTactic& t : FallbackTactics(op, heuristic))
-    if (!GemmTacticBlocked(op, t, *controls, device, *context)) return t;
-  return Status(StatusCode::kFailedPrecondition, std::string(api) +
+StatusOr<ChosenGemmTactic> ChooseTactic(const TacticQuestion& q, const GemmTacticControls& controls, bool skip_tuned) {
+  if (const gemm::GemmTactic* forced = controls.Forced(q.op))
+    return ChosenGemmTactic{*forced, GemmTacticSource::kForced};
+  const std::shared_ptr<const GemmTuningContext> context = GemmTuningContextFor(q.device_ordinal);
+  if (!skip_tuned) {
+    if (auto tuned = TunedTactic(q.op, q.bucket, controls, *q.device, *context))
+      return ChosenGemmTactic{*tuned, GemmTacticSource::kTuned};
+  }
+  // The heuristic's tactic is almost never blocked: ask about it before building the ranking.
+  if ((controls.blocked.empty() && (!context->ok || context->daemon_blocked.empty())) ||
+      !GemmTacticBlocked(q.op, q.heuristic, controls, *q.device, *context))
+    return ChosenGemmTactic{q.heuristic, GemmTacticSource::kHeuristic};
+  for (const gemm::GemmTactic& t : q.ranked ? q.ranked() : FallbackTactics(q.op, q.heuristic))
+    if (!GemmTacticBlocked(q.op, t, controls, *q.device, *context))
+      return ChosenGemmTactic{t, GemmTacticSource::kHeuristic};
+  return Status(StatusCode::kFailedPrecondition, std::string(q.api) +
                                                      ": the tactic blocklists (KILN_TACTIC_BLOCKLIST, "
                                                      "kilnd --tactic-blocklist) block every " +
-                                                     std::string(op) + " tactic on " + device.name);
+                                                     std::string(q.op) + " tactic on " + q.device->name);
 }
 
-std::optional<gemm::GemmTactic> TunedGemmTactic(const GemmPlan& plan, const GemmTacticControls& controls,
-                                                const GemmDeviceFacts& device, const GemmTuningContext& context) {
+namespace {
+
+struct TacticCallKeyHash {
+  size_t operator()(const TacticCallKey& x) const {
+    size_t h = std::hash<int64_t>()(x.m) * 1000003u ^ std::hash<int64_t>()(x.n) * 10007u ^ std::hash<int64_t>()(x.k);
+    h ^= std::hash<std::string_view>()(x.op) * 31u + static_cast<size_t>(x.groups) * 131u;
+    return h ^ (static_cast<size_t>(x.device) << 48) ^ (static_cast<size_t>(x.dtype) << 56) ^
+           (static_cast<size_t>(x.out_dtype) << 60);
+  }
+};
+struct RememberedEntry {
+  ChosenGemmTactic chosen;
+  std::chrono::steady_clock::time_point at;
+  uint64_t generation;
+};
+using RememberedTactics = std::unordered_map<TacticCallKey, RememberedEntry, TacticCallKeyHash>;
+RememberedTactics& ThreadTactics() {
+  thread_local RememberedTactics tactics;
+  return tactics;
+}
+
+}  // namespace
+
+const ChosenGemmTactic* FindRememberedTactic(const TacticCallKey& key) {
+  RememberedTactics& tactics = ThreadTactics();
+  auto it = tactics.find(key);
+  if (it == tactics.end() || it->second.generation != GemmTuningGeneration() ||
+      std::chrono::steady_clock::now() - it->second.at >= std::chrono::seconds(1))
+    return nullptr;
+  return &it->second.chosen;
+}
+
+void RememberTactic(const TacticCallKey& key, const ChosenGemmTactic& chosen) {
+  RememberedTactics& tactics = ThreadTactics();
+  if (tactics.size() >= 4096) tactics.clear();  // many distinct shapes: start over rather than grow
+  tactics[key] = RememberedEntry{chosen, std::chrono::steady_clock::now(), GemmTuningGeneration()};
+}
+
+std::optional<gemm::GemmTactic> TunedTactic(std::string_view op, const std::string& bucket,
+                                            const GemmTacticControls& controls, const GemmDeviceFacts& device,
+                                            const GemmTuningContext& context) {
   if (!context.ok) return std::nullopt;
-  const std::string bucket = GemmTuningBucket(plan.dtype, plan.out_dtype, plan.m, plan.n, plan.k);
   auto records = ProcessTuningRecords();
   if (!records.ok()) return std::nullopt;
-  auto record = (*records)->Lookup(gemm::kGemmOp, bucket, context.environment);
+  auto record = (*records)->Lookup(op, bucket, context.environment);
   if (!record.ok() || !record->has_value()) return std::nullopt;
-  auto tactic = ParseGemmTactic((*record)->tactic());
+  const std::string what = "[kiln loader] tuning " + std::string(op) + " " + bucket;
+  auto tactic = ParseGemmTactic((*record)->tactic(), op);
   if (!tactic.ok()) {
-    SayOnce("[kiln loader] tuning gemm " + bucket + ": the stored tactic is not used: " + tactic.status().message());
+    SayOnce(what + ": the stored tactic is not used: " + tactic.status().message());
     return std::nullopt;
   }
-  if (GemmTacticBlocked(gemm::kGemmOp, *tactic, controls, device, context)) {
-    SayOnce("[kiln loader] tuning gemm " + bucket + ": the stored tactic " + (*record)->tactic() +
-            " is blocked here; the heuristic decides");
+  if (GemmTacticBlocked(op, *tactic, controls, device, context)) {
+    SayOnce(what + ": the stored tactic " + (*record)->tactic() + " is blocked here; the heuristic decides");
     return std::nullopt;
   }
   return *tactic;

@@ -54,23 +54,42 @@ const OpKernels& KernelsOf(const GroupedGemmPlan& plan) {
   return plan.masked ? kMaskedKernels : kContiguousKernels;
 }
 
-// `forced` null: KILN_FORCE_TACTIC's, else the heuristic's tactic for the plan's groups on this
-// device unless a blocklist blocks it (ControlledTactic).
+// The rows a group has on average (contiguous) or at most (masked): the device holds the rest.
+int64_t RowsPerGroup(const GroupedGemmPlan& plan) {
+  return plan.masked ? plan.group_stride : (plan.rows + plan.groups - 1) / plan.groups;
+}
+
+// The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked).
+StatusOr<ChosenGemmTactic> GroupedTacticFor(const GroupedGemmPlan& plan, const GemmDeviceFacts& device,
+                                            bool skip_tuned) {
+  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
+  if (!controls.ok()) return controls.status().WithContext(plan.api);
+  const int64_t rows_per_group = RowsPerGroup(plan);
+  TacticQuestion q{.op = KernelsOf(plan).op,
+                   .device_ordinal = plan.device,
+                   .device = &device,
+                   .api = plan.api,
+                   .bucket = GroupedTuningBucket(plan.dtype, plan.out_dtype, plan.groups, rows_per_group, plan.n,
+                                                 plan.k),
+                   .heuristic = ChooseGroupedGemmTactic(rows_per_group, plan.groups, plan.n, plan.k, device.sms)};
+  return ChooseTactic(q, *controls, skip_tuned);
+}
+
+// `forced` null: the tactic of the call (GroupedTacticFor, remembered per thread).
 Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
   if (plan.rows == 0) return OkStatus();  // no rows in any group: nothing to launch
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(plan.api);
   KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(**driver, plan.device));
-  // The rows a group has on average (contiguous) or at most (masked): the device holds the rest.
-  const int64_t rows_per_group = plan.masked ? plan.group_stride : (plan.rows + plan.groups - 1) / plan.groups;
   gemm::GemmTactic tactic{};
   if (forced != nullptr) {
     tactic = *forced;
   } else {
-    KILN_ASSIGN_OR_RETURN(
-        tactic, ControlledTactic(KernelsOf(plan).op,
-                                 ChooseGroupedGemmTactic(rows_per_group, plan.groups, plan.n, plan.k, device->sms),
-                                 plan.device, *device, plan.api));
+    const TacticCallKey key{KernelsOf(plan).op, plan.device, plan.dtype, plan.out_dtype,
+                            RowsPerGroup(plan), plan.n,      plan.k,     plan.groups};
+    KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic chosen,
+                          RememberedTactic(key, [&] { return GroupedTacticFor(plan, *device, false); }));
+    tactic = chosen.tactic;
   }
   const GroupedGemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(KernelsOf(plan), spec, plan.device, plan.api));
@@ -170,6 +189,12 @@ KILN_REGISTER_OP(kGroupedFp8Gemm);
 KILN_REGISTER_OP(kGroupedFp8GemmMasked);
 
 }  // namespace
+
+StatusOr<ChosenGemmTactic> GroupedGemmTacticOfCall(const GroupedGemmPlan& plan, bool skip_tuned) {
+  KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
+  KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(*driver, plan.device));
+  return GroupedTacticFor(plan, *device, skip_tuned);
+}
 
 Status LaunchGroupedGemmPlan(const GroupedGemmPlan& plan, const gemm::GemmTactic& tactic, void* stream) {
   if (!gemm::GemmTacticFits(tactic, /*grouped=*/true))

@@ -1,5 +1,6 @@
 // `kiln tune ls | rm` as a real process against a real kilnd with a tuning store: the table and
-// JSON of ls, rm by op and bucket and --all, usage errors, and a daemon without a store.
+// JSON of ls, rm by op and bucket and --all, usage errors, and a daemon without a store; and
+// `kiln tune run`'s usage errors (its GPU run is in tests/client/ops/gpu_gemm_tune_test.cpp).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 
 #include "kiln/v1/tuning.grpc.pb.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/gpu_capability.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tuning_fixtures.h"
@@ -96,4 +98,44 @@ TEST_CASE("kiln tune: usage errors, --help, and a daemon without a store", "[cli
   RunResult no_store = Kiln(d, {"tune", "ls"});
   CHECK(no_store.exit_code == 1);
   CHECK_THAT(no_store.output, Catch::Contains("this daemon runs without a tuning store"));
+}
+
+TEST_CASE("kiln tune run: bad command lines name the option and what it wants", "[client][cli][tuning]") {
+  auto run = [](std::vector<std::string> args) {
+    kiln::testing::SubprocessOptions p;
+    p.argv = {kiln::testing::KilnCliPath(), "tune", "run"};
+    p.argv.insert(p.argv.end(), args.begin(), args.end());
+    return kiln::testing::Run(p, std::chrono::seconds(60));
+  };
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"rms_norm", "--m", "8", "--n", "8", "--k", "8"},
+       "'rms_norm' has no tactics to tune; the ops with tactics: gemm, grouped_gemm, grouped_gemm_masked, fp8_gemm, "
+       "grouped_fp8_gemm, grouped_fp8_gemm_masked"},
+      {{"gemm", "--m", "8", "--n", "8"}, "--k is required"},
+      {{"gemm", "--m", "0", "--n", "8", "--k", "8"}, "--m wants a whole number from 1 to 2147483647, got '0'"},
+      {{"gemm", "--m", "8x", "--n", "8", "--k", "8"}, "--m wants a whole number from 1 to 2147483647, got '8x'"},
+      {{"grouped_gemm", "--m", "8", "--n", "8", "--k", "8"}, "grouped_gemm needs --groups E (the experts)"},
+      {{"grouped_gemm", "--m", "8", "--n", "8", "--k", "8", "--groups", "257"},
+       "--groups wants a whole number from 1 to 256, got '257'"},
+      {{"gemm", "--m", "8", "--n", "8", "--k", "8", "--groups", "2"}, "--groups is for the grouped ops, not gemm"},
+      {{"gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "fp32"}, "--dtype wants one of "},
+      {{"fp8_gemm", "--m", "8", "--n", "8", "--k", "8", "--out-dtype", "fp16"}, "--out-dtype wants one of "},
+      {{"fp8_gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "bf16"},
+       "--dtype: the fp8 ops' inputs are fp8_e4m3"},
+      {{"gemm", "--m", "8", "--n", "8", "--k", "8", "--device", "-1"}, "--device wants a whole number from 0 to 1023"},
+      {{"gemm", "--m", "8", "--n", "8", "--k", "8", "--iterations", "0"}, "--iterations wants a whole number from 1"},
+  };
+  for (const auto& [args, message] : cases) {
+    RunResult r = run(args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("kiln tune run: " + message));
+  }
+  // A good command line on a machine without a GPU says what it needs (exit 2); with one, the
+  // [gpu][gemm] tests run it.
+  if (!kiln::testing::GpuUnavailableReason().empty()) {
+    RunResult r = run({"gemm", "--m", "8", "--n", "8", "--k", "8"});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("kiln tune run: needs a GPU: "));
+  }
 }
