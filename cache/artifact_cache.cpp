@@ -64,6 +64,7 @@ absl::StatusOr<std::unique_ptr<ArtifactCache>> ArtifactCache::Open(const CacheOp
     KILN_ABSL_RETURN_IF_ERROR(file_io::MakeDirs(options.dir + sub));
   }
   KILN_ABSL_ASSIGN_OR_RETURN(cache->blobs_, BlobStore::Open(options.dir, options.on_repair));
+  cache->sidecars_ = std::make_unique<EntrySidecars>(options.dir, cache->blobs_.get());
   KILN_ABSL_ASSIGN_OR_RETURN(cache->index_, CacheIndex::Open(options.dir + "/index.sqlite"));
   auto recovered = cache->Recover();
   if (!recovered.ok())
@@ -162,7 +163,9 @@ void ArtifactCache::DropUnusableEntry(const EntryRecord& record, const std::stri
   if (!removed.ok()) {
     action = absl::StrCat("could not remove the entry (", removed.status().message(),
                           "); the recompiled entry will replace it");
-  } else if (!*removed) {
+  } else if (*removed) {
+    (void)sidecars_->Remove(record.key);  // a leftover is removed by the next Recover
+  } else {
     action = "another process already replaced or removed the entry";
   }
   if (on_problem) {
@@ -195,6 +198,9 @@ absl::StatusOr<EntryRecord> ArtifactCache::Commit(EntryRecord record, std::strin
   record.size_bytes = cubin.size();
   record.created_unix_ms = file_io::NowUnixMs();
   record.last_used_unix_ms = record.created_unix_ms;
+  // The sidecar before the row: every indexed entry can be rebuilt when the index is lost.
+  if (auto written = sidecars_->Write(record); !written.ok())
+    return absl::Status(written.code(), absl::StrCat("committing cache entry ", record.key, ": ", written.message()));
   KILN_ABSL_RETURN_IF_ERROR(index_->Upsert(
       record,
       // A remover in another process may have deleted this blob as unreferenced between Put

@@ -1,6 +1,7 @@
-// ArtifactCache: the artifact workspace as one object: blob store + SQLite index + per-key
-// file locks + start-up recovery + verification + LRU size limit. Several processes may share
-// one folder: <dir>/index.sqlite, <dir>/blobs, <dir>/locks, <dir>/tmp, <dir>/quarantine.
+// ArtifactCache: the artifact workspace as one object: blob store + SQLite index + entry
+// sidecars (a copy of each row, from which a lost index is rebuilt) + per-key file locks +
+// start-up recovery + verification + LRU size limit. Several processes may share one folder:
+// <dir>/index.sqlite, <dir>/blobs, <dir>/entries, <dir>/locks, <dir>/tmp, <dir>/quarantine.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "cache/blob_store.h"
 #include "cache/cache_index.h"
 #include "cache/cache_key.h"
+#include "cache/entry_sidecars.h"
 #include "cache/file_lock.h"
 
 namespace kiln::cache {
@@ -60,9 +62,17 @@ struct RecoveryReport {
   int stale_temps_removed = 0;
   int rows_without_blob_removed = 0;
   int orphan_blobs_removed = 0;
-  // Blobs found at open while the index had no entry at all: the index was lost or replaced
-  // (index.sqlite deleted or truncated, its WAL removed). Their kernels are compiled again on
-  // request; the blobs go as orphans after orphan_grace. The owner says so loudly.
+  // Entries put back into the index from their sidecars: rows the index lost (index.sqlite
+  // deleted or truncated, its WAL removed) or commits cut short between sidecar and row. The
+  // owner says so when there are any.
+  int entries_restored = 0;
+  // Sidecars removed because they could not restore their entry (unreadable, or the blob
+  // missing, damaged (quarantined) or of another size).
+  int sidecars_removed = 0;
+  // Blobs no entry names after that while the index had no entry at all: the index was lost
+  // and these entries had no sidecar (written by a Kiln before sidecars). Their kernels are
+  // compiled again on request; the blobs go as orphans after orphan_grace. The owner says so
+  // loudly.
   int blobs_without_index = 0;
   uint64_t blobs_without_index_bytes = 0;
   // Entries evicted at open because the folder held more than max_bytes (a lowered limit).
@@ -109,8 +119,8 @@ class ArtifactCache {
   // [A-Za-z0-9._-], at least 2 characters, not starting with '.' (INVALID_ARGUMENT otherwise).
   absl::StatusOr<FileLock> LockKey(const std::string& key, std::chrono::milliseconds timeout);
 
-  // Writes the blob, then the row (record.sha256/size_bytes/created/last_used are filled in
-  // here); then evicts least-recently-used entries while over max_bytes, never this one, or,
+  // Writes the blob, then the entry's sidecar, then the row (record.sha256/size_bytes/created/
+  // last_used are filled in here); then evicts least-recently-used entries while over max_bytes, never this one, or,
   // with evict_in_background, leaves that to the owner's thread (TakeDueEviction). A failing
   // eviction does not fail the commit (the entry is stored); the next commit or
   // EnforceSizeLimit call retries it.
@@ -121,8 +131,9 @@ class ArtifactCache {
   void RecordHit(const std::string& key);
   absl::Status FlushHits();
 
-  // Sweeps stale temps, removes rows whose blob is missing, removes orphan blobs older than
-  // orphan_grace. Safe while other processes use the folder.
+  // Sweeps stale temps, removes rows whose blob is missing, puts back the entries whose
+  // sidecar has no row (when the blob is there and verifies; removes the sidecar otherwise),
+  // removes orphan blobs older than orphan_grace. Safe while other processes use the folder.
   absl::StatusOr<RecoveryReport> Recover();
   // Re-hashes every blob (of every row, and every orphan). A corrupt blob is quarantined and
   // its rows removed; a missing blob's rows are removed; a row whose size disagrees with its
@@ -131,8 +142,8 @@ class ArtifactCache {
   // Removes every entry matching `filter` (an empty filter matches all). With dry_run, only
   // reports what would go. bytes_freed counts blobs no remaining row uses.
   absl::StatusOr<EvictReport> Evict(const EntryFilter& filter, bool dry_run);
-  // Flushes hits, then removes least-recently-used entries (never keep_key) while the bytes of
-  // distinct blobs exceed max_bytes.
+  // Flushes hits, then removes least-recently-used entries (never keep_key) while what the
+  // folder holds (distinct blobs, the index's files, the sidecars) exceeds max_bytes.
   absl::StatusOr<EvictReport> EnforceSizeLimit(const std::string& keep_key = "");
   // With evict_in_background: the key of the latest commit when an eviction is due since the
   // last call (to pass to EnforceSizeLimit as keep_key), else nullopt.
@@ -155,6 +166,10 @@ class ArtifactCache {
   absl::StatusOr<Removal> RemoveEntry(const EntryRecord& record);
   // An orphan blob, unless a row names it by now: whether it was removed (Recover, Verify).
   absl::StatusOr<bool> RemoveOrphan(const std::string& sha256);
+  // Recover's step for a sidecar without a row: true when its entry is back in the index;
+  // false when the sidecar could not restore it (then removed). Errors only when the blob
+  // cannot be read at all (permissions, I/O): the sidecar is kept for the next start.
+  absl::StatusOr<bool> RestoreFromSidecar(const EntrySidecars::Found& found);
   // Lookup's failure path: removes the row, quarantines the blob (always when `blob_corrupt`,
   // else when no other row uses it), reports through on_problem.
   void DropUnusableEntry(const EntryRecord& record, const std::string& problem, bool blob_corrupt,
@@ -162,6 +177,7 @@ class ArtifactCache {
 
   CacheOptions options_;
   std::unique_ptr<BlobStore> blobs_;
+  std::unique_ptr<EntrySidecars> sidecars_;
   std::unique_ptr<CacheIndex> index_;
   std::mutex hits_mu_;
   std::map<std::string, std::pair<uint64_t, int64_t>> pending_hits_;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/artifact_cache.h"
+#include "cache/file_io.h"
 #include "kiln_base/status_macros.h"
 
 namespace kiln::cache {
@@ -41,6 +42,7 @@ absl::StatusOr<ArtifactCache::Removal> ArtifactCache::RemoveEntry(const EntryRec
     return absl::Status(removed.status().code(),
                         absl::StrCat("removing cache entry ", record.key, ": ", removed.status().message()));
   removal.removed = *removed;
+  if (removal.removed) (void)sidecars_->Remove(record.key);  // a leftover goes at the next Recover
   if (!removal.removed) removal.bytes_freed = 0;
   return removal;
 }
@@ -62,12 +64,33 @@ absl::StatusOr<RecoveryReport> ArtifactCache::Recover() {
       continue;
     }
     KILN_ABSL_ASSIGN_OR_RETURN(bool removed, index_->RemoveIfBlob(row.key, row.sha256, nullptr));
-    if (removed) ++report.rows_without_blob_removed;
+    if (removed) {
+      ++report.rows_without_blob_removed;
+      (void)sidecars_->Remove(row.key);
+    }
+  }
+
+  // Sidecars without a row: rows the index lost, or a commit or an eviction cut short.
+  std::set<std::string> keys;
+  for (const auto& row : rows) keys.insert(row.key);
+  KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntrySidecars::Found> sidecars, sidecars_->List());
+  for (const auto& found : sidecars) {
+    if (keys.count(found.key) > 0) continue;
+    auto restored = RestoreFromSidecar(found);
+    if (!restored.ok()) continue;  // the blob could not be read now: kept for the next start
+    if (*restored) {
+      ++report.entries_restored;
+      KILN_ABSL_ASSIGN_OR_RETURN(std::optional<EntryRecord> row, index_->Find(found.key));
+      if (row.has_value()) referenced.insert(row->sha256);
+    } else {
+      ++report.sidecars_removed;
+    }
   }
 
   KILN_ABSL_ASSIGN_OR_RETURN(std::vector<BlobStore::BlobInfo> blobs, blobs_->List());
   if (rows.empty()) {
     for (const auto& blob : blobs) {
+      if (referenced.count(blob.sha256) > 0) continue;
       ++report.blobs_without_index;
       report.blobs_without_index_bytes += blob.size;
     }
@@ -83,6 +106,42 @@ absl::StatusOr<RecoveryReport> ArtifactCache::Recover() {
   return report;
 }
 
+absl::StatusOr<bool> ArtifactCache::RestoreFromSidecar(const EntrySidecars::Found& found) {
+  auto drop = [&]() -> absl::StatusOr<bool> {
+    (void)sidecars_->Remove(found.key);
+    return false;
+  };
+  auto text = file_io::ReadWholeFile(found.path);
+  if (!text.ok()) return text.status().code() == absl::StatusCode::kNotFound ? false : drop();
+  auto record = ParseSidecar(*text, found.path);
+  if (!record.ok() || record->key != found.key) return drop();
+  auto bytes = blobs_->Read(record->sha256);
+  if (!bytes.ok()) {
+    switch (bytes.status().code()) {
+      case absl::StatusCode::kNotFound:
+      case absl::StatusCode::kInvalidArgument:  // the sidecar names no valid blob
+        return drop();
+      case absl::StatusCode::kDataLoss:
+        if (blobs_->Quarantine(record->sha256, std::string(bytes.status().message())).ok()) quarantined_.fetch_add(1);
+        return drop();
+      default: return bytes.status();
+    }
+  }
+  if (bytes->size() != record->size_bytes) return drop();
+  // Inside the write transaction: an evictor in another process may have removed the blob since
+  // it was read; it is put back from the bytes just verified.
+  KILN_ABSL_RETURN_IF_ERROR(index_->Upsert(
+      *record,
+      [&]() -> absl::Status {
+        if (blobs_->Exists(record->sha256)) return absl::OkStatus();
+        return blobs_->Put(*bytes).status();
+      },
+      [&](const std::string& old_sha, uint64_t rows_left) -> absl::Status {
+        return rows_left == 0 ? blobs_->Remove(old_sha) : absl::OkStatus();
+      }));
+  return true;
+}
+
 absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
   VerifyReport report;
   KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntryRecord> rows, index_->All());
@@ -94,6 +153,7 @@ absl::StatusOr<VerifyReport> ArtifactCache::Verify() {
     for (const auto& row : group) {
       ++report.entries_checked;
       auto removed = index_->RemoveIfBlob(row.key, row.sha256, nullptr);
+      if (removed.ok() && *removed) (void)sidecars_->Remove(row.key);
       std::string done = !removed.ok() ? absl::StrCat("could not remove the entry: ", removed.status().message())
                          : *removed    ? action
                                        : "the entry was already replaced or removed meanwhile";
@@ -216,13 +276,18 @@ absl::StatusOr<EvictReport> ArtifactCache::EnforceSizeLimit(const std::string& k
   // Recent hits decide what is least recently used; a failed flush keeps them for later.
   (void)FlushHits();
   EvictReport report;
+  // The sidecars are listed once per call (a folder walk), then counted at their mean size per
+  // entry as entries go.
+  KILN_ABSL_ASSIGN_OR_RETURN(uint64_t sidecar_bytes, sidecars_->Bytes());
+  KILN_ABSL_ASSIGN_OR_RETURN(CacheIndex::Totals at_start, index_->GetTotals());
+  const uint64_t sidecar_mean = at_start.entries > 0 ? sidecar_bytes / at_start.entries : 0;
   // NOTES: bounded rounds: other processes may commit meanwhile, and a limit smaller than
   // keep_key alone can never be met.
   for (int round = 0; round < 10000; ++round) {
     KILN_ABSL_ASSIGN_OR_RETURN(CacheIndex::Totals totals, index_->GetTotals());
-    // The limit covers the folder: blobs plus the index's files (lock files exist only while
-    // their key compiles; temps only while a blob is written).
-    const uint64_t held = totals.bytes + IndexFilesBytes(options_.dir);
+    // The limit covers the folder: blobs, the index's files and the sidecars (lock files exist
+    // only while their key compiles; temps only while a blob is written).
+    const uint64_t held = totals.bytes + IndexFilesBytes(options_.dir) + totals.entries * sidecar_mean;
     if (held <= options_.max_bytes) break;
     uint64_t excess = held - options_.max_bytes;
     KILN_ABSL_ASSIGN_OR_RETURN(std::vector<EntryRecord> oldest, index_->LeastRecentlyUsed(kEvictionBatch));

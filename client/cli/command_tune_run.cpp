@@ -18,7 +18,6 @@
 #include "client/core/driver/current_context.h"
 #include "client/core/driver/devices.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
-#include "kiln/gemm/gemm_contract.h"
 #include "kiln/tune.h"
 
 namespace kiln::cli {

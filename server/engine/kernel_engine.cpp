@@ -97,6 +97,13 @@ absl::StatusOr<std::unique_ptr<KernelEngine>> KernelEngine::Create(const EngineO
     if (!cache.ok())
       return WithSuffix(cache.status(), absl::StrCat(" (artifact workspace \"", options.cache_dir,
                                                      "\"; pass --cache-dir or set KILN_CACHE_DIR)"));
+    if (const auto& opened = (*cache)->last_recovery(); opened.entries_restored > 0 || opened.sidecars_removed > 0)
+      spdlog::warn(
+          "the cache index {}/index.sqlite had lost entries (deleted, truncated, or cut from its -wal file), or a "
+          "commit was cut short: restored {} entries from their sidecars under entries/ ({} sidecars could not "
+          "restore theirs and were removed). If the index was lost, find what removed it and keep index.sqlite, "
+          "index.sqlite-wal and index.sqlite-shm together",
+          options.cache_dir, opened.entries_restored, opened.sidecars_removed);
     if (const auto& opened = (*cache)->last_recovery(); opened.blobs_without_index > 0)
       spdlog::error(
           "the cache index {}/index.sqlite has no entries, but blobs/ holds {} cubins ({} bytes): the index was lost "

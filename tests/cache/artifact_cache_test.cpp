@@ -312,7 +312,94 @@ TEST_CASE("the size limit covers the whole folder: the index and its WAL count, 
   CHECK(LookupNamed(*cache, "entry299").artifact.has_value());  // the newest stays
 }
 
-TEST_CASE("blobs under an index that lost every entry are counted at open", "[artifact_cache]") {
+TEST_CASE("a lost index is rebuilt from the entry sidecars when the cache opens", "[artifact_cache]") {
+  TempDir dir("kiln-cache");
+  std::vector<EntryRecord> committed;
+  {
+    auto cache = OpenCache(dir.path());
+    for (int i = 0; i < 3; ++i) committed.push_back(CommitNamed(*cache, "e" + std::to_string(i), 1000));
+    // Every committed entry has its sidecar: the row without what only the index keeps.
+    for (const auto& record : committed) {
+      const std::string sidecar = dir / ("entries/" + record.key.substr(0, 2) + "/" + record.key + ".json");
+      REQUIRE(fs::is_regular_file(sidecar));
+      CHECK(ReadFile(sidecar).find("compile_log") == std::string::npos);
+    }
+    CHECK(cache->last_recovery().entries_restored == 0);
+  }
+  for (const char* file : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) fs::remove(dir / file);
+  {
+    auto reopened = OpenCache(dir.path());
+    CHECK(reopened->last_recovery().entries_restored == 3);
+    CHECK(reopened->last_recovery().blobs_without_index == 0);
+    CHECK(reopened->index().GetTotals()->entries == 3);
+    for (int i = 0; i < 3; ++i) {
+      LookupResult hit = LookupNamed(*reopened, "e" + std::to_string(i));
+      REQUIRE(hit.artifact.has_value());
+      CHECK(hit.problems.empty());
+      const EntryRecord& got = hit.artifact->record;
+      const EntryRecord& want = committed[static_cast<size_t>(i)];
+      CHECK(*hit.artifact->cubin == FakeCubin("e" + std::to_string(i), 1000));
+      CHECK(got.uri == want.uri);
+      CHECK(got.params == want.params);
+      CHECK(got.options == want.options);
+      CHECK(got.sha256 == want.sha256);
+      CHECK(got.created_unix_ms == want.created_unix_ms);
+      CHECK(got.kernels_json == want.kernels_json);
+      CHECK(got.launch_json == want.launch_json);
+      CHECK(got.compile_log.empty());  // kept by the index only
+    }
+    // Rows lost from a working index (a WAL removed after a checkpoint) come back the same way.
+    REQUIRE(reopened->index().Remove(KeyFor("e1")).ok());
+  }
+  auto again = OpenCache(dir.path());
+  CHECK(again->last_recovery().entries_restored == 1);
+  CHECK(LookupNamed(*again, "e1").artifact.has_value());
+}
+
+TEST_CASE("entry sidecars go with their entries, and ones that cannot restore an entry are removed",
+          "[artifact_cache]") {
+  TempDir dir("kiln-cache");
+  auto sidecar_of = [&](const std::string& name) {
+    const std::string key = KeyFor(name);
+    return dir / ("entries/" + key.substr(0, 2) + "/" + key + ".json");
+  };
+  std::string damaged_sha;
+  {
+    auto cache = OpenCache(dir.path());
+    for (const char* name : {"evicted", "missing", "damaged", "garbage", "renamed", "kept"}) CommitNamed(*cache, name);
+    REQUIRE(cache->Evict(Filter("", "", "", {KeyFor("evicted")}), false).ok());
+    CHECK(!fs::exists(sidecar_of("evicted")));
+    damaged_sha = LookupNamed(*cache, "damaged").artifact->record.sha256;
+  }
+  auto blob_of = [&](const std::string& sha) { return dir / ("blobs/" + sha.substr(0, 2) + "/" + sha); };
+  std::string missing_sha;
+  {
+    auto cache = OpenCache(dir.path());
+    missing_sha = LookupNamed(*cache, "missing").artifact->record.sha256;
+  }
+  for (const char* file : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) fs::remove(dir / file);
+  fs::remove(blob_of(missing_sha));
+  fs::permissions(blob_of(damaged_sha), fs::perms::owner_write, fs::perm_options::add);
+  FlipByte(blob_of(damaged_sha), 10);
+  WriteFile(sidecar_of("garbage"), "{not json");
+  // A sidecar under another key's name is not that key's entry.
+  fs::copy_file(sidecar_of("kept"), sidecar_of("renamed"), fs::copy_options::overwrite_existing);
+
+  auto reopened = OpenCache(dir.path());
+  const RecoveryReport& r = reopened->last_recovery();
+  CHECK(r.entries_restored == 1);  // kept
+  CHECK(r.sidecars_removed == 4);  // missing, damaged, garbage, renamed
+  CHECK(LookupNamed(*reopened, "kept").artifact.has_value());
+  for (const char* name : {"missing", "damaged", "garbage", "renamed"}) {
+    INFO(name);
+    CHECK(!LookupNamed(*reopened, name).artifact.has_value());
+    CHECK(!fs::exists(sidecar_of(name)));
+  }
+  CHECK(reopened->quarantined() == 1);  // the damaged blob
+  CHECK(!fs::exists(blob_of(damaged_sha)));
+}
+
+TEST_CASE("blobs under an index that lost every entry and had no sidecars are counted at open", "[artifact_cache]") {
   TempDir dir("kiln-cache");
   {
     auto cache = OpenCache(dir.path());
@@ -320,7 +407,9 @@ TEST_CASE("blobs under an index that lost every entry are counted at open", "[ar
     CHECK(cache->last_recovery().blobs_without_index == 0);
   }
   for (const char* file : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}) fs::remove(dir / file);
+  fs::remove_all(dir / "entries");  // as a cache written before sidecars
   auto reopened = OpenCache(dir.path());
+  CHECK(reopened->last_recovery().entries_restored == 0);
   CHECK(reopened->last_recovery().blobs_without_index == 3);
   CHECK(reopened->last_recovery().blobs_without_index_bytes == 3000);
   CHECK(reopened->index().GetTotals()->entries == 0);

@@ -230,7 +230,26 @@ TEST_CASE("kilnd evicts to --cache-max-mb after the compile that crossed it and 
   CHECK(CountFiles(d.cache_dir() + "/locks") == 0);
 }
 
-TEST_CASE("kilnd says loudly at start that its index lost every entry while blobs remain", "[cache]") {
+TEST_CASE("kilnd rebuilds a lost index from the entry sidecars at start and serves from disk", "[cache]") {
+  TempDir dir;
+  {
+    DaemonProcess d({.root = dir.path()});
+    Rpc rpc(d.channel());
+    REQUIRE(Get(rpc, OpRequest("rmsnorm", kBf16_4096, "sm_90")).status.ok());
+    REQUIRE(Get(rpc, OpRequest("rmsnorm", {{"dtype", "fp16"}, {"hidden", "4096"}}, "sm_90")).status.ok());
+  }
+  for (const char* file : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"})
+    fs::remove(dir.path() + "/cache/" + file);
+  DaemonProcess d({.root = dir.path()});
+  INFO(d.Log());
+  CHECK(d.Log().find("restored 2 entries from their sidecars") != std::string::npos);
+  CHECK(d.Log().find(" warning ") != std::string::npos);
+  Rpc rpc(d.channel());
+  CHECK(Get(rpc, OpRequest("rmsnorm", kBf16_4096, "sm_90")).response.origin() == v1::ORIGIN_DISK);
+  CHECK(Stats(rpc).compiles() == 0);
+}
+
+TEST_CASE("kilnd says loudly at start that its index lost every entry while blobs without sidecars remain", "[cache]") {
   TempDir dir;
   {
     DaemonProcess d({.root = dir.path()});
@@ -239,6 +258,7 @@ TEST_CASE("kilnd says loudly at start that its index lost every entry while blob
   }
   for (const char* file : {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"})
     fs::remove(dir.path() + "/cache/" + file);
+  fs::remove_all(dir.path() + "/cache/entries");  // a cache written before sidecars
   DaemonProcess d({.root = dir.path()});
   INFO(d.Log());
   CHECK(d.Log().find("index.sqlite has no entries, but blobs/ holds 1 cubins") != std::string::npos);
