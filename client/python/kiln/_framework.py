@@ -8,6 +8,9 @@ from ._errors import InvalidArgument
 
 _torch_registered = False
 _torch_current_stream = None  # device index -> CUstream of torch's current stream there
+_is_compiling = None  # torch.compiler.is_compiling, once kiln.torch_ops has registered the ops
+_compiled_ops = None  # torch.ops.kiln
+_torch_module = None  # torch, for compiled_dtype
 
 
 def torch_of(x):
@@ -32,6 +35,47 @@ def _register_torch(torch):
     to_dlpack = getattr(torch._C, "_to_dlpack", None)
     if to_dlpack is not None:
         _native._register_torch(torch.Tensor, to_dlpack)
+    from . import torch_ops  # noqa: F401  (registers torch.ops.kiln.*: torch.compile routing)
+
+
+def enable_compile_routing(torch, ops):
+    """Called by kiln.torch_ops once the ops are registered: from then on the package's functions
+    call torch.ops.kiln.* (`ops`) while torch is compiling."""
+    global _is_compiling, _compiled_ops, _torch_module
+    _is_compiling, _compiled_ops, _torch_module = torch.compiler.is_compiling, ops, torch
+
+
+def compiling():
+    """Whether torch.compile is tracing the caller (the ops must then be the registered custom
+    ops: dynamo cannot trace into the extension). False until kiln.torch_ops is imported."""
+    return _is_compiling is not None and _is_compiling()
+
+
+def compiled_ops():
+    """torch.ops.kiln (valid when compiling() is True)."""
+    return _compiled_ops
+
+
+def compiled_dtype(name):
+    """A dtype argument (a name or a torch dtype, or None) as a torch dtype, for the custom ops."""
+    return torch_dtype(_torch_module, name)
+
+
+def compiled_stream(api, stream):
+    """Inside torch.compile the compiled graph runs on torch's current stream: a stream argument
+    cannot be honoured, so it is refused rather than ignored."""
+    if stream is not None:
+        raise NotImplementedError(f"{api}: stream= inside torch.compile (the compiled graph launches on torch's "
+                                  f"current stream: use torch.cuda.stream(...) around the compiled call)")
+
+
+def compiled_result(api, result, out, stream):
+    """The custom op's result as the function returns it: `out` filled from it when given."""
+    compiled_stream(api, stream)
+    if out is None:
+        return result
+    out.copy_(result)
+    return out
 
 
 def stream_of(stream, x):

@@ -1,9 +1,12 @@
 """Gated activations (kiln/ops/activation.h): input [..., 2d] = [x | y] per row, out [..., d]."""
 from . import _native
-from ._framework import allocate, stream_of
+from ._framework import allocate, compiled_ops, compiled_result, compiling, stream_of
 
 
 def _gated(api, native, input, out, stream):
+    if compiling():
+        op = getattr(compiled_ops(), api[len("kiln."):])
+        return compiled_result(api, op(input), out, stream)
     if out is None:
         shape = tuple(input.shape)
         out = allocate(api, "out", input, shape=shape[:-1] + (shape[-1] // 2,))

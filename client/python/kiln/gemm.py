@@ -1,7 +1,7 @@
 """GEMM (kiln/ops/gemm.h, docs/kernels-gemm.md): d = a . b^T on sm_90a devices. a [..., K] and
 b [N, K] are K-major; d is allocated (a's dtype, or out_dtype) when omitted."""
 from . import _native
-from ._framework import allocate, stream_of
+from ._framework import allocate, compiled_dtype, compiled_ops, compiled_result, compiling, stream_of
 
 
 def _out(api, a, rows_shape, n, out, out_dtype):
@@ -12,6 +12,9 @@ def _out(api, a, rows_shape, n, out, out_dtype):
 
 def gemm(a, b, *, bias=None, c=None, beta=0.0, out=None, out_dtype=None, stream=None):
     """d [..., N] = a . b^T (+ bias [N]) (+ beta * c); bf16/fp16 inputs, d bf16/fp16/fp32."""
+    if compiling():
+        d = compiled_ops().gemm(a, b, bias, c, float(beta), compiled_dtype(out_dtype))
+        return compiled_result("kiln.gemm", d, out, stream)
     d = _out("kiln.gemm", a, a.shape[:-1], b.shape[0], out, out_dtype)
     _native.gemm(d, a, b, bias, c, beta, stream_of(stream, a))
     return d

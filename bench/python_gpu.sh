@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The Python package's GPU tests on the GPU machine (device tool, H200). That machine has
+# Python 3.12 with torch (/opt/torch/.venv) but neither the Python this checkout's package is
+# built for nor pytest, gRPC or the DLPack header; so the extension kiln._native is compiled
+# there, against the bundle's libkiln_client, and run from a folder outside the tree.
+#
+#   bash bench/python_gpu.sh prepare [BUILD_DIR]   # here, after bench/gpu_bundle.sh (which must
+#                                                  # include BUILD_DIR/client/libkiln_client.so.*):
+#                                                  # copies the headers and pytest's wheels into
+#                                                  # .gpu/python/
+#   bash bench/python_gpu.sh run [PYTEST_ARGS...]  # there, from the repository root: builds
+#                                                  # /tmp/kiln-py/kiln, runs pytest tests/python
+#
+# FlashInfer, when installed outside the tree (../shared/gpu/README.md: --target /tmp/fisite),
+# is found through PYTHONPATH=/tmp/fisite; the FlashInfer comparisons skip visibly otherwise.
+set -euo pipefail
+what=${1:-run}
+shift || true
+
+if [[ $what == prepare ]]; then
+  build=${1:-build}
+  dest=.gpu/python
+  rm -rf "$dest" && mkdir -p "$dest/include/kiln/ops" "$dest/include/dlpack" "$dest/wheels"
+  cp "$build"/client/include/kiln/version.h "$dest/include/kiln/"
+  cp "$build"/client/include/kiln/ops/all.h "$dest/include/kiln/ops/"
+  cp /usr/include/dlpack/dlpack.h "$dest/include/dlpack/"
+  python3 -m pip download --no-deps -q pytest pluggy iniconfig packaging -d "$dest/wheels"
+  echo "python_gpu.sh: $dest ready ($(du -sh "$dest" | cut -f1))"
+  exit 0
+fi
+
+[[ $what == run ]] || { echo "usage: bash bench/python_gpu.sh prepare [BUILD_DIR] | run [PYTEST_ARGS...]" >&2; exit 2; }
+source .gpu/env.sh
+py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
+site=/tmp/kiln-py
+rm -rf "$site" && mkdir -p "$site"
+"$py" -m pip install -q --no-deps --no-index --target "$site" .gpu/python/wheels/*.whl
+cp -r client/python/kiln "$site/kiln"
+cat > "$site/kiln/_build_info.py" <<INFO
+"""Written by bench/python_gpu.sh on the GPU machine."""
+CHECKOUT = "$PWD"
+BUILD_DIR = ""
+CLIENT_FROM = "the GPU bundle ($PWD/.gpu/lib)"
+BUNDLED_CLIENT = False
+INFO
+lib=$(ls .gpu/lib/libkiln_client.so.* | head -1)
+suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+include=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -I"$include" -Iclient/include -I.gpu/python/include \
+  client/python/src/kiln_native.cpp "$lib" -Wl,-rpath,"$PWD/.gpu/lib" -o "$site/kiln/_native$suffix"
+echo "python_gpu.sh: kiln._native built for $("$py" --version) against $lib"
+export PYTHONPATH="$site:${PYTHONPATH:-}"
+export KILN_TEST_KILND=$PWD/.gpu/bin/kilnd KILN_TEST_KERNELS_DIR=$PWD/kernels
+cd tests/python && "$py" -m pytest -q -p no:cacheprovider "$@"
