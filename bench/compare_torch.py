@@ -22,6 +22,9 @@ Llama-3.1-8B shapes, the same cases as kiln-bench's default list). For each case
      per-call time = replay time / CALLS; the rows give the median, spread and minimum. When a
      backend cannot be captured, its calls are timed back to back with events (the row says so).
 
+Backends: kiln, PyTorch's, and FlashInfer's where it imports (bench/flashinfer_peer.py: rms_norm,
+fused_add_rms_norm, the gated activations and both RoPE forms; --no-flashinfer leaves them out).
+
 Rows: op, backend, case, dtype, shape, median/std/min us, TFLOP/s where an op counts FLOPs (gemm), GB/s (the bytes an op must move /
 time), % of the device-to-device copy bandwidth measured in the same run, and the time ratio
 to Kiln (backend / kiln: above 1 means Kiln is faster). Ops whose C function the library
@@ -76,6 +79,8 @@ PAGED = bench_module("decode/paged_table.py")        # the page table (plain Pyt
 SDPA = bench_module("decode/sdpa_baseline.py")       # dense K/V and PyTorch's decode attention
 ALLOWED = bench_module("sampling/allowed_set.py")    # the samplers' allowed sets (plain Python)
 SAMPLERS = bench_module("sampling/torch_baseline.py")  # PyTorch's eager samplers
+FI = bench_module("flashinfer_peer.py")              # FlashInfer's calls, when it imports
+USE_FLASHINFER = True                                # --no-flashinfer turns its backends off
 
 # ---- DLPack through ctypes ------------------------------------------------------------------
 
@@ -286,7 +291,8 @@ class RmsNorm(Op):
 
     def torch_backends(self):
         return {"torch": lambda t: (torch_rms_norm(t["input"], t["weight"]),),
-                "torch_F.rms_norm": lambda t: (F.rms_norm(t["input"], (t["input"].shape[-1],), t["weight"], EPS),)}
+                "torch_F.rms_norm": lambda t: (F.rms_norm(t["input"], (t["input"].shape[-1],), t["weight"], EPS),),
+                **FI.backends(USE_FLASHINFER, lambda: FI.rms_norm(EPS))}
 
     def bytes(self, t):
         return 2 * nbytes(t["input"]) + nbytes(t["weight"])
@@ -314,7 +320,8 @@ class FusedAddRmsNorm(Op):
             r = t["input"] + t["residual"]  # fp32 math, one rounding, as Kiln stores it
             return F.rms_norm(r, (r.shape[-1],), t["weight"], EPS), r
 
-        return {"torch": eager, "torch_F.rms_norm": functional}
+        return {"torch": eager, "torch_F.rms_norm": functional,
+                **FI.backends(USE_FLASHINFER, lambda: FI.fused_add_rms_norm(EPS))}
 
     def bytes(self, t):
         return 4 * nbytes(t["input"]) + nbytes(t["weight"])
@@ -338,7 +345,7 @@ class ActAndMul(Op):
             d = t["input"].shape[-1] // 2
             return (self.act(t["input"][..., :d]) * t["input"][..., d:],)
 
-        return {"torch": eager}
+        return {"torch": eager, **FI.backends(USE_FLASHINFER, lambda: FI.act_and_mul(self.name))}
 
     def bytes(self, t):
         return nbytes(t["input"]) + nbytes(t["out"])
@@ -366,7 +373,8 @@ class ApplyRope(Op):
                                    stream_handle())
 
     def torch_backends(self):
-        return {"torch_cos_sin_cache": lambda t: torch_rope_cached(t["q"], t["k"], t["positions"], self.cache)}
+        return {"torch_cos_sin_cache": lambda t: torch_rope_cached(t["q"], t["k"], t["positions"], self.cache),
+                **FI.backends(USE_FLASHINFER, lambda: FI.apply_rope_llama31(ROPE_THETA, ROPE_LLAMA31))}
 
     def bytes(self, t):
         return 2 * nbytes(t["q"], t["k"]) + nbytes(t["positions"])
@@ -389,7 +397,8 @@ class ApplyRopeWithCosSinCache(Op):
                                                       dl["cos_sin_cache"].ref(), ctypes.c_int(0), stream_handle())
 
     def torch_backends(self):
-        return {"torch": lambda t: torch_rope_cached(t["q"], t["k"], t["positions"], t["cos_sin_cache"])}
+        return {"torch": lambda t: torch_rope_cached(t["q"], t["k"], t["positions"], t["cos_sin_cache"]),
+                **FI.backends(USE_FLASHINFER, FI.apply_rope_with_cos_sin_cache)}
 
     def bytes(self, t):
         # q and k read and written; each token's cache row read once
@@ -1200,7 +1209,13 @@ def main():
     parser.add_argument("--max-calls", type=int, default=4096, help="the most calls per graph")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--out", help="JSON file for the rows")
+    parser.add_argument("--no-flashinfer", action="store_true",
+                        help="leave FlashInfer's backends out even when it imports (its JIT compiles take minutes)")
     args = parser.parse_args()
+    global USE_FLASHINFER
+    USE_FLASHINFER = not args.no_flashinfer
+    flashinfer_note = ("off (--no-flashinfer)" if args.no_flashinfer else
+                       FI.version() if FI.flashinfer is not None else f"not run: {FI.FLASHINFER_MISSING}")
 
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # the primary context, current on this thread (Kiln uses it)
@@ -1209,7 +1224,7 @@ def main():
     props = torch.cuda.get_device_properties(0)
     l2_bytes = getattr(props, "L2_cache_size", 60 << 20)
     copy_gbps, copy_us = copy_bandwidth(args.reps)
-    print(f"# {props.name}, torch {torch.__version__}, L2 {l2_bytes >> 20} MB; "
+    print(f"# {props.name}, torch {torch.__version__}, flashinfer {flashinfer_note}, L2 {l2_bytes >> 20} MB; "
           f"device-to-device copy {copy_gbps:.0f} GB/s ({copy_us:.1f} us per GiB)")
 
     wanted = None if args.ops == "all" else set(args.ops.split(","))
@@ -1250,7 +1265,8 @@ def main():
                 rows.extend(case_rows)
     for s in skipped:
         print(f"# skipped {s}")
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "gpu": props.name,
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "flashinfer": flashinfer_note,
+            "gpu": props.name,
             "command": " ".join(sys.argv), "copy_gbps": round(copy_gbps, 1), "l2_bytes": l2_bytes,
             "tolerance": {k: 2 * v for k, v in TOLERANCE.items()}, "skipped": skipped, "failures": failures,
             "time_vs_kiln": "backend median / kiln median: above 1, Kiln is faster"}

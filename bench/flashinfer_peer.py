@@ -1,0 +1,64 @@
+"""FlashInfer as a peer backend of bench/compare_torch.py: for each op whose FlashInfer call does
+the same computation, a backend function of the harness' form (t: the case's tensors -> the
+outputs, in the op's output order), compared and timed exactly like the torch backends.
+
+FlashInfer is optional: when `import flashinfer` fails, no backend is added and the run says
+why (FLASHINFER_MISSING). Its first call of each module JIT-compiles it with nvcc (minutes on
+the H200 machine, ../shared/gpu/README.md): warm it in a run of its own when budgets are short.
+Covered here: rms_norm, fused_add_rms_norm, silu/gelu/gelu_tanh_and_mul, apply_rope (Llama-3.1
+scaling, positions as given), apply_rope_with_cos_sin_cache (NeoX). In-place FlashInfer calls
+return the tensors they rotated or normalized.
+"""
+try:
+    import flashinfer
+    FLASHINFER_MISSING = ""
+except Exception as e:  # noqa: BLE001 - not installed, or its dependencies are missing
+    flashinfer = None
+    FLASHINFER_MISSING = f"{type(e).__name__}: {e}"
+
+
+def version():
+    return getattr(flashinfer, "__version__", "?") if flashinfer is not None else None
+
+
+def rms_norm(eps):
+    return {"flashinfer": lambda t: (flashinfer.rmsnorm(t["input"], t["weight"], eps),)}
+
+
+def fused_add_rms_norm(eps):
+    def call(t):
+        flashinfer.fused_add_rmsnorm(t["input"], t["residual"], t["weight"], eps)
+        return t["input"], t["residual"]
+
+    return {"flashinfer": call}
+
+
+def act_and_mul(name):
+    return {"flashinfer": lambda t: (getattr(flashinfer, name)(t["input"]),)}
+
+
+def apply_rope_llama31(theta, llama31):
+    def call(t):
+        flashinfer.apply_llama31_rope_pos_ids_inplace(
+            t["q"], t["k"], t["positions"], rope_scale=llama31["factor"], rope_theta=theta,
+            low_freq_factor=llama31["low_freq_factor"], high_freq_factor=llama31["high_freq_factor"],
+            old_context_len=llama31["original_max_position"])
+        return t["q"], t["k"]
+
+    return {"flashinfer": call}
+
+
+def apply_rope_with_cos_sin_cache():
+    def call(t):
+        q, k = t["q"], t["k"]
+        flashinfer.apply_rope_with_cos_sin_cache_inplace(t["positions"], q.view(q.shape[0], -1),
+                                                         k.view(k.shape[0], -1), q.shape[-1], t["cos_sin_cache"],
+                                                         is_neox=True)
+        return q, k
+
+    return {"flashinfer": call}
+
+
+def backends(enabled, make):
+    """make() when FlashInfer imported and the run asked for it, else no backend."""
+    return make() if enabled and flashinfer is not None else {}
