@@ -30,7 +30,8 @@ from .sampling import argmax, min_p_sampling, top_k_sampling, top_k_top_p_sampli
 __version__ = _native.header_version
 
 if "torch" in __import__("sys").modules:  # torch first: its custom ops now (torch.compile routing)
-    from . import torch_ops  # noqa: F401
+    from ._framework import register_torch_ops
+    register_torch_ops()
 
 
 def version():

@@ -35,7 +35,21 @@ def _register_torch(torch):
     to_dlpack = getattr(torch._C, "_to_dlpack", None)
     if to_dlpack is not None:
         _native._register_torch(torch.Tensor, to_dlpack)
-    from . import torch_ops  # noqa: F401  (registers torch.ops.kiln.*: torch.compile routing)
+    register_torch_ops()
+
+
+compile_routing_error = None  # why torch.ops.kiln.* could not be registered (an older torch), else None
+
+
+def register_torch_ops():
+    """Imports kiln.torch_ops (torch.ops.kiln.*, and the routing under torch.compile). A torch
+    without torch.library.custom_op (before 2.4) leaves the eager ops working: the reason is kept
+    in compile_routing_error, and torch.compile then breaks the graph at kiln's calls."""
+    global compile_routing_error
+    try:
+        from . import torch_ops  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - eager calls must keep working whatever this torch lacks
+        compile_routing_error = f"{type(e).__name__}: {e}"
 
 
 def enable_compile_routing(torch, ops):
