@@ -22,8 +22,9 @@ Llama-3.1-8B shapes, the same cases as kiln-bench's default list). For each case
      per-call time = replay time / CALLS; the rows give the median, spread and minimum. When a
      backend cannot be captured, its calls are timed back to back with events (the row says so).
 
-Backends: kiln, PyTorch's, and FlashInfer's where it imports (bench/flashinfer_peer.py: rms_norm,
-fused_add_rms_norm, the gated activations and both RoPE forms; --no-flashinfer leaves them out).
+Backends: kiln, PyTorch's, and FlashInfer's where it imports (bench/flashinfer_peer.py: the norms,
+the gated activations, both RoPE forms, append_paged_kv, batch_decode with its tensor-core
+setting, the samplers; --no-flashinfer leaves them out).
 
 Rows: op, backend, case, dtype, shape, median/std/min us, TFLOP/s where an op counts FLOPs (gemm), GB/s (the bytes an op must move /
 time), % of the device-to-device copy bandwidth measured in the same run, and the time ratio
@@ -424,6 +425,7 @@ class BatchDecode(Op):
 
     def __init__(self):
         self.plan = None
+        self.fi_peer = None
 
     def make(self, a, dtype, gen):
         self.axes, self.dtype = a, dtype
@@ -446,7 +448,7 @@ class BatchDecode(Op):
         v = uniform((b, length, hk, d), torch.float32, gen, -0.5, 0.5) + signs[:, region_of]
         v_cache.view(-1, hk, d)[rows] = v.reshape(b * length, hk, d).to(dtype)
         del v, signs
-        return {"out": torch.empty(b, hq, d, dtype=dtype, device="cuda"),
+        t = {"out": torch.empty(b, hq, d, dtype=dtype, device="cuda"),
                 "lse": torch.empty(b, hq, dtype=torch.float32, device="cuda"),
                 "q": uniform((b, hq, d), dtype, gen),
                 "k_cache": k_cache, "v_cache": v_cache,
@@ -455,6 +457,8 @@ class BatchDecode(Op):
                 # The same K and V stored densely, as SDPA reads them (copied once, not timed).
                 "k_dense": SDPA.dense_kv(k_cache, rows, b, length),
                 "v_dense": SDPA.dense_kv(v_cache, rows, b, length)}
+        self.fi_peer = FI.backends(USE_FLASHINFER, lambda: {"peer": FI.DecodePeer(torch, t, a, dtype)}).get("peer")
+        return t
 
     def prepare(self, lib, t):
         a, table = self.axes, self.table
@@ -473,6 +477,7 @@ class BatchDecode(Op):
         if self.plan is not None:
             lib.kiln_batch_decode_plan_destroy(self.plan)
             self.plan = None
+        self.fi_peer = None
 
     def kiln(self, lib, dl):
         workspace = ctypes.c_void_p(self.workspace.data_ptr() if self.workspace_bytes else None)
@@ -482,7 +487,8 @@ class BatchDecode(Op):
                                      stream_handle())
 
     def torch_backends(self):
-        return {"torch_sdpa_dense": lambda t: (SDPA.sdpa_decode(t["q"], t["k_dense"], t["v_dense"]),)}
+        return {"torch_sdpa_dense": lambda t: (SDPA.sdpa_decode(t["q"], t["k_dense"], t["v_dense"]),),
+                **(self.fi_peer.backends() if self.fi_peer is not None else {})}
 
     def bytes(self, t):
         return PAGED.decode_bytes(self.axes, t["q"].element_size())
@@ -616,7 +622,8 @@ class AppendPagedKv(Op):
             t["v_cache"].view(-1, hk, d).index_copy_(0, t["slot_mapping"], t["v"])
             return t["k_cache"], t["v_cache"]
 
-        return {"torch_index_put": index_put, "torch_index_copy_slots": slot_mapping}
+        return {"torch_index_put": index_put, "torch_index_copy_slots": slot_mapping,
+                **FI.backends(USE_FLASHINFER, FI.append_paged_kv)}
 
     def bytes(self, t):
         return PAGED.append_bytes(self.axes, t["k"].element_size())
@@ -716,7 +723,8 @@ class Sampler(Op):
         return lib.kiln_argmax(samples, probs, stream)
 
     def torch_backends(self):
-        return {"torch": lambda t: (self.torch_fn(t["probs"]).view(-1),)}
+        return {"torch": lambda t: (self.torch_fn(t["probs"]).view(-1),),
+                **FI.backends(USE_FLASHINFER, lambda: FI.sampler(self.name, self.params, SAMPLING_SEED))}
 
     def bytes(self, t):
         return nbytes(t["probs"], t["samples"], *(t[name] for name in self.params))

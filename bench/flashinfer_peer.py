@@ -6,8 +6,11 @@ FlashInfer is optional: when `import flashinfer` fails, no backend is added and 
 why (FLASHINFER_MISSING). Its first call of each module JIT-compiles it with nvcc (minutes on
 the H200 machine, ../shared/gpu/README.md): warm it in a run of its own when budgets are short.
 Covered here: rms_norm, fused_add_rms_norm, silu/gelu/gelu_tanh_and_mul, apply_rope (Llama-3.1
-scaling, positions as given), apply_rope_with_cos_sin_cache (NeoX). In-place FlashInfer calls
-return the tensors they rotated or normalized.
+scaling, positions as given), apply_rope_with_cos_sin_cache (NeoX), append_paged_kv, batch_decode
+(BatchDecodeWithPagedKVCacheWrapper with use_tensor_cores=True, its setting for GQA, planned
+once per case outside the timing; out compared, its lse is base 2), and the samplers from
+probabilities with the run's seed (draws checked against the allowed sets, reported like
+PyTorch's). In-place FlashInfer calls return the tensors they wrote.
 """
 try:
     import flashinfer
@@ -57,6 +60,41 @@ def apply_rope_with_cos_sin_cache():
         return q, k
 
     return {"flashinfer": call}
+
+
+def append_paged_kv():
+    def call(t):
+        flashinfer.append_paged_kv_cache(t["k"], t["v"], t["batch_indices"], t["positions"],
+                                          (t["k_cache"], t["v_cache"]), t["kv_indices"], t["kv_indptr"],
+                                          t["kv_last_page_len"])
+        return t["k_cache"], t["v_cache"]
+
+    return {"flashinfer": call}
+
+
+class DecodePeer:
+    """A planned BatchDecodeWithPagedKVCacheWrapper for one case (made in the op's make())."""
+
+    def __init__(self, torch, t, axes, dtype):
+        self.wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+            torch.empty(128 << 20, dtype=torch.uint8, device="cuda"), "NHD", use_tensor_cores=True)
+        self.wrapper.plan(t["kv_indptr"], t["kv_indices"], t["kv_last_page_len"], axes["num_qo_heads"],
+                          axes["num_kv_heads"], axes["head_dim"], axes["page_size"], q_data_type=dtype,
+                          kv_data_type=dtype)
+
+    def backends(self):
+        return {"flashinfer_tensor_cores": lambda t: (self.wrapper.run(t["q"], (t["k_cache"], t["v_cache"])),)}
+
+
+def sampler(name, params, seed):
+    """FlashInfer's sampler for Kiln's op `name` (None: FlashInfer has none, e.g. argmax)."""
+    fi_name = {"top_k_sampling": "top_k_sampling_from_probs", "top_p_sampling": "top_p_sampling_from_probs",
+               "top_k_top_p_sampling": "top_k_top_p_sampling_from_probs",
+               "min_p_sampling": "min_p_sampling_from_probs"}.get(name)
+    if fi_name is None:
+        return {}
+    fn = getattr(flashinfer.sampling, fi_name)
+    return {"flashinfer": lambda t: (fn(t["probs"], *(t[p] for p in params), seed=seed, offset=0).view(-1),)}
 
 
 def backends(enabled, make):
