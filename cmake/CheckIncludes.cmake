@@ -75,7 +75,7 @@ set(KILN_INCLUDE_RULES
   "client_ranks   : client_ranks kiln_public : kiln-launch includes only its own folder and the public headers"
   "tests          : * : tests/ may include anything"
   "tests_support  : * : tests/ may include anything"
-  "bench          : bench client_* kiln_public kernels_traces tests_support kiln_contract : bench/ includes only bench/, client/, the public headers, kernels/traces/, tests/support/ and the op contracts"
+  "bench          : bench client_* kiln_public kernels_traces tests_support kiln_contract proto_shared : bench/ includes only bench/, client/, the public headers, kernels/traces/, tests/support/, the op contracts and the shared headers of proto/ (the spec-list format)"
 )
 
 # Known violations allowed for now: "<file> <header>", printed on every run; an entry that no
