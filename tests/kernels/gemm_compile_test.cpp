@@ -222,37 +222,44 @@ TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for s
   CHECK(std::string(typed.status().message()).find("dtype") != std::string::npos);
 }
 
-TEST_CASE("fp8_gemm compiles every tile for sm_90a without spills", "[gemm][compile]") {
+TEST_CASE("fp8_gemm compiles every tile and the decode splits for sm_90a without spills", "[gemm][compile]") {
   int compiled = 0;
   for (const char* out : {"bf16", "fp32"}) {
     for (int tile_m : gemm::kTileMChoices) {
       for (int tile_n : gemm::kTileNChoices) {
         if (std::string(out) == "fp32" && !(tile_m == 128 && tile_n == 256)) continue;
-        const int stages = gemm::GemmMaxStages(tile_m, tile_n);
-        Params params = TacticParams("bf16", out, tile_m, tile_n, stages);
-        params.erase("split_k");
-        params.erase("dtype");
-        auto spec = OpRegistry::Builtin().Generate("fp8_gemm", params, *Tree());
-        INFO(tile_m << "x" << tile_n << " " << out << ": " << spec.status().ToString());
-        REQUIRE(spec.ok());
-        CHECK(spec->uri == "fp8_gemm_e4m3_o" + std::string(out) + "_t" + std::to_string(tile_m) + "x" +
-                               std::to_string(tile_n) + "x128s" + std::to_string(stages) + "g8");
-        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-        auto result = Compiler().Compile(request);
-        INFO(result.status().ToString());
-        REQUIRE(result.ok());
-        ++compiled;
-        REQUIRE(result->kernels.size() == 1);
-        CHECK(result->kernels[0].name == "kiln_fp8_gemm");
-        // Two accumulator sets (a block's product, 128 columns at most, and the promoted sums of
-        // up to 256 columns) stay in registers.
-        CHECK(result->kernels[0].spill_store_bytes == 0);
-        CHECK(result->kernels[0].spill_load_bytes == 0);
-        CHECK(result->kernels[0].stack_bytes == 0);
+        // Every split of the 64-row tiles with bf16 out (the memory-bound ones), 2 of the others.
+        std::vector<int> splits = {1};
+        if (std::string(out) == "bf16")
+          for (int split : {2, 4, 8})
+            if (tile_m == 64 || split == 2) splits.push_back(split);
+        for (int split : splits) {
+          const int stages = gemm::GemmMaxStages(tile_m, tile_n, split);
+          Params params = TacticParams("bf16", out, tile_m, tile_n, stages, 8, split);
+          params.erase("dtype");
+          auto spec = OpRegistry::Builtin().Generate("fp8_gemm", params, *Tree());
+          INFO(tile_m << "x" << tile_n << " split " << split << " " << out << ": " << spec.status().ToString());
+          REQUIRE(spec.ok());
+          CHECK(spec->uri == "fp8_gemm_e4m3_o" + std::string(out) + "_t" + std::to_string(tile_m) + "x" +
+                                 std::to_string(tile_n) + "x128s" + std::to_string(stages) + "g8" +
+                                 (split > 1 ? "k" + std::to_string(split) : ""));
+          server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+          auto result = Compiler().Compile(request);
+          INFO(result.status().ToString());
+          REQUIRE(result.ok());
+          ++compiled;
+          REQUIRE(result->kernels.size() == 1);
+          CHECK(result->kernels[0].name == "kiln_fp8_gemm");
+          // Two accumulator sets (a block's product, 128 columns at most, and the promoted sums of
+          // up to 256 columns) stay in registers.
+          CHECK(result->kernels[0].spill_store_bytes == 0);
+          CHECK(result->kernels[0].spill_load_bytes == 0);
+          CHECK(result->kernels[0].stack_bytes == 0);
+        }
       }
     }
   }
-  CHECK(compiled == 6 + 1);
+  CHECK(compiled == 6 + 1 + 3 * 3 + 3);
 }
 
 TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {

@@ -29,14 +29,13 @@ struct Fp8GemmSpec {
   int32_t tile_n = 0;
   int32_t stages = 0;
   int32_t group_m = 0;
+  int32_t split_k = 1;
   bool operator==(const Fp8GemmSpec&) const = default;
-  auto Fields() const { return std::tie(out_dtype, tile_m, tile_n, stages, group_m); }
+  auto Fields() const { return std::tie(out_dtype, tile_m, tile_n, stages, group_m, split_k); }
   std::map<std::string, std::string> Params() const {
-    return {{gemm::kParamOutDType, DTypeName(out_dtype)},
-            {gemm::kParamTileM, std::to_string(tile_m)},
-            {gemm::kParamTileN, std::to_string(tile_n)},
-            {gemm::kParamStages, std::to_string(stages)},
-            {gemm::kParamGroupM, std::to_string(group_m)}};
+    return {{gemm::kParamOutDType, DTypeName(out_dtype)},  {gemm::kParamTileM, std::to_string(tile_m)},
+            {gemm::kParamTileN, std::to_string(tile_n)},   {gemm::kParamStages, std::to_string(stages)},
+            {gemm::kParamGroupM, std::to_string(group_m)}, {gemm::kParamSplitK, std::to_string(split_k)}};
   }
 };
 
@@ -71,7 +70,7 @@ Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, vo
                           RememberedTactic(key, [&] { return Fp8TacticFor(plan, *device, false); }));
     tactic = chosen.tactic;
   }
-  const Fp8GemmSpec spec{plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
+  const Fp8GemmSpec spec{plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m, tactic.split_k};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kFp8GemmKernels, spec, plan.device, plan.api));
   KILN_RETURN_IF_ERROR(CheckGemmBlock(ready.launch->entry().block, tactic.tile_m, plan.api, gemm::kFp8GemmOp));
 
@@ -89,10 +88,9 @@ Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, vo
   params.a_scale_stride = plan.a_scale_stride;
   params.b_scale_stride = plan.b_scale_stride;
 
-  // Persistent: a block per tile, at most one per SM.
-  const long long tiles = gemm::GemmTiles(plan.m, plan.n, tactic.tile_m, tactic.tile_n);
-  return LaunchGemmKernel(**driver, ready, gemm::kFp8GemmEntry, std::min<long long>(tiles, device->sms), params,
-                          stream);
+  KILN_ASSIGN_OR_RETURN(const long long blocks,
+                        PersistentGemmBlocks(**driver, ready, tactic, plan.m, plan.n, device->sms, plan.api));
+  return LaunchGemmKernel(**driver, ready, gemm::kFp8GemmEntry, blocks, params, stream);
 }
 
 struct Fp8GemmArgs {
@@ -131,7 +129,7 @@ StatusOr<ChosenGemmTactic> Fp8GemmTacticOfCall(const Fp8GemmPlan& plan, bool ski
 Status LaunchFp8GemmPlan(const Fp8GemmPlan& plan, const gemm::GemmTactic& tactic, void* stream) {
   if (!gemm::Fp8GemmTacticFits(tactic))
     return InvalidArgument(std::string(plan.api) + ": tactic " + GemmTacticText(tactic, gemm::kFp8GemmOp) +
-                           " is not in the fp8_gemm tactic space (gemm's, without a split)");
+                           " is not in the fp8_gemm tactic space (gemm's)");
   return LaunchFp8Gemm(plan, &tactic, stream);
 }
 

@@ -11,7 +11,8 @@
 
 namespace kiln::client {
 
-// INVALID_ARGUMENT when `tactic` is not in fp8_gemm's space (Fp8GemmTacticFits).
+// INVALID_ARGUMENT when `tactic` is not in fp8_gemm's space (Fp8GemmTacticFits: gemm's, splits
+// included).
 Status LaunchFp8GemmPlan(const Fp8GemmPlan& plan, const gemm::GemmTactic& tactic, void* stream);
 
 // The tactic kiln::ops::fp8_gemm would launch for `plan` now: KILN_FORCE_TACTIC's, else the tuned one of its

@@ -124,9 +124,10 @@ StatusOr<Fp8GemmPlan> PlanFp8Gemm(const TensorView& d, const TensorView& a, cons
 }
 
 gemm::GemmTactic ChooseFp8GemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
-  (void)k;  // every tile streams the same K
   if (sms < 1) sms = 1;
   if (m < 1) m = 1;
+  // Memory-bound (decode): the weight must stream at HBM speed; gemm's rule on fp8's K steps.
+  if (m <= 64) return ChooseMemoryBoundTactic(m, n, (k + gemm::kFp8ScaleBlock - 1) / gemm::kFp8ScaleBlock, sms);
   double best = std::numeric_limits<double>::infinity();
   gemm::GemmTactic chosen{64, 64, gemm::GemmMaxStages(64, 64), 8, 1};
   for (const Fp8TileThroughput& t : kFp8TileThroughput) {

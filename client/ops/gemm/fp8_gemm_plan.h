@@ -44,10 +44,11 @@ StatusOr<RowView> ViewAScales(const TensorView& scales, const TensorView& a, int
 StatusOr<Fp8GemmPlan> PlanFp8Gemm(const TensorView& d, const TensorView& a, const TensorView& b,
                                   const TensorView& a_scales, const TensorView& b_scales, const char* api);
 
-// fp8_gemm's default tactic on a device of `sms` multiprocessors, with no tuning: the tile of
-// least predicted time (waves of tiles x the tile's area over its measured relative throughput,
-// fp8_gemm_plan.cpp: kFp8TileThroughput; tile_m 64 up to M 64), never a split, the most stages
-// that fit, raster groups of 8.
+// fp8_gemm's default tactic on a device of `sms` multiprocessors, with no tuning: for M <= 64
+// gemm's memory-bound rule on fp8's K steps of 128 (ChooseMemoryBoundTactic: tile_m 64, K split
+// over a cluster when the tiles fit in one wave); above, the tile of least predicted time (waves
+// of tiles x the tile's area over its measured relative throughput, fp8_gemm_plan.cpp:
+// kFp8TileThroughput), no split, the most stages that fit, raster groups of 8.
 gemm::GemmTactic ChooseFp8GemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 
 }  // namespace kiln::client

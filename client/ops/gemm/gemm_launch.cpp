@@ -1,8 +1,10 @@
 #include "client/ops/gemm/gemm_launch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "client/core/driver/devices.h"
 #include "client/core/loader/kernel_launch.h"
@@ -56,6 +58,56 @@ Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands
                                          operands.a_row_stride, tactic.tile_m, "a", &params->a_map));
   return EncodeGemmOperand(driver, operands.dtype, operands.b, operands.b_rows, operands.k, operands.b_row_stride,
                            tactic.tile_n, "b", &params->b_map);
+}
+
+namespace {
+
+// How many clusters of a split-K kernel run at once (the driver's occupancy calculator knows
+// how the GPCs hold clusters; SMs / split_k can be too many), asked once per function and
+// launch shape (the shape in the key too: a function handle can be reused after an unload).
+StatusOr<int> ActiveClusters(const CudaDriver& driver, CUfunction function, const gemm::GemmTactic& tactic,
+                             unsigned block, unsigned smem, int sms, const char* api) {
+  static std::mutex mutex;
+  static std::map<std::tuple<CUfunction, int, unsigned, unsigned>, int> known;
+  const auto key = std::make_tuple(function, tactic.split_k, block, smem);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  CUlaunchConfig config{};
+  config.gridDimX = static_cast<unsigned>(tactic.split_k);
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = block;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = smem;
+  int clusters = 0;
+  const CUresult r = driver.cuOccupancyMaxActiveClusters(&clusters, function, &config);
+  if (r != CUDA_SUCCESS)
+    return Status(StatusCode::kCudaError, std::string(api) + ": cuOccupancyMaxActiveClusters of the split-K gemm (" +
+                                              std::to_string(tactic.split_k) + " blocks): " + driver.ErrorText(r));
+  if (clusters < 1)
+    return Status(StatusCode::kFailedPrecondition, std::string(api) + ": not one cluster of " +
+                                                       std::to_string(tactic.split_k) +
+                                                       " gemm blocks fits on this GPU at once (" +
+                                                       std::to_string(smem) + " bytes of shared memory each)");
+  clusters = std::min(clusters, sms / tactic.split_k);
+  std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(key, clusters);
+  return clusters;
+}
+
+}  // namespace
+
+StatusOr<long long> PersistentGemmBlocks(const CudaDriver& driver, const PreparedLaunch& ready,
+                                         const gemm::GemmTactic& tactic, int64_t m, int64_t n, int sms,
+                                         const char* api) {
+  const long long tiles = gemm::GemmTiles(m, n, tactic.tile_m, tactic.tile_n);
+  int slots = sms;
+  if (tactic.split_k > 1) {
+    const EntryLaunchReady& e = ready.launch->entry();
+    KILN_ASSIGN_OR_RETURN(slots, ActiveClusters(driver, e.function, tactic, e.block, e.dynamic_smem, sms, api));
+  }
+  return std::min<long long>(tiles, slots) * tactic.split_k;
 }
 
 Status LaunchGemmKernel(const CudaDriver& driver, const PreparedLaunch& ready, const char* entry, long long blocks,

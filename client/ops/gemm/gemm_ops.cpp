@@ -62,40 +62,6 @@ StatusOr<ChosenGemmTactic> TacticFor(const GemmPlan& plan, const GemmTacticContr
   return ChooseTactic(q, controls, skip_tuned);
 }
 
-// How many clusters of a split-K kernel run at once (the driver's occupancy calculator knows
-// how the GPCs hold clusters; SMs / split_k can be too many), asked once per function and
-// launch shape (the shape in the key too: a function handle can be reused after an unload).
-StatusOr<int> ActiveClusters(const CudaDriver& driver, CUfunction function, const gemm::GemmTactic& tactic,
-                             unsigned block, unsigned smem, int sms, const char* api) {
-  static std::mutex mutex;
-  static std::map<std::tuple<CUfunction, int, unsigned, unsigned>, int> known;
-  const auto key = std::make_tuple(function, tactic.split_k, block, smem);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = known.find(key); it != known.end()) return it->second;
-  }
-  CUlaunchConfig config{};
-  config.gridDimX = static_cast<unsigned>(tactic.split_k);
-  config.gridDimY = config.gridDimZ = 1;
-  config.blockDimX = block;
-  config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = smem;
-  int clusters = 0;
-  const CUresult r = driver.cuOccupancyMaxActiveClusters(&clusters, function, &config);
-  if (r != CUDA_SUCCESS)
-    return Status(StatusCode::kCudaError, std::string(api) + ": cuOccupancyMaxActiveClusters of the split-K gemm (" +
-                                              std::to_string(tactic.split_k) + " blocks): " + driver.ErrorText(r));
-  if (clusters < 1)
-    return Status(StatusCode::kFailedPrecondition, std::string(api) + ": not one cluster of " +
-                                                       std::to_string(tactic.split_k) +
-                                                       " gemm blocks fits on this GPU at once (" +
-                                                       std::to_string(smem) + " bytes of shared memory each)");
-  clusters = std::min(clusters, sms / tactic.split_k);
-  std::lock_guard<std::mutex> lock(mutex);
-  known.emplace(key, clusters);
-  return clusters;
-}
-
 // `forced` null: the tactic controls' or the heuristic's for the shape and the device.
 Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* stream) {
   if (plan.m == 0) return OkStatus();  // nothing to do, and nothing to launch
@@ -117,8 +83,7 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   const GemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m, tactic.tile_n,
                       tactic.stages, tactic.group_m, tactic.split_k};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kGemmKernels, spec, plan.device, plan.api));
-  const EntryLaunchReady& e = ready.launch->entry();
-  KILN_RETURN_IF_ERROR(CheckGemmBlock(e.block, tactic.tile_m, plan.api, gemm::kGemmOp));
+  KILN_RETURN_IF_ERROR(CheckGemmBlock(ready.launch->entry().block, tactic.tile_m, plan.api, gemm::kGemmOp));
 
   gemm::GemmParams params{};
   KILN_RETURN_IF_ERROR(EncodeGemmOperands(
@@ -134,16 +99,9 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   params.c_row_stride = plan.c_row_stride;
   params.beta = plan.beta;
 
-  // One cluster of split_k blocks per tile (a block per tile without a split), at most as many
-  // as run at once: the blocks are persistent.
-  const long long tiles = gemm::GemmTiles(plan.m, plan.n, tactic.tile_m, tactic.tile_n);
-  int slots = device->sms;
-  if (tactic.split_k > 1) {
-    KILN_ASSIGN_OR_RETURN(slots,
-                          ActiveClusters(**driver, e.function, tactic, e.block, e.dynamic_smem, device->sms, plan.api));
-  }
-  return LaunchGemmKernel(**driver, ready, gemm::kGemmEntry, std::min<long long>(tiles, slots) * tactic.split_k, params,
-                          stream);
+  KILN_ASSIGN_OR_RETURN(const long long blocks,
+                        PersistentGemmBlocks(**driver, ready, tactic, plan.m, plan.n, device->sms, plan.api));
+  return LaunchGemmKernel(**driver, ready, gemm::kGemmEntry, blocks, params, stream);
 }
 
 struct GemmArgs {

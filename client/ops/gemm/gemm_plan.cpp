@@ -302,6 +302,10 @@ std::vector<gemm::GemmTactic> GemmTuneCandidates(int64_t m, int64_t n, int64_t k
   return out;
 }
 
+gemm::GemmTactic ChooseMemoryBoundTactic(int64_t m, int64_t n, long long k_steps, int sms) {
+  return MemoryBoundChoice(m < 1 ? 1 : m, n, k_steps, sms < 1 ? 1 : sms);
+}
+
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
   if (m <= 64) return MemoryBoundChoice(m, n, (k + gemm::kTileK - 1) / gemm::kTileK, sms < 1 ? 1 : sms);
   return RankTiles(m, n, k, sms).front().tile;

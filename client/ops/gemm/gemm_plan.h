@@ -69,6 +69,11 @@ StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const Tens
 // then the most stages that fit, raster groups of 8.
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 
+// The rule above for M <= 64 alone, on `k_steps` pipeline stages of K (gemm: K / 64; fp8_gemm:
+// K / 128): the tile by M and, when its tiles fit in one wave, the largest split whose clusters
+// all run at once with at least 4 K steps a block. fp8_gemm's heuristic takes it for M <= 64.
+gemm::GemmTactic ChooseMemoryBoundTactic(int64_t m, int64_t n, long long k_steps, int sms);
+
 // Every tactic of the space that suits the shape, in the order the heuristic prefers them (the
 // first is ChooseGemmTactic's): tiles and splits by the rule above (for M <= 64 the 128-row
 // tiles last), then per tile the most stages down to 2, each with group_m 8 first. A blocklist

@@ -13,8 +13,8 @@
 //                                            of kilnd --tactic-blocklist (proto/tactic_blocklist.h)
 //
 // A tactic is written as in the URI: t<tile_m>x<tile_n>x<K per stage>s<stages>g<group_m> (K 64
-// for bf16/fp16 ops, 128 for the fp8 ops), and k<split_k> after it when K is split (gemm only:
-// t64x256x64s4g8k8). Parsing and the choice are pure (tested without
+// for bf16/fp16 ops, 128 for the fp8 ops), and k<split_k> after it when K is split (gemm and
+// fp8_gemm: t64x256x64s4g8k8, t64x256x128s4g8k4). Parsing and the choice are pure (tested without
 // a GPU); the launch reads the controls through GemmTacticControlsFromEnvironment(). docs/diagnostic-controls.md,
 // docs/kernels-gemm.md.
 #pragma once
@@ -30,8 +30,8 @@
 
 namespace kiln::client {
 
-// The ops with tactics, and whether `tactic` is in `op`'s space (gemm's; the grouped ops' without
-// split; fp8_gemm's: gemm's without split) — false for an op without tactics.
+// The ops with tactics, and whether `tactic` is in `op`'s space (gemm's, and fp8_gemm's the same;
+// the grouped ops' without split) — false for an op without tactics.
 inline constexpr const char* kTacticOps[] = {gemm::kGemmOp,    gemm::kGroupedGemmOp,    gemm::kGroupedGemmMaskedOp,
                                              gemm::kFp8GemmOp, gemm::kGroupedFp8GemmOp, gemm::kGroupedFp8GemmMaskedOp};
 bool TacticInSpace(std::string_view op, const gemm::GemmTactic& tactic);

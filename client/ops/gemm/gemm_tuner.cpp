@@ -4,7 +4,8 @@
 //
 // Candidates: gemm's from its shape model (GemmTuneCandidates: tiles and splits that suit the
 // shape); the fp8 and grouped ops' every tile of their space (SpaceTuneCandidates: six at most,
-// no splits); then, for all, the winner's neighbours (raster groups, one stage fewer).
+// no splits), and for fp8_gemm at M <= 64 the 64-row tiles split 2, 4 and 8 ways; then, for all,
+// the winner's neighbours (raster groups, one stage fewer).
 #include <string>
 
 #include "client/core/api/invalid_argument.h"
@@ -64,6 +65,12 @@ StatusOr<tune::Report> TuneFp8Gemm(const Fp8GemmPlan& plan, const tune::Options&
   job.row_stride = plan.d_row_stride;
   job.heuristic = heuristic.tactic;
   job.candidates = SpaceTuneCandidates(gemm::kFp8GemmOp);
+  if (plan.m <= 64) {
+    // Memory-bound: the 64-row tiles split over clusters too (the heuristic's rule picks one).
+    for (int tile_n : {256, 128, 64})
+      for (int split : {2, 4, 8})
+        job.candidates.push_back({64, tile_n, gemm::GemmMaxStages(64, tile_n, split), 8, split});
+  }
   job.launch = [&plan](const gemm::GemmTactic& t, void* s) { return LaunchFp8GemmPlan(plan, t, s); };
   return RunTacticTuning(job, options, stream);
 }

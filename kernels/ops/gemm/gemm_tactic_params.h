@@ -38,7 +38,7 @@ GemmTypes Fp8GemmTypesOf(const ParamValues& values);
 
 // tile_m, tile_n, stages, group_m, in that order.
 std::vector<ParamInfo> GemmTacticParams();
-// split_k (gemm only).
+// split_k (gemm and fp8_gemm).
 ParamInfo GemmSplitKParam();
 
 // The tactic of `values` (split_k given: gemm's own param; grouped_gemm never splits).

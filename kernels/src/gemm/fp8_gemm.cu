@@ -2,7 +2,7 @@
 // A and B with DeepSeek-V3-style fp32 scales (A per 1 x 128 of K, B per 128 x 128 block),
 // promoted into fp32 accumulators once per 128 of K (kiln/gemm/gemm_contract.h).
 // kiln_config.cuh, rendered per specialization by kernels/ops/gemm/fp8_gemm_generator.cpp,
-// chooses the output type and the tactic (tile, stages, raster group).
+// chooses the output type and the tactic (tile, stages, raster group, split-K).
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/gemm/gemm_sm90.cuh"
 
@@ -12,17 +12,24 @@ namespace kiln_gemm_unit {}
 #include "kiln_config.cuh"
 
 #if !defined(KILN_GEMM_TOUT) || !defined(KILN_GEMM_TILE_M) || !defined(KILN_GEMM_TILE_N) || \
-    !defined(KILN_GEMM_STAGES) || !defined(KILN_GEMM_GROUP_M)
+    !defined(KILN_GEMM_STAGES) || !defined(KILN_GEMM_GROUP_M) || !defined(KILN_GEMM_SPLIT_K)
 #error "kiln_config.cuh must define every KILN_GEMM_* parameter (see fp8_gemm_generator.cpp)"
 #endif
 
 using Shape = kiln::gemm::GemmShape<__nv_fp8_e4m3, KILN_GEMM_TOUT, KILN_GEMM_TILE_M, KILN_GEMM_TILE_N, KILN_GEMM_STAGES,
-                                    KILN_GEMM_GROUP_M>;
+                                    KILN_GEMM_GROUP_M, KILN_GEMM_SPLIT_K>;
 
-// Launch (kiln/gemm/gemm_contract.h): persistent, grid.x = min(tiles, SMs), block.x =
-// GemmThreads(tile_m), dynamic shared memory GemmSmemBytes(...). The parameter lives in the
-// parameter space (__grid_constant__) because TMA reads the tensor maps from there.
-extern "C" __global__ void __launch_bounds__(Shape::kThreads, 1)
+// Split-K runs in clusters of split_k blocks along x (compiled in: a plain launch makes them).
+#if KILN_GEMM_SPLIT_K > 1
+#define KILN_GEMM_CLUSTER __cluster_dims__(KILN_GEMM_SPLIT_K, 1, 1)
+#else
+#define KILN_GEMM_CLUSTER
+#endif
+
+// Launch (kiln/gemm/gemm_contract.h): persistent, grid.x = split_k * min(tiles, clusters at
+// once), block.x = GemmThreads(tile_m), dynamic shared memory GemmSmemBytes(...). The parameter
+// lives in the parameter space (__grid_constant__) because TMA reads the tensor maps from there.
+extern "C" __global__ void __launch_bounds__(Shape::kThreads, 1) KILN_GEMM_CLUSTER
     kiln_fp8_gemm(const __grid_constant__ kiln::gemm::GemmParams p) {
   kiln::gemm::Gemm<Shape>(p);
 }

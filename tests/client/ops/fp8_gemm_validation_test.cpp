@@ -157,21 +157,35 @@ TEST_CASE("fp8_gemm's heuristic stays in its tactic space, and a forced tactic o
         const kiln::gemm::GemmTactic t = kiln::client::ChooseFp8GemmTactic(m, n, 4096, sms);
         INFO("m " << m << " n " << n << " sms " << sms);
         CHECK(kiln::gemm::Fp8GemmTacticFits(t));
-        CHECK(t.stages == kiln::gemm::GemmMaxStages(t.tile_m, t.tile_n));
-        if (m <= 64) CHECK(t.tile_m == 64);  // one consumer warp-group: no idle half
+        CHECK(t.stages == kiln::gemm::GemmMaxStages(t.tile_m, t.tile_n, t.split_k));
+        if (m <= 64) {
+          // Memory-bound: gemm's rule on K steps of 128 (one consumer warp-group: no idle half).
+          const kiln::gemm::GemmTactic rule = kiln::client::ChooseMemoryBoundTactic(m, n, 4096 / 128, sms);
+          CHECK(kiln::gemm::SameGemmTactic(t, rule));
+          CHECK(t.tile_m == 64);
+        } else {
+          CHECK(t.split_k == 1);
+        }
       }
-  // Compute-bound shapes get the largest tile; a decode row spreads the weight over more blocks.
+  // Compute-bound shapes get the largest tile; a decode row splits K over clusters so that more
+  // blocks stream the weight: 24 tiles of 64 x 256, 4 ways (8 would need 24 clusters of 8 at
+  // once; 132 SMs hold 15).
   CHECK(kiln::client::ChooseFp8GemmTactic(4096, 4096, 4096, 132).tile_m == 128);
   CHECK(kiln::client::ChooseFp8GemmTactic(4096, 4096, 4096, 132).tile_n == 256);
-  CHECK(kiln::client::ChooseFp8GemmTactic(1, 6144, 4096, 132).tile_n == 64);
+  const kiln::gemm::GemmTactic decode = kiln::client::ChooseFp8GemmTactic(1, 6144, 4096, 132);
+  CHECK(decode.tile_n == 256);
+  CHECK(decode.split_k == 4);
+  // Too little K for a split: 4 K steps of 128 at least a block.
+  CHECK(kiln::client::ChooseFp8GemmTactic(1, 6144, 512, 132).split_k == 1);
 
   Args x;
   const auto plan = kiln::client::PlanFp8Gemm(x.d, x.a, x.b, x.sa, x.sb, "test");
   REQUIRE(plan.ok());
   RequireInvalid(kiln::client::LaunchFp8GemmPlan(*plan, {128, 256, 5, 8, 1}, nullptr),
                  "test: tactic t128x256x128s5g8 is not in the fp8_gemm tactic space");  // 5 x 48 KiB
-  RequireInvalid(kiln::client::LaunchFp8GemmPlan(*plan, {64, 128, 4, 8, 2}, nullptr),
-                 "is not in the fp8_gemm tactic space");
+  RequireInvalid(kiln::client::LaunchFp8GemmPlan(*plan, {64, 128, 4, 8, 3}, nullptr),
+                 "is not in the fp8_gemm tactic space");  // split 3: not a cluster size
+  CHECK(kiln::gemm::Fp8GemmTacticFits({64, 256, kiln::gemm::GemmMaxStages(64, 256, 8), 8, 8}));  // splits are in
   CHECK_FALSE(kiln::gemm::Fp8GemmTacticFits({128, 128, 8, 8, 1}));  // 8 stages of 32 KiB: over 227 KiB
   CHECK(kiln::gemm::Fp8GemmTacticFits({128, 128, 7, 8, 1}));
 }

@@ -262,6 +262,47 @@ TEST_CASE("every tactic of the fp8_gemm space is correct at a small shape", "[gp
   CHECK(tactics == 12);
 }
 
+TEST_CASE("split-K fp8_gemm: every split of the decode tiles, blocks without K steps, the heuristic's splits",
+          "[gpu][gemm][fp8]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(19);
+  int runs = 0;
+  for (int tile_n : kiln::gemm::kTileNChoices) {
+    for (int split : {2, 4, 8}) {
+      const kiln::gemm::GemmTactic tactic{64, tile_n, kiln::gemm::GemmMaxStages(64, tile_n, split), 8, split};
+      REQUIRE(kiln::gemm::Fp8GemmTacticFits(tactic));
+      // K of 9 blocks (the last partial) over the cluster, and K of one block: most blocks of the
+      // cluster have no K step and add zeros; M past one tile row, N not a tile multiple.
+      for (int64_t k : {1040, 112}) {
+        Case c;
+        c.m = k == 112 ? 70 : 5;
+        c.n = 392;
+        c.k = k;
+        c.tactic = &tactic;
+        Run(c, rng);
+        ++runs;
+      }
+    }
+  }
+  CHECK(runs == 18);
+  // The heuristic splits a decode row of the Llama-3.1-8B shapes (4 ways at N 6144, K 4096) and
+  // the result holds, fp32 out too.
+  const int sms = kiln::testing::RequireGpu().multiprocessors;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 14336}}) {
+    for (DType out : {DType::kBFloat16, DType::kFloat32}) {
+      Case c;
+      c.out = out;
+      c.m = 3;
+      c.n = n;
+      c.k = k;
+      INFO(c.Describe() << ": heuristic "
+                        << kiln::client::GemmTacticText(kiln::client::ChooseFp8GemmTactic(c.m, n, k, sms)));
+      CHECK(kiln::client::ChooseFp8GemmTactic(c.m, n, k, sms).split_k > 1);
+      Run(c, rng);
+    }
+  }
+}
+
 // The error of the block-scaled product against a bf16 GEMM's on the same data: with power-of-two
 // scales every dequantized value is exact in bf16, so kiln::ops::gemm multiplies the very same
 // matrices. fp8_gemm's error (fp32 out: only the tensor cores' in-block sums and the promotion)

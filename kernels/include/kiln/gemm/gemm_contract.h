@@ -153,9 +153,10 @@ KILN_CONTRACT_FUNCTION bool GemmTacticFits(const GemmTactic& t, bool grouped = f
          (!grouped || t.split_k == 1) && t.stages >= kMinStages &&
          t.stages <= GemmMaxStages(t.tile_m, t.tile_n, t.split_k, grouped) && t.group_m >= 1 && t.group_m <= kMaxGroupM;
 }
-// fp8_gemm's space: gemm's without a split (a stage holds 128 fp8 elements of K: the same bytes,
-// so the same stage limits; tile_n 256 runs as two 128-column halves, gemm_sm90.cuh).
-KILN_CONTRACT_FUNCTION bool Fp8GemmTacticFits(const GemmTactic& t) { return t.split_k == 1 && GemmTacticFits(t); }
+// fp8_gemm's space: gemm's, splits included (a stage holds 128 fp8 elements of K: the same bytes,
+// so the same stage limits; tile_n 256 runs as two 128-column halves, gemm_sm90.cuh; a split
+// block promotes its own K blocks, then the cluster adds the fp32 partials as gemm's do).
+KILN_CONTRACT_FUNCTION bool Fp8GemmTacticFits(const GemmTactic& t) { return GemmTacticFits(t); }
 
 // A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded by the host with
 // cuTensorMapEncodeTiled and read by TMA from the kernel's parameter space (the entry takes

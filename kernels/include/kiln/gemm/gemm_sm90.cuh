@@ -81,7 +81,6 @@ struct GemmShape {
   static constexpr int kColumnGroups = kTileN / 8;  // 4 accumulators each: the epilogue's unit
 
   static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "A and B are 16-bit (bf16, fp16) or fp8 (e4m3)");
-  static_assert(!kFp8 || kSplitK == 1, "fp8: no split");
   static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
   static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "tile_n is a wgmma N this header has");
   static_assert(kStages >= kMinStages && kStages <= kMaxStages, "stages out of range");
