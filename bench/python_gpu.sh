@@ -43,11 +43,16 @@ BUILD_DIR = ""
 CLIENT_FROM = "the GPU bundle ($PWD/.gpu/lib)"
 BUNDLED_CLIENT = False
 INFO
-lib=$(ls .gpu/lib/libkiln_client.so.* | head -1)
+# The bundle holds the client library in lib/ (a dependency of a bundled binary) or bin/ (named
+# explicitly): either way it goes beside the extension under its soname, found through $ORIGIN.
+lib=$(ls .gpu/lib/libkiln_client.so.* .gpu/bin/libkiln_client.so.* 2>/dev/null | head -1 || true)
+[[ -n $lib ]] || { echo "python_gpu.sh: no libkiln_client in .gpu (bundle build/client/libkiln_client.so.*)" >&2; exit 2; }
+soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
+cp "$lib" "$site/kiln/$soname"
 suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 include=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -I"$include" -Iclient/include -I.gpu/python/include \
-  client/python/src/kiln_native.cpp "$lib" -Wl,-rpath,"$PWD/.gpu/lib" -o "$site/kiln/_native$suffix"
+g++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -I"$include" -Iclient/include -I.gpu/python/include \
+  client/python/src/kiln_native.cpp "$site/kiln/$soname" -Wl,-rpath,'$ORIGIN' -o "$site/kiln/_native$suffix"
 echo "python_gpu.sh: kiln._native built for $("$py" --version) against $lib"
 export PYTHONPATH="$site:${PYTHONPATH:-}"
 export KILN_TEST_KILND=$PWD/.gpu/bin/kilnd KILN_TEST_KERNELS_DIR=$PWD/kernels

@@ -24,7 +24,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("kiln.torch_ops needs torch (pip install torch); the rest of kiln does not") from e
 
-from . import _framework, activation, gemm as _gemm, norm, rope, sampling
+from . import _framework, activation, norm, rope, sampling
+from .gemm import gemm as _kiln_gemm  # (kiln.gemm, the attribute, is the function: the module is shadowed)
 
 _NS = "kiln"
 
@@ -88,8 +89,10 @@ for _gated in (silu_and_mul, gelu_and_mul, gelu_tanh_and_mul):
 @_op("apply_rope", mutates_args=("q", "k"))
 def apply_rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotary_dim: int, interleaved: bool,
                theta: float, llama31: Optional[List[float]]) -> None:
-    rope.apply_rope(q, k, positions, rotary_dim=rotary_dim, interleaved=interleaved, theta=theta,
-                    llama31=None if llama31 is None else tuple(llama31))
+    # The schema carries the scaling as floats; its original_max_position is an int to Kiln.
+    scaling = None if llama31 is None else rope.Llama31RopeScaling(llama31[0], llama31[1], llama31[2],
+                                                                   int(llama31[3]))
+    rope.apply_rope(q, k, positions, rotary_dim=rotary_dim, interleaved=interleaved, theta=theta, llama31=scaling)
 
 
 @apply_rope.register_fake
@@ -114,7 +117,7 @@ def _(q, k, positions, cos_sin_cache, interleaved):
 @_op("gemm")
 def gemm(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], c: Optional[torch.Tensor], beta: float,
          out_dtype: Optional[torch.dtype]) -> torch.Tensor:
-    return _gemm.gemm(a, b, bias=bias, c=c, beta=beta, out_dtype=out_dtype)
+    return _kiln_gemm(a, b, bias=bias, c=c, beta=beta, out_dtype=out_dtype)
 
 
 @gemm.register_fake
