@@ -127,8 +127,9 @@ void UnixListener::Run() {
     while (true) {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd >= 0) {
-        grpc::AddInsecureChannelFromFd(server_, fd);
+        // Health first: gRPC may serve the connection's first call before this thread goes on.
         set_accepting(true);
+        grpc::AddInsecureChannelFromFd(server_, fd);
         continue;
       }
       if (errno == EINTR || errno == ECONNABORTED) continue;
