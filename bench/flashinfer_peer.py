@@ -4,7 +4,7 @@ outputs, in the op's output order), compared and timed exactly like the torch ba
 
 FlashInfer is optional: when `import flashinfer` fails, no backend is added and the run says
 why (FLASHINFER_MISSING). Its first call of each module JIT-compiles it with nvcc (minutes on
-the H200 machine, ../shared/gpu/README.md): warm it in a run of its own when budgets are short.
+the H200 machine; docs/benchmarking.md says how to carry and warm it): warm it in a run of its own when budgets are short.
 Covered here: rms_norm, fused_add_rms_norm, silu/gelu/gelu_tanh_and_mul, apply_rope (Llama-3.1
 scaling, positions as given), apply_rope_with_cos_sin_cache (NeoX), append_paged_kv, batch_decode
 (BatchDecodeWithPagedKVCacheWrapper with use_tensor_cores=True, its setting for GQA, planned

@@ -11,7 +11,7 @@
 #   bash bench/python_gpu.sh run [PYTEST_ARGS...]  # there, from the repository root: builds
 #                                                  # /tmp/kiln-py/kiln, runs pytest tests/python
 #
-# FlashInfer, when installed outside the tree (../shared/gpu/README.md: --target /tmp/fisite),
+# FlashInfer, when unpacked outside the tree (docs/benchmarking.md: /tmp/fisite),
 # is found through PYTHONPATH=/tmp/fisite; the FlashInfer comparisons skip visibly otherwise.
 set -euo pipefail
 what=${1:-run}

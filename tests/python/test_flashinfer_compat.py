@@ -622,7 +622,7 @@ def test_same_as_flashinfer_sampling(kilnd, flashinfer):
     torch = _torch()
     probs = _probs(8, 1000, 12)
     # (Not min_p: FlashInfer's min_p lives in its topk module, whose first JIT compile alone takes
-    # more than 9 minutes on the H200 machine; ../shared/gpu/README.md.)
+    # more than 9 minutes on the H200 machine; docs/benchmarking.md.)
     for name, param in (("top_k_sampling_from_probs", 20), ("top_p_sampling_from_probs", 0.5)):
         for lib in (fi, flashinfer):
             samples = getattr(lib, name)(probs, param)
