@@ -19,6 +19,7 @@ except ImportError as e:  # the extension or libkiln_client.so.0.1 cannot be loa
 from ._errors import (BY_CODE, CudaError, DataLoss, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument,
                       KilnError, NoDriver, NotFound, PermissionDenied, ResourceExhausted, Unavailable, Unimplemented,
                       Unknown)
+from . import comm
 from .activation import gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
 from .decode import BatchDecodePlan, append_paged_kv, batch_decode
 from .gemm import fp8_gemm, gemm, grouped_fp8_gemm, grouped_fp8_gemm_masked, grouped_gemm, grouped_gemm_masked
@@ -96,5 +97,7 @@ __all__ = [
     "BatchPrefillPlan", "batch_prefill_ragged", "batch_prefill_paged", "top_k_sampling", "top_p_sampling",
     "top_k_top_p_sampling", "min_p_sampling", "argmax", "gemm", "grouped_gemm", "grouped_gemm_masked", "fp8_gemm",
     "grouped_fp8_gemm", "grouped_fp8_gemm_masked",
+    # collectives (kiln.comm.Communicator)
+    "comm",
 ]
 del BY_CODE

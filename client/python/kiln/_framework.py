@@ -150,14 +150,14 @@ _DL = {"fp16": (2, 16), "float16": (2, 16), "bf16": (4, 16), "bfloat16": (4, 16)
        "float32": (2, 32)}
 
 
-def dl_dtype(api, dtype):
+def dl_dtype(api, dtype, expected="fp16 or bf16"):
     """(code, bits) for a planner's dtype: "fp16"/"bf16" (or "float16"/"bfloat16"), a torch dtype,
-    a NumPy dtype, or a (code, bits) pair."""
+    a NumPy dtype, or a (code, bits) pair; `expected` names what the caller takes, for the error."""
     if isinstance(dtype, tuple) and len(dtype) == 2:
         return dtype
     name = str(dtype)
     name = name[len("torch."):] if name.startswith("torch.") else name
     if name in _DL:
         return _DL[name]
-    raise InvalidArgument(f"{api}: dtype: expected fp16 or bf16 (a name, a torch dtype or (code, bits)), "
+    raise InvalidArgument(f"{api}: dtype: expected {expected} (a name, a torch dtype or (code, bits)), "
                           f"found {dtype!r}", 1)

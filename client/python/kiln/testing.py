@@ -41,10 +41,10 @@ def _parse_arch(arch):
     return int(digits[:-1]), int(digits[-1]), specific
 
 
-def missing(arch=None):
-    """Why a test needing a GPU (of `arch`) cannot run here, or None when it can. An arch ending
-    in "a" (sm_90a: Hopper's wgmma/TMA kernels) needs exactly that compute capability; others
-    need at least it."""
+def missing(arch=None, gpus=1):
+    """Why a test needing `gpus` CUDA GPUs (of `arch`) cannot run here, or None when it can. An
+    arch ending in "a" (sm_90a: Hopper's wgmma/TMA kernels) needs exactly that compute
+    capability; others need at least it."""
     cap, why = gpu_capability()
     if cap is None:
         return why
@@ -53,12 +53,16 @@ def missing(arch=None):
         ok = cap == (major, minor) if specific else cap >= (major, minor)
         if not ok:
             return f"needs {arch}; device 0 is sm_{cap[0]}{cap[1]}"
+    if gpus > 1:
+        import torch
+        if torch.cuda.device_count() < gpus:
+            return f"needs {gpus} GPUs; this machine has {torch.cuda.device_count()}"
     return None
 
 
-def requires(arch=None):
-    """A pytest mark: skip (with the reason) unless a CUDA GPU of `arch` and torch are here."""
-    why = missing(arch)
+def requires(arch=None, gpus=1):
+    """A pytest mark: skip (with the reason) unless torch and `gpus` CUDA GPUs (of `arch`) are here."""
+    why = missing(arch, gpus)
     return pytest.mark.skipif(why is not None, reason=why or "")
 
 

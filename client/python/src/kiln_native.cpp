@@ -674,6 +674,244 @@ PyObject* GroupedFp8Gemm(PyObject*, PyObject* const* a, Py_ssize_t n) {
   KILN_CALL(F(d.get(), ta.get(), tb.get(), sa.get(), sb.get(), groups.get(), stream));
 }
 
+// ---- comm (kiln/comm.h) --------------------------------------------------------------------------
+// A communicator lives in a CommHolder behind a capsule. close() (comm_destroy) frees it early;
+// registered tensors keep the capsule alive (their DLPack deleter drops the reference), and
+// close() is refused while any is alive, since their memory goes with the communicator.
+
+constexpr const char* kCommCapsule = "kiln_comm";
+
+struct CommHolder {
+  kiln_comm* comm = nullptr;
+  Py_ssize_t live_tensors = 0;
+};
+
+void DestroyCommCapsule(PyObject* capsule) {
+  auto* holder = static_cast<CommHolder*>(PyCapsule_GetPointer(capsule, kCommCapsule));
+  if (holder == nullptr) return;
+  kiln_comm* comm = holder->comm;
+  delete holder;
+  Py_BEGIN_ALLOW_THREADS;
+  kiln_comm_destroy(comm);  // waits for this rank's work on it
+  Py_END_ALLOW_THREADS;
+}
+
+// The open communicator of a capsule, or NULL with an exception naming `api`.
+kiln_comm* OpenComm(PyObject* capsule, const char* api, CommHolder** holder_out = nullptr) {
+  auto* holder = static_cast<CommHolder*>(PyCapsule_GetPointer(capsule, kCommCapsule));
+  if (holder == nullptr) return nullptr;
+  if (holder->comm == nullptr) {
+    RaiseStatus(KILN_ERROR_FAILED_PRECONDITION, (std::string(api) + ": the communicator is closed").c_str());
+    return nullptr;
+  }
+  if (holder_out != nullptr) *holder_out = holder;
+  return holder->comm;
+}
+
+// device, buffer_bytes, setup_timeout_ms, kernel_timeout_ms -> kiln_comm_options
+bool CommOptions(PyObject* const* a, kiln_comm_options* options) {
+  kiln_comm_options_init(options);
+  int64_t device, setup, kernel;
+  uint64_t buffer;
+  if (!Int64(a[0], &device) || !UInt64(a[1], &buffer) || !Int64(a[2], &setup) || !Int64(a[3], &kernel)) return false;
+  if (device < INT32_MIN || device > INT32_MAX || setup > INT32_MAX || kernel > INT32_MAX || setup < INT32_MIN ||
+      kernel < INT32_MIN) {
+    PyErr_SetString(PyExc_OverflowError, "kiln.comm: device or a timeout does not fit in int32");
+    return false;
+  }
+  options->device = static_cast<int>(device);
+  options->buffer_bytes = static_cast<size_t>(buffer);
+  options->setup_timeout_ms = static_cast<int>(setup);
+  options->kernel_timeout_ms = static_cast<int>(kernel);
+  return true;
+}
+
+PyObject* FinishComm(kiln_status status, kiln_comm* comm) {
+  if (status != KILN_OK) return RaiseStatus(status, kiln_last_error());
+  auto* holder = new CommHolder{comm, 0};
+  PyObject* capsule = PyCapsule_New(holder, kCommCapsule, DestroyCommCapsule);
+  if (capsule == nullptr) {
+    delete holder;
+    kiln_comm_destroy(comm);
+  }
+  return capsule;
+}
+
+// comm_create(rank, world_size, address, device, buffer_bytes, setup_timeout_ms,
+//             kernel_timeout_ms) -> capsule; address None: from the environment (kiln-launch).
+PyObject* CommCreate(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  if (!ArgCount("comm_create", n, 7)) return nullptr;
+  kiln_comm_options options;
+  if (!CommOptions(a + 3, &options)) return nullptr;
+  kiln_comm* comm = nullptr;
+  kiln_status status;
+  if (a[2] == Py_None) {
+    // Waits for the other ranks (up to the setup timeout): not under the GIL.
+    Py_BEGIN_ALLOW_THREADS;
+    status = kiln_comm_create_from_env(&options, &comm);
+    Py_END_ALLOW_THREADS;
+    return FinishComm(status, comm);
+  }
+  long rank = PyLong_AsLong(a[0]), world = PyLong_AsLong(a[1]);
+  if (PyErr_Occurred()) return nullptr;
+  const char* address = PyUnicode_AsUTF8(a[2]);
+  if (address == nullptr) return nullptr;
+  if (rank < INT32_MIN || rank > INT32_MAX || world < INT32_MIN || world > INT32_MAX)
+    return RaiseStatus(KILN_ERROR_INVALID_ARGUMENT, "kiln.comm.Communicator: rank or world_size does not fit in int32");
+  std::string owned(address);
+  Py_BEGIN_ALLOW_THREADS;
+  status = kiln_comm_create(static_cast<int>(rank), static_cast<int>(world), owned.c_str(), &options, &comm);
+  Py_END_ALLOW_THREADS;
+  return FinishComm(status, comm);
+}
+
+// comm_info(capsule) -> (rank, world_size, device)
+PyObject* CommInfo(PyObject*, PyObject* capsule) {
+  kiln_comm* comm = OpenComm(capsule, "kiln.comm.Communicator");
+  if (comm == nullptr) return nullptr;
+  return Py_BuildValue("(iii)", kiln_comm_rank(comm), kiln_comm_world_size(comm), kiln_comm_device(comm));
+}
+
+// comm_destroy(capsule): frees the communicator now (waits for its work); a closed one is left.
+PyObject* CommDestroy(PyObject*, PyObject* capsule) {
+  auto* holder = static_cast<CommHolder*>(PyCapsule_GetPointer(capsule, kCommCapsule));
+  if (holder == nullptr) return nullptr;
+  if (holder->live_tensors > 0)
+    return RaiseStatus(KILN_ERROR_FAILED_PRECONDITION,
+                       ("kiln.comm.Communicator.close: " + std::to_string(holder->live_tensors) +
+                        " registered tensor(s) still alive; their memory is the communicator's (drop them first)")
+                           .c_str());
+  kiln_comm* comm = holder->comm;
+  holder->comm = nullptr;
+  Py_BEGIN_ALLOW_THREADS;
+  kiln_comm_destroy(comm);
+  Py_END_ALLOW_THREADS;
+  Py_RETURN_NONE;
+}
+
+// all_reduce(capsule, out, in, algorithm, stream)
+PyObject* AllReduce(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  TensorArg out, in;
+  void* stream;
+  long algorithm;
+  if (!ArgCount("all_reduce", n, 5)) return nullptr;
+  kiln_comm* comm = OpenComm(a[0], "kiln.comm.Communicator.all_reduce");
+  if (comm == nullptr || !out.Set(a[1], "out", false) || !in.Set(a[2], "input", false)) return nullptr;
+  algorithm = PyLong_AsLong(a[3]);
+  if ((algorithm == -1 && PyErr_Occurred()) || !Stream(a[4], &stream)) return nullptr;
+  KILN_CALL(kiln_all_reduce(comm, out.get(), in.get(), static_cast<kiln_all_reduce_algorithm>(algorithm), stream));
+}
+
+// all_reduce_add_rms_norm(capsule, out, in, residual, weight, eps, stream)
+PyObject* AllReduceAddRmsNorm(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  TensorArg out, in, residual, weight;
+  double eps;
+  void* stream;
+  if (!ArgCount("all_reduce_add_rms_norm", n, 7)) return nullptr;
+  kiln_comm* comm = OpenComm(a[0], "kiln.comm.Communicator.all_reduce_add_rms_norm");
+  if (comm == nullptr || !out.Set(a[1], "out", false) || !in.Set(a[2], "input", false) ||
+      !residual.Set(a[3], "residual", false) || !weight.Set(a[4], "weight", false) || !Double(a[5], &eps) ||
+      !Stream(a[6], &stream))
+    return nullptr;
+  KILN_CALL(kiln_all_reduce_add_rms_norm(comm, out.get(), in.get(), residual.get(), weight.get(), eps, stream));
+}
+
+// comm_synchronize(capsule, stream); comm_async_error(capsule)
+PyObject* CommSynchronize(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  void* stream;
+  if (!ArgCount("comm_synchronize", n, 2)) return nullptr;
+  kiln_comm* comm = OpenComm(a[0], "kiln.comm.Communicator.synchronize");
+  if (comm == nullptr || !Stream(a[1], &stream)) return nullptr;
+  KILN_CALL(kiln_comm_synchronize(comm, stream));
+}
+
+PyObject* CommAsyncError(PyObject*, PyObject* capsule) {
+  kiln_comm* comm = OpenComm(capsule, "kiln.comm.Communicator.check");
+  if (comm == nullptr) return nullptr;
+  return Finish(kiln_comm_async_error(comm));
+}
+
+// A registered buffer as a DLPack tensor: the managed tensor holds a reference to the
+// communicator's capsule, dropped by its deleter (under the GIL: a consumer may free it anywhere).
+struct RegisteredTensor {
+  DLManagedTensor managed;
+  std::vector<int64_t> shape;
+  PyObject* owner;  // the communicator's capsule
+};
+
+void DeleteRegisteredTensor(DLManagedTensor* self) {
+  auto* t = static_cast<RegisteredTensor*>(self->manager_ctx);
+  PyGILState_STATE gil = PyGILState_Ensure();
+  auto* holder = static_cast<CommHolder*>(PyCapsule_GetPointer(t->owner, kCommCapsule));
+  if (holder != nullptr) --holder->live_tensors;
+  Py_DECREF(t->owner);
+  PyGILState_Release(gil);
+  delete t;
+}
+
+void DestroyUnusedDLTensorCapsule(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor")) return;  // consumed ("used_dltensor"): the consumer owns it
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  managed->deleter(managed);
+}
+
+// comm_alloc_registered(capsule, shape, dtype_code, dtype_bits) -> a "dltensor" capsule over a
+// new registered buffer of that shape (contiguous) on the communicator's device.
+PyObject* CommAllocRegistered(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  const char* api = "kiln.comm.Communicator.registered_empty";
+  if (!ArgCount("comm_alloc_registered", n, 4)) return nullptr;
+  CommHolder* holder = nullptr;
+  kiln_comm* comm = OpenComm(a[0], api, &holder);
+  DLDataType dtype;
+  if (comm == nullptr || !DType(a[2], a[3], &dtype)) return nullptr;
+  PyObject* seq = PySequence_Fast(a[1], "kiln.comm: shape must be a sequence of ints");
+  if (seq == nullptr) return nullptr;
+  std::vector<int64_t> shape;
+  size_t bytes = (dtype.bits + 7) / 8;
+  bool overflow = false;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    int64_t d;
+    if (!Int64(PySequence_Fast_GET_ITEM(seq, i), &d)) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    if (d < 0) {
+      Py_DECREF(seq);
+      return RaiseStatus(KILN_ERROR_INVALID_ARGUMENT,
+                         (std::string(api) + ": shape[" + std::to_string(i) + "] is negative").c_str());
+    }
+    shape.push_back(d);
+    if (d != 0 && bytes > SIZE_MAX / static_cast<size_t>(d)) overflow = true;
+    bytes *= static_cast<size_t>(d);
+  }
+  Py_DECREF(seq);
+  if (overflow) return RaiseStatus(KILN_ERROR_INVALID_ARGUMENT, (std::string(api) + ": shape is too large").c_str());
+  void* ptr = nullptr;
+  kiln_status status;
+  Py_BEGIN_ALLOW_THREADS;  // collective: waits for the peers to map it
+  status = kiln_comm_alloc_registered(comm, bytes, &ptr);
+  Py_END_ALLOW_THREADS;
+  if (status != KILN_OK) return RaiseStatus(status, kiln_last_error());
+  auto* t = new RegisteredTensor{};
+  t->shape = std::move(shape);
+  t->owner = a[0];
+  Py_INCREF(t->owner);
+  ++holder->live_tensors;
+  DLTensor& dl = t->managed.dl_tensor;
+  dl.data = ptr;
+  dl.device = DLDevice{kDLCUDA, kiln_comm_device(comm)};
+  dl.ndim = static_cast<int32_t>(t->shape.size());
+  dl.dtype = dtype;
+  dl.shape = t->shape.data();
+  dl.strides = nullptr;  // contiguous
+  dl.byte_offset = 0;
+  t->managed.manager_ctx = t;
+  t->managed.deleter = DeleteRegisteredTensor;
+  PyObject* capsule = PyCapsule_New(&t->managed, "dltensor", DestroyUnusedDLTensorCapsule);
+  if (capsule == nullptr) DeleteRegisteredTensor(&t->managed);
+  return capsule;
+}
+
 #define FASTCALL(name, fn) \
   { name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(fn)), METH_FASTCALL, nullptr }
 
@@ -710,6 +948,14 @@ PyMethodDef kMethods[] = {{"_set_error_classes", SetErrorClasses, METH_O, nullpt
                           FASTCALL("fp8_gemm", Fp8Gemm),
                           FASTCALL("grouped_fp8_gemm", GroupedFp8Gemm<kiln_grouped_fp8_gemm>),
                           FASTCALL("grouped_fp8_gemm_masked", GroupedFp8Gemm<kiln_grouped_fp8_gemm_masked>),
+                          FASTCALL("comm_create", CommCreate),
+                          {"comm_info", CommInfo, METH_O, nullptr},
+                          {"comm_destroy", CommDestroy, METH_O, nullptr},
+                          FASTCALL("all_reduce", AllReduce),
+                          FASTCALL("all_reduce_add_rms_norm", AllReduceAddRmsNorm),
+                          FASTCALL("comm_synchronize", CommSynchronize),
+                          {"comm_async_error", CommAsyncError, METH_O, nullptr},
+                          FASTCALL("comm_alloc_registered", CommAllocRegistered),
                           {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "kiln._native", "The C ABI of libkiln_client (kiln/kiln.h).", -1,
