@@ -26,7 +26,7 @@ set(KILN_INCLUDE_PLACES
   "^kernels/traces/                          kernels_traces"
   "^server/                                  server"
   # proto_shared: the hand-written pieces both sides of the wire agree on (proto/CMakeLists.txt).
-  "^proto/(endpoint|tactic_blocklist|tuning_checks|tuning_environment|spec_list|bundle_layout|origin_word)\\.h$ proto_shared"
+  "^proto/(endpoint|tactic_blocklist|tuning_checks|tuning_environment|spec_list|bundle_layout|origin_word|crc32c|local_fetch)\\.h$ proto_shared"
   "^proto/                                   proto"
   "^client/include/                          client_public"
   "^client/core/                             client_core"

@@ -1,8 +1,10 @@
 // kiln-bench-service: the service path of Kiln, measured.
 //
-//   warm_fetch_load     GetKernel (warm daemon) + SHA-256 check + cuLibraryLoadData of a
-//                       ~100 KB cubin through the unix socket, per call (p50/p99);
-//                       once with the blob path (same node), once with the bytes
+//   warm_fetch_load     GetKernel (warm daemon) + checksum + cuLibraryLoadData of a ~100 KB
+//                       cubin through the unix socket, per call (p50/p99), for each way a
+//                       fetch can travel and be checked (kFetchCases: the same-node protocol
+//                       or gRPC, blob path or bytes, CRC-32C or SHA-256); with --no-gpu
+//                       "warm_fetch": the same without the load
 //   repeat_lookup       the in-process lookup of an already loaded op (no RPC)
 //   warm_op_set         a whole model's op set (--op-set, default bench/fleet/llama31_8b.list)
 //                       fetched, verified and loaded from a warm daemon as a new process does
@@ -12,7 +14,8 @@
 //                       time) vs `nvcc -cubin` as a subprocess on the same sources and options
 //   concurrent_misses   64 threads ask a fresh daemon for the same uncached spec at once
 //
-// The GPU parts (warm_fetch_load, repeat_lookup) need a CUDA device; --no-gpu skips them.
+// The GPU parts (the load of warm_fetch_load, repeat_lookup) need a CUDA device; --no-gpu
+// skips them.
 // Writes one JSON document (--out) and a summary on stdout.
 #include <unistd.h>
 
@@ -68,46 +71,80 @@ void Check(const Status& s, const std::string& what) {
   if (!s.ok()) Die(what + ": " + s.ToString());
 }
 
-json WarmFetchLoad(const Args& args, testing::DaemonProcess& daemon) {
+// How a warm fetch travels and is checked: the default (the same-node protocol, the blob file,
+// CRC-32C) and the alternatives it was measured against (issue 15's fast path).
+struct FetchCase {
+  const char* name;
+  bool local_fetch;
+  bool blob_path;
+  bool full_checksum;
+};
+constexpr FetchCase kFetchCases[] = {
+    {"same-node protocol, blob path, crc32c (default)", true, true, false},
+    {"same-node protocol, bytes, crc32c", true, false, false},
+    {"same-node protocol, blob path, sha256", true, true, true},
+    {"gRPC, blob path, sha256 (before)", false, true, true},
+    {"gRPC, bytes, sha256", false, false, true},
+};
+
+// Every case: a warm fetch of the ~100 KB cubin per call, verified, and loaded with a GPU
+// (LoadSource, reuse_loaded off), or without one fetched and verified only (Prefetch).
+json WarmFetch(const Args& args, testing::DaemonProcess& daemon) {
   json out = json::array();
   SourceRequest source{"bench_large", LargeSource(args.kernels), {}, {}, {}};
   for (int k = 0; k < args.kernels; ++k) source.entries.push_back("bench_k" + std::to_string(k));
-  for (bool blob_path : {true, false}) {
+  for (const FetchCase& c : kFetchCases) {
     ClientOptions options;
     options.socket = daemon.socket();
-    options.prefer_blob_path = blob_path;
+    options.local_fetch = c.local_fetch;
+    options.prefer_blob_path = c.blob_path;
+    options.full_checksum = c.full_checksum;
     Check(Configure(options), "configure");
-    auto first = LoadSource(source);  // compiles once; everything after is warm
-    if (!first.ok()) Die("LoadSource: " + first.status().ToString());
     LoadOptions fresh;
     fresh.reuse_loaded = false;  // every call: RPC + verify + load
+    auto fetch = [&]() -> StatusOr<ModuleInfo> {
+      if (!args.gpu) return Prefetch(source, args.arch);
+      auto m = LoadSource(source, fresh);
+      if (!m.ok()) return m.status();
+      return m->info();
+    };
+    auto first = fetch();  // compiles once; everything after is warm
+    if (!first.ok()) Die("fetch: " + first.status().ToString());
+    const uint64_t local_before = GetClientStats().local_fetches;
     std::vector<double> us, daemon_us, rpc_us, verify_us, load_us;
     for (int i = 0; i < args.iterations + 50; ++i) {
       auto t = Clock::now();
-      auto m = LoadSource(source, fresh);
+      auto m = fetch();
       double elapsed = UsSince(t);
-      if (!m.ok()) Die("LoadSource: " + m.status().ToString());
-      if (i >= 50) {  // the first 50 warm up the channel and the caches
+      if (!m.ok()) Die("fetch: " + m.status().ToString());
+      if (i >= 50) {  // the first 50 warm up the connections and the caches
         us.push_back(elapsed);
-        daemon_us.push_back(m->info().daemon_ms * 1000.0);
-        rpc_us.push_back(m->info().rpc_ms * 1000.0);
-        verify_us.push_back(m->info().verify_ms * 1000.0);
-        load_us.push_back(m->info().load_ms * 1000.0);
+        daemon_us.push_back(m->daemon_ms * 1000.0);
+        rpc_us.push_back(m->rpc_ms * 1000.0);
+        verify_us.push_back(m->verify_ms * 1000.0);
+        load_us.push_back(m->load_ms * 1000.0);
       }
     }
+    const uint64_t local_calls = GetClientStats().local_fetches - local_before;
+    if (c.local_fetch && local_calls == 0) Die(std::string(c.name) + ": no fetch went over the same-node protocol");
     auto s = Summarize(us);
-    out.push_back({{"case", blob_path ? "blob path (same node)" : "bytes over the socket"},
-                   {"cubin_bytes", first->info().cubin_size},
-                   {"end_to_end", ToJson(s, "us")},
-                   {"daemon_side", ToJson(Summarize(daemon_us), "us")},
-                   {"client_rpc_round_trip", ToJson(Summarize(rpc_us), "us")},
-                   {"client_read_and_verify", ToJson(Summarize(verify_us), "us")},
-                   {"client_load", ToJson(Summarize(load_us), "us")},
-                   {"target", "p50 <= 150 us, p99 <= 1000 us"},
-                   {"met", s.p50 <= 150 && s.p99 <= 1000}});
-    std::printf("warm fetch+verify+load (%s, %llu B cubin): p50 %.1f us, p99 %.1f us (n=%zu); p50 parts: "
+    json row = {{"case", c.name},
+                {"cubin_bytes", first->cubin_size},
+                {"with_load", args.gpu},
+                {"end_to_end", ToJson(s, "us")},
+                {"daemon_side", ToJson(Summarize(daemon_us), "us")},
+                {"client_rpc_round_trip", ToJson(Summarize(rpc_us), "us")},
+                {"client_read_and_verify", ToJson(Summarize(verify_us), "us")},
+                {"local_fetch_calls", local_calls}};
+    if (args.gpu) {
+      row["client_load"] = ToJson(Summarize(load_us), "us");
+      row["target"] = "p50 <= 150 us, p99 <= 1000 us";
+      row["met"] = s.p50 <= 150 && s.p99 <= 1000;
+    }
+    out.push_back(row);
+    std::printf("warm fetch+verify%s (%s, %llu B cubin): p50 %.1f us, p99 %.1f us (n=%zu); p50 parts: "
                 "daemon %.1f, rpc round trip %.1f, read+verify %.1f, load %.1f us\n",
-                blob_path ? "blob path" : "bytes", (unsigned long long)first->info().cubin_size, s.p50, s.p99, s.n,
+                args.gpu ? "+load" : "", c.name, (unsigned long long)first->cubin_size, s.p50, s.p99, s.n,
                 Summarize(daemon_us).p50, Summarize(rpc_us).p50, Summarize(verify_us).p50, Summarize(load_us).p50);
   }
   return out;
@@ -286,8 +323,8 @@ int main(int argc, char** argv) {
   json report = {{"benchmark", "service"}, {"arch", args.arch}, {"kiln_version", Version()}};
   {
     testing::DaemonProcess daemon({.root = root / "warm"});
+    report[args.gpu ? "warm_fetch_load" : "warm_fetch"] = WarmFetch(args, daemon);
     if (args.gpu) {
-      report["warm_fetch_load"] = WarmFetchLoad(args, daemon);
       report["repeat_lookup"] = RepeatLookup(args, daemon);
     }
     report["warm_op_set"] = WarmOpSet(args, daemon);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/config/daemon_config.h"
 #include "server/config/engine_options_from_config.h"
+#include "server/daemon/local_fetch_server.h"
 #include "server/daemon/open_file_limit.h"
 #include "server/daemon/service_manager.h"
 #include "server/daemon/socket_guard.h"
@@ -85,6 +86,8 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals,
     spdlog::info("Prometheus metrics at http://{}/metrics", config.metrics_listen);
   }
   KernelServiceImpl kernel_service(engine->get());
+  // The same-node fetch (proto/local_fetch.h) on the unix socket, beside gRPC.
+  auto local_fetch = std::make_unique<LocalFetchServer>(&kernel_service, &rpc_latency);
   CacheServiceImpl cache_service(engine->get());
   JobServiceImpl job_service(engine->get(), config.max_watchers);
   HealthServiceImpl health_service;
@@ -153,7 +156,9 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals,
                                         " are not a valid pair (the key must be the certificate's own)"));
     return kExitStartup;
   }
-  (*unix_listener)->Start(server.get(), [&health_service](bool accepting) { health_service.SetAccepting(accepting); });
+  (*unix_listener)->Start(server.get(), local_fetch.get(), [&health_service](bool accepting) {
+    health_service.SetAccepting(accepting);
+  });
   if (auto s = (*guard)->SetSocketPermissions(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
   if (!config.listen.empty()) {
     if (config.insecure)
@@ -209,7 +214,8 @@ int Serve(const kiln::server::DaemonConfig& config, sigset_t signals,
     std::_Exit(0);
   }
   server->Wait();
-  metrics.reset();  // its scrapes read the engine
+  local_fetch.reset();  // its connections close; a request still running has had its grace
+  metrics.reset();      // its scrapes read the engine
   engine->reset();
   guard->reset();
   spdlog::info("kilnd stopped");

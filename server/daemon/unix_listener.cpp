@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -14,6 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "proto/local_fetch.h"
+#include "server/daemon/local_fetch_server.h"
 
 namespace kiln::server {
 namespace {
@@ -22,6 +25,8 @@ namespace {
 constexpr int kBacklog = 4096;
 // How often, while descriptors are exhausted, the loop checks whether some were freed.
 constexpr int kRetryMs = 100;
+// Connections waiting to be sorted past this many go to gRPC unsorted, oldest first.
+constexpr size_t kMaxUnsorted = 1024;
 
 int OpenReserve() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
@@ -69,10 +74,12 @@ UnixListener::~UnixListener() {
   }
   for (int fd : {listen_fd_, wake_[0], wake_[1], reserve_fd_})
     if (fd >= 0) ::close(fd);
+  for (const Unsorted& c : unsorted_) ::close(c.fd);
 }
 
-void UnixListener::Start(grpc::Server* server, std::function<void(bool)> on_accepting) {
+void UnixListener::Start(grpc::Server* server, LocalFetchServer* local_fetch, std::function<void(bool)> on_accepting) {
   server_ = server;
+  local_fetch_ = local_fetch;
   on_accepting_ = std::move(on_accepting);
   thread_ = std::thread([this] { Run(); });
 }
@@ -90,6 +97,46 @@ bool UnixListener::RefuseOne() {
   return true;
 }
 
+void UnixListener::ToGrpc(int fd) { grpc::AddInsecureChannelFromFd(server_, fd); }
+
+void UnixListener::Take(int fd) {
+  if (local_fetch_ == nullptr) return ToGrpc(fd);
+  if (unsorted_.size() >= kMaxUnsorted) {
+    ToGrpc(unsorted_.front().fd);
+    unsorted_.erase(unsorted_.begin());
+  }
+  unsorted_.push_back({fd, std::chrono::steady_clock::now()});
+}
+
+bool UnixListener::Sort(const Unsorted& c, bool timed_out) {
+  const std::string_view magic = proto::kLocalFetchMagic;
+  char first[8];
+  static_assert(sizeof(first) == proto::kLocalFetchMagic.size());
+  ssize_t n = ::recv(c.fd, first, sizeof(first), MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    if (!timed_out) return false;
+    ToGrpc(c.fd);
+    return true;
+  }
+  if (n <= 0) {  // closed before a word, or an error: nothing to serve
+    ::close(c.fd);
+    return true;
+  }
+  const std::string_view seen(first, static_cast<size_t>(n));
+  if (seen != magic.substr(0, seen.size())) {
+    ToGrpc(c.fd);  // HTTP/2's preface, or anything else: gRPC answers it
+    return true;
+  }
+  if (seen.size() < magic.size() && !timed_out) return false;  // the rest of the magic is on its way
+  if (seen.size() < magic.size()) {
+    ::close(c.fd);
+    return true;
+  }
+  (void)!::recv(c.fd, first, sizeof(first), MSG_DONTWAIT);  // consume the magic peeked above
+  local_fetch_->Serve(c.fd);
+  return true;
+}
+
 void UnixListener::Run() {
   bool accepting = true;
   auto set_accepting = [&](bool now) {
@@ -104,15 +151,34 @@ void UnixListener::Run() {
                     path_);
     if (on_accepting_) on_accepting_(now);
   };
+  std::vector<pollfd> fds;
   while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    int n = ::poll(fds, 2, accepting ? -1 : kRetryMs);
+    fds.assign({{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}});
+    for (const Unsorted& c : unsorted_) fds.push_back({c.fd, POLLIN, 0});
+    int timeout = accepting ? -1 : kRetryMs;
+    if (!unsorted_.empty()) {
+      auto oldest_left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          unsorted_.front().accepted + std::chrono::milliseconds(kSortTimeoutMs) - std::chrono::steady_clock::now());
+      int left = static_cast<int>(std::max<int64_t>(oldest_left.count() + 1, 0));
+      timeout = timeout < 0 ? left : std::min(timeout, left);
+    }
+    int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {
       spdlog::error("poll on {}: {}", path_, std::strerror(errno));
       ::usleep(kRetryMs * 1000);
       continue;
     }
     if (fds[1].revents != 0) return;
+    if (!unsorted_.empty()) {
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<Unsorted> waiting;
+      for (size_t i = 0; i < unsorted_.size(); ++i) {
+        const bool ready = n > 0 && fds[2 + i].revents != 0;
+        const bool timed_out = now - unsorted_[i].accepted >= std::chrono::milliseconds(kSortTimeoutMs);
+        if (!(ready || timed_out) || !Sort(unsorted_[i], timed_out)) waiting.push_back(unsorted_[i]);
+      }
+      unsorted_.swap(waiting);
+    }
     if (!accepting && reserve_fd_ < 0) reserve_fd_ = OpenReserve();
     if (!accepting && reserve_fd_ >= 0) {
       // A descriptor could be opened: there is room again. Test it on the next connection.
@@ -123,13 +189,14 @@ void UnixListener::Run() {
       }
     }
     if (n <= 0 || (fds[0].revents & POLLIN) == 0) continue;
-    // Drain what is waiting: gRPC reads the new connections on its own threads.
+    // Drain what is waiting: gRPC reads the new connections on its own threads; the others wait
+    // here (unsorted_) for their first bytes.
     while (true) {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd >= 0) {
         // Health first: gRPC may serve the connection's first call before this thread goes on.
         set_accepting(true);
-        grpc::AddInsecureChannelFromFd(server_, fd);
+        Take(fd);
         continue;
       }
       if (errno == EINTR || errno == ECONNABORTED) continue;

@@ -1,6 +1,7 @@
 // Artifact: one compiled kernel as the daemon serves it from memory.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@ struct Artifact {
   std::string arch;
   std::string sha256;
   std::shared_ptr<const std::string> cubin;
+  uint32_t crc32c = 0;    // CRC-32C of *cubin (proto/crc32c.h), for same-node clients
   std::string blob_path;  // empty when nothing was stored (--no-cache)
   std::vector<KernelAttributes> kernels;
   std::vector<kernels::EntryLaunch> launch;

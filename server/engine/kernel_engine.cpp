@@ -18,6 +18,7 @@
 #include "cache/sha256.h"
 #include "kernels/jit/generation_workspace.h"
 #include "kiln_base/status_macros.h"
+#include "proto/crc32c.h"
 #include "server/engine/cache_upkeep.h"
 #include "server/engine/key_inputs.h"
 
@@ -343,6 +344,7 @@ std::shared_ptr<Artifact> KernelEngine::NewArtifact(const Prepared& p, std::shar
   a->arch = p.arch.str();
   a->launch = p.spec.launch;
   a->cubin = std::move(cubin);
+  a->crc32c = proto::Crc32c(*a->cubin);
   a->job_id = std::move(job_id);
   return a;
 }

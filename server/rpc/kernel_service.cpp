@@ -13,31 +13,37 @@ namespace kiln::server {
 
 grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                           v1::GetKernelResponse* response) {
-  auto query = QueryFromRequest(*request, context->peer());
-  if (!query.ok()) return ToGrpc(query.status());
-
   // The caller's deadline, on the steady clock the engine waits with.
   auto deadline = Clock::time_point::max();
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
     auto left = context->deadline() - std::chrono::system_clock::now();
     deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
   }
-  auto served = engine_->GetKernel(*query, deadline, [context] { return context->IsCancelled(); });
-  if (!served.ok()) return ToGrpc(served.status());
+  // kilnd hands its unix socket's connections to gRPC by descriptor ("fd:N", unix_listener.h);
+  // TCP connections are "ipv4:"/"ipv6:".
+  const std::string peer = context->peer();
+  return ToGrpc(Serve(
+      *request, peer, IsLocalPeer(peer), deadline, [context] { return context->IsCancelled(); }, response));
+}
+
+absl::Status KernelServiceImpl::Serve(const v1::GetKernelRequest& request, const std::string& peer, bool local,
+                                      Clock::time_point deadline, const std::function<bool()>& cancelled,
+                                      v1::GetKernelResponse* response) {
+  auto query = QueryFromRequest(request, peer);
+  if (!query.ok()) return query.status();
+  auto served = engine_->GetKernel(*query, deadline, cancelled);
+  if (!served.ok()) return served.status();
 
   const Artifact& a = *served->artifact;
   // Only a client on this node (unix socket) can open the blob; others get the bytes. So does a
   // client whose blob was removed under the daemon (the memory cache still has its bytes).
-  // kilnd hands its unix socket's connections to gRPC by descriptor ("fd:N", unix_listener.h);
-  // TCP connections are "ipv4:"/"ipv6:".
-  const bool local = IsLocalPeer(context->peer());
-  if (request->prefer_blob_path() && local && !a.blob_path.empty() && ::access(a.blob_path.c_str(), R_OK) == 0) {
+  if (request.prefer_blob_path() && local && !a.blob_path.empty() && ::access(a.blob_path.c_str(), R_OK) == 0) {
     response->set_blob_path(a.blob_path);
   } else {
     response->set_cubin(*a.cubin);
   }
   FillKernelReply(*served, response);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 grpc::Status KernelServiceImpl::ListOps(grpc::ServerContext*, const v1::ListOpsRequest* request,

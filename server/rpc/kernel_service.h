@@ -2,6 +2,10 @@
 // ListOps, the ops the daemon serves (server/rpc/op_catalog.h).
 #pragma once
 
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
 #include "kiln/v1/kernel.grpc.pb.h"
 #include "server/engine/kernel_engine.h"
 
@@ -15,6 +19,13 @@ class KernelServiceImpl final : public v1::KernelService::Service {
                          v1::GetKernelResponse* response) override;
   grpc::Status ListOps(grpc::ServerContext* context, const v1::ListOpsRequest* request,
                        v1::ListOpsResponse* response) override;
+
+  // GetKernel apart from its transport, for gRPC and the same-node fetch
+  // (server/daemon/local_fetch_server.h): `peer` names the caller in job waiter lists, `local`
+  // says whether it may be given a blob path, `cancelled` whether it has gone away.
+  absl::Status Serve(const v1::GetKernelRequest& request, const std::string& peer, bool local,
+                     std::chrono::steady_clock::time_point deadline, const std::function<bool()>& cancelled,
+                     v1::GetKernelResponse* response);
 
  private:
   KernelEngine* engine_;

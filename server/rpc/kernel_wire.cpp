@@ -44,6 +44,7 @@ void FillKernelReply(const ServedKernel& served, v1::GetKernelResponse* response
   const Artifact& a = *served.artifact;
   response->set_cubin_size(a.cubin->size());
   response->set_sha256(a.sha256);
+  response->set_cubin_crc32c(a.crc32c);
   response->set_cache_key(a.key);
   response->set_uri(a.uri);
   response->set_arch(a.arch);

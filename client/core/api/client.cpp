@@ -45,6 +45,7 @@ ClientStats GetClientStats() {
   s.op_fast_hits = c.op_fast_hits.load(std::memory_order_relaxed);
   s.op_fast_misses = c.op_fast_misses.load(std::memory_order_relaxed);
   s.embedded_fetches = c.embedded_fetches.load(std::memory_order_relaxed);
+  s.local_fetches = c.local_fetches.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -77,7 +77,10 @@ StatusOr<ModuleInfo> PrefetchRequest(const v1::GetKernelRequest& request) {
     return fetched.status();
   }
   client::LogFetch(client::LoaderEvent::kFetched, request, *fetched, 0);
-  return client::ToModuleInfo(fetched->reply);
+  ModuleInfo info = client::ToModuleInfo(fetched->reply);
+  info.rpc_ms = fetched->rpc_ms;
+  info.verify_ms = fetched->verify_ms;
+  return info;
 }
 
 }  // namespace

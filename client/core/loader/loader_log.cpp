@@ -85,6 +85,7 @@ std::string LoaderLogLine(LoaderEvent event, const v1::GetKernelRequest& request
     line += ", cubin " + Bytes(fetched.cubin.size()) +
             (fetched.blob_path.empty() ? " in the reply" : " from the blob file " + fetched.blob_path);
     line += ", rpc " + Ms(fetched.rpc_ms) + ", verify " + Ms(fetched.verify_ms);
+    if (fetched.local_fetch) line += " (same-node protocol)";
   }
   if (event == LoaderEvent::kLoaded) line += ", load " + Ms(load_ms);
   return line;

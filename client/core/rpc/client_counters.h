@@ -14,6 +14,7 @@ struct ClientCounters {
   std::atomic<uint64_t> op_fast_hits{0};
   std::atomic<uint64_t> op_fast_misses{0};
   std::atomic<uint64_t> embedded_fetches{0};
+  std::atomic<uint64_t> local_fetches{0};
 };
 
 inline ClientCounters& Counters() {

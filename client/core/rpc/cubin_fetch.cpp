@@ -4,15 +4,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "client/core/rpc/client_counters.h"
 #include "client/core/rpc/client_settings.h"
 #include "client/core/rpc/embedded_fetch.h"
 #include "client/core/rpc/kernel_rpc.h"
+#include "client/core/rpc/local_fetch_client.h"
 #include "client/core/rpc/sha256.h"
+#include "proto/crc32c.h"
 
 namespace kiln::client {
 namespace {
@@ -22,10 +26,12 @@ StatusOr<std::string> ReadBlob(const std::string& path) {
   if (fd < 0) return Status(StatusCode::kNotFound, "cannot open " + path + ": " + std::strerror(errno));
   std::string bytes;
   struct stat st {};
-  if (fstat(fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
-  char buffer[1 << 16];
+  // Straight into the string, sized from the file: one read for a blob (they do not change).
+  if (fstat(fd, &st) == 0 && st.st_size > 0) bytes.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
   while (true) {
-    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (got == bytes.size()) bytes.resize(std::max<size_t>(bytes.size() * 2, 1 << 16));
+    ssize_t n = read(fd, bytes.data() + got, bytes.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       Status error(StatusCode::kDataLoss, "cannot read " + path + ": " + std::strerror(errno));
@@ -33,19 +39,31 @@ StatusOr<std::string> ReadBlob(const std::string& path) {
       return error;
     }
     if (n == 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
+    got += static_cast<size_t>(n);
   }
   close(fd);
+  bytes.resize(got);
   return bytes;
 }
 
-// OK when `bytes` are what the reply promised.
-Status Verify(const v1::GetKernelResponse& reply, const std::string& bytes, const std::string& where) {
+// OK when `bytes` are what the reply promised. `same_node`: the reply came from this node's
+// daemon, whose CRC-32C of bytes it verified by SHA-256 may stand in for the SHA-256.
+Status Verify(const v1::GetKernelResponse& reply, const std::string& bytes, const std::string& where, bool same_node) {
   if (reply.sha256().empty())
     return Status(StatusCode::kDataLoss, "the daemon sent no SHA-256 for " + reply.uri() + " (key " +
                                              reply.cache_key() + "); refusing to load");
   if (bytes.empty())
     return Status(StatusCode::kDataLoss, "the cubin of " + reply.uri() + " from " + where + " is empty");
+  if (same_node && reply.has_cubin_crc32c()) {
+    const uint32_t actual = proto::Crc32c(bytes);
+    if (actual == reply.cubin_crc32c() && bytes.size() == reply.cubin_size()) return OkStatus();
+    char text[64];
+    std::snprintf(text, sizeof(text), "expected crc32c %08x, got %08x", reply.cubin_crc32c(), actual);
+    return Status(StatusCode::kDataLoss, "checksum mismatch for the cubin of " + reply.uri() + " (key " +
+                                             reply.cache_key() + ", sha256 " + reply.sha256() + ") from " + where +
+                                             ": " + text + " over " + std::to_string(bytes.size()) + " bytes (" +
+                                             std::to_string(reply.cubin_size()) + " expected)");
+  }
   const std::string actual = Sha256Hex(bytes);
   if (actual != reply.sha256())
     return Status(StatusCode::kDataLoss, "checksum mismatch for the cubin of " + reply.uri() + " (key " +
@@ -53,6 +71,24 @@ Status Verify(const v1::GetKernelResponse& reply, const std::string& bytes, cons
                                              reply.sha256() + ", got " + actual + " over " +
                                              std::to_string(bytes.size()) + " bytes");
   return OkStatus();
+}
+
+// One GetKernel: over the same-node protocol when it can carry it, else gRPC.
+StatusOr<v1::GetKernelResponse> Ask(const DaemonConnection& connection, const v1::GetKernelRequest& request,
+                                    const FetchOptions& options, FetchedCubin& fetched) {
+  if (options.local_fetch && connection.local_fetch() != nullptr) {
+    auto answer = connection.local_fetch()->Call(connection, request, "GetKernel " + DescribeRequest(request),
+                                                 options.timeout);
+    if (answer.answered) {
+      Bump(Counters().get_kernel_rpcs);
+      Bump(Counters().local_fetches);
+      if (!answer.reply.ok()) Bump(Counters().rpc_failures);
+      fetched.local_fetch = true;
+      return std::move(answer.reply);
+    }
+  }
+  fetched.local_fetch = false;
+  return CallGetKernel(connection, request, options.timeout);
 }
 
 // The fetch itself, filling `fetched` (its timings too).
@@ -64,14 +100,15 @@ Status Fetch(const DaemonConnection& connection, v1::GetKernelRequest request, c
   auto ms_since = [](std::chrono::steady_clock::time_point from) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
   };
-  auto reply = CallGetKernel(connection, request, options.timeout);
+  auto reply = Ask(connection, request, options, fetched);
   fetched.rpc_ms = ms_since(t);
+  const bool same_node = connection.is_local() && !options.full_checksum;
   if (!reply.ok()) return reply.status();
 
   if (!reply->blob_path().empty()) {
     t = std::chrono::steady_clock::now();
     auto bytes = ReadBlob(reply->blob_path());
-    Status good = bytes.ok() ? Verify(*reply, *bytes, reply->blob_path()) : bytes.status();
+    Status good = bytes.ok() ? Verify(*reply, *bytes, reply->blob_path(), same_node) : bytes.status();
     fetched.verify_ms = ms_since(t);
     if (good.ok()) {
       Bump(Counters().blob_path_reads);
@@ -83,7 +120,7 @@ Status Fetch(const DaemonConnection& connection, v1::GetKernelRequest request, c
     // The file went away (evicted between reply and read) or is damaged: ask for the bytes.
     request.set_prefer_blob_path(false);
     t = std::chrono::steady_clock::now();
-    reply = CallGetKernel(connection, request, options.timeout);
+    reply = Ask(connection, request, options, fetched);
     fetched.rpc_ms += ms_since(t);
     if (!reply.ok()) return reply.status().WithContext("after the blob file failed (" + good.message() + ")");
     if (!reply->blob_path().empty() && reply->cubin().empty())
@@ -93,7 +130,7 @@ Status Fetch(const DaemonConnection& connection, v1::GetKernelRequest request, c
   fetched.cubin = std::move(*reply->mutable_cubin());
   reply->clear_cubin();
   t = std::chrono::steady_clock::now();
-  KILN_RETURN_IF_ERROR(Verify(*reply, fetched.cubin, "the daemon's reply"));
+  KILN_RETURN_IF_ERROR(Verify(*reply, fetched.cubin, "the daemon's reply", same_node));
   fetched.verify_ms += ms_since(t);
   fetched.reply = std::move(reply).value();
   return OkStatus();
@@ -113,6 +150,8 @@ StatusOr<FetchedCubin> FetchCubin(const v1::GetKernelRequest& request) {
   FetchOptions options;
   options.timeout = settings->options.rpc_timeout;
   options.prefer_blob_path = settings->options.prefer_blob_path;
+  options.local_fetch = settings->options.local_fetch;
+  options.full_checksum = settings->options.full_checksum;
   options.client_id = settings->client_id;
   KILN_ASSIGN_OR_RETURN(bool embedded, settings->source->UseEmbedded());
   if (embedded) return EmbeddedFetch(request, options);

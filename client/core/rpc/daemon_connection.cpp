@@ -1,4 +1,5 @@
 #include "client/core/rpc/daemon_connection.h"
+#include "client/core/rpc/local_fetch_client.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,6 +50,7 @@ StatusCode CodeForCanonical(int canonical) {
 DaemonConnection::DaemonConnection(const std::string& socket_or_target, const TransportSecurity& security) {
   target_ = proto::GrpcTargetFor(socket_or_target.empty() ? proto::ResolveSocketPath() : socket_or_target);
   socket_ = SocketPathOf(target_);
+  if (!socket_.empty()) local_fetch_ = std::make_shared<LocalFetchClient>(socket_);
   const TransportSecurity resolved = security.OrEnvironment();
   auto credentials = ChannelCredentialsFor(target_, !socket_.empty(), resolved);
   tls_ = socket_.empty() && !resolved.insecure;

@@ -17,6 +17,8 @@ class Status;
 
 namespace kiln::client {
 
+class LocalFetchClient;
+
 // A canonical status code (gRPC's and absl's share the numbering) as the client's.
 StatusCode CodeForCanonical(int canonical);
 
@@ -31,6 +33,8 @@ class DaemonConnection {
   const std::string& socket_path() const { return socket_; }  // empty unless a unix socket
   bool is_local() const { return !socket_.empty(); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // The same-node fetch's connections to the unix socket (null for a TCP target).
+  LocalFetchClient* local_fetch() const { return local_fetch_.get(); }
   // Why no channel could be made (a TCP target without TLS or --insecure, an unreadable
   // certificate); OK otherwise. When not OK every call fails, and Explain says this.
   const Status& setup_error() const { return setup_error_; }
@@ -45,6 +49,7 @@ class DaemonConnection {
   bool tls_ = false;  // a TCP target secured by TLS
   Status setup_error_;
   std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<LocalFetchClient> local_fetch_;
 };
 
 }  // namespace kiln::client

@@ -31,6 +31,13 @@ struct ClientOptions {
   std::chrono::milliseconds rpc_timeout = std::chrono::minutes(5);
   // On a unix socket, read the daemon's read-only blob file instead of receiving the bytes.
   bool prefer_blob_path = true;
+  // On a unix socket, ask kilnd over its same-node protocol (GetKernel without gRPC: tens of
+  // microseconds less per fetch); gRPC when the daemon does not speak it.
+  bool local_fetch = true;
+  // Check every cubin's SHA-256 even when it comes from this node's daemon. By default such a
+  // cubin is checked against the CRC-32C the daemon took from bytes whose SHA-256 it had
+  // checked (docs/client.md, "What a call costs"); a remote daemon's are always SHA-256 checked.
+  bool full_checksum = false;
   // Shown in the daemon's job waiter lists. Empty: "<process name>[<pid>]".
   std::string client_id;
   // A TCP target is TLS or, by name, plaintext; a unix socket ignores these. When all four are
@@ -72,6 +79,7 @@ struct ClientStats {
   uint64_t op_fast_hits = 0;      // ops calls served from the in-process launch cache
   uint64_t op_fast_misses = 0;    // ops calls that had to resolve their kernel first
   uint64_t embedded_fetches = 0;  // kernels the embedded engine gave (compiled or from its cache)
+  uint64_t local_fetches = 0;     // of get_kernel_rpcs, those answered over the same-node protocol
 };
 KILN_API ClientStats GetClientStats();
 

@@ -1,0 +1,52 @@
+// LocalFetchClient: the client's side of the same-node fetch (proto/local_fetch.h): GetKernel on
+// kilnd's unix socket without gRPC. It keeps a few connections open for the next requests (a
+// request that compiles holds its connection; another thread opens a second one). When the
+// protocol cannot be used — nothing listens, the daemon predates it, too many connections —
+// the caller asks over gRPC instead, which explains a missing daemon in full.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/core/rpc/daemon_connection.h"
+#include "kiln/status.h"
+#include "kiln/v1/kernel.pb.h"
+
+namespace kiln::client {
+
+class LocalFetchClient {
+ public:
+  explicit LocalFetchClient(std::string socket_path) : socket_(std::move(socket_path)) {}
+  ~LocalFetchClient();
+  LocalFetchClient(const LocalFetchClient&) = delete;
+  LocalFetchClient& operator=(const LocalFetchClient&) = delete;
+
+  struct Answer {
+    bool answered = false;  // false: use gRPC (why_not says why)
+    StatusOr<v1::GetKernelResponse> reply = Status(StatusCode::kUnknown, "not asked");
+    std::string why_not;
+  };
+  // The daemon's answer to `request` (a reply, or its error as `connection` explains errors),
+  // or answered = false when the same-node protocol could not carry it.
+  Answer Call(const DaemonConnection& connection, const v1::GetKernelRequest& request, const std::string& what,
+              std::chrono::milliseconds timeout);
+
+  // Connections kept open between requests, at most.
+  static constexpr size_t kMaxIdle = 4;
+  // After a daemon closed a fresh connection without answering (it does not speak the
+  // protocol), requests go straight to gRPC for this long.
+  static constexpr std::chrono::seconds kRetryAfter{10};
+
+ private:
+  int Take(bool* fresh, std::string* why);
+  void Give(int fd);
+
+  const std::string socket_;
+  std::mutex mu_;
+  std::vector<int> idle_;
+  std::chrono::steady_clock::time_point unusable_until_{};
+};
+
+}  // namespace kiln::client

@@ -1,0 +1,129 @@
+#include "server/daemon/local_fetch_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "proto/local_fetch.h"
+#include "server/rpc/grpc_status.h"
+
+namespace kiln::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// How long a reply may take to leave: a client that stops reading does not hold a thread.
+constexpr auto kSendTimeout = std::chrono::seconds(30);
+
+void SendReply(int fd, const absl::Status& status, const v1::GetKernelResponse& response) {
+  std::string body;
+  uint32_t code = 0;
+  if (status.ok()) {
+    body = response.SerializeAsString();
+  } else {
+    grpc::Status cut = ToGrpc(status);  // the same bounded message gRPC callers get
+    code = static_cast<uint32_t>(cut.error_code());
+    body = cut.error_message();
+  }
+  char header[8];
+  proto::PutU32(header, code);
+  proto::PutU32(header + 4, static_cast<uint32_t>(body.size()));
+  (void)proto::WriteAll(fd, std::string_view(header, 8), body, Clock::now() + kSendTimeout);
+}
+
+// The peer's pid, for job waiter lists ("local fetch, pid 1234").
+std::string PeerName(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    return "local fetch, pid " + std::to_string(cred.pid);
+  return "local fetch";
+}
+
+// Whether the client hung up while its request waits (a compile): the engine then stops
+// waiting for it, as for a cancelled gRPC call.
+bool HungUp(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+}  // namespace
+
+LocalFetchServer::LocalFetchServer(KernelServiceImpl* service, RpcLatency* latency, size_t max_connections)
+    : service_(service), latency_(latency), max_connections_(max_connections) {}
+
+LocalFetchServer::~LocalFetchServer() {
+  std::unique_lock<std::mutex> lock(mu_);
+  stopping_ = true;
+  for (int fd : open_) ::shutdown(fd, SHUT_RDWR);
+  done_.wait(lock, [this] { return open_.empty(); });
+}
+
+void LocalFetchServer::Serve(int fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_ && open_.size() < max_connections_) {
+      open_.insert(fd);
+      std::thread([this, fd] { Run(fd); }).detach();
+      return;
+    }
+    ++refused_;
+  }
+  SendReply(fd,
+            absl::ResourceExhaustedError("kilnd serves at most " + std::to_string(max_connections_) +
+                                         " same-node fetch connections; use gRPC on this socket"),
+            {});
+  ::close(fd);
+}
+
+void LocalFetchServer::Run(int fd) {
+  const std::string peer = PeerName(fd);
+  char header[4];
+  while (true) {
+    proto::Io io = proto::ReadExact(fd, header, 4, Clock::time_point::max());
+    if (!io.ok()) break;  // closed (the usual end), or shut down
+    const uint32_t length = proto::GetU32(header);
+    if (length > proto::kMaxLocalRequestBytes) {
+      SendReply(fd,
+                absl::InvalidArgumentError("a same-node fetch request of " + std::to_string(length) +
+                                           " bytes is over the limit of " +
+                                           std::to_string(proto::kMaxLocalRequestBytes)),
+                {});
+      break;
+    }
+    std::string body(length, '\0');
+    // The body follows its header at once; a client that stalls mid-frame is dropped.
+    if (!proto::ReadExact(fd, body.data(), length, Clock::now() + std::chrono::seconds(10)).ok()) break;
+    const auto started = Clock::now();
+    v1::GetKernelRequest request;
+    v1::GetKernelResponse response;
+    absl::Status status =
+        request.ParseFromString(body)
+            ? service_->Serve(
+                  request, peer, /*local=*/true, Clock::time_point::max(), [fd] { return HungUp(fd); }, &response)
+            : absl::InvalidArgumentError("the same-node fetch request is not a kiln.v1.GetKernelRequest");
+    SendReply(fd, status, response);
+    if (latency_ != nullptr) latency_->Observe(kMethod, std::chrono::duration<double>(Clock::now() - started).count());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ::close(fd);
+  open_.erase(fd);
+  done_.notify_all();
+}
+
+size_t LocalFetchServer::open_connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_.size();
+}
+
+size_t LocalFetchServer::refused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refused_;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,147 @@
+// kilnd's side of the same-node fetch (proto/local_fetch.h), spoken over raw sockets: a request
+// gets the reply gRPC would give; a malformed or oversized frame gets INVALID_ARGUMENT (and the
+// daemon keeps serving); connections that say nothing, or half the magic, hold up neither
+// gRPC nor the protocol; gRPC clients on the same socket are untouched.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kiln/v1/kernel.grpc.pb.h"
+#include "proto/crc32c.h"
+#include "proto/local_fetch.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/kiln_rpc.h"
+#include "tests/support/temp_dir.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int Connect(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  REQUIRE(fd >= 0);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  return fd;
+}
+
+struct FrameReply {
+  uint32_t code = 0;
+  std::string body;
+  bool closed = false;
+};
+
+FrameReply Exchange(int fd, const std::string& body, uint32_t claimed_length) {
+  char header[8];
+  proto::PutU32(header, claimed_length);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  REQUIRE(proto::WriteAll(fd, std::string_view(header, 4), body, deadline).ok());
+  FrameReply r;
+  if (!proto::ReadExact(fd, header, 8, deadline).ok()) {
+    r.closed = true;
+    return r;
+  }
+  r.code = proto::GetU32(header);
+  r.body.resize(proto::GetU32(header + 4));
+  REQUIRE(proto::ReadExact(fd, r.body.data(), r.body.size(), deadline).ok());
+  return r;
+}
+
+v1::GetKernelRequest RmsnormRequest(const std::string& dtype) {
+  v1::GetKernelRequest request;
+  request.mutable_op()->set_name("rmsnorm");
+  (*request.mutable_op()->mutable_params())["dtype"] = dtype;
+  (*request.mutable_op()->mutable_params())["hidden"] = "1024";
+  request.mutable_target()->set_arch("sm_90");
+  return request;
+}
+
+bool ClosedByPeer(int fd, std::chrono::milliseconds within) {
+  char c;
+  return proto::ReadExact(fd, &c, 1, Clock::now() + within).outcome == proto::IoOutcome::kClosed;
+}
+
+}  // namespace
+
+TEST_CASE("kilnd answers the same-node protocol as it answers gRPC", "[daemon][local_fetch]") {
+  TempDir dir("kiln-local-fetch-protocol");
+  DaemonProcess daemon(DaemonOptions{.root = dir.path()});
+  // Connections that never speak, or stop after half the magic, are waiting to be sorted.
+  std::vector<int> silent = {Connect(daemon.socket()), Connect(daemon.socket())};
+  REQUIRE(::send(silent[1], "KILN", 4, MSG_NOSIGNAL) == 4);
+
+  int fd = Connect(daemon.socket());
+  REQUIRE(proto::WriteAll(fd, proto::kLocalFetchMagic, {}, Clock::now() + std::chrono::seconds(5)).ok());
+  FrameReply r = Exchange(fd, RmsnormRequest("bf16").SerializeAsString(), RmsnormRequest("bf16").ByteSizeLong());
+  REQUIRE_FALSE(r.closed);
+  REQUIRE(r.code == 0);
+  v1::GetKernelResponse local;
+  REQUIRE(local.ParseFromString(r.body));
+  CHECK(local.uri() == "rmsnorm_bf16_h1024");
+  CHECK(local.origin() == v1::ORIGIN_COMPILED);
+  REQUIRE(local.has_cubin_crc32c());
+  CHECK(local.blob_path().empty());  // prefer_blob_path unset: the bytes
+  CHECK(proto::Crc32c(local.cubin()) == local.cubin_crc32c());
+
+  // The same request over gRPC on the same socket: the same entry, the same checksums.
+  auto stub = v1::KernelService::NewStub(daemon.channel());
+  grpc::ClientContext context;
+  v1::GetKernelResponse via_grpc;
+  REQUIRE(stub->GetKernel(&context, RmsnormRequest("bf16"), &via_grpc).ok());
+  CHECK(via_grpc.cache_key() == local.cache_key());
+  CHECK(via_grpc.sha256() == local.sha256());
+  CHECK(via_grpc.cubin_crc32c() == local.cubin_crc32c());
+  CHECK(proto::Crc32c(via_grpc.cubin()) == local.cubin_crc32c());
+  CHECK(via_grpc.origin() == v1::ORIGIN_MEMORY);
+
+  SECTION("the connection stays open for the next request, blob path included") {
+    auto request = RmsnormRequest("bf16");
+    request.set_prefer_blob_path(true);
+    FrameReply again = Exchange(fd, request.SerializeAsString(), request.ByteSizeLong());
+    REQUIRE(again.code == 0);
+    v1::GetKernelResponse second;
+    REQUIRE(second.ParseFromString(again.body));
+    CHECK(second.origin() == v1::ORIGIN_MEMORY);
+    CHECK_FALSE(second.blob_path().empty());
+    CHECK(proto::Crc32c(ReadFile(second.blob_path())) == second.cubin_crc32c());
+  }
+  SECTION("the daemon's refusal comes as its code and message") {
+    FrameReply bad = Exchange(fd, RmsnormRequest("int3").SerializeAsString(), RmsnormRequest("int3").ByteSizeLong());
+    CHECK(bad.code == static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT));
+    CHECK(bad.body.find("int3") != std::string::npos);
+  }
+  SECTION("bytes that are not a request: INVALID_ARGUMENT, and the connection still serves") {
+    FrameReply bad = Exchange(fd, std::string("\xff\xff\xff\xff not protobuf", 17), 17);
+    CHECK(bad.code == static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT));
+    CHECK(bad.body.find("not a kiln.v1.GetKernelRequest") != std::string::npos);
+    FrameReply good = Exchange(fd, RmsnormRequest("bf16").SerializeAsString(), RmsnormRequest("bf16").ByteSizeLong());
+    CHECK(good.code == 0);
+  }
+  SECTION("a frame over the size limit: INVALID_ARGUMENT naming the limit, then closed") {
+    FrameReply big = Exchange(fd, "", proto::kMaxLocalRequestBytes + 1);
+    CHECK(big.code == static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT));
+    CHECK(big.body.find(std::to_string(proto::kMaxLocalRequestBytes)) != std::string::npos);
+    CHECK(ClosedByPeer(fd, std::chrono::seconds(5)));
+    // The daemon serves on.
+    int other = Connect(daemon.socket());
+    REQUIRE(proto::WriteAll(other, proto::kLocalFetchMagic, {}, Clock::now() + std::chrono::seconds(5)).ok());
+    CHECK(Exchange(other, RmsnormRequest("bf16").SerializeAsString(), RmsnormRequest("bf16").ByteSizeLong()).code == 0);
+    ::close(other);
+  }
+  SECTION("half a magic is closed once the sorting time is over") {
+    CHECK(ClosedByPeer(silent[1], std::chrono::milliseconds(3 * 1000)));
+  }
+  ::close(fd);
+  for (int s : silent) ::close(s);
+}
