@@ -18,12 +18,7 @@ namespace kiln_gemm_unit {}
 using Shape = kiln::gemm::GemmShape<KILN_GEMM_TIN, KILN_GEMM_TOUT, KILN_GEMM_TILE_M, KILN_GEMM_TILE_N, KILN_GEMM_STAGES,
                                     KILN_GEMM_GROUP_M, KILN_GEMM_SPLIT_K>;
 
-// Split-K runs in clusters of split_k blocks along x (compiled in: a plain launch makes them).
-#if KILN_GEMM_SPLIT_K > 1
-#define KILN_GEMM_CLUSTER __cluster_dims__(KILN_GEMM_SPLIT_K, 1, 1)
-#else
-#define KILN_GEMM_CLUSTER
-#endif
+#include "kiln/gemm/split_k_cluster.cuh"  // KILN_GEMM_CLUSTER: split-K's clusters
 
 // Launch (kiln/gemm/gemm_contract.h): persistent, grid.x = split_k * min(tiles, clusters at once), block.x =
 // GemmThreads(tile_m), dynamic shared memory GemmSmemBytes(...). The parameter lives in the
