@@ -29,22 +29,32 @@ Status NothingToTime(const char* api, const char* what) {
   return InvalidArgument(std::string(api) + ": " + what + ": there is nothing to time");
 }
 
+// The job's fields every plan of the family fills the same way: the call, its output and the
+// heuristic's tactic; the op's tuner adds the candidates and the launch.
+template <class Plan>
+TacticTuneJob JobOf(const Plan& plan, const char* op, std::string bucket, int64_t rows,
+                    const ChosenGemmTactic& heuristic) {
+  TacticTuneJob job;
+  job.api = plan.api;
+  job.op = op;
+  job.bucket = std::move(bucket);
+  job.device = plan.device;
+  job.d = plan.d;
+  job.out_dtype = plan.out_dtype;
+  job.rows = rows;
+  job.cols = plan.n;
+  job.row_stride = plan.d_row_stride;
+  job.heuristic = heuristic.tactic;
+  return job;
+}
+
 StatusOr<tune::Report> TuneGemm(const GemmPlan& plan, const tune::Options& options, void* stream) {
   if (plan.m == 0) return NothingToTime(plan.api, "a has no rows");
   KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
   KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(*driver, plan.device));
   KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic heuristic, GemmTacticOfCall(plan, /*skip_tuned=*/true));
-  TacticTuneJob job;
-  job.api = plan.api;
-  job.op = gemm::kGemmOp;
-  job.bucket = GemmTuningBucket(plan.dtype, plan.out_dtype, plan.m, plan.n, plan.k);
-  job.device = plan.device;
-  job.d = plan.d;
-  job.out_dtype = plan.out_dtype;
-  job.rows = plan.m;
-  job.cols = plan.n;
-  job.row_stride = plan.d_row_stride;
-  job.heuristic = heuristic.tactic;
+  TacticTuneJob job = JobOf(plan, gemm::kGemmOp, GemmTuningBucket(plan.dtype, plan.out_dtype, plan.m, plan.n, plan.k),
+                            plan.m, heuristic);
   job.candidates = GemmTuneCandidates(plan.m, plan.n, plan.k, device->sms);
   job.launch = [&plan](const gemm::GemmTactic& t, void* s) { return LaunchGemmPlan(plan, t, s); };
   return RunTacticTuning(job, options, stream);
@@ -53,17 +63,9 @@ StatusOr<tune::Report> TuneGemm(const GemmPlan& plan, const tune::Options& optio
 StatusOr<tune::Report> TuneFp8Gemm(const Fp8GemmPlan& plan, const tune::Options& options, void* stream) {
   if (plan.m == 0) return NothingToTime(plan.api, "a has no rows");
   KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic heuristic, Fp8GemmTacticOfCall(plan, /*skip_tuned=*/true));
-  TacticTuneJob job;
-  job.api = plan.api;
-  job.op = gemm::kFp8GemmOp;
-  job.bucket = GemmTuningBucket(DType::kFloat8E4M3, plan.out_dtype, plan.m, plan.n, plan.k);
-  job.device = plan.device;
-  job.d = plan.d;
-  job.out_dtype = plan.out_dtype;
-  job.rows = plan.m;
-  job.cols = plan.n;
-  job.row_stride = plan.d_row_stride;
-  job.heuristic = heuristic.tactic;
+  TacticTuneJob job = JobOf(plan, gemm::kFp8GemmOp,
+                            GemmTuningBucket(DType::kFloat8E4M3, plan.out_dtype, plan.m, plan.n, plan.k), plan.m,
+                            heuristic);
   job.candidates = SpaceTuneCandidates(gemm::kFp8GemmOp);
   if (plan.m <= 64) {
     // Memory-bound: the 64-row tiles split over clusters too (the heuristic's rule picks one).
@@ -80,17 +82,10 @@ StatusOr<tune::Report> TuneGrouped(const GroupedGemmPlan& plan, const char* op, 
   if (plan.rows == 0) return NothingToTime(plan.api, "a has no rows");
   KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic heuristic, GroupedGemmTacticOfCall(plan, /*skip_tuned=*/true));
   const int64_t rows_per_group = plan.masked ? plan.group_stride : (plan.rows + plan.groups - 1) / plan.groups;
-  TacticTuneJob job;
-  job.api = plan.api;
-  job.op = op;
-  job.bucket = GroupedTuningBucket(plan.dtype, plan.out_dtype, plan.groups, rows_per_group, plan.n, plan.k);
-  job.device = plan.device;
-  job.d = plan.d;
-  job.out_dtype = plan.out_dtype;
-  job.rows = plan.rows;  // rows past a group's count stay poisoned in every result
-  job.cols = plan.n;
-  job.row_stride = plan.d_row_stride;
-  job.heuristic = heuristic.tactic;
+  // rows: all of d's; rows past a group's count stay poisoned in every result.
+  TacticTuneJob job = JobOf(
+      plan, op, GroupedTuningBucket(plan.dtype, plan.out_dtype, plan.groups, rows_per_group, plan.n, plan.k), plan.rows,
+      heuristic);
   job.candidates = SpaceTuneCandidates(op);
   job.launch = [&plan](const gemm::GemmTactic& t, void* s) { return LaunchGroupedGemmPlan(plan, t, s); };
   return RunTacticTuning(job, options, stream);
