@@ -1,11 +1,13 @@
 // KILN_GEMM_CLUSTER: the gemm family's kernels (gemm.cu, fp8_gemm.cu) run split-K in clusters
 // of KILN_GEMM_SPLIT_K blocks along x, compiled into the kernel (__cluster_dims__), so a plain
-// launch makes the clusters; no split, no cluster. Included after kiln_config.cuh, which
-// defines KILN_GEMM_SPLIT_K (so not part of the family's precompiled-header prefix).
+// launch makes the clusters; no split, no cluster. Included after the unit's rendered config,
+// which defines KILN_GEMM_SPLIT_K (so not part of the family's precompiled-header prefix).
+// NOTE: no header under include/ may name the rendered config's file: server/jit/pch_key.h
+// then keys every family's PCH by it, and no two specializations share a PCH any more.
 #pragma once
 
 #ifndef KILN_GEMM_SPLIT_K
-#error "include kiln_config.cuh (which defines KILN_GEMM_SPLIT_K) before kiln/gemm/split_k_cluster.cuh"
+#error "include the unit's rendered config (it defines KILN_GEMM_SPLIT_K) before kiln/gemm/split_k_cluster.cuh"
 #endif
 
 #if KILN_GEMM_SPLIT_K > 1
