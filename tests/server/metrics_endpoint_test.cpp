@@ -1,16 +1,21 @@
 // kilnd --metrics-listen as a real process: /metrics scraped over HTTP and parsed by
 // Prometheus's own Python parser (tests/support/scrape_metrics.py); the series move with the
-// traffic the test sends. A port in use stops kilnd at start naming the flag.
+// traffic the test sends, the same-node fetch's included. A port in use stops kilnd at start naming the flag.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "kiln/v1/kernel.pb.h"
+#include "proto/local_fetch.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/kiln_rpc.h"
 #include "tests/support/temp_dir.h"
@@ -65,6 +70,28 @@ double Value(const json& scrape, const std::string& name, const std::map<std::st
   return -1;
 }
 
+// One GetKernel over the same-node protocol (proto/local_fetch.h); true when answered OK.
+bool LocalFetch(const std::string& socket, const std::map<std::string, std::string>& params) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket.c_str(), socket.size() + 1);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return false;
+  kiln::v1::GetKernelRequest request;
+  request.mutable_op()->set_name("rmsnorm");
+  for (const auto& [k, v] : params) (*request.mutable_op()->mutable_params())[k] = v;
+  request.mutable_target()->set_arch("sm_90");
+  const std::string body = request.SerializeAsString();
+  char header[8];
+  kiln::proto::PutU32(header, static_cast<uint32_t>(body.size()));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool ok = kiln::proto::WriteAll(fd, kiln::proto::kLocalFetchMagic, std::string_view(header, 4), deadline).ok() &&
+            kiln::proto::WriteAll(fd, body, {}, deadline).ok() && kiln::proto::ReadExact(fd, header, 8, deadline).ok();
+  ok = ok && kiln::proto::GetU32(header) == 0;
+  ::close(fd);
+  return ok;
+}
+
 }  // namespace
 
 TEST_CASE("kilnd --metrics-listen serves Prometheus text whose series move with traffic", "[metrics][daemon]") {
@@ -115,6 +142,12 @@ TEST_CASE("kilnd --metrics-listen serves Prometheus text whose series move with 
   CHECK(Value(after, "kiln_rpc_duration_seconds_count", get_stats) == stats_before + 2);
   CHECK(Value(after, "kiln_rpc_duration_seconds_bucket",
               {{"method", "kiln.v1.CacheService/GetStats"}, {"le", "+Inf"}}) == stats_before + 2);
+
+  // A same-node fetch (the client library's default on the unix socket) has its own series.
+  REQUIRE(LocalFetch(d.socket(), kBf16_4096));
+  json local = Scrape(address);
+  CHECK(Value(local, "kiln_rpc_duration_seconds_count", {{"method", "kiln.v1.KernelService/GetKernel:local"}}) == 1);
+  CHECK(Value(local, "kiln_rpc_duration_seconds_count", {{"method", "kiln.v1.KernelService/GetKernel"}}) == 2);
 }
 
 TEST_CASE("kilnd stops at start naming --metrics-listen when its port is in use", "[metrics][daemon]") {
