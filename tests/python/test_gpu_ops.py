@@ -255,6 +255,64 @@ def test_samplers_stay_in_the_allowed_set_and_repeat(kilnd, sampler):
         assert bool((chosen >= 0.05 * p64.max(-1).values - 1e-9).all())
 
 
+# ---- moe -----------------------------------------------------------------------------------------
+
+
+def _moe_reference(logits, top_k, bias, scoring, renormalize, n_group, topk_group, scale):
+    """The rule of kiln/ops/moe.h in float64; stable sorts give the lower id (and group) on ties."""
+    torch = _torch()
+    x = logits.double()
+    u = torch.softmax(x, dim=-1) if scoring == "softmax" else torch.sigmoid(x)
+    key = u + bias.double() if bias is not None else u.clone()
+    tokens, experts = key.shape
+    if n_group > 1:
+        size = experts // n_group
+        top = key.view(tokens, n_group, size).sort(dim=-1, descending=True).values
+        score = top[..., :2].sum(-1) if size >= 2 else top[..., 0]
+        kept = score.sort(dim=-1, descending=True, stable=True).indices[:, :topk_group]
+        mask = torch.zeros(tokens, n_group, dtype=torch.bool, device=key.device).scatter_(1, kept, True)
+        key = key.masked_fill(~mask.repeat_interleave(size, dim=1), float("-inf"))
+    ids = key.sort(dim=-1, descending=True, stable=True).indices[:, :top_k]
+    w = u.gather(1, ids)
+    if renormalize:
+        w = w / (w.sum(-1, keepdim=True) + 1e-20)
+    return ids.to(torch.int32), w * scale
+
+
+@requires_gpu
+@pytest.mark.parametrize("tokens", [1, 3, 64, 1000])
+@pytest.mark.parametrize("model", ["mixtral", "qwen3", "deepseek_v3", "deepseek_v3_ties"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_moe_route_matches_the_float64_reference(kilnd, tokens, model, dtype):
+    torch = _torch()
+    g = _gen(21)
+    experts, top_k = {"mixtral": (8, 2), "qwen3": (128, 8)}.get(model, (256, 8))
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    kwargs = {}
+    if model.startswith("deepseek"):
+        bias = (torch.rand((experts,), device="cuda", generator=g) - 0.5) * 0.2
+        if model.endswith("ties"):
+            bias = torch.round(bias * 16) / 16
+        kwargs = dict(correction_bias=bias, scoring="sigmoid", n_group=8, topk_group=4, routed_scaling_factor=2.5)
+    logits = torch.randn((tokens, experts), device="cuda", generator=g)
+    if model.endswith("ties"):
+        logits = torch.round(logits.abs() * 4) / 4  # 0, 0.25, ...: many equal keys and group sums
+    logits = logits.to(torch_dtype)
+    ids, weights = kiln.moe_route(logits, top_k, **kwargs)
+    assert ids.dtype == torch.int32 and weights.dtype == torch.float32
+    assert tuple(ids.shape) == (tokens, top_k) and tuple(weights.shape) == (tokens, top_k)
+    want_ids, want_weights = _moe_reference(logits, top_k, kwargs.get("correction_bias"),
+                                            kwargs.get("scoring", "softmax"), True, kwargs.get("n_group", 1),
+                                            kwargs.get("topk_group", 1), kwargs.get("routed_scaling_factor", 1.0))
+    assert torch.equal(ids, want_ids)
+    torch.testing.assert_close(weights.double(), want_weights, atol=1e-6, rtol=1e-5)
+    # Given (poisoned) outputs are filled, and a second call gives the same bits.
+    out_ids = torch.full_like(ids, -1)
+    out_weights = torch.full_like(weights, float("nan"))
+    kiln.moe_route(logits, topk_ids=out_ids, topk_weights=out_weights, **kwargs)
+    assert torch.equal(out_ids, ids) and torch.equal(out_weights, weights)
+
+
 # ---- gemm ----------------------------------------------------------------------------------------
 
 

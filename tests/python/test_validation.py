@@ -60,6 +60,32 @@ CASES = [
      "kiln_top_k_top_p_sampling: top_k: expected dtype int32, found int64"),
     ("argmax probs dtype", lambda: kiln.argmax(cuda((4, 100), "bf16"), samples=cuda((4,), "int32")),
      "kiln_argmax: probs: expected dtype fp32, found bf16"),
+    ("moe_route top_k", lambda: kiln.moe_route(cuda((4, 8), "bf16"), topk_ids=cuda((4, 9), "int32"),
+                                               topk_weights=cuda((4, 9), "fp32")),
+     "kiln_moe_route: topk_ids: top_k (dim 1) = 9 exceeds the 8 experts of logits [4, 8]"),
+    ("moe_route shapes", lambda: kiln.moe_route(cuda((4, 8), "bf16"), topk_ids=cuda((4, 2), "int32"),
+                                                topk_weights=cuda((4, 3), "fp32")),
+     "kiln_moe_route: topk_weights: expected shape [4, 2] (topk_ids'), found [4, 3]"),
+    ("moe_route logits dtype", lambda: kiln.moe_route(cuda((4, 8), "int32"), topk_ids=cuda((4, 2), "int32"),
+                                                      topk_weights=cuda((4, 2), "fp32")),
+     "kiln_moe_route: logits: expected dtype fp32, fp16 or bf16, found int32"),
+    ("moe_route ids dtype", lambda: kiln.moe_route(cuda((4, 8), "bf16"), topk_ids=cuda((4, 2), "int64"),
+                                                   topk_weights=cuda((4, 2), "fp32")),
+     "kiln_moe_route: topk_ids: expected dtype int32, found int64"),
+    ("moe_route bias dtype", lambda: kiln.moe_route(
+        cuda((4, 256), "fp32"), correction_bias=cuda((256,), "bf16"), scoring="sigmoid", n_group=8, topk_group=4,
+        topk_ids=cuda((4, 8), "int32"), topk_weights=cuda((4, 8), "fp32")),
+     "kiln_moe_route: correction_bias: expected dtype fp32, found bf16"),
+    ("moe_route groups", lambda: kiln.moe_route(
+        cuda((4, 256), "fp32"), scoring="sigmoid", n_group=8, topk_group=9, topk_ids=cuda((4, 8), "int32"),
+        topk_weights=cuda((4, 8), "fp32")),
+     "kiln_moe_route: topk_group: expected 1 to n_group = 8, found 9"),
+    ("moe_route scale", lambda: kiln.moe_route(cuda((4, 8), "bf16"), routed_scaling_factor=0.0,
+                                               topk_ids=cuda((4, 2), "int32"), topk_weights=cuda((4, 2), "fp32")),
+     "kiln_moe_route: routed_scaling_factor: expected a finite value > 0, found 0"),
+    ("moe_route scoring", lambda: kiln.moe_route(cuda((4, 8), "bf16"), 2, scoring="relu",
+                                                 topk_ids=cuda((4, 2), "int32"), topk_weights=cuda((4, 2), "fp32")),
+     "kiln.moe_route: scoring: expected 'softmax' or 'sigmoid', found 'relu'"),
     ("gemm b dtype", lambda: kiln.gemm(cuda((4, 64)), cuda((32, 64), "fp32"), out=cuda((4, 32))),
      "kiln_gemm: b: expected dtype fp16 (a's), found fp32"),
     ("grouped_gemm m_indptr dtype", lambda: kiln.grouped_gemm(
@@ -132,6 +158,8 @@ NUMPY_CALLS = [
                                                out=_np((4, 32)))),
     ("grouped_gemm_masked", lambda: kiln.grouped_gemm_masked(_np((2, 4, 64)), _np((2, 32, 64)), _np((2,), np.int32),
                                                              out=_np((2, 4, 32)))),
+    ("moe_route", lambda: kiln.moe_route(_np((2, 8), np.float32), topk_ids=_np((2, 2), np.int32),
+                                         topk_weights=_np((2, 2), np.float32))),
 ]
 
 
@@ -150,12 +178,12 @@ def test_a_cpu_dlpack_tensor_is_refused_like_numpy():
         kiln.rms_norm(cpu, cuda((64,)), out=cuda((4, 64)))
 
 
-@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax"])
+@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax", "moe_route"])
 def test_an_output_without_torch_must_be_given(what):
-    x = cuda((4, 64), "fp32" if what == "argmax" else "fp16")
+    x = cuda((4, 64), "fp32" if what in ("argmax", "moe_route") else "fp16")
     calls = {"rms_norm": lambda: kiln.rms_norm(x, cuda((64,))), "silu_and_mul": lambda: kiln.silu_and_mul(x),
-             "argmax": lambda: kiln.argmax(x)}
-    name = "samples" if what == "argmax" else "out"
+             "argmax": lambda: kiln.argmax(x), "moe_route": lambda: kiln.moe_route(x, 8)}
+    name = {"argmax": "samples", "moe_route": "topk_ids"}.get(what, "out")
     with pytest.raises(kiln.InvalidArgument, match=f"kiln.{what}: {name}: not given, and it can only be allocated "
                                                    f"for torch tensors .*pass {name}="):
         calls[what]()

@@ -625,6 +625,25 @@ PyObject* Argmax(PyObject*, PyObject* const* a, Py_ssize_t n) {
   KILN_CALL(kiln_argmax(samples.get(), probs.get(), stream));
 }
 
+// ---- moe -------------------------------------------------------------------------------------
+
+// moe_route(topk_ids, topk_weights, logits, correction_bias, scoring, renormalize, n_group, topk_group,
+//           routed_scaling_factor, stream); correction_bias may be None
+PyObject* MoeRoute(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  TensorArg ids, weights, logits, bias;
+  int64_t scoring, n_group, topk_group;
+  int renormalize;
+  double scale;
+  void* stream;
+  if (!ArgCount("moe_route", n, 10) || !ids.Set(a[0], "topk_ids", false) || !weights.Set(a[1], "topk_weights", false) ||
+      !logits.Set(a[2], "logits", false) || !bias.Set(a[3], "correction_bias", true) || !Int64(a[4], &scoring) ||
+      (renormalize = PyObject_IsTrue(a[5])) < 0 || !Int64(a[6], &n_group) || !Int64(a[7], &topk_group) ||
+      !Double(a[8], &scale) || !Stream(a[9], &stream))
+    return nullptr;
+  KILN_CALL(kiln_moe_route(ids.get(), weights.get(), logits.get(), bias.get(), static_cast<kiln_moe_scoring>(scoring),
+                           renormalize, n_group, topk_group, scale, stream));
+}
+
 // ---- gemm ------------------------------------------------------------------------------------
 
 // gemm(d, a, b, bias, c, beta, stream)
@@ -942,6 +961,7 @@ PyMethodDef kMethods[] = {{"_set_error_classes", SetErrorClasses, METH_O, nullpt
                           FASTCALL("min_p_sampling", ThresholdSampling<kiln_min_p_sampling>),
                           FASTCALL("top_k_top_p_sampling", TopKTopPSampling),
                           FASTCALL("argmax", Argmax),
+                          FASTCALL("moe_route", MoeRoute),
                           FASTCALL("gemm", Gemm),
                           FASTCALL("grouped_gemm", GroupedGemm<kiln_grouped_gemm>),
                           FASTCALL("grouped_gemm_masked", GroupedGemm<kiln_grouped_gemm_masked>),

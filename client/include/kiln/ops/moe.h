@@ -1,0 +1,88 @@
+// kiln::ops mixture of experts: moe_route, the router's choice of experts per token, on the GPU.
+// Part of kiln/ops.h (devices, contexts and streams as described there); docs/kernels-moe.md.
+//
+//   logits           [T, E]      fp32, fp16 or bf16; the last dim has stride 1, rows may be
+//                                padded; 1 <= E <= 256
+//   correction_bias  [E]         fp32, contiguous, optional (null: none); added to the scores
+//                                for the choice only (DeepSeek-V3's e_score_correction_bias)
+//   topk_ids         [T, top_k]  int32, written: the chosen experts, best first; last dim
+//                                stride 1, rows may be padded; 1 <= top_k <= min(E, 16)
+//   topk_weights     [T, top_k]  fp32, written: their weights, in the same order
+//
+// Per token, computed in fp64 (so the choice is the float64 reference's, ties included):
+//   u[e]    softmax: exp(x[e] - max x) / sum exp(x - max x);  sigmoid: 1 / (1 + exp(-x[e]))
+//   key[e]  u[e] + correction_bias[e] (u[e] without a bias)
+//   groups  n_group > 1 (DeepSeek-V3): E / n_group consecutive experts per group; the
+//           topk_group groups with the largest sum of their two largest keys are kept
+//   choice  the top_k kept experts of largest key, in descending order; equal keys (and equal
+//           group sums): the lower id first. Deterministic.
+//   weight  u of the chosen expert; renormalize: divided by (the sum over the chosen + 1e-20);
+//           then times routed_scaling_factor
+// Mixtral, Qwen3-MoE: softmax, renormalize. DeepSeek-V3: sigmoid, the bias, n_group 8,
+// topk_group 4, top_k 8, renormalize, routed_scaling_factor 2.5.
+// Rows with a NaN or infinite logit get valid, distinct ids (a NaN key ranks last) and
+// unspecified weights. T = 0: OK, nothing launched. Outputs must not overlap the inputs or
+// each other.
+//
+// The C function below is the same op for C callers: DLTensor in, kiln_status out.
+#ifndef KILN_OPS_MOE_H_
+#define KILN_OPS_MOE_H_
+
+#include "kiln/c_abi.h"
+
+#ifdef __cplusplus
+#include <cstdint>
+
+#include "kiln/export.h"
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::ops {
+
+enum class MoeScoring : int32_t {
+  kSoftmax = 0,  // softmax over the row (Mixtral, Qwen3-MoE)
+  kSigmoid = 1,  // elementwise sigmoid (DeepSeek-V3)
+};
+
+struct MoeRouteOptions {
+  MoeScoring scoring = MoeScoring::kSoftmax;
+  bool renormalize = true;             // weights divided by their sum (over the chosen)
+  int64_t n_group = 1;                 // 1: no group limit; else 2..32, dividing E
+  int64_t topk_group = 1;              // groups kept, 1..n_group (1 when n_group is 1)
+  double routed_scaling_factor = 1.0;  // finite, > 0
+};
+
+// top_k is topk_ids' dim 1 (topk_weights' too). Refused (INVALID_ARGUMENT naming the argument):
+// other dtypes or ranks, mismatched shapes, top_k > E or > 16, E > 256, a group limit that
+// does not divide E or keeps fewer than top_k experts (top_k <= topk_group * E / n_group).
+KILN_API Status moe_route(const TensorView& topk_ids, const TensorView& topk_weights, const TensorView& logits,
+                          const TensorView* correction_bias, const MoeRouteOptions& options, void* stream = nullptr);
+
+}  // namespace kiln::ops
+
+extern "C" {
+#endif
+
+/* ---- Mixture of experts (kiln/ops/moe.h, docs/kernels-moe.md) ----
+ * kiln_moe_route: logits [T, E] fp32/fp16/bf16 (last dim stride 1, 1 <= E <= 256) -> topk_ids
+ * [T, top_k] int32 and topk_weights [T, top_k] fp32 (1 <= top_k <= min(E, 16)), best first,
+ * ties: the lower id. scoring: KILN_MOE_SCORING_SOFTMAX or KILN_MOE_SCORING_SIGMOID;
+ * correction_bias [E] fp32 or NULL, added for the choice only; n_group 1 (no group limit) or
+ * 2..32 dividing E, keeping topk_group groups (the largest sums of their two largest keys);
+ * renormalize != 0 divides the weights by their sum (+ 1e-20); then times
+ * routed_scaling_factor (finite, > 0). T = 0: KILN_OK without a launch. */
+typedef enum kiln_moe_scoring {
+  KILN_MOE_SCORING_SOFTMAX = 0,
+  KILN_MOE_SCORING_SIGMOID = 1,
+} kiln_moe_scoring;
+
+KILN_API kiln_status kiln_moe_route(DLTensor* topk_ids, DLTensor* topk_weights, const DLTensor* logits,
+                                    const DLTensor* correction_bias /* NULL: none */, kiln_moe_scoring scoring,
+                                    int renormalize, int64_t n_group, int64_t topk_group, double routed_scaling_factor,
+                                    void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KILN_OPS_MOE_H_ */
