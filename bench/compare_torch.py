@@ -1,11 +1,21 @@
 #!/usr/bin/env python3
 """Kiln's ops against their PyTorch equivalents, in one process, on the same inputs.
 
-Kiln is called through its C ABI (libkiln_client, ctypes, DLTensor structs built from torch
-tensors), against a running kilnd:
+Kiln is called through its Python package `kiln` (client/python, docs/python.md: libkiln_client's
+C ABI through the extension kiln._native, no copy), on the same torch tensors as the other
+backends, with every output given (out=...) so that no call allocates inside a CUDA-graph capture:
 
-    KILN_SOCKET=/path/kilnd.sock python3 bench/compare_torch.py \
-        --lib .gpu/bin/libkiln_client.so.0.1 --out $OUT/compare-torch.json
+    PYTHONPATH=/tmp/kiln-py python3 bench/compare_torch.py --socket /path/kilnd.sock \
+        --out $OUT/compare-torch.json
+
+`import kiln` must work: `pip install client/python` (docs/python.md), or on the GPU machine
+`bash bench/python_gpu.sh site`, which builds the package with its extension in /tmp/kiln-py for
+that machine's Python (/opt/torch/.venv/bin/python: run this script with it) and prints the
+PYTHONPATH to use. Kernels: with --socket, from the kilnd listening there (checked first: the run
+stops when it does not answer); without it, where the package's own settings say: KILN_SOCKET
+names the daemon, KILN_MODE chooses (auto, the default: the daemon when one listens, else the
+embedded engine compiling in this process; daemon; embedded). The run header and the JSON's
+meta give kiln.version() and kiln.describe_mode().
 
 Cases are the examples of each op's trace definition (kernels/traces/<op>.json: realistic
 Llama-3.1-8B shapes, the same cases as kiln-bench's default list). For each case:
@@ -28,15 +38,16 @@ setting, the samplers; --no-flashinfer leaves them out).
 
 Rows: op, backend, case, dtype, shape, median/std/min us, TFLOP/s where an op counts FLOPs (gemm), GB/s (the bytes an op must move /
 time), % of the device-to-device copy bandwidth measured in the same run, and the time ratio
-to Kiln (backend / kiln: above 1 means Kiln is faster). Ops whose C function the library
-does not export are skipped with a note.
+to Kiln (backend / kiln: above 1 means Kiln is faster). Ops whose function the kiln package
+lacks are skipped with a note.
 
 Decode and sampling:
-  - batch_decode: Kiln's plan is made once per case (kiln_batch_decode_plan_create), the run
-    step is timed; PyTorch's SDPA reads the same K and V stored densely ([B, Hk, L, D], copied
-    from the paged cache once, not timed: bench/decode/sdpa_baseline.py). V has a +-1 pattern
-    per 256-position region so that a lost chunk of a long request shows, and out is checked
-    with the GPU tests' tolerance for long requests (bf16 abs 2e-3, rel 1.6e-2).
+  - batch_decode: Kiln's plan is made once per case (kiln.BatchDecodePlan), the run step
+    (kiln.batch_decode) is timed; PyTorch's SDPA reads the same K and V stored densely
+    ([B, Hk, L, D], copied from the paged cache once, not timed: bench/decode/sdpa_baseline.py).
+    V has a +-1 pattern per 256-position region so that a lost chunk of a long request shows,
+    and out is checked with the GPU tests' tolerance for long requests (bf16 abs 2e-3, rel
+    1.6e-2).
   - append_paged_kv: a copy, so both caches must be bit-identical to PyTorch's (index_put with
     the slots computed per call, and index_copy_ with vLLM's precomputed slot mapping).
   - top_k / top_p / top_k_top_p / min_p sampling: a draw is random, so Kiln's tokens must lie
@@ -48,7 +59,6 @@ Decode and sampling:
     argmax is exact.
 """
 import argparse
-import ctypes
 import importlib.util
 import inspect
 import json
@@ -59,6 +69,14 @@ import re
 import statistics
 import sys
 import time
+
+try:
+    import kiln
+except ImportError as e:  # not installed, or its extension / libkiln_client cannot be loaded
+    sys.exit(f"compare_torch.py: the kiln package cannot be imported ({e}).\n"
+             "Install it for this Python: pip install client/python (docs/python.md); on the GPU machine: "
+             "bash bench/python_gpu.sh site (builds it in /tmp/kiln-py), then run this script with "
+             "/opt/torch/.venv/bin/python and the PYTHONPATH it prints.")
 
 import torch
 import torch.nn.functional as F
@@ -83,35 +101,6 @@ SAMPLERS = bench_module("sampling/torch_baseline.py")  # PyTorch's eager sampler
 FI = bench_module("flashinfer_peer.py")              # FlashInfer's calls, when it imports
 USE_FLASHINFER = True                                # --no-flashinfer turns its backends off
 
-# ---- DLPack through ctypes ------------------------------------------------------------------
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_FLOAT8_E4M3FN = 0, 1, 2, 4, 10  # the last: DLPack 1.0
-DL_CODES = {
-    torch.float32: (DL_FLOAT, 32), torch.float16: (DL_FLOAT, 16), torch.bfloat16: (DL_BFLOAT, 16),
-    torch.int32: (DL_INT, 32), torch.int64: (DL_INT, 64), torch.int8: (DL_INT, 8), torch.uint8: (DL_UINT, 8),
-    torch.float8_e4m3fn: (DL_FLOAT8_E4M3FN, 8),
-}
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "fp8_e4m3": torch.float8_e4m3fn}
 # One rounding to the dtype plus fp32 accumulation against float64 (the GPU tests' figures);
@@ -119,74 +108,16 @@ TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bflo
 TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2}
 
 
-class DL:
-    """A DLTensor describing a torch tensor (kept alive with its shape and strides arrays)."""
-
-    def __init__(self, t):
-        self.t = t
-        self.shape = (ctypes.c_int64 * t.dim())(*t.shape)
-        self.strides = (ctypes.c_int64 * t.dim())(*t.stride())
-        code, bits = DL_CODES[t.dtype]
-        self.value = DLTensor(t.data_ptr(), DLDevice(2, t.device.index), t.dim(), DLDataType(code, bits, 1),
-                              self.shape, self.strides, 0)
-
-    def ref(self):
-        return ctypes.byref(self.value)
-
-
-class KilnError(RuntimeError):
-    pass
-
-
-def load_kiln(path):
-    lib = ctypes.CDLL(path)
-    lib.kiln_last_error.restype = ctypes.c_char_p
-    lib.kiln_connect.argtypes = [ctypes.c_char_p, ctypes.c_int]
-    if hasattr(lib, "kiln_batch_decode_plan_create"):
-        i32p = ctypes.POINTER(ctypes.c_int32)
-        lib.kiln_batch_decode_plan_create.argtypes = [
-            i32p, i32p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, DLDataType,
-            ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
-        lib.kiln_batch_decode_plan_workspace_bytes.argtypes = [ctypes.c_void_p]
-        lib.kiln_batch_decode_plan_workspace_bytes.restype = ctypes.c_size_t
-        lib.kiln_batch_decode_plan_destroy.argtypes = [ctypes.c_void_p]
-        lib.kiln_batch_decode_plan_destroy.restype = None
-    if hasattr(lib, "kiln_batch_prefill_plan_create_ragged"):
-        i32p = ctypes.POINTER(ctypes.c_int32)
-        lib.kiln_batch_prefill_plan_create_ragged.argtypes = [
-            i32p, i32p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, DLDataType, ctypes.c_int,
-            ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
-        lib.kiln_batch_prefill_plan_workspace_bytes.argtypes = [ctypes.c_void_p]
-        lib.kiln_batch_prefill_plan_workspace_bytes.restype = ctypes.c_size_t
-        lib.kiln_batch_prefill_plan_destroy.argtypes = [ctypes.c_void_p]
-        lib.kiln_batch_prefill_plan_destroy.restype = None
-    return lib
-
-
-def kiln_check(lib, status, what):
-    if status != 0:
-        raise KilnError(f"{what}: {lib.kiln_last_error().decode()}")
-
-
-def stream_handle():
-    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-
-
 # ---- the ops ------------------------------------------------------------------------------------
-# Each op: the trace definition it follows, its C function, how to make a case's tensors (named
-# as the C API's arguments), how Kiln and each PyTorch backend compute it (PyTorch backends
-# return the outputs, in the order of `outputs`), the scalars of the trace reference, and the
-# bytes a call must move.
+# Each op: the trace definition it follows, the kiln package's names it calls, how to make a
+# case's tensors (named as the package's arguments), how Kiln (the package, every output given)
+# and each PyTorch backend compute it (PyTorch backends return the outputs, in the order of
+# `outputs`), the scalars of the trace reference, and the bytes a call must move.
 
 EPS = 1e-6
 ROPE_THETA = 500000.0  # Llama-3.1
 ROPE_LLAMA31 = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position": 8192}
 ROPE_MAX_POSITION = 16384  # positions drawn in [0, this)
-
-
-class Llama31Scaling(ctypes.Structure):
-    _fields_ = [("factor", ctypes.c_double), ("low_freq_factor", ctypes.c_double),
-                ("high_freq_factor", ctypes.c_double), ("original_max_position", ctypes.c_int64)]
 
 
 def uniform(shape, dtype, gen, lo=-2.0, hi=2.0):
@@ -236,7 +167,7 @@ def torch_rope_cached(q, k, positions, cache):
 class Op:
     name = ""         # the row's op name (the C++ API's)
     trace = ""        # kernels/traces/<trace>.json
-    c_function = ""
+    kiln_api = ()     # the kiln package's names it calls (the op is skipped when one is missing)
     outputs = ()      # tensors the op writes, compared
     pure_outputs = ()  # of those, the ones it does not read (poisoned with NaN before a check)
     scalars = {}      # the trace reference's keyword arguments
@@ -253,17 +184,19 @@ class Op:
         """(abs, rel) of output `name` against float64 `want`; None: the dtype's."""
         return self.tolerance.get(name)
 
-    def prepare(self, lib, t):
+    def prepare(self, t):
         """After make: what the Kiln call needs once per case (a plan)."""
 
-    def release(self, lib):
+    def release(self):
         """At the end of a case: what prepare made."""
 
     def footprint(self, t):
         """The bytes one call touches, where far less than its tensors (None: all of them)."""
         return None
 
-    def kiln(self, lib, dl):
+    def kiln(self, t):
+        """One Kiln call on the case's tensors `t` through the package, on torch's current stream,
+        every output passed (nothing allocated: the call may be captured in a CUDA graph)."""
         raise NotImplementedError
 
     def torch_backends(self):
@@ -278,7 +211,7 @@ def nbytes(*tensors):
 
 
 class RmsNorm(Op):
-    name, trace, c_function, outputs, scalars = "rms_norm", "rmsnorm", "kiln_rms_norm", ("out",), {"eps": EPS}
+    name, trace, kiln_api, outputs, scalars = "rms_norm", "rmsnorm", ("rms_norm",), ("out",), {"eps": EPS}
     pure_outputs = ("out",)
 
     def make(self, a, dtype, gen):
@@ -286,9 +219,8 @@ class RmsNorm(Op):
                 "input": uniform((a["rows"], a["hidden"]), dtype, gen),
                 "weight": uniform((a["hidden"],), dtype, gen)}
 
-    def kiln(self, lib, dl):
-        return lib.kiln_rms_norm(dl["out"].ref(), dl["input"].ref(), dl["weight"].ref(), ctypes.c_double(EPS),
-                                 stream_handle())
+    def kiln(self, t):
+        kiln.rms_norm(t["input"], t["weight"], EPS, out=t["out"])
 
     def torch_backends(self):
         return {"torch": lambda t: (torch_rms_norm(t["input"], t["weight"]),),
@@ -300,7 +232,7 @@ class RmsNorm(Op):
 
 
 class FusedAddRmsNorm(Op):
-    name, trace, c_function = "fused_add_rms_norm", "fused_add_rmsnorm", "kiln_fused_add_rms_norm"
+    name, trace, kiln_api = "fused_add_rms_norm", "fused_add_rmsnorm", ("fused_add_rms_norm",)
     outputs, scalars = ("input", "residual"), {"eps": EPS}
 
     def make(self, a, dtype, gen):
@@ -308,9 +240,8 @@ class FusedAddRmsNorm(Op):
                 "residual": uniform((a["rows"], a["hidden"]), dtype, gen),
                 "weight": uniform((a["hidden"],), dtype, gen)}
 
-    def kiln(self, lib, dl):
-        return lib.kiln_fused_add_rms_norm(dl["input"].ref(), dl["residual"].ref(), dl["weight"].ref(),
-                                           ctypes.c_double(EPS), stream_handle())
+    def kiln(self, t):
+        kiln.fused_add_rms_norm(t["input"], t["residual"], t["weight"], EPS)  # in place on both
 
     def torch_backends(self):
         def eager(t):
@@ -332,14 +263,14 @@ class ActAndMul(Op):
     outputs, pure_outputs, scalars = ("out",), ("out",), {}
 
     def __init__(self, name, act):
-        self.name, self.trace, self.c_function, self.act = name, name, "kiln_" + name, act
+        self.name, self.trace, self.kiln_api, self.act = name, name, (name,), act
 
     def make(self, a, dtype, gen):
         return {"out": torch.empty(a["rows"], a["d"], device="cuda", dtype=dtype),
                 "input": uniform((a["rows"], a["d2"]), dtype, gen)}
 
-    def kiln(self, lib, dl):
-        return getattr(lib, self.c_function)(dl["out"].ref(), dl["input"].ref(), stream_handle())
+    def kiln(self, t):
+        getattr(kiln, self.name)(t["input"], out=t["out"])
 
     def torch_backends(self):
         def eager(t):
@@ -353,7 +284,7 @@ class ActAndMul(Op):
 
 
 class ApplyRope(Op):
-    name, trace, c_function, outputs = "apply_rope", "apply_rope", "kiln_apply_rope", ("q", "k")
+    name, trace, kiln_api, outputs = "apply_rope", "apply_rope", ("apply_rope", "Llama31RopeScaling"), ("q", "k")
     scalars = {"theta": ROPE_THETA, "llama31_factor": ROPE_LLAMA31["factor"],
                "llama31_low_freq_factor": ROPE_LLAMA31["low_freq_factor"],
                "llama31_high_freq_factor": ROPE_LLAMA31["high_freq_factor"],
@@ -365,13 +296,13 @@ class ApplyRope(Op):
              "positions": torch.randint(0, ROPE_MAX_POSITION, (a["tokens"],), device="cuda", generator=gen,
                                         dtype=torch.int64)}
         self.cache = cos_sin_table(ROPE_MAX_POSITION, a["head_dim"], "cuda")  # setup, not timed
+        self.llama31 = kiln.Llama31RopeScaling(**ROPE_LLAMA31)
         return t
 
-    def kiln(self, lib, dl):
-        scaling = Llama31Scaling(**ROPE_LLAMA31)
-        return lib.kiln_apply_rope(dl["q"].ref(), dl["k"].ref(), dl["positions"].ref(), ctypes.c_int64(0),
-                                   ctypes.c_int(0), ctypes.c_double(ROPE_THETA), ctypes.byref(scaling),
-                                   stream_handle())
+    def kiln(self, t):
+        # rotary_dim 0: all of head_dim; NeoX pairs (not interleaved); in place on q and k.
+        kiln.apply_rope(t["q"], t["k"], t["positions"], rotary_dim=0, interleaved=False, theta=ROPE_THETA,
+                        llama31=self.llama31)
 
     def torch_backends(self):
         return {"torch_cos_sin_cache": lambda t: torch_rope_cached(t["q"], t["k"], t["positions"], self.cache),
@@ -383,7 +314,7 @@ class ApplyRope(Op):
 
 class ApplyRopeWithCosSinCache(Op):
     name, trace = "apply_rope_with_cos_sin_cache", "apply_rope_with_cos_sin_cache"
-    c_function, outputs, scalars = "kiln_apply_rope_with_cos_sin_cache", ("q", "k"), {"interleaved": False}
+    kiln_api, outputs, scalars = ("apply_rope_with_cos_sin_cache",), ("q", "k"), {"interleaved": False}
 
     def make(self, a, dtype, gen):
         max_position = a.get("max_position", ROPE_MAX_POSITION)
@@ -393,9 +324,8 @@ class ApplyRopeWithCosSinCache(Op):
                                            dtype=torch.int64),
                 "cos_sin_cache": cos_sin_table(max_position, a.get("rotary_dim", a["head_dim"]), "cuda")}
 
-    def kiln(self, lib, dl):
-        return lib.kiln_apply_rope_with_cos_sin_cache(dl["q"].ref(), dl["k"].ref(), dl["positions"].ref(),
-                                                      dl["cos_sin_cache"].ref(), ctypes.c_int(0), stream_handle())
+    def kiln(self, t):
+        kiln.apply_rope_with_cos_sin_cache(t["q"], t["k"], t["positions"], t["cos_sin_cache"], interleaved=False)
 
     def torch_backends(self):
         return {"torch": lambda t: torch_rope_cached(t["q"], t["k"], t["positions"], t["cos_sin_cache"]),
@@ -417,7 +347,7 @@ DECODE_REGION = 256  # positions per +-1 region of V (as kiln-bench's batch_deco
 
 class BatchDecode(Op):
     """batch_decode's run step; the plan is made once per case in prepare()."""
-    name, trace, c_function = "batch_decode", "batch_decode", "kiln_batch_decode"
+    name, trace, kiln_api = "batch_decode", "batch_decode", ("BatchDecodePlan", "batch_decode")
     outputs, pure_outputs = ("out", "lse"), ("out", "lse")
     # out averages many values, far below 1: the dtype's abs tolerance would hide a lost region.
     # Kiln rounds the softmax weights to the dtype; these bound it (the GPU tests' figures).
@@ -460,31 +390,22 @@ class BatchDecode(Op):
         self.fi_peer = FI.backends(USE_FLASHINFER, lambda: {"peer": FI.DecodePeer(torch, t, a, dtype)}).get("peer")
         return t
 
-    def prepare(self, lib, t):
+    def prepare(self, t):
+        # The schedule from the host copies of the page table (batch = len(kv_last_page_len));
+        # sm_scale 0: 1/sqrt(head_dim), no soft cap, no window, the current device. The plan
+        # allocates its workspace (a torch uint8 tensor) when the schedule splits the KV.
         a, table = self.axes, self.table
-        indptr = (ctypes.c_int32 * len(table.indptr))(*table.indptr)
-        last = (ctypes.c_int32 * len(table.last))(*table.last)
-        code, bits = DL_CODES[self.dtype]
-        plan = ctypes.c_void_p()
-        kiln_check(lib, lib.kiln_batch_decode_plan_create(
-            indptr, last, a["batch"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"], a["page_size"],
-            DLDataType(code, bits, 1), 0.0, 0.0, -1, -1, ctypes.byref(plan)), "kiln_batch_decode_plan_create")
-        self.plan = plan
-        self.workspace_bytes = lib.kiln_batch_decode_plan_workspace_bytes(plan)
-        self.workspace = torch.empty(max(self.workspace_bytes, 16), dtype=torch.uint8, device="cuda")
+        self.plan = kiln.BatchDecodePlan(table.indptr, table.last, a["num_qo_heads"], a["num_kv_heads"], a["head_dim"],
+                                         a["page_size"], self.dtype, sm_scale=0.0, logits_soft_cap=0.0, window_left=-1,
+                                         device=-1)
 
-    def release(self, lib):
-        if self.plan is not None:
-            lib.kiln_batch_decode_plan_destroy(self.plan)
-            self.plan = None
+    def release(self):
+        self.plan = None  # the package frees the plan (and its workspace) with the object
         self.fi_peer = None
 
-    def kiln(self, lib, dl):
-        workspace = ctypes.c_void_p(self.workspace.data_ptr() if self.workspace_bytes else None)
-        return lib.kiln_batch_decode(self.plan, dl["out"].ref(), dl["lse"].ref(), dl["q"].ref(), dl["k_cache"].ref(),
-                                     dl["v_cache"].ref(), dl["kv_indptr"].ref(), dl["kv_indices"].ref(),
-                                     dl["kv_last_page_len"].ref(), workspace, ctypes.c_size_t(self.workspace_bytes),
-                                     stream_handle())
+    def kiln(self, t):
+        kiln.batch_decode(self.plan, t["q"], t["k_cache"], t["v_cache"], t["kv_indptr"], t["kv_indices"],
+                          t["kv_last_page_len"], out=t["out"], lse=t["lse"])
 
     def torch_backends(self):
         return {"torch_sdpa_dense": lambda t: (SDPA.sdpa_decode(t["q"], t["k_dense"], t["v_dense"]),),
@@ -499,7 +420,7 @@ class BatchPrefillRagged(Op):
     mask 1 causal, 2 none); the plan is made once per case in prepare(). Peers: PyTorch SDPA
     with its flash and its cuDNN backend, each forced, on q as a [B, H, L, D] view and K/V with
     the kv heads expanded to the query heads once, untimed."""
-    name, trace, c_function = "batch_prefill_ragged", "batch_prefill_ragged", "kiln_batch_prefill_ragged"
+    name, trace, kiln_api = "batch_prefill_ragged", "batch_prefill_ragged", ("BatchPrefillPlan", "batch_prefill_ragged")
     outputs, pure_outputs = ("out", "lse"), ("out", "lse")
     tolerance = {"lse": (1e-3, 1e-5)}
 
@@ -526,32 +447,22 @@ class BatchPrefillRagged(Op):
                 "k_rep": k.view(b, length, hk, d).repeat_interleave(group, dim=2),
                 "v_rep": v.view(b, length, hk, d).repeat_interleave(group, dim=2)}
 
-    def prepare(self, lib, t):
+    def prepare(self, t):
+        # The schedule from host copies of qo_indptr and kv_indptr (batch = len - 1), as for
+        # decode: sm_scale 0, no soft cap, no window, the current device; workspace in the plan.
         a = self.axes
-        qo = (ctypes.c_int32 * (a["batch"] + 1))(*[i * a["q_len"] for i in range(a["batch"] + 1)])
-        kv = (ctypes.c_int32 * (a["batch"] + 1))(*[i * a["kv_len"] for i in range(a["batch"] + 1)])
-        code, bits = DL_CODES[self.dtype]
-        plan = ctypes.c_void_p()
-        kiln_check(lib, lib.kiln_batch_prefill_plan_create_ragged(
-            qo, kv, a["batch"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"], DLDataType(code, bits, 1),
-            1 if self.causal else 0,
-            ctypes.c_double(0.0), ctypes.c_double(0.0), -1, -1, ctypes.byref(plan)),
-            "kiln_batch_prefill_plan_create_ragged")
-        self.plan = plan
-        self.workspace_bytes = lib.kiln_batch_prefill_plan_workspace_bytes(plan)
-        self.workspace = torch.empty(max(self.workspace_bytes, 16), dtype=torch.uint8, device="cuda")
+        qo = [i * a["q_len"] for i in range(a["batch"] + 1)]
+        kv = [i * a["kv_len"] for i in range(a["batch"] + 1)]
+        self.plan = kiln.BatchPrefillPlan.ragged(qo, kv, a["num_qo_heads"], a["num_kv_heads"], a["head_dim"],
+                                                 self.dtype, causal=self.causal, sm_scale=0.0, logits_soft_cap=0.0,
+                                                 window_left=-1, device=-1)
 
-    def release(self, lib):
-        if self.plan is not None:
-            lib.kiln_batch_prefill_plan_destroy(self.plan)
-            self.plan = None
+    def release(self):
+        self.plan = None  # the package frees the plan (and its workspace) with the object
 
-    def kiln(self, lib, dl):
-        workspace = ctypes.c_void_p(self.workspace.data_ptr() if self.workspace_bytes else None)
-        return lib.kiln_batch_prefill_ragged(self.plan, dl["out"].ref(), dl["lse"].ref(), dl["q"].ref(),
-                                             dl["k"].ref(), dl["v"].ref(), dl["qo_indptr"].ref(),
-                                             dl["kv_indptr"].ref(), workspace, ctypes.c_size_t(self.workspace_bytes),
-                                             stream_handle())
+    def kiln(self, t):
+        kiln.batch_prefill_ragged(self.plan, t["q"], t["k"], t["v"], t["qo_indptr"], t["kv_indptr"], out=t["out"],
+                                  lse=t["lse"])
 
     def torch_backends(self):
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -582,7 +493,7 @@ class BatchPrefillRagged(Op):
 
 
 class AppendPagedKv(Op):
-    name, trace, c_function = "append_paged_kv", "append_paged_kv", "kiln_append_paged_kv"
+    name, trace, kiln_api = "append_paged_kv", "append_paged_kv", ("append_paged_kv",)
     outputs, exact = ("k_cache", "v_cache"), True
 
     def make(self, a, dtype, gen):
@@ -600,10 +511,9 @@ class AppendPagedKv(Op):
                 "slot_mapping": torch.tensor([table.cache_row(b, p) for b, p in zip(batch_indices, positions)],
                                              dtype=torch.int64, device="cuda")}
 
-    def kiln(self, lib, dl):
-        return lib.kiln_append_paged_kv(dl["k_cache"].ref(), dl["v_cache"].ref(), dl["k"].ref(), dl["v"].ref(),
-                                        dl["batch_indices"].ref(), dl["positions"].ref(), dl["kv_indptr"].ref(),
-                                        dl["kv_indices"].ref(), dl["kv_last_page_len"].ref(), stream_handle())
+    def kiln(self, t):
+        kiln.append_paged_kv(t["k_cache"], t["v_cache"], t["k"], t["v"], t["batch_indices"], t["positions"],
+                             t["kv_indptr"], t["kv_indices"], t["kv_last_page_len"])
 
     def torch_backends(self):
         def index_put(t):
@@ -693,7 +603,7 @@ class Sampler(Op):
 
     def __init__(self, name, rule, params, torch_fn):
         self.name = self.trace = name
-        self.c_function = "kiln_" + name
+        self.kiln_api = (name,)
         self.rule, self.params, self.torch_fn = rule, params, torch_fn
         self.draws = rule is not None
 
@@ -707,20 +617,20 @@ class Sampler(Op):
             t[name] = torch.full((a["batch"],), value, dtype=param_dtype, device="cuda")
         return t
 
-    def kiln(self, lib, dl):
-        seed, offset, stream = ctypes.c_uint64(SAMPLING_SEED), ctypes.c_uint64(0), stream_handle()
-        samples, probs = dl["samples"].ref(), dl["probs"].ref()
-        k, p, m = (ctypes.c_int64(50), ctypes.c_double(0.9), ctypes.c_double(0.1))  # unused: tensors given
+    def kiln(self, t):
+        # The per-request parameters as tensors [B] (the scalars the C ABI takes beside them are
+        # then unused); seed and offset fixed, so a second call draws the same tokens.
+        probs, samples, seed = t["probs"], t["samples"], SAMPLING_SEED
         if self.name == "top_k_sampling":
-            return lib.kiln_top_k_sampling(samples, probs, dl["top_k"].ref(), k, seed, offset, stream)
-        if self.name == "top_p_sampling":
-            return lib.kiln_top_p_sampling(samples, probs, dl["top_p"].ref(), p, seed, offset, stream)
-        if self.name == "top_k_top_p_sampling":
-            return lib.kiln_top_k_top_p_sampling(samples, probs, dl["top_k"].ref(), k, dl["top_p"].ref(), p, seed,
-                                                 offset, stream)
-        if self.name == "min_p_sampling":
-            return lib.kiln_min_p_sampling(samples, probs, dl["min_p"].ref(), m, seed, offset, stream)
-        return lib.kiln_argmax(samples, probs, stream)
+            kiln.top_k_sampling(probs, t["top_k"], seed=seed, offset=0, samples=samples)
+        elif self.name == "top_p_sampling":
+            kiln.top_p_sampling(probs, t["top_p"], seed=seed, offset=0, samples=samples)
+        elif self.name == "top_k_top_p_sampling":
+            kiln.top_k_top_p_sampling(probs, t["top_k"], t["top_p"], seed=seed, offset=0, samples=samples)
+        elif self.name == "min_p_sampling":
+            kiln.min_p_sampling(probs, t["min_p"], seed=seed, offset=0, samples=samples)
+        else:
+            kiln.argmax(probs, samples=samples)
 
     def torch_backends(self):
         return {"torch": lambda t: (self.torch_fn(t["probs"]).view(-1),),
@@ -729,7 +639,7 @@ class Sampler(Op):
     def bytes(self, t):
         return nbytes(t["probs"], t["samples"], *(t[name] for name in self.params))
 
-    def check_draws(self, lib, base, fresh, kiln_out, trace):
+    def check_draws(self, base, fresh, kiln_out, trace):
         """Kiln's draws inside the float64 allowed sets and reproducible; the vectorized sets equal
         the plain-Python definition on row 0; the trace reference's draws inside too; PyTorch's
         backends' draws reported (their filters are fp32)."""
@@ -739,7 +649,7 @@ class Sampler(Op):
         checks["kiln draws inside the allowed sets"] = {"ok": good, "detail": detail}
 
         t = fresh()
-        kiln_check(lib, self.kiln(lib, {k: DL(v) for k, v in t.items()}), self.c_function)
+        self.kiln(t)
         torch.cuda.synchronize()
         same = torch.equal(t["samples"], kiln_out["samples"])
         checks["kiln reproduces its draws with the same seed"] = {
@@ -769,7 +679,7 @@ class Sampler(Op):
 class Gemm(Op):
     """d = a . b^T, the plain product (bias and c are the GPU tests'): cuBLAS through
     torch.matmul and F.linear (the same cuBLAS/cuBLASLt call for this layout), fp32 accumulation."""
-    name, trace, c_function, outputs, scalars = "gemm", "gemm", "kiln_gemm", ("d",), {"beta": 1.0}
+    name, trace, kiln_api, outputs, scalars = "gemm", "gemm", ("gemm",), ("d",), {"beta": 1.0}
     pure_outputs = ("d",)
 
     def make(self, a, dtype, gen):
@@ -777,9 +687,9 @@ class Gemm(Op):
                 "a": uniform((a["m"], a["k"]), dtype, gen, -1.0, 1.0),
                 "b": uniform((a["n"], a["k"]), dtype, gen, -1.0, 1.0)}
 
-    def kiln(self, lib, dl):
-        return lib.kiln_gemm(dl["d"].ref(), dl["a"].ref(), dl["b"].ref(), None, None, ctypes.c_double(1.0),
-                             stream_handle())
+    def kiln(self, t):
+        # No bias, no c (beta 1 as the C call always passed it: with no c it reads nothing).
+        kiln.gemm(t["a"], t["b"], bias=None, c=None, beta=1.0, out=t["d"])
 
     def torch_backends(self):
         return {"torch.matmul (cuBLAS)": lambda t: (torch.matmul(t["a"], t["b"].t()),),
@@ -797,7 +707,7 @@ class Fp8Gemm(Op):
     Compared against the dequantized product in fp32 through F.linear; timed against
     torch._scaled_mm (cuBLASLt's fp8 GEMM) with per-tensor scales, the nearest library peer: a
     different scaling, so it is timed and not compared."""
-    name, trace, c_function, outputs = "fp8_gemm", "fp8_gemm", "kiln_fp8_gemm", ("d",)
+    name, trace, kiln_api, outputs = "fp8_gemm", "fp8_gemm", ("fp8_gemm",), ("d",)
     pure_outputs = ("d",)
     timing_peers = {"torch._scaled_mm (per-tensor, cuBLASLt)": "per-tensor scales, not the op's block scales"}
     check_only = ("dequantized F.linear (fp32)",)
@@ -819,9 +729,8 @@ class Fp8Gemm(Op):
         rms = want.double().pow(2).mean().sqrt().item()
         return (rms / 512, 1.6e-2)
 
-    def kiln(self, lib, dl):
-        return lib.kiln_fp8_gemm(dl["d"].ref(), dl["a"].ref(), dl["b"].ref(), dl["a_scales"].ref(),
-                                 dl["b_scales"].ref(), stream_handle())
+    def kiln(self, t):
+        kiln.fp8_gemm(t["a"], t["b"], t["a_scales"], t["b_scales"], out=t["d"])  # d bf16, given
 
     @staticmethod
     def dequantized(t):
@@ -861,7 +770,7 @@ class GroupedGemm(Op):
     """grouped_gemm (contiguous rows, m_indptr): E products sharing N and K. Peer: one cuBLAS
     matmul per group (torch.matmul on each group's rows; the bounds are known on the host here,
     as they would be to a PyTorch MoE layer that loops over experts)."""
-    name, trace, c_function, outputs = "grouped_gemm", "grouped_gemm", "kiln_grouped_gemm", ("d",)
+    name, trace, kiln_api, outputs = "grouped_gemm", "grouped_gemm", ("grouped_gemm",), ("d",)
     pure_outputs = ("d",)
 
     def make(self, a, dtype, gen):
@@ -874,9 +783,8 @@ class GroupedGemm(Op):
                 "b": uniform((a["e"], a["n"], a["k"]), dtype, gen, -1.0, 1.0),
                 "m_indptr": int32(self.bounds)}
 
-    def kiln(self, lib, dl):
-        return lib.kiln_grouped_gemm(dl["d"].ref(), dl["a"].ref(), dl["b"].ref(), dl["m_indptr"].ref(),
-                                     stream_handle())
+    def kiln(self, t):
+        kiln.grouped_gemm(t["a"], t["b"], t["m_indptr"], out=t["d"])
 
     def per_group(self, t):
         d = torch.zeros_like(t["d"])  # rows of no group: none here (the groups cover all t rows)
@@ -901,7 +809,7 @@ class GroupedGemmMasked(Op):
     """grouped_gemm_masked ([E, M_max] rows, masked_m on the device). Peer: torch.bmm over every
     group's whole M_max slab (cuBLAS batched; what a CUDA-graph decode step can replay without
     the counts), timed and not compared: it writes the rows past each count too."""
-    name, trace, c_function, outputs = "grouped_gemm_masked", "grouped_gemm_masked", "kiln_grouped_gemm_masked", ("d",)
+    name, trace, kiln_api, outputs = "grouped_gemm_masked", "grouped_gemm_masked", ("grouped_gemm_masked",), ("d",)
     timing_peers = {"torch.bmm over M_max (cuBLAS)": "computes every row of each slab, not only the first masked_m"}
 
     def make(self, a, dtype, gen):
@@ -916,9 +824,8 @@ class GroupedGemmMasked(Op):
                 "b": uniform((a["e"], a["n"], a["k"]), dtype, gen, -1.0, 1.0),
                 "masked_m": int32(counts)}
 
-    def kiln(self, lib, dl):
-        return lib.kiln_grouped_gemm_masked(dl["d"].ref(), dl["a"].ref(), dl["b"].ref(), dl["masked_m"].ref(),
-                                            stream_handle())
+    def kiln(self, t):
+        kiln.grouped_gemm_masked(t["a"], t["b"], t["masked_m"], out=t["d"])  # rows past masked_m[e] untouched
 
     def torch_backends(self):
         return {"torch.bmm over M_max (cuBLAS)": lambda t: (torch.bmm(t["a"], t["b"].transpose(1, 2)),)}
@@ -1087,19 +994,19 @@ def copy_bandwidth(reps):
 # ---- main ---------------------------------------------------------------------------------------
 
 
-def run_case(lib, op, trace, label, axes, dtype_name, args, l2_bytes, copy_gbps, failures):
+def run_case(op, trace, label, axes, dtype_name, args, l2_bytes, copy_gbps, failures):
     dtype = TORCH_DTYPES[dtype_name]
     seed = args.seed + sum(ord(c) for c in f"{op.name}{label}{dtype_name}")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     base = op.make(axes, dtype, gen)
-    op.prepare(lib, base)
+    op.prepare(base)
     try:
-        return measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_gbps, failures)
+        return measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_gbps, failures)
     finally:
-        op.release(lib)
+        op.release()
 
 
-def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_gbps, failures):
+def measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_gbps, failures):
     shape = ",".join(f"{k}={v}" for k, v in axes.items())
     common = {"op": op.name, "case": label, "dtype": dtype_name, "shape": shape,
               "gpu": torch.cuda.get_device_name(), "arch": "sm_%d%d" % torch.cuda.get_device_capability()}
@@ -1113,14 +1020,13 @@ def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, 
         return t
 
     t = fresh()
-    dl = {k: DL(v) for k, v in t.items()}
-    kiln_check(lib, op.kiln(lib, dl), op.c_function)
+    op.kiln(t)
     torch.cuda.synchronize()
     kiln_out = {name: t[name].clone() for name in op.outputs}
-    del t, dl
+    del t
     checks, ok = {}, True
     if op.draws:
-        checks = op.check_draws(lib, base, fresh, kiln_out, trace)
+        checks = op.check_draws(base, fresh, kiln_out, trace)
         ok = all(v["ok"] for v in checks.values())
     else:
         for backend, fn in op.torch_backends().items():
@@ -1160,11 +1066,10 @@ def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, 
     calls = max(args.calls, min(needed, args.max_calls))
     sets = max(1, min(needed, calls, int(free * 0.4 // set_bytes)))
     rotation = [base] + [{k: v.clone() for k, v in base.items()} for _ in range(sets - 1)]
-    rotation_dl = [{k: DL(v) for k, v in s.items()} for s in rotation]
     warm = sets < needed  # a set is used again before twice the L2 of other data went by
     l2 = f"rotate {sets} sets ({set_bytes * sets / 1e6:.0f} MB)" + (", partly warm" if warm else "")
 
-    backends = {"kiln": lambda i: kiln_check(lib, op.kiln(lib, rotation_dl[i % sets]), op.c_function)}
+    backends = {"kiln": lambda i: op.kiln(rotation[i % sets])}
     for backend, fn in op.torch_backends().items():
         if backend not in op.check_only:
             backends[backend] = (lambda f: (lambda i: f(rotation[i % sets])))(fn)
@@ -1183,7 +1088,7 @@ def measure_case(lib, op, trace, label, axes, dtype_name, base, args, l2_bytes, 
                          time_vs_kiln=round(median / kiln_median, 3),
                          tflops=round(op.flops(base) / (median * 1e6), 1) if hasattr(op, "flops") else None,
                          refcheck="pass", checks=checks))
-    del rotation, rotation_dl
+    del rotation
     torch.cuda.empty_cache()
     return rows
 
@@ -1204,8 +1109,9 @@ def list_cases(path, trace_name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lib", required=True, help="path of libkiln_client.so")
-    parser.add_argument("--socket", help="kilnd's socket (default: KILN_SOCKET, else kilnd's default)")
+    parser.add_argument("--socket", help="kilnd's socket, checked to answer before the run (default: the kiln "
+                                         "package's choice: KILN_SOCKET / KILN_MODE, the embedded engine when no "
+                                         "daemon listens)")
     parser.add_argument("--traces", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                                          "kernels", "traces"), help="trace definitions folder")
     parser.add_argument("--ops", default="all", help="comma list of: " + ", ".join(o.name for o in OPS))
@@ -1227,13 +1133,18 @@ def main():
 
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # the primary context, current on this thread (Kiln uses it)
-    lib = load_kiln(args.lib)
-    kiln_check(lib, lib.kiln_connect(args.socket.encode() if args.socket else None, 10000), "kiln_connect")
+    if args.socket:
+        try:
+            kiln.connect(args.socket, timeout_ms=10000)
+        except kiln.KilnError as e:
+            sys.exit(f"compare_torch.py: --socket {args.socket}: {e}")
+    kiln_version, kiln_mode = kiln.version(), kiln.describe_mode()
     props = torch.cuda.get_device_properties(0)
     l2_bytes = getattr(props, "L2_cache_size", 60 << 20)
     copy_gbps, copy_us = copy_bandwidth(args.reps)
     print(f"# {props.name}, torch {torch.__version__}, flashinfer {flashinfer_note}, L2 {l2_bytes >> 20} MB; "
           f"device-to-device copy {copy_gbps:.0f} GB/s ({copy_us:.1f} us per GiB)")
+    print(f"# kiln {kiln_version} ({os.path.dirname(kiln.__file__)}): {kiln_mode}")
 
     wanted = None if args.ops == "all" else set(args.ops.split(","))
     unknown = (wanted or set()) - {o.name for o in OPS}
@@ -1245,8 +1156,10 @@ def main():
     for op in OPS:
         if wanted is not None and op.name not in wanted:
             continue
-        if not hasattr(lib, op.c_function):
-            skipped.append(f"{op.name}: {args.lib} exports no {op.c_function}")
+        missing = [name for name in op.kiln_api if not hasattr(kiln, name)]
+        if missing:
+            skipped.append(f"{op.name}: the kiln package ({os.path.dirname(kiln.__file__)}) has no "
+                           f"{', '.join('kiln.' + name for name in missing)}")
             continue
         trace = load_trace(args.traces, op.trace)
         if trace is None:
@@ -1256,9 +1169,9 @@ def main():
         for example in examples:
             for dtype_name in (args.dtypes.split(",") if args.dtypes else [example["dtype"]]):
                 try:
-                    case_rows = run_case(lib, op, trace, example["name"], example["axes"], dtype_name, args,
+                    case_rows = run_case(op, trace, example["name"], example["axes"], dtype_name, args,
                                          l2_bytes, copy_gbps, failures)
-                except KilnError as e:
+                except kiln.KilnError as e:
                     print(f"ERROR {op.name} {dtype_name} {example['name']}: {e}", file=sys.stderr, flush=True)
                     failures.append(f"{op.name} {dtype_name} {example['name']}: {e}")
                     continue
@@ -1274,6 +1187,7 @@ def main():
     for s in skipped:
         print(f"# skipped {s}")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "flashinfer": flashinfer_note,
+            "kiln": kiln_version, "kiln_mode": kiln_mode, "kiln_package": os.path.dirname(kiln.__file__),
             "gpu": props.name,
             "command": " ".join(sys.argv), "copy_gbps": round(copy_gbps, 1), "l2_bytes": l2_bytes,
             "tolerance": {k: 2 * v for k, v in TOLERANCE.items()}, "skipped": skipped, "failures": failures,

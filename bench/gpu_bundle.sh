@@ -12,7 +12,9 @@
 # kiln-launch, kiln-bench, kiln-bench-service, libkiln_client.so and the test binaries with
 # [gpu] cases. The carry limit is 64 MiB in all, so unstripped binaries would not fit.
 # There: `source .gpu/env.sh`, then bench/op/gpu_round.sh or the test commands of
-# docs/building.md.
+# docs/building.md. What runs Kiln from Python there (bench/compare_torch.py, the package's tests:
+# bench/python_gpu.sh site / run) also needs .gpu/python: `bash bench/python_gpu.sh prepare
+# BUILD_DIR` after this script (which empties OUT_DIR), with libkiln_client in the bundle.
 set -euo pipefail
 build=build
 out=.gpu

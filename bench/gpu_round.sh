@@ -3,7 +3,9 @@
 # with the bundle in .gpu/ (bench/gpu_bundle.sh; docs/building.md, docs/benchmarking.md): every
 # [gpu] test of the client, kiln-bench --check (every op's routine against float64), then
 # kiln-bench on the default cases (one per trace example of every op) with the op-call overhead
-# benchmark, and bench/compare_torch.py (via bench/op/gpu_round.sh). With two GPUs
+# benchmark, and bench/compare_torch.py (via bench/op/gpu_round.sh; it calls Kiln through the
+# Python package, built there by bench/python_gpu.sh site from .gpu/python: run `bash
+# bench/python_gpu.sh prepare BUILD_DIR` after bench/gpu_bundle.sh here). With two GPUs
 # (nvidia-h200-x2) also the multi-GPU comm tests.
 # Logs, JSON and CSV go to $OUT. A device command runs at most 10 minutes: run `tests`,
 # `bench` and `torch` as separate commands.

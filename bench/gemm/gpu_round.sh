@@ -7,7 +7,10 @@
 # (bench/gemm/tactics.list), and
 # bench/compare_torch.py against cuBLAS on the same shapes. fp8: kiln-bench on bench/gemm/fp8.list
 # and the bf16 shapes (the >= 1.7x target compares both in one run), and compare_torch against
-# torch._scaled_mm (the fp8_gemm tests are part of "tests"). Logs and JSON go to $OUT.
+# torch._scaled_mm (the fp8_gemm tests are part of "tests"). compare_torch calls Kiln through the
+# Python package, built into /tmp/kiln-py by `bash bench/python_gpu.sh site` (it needs .gpu/python
+# from `bash bench/python_gpu.sh prepare BUILD_DIR`, made beside the bundle, and the bundle's
+# libkiln_client) and run with the machine's Python (KILN_GPU_PYTHON). Logs and JSON go to $OUT.
 #   bash bench/gemm/gpu_round.sh [tests|bench|fp8|all]
 set -u
 what=${1:-all}
@@ -15,6 +18,15 @@ OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
 chmod -R a+rX .gpu kernels
+py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
+
+# The kiln package for compare_torch, built once per command: sets pythonpath, or says why not.
+python_site() {
+  pythonpath=$(bash bench/python_gpu.sh site 2> "$OUT/python-site.log") && return 0
+  echo "compare_torch not run: bash bench/python_gpu.sh site failed:"
+  cat "$OUT/python-site.log"
+  return 1
+}
 
 if [[ $what == tests || $what == all ]]; then
   timeout 300 kiln_client_tests "[gpu][gemm]" -d yes > "$OUT/gemm-tests.log" 2>&1
@@ -36,11 +48,12 @@ if [[ $what == fp8 ]]; then
   done
   # torch._scaled_mm on the shapes (the tile rows left out: the same shapes again).
   grep -v tiles- bench/gemm/fp8.list > "$dir/fp8-shapes.list"
-  lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
-  timeout 240 python3 bench/compare_torch.py --lib "$lib" --ops fp8_gemm --list "$dir/fp8-shapes.list" \
-    --out "$OUT/fp8-compare-torch.json" > "$OUT/fp8-compare-torch.log" 2>&1
-  echo "compare_torch --ops fp8_gemm rc=$?"
-  cat "$OUT/fp8-compare-torch.log"
+  if python_site; then
+    PYTHONPATH=$pythonpath timeout 240 "$py" bench/compare_torch.py --socket "$KILN_SOCKET" --ops fp8_gemm \
+      --list "$dir/fp8-shapes.list" --out "$OUT/fp8-compare-torch.json" > "$OUT/fp8-compare-torch.log" 2>&1
+    echo "compare_torch --ops fp8_gemm rc=$?"
+    cat "$OUT/fp8-compare-torch.log"
+  fi
   kill $daemon; wait $daemon 2>/dev/null
 fi
 
@@ -56,14 +69,16 @@ if [[ $what == bench || $what == all ]]; then
     echo "kiln-bench --list bench/gemm/$list.list rc=$?"
     cat "$OUT/gemm-$list.log"
   done
-  lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
-  timeout 300 python3 bench/compare_torch.py --lib "$lib" --ops gemm --list bench/gemm/llama31_8b.list \
-    --out "$OUT/gemm-compare-torch.json" > "$OUT/gemm-compare-torch.log" 2>&1
-  echo "compare_torch --ops gemm rc=$?"
-  cat "$OUT/gemm-compare-torch.log"
-  timeout 240 python3 bench/compare_torch.py --lib "$lib" --ops grouped_gemm,grouped_gemm_masked \
-    --list bench/gemm/grouped.list --out "$OUT/grouped-compare-torch.json" > "$OUT/grouped-compare-torch.log" 2>&1
-  echo "compare_torch --ops grouped_gemm,grouped_gemm_masked rc=$?"
-  cat "$OUT/grouped-compare-torch.log"
+  if python_site; then
+    PYTHONPATH=$pythonpath timeout 300 "$py" bench/compare_torch.py --socket "$KILN_SOCKET" --ops gemm \
+      --list bench/gemm/llama31_8b.list --out "$OUT/gemm-compare-torch.json" > "$OUT/gemm-compare-torch.log" 2>&1
+    echo "compare_torch --ops gemm rc=$?"
+    cat "$OUT/gemm-compare-torch.log"
+    PYTHONPATH=$pythonpath timeout 240 "$py" bench/compare_torch.py --socket "$KILN_SOCKET" \
+      --ops grouped_gemm,grouped_gemm_masked --list bench/gemm/grouped.list --out "$OUT/grouped-compare-torch.json" \
+      > "$OUT/grouped-compare-torch.log" 2>&1
+    echo "compare_torch --ops grouped_gemm,grouped_gemm_masked rc=$?"
+    cat "$OUT/grouped-compare-torch.log"
+  fi
   kill $daemon; wait $daemon 2>/dev/null
 fi

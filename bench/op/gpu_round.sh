@@ -3,7 +3,10 @@
 # with the bundle in .gpu/ (docs/benchmarking.md has the bundle recipe): a kilnd of its own,
 # then kiln-bench on the default cases (--traces kernels/traces: one per example of every trace
 # definition) or a test list, kiln-bench --overhead (op-call overhead against a raw cuLaunchKernelEx),
-# and bench/compare_torch.py. Logs, JSON and CSV go to $OUT.
+# and bench/compare_torch.py (Kiln through the Python package: the site /tmp/kiln-py built by
+# `bash bench/python_gpu.sh site`, which needs .gpu/python from `bash bench/python_gpu.sh prepare
+# BUILD_DIR` made beside the bundle, and the bundle's libkiln_client; run with the machine's
+# Python, KILN_GPU_PYTHON, default /opt/torch/.venv/bin/python). Logs, JSON and CSV go to $OUT.
 #   bash bench/op/gpu_round.sh [bench|overhead|torch|all] [LIST] [COMPARE_TORCH_ARGS...]
 # One device command runs at most 10 minutes: give `bench` and `torch` a command each (`all`
 # may not fit); a LIST of some routines (kiln-bench --generate-list kernels/traces | grep ...) runs
@@ -43,11 +46,15 @@ if [[ $what == overhead || $what == bench || $what == all ]]; then
 fi
 
 if [[ $what == torch || $what == all ]]; then
-  lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
-  timeout 520 python3 bench/compare_torch.py --lib "$lib" --out "$OUT/compare-torch.json" "$@" \
-    > "$OUT/compare-torch.log" 2>&1
-  echo "compare_torch rc=$?"
-  cat "$OUT/compare-torch.log"
+  if pythonpath=$(bash bench/python_gpu.sh site 2> "$OUT/python-site.log"); then
+    PYTHONPATH=$pythonpath timeout 520 "${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}" bench/compare_torch.py \
+      --socket "$KILN_SOCKET" --out "$OUT/compare-torch.json" "$@" > "$OUT/compare-torch.log" 2>&1
+    echo "compare_torch rc=$?"
+    cat "$OUT/compare-torch.log"
+  else
+    echo "compare_torch not run: bash bench/python_gpu.sh site failed:"
+    cat "$OUT/python-site.log"
+  fi
 fi
 
 kill $daemon; wait $daemon 2>/dev/null

@@ -3,7 +3,10 @@
 # the bundle in .gpu/ (bash bench/gpu_bundle.sh): the [gpu][prefill] client tests, then with a
 # kilnd of its own kiln-bench on the cases (bench/prefill/prefill.list, refcheck on) and
 # bench/compare_torch.py against PyTorch SDPA's flash and cuDNN backends on its ragged rows
-# (q_len == kv_len, causal). Logs and JSON go to $OUT.
+# (q_len == kv_len, causal), Kiln through the Python package: built into /tmp/kiln-py by
+# `bash bench/python_gpu.sh site` (it needs .gpu/python from `bash bench/python_gpu.sh prepare
+# BUILD_DIR`, made beside the bundle, and the bundle's libkiln_client), run with the machine's
+# Python (KILN_GPU_PYTHON, default /opt/torch/.venv/bin/python). Logs and JSON go to $OUT.
 #   bash bench/prefill/gpu_round.sh [tests|bench|all]
 set -u
 what=${1:-all}
@@ -30,10 +33,15 @@ if [[ $what == bench || $what == all ]]; then
   echo "kiln-bench --list bench/prefill/prefill.list rc=$?"
   cat "$OUT/prefill-kiln-bench.log"
   grep "^batch_prefill_ragged" bench/prefill/prefill.list > "$dir/ragged.list"
-  lib=$(ls "$PWD"/.gpu/bin/libkiln_client.so.* 2>/dev/null | head -1)
-  timeout 420 python3 bench/compare_torch.py --lib "$lib" --ops batch_prefill_ragged --list "$dir/ragged.list" \
-    --out "$OUT/prefill-compare-torch.json" > "$OUT/prefill-compare-torch.log" 2>&1
-  echo "compare_torch --ops batch_prefill_ragged rc=$?"
-  cat "$OUT/prefill-compare-torch.log"
+  if pythonpath=$(bash bench/python_gpu.sh site 2> "$OUT/python-site.log"); then
+    PYTHONPATH=$pythonpath timeout 420 "${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}" bench/compare_torch.py \
+      --socket "$KILN_SOCKET" --ops batch_prefill_ragged --list "$dir/ragged.list" \
+      --out "$OUT/prefill-compare-torch.json" > "$OUT/prefill-compare-torch.log" 2>&1
+    echo "compare_torch --ops batch_prefill_ragged rc=$?"
+    cat "$OUT/prefill-compare-torch.log"
+  else
+    echo "compare_torch not run: bash bench/python_gpu.sh site failed:"
+    cat "$OUT/python-site.log"
+  fi
   kill $daemon; wait $daemon 2>/dev/null
 fi
