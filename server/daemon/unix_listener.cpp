@@ -108,7 +108,7 @@ void UnixListener::Take(int fd) {
   unsorted_.push_back({fd, std::chrono::steady_clock::now()});
 }
 
-bool UnixListener::Sort(const Unsorted& c, bool timed_out) {
+bool UnixListener::Sort(Unsorted& c, bool timed_out) {
   const std::string_view magic = proto::kLocalFetchMagic;
   char first[8];
   static_assert(sizeof(first) == proto::kLocalFetchMagic.size());
@@ -127,7 +127,10 @@ bool UnixListener::Sort(const Unsorted& c, bool timed_out) {
     ToGrpc(c.fd);  // HTTP/2's preface, or anything else: gRPC answers it
     return true;
   }
-  if (seen.size() < magic.size() && !timed_out) return false;  // the rest of the magic is on its way
+  if (seen.size() < magic.size() && !timed_out) {  // the rest of the magic is on its way
+    c.partial = true;
+    return false;
+  }
   if (seen.size() < magic.size()) {
     ::close(c.fd);
     return true;
@@ -154,7 +157,8 @@ void UnixListener::Run() {
   std::vector<pollfd> fds;
   while (true) {
     fds.assign({{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}});
-    for (const Unsorted& c : unsorted_) fds.push_back({c.fd, POLLIN, 0});
+    // A partial one is watched for hang-ups only (events 0): see Unsorted::partial.
+    for (const Unsorted& c : unsorted_) fds.push_back({c.fd, static_cast<short>(c.partial ? 0 : POLLIN), 0});
     int timeout = accepting ? -1 : kRetryMs;
     if (!unsorted_.empty()) {
       auto oldest_left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -173,9 +177,13 @@ void UnixListener::Run() {
       const auto now = std::chrono::steady_clock::now();
       std::vector<Unsorted> waiting;
       for (size_t i = 0; i < unsorted_.size(); ++i) {
-        const bool ready = n > 0 && fds[2 + i].revents != 0;
+        const short revents = n > 0 ? fds[2 + i].revents : 0;
         const bool timed_out = now - unsorted_[i].accepted >= std::chrono::milliseconds(kSortTimeoutMs);
-        if (!(ready || timed_out) || !Sort(unsorted_[i], timed_out)) waiting.push_back(unsorted_[i]);
+        if (unsorted_[i].partial && (revents & (POLLHUP | POLLERR)) != 0) {
+          ::close(unsorted_[i].fd);  // gone before finishing its magic
+          continue;
+        }
+        if (!(revents != 0 || timed_out) || !Sort(unsorted_[i], timed_out)) waiting.push_back(unsorted_[i]);
       }
       unsorted_.swap(waiting);
     }

@@ -56,11 +56,15 @@ class UnixListener {
   struct Unsorted {
     int fd;
     std::chrono::steady_clock::time_point accepted;
+    // Part of the magic has arrived: its bytes stay unread, so poll would report the
+    // connection readable at once, again and again; it waits for the sorting time instead.
+    bool partial = false;
   };
   // A new connection: to gRPC at once without a LocalFetchServer, else to unsorted_.
   void Take(int fd);
-  // Looks at what an unsorted connection has sent; true when it was handed on (or closed).
-  bool Sort(const Unsorted& c, bool timed_out);
+  // Looks at what an unsorted connection has sent; true when it was handed on (or closed),
+  // false when it waits on (c.partial set when part of the magic has arrived).
+  bool Sort(Unsorted& c, bool timed_out);
   void ToGrpc(int fd);
 
   std::string path_;
