@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,11 +26,26 @@ Io WaitFor(int fd, short events, Deadline deadline) {
   }
 }
 
-Io WriteOne(int fd, std::string_view bytes, Deadline deadline) {
-  while (!bytes.empty()) {
-    ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+}  // namespace
+
+Io WriteAll(int fd, std::string_view first, std::string_view second, Deadline deadline) {
+  iovec parts[2] = {{const_cast<char*>(first.data()), first.size()}, {const_cast<char*>(second.data()), second.size()}};
+  iovec* part = parts;
+  size_t left = 2;
+  while (left > 0 && part->iov_len == 0) ++part, --left;
+  while (left > 0) {
+    msghdr message{};
+    message.msg_iov = part;
+    message.msg_iovlen = left;
+    ssize_t n = ::sendmsg(fd, &message, MSG_NOSIGNAL);
     if (n > 0) {
-      bytes.remove_prefix(static_cast<size_t>(n));
+      // Drop what was sent: whole parts, then the front of a part sent in part.
+      size_t sent = static_cast<size_t>(n);
+      while (left > 0 && sent >= part->iov_len) sent -= part->iov_len, ++part, --left;
+      if (left > 0) {
+        part->iov_base = static_cast<char*>(part->iov_base) + sent;
+        part->iov_len -= sent;
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -38,19 +54,13 @@ Io WriteOne(int fd, std::string_view bytes, Deadline deadline) {
       continue;
     }
     if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return {IoOutcome::kClosed, "the peer closed the connection"};
-    return {IoOutcome::kFailed, std::string("send: ") + std::strerror(errno)};
+    return {IoOutcome::kFailed, std::string("sendmsg: ") + std::strerror(errno)};
   }
   return {};
 }
 
-}  // namespace
-
-Io WriteAll(int fd, std::string_view first, std::string_view second, Deadline deadline) {
-  if (Io w = WriteOne(fd, first, deadline); !w.ok()) return w;
-  return WriteOne(fd, second, deadline);
-}
-
-Io ReadExact(int fd, char* out, size_t n, Deadline deadline) {
+Io ReadExact(int fd, char* out, size_t n, Deadline deadline, std::chrono::microseconds spin) {
+  const auto spin_until = spin.count() > 0 ? std::chrono::steady_clock::now() + spin : Deadline::min();
   size_t got = 0;
   while (got < n) {
     ssize_t r = ::recv(fd, out + got, n - got, 0);
@@ -61,6 +71,7 @@ Io ReadExact(int fd, char* out, size_t n, Deadline deadline) {
     if (r == 0) return {IoOutcome::kClosed, "the peer closed the connection"};
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (spin_until != Deadline::min() && std::chrono::steady_clock::now() < spin_until) continue;
       if (Io w = WaitFor(fd, POLLIN, deadline); !w.ok()) return w;
       continue;
     }

@@ -39,10 +39,15 @@ struct Io {
   bool ok() const { return outcome == IoOutcome::kOk; }
 };
 
-// Writes every byte of `first` then `second` (one frame: header and body) before `deadline`.
+// Writes every byte of `first` then `second` (one frame: header and body) before `deadline`, in
+// one sendmsg where the socket takes it: a frame sent in two pieces can wake the reader twice
+// (it reads the header, finds no body yet and sleeps again).
 Io WriteAll(int fd, std::string_view first, std::string_view second, Deadline deadline);
 // Reads exactly `n` bytes into `out` before `deadline`. kClosed when the peer closed first.
-Io ReadExact(int fd, char* out, size_t n, Deadline deadline);
+// `spin`: for this long, a read that finds nothing tries again at once instead of sleeping in
+// poll (a reader that expects an answer within microseconds saves the wake-up of its thread).
+Io ReadExact(int fd, char* out, size_t n, Deadline deadline,
+             std::chrono::microseconds spin = std::chrono::microseconds::zero());
 
 // Little-endian u32 in and out of frame headers.
 void PutU32(char* out, uint32_t v);

@@ -5,6 +5,9 @@
 //                       fetch can travel and be checked (kFetchCases: the same-node protocol
 //                       or gRPC, blob path or bytes, CRC-32C or SHA-256); with --no-gpu
 //                       "warm_fetch": the same without the load
+//   load_parts          the driver calls of that load, each timed alone (cuLibraryLoadData with
+//                       and without CU_LIBRARY_BINARY_IS_PRESERVED, cuLibraryGetKernel of every
+//                       entry, cuLibraryUnload)
 //   repeat_lookup       the in-process lookup of an already loaded op (no RPC)
 //   warm_op_set         a whole model's op set (--op-set, default bench/fleet/llama31_8b.list)
 //                       fetched, verified and loaded from a warm daemon as a new process does
@@ -33,6 +36,9 @@
 
 #include "bench/service/bench_stats.h"
 #include "bench/service/large_source.h"
+#include "client/core/driver/cuda_driver.h"
+#include "client/core/rpc/cubin_fetch.h"
+#include "client/core/rpc/kernel_request.h"
 #include "kiln/client.h"
 #include "kiln/kernel.h"
 #include "proto/spec_list.h"
@@ -102,10 +108,16 @@ json WarmFetch(const Args& args, testing::DaemonProcess& daemon) {
     Check(Configure(options), "configure");
     LoadOptions fresh;
     fresh.reuse_loaded = false;  // every call: RPC + verify + load
+    // The loaded modules stay loaded until the case ends, as the modules of a process that
+    // loads its op set do: otherwise each call would also unload the one before (the process's
+    // module cache drops the module a reload replaces), which is not part of a fetch.
+    std::vector<Module> held;
+    held.reserve(args.iterations + 51);
     auto fetch = [&]() -> StatusOr<ModuleInfo> {
       if (!args.gpu) return Prefetch(source, args.arch);
       auto m = LoadSource(source, fresh);
       if (!m.ok()) return m.status();
+      held.push_back(*m);
       return m->info();
     };
     auto first = fetch();  // compiles once; everything after is warm
@@ -125,6 +137,7 @@ json WarmFetch(const Args& args, testing::DaemonProcess& daemon) {
         load_us.push_back(m->load_ms * 1000.0);
       }
     }
+    held.clear();
     const uint64_t local_calls = GetClientStats().local_fetches - local_before;
     if (c.local_fetch && local_calls == 0) Die(std::string(c.name) + ": no fetch went over the same-node protocol");
     auto s = Summarize(us);
@@ -148,6 +161,59 @@ json WarmFetch(const Args& args, testing::DaemonProcess& daemon) {
                 Summarize(daemon_us).p50, Summarize(rpc_us).p50, Summarize(verify_us).p50, Summarize(load_us).p50);
   }
   return out;
+}
+
+// What the load of warm_fetch_load is made of, each driver call timed alone on the same ~100 KB
+// cubin: cuLibraryLoadData as the loader calls it and with CU_LIBRARY_BINARY_IS_PRESERVED (the
+// driver may then read the caller's bytes instead of copying them), cuLibraryGetKernel of
+// every entry, and cuLibraryUnload.
+json LoadParts(const Args& args, testing::DaemonProcess& daemon) {
+  ClientOptions options;
+  options.socket = daemon.socket();
+  Check(Configure(options), "configure");
+  SourceRequest source{"bench_large", LargeSource(args.kernels), {}, {}, {}};
+  auto fetched = client::FetchCubin(client::MakeKernelRequest(source, args.arch));
+  if (!fetched.ok()) Die("fetch: " + fetched.status().ToString());
+  auto driver_or = client::CudaDriver::Get();
+  if (!driver_or.ok()) Die("driver: " + driver_or.status().ToString());
+  const client::CudaDriver& driver = **driver_or;
+  const std::string& cubin = fetched->cubin;
+  std::vector<double> load_us, preserved_us, kernels_us, unload_us;
+  for (int i = 0; i < args.iterations + 50; ++i) {
+    const bool keep = i >= 50;
+    for (bool preserve : {false, true}) {
+      CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
+      CUlibrary library = nullptr;
+      auto t = Clock::now();
+      Check(driver.Check(driver.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0,
+                                                  preserve ? &option : nullptr, nullptr, preserve ? 1 : 0),
+                         "cuLibraryLoadData"),
+            "load");
+      const double loaded = UsSince(t);
+      if (keep) (preserve ? preserved_us : load_us).push_back(loaded);
+      t = Clock::now();
+      for (int k = 0; k < args.kernels; ++k) {
+        CUkernel kernel = nullptr;
+        const std::string name = "bench_k" + std::to_string(k);
+        Check(driver.Check(driver.cuLibraryGetKernel(&kernel, library, name.c_str()), "cuLibraryGetKernel"), "kernel");
+      }
+      if (keep && !preserve) kernels_us.push_back(UsSince(t));
+      t = Clock::now();
+      driver.cuLibraryUnload(library);
+      if (keep && !preserve) unload_us.push_back(UsSince(t));
+    }
+  }
+  auto p50 = [](const std::vector<double>& v) { return Summarize(v).p50; };
+  std::printf("load parts (%zu B cubin, %d kernels): cuLibraryLoadData p50 %.1f us, with BINARY_IS_PRESERVED %.1f us, "
+              "cuLibraryGetKernel x%d %.1f us, cuLibraryUnload %.1f us\n",
+              cubin.size(), args.kernels, p50(load_us), p50(preserved_us), args.kernels, p50(kernels_us),
+              p50(unload_us));
+  return {{"cubin_bytes", cubin.size()},
+          {"kernels", args.kernels},
+          {"cuLibraryLoadData", ToJson(Summarize(load_us), "us")},
+          {"cuLibraryLoadData_binary_is_preserved", ToJson(Summarize(preserved_us), "us")},
+          {"cuLibraryGetKernel_all", ToJson(Summarize(kernels_us), "us")},
+          {"cuLibraryUnload", ToJson(Summarize(unload_us), "us")}};
 }
 
 json RepeatLookup(const Args& args, testing::DaemonProcess& daemon) {
@@ -325,6 +391,7 @@ int main(int argc, char** argv) {
     testing::DaemonProcess daemon({.root = root / "warm"});
     report[args.gpu ? "warm_fetch_load" : "warm_fetch"] = WarmFetch(args, daemon);
     if (args.gpu) {
+      report["load_parts"] = LoadParts(args, daemon);
       report["repeat_lookup"] = RepeatLookup(args, daemon);
     }
     report["warm_op_set"] = WarmOpSet(args, daemon);

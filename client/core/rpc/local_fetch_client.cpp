@@ -10,6 +10,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include "client/core/rpc/kernel_rpc.h"
 #include "proto/local_fetch.h"
 
 namespace kiln::client {
@@ -87,7 +88,9 @@ void LocalFetchClient::Give(int fd) {
 }
 
 LocalFetchClient::Answer LocalFetchClient::Call(const DaemonConnection& connection, const v1::GetKernelRequest& request,
-                                                const std::string& what, std::chrono::milliseconds timeout) {
+                                                std::chrono::milliseconds timeout) {
+  // Built only for an error: a warm fetch should not pay for the text.
+  auto what = [&request] { return "GetKernel " + DescribeRequest(request); };
   Answer answer;
   const std::string body = request.SerializeAsString();
   if (body.size() > proto::kMaxLocalRequestBytes) {
@@ -104,13 +107,13 @@ LocalFetchClient::Answer LocalFetchClient::Call(const DaemonConnection& connecti
     int fd = Take(&fresh, &answer.why_not);
     if (fd < 0) return answer;
     proto::Io io = proto::WriteAll(fd, std::string_view(header, 4), body, deadline);
-    if (io.ok()) io = proto::ReadExact(fd, header, 8, deadline);
+    if (io.ok()) io = proto::ReadExact(fd, header, 8, deadline, kReplySpin);
     if (io.outcome == proto::IoOutcome::kTimeout) {
       ::close(fd);  // the reply may still come: this connection's framing is lost
       answer.answered = true;
       answer.reply = connection.Explain(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                                      "no reply within " + std::to_string(timeout.count()) + " ms"),
-                                        what);
+                                        what());
       return answer;
     }
     if (!io.ok()) {
@@ -140,12 +143,13 @@ LocalFetchClient::Answer LocalFetchClient::Call(const DaemonConnection& connecti
     Give(fd);
     answer.answered = true;
     if (code != 0) {
-      answer.reply = connection.Explain(grpc::Status(static_cast<grpc::StatusCode>(code), reply_bytes), what);
+      answer.reply = connection.Explain(grpc::Status(static_cast<grpc::StatusCode>(code), reply_bytes), what());
       return answer;
     }
     v1::GetKernelResponse reply;
     if (!reply.ParseFromString(reply_bytes)) {
-      answer.reply = Status(StatusCode::kInternal, what + ": the daemon's same-node reply is not a GetKernelResponse");
+      answer.reply = Status(StatusCode::kInternal,
+                            what() + ": the daemon's same-node reply is not a GetKernelResponse");
       return answer;
     }
     answer.reply = std::move(reply);

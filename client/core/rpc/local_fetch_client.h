@@ -30,7 +30,8 @@ class LocalFetchClient {
   };
   // The daemon's answer to `request` (a reply, or its error as `connection` explains errors),
   // or answered = false when the same-node protocol could not carry it.
-  Answer Call(const DaemonConnection& connection, const v1::GetKernelRequest& request, const std::string& what,
+  // Errors are named "GetKernel <DescribeRequest(request)>", as CallGetKernel names them.
+  Answer Call(const DaemonConnection& connection, const v1::GetKernelRequest& request,
               std::chrono::milliseconds timeout);
 
   // Connections kept open between requests, at most.
@@ -38,6 +39,11 @@ class LocalFetchClient {
   // After a daemon closed a fresh connection without answering (it does not speak the
   // protocol), requests go straight to gRPC for this long.
   static constexpr std::chrono::seconds kRetryAfter{10};
+  // How long the caller's thread polls for the reply before it sleeps: a warm answer comes back
+  // within tens of microseconds, and a thread that slept must be woken (on the H200 host the two
+  // wake-ups of a round trip were most of its 61 us). A miss that compiles costs this much CPU
+  // once, on a thread that waits anyway.
+  static constexpr std::chrono::microseconds kReplySpin{100};
 
  private:
   int Take(bool* fresh, std::string* why);
