@@ -313,6 +313,56 @@ def test_moe_route_matches_the_float64_reference(kilnd, tokens, model, dtype):
     assert torch.equal(out_ids, ids) and torch.equal(out_weights, weights)
 
 
+def _permute_reference(ids, experts, align, rows):
+    """kiln/ops/moe.h's moe_permute on the host: the slots in order, each to its expert's next row."""
+    flat = ids.reshape(-1).tolist()
+    counts = [0] * experts
+    for e in flat:
+        if 0 <= e < experts:
+            counts[e] += 1
+    indptr = [0]
+    for c in counts:
+        indptr.append(indptr[-1] + (c + align - 1) // align * align)
+    cursor = indptr[:-1]
+    row_to_slot, slot_to_row = [-1] * rows, [-1] * len(flat)
+    for s, e in enumerate(flat):
+        if 0 <= e < experts:
+            row_to_slot[cursor[e]] = s
+            slot_to_row[s] = cursor[e]
+            cursor[e] += 1
+    return counts, indptr, row_to_slot, slot_to_row
+
+
+@requires_gpu
+@pytest.mark.parametrize("tokens", [0, 1, 64, 1000])
+@pytest.mark.parametrize("experts,top_k", [(8, 2), (128, 8), (256, 8)])
+@pytest.mark.parametrize("align", [1, 128])
+def test_moe_permute_matches_the_reference_and_gathers(kilnd, tokens, experts, top_k, align):
+    torch = _torch()
+    g = _gen(16)
+    logits = torch.randn((tokens, experts), device="cuda", generator=g)
+    ids, _ = kiln.moe_route(logits, top_k)
+    ids[::7, 0] = -1  # no row for these slots
+    x = torch.randn((tokens, 256), device="cuda", generator=g).to(torch.bfloat16)
+    counts, indptr, row_to_slot, slot_to_row, permuted_x = kiln.moe_permute(ids, experts, align=align, x=x)
+    rows = kiln.moe_permute_rows(tokens, top_k, experts, align)
+    assert tuple(row_to_slot.shape) == (rows,) and tuple(permuted_x.shape) == (rows, 256)
+    want = _permute_reference(ids.cpu(), experts, align, rows)
+    assert counts.cpu().tolist() == want[0]
+    assert indptr.cpu().tolist() == want[1]
+    assert row_to_slot.cpu().tolist() == want[2]
+    assert slot_to_row.cpu().reshape(-1).tolist() == want[3]
+    used = want[1][-1]
+    r2s = row_to_slot[:used].long()
+    expected = torch.where((r2s >= 0)[:, None], x[(r2s.clamp(min=0) // top_k)], torch.zeros_like(x[:1]))
+    assert torch.equal(permuted_x[:used].view(torch.int16), expected.view(torch.int16))
+    # The layout is grouped_gemm's: same bits again into given outputs.
+    again = kiln.moe_permute(ids, expert_counts=torch.empty_like(counts), m_indptr=torch.empty_like(indptr),
+                             row_to_slot=torch.empty_like(row_to_slot), slot_to_row=torch.empty_like(slot_to_row),
+                             align=align)
+    assert all(torch.equal(a, b) for a, b in zip(again, (counts, indptr, row_to_slot, slot_to_row)))
+
+
 # ---- gemm ----------------------------------------------------------------------------------------
 
 

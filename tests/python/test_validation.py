@@ -86,6 +86,29 @@ CASES = [
     ("moe_route scoring", lambda: kiln.moe_route(cuda((4, 8), "bf16"), 2, scoring="relu",
                                                  topk_ids=cuda((4, 2), "int32"), topk_weights=cuda((4, 2), "fp32")),
      "kiln.moe_route: scoring: expected 'softmax' or 'sigmoid', found 'relu'"),
+    ("moe_permute align", lambda: kiln.moe_permute(
+        cuda((4, 2), "int32"), align=3, expert_counts=cuda((8,), "int32"), m_indptr=cuda((9,), "int32"),
+        row_to_slot=cuda((8,), "int32"), slot_to_row=cuda((4, 2), "int32")),
+     "kiln_moe_permute: align: expected a power of two from 1 (no padding) to 256, found 3"),
+    ("moe_permute ids dtype", lambda: kiln.moe_permute(
+        cuda((4, 2), "int64"), expert_counts=cuda((8,), "int32"), m_indptr=cuda((9,), "int32"),
+        row_to_slot=cuda((8,), "int32"), slot_to_row=cuda((4, 2), "int32")),
+     "kiln_moe_permute: topk_ids: expected dtype int32, found int64"),
+    ("moe_permute rows", lambda: kiln.moe_permute(
+        cuda((4, 2), "int32"), expert_counts=cuda((8,), "int32"), m_indptr=cuda((9,), "int32"),
+        row_to_slot=cuda((7,), "int32"), slot_to_row=cuda((4, 2), "int32")),
+     "kiln_moe_permute: row_to_slot: expected at least 8 rows (T * top_k = 4 * 2), found shape [7]"),
+    ("moe_permute gather dtype", lambda: kiln.moe_permute(
+        cuda((4, 2), "int32"), x=cuda((4, 64), "fp32"), permuted_x=cuda((8, 64), "fp32"),
+        expert_counts=cuda((8,), "int32"), m_indptr=cuda((9,), "int32"), row_to_slot=cuda((8,), "int32"),
+        slot_to_row=cuda((4, 2), "int32")),
+     "kiln_moe_permute: x: expected dtype bf16 or fp16, found fp32"),
+    ("moe_permute half a gather", lambda: kiln.moe_permute(
+        cuda((4, 2), "int32"), permuted_x=cuda((8, 64), "bf16"), expert_counts=cuda((8,), "int32"),
+        m_indptr=cuda((9,), "int32"), row_to_slot=cuda((8,), "int32"), slot_to_row=cuda((4, 2), "int32")),
+     "kiln_moe_permute: x: x and permuted_x go together (the gather), found permuted_x without x"),
+    ("moe_permute num_experts", lambda: kiln.moe_permute(cuda((4, 2), "int32")),
+     "kiln.moe_permute: num_experts: give num_experts, or expert_counts (its length is E)"),
     ("gemm b dtype", lambda: kiln.gemm(cuda((4, 64)), cuda((32, 64), "fp32"), out=cuda((4, 32))),
      "kiln_gemm: b: expected dtype fp16 (a's), found fp32"),
     ("grouped_gemm m_indptr dtype", lambda: kiln.grouped_gemm(
@@ -160,6 +183,9 @@ NUMPY_CALLS = [
                                                              out=_np((2, 4, 32)))),
     ("moe_route", lambda: kiln.moe_route(_np((2, 8), np.float32), topk_ids=_np((2, 2), np.int32),
                                          topk_weights=_np((2, 2), np.float32))),
+    ("moe_permute", lambda: kiln.moe_permute(_np((2, 2), np.int32), expert_counts=_np((8,), np.int32),
+                                             m_indptr=_np((9,), np.int32), row_to_slot=_np((4,), np.int32),
+                                             slot_to_row=_np((2, 2), np.int32))),
 ]
 
 
@@ -178,12 +204,13 @@ def test_a_cpu_dlpack_tensor_is_refused_like_numpy():
         kiln.rms_norm(cpu, cuda((64,)), out=cuda((4, 64)))
 
 
-@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax", "moe_route"])
+@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax", "moe_route", "moe_permute"])
 def test_an_output_without_torch_must_be_given(what):
     x = cuda((4, 64), "fp32" if what in ("argmax", "moe_route") else "fp16")
     calls = {"rms_norm": lambda: kiln.rms_norm(x, cuda((64,))), "silu_and_mul": lambda: kiln.silu_and_mul(x),
-             "argmax": lambda: kiln.argmax(x), "moe_route": lambda: kiln.moe_route(x, 8)}
-    name = {"argmax": "samples", "moe_route": "topk_ids"}.get(what, "out")
+             "argmax": lambda: kiln.argmax(x), "moe_route": lambda: kiln.moe_route(x, 8),
+             "moe_permute": lambda: kiln.moe_permute(cuda((4, 8), "int32"), 64)}
+    name = {"argmax": "samples", "moe_route": "topk_ids", "moe_permute": "expert_counts"}.get(what, "out")
     with pytest.raises(kiln.InvalidArgument, match=f"kiln.{what}: {name}: not given, and it can only be allocated "
                                                    f"for torch tensors .*pass {name}="):
         calls[what]()

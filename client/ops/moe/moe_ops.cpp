@@ -1,5 +1,6 @@
-// The moe family's op moe_route (kiln/ops/moe.h): its entry in the op table, its launch, and
-// its C++ and C APIs. Validation is moe_plan.h's; the kernel contract kiln/moe/moe_contract.h.
+// The moe family's ops moe_route and moe_permute (kiln/ops/moe.h): their entries in the op
+// table, their launches, and their C++ and C APIs. Validation is moe_plan.h's; the kernel
+// contract kiln/moe/moe_contract.h.
 #include <climits>
 #include <string>
 
@@ -79,6 +80,88 @@ const OpDescriptor kMoeRoute = {.name = "moe_route",
                                 .invoke = InvokeByVisit<MoeRouteCall, RunMoeRoute>};
 KILN_REGISTER_OP(kMoeRoute);
 
+// ---- moe_permute ----
+
+static_assert(ops::moe_permute_rows(4096, 8, 256, 128) == moe::MoePermuteRows(4096, 8, 256, 128) &&
+                  ops::moe_permute_rows(7, 2, 8, 1) == moe::MoePermuteRows(7, 2, 8, 1),
+              "the public row bound (kiln/ops/moe.h) is the contract's");
+
+// One cubin per max_experts: everything else is a launch argument.
+struct MoePermuteSpec {
+  int32_t max_experts = 32;
+  bool operator==(const MoePermuteSpec&) const = default;
+  auto Fields() const { return std::tie(max_experts); }
+  std::map<std::string, std::string> Params() const { return {{moe::kParamMaxExperts, std::to_string(max_experts)}}; }
+};
+
+// The permutation's block is the contract's (its shared tables have a column per warp); the
+// gather divides its rows by items_per_block.
+const OpKernels kMoePermuteKernels = {
+    moe::kMoePermuteOp,
+    {{{moe::kMoePermuteEntry, moe::kPermuteBlock, false}, {moe::kMoePermuteGatherEntry, 32, true}}}};
+
+struct MoePermuteCall {
+  MoePermuteArgs a;
+  template <typename Self, typename V>
+  static void Visit(Self& c, V& v) {
+    v.Out("expert_counts", c.a.expert_counts)
+        .Out("m_indptr", c.a.m_indptr)
+        .Out("row_to_slot", c.a.row_to_slot)
+        .Out("slot_to_row", c.a.slot_to_row)
+        .OptionalOut("permuted_x", c.a.permuted_x)
+        .In("topk_ids", c.a.topk_ids)
+        .OptionalIn("x", c.a.x)
+        .Param("align", c.a.align);
+  }
+};
+
+// A validated call -> the single-block permutation (even for T = 0: m_indptr and row_to_slot
+// are written), then with x the gather, in stream order on the caller's stream.
+Status RunMoePermute(const MoePermuteCall& call, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const MoePermutePlan plan, PlanMoePermute(call.a, api));
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
+                        PrepareOpLaunch(kMoePermuteKernels, MoePermuteSpec{plan.max_experts}, plan.device, api));
+  const EntryLaunchReady& permute = ready.launch->entry(0);
+  if (permute.block != static_cast<unsigned>(moe::kPermuteBlock))
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(api) + ": the daemon's launch hint for " + moe::kMoePermuteEntry + " is " +
+                      std::to_string(permute.block) + " threads; the kernel needs " +
+                      std::to_string(moe::kPermuteBlock) + " (a kilnd of another version?)");
+  LaunchConfig config;
+  config.grid.x = 1;
+  config.block.x = permute.block;
+  config.dynamic_smem_bytes = permute.dynamic_smem;
+  config.stream = stream;
+  moe::MoePermuteParams params = plan.params;
+  void* args[] = {&params};
+  KILN_RETURN_IF_ERROR(LaunchFunction(*ready.driver, permute.function, config, args, moe::kMoePermuteEntry,
+                                      &ready.launch->library->info));
+  if (!plan.gather || plan.gather_params.rows == 0) return OkStatus();
+
+  const EntryLaunchReady& gather = ready.launch->entry(1);
+  const int64_t blocks = (plan.gather_params.rows + gather.items_per_block - 1) / gather.items_per_block;
+  if (blocks > INT_MAX)
+    return InvalidArgument(std::string(api) + ": " + std::to_string(plan.gather_params.rows) + " rows need " +
+                           std::to_string(blocks) + " blocks, more than 2^31-1; split the call");
+  LaunchConfig gather_config;
+  gather_config.grid.x = static_cast<unsigned>(blocks);
+  gather_config.block.x = gather.block;
+  gather_config.dynamic_smem_bytes = gather.dynamic_smem;
+  gather_config.stream = stream;
+  moe::MoePermuteGatherParams gather_params = plan.gather_params;
+  void* gather_args[] = {&gather_params};
+  return LaunchFunction(*ready.driver, gather.function, gather_config, gather_args, moe::kMoePermuteGatherEntry,
+                        &ready.launch->library->info);
+}
+
+const OpDescriptor kMoePermute = {.name = "moe_permute",
+                                  .op = moe::kMoePermuteOp,
+                                  .family = "moe",
+                                  .cpp_api = "kiln::ops::moe_permute",
+                                  .c_api = "kiln_moe_permute",
+                                  .invoke = InvokeByVisit<MoePermuteCall, RunMoePermute>};
+KILN_REGISTER_OP(kMoePermute);
+
 }  // namespace
 }  // namespace kiln::client
 
@@ -90,6 +173,14 @@ Status moe_route(const TensorView& topk_ids, const TensorView& topk_weights, con
   const MoeRouteCall call{{&topk_ids, &topk_weights, &logits, correction_bias, static_cast<int>(options.scoring),
                            options.renormalize, options.n_group, options.topk_group, options.routed_scaling_factor}};
   return CallOp(kMoeRoute, kMoeRoute.cpp_api, call, stream, RunMoeRoute);
+}
+
+Status moe_permute(const TensorView& expert_counts, const TensorView& m_indptr, const TensorView& row_to_slot,
+                   const TensorView& slot_to_row, const TensorView* permuted_x, const TensorView& topk_ids,
+                   const TensorView* x, int64_t align, void* stream) {
+  using namespace client;
+  const MoePermuteCall call{{&expert_counts, &m_indptr, &row_to_slot, &slot_to_row, permuted_x, &topk_ids, x, align}};
+  return CallOp(kMoePermute, kMoePermute.cpp_api, call, stream, RunMoePermute);
 }
 
 }  // namespace kiln::ops
@@ -112,6 +203,23 @@ kiln_status kiln_moe_route(DLTensor* topk_ids, DLTensor* topk_weights, const DLT
     call.a.n_group = n_group;
     call.a.topk_group = topk_group;
     call.a.routed_scaling_factor = routed_scaling_factor;
+    return call;
+  });
+}
+
+kiln_status kiln_moe_permute(DLTensor* expert_counts, DLTensor* m_indptr, DLTensor* row_to_slot, DLTensor* slot_to_row,
+                             DLTensor* permuted_x, const DLTensor* topk_ids, const DLTensor* x, int64_t align,
+                             void* stream) {
+  return CallOpC(kMoePermute, stream, RunMoePermute, [&](CTensors& t) {
+    MoePermuteCall call;
+    call.a.expert_counts = t.Tensor(expert_counts, "expert_counts");
+    call.a.m_indptr = t.Tensor(m_indptr, "m_indptr");
+    call.a.row_to_slot = t.Tensor(row_to_slot, "row_to_slot");
+    call.a.slot_to_row = t.Tensor(slot_to_row, "slot_to_row");
+    call.a.permuted_x = t.Optional(permuted_x, "permuted_x");
+    call.a.topk_ids = t.Tensor(topk_ids, "topk_ids");
+    call.a.x = t.Optional(x, "x");
+    call.a.align = align;
     return call;
   });
 }

@@ -1,7 +1,10 @@
 #include "client/ops/moe/moe_plan.h"
 
+#include <climits>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
@@ -124,7 +127,175 @@ StatusOr<MoeRoutePlan> Plan(const MoeRouteArgs& a) {
   return plan;
 }
 
+// A 1-D int32 tensor `name` [what]: rank and dtype, then its view.
+StatusOr<RowView> IntVector(const TensorView& t, const char* name, const std::string& what) {
+  if (t.ndim != 1) return InvalidArgument(name, "expected a 1-D tensor [" + what + "], found rank " + RankText(t));
+  if (t.dtype != DType::kInt32)
+    return InvalidArgument(name, std::string("expected dtype int32, found ") + DTypeName(t.dtype));
+  return ViewAsRows(t, name);
+}
+
+// How the row bound was computed, for the messages.
+std::string RowsText(int64_t tokens, int64_t top_k, int64_t experts, int64_t align) {
+  std::string text = "T * top_k";
+  if (align > 1) text += " + E * (align - 1)";
+  text += " = " + std::to_string(tokens) + " * " + std::to_string(top_k);
+  if (align > 1) text += " + " + std::to_string(experts) + " * " + std::to_string(align - 1);
+  return text;
+}
+
+StatusOr<MoePermutePlan> PlanPermute(const MoePermuteArgs& a) {
+  if (a.expert_counts == nullptr || a.m_indptr == nullptr || a.row_to_slot == nullptr || a.slot_to_row == nullptr ||
+      a.topk_ids == nullptr)
+    return Status(StatusCode::kInternal,
+                  "PlanMoePermute: expert_counts, m_indptr, row_to_slot, slot_to_row and topk_ids must be given");
+  const TensorView& ids_t = *a.topk_ids;
+  if (ids_t.ndim != 2)
+    return InvalidArgument("topk_ids", "expected a 2-D tensor [T, top_k], found rank " + RankText(ids_t));
+  if (ids_t.dtype != DType::kInt32)
+    return InvalidArgument("topk_ids", std::string("expected dtype int32, found ") + DTypeName(ids_t.dtype));
+  KILN_ASSIGN_OR_RETURN(const RowView ids, ViewAsRows(ids_t, "topk_ids"));
+  const int64_t tokens = ids_t.shape[0];
+  const int64_t top_k = ids_t.shape[1];
+  if (top_k < 1 || top_k > moe::kMaxTopK)
+    return InvalidArgument("topk_ids", "top_k (dim 1) must be 1 to " + std::to_string(moe::kMaxTopK) + ", found " +
+                                           std::to_string(top_k));
+
+  KILN_ASSIGN_OR_RETURN(const RowView counts, IntVector(*a.expert_counts, "expert_counts", "E"));
+  const int64_t experts = a.expert_counts->shape[0];
+  if (experts < 1 || experts > moe::kMaxExperts)
+    return InvalidArgument("expert_counts", "the number of experts (dim 0) must be 1 to " +
+                                                std::to_string(moe::kMaxExperts) + ", found " +
+                                                std::to_string(experts));
+  KILN_ASSIGN_OR_RETURN(const RowView indptr, IntVector(*a.m_indptr, "m_indptr", "E + 1"));
+  if (a.m_indptr->shape[0] != experts + 1)
+    return InvalidArgument("m_indptr", "expected shape [" + std::to_string(experts + 1) +
+                                           "] (expert_counts' experts + 1), found " + ShapeText(*a.m_indptr));
+
+  const TensorView& s2r_t = *a.slot_to_row;
+  if (s2r_t.ndim != 2)
+    return InvalidArgument("slot_to_row", "expected a 2-D tensor [T, top_k], found rank " + RankText(s2r_t));
+  if (s2r_t.dtype != DType::kInt32)
+    return InvalidArgument("slot_to_row", std::string("expected dtype int32, found ") + DTypeName(s2r_t.dtype));
+  if (s2r_t.shape[0] != tokens || s2r_t.shape[1] != top_k)
+    return InvalidArgument("slot_to_row",
+                           "expected shape " + ShapeText(ids_t) + " (topk_ids'), found " + ShapeText(s2r_t));
+  KILN_ASSIGN_OR_RETURN(const RowView s2r, ViewAsRows(s2r_t, "slot_to_row"));
+
+  if (a.align < 1 || a.align > moe::kMaxAlign || (a.align & (a.align - 1)) != 0)
+    return InvalidArgument("align", "expected a power of two from 1 (no padding) to " + std::to_string(moe::kMaxAlign) +
+                                        ", found " + std::to_string(a.align));
+  const int64_t rows = moe::MoePermuteRows(tokens, top_k, experts, a.align);
+  if (rows > INT_MAX)
+    return InvalidArgument("topk_ids", RowsText(tokens, top_k, experts, a.align) + " = " + std::to_string(rows) +
+                                           " rows exceed 2^31 - 1 (int32 row indices); split the call");
+  KILN_ASSIGN_OR_RETURN(const RowView r2s, IntVector(*a.row_to_slot, "row_to_slot", "rows"));
+  if (a.row_to_slot->shape[0] < rows)
+    return InvalidArgument("row_to_slot", "expected at least " + std::to_string(rows) + " rows (" +
+                                              RowsText(tokens, top_k, experts, a.align) + "), found shape " +
+                                              ShapeText(*a.row_to_slot));
+  for (const auto& [t, name] : {std::pair{a.expert_counts, "expert_counts"}, std::pair{a.m_indptr, "m_indptr"},
+                                std::pair{a.row_to_slot, "row_to_slot"}, std::pair{a.slot_to_row, "slot_to_row"}})
+    KILN_RETURN_IF_ERROR(CheckSameDevice(*t, name, ids_t.device, "topk_ids"));
+
+  if ((a.x == nullptr) != (a.permuted_x == nullptr))
+    return InvalidArgument(a.x == nullptr ? "x" : "permuted_x",
+                           std::string("x and permuted_x go together (the gather), found ") +
+                               (a.x == nullptr ? "permuted_x without x" : "x without permuted_x"));
+  RowView x, out;
+  if (a.x != nullptr) {
+    const TensorView& x_t = *a.x;
+    const TensorView& out_t = *a.permuted_x;
+    if (x_t.ndim != 2) return InvalidArgument("x", "expected a 2-D tensor [T, H], found rank " + RankText(x_t));
+    if (x_t.dtype != DType::kBFloat16 && x_t.dtype != DType::kFloat16)
+      return InvalidArgument("x", std::string("expected dtype bf16 or fp16, found ") + DTypeName(x_t.dtype));
+    if (x_t.shape[0] != tokens)
+      return InvalidArgument("x", "expected " + std::to_string(tokens) + " rows (topk_ids' tokens), found shape " +
+                                      ShapeText(x_t));
+    if (x_t.shape[1] < 1)
+      return InvalidArgument("x", "expected a hidden size (dim 1) of at least 1, found shape " + ShapeText(x_t));
+    KILN_ASSIGN_OR_RETURN(x, ViewAsRows(x_t, "x"));
+    if (out_t.ndim != 2)
+      return InvalidArgument("permuted_x", "expected a 2-D tensor [rows, H], found rank " + RankText(out_t));
+    if (out_t.dtype != x_t.dtype)
+      return InvalidArgument("permuted_x", std::string("expected dtype ") + DTypeName(x_t.dtype) + " (x's), found " +
+                                               DTypeName(out_t.dtype));
+    if (out_t.shape[1] != x_t.shape[1])
+      return InvalidArgument("permuted_x", "expected " + std::to_string(x_t.shape[1]) +
+                                               " columns (x's hidden size), found shape " + ShapeText(out_t));
+    if (out_t.shape[0] < rows)
+      return InvalidArgument("permuted_x", "expected at least " + std::to_string(rows) + " rows (" +
+                                               RowsText(tokens, top_k, experts, a.align) + "), found shape " +
+                                               ShapeText(out_t));
+    KILN_ASSIGN_OR_RETURN(out, ViewAsRows(out_t, "permuted_x"));
+    KILN_RETURN_IF_ERROR(CheckSameDevice(x_t, "x", ids_t.device, "topk_ids"));
+    KILN_RETURN_IF_ERROR(CheckSameDevice(out_t, "permuted_x", ids_t.device, "topk_ids"));
+  }
+
+  // Outputs overlap neither the inputs nor each other.
+  std::vector<const RowView*> outputs = {&counts, &indptr, &r2s, &s2r};
+  std::vector<const RowView*> inputs = {&ids};
+  if (a.x != nullptr) {
+    outputs.push_back(&out);
+    inputs.push_back(&x);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (const RowView* in : inputs) KILN_RETURN_IF_ERROR(CheckNoOverlap(*outputs[i], *in, false));
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      KILN_RETURN_IF_ERROR(CheckNoOverlap(*outputs[i], *outputs[j], false));
+  }
+
+  MoePermutePlan plan;
+  plan.max_experts = MaxExpertsFor(experts);
+  plan.device = ids_t.device.index;
+  moe::MoePermuteParams& p = plan.params;
+  p.expert_counts = reinterpret_cast<int*>(counts.data);
+  p.m_indptr = reinterpret_cast<int*>(indptr.data);
+  p.row_to_slot = reinterpret_cast<int*>(r2s.data);
+  p.slot_to_row = reinterpret_cast<int*>(s2r.data);
+  p.topk_ids = reinterpret_cast<const int*>(ids.data);
+  p.tokens = tokens;
+  p.ids_stride = ids.row_stride;
+  p.slot_to_row_stride = s2r.row_stride;
+  p.rows = a.row_to_slot->shape[0];
+  p.experts = static_cast<int>(experts);
+  p.top_k = static_cast<int>(top_k);
+  p.align = static_cast<int>(a.align);
+  if (a.x != nullptr) {
+    plan.gather = true;
+    moe::MoePermuteGatherParams& g = plan.gather_params;
+    g.permuted_x = out.data;
+    g.x = x.data;
+    g.row_to_slot = p.row_to_slot;
+    g.m_indptr = p.m_indptr;
+    g.rows = rows;
+    g.x_stride_bytes = x.row_stride * static_cast<int64_t>(x.element_size);
+    g.out_stride_bytes = out.row_stride * static_cast<int64_t>(out.element_size);
+    g.row_bytes = x.hidden * static_cast<int64_t>(x.element_size);
+    g.experts = p.experts;
+    g.top_k = p.top_k;
+    g.unit_bytes = WidestUnit({static_cast<uint64_t>(g.row_bytes), static_cast<uint64_t>(g.x_stride_bytes),
+                               static_cast<uint64_t>(g.out_stride_bytes), x.begin(), out.begin()});
+  }
+  return plan;
+}
+
 }  // namespace
+
+int WidestUnit(std::initializer_list<uint64_t> values) {
+  for (int unit : {16, 8, 4}) {
+    bool divides = true;
+    for (uint64_t v : values) divides = divides && v % static_cast<uint64_t>(unit) == 0;
+    if (divides) return unit;
+  }
+  return 2;
+}
+
+StatusOr<MoePermutePlan> PlanMoePermute(const MoePermuteArgs& args, const char* api) {
+  auto plan = PlanPermute(args);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  return plan;
+}
 
 int MaxExpertsFor(int64_t experts) {
   int max_experts = 32;

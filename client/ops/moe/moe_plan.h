@@ -1,10 +1,11 @@
-// MoeRoutePlan: the arguments of moe_route (kiln/ops/moe.h) validated and turned into what the
-// kernel takes (kiln::moe::MoeRouteParams) and the specialization it needs (logits' dtype, the
-// scoring, max_experts). Pure: no driver call, so every check runs, and is tested, without a
-// GPU.
+// MoeRoutePlan and MoePermutePlan: the arguments of moe_route and moe_permute (kiln/ops/moe.h)
+// validated and turned into what the kernels take (kiln::moe::MoeRouteParams,
+// MoePermuteParams, MoePermuteGatherParams) and the specialization they need. Pure: no driver
+// call, so every check runs, and is tested, without a GPU.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "kiln/moe/moe_contract.h"
 #include "kiln/ops/moe.h"
@@ -34,6 +35,32 @@ struct MoeRoutePlan {
   int device = 0;
   moe::MoeRouteParams params = {};
 };
+
+// The arguments of moe_permute as the API receives them; x and permuted_x both or neither.
+struct MoePermuteArgs {
+  const TensorView* expert_counts = nullptr;
+  const TensorView* m_indptr = nullptr;
+  const TensorView* row_to_slot = nullptr;
+  const TensorView* slot_to_row = nullptr;
+  const TensorView* permuted_x = nullptr;  // optional: the gather's output
+  const TensorView* topk_ids = nullptr;
+  const TensorView* x = nullptr;  // optional: the gather's input
+  int64_t align = 1;
+};
+
+struct MoePermutePlan {
+  int max_experts = 32;  // the specialization: the smallest of 32, 64, 128, 256 holding E
+  int device = 0;
+  bool gather = false;  // x given: launch kiln_moe_permute_gather after the permutation
+  moe::MoePermuteParams params = {};
+  moe::MoePermuteGatherParams gather_params = {};
+};
+
+// The widest copy unit (16, 8, 4 or 2 bytes) dividing every one of `values`.
+int WidestUnit(std::initializer_list<uint64_t> values);
+
+// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
+StatusOr<MoePermutePlan> PlanMoePermute(const MoePermuteArgs& args, const char* api);
 
 // The smallest max_experts specialization that holds `experts` (1..kMaxExperts).
 int MaxExpertsFor(int64_t experts);

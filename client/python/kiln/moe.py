@@ -1,6 +1,8 @@
 """Mixture of experts (kiln/ops/moe.h, docs/kernels-moe.md): moe_route, the router's choice of
-top_k experts per token from logits [T, E] (fp32/fp16/bf16, E <= 256). topk_ids [T, top_k] int32
-and topk_weights [T, top_k] fp32 are allocated when omitted (torch tensors only)."""
+top_k experts per token from logits [T, E] (fp32/fp16/bf16, E <= 256); moe_permute, those
+choices as the contiguous grouped layout of grouped_gemm (m_indptr, the row map and its inverse),
+with an optional gather of the tokens' rows. Outputs are allocated when omitted (torch tensors
+only)."""
 from . import _native
 from ._errors import InvalidArgument
 from ._framework import allocate, stream_of
@@ -29,3 +31,43 @@ def moe_route(logits, top_k=None, *, correction_bias=None, scoring="softmax", re
     _native.moe_route(topk_ids, topk_weights, logits, correction_bias, _SCORING[scoring], bool(renormalize),
                       int(n_group), int(topk_group), float(routed_scaling_factor), stream_of(stream, logits))
     return topk_ids, topk_weights
+
+
+def moe_permute_rows(tokens, top_k, num_experts, align=1):
+    """The rows row_to_slot and permuted_x need at most: tokens * top_k, plus num_experts * (align - 1)
+    when align > 1 (kiln::ops::moe_permute_rows)."""
+    return int(tokens) * int(top_k) + (int(num_experts) * (int(align) - 1) if int(align) > 1 else 0)
+
+
+def moe_permute(topk_ids, num_experts=None, *, align=1, x=None, expert_counts=None, m_indptr=None, row_to_slot=None,
+                slot_to_row=None, permuted_x=None, stream=None):
+    """(expert_counts, m_indptr, row_to_slot, slot_to_row), plus permuted_x when x is given: topk_ids
+    [T, top_k] int32 as the contiguous grouped layout of grouped_gemm. Group e is rows
+    m_indptr[e] .. m_indptr[e + 1] - 1, its slots (t * top_k + j) in ascending order, padded to a
+    multiple of align (1, or a power of two up to 256); row_to_slot -1 for padding and for rows
+    from m_indptr[E] on; slot_to_row the inverse (-1 for an id outside [0, E)). x [T, H] bf16/fp16:
+    permuted_x[r] = x[row_to_slot[r] // top_k], padding rows zero, rows from m_indptr[E] on not
+    written; permuted_x is grouped_gemm's a. num_experts may be left out when expert_counts is
+    given (its length). Allocated outputs have moe_permute_rows(...) rows."""
+    api = "kiln.moe_permute"
+    if num_experts is None:
+        if expert_counts is None:
+            raise InvalidArgument(f"{api}: num_experts: give num_experts, or expert_counts (its length is E)", 1)
+        num_experts = expert_counts.shape[0]
+    tokens, top_k = topk_ids.shape[0], topk_ids.shape[1]
+    rows = moe_permute_rows(tokens, top_k, num_experts, align)
+    if expert_counts is None:
+        expert_counts = allocate(api, "expert_counts", topk_ids, shape=(int(num_experts),), dtype="int32")
+    if m_indptr is None:
+        m_indptr = allocate(api, "m_indptr", topk_ids, shape=(int(num_experts) + 1,), dtype="int32")
+    if row_to_slot is None:
+        row_to_slot = allocate(api, "row_to_slot", topk_ids, shape=(rows,), dtype="int32")
+    if slot_to_row is None:
+        slot_to_row = allocate(api, "slot_to_row", topk_ids, shape=(tokens, top_k), dtype="int32")
+    if x is not None and permuted_x is None:
+        permuted_x = allocate(api, "permuted_x", x, shape=(rows, x.shape[1]))
+    _native.moe_permute(expert_counts, m_indptr, row_to_slot, slot_to_row, permuted_x, topk_ids, x, int(align),
+                        stream_of(stream, topk_ids))
+    if x is None:
+        return expert_counts, m_indptr, row_to_slot, slot_to_row
+    return expert_counts, m_indptr, row_to_slot, slot_to_row, permuted_x

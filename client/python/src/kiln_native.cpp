@@ -644,6 +644,21 @@ PyObject* MoeRoute(PyObject*, PyObject* const* a, Py_ssize_t n) {
                            renormalize, n_group, topk_group, scale, stream));
 }
 
+// moe_permute(expert_counts, m_indptr, row_to_slot, slot_to_row, permuted_x, topk_ids, x, align, stream);
+// permuted_x and x may be None (no gather)
+PyObject* MoePermute(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  TensorArg counts, indptr, row_to_slot, slot_to_row, permuted_x, ids, x;
+  int64_t align;
+  void* stream;
+  if (!ArgCount("moe_permute", n, 9) || !counts.Set(a[0], "expert_counts", false) ||
+      !indptr.Set(a[1], "m_indptr", false) || !row_to_slot.Set(a[2], "row_to_slot", false) ||
+      !slot_to_row.Set(a[3], "slot_to_row", false) || !permuted_x.Set(a[4], "permuted_x", true) ||
+      !ids.Set(a[5], "topk_ids", false) || !x.Set(a[6], "x", true) || !Int64(a[7], &align) || !Stream(a[8], &stream))
+    return nullptr;
+  KILN_CALL(kiln_moe_permute(counts.get(), indptr.get(), row_to_slot.get(), slot_to_row.get(), permuted_x.get(),
+                             ids.get(), x.get(), align, stream));
+}
+
 // ---- gemm ------------------------------------------------------------------------------------
 
 // gemm(d, a, b, bias, c, beta, stream)
@@ -962,6 +977,7 @@ PyMethodDef kMethods[] = {{"_set_error_classes", SetErrorClasses, METH_O, nullpt
                           FASTCALL("top_k_top_p_sampling", TopKTopPSampling),
                           FASTCALL("argmax", Argmax),
                           FASTCALL("moe_route", MoeRoute),
+                          FASTCALL("moe_permute", MoePermute),
                           FASTCALL("gemm", Gemm),
                           FASTCALL("grouped_gemm", GroupedGemm<kiln_grouped_gemm>),
                           FASTCALL("grouped_gemm_masked", GroupedGemm<kiln_grouped_gemm_masked>),

@@ -1,5 +1,8 @@
-// kiln::ops mixture of experts: moe_route, the router's choice of experts per token, on the GPU.
-// Part of kiln/ops.h (devices, contexts and streams as described there); docs/kernels-moe.md.
+// kiln::ops mixture of experts on the GPU: moe_route, the router's choice of experts per token;
+// moe_permute, those choices as the contiguous grouped layout of grouped_gemm. Part of
+// kiln/ops.h (devices, contexts and streams as described there); docs/kernels-moe.md.
+//
+// ---- moe_route ----
 //
 //   logits           [T, E]      fp32, fp16 or bf16; the last dim has stride 1, rows may be
 //                                padded; 1 <= E <= 256
@@ -24,7 +27,32 @@
 // unspecified weights. T = 0: OK, nothing launched. Outputs must not overlap the inputs or
 // each other.
 //
-// The C function below is the same op for C callers: DLTensor in, kiln_status out.
+// ---- moe_permute ----
+//
+//   topk_ids       [T, top_k]  int32 (moe_route's output); last dim stride 1, rows may be
+//                              padded; 1 <= top_k <= 16; T = 0 is OK
+//   expert_counts  [E]         int32, written: the slots of each expert; E (1..256) is its dim 0
+//   m_indptr       [E + 1]     int32, written: group e is rows m_indptr[e] .. m_indptr[e+1] - 1;
+//                              m_indptr[0] = 0, m_indptr[e+1] = m_indptr[e] + roundup(counts[e], align)
+//   row_to_slot    [R]         int32, written: the slot s = t * top_k + j of each row; -1 for a
+//                              group's padding rows and for every row from m_indptr[E] on;
+//                              R >= moe_permute_rows(T, top_k, E, align)
+//   slot_to_row    [T, top_k]  int32, written: the row of each slot (the inverse); last dim
+//                              stride 1, rows may be padded
+//   align          1 (no padding) or a power of two up to 256: every group's row count is
+//                  rounded up to a multiple of it (so every group starts at one), for a grouped
+//                  GEMM tactic that wants whole tiles per group
+//   x, permuted_x  optional, both or neither (the gather): x [T, H] bf16 or fp16, permuted_x
+//                  [R', H] of x's dtype, R' >= moe_permute_rows(...); row r < m_indptr[E] of
+//                  permuted_x becomes x[row_to_slot[r] / top_k], a padding row zeros; rows
+//                  from m_indptr[E] on are not written. permuted_x is grouped_gemm's `a`.
+// Stable: inside a group, rows in ascending slot order (tokens keep their order). A slot whose
+// id is outside [0, E) gets no row (slot_to_row -1) and is not counted. Deterministic: the
+// outputs depend on topk_ids only. Everything stays on the device (no host sync; capturable in
+// a CUDA graph): one single-block launch, and with x one more, in stream order. Outputs must
+// not overlap the inputs or each other.
+//
+// The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_MOE_H_
 #define KILN_OPS_MOE_H_
 
@@ -58,6 +86,19 @@ struct MoeRouteOptions {
 KILN_API Status moe_route(const TensorView& topk_ids, const TensorView& topk_weights, const TensorView& logits,
                           const TensorView* correction_bias, const MoeRouteOptions& options, void* stream = nullptr);
 
+// The rows row_to_slot (and permuted_x) must have: T * top_k, plus E * (align - 1) when align >
+// 1 (each group adds at most align - 1 padding rows). Known on the host before any routing.
+constexpr int64_t moe_permute_rows(int64_t tokens, int64_t top_k, int64_t experts, int64_t align) {
+  return tokens * top_k + (align > 1 ? experts * (align - 1) : 0);
+}
+
+// Refused (INVALID_ARGUMENT naming the argument): other dtypes, ranks or shapes, E outside
+// 1..256, top_k outside 1..16, align not a power of two in 1..256, row_to_slot or permuted_x
+// shorter than moe_permute_rows(...), x without permuted_x (or the reverse), overlaps.
+KILN_API Status moe_permute(const TensorView& expert_counts, const TensorView& m_indptr, const TensorView& row_to_slot,
+                            const TensorView& slot_to_row, const TensorView* permuted_x, const TensorView& topk_ids,
+                            const TensorView* x, int64_t align, void* stream = nullptr);
+
 }  // namespace kiln::ops
 
 extern "C" {
@@ -80,6 +121,20 @@ KILN_API kiln_status kiln_moe_route(DLTensor* topk_ids, DLTensor* topk_weights, 
                                     const DLTensor* correction_bias /* NULL: none */, kiln_moe_scoring scoring,
                                     int renormalize, int64_t n_group, int64_t topk_group, double routed_scaling_factor,
                                     void* stream);
+
+/* kiln_moe_permute: topk_ids [T, top_k] int32 -> expert_counts [E], m_indptr [E + 1] (groups
+ * padded to a multiple of align: 1 or a power of two <= 256), row_to_slot [R] (-1: padding, and
+ * every row from m_indptr[E] on) and slot_to_row [T, top_k], all int32; stable, ids outside
+ * [0, E) get no row (slot_to_row -1). x [T, H] bf16/fp16 and permuted_x [R', H], both or NULL:
+ * gathers x's rows into the layout (padding rows zeroed). R and R' at least
+ * KILN_MOE_PERMUTE_ROWS(T, top_k, E, align). T = 0: m_indptr all 0. */
+#define KILN_MOE_PERMUTE_ROWS(tokens, top_k, experts, align) \
+  ((int64_t)(tokens) * (int64_t)(top_k) + ((align) > 1 ? (int64_t)(experts) * ((int64_t)(align)-1) : 0))
+
+KILN_API kiln_status kiln_moe_permute(DLTensor* expert_counts, DLTensor* m_indptr, DLTensor* row_to_slot,
+                                      DLTensor* slot_to_row, DLTensor* permuted_x /* NULL: no gather */,
+                                      const DLTensor* topk_ids, const DLTensor* x /* NULL: no gather */, int64_t align,
+                                      void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

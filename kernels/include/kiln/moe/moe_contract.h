@@ -2,15 +2,26 @@
 //
 //   moe_route   router logits [T, E] -> per token, the top_k experts (topk_ids [T, top_k] int32)
 //               and their weights (topk_weights [T, top_k] fp32), docs/kernels-moe.md
+//   moe_permute topk_ids [T, top_k] -> the contiguous grouped layout grouped_gemm takes: counts,
+//               m_indptr [E + 1] (groups padded to `align` rows), the row map and its inverse;
+//               optionally the gather of x's rows into that layout
 //
-// Params: dtype (fp32, fp16, bf16: logits' type), scoring ("softmax" or "sigmoid": the scores
+// moe_route's params: dtype (fp32, fp16, bf16: logits' type), scoring ("softmax" or "sigmoid": the scores
 // the experts are ranked by), max_experts (32, 64, 128 or 256: the E range one kernel holds,
 // max_experts / 32 values per lane). T, E, top_k, the group limit, the bias, renormalization and
 // the scaling factor are launch arguments (MoeRouteParams): one cubin per (dtype, scoring,
 // max_experts) serves every model of that size class.
-// Launch (the only entry): one warp per token, kWarpsPerBlock tokens per block
+// Its launch (its only entry): one warp per token, kWarpsPerBlock tokens per block
 // (items_per_block = kWarpsPerBlock: tokens), grid.x = ceil(T / items_per_block), block as
 // hinted (kBlock threads), no dynamic shared memory.
+//
+// moe_permute's params: max_experts (32, 64, 128 or 256: the E range one kernel's shared
+// tables hold). Everything else is a launch argument. Launch, in stream order:
+//   kiln_moe_permute         one block of kPermuteBlock threads (items_per_block 0: the grid
+//                            is 1 whatever T is), no dynamic shared memory;
+//   kiln_moe_permute_gather  only with x: one warp per permuted row, kGatherWarps rows per
+//                            block (items_per_block = kGatherWarps: rows), grid.x =
+//                            ceil(MoePermuteRows(...) / items_per_block).
 #pragma once
 
 #include "kiln/common/op_contract.h"
@@ -56,6 +67,67 @@ struct MoeRouteParams {
   double routed_scaling_factor;
 };
 static_assert(sizeof(MoeRouteParams) == 96, "MoeRouteParams: 4 pointers, 4 strides, 5 ints (padded), 1 double");
+
+constexpr const char* kMoePermuteOp = "moe_permute";
+constexpr const char* kMoePermuteEntry = "kiln_moe_permute";
+constexpr const char* kMoePermuteGatherEntry = "kiln_moe_permute_gather";
+
+// The largest group alignment (a power of two): grouped GEMM tiles are at most 256 rows.
+constexpr int kMaxAlign = 256;
+// The permutation is one block of 32 warps: the most threads a block may have (1024), so a
+// round ranks as many slots as one block can hold at once.
+constexpr int kPermuteWarps = 32;
+constexpr int kPermuteBlock = 32 * kPermuteWarps;
+// The gather: one warp per permuted row, this many rows per block.
+constexpr int kGatherWarps = 8;
+constexpr int kGatherBlock = 32 * kGatherWarps;
+
+// The rows the permuted layout may need at most, which row_to_slot (and permuted_x) must have:
+// every group rounded up to a multiple of `align` adds at most align - 1 rows, so
+// sum_e roundup(count_e, align) <= tokens * top_k + experts * (align - 1). align 1: no padding.
+KILN_CONTRACT_FUNCTION long long MoePermuteRows(long long tokens, long long top_k, long long experts, long long align) {
+  return tokens * top_k + (align > 1 ? experts * (align - 1) : 0);
+}
+
+// kiln_moe_permute's parameter. Strides count elements between row starts (last dims are
+// contiguous). A slot is s = t * top_k + j (token t's j-th choice), whatever the strides.
+struct MoePermuteParams {
+  int* expert_counts;   // [experts]
+  int* m_indptr;        // [experts + 1]
+  int* row_to_slot;     // [rows]
+  int* slot_to_row;     // [tokens, top_k], rows slot_to_row_stride apart
+  const int* topk_ids;  // [tokens, top_k], rows ids_stride apart
+  long long tokens;
+  long long ids_stride;
+  long long slot_to_row_stride;
+  long long rows;  // row_to_slot's length: every row from m_indptr[experts] on is -1
+  int experts;     // 1 .. max_experts of the specialization
+  int top_k;       // 1 .. kMaxTopK
+  int align;       // a power of two, 1 .. kMaxAlign
+  int reserved;    // 0
+};
+static_assert(sizeof(MoePermuteParams) == 88, "MoePermuteParams: 5 pointers, 4 longs, 4 ints");
+
+// kiln_moe_permute_gather's parameter: permuted_x[r] = x[row_to_slot[r] / top_k] for the rows
+// r < m_indptr[experts] (zeros where row_to_slot[r] is -1: padding); rows from
+// m_indptr[experts] on are not written. A row is row_bytes bytes, copied in units of
+// unit_bytes (16, 8, 4 or 2: the widest dividing row_bytes, both row strides in bytes and
+// both pointers).
+struct MoePermuteGatherParams {
+  void* permuted_x;
+  const void* x;
+  const int* row_to_slot;
+  const int* m_indptr;
+  long long rows;              // MoePermuteRows(...): the grid's rows
+  long long x_stride_bytes;    // between x's row starts
+  long long out_stride_bytes;  // between permuted_x's row starts
+  long long row_bytes;         // H * element size
+  int experts;
+  int top_k;
+  int unit_bytes;
+  int reserved;  // 0
+};
+static_assert(sizeof(MoePermuteGatherParams) == 80, "MoePermuteGatherParams: 4 pointers, 4 longs, 4 ints");
 
 }  // namespace moe
 }  // namespace kiln
