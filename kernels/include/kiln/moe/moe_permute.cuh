@@ -49,12 +49,19 @@ namespace moe {
 constexpr unsigned kPermuteFullWarp = 0xffffffffu;
 constexpr int kLoadsAhead = 4;
 
+// Where slot s = t * top_k + j lies in a [T, top_k] tensor whose rows are `stride` apart. Rows
+// that are not padded (the usual case) need no division; otherwise a 32-bit one (the host checked
+// that slots fit in int32): a 64-bit division is a long emulated sequence, and every slot needs
+// this twice.
+__device__ __forceinline__ long long SlotOffset(long long s, int top_k, long long stride) {
+  if (stride == top_k) return s;
+  const unsigned t = static_cast<unsigned>(s) / static_cast<unsigned>(top_k);
+  return static_cast<long long>(t) * stride + (s - static_cast<long long>(t) * top_k);
+}
+
 // The id of slot s, or -1 past the end. An id outside [0, experts) is returned as it is.
 __device__ __forceinline__ int SlotId(const MoePermuteParams& p, long long s, long long slots) {
-  if (s >= slots) return -1;
-  const long long t = s / p.top_k;
-  const long long j = s - t * p.top_k;
-  return p.topk_ids[t * p.ids_stride + j];
+  return s < slots ? p.topk_ids[SlotOffset(s, p.top_k, p.ids_stride)] : -1;
 }
 
 __device__ __forceinline__ bool ValidExpert(int e, int experts) {
@@ -170,14 +177,12 @@ __device__ __forceinline__ void PermuteBlock(const MoePermuteParams& p) {
       }
       __syncthreads();
       if (s < slots) {
-        const long long t = s / p.top_k;
-        const long long j = s - t * p.top_k;
         int row = -1;
         if (key >= 0) {
           row = starts[key] + warp_counts[warp][key] + __popc(peers & lower_lanes);
           p.row_to_slot[row] = static_cast<int>(s);
         }
-        p.slot_to_row[t * p.slot_to_row_stride + j] = row;
+        p.slot_to_row[SlotOffset(s, p.top_k, p.slot_to_row_stride)] = row;
       }
       __syncwarp();  // every lane of the warp has read its offset before the leader clears it
       if (leader) warp_counts[warp][key] = 0;
