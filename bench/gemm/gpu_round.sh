@@ -2,7 +2,8 @@
 # The gemm round on the H200 (device tool, kind nvidia-h200), from the repository root with
 # the bundle in .gpu/ (bash bench/gpu_bundle.sh): the [gpu][gemm] client tests, then with a
 # kilnd of its own kiln-bench on the shapes (bench/gemm/llama31_8b.list: (N, K) of the
-# Llama-3.1-8B linear layers x M 1..16384), on split-K at small M (bench/gemm/splits.list), on
+# Llama-3.1-8B linear layers x M 1..16384), on split-K at small M (bench/gemm/splits.list), on B
+# multicast at large M (bench/gemm/multicast.list), on
 # grouped_gemm against the dense gemm (bench/gemm/grouped.list, grouped_fp8.list) and on every tile
 # (bench/gemm/tactics.list), and
 # bench/compare_torch.py against cuBLAS on the same shapes. fp8: kiln-bench on bench/gemm/fp8.list
@@ -64,7 +65,7 @@ if [[ $what == bench || $what == all ]]; then
   daemon=$!
   for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
   export KILN_SOCKET=$dir/kilnd.sock
-  for list in llama31_8b fp8 splits grouped grouped_fp8 tactics; do
+  for list in llama31_8b fp8 splits multicast grouped grouped_fp8 tactics; do
     timeout 200 kiln-bench --list "bench/gemm/$list.list" --out "$OUT/gemm-$list.json" > "$OUT/gemm-$list.log" 2>&1
     echo "kiln-bench --list bench/gemm/$list.list rc=$?"
     cat "$OUT/gemm-$list.log"

@@ -21,14 +21,16 @@ namespace {
 using namespace compile_test;
 
 Params TacticParams(const std::string& dtype, const std::string& out, int tile_m, int tile_n, int stages,
-                    int group_m = 8, int split_k = 1) {
-  return {{"dtype", dtype},
-          {"out_dtype", out},
-          {"tile_m", std::to_string(tile_m)},
-          {"tile_n", std::to_string(tile_n)},
-          {"stages", std::to_string(stages)},
-          {"group_m", std::to_string(group_m)},
-          {"split_k", std::to_string(split_k)}};
+                    int group_m = 8, int split_k = 1, int multicast = 1) {
+  Params params = {{"dtype", dtype},
+                   {"out_dtype", out},
+                   {"tile_m", std::to_string(tile_m)},
+                   {"tile_n", std::to_string(tile_n)},
+                   {"stages", std::to_string(stages)},
+                   {"group_m", std::to_string(group_m)},
+                   {"split_k", std::to_string(split_k)}};
+  if (multicast > 1) params["multicast"] = std::to_string(multicast);
+  return params;
 }
 
 TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with the limit", "[gemm][registry]") {
@@ -36,39 +38,53 @@ TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with 
   for (int tile_m : gemm::kTileMChoices) {
     for (int tile_n : gemm::kTileNChoices) {
       for (int split : gemm::kSplitKChoices) {
-        for (int stages = gemm::kMinStages; stages <= gemm::kMaxStages; ++stages) {
-          const gemm::GemmTactic tactic{tile_m, tile_n, stages, 8, split};
-          auto spec = OpRegistry::Builtin().Generate(
-              "gemm", TacticParams("bf16", "bf16", tile_m, tile_n, stages, 8, split), *Tree());
-          INFO(tile_m << "x" << tile_n << " stages " << stages << " split " << split);
-          const int smem = gemm::GemmSmemBytes(tile_m, tile_n, stages, split);
-          if (gemm::GemmTacticFits(tactic)) {
-            REQUIRE(spec.ok());
-            ++generated;
-            CHECK(smem <= gemm::kMaxSmemBytes);
-            CHECK(spec->uri == "gemm_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x64s" +
-                                   std::to_string(stages) + "g8" + (split > 1 ? "k" + std::to_string(split) : ""));
-            CHECK(spec->params.at("split_k") == std::to_string(split));
-            REQUIRE(spec->launch.size() == 1);
-            CHECK(spec->launch[0].block == 128 * (tile_m / 64 + 1));
-            CHECK(spec->launch[0].dynamic_smem == smem);
-            CHECK(spec->launch[0].items_per_block == tile_m * tile_n);
-          } else {
-            REQUIRE(!spec.ok());
-            ++refused;
-            CHECK(smem > gemm::kMaxSmemBytes);
-            CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
-            const std::string message(spec.status().message());
-            CHECK(message.find("gemm: param 'stages' = '" + std::to_string(stages) + "' is not allowed for tile " +
-                               std::to_string(tile_m) + "x" + std::to_string(tile_n)) != std::string::npos);
-            CHECK(message.find("bytes of shared memory, over the 232448 a block may have; allowed here: 2..") !=
-                  std::string::npos);
+        for (int multicast : gemm::kMulticastChoices) {
+          for (int stages = gemm::kMinStages; stages <= gemm::kMaxStages; ++stages) {
+            const gemm::GemmTactic tactic{tile_m, tile_n, stages, 8, split, multicast};
+            auto spec = OpRegistry::Builtin().Generate(
+                "gemm", TacticParams("bf16", "bf16", tile_m, tile_n, stages, 8, split, multicast), *Tree());
+            INFO(tile_m << "x" << tile_n << " stages " << stages << " split " << split << " multicast " << multicast
+                        << ": " << spec.status().ToString());
+            const int smem = gemm::GemmSmemBytes(tile_m, tile_n, stages, split, false, multicast);
+            if (split > 1 && multicast > 1) {
+              // A cluster splits K or shares B, not both.
+              REQUIRE(!spec.ok());
+              ++refused;
+              CHECK(!gemm::GemmTacticFits(tactic));
+              CHECK(std::string(spec.status().message())
+                        .find("gemm: param 'multicast' = '2' is not allowed with split_k") != std::string::npos);
+              continue;
+            }
+            if (gemm::GemmTacticFits(tactic)) {
+              REQUIRE(spec.ok());
+              ++generated;
+              CHECK(smem <= gemm::kMaxSmemBytes);
+              CHECK(spec->uri == "gemm_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) + "x64s" +
+                                     std::to_string(stages) + "g8" + (split > 1 ? "k" + std::to_string(split) : "") +
+                                     (multicast > 1 ? "m" + std::to_string(multicast) : ""));
+              CHECK(spec->params.at("split_k") == std::to_string(split));
+              CHECK(spec->params.at("multicast") == std::to_string(multicast));
+              REQUIRE(spec->launch.size() == 1);
+              CHECK(spec->launch[0].block == 128 * (tile_m / 64 + 1));
+              CHECK(spec->launch[0].dynamic_smem == smem);
+              CHECK(spec->launch[0].items_per_block == tile_m * tile_n);
+            } else {
+              REQUIRE(!spec.ok());
+              ++refused;
+              CHECK(smem > gemm::kMaxSmemBytes);
+              CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
+              const std::string message(spec.status().message());
+              CHECK(message.find("gemm: param 'stages' = '" + std::to_string(stages) + "' is not allowed for tile " +
+                                 std::to_string(tile_m) + "x" + std::to_string(tile_n)) != std::string::npos);
+              CHECK(message.find("bytes of shared memory, over the 232448 a block may have; allowed here: 2..") !=
+                    std::string::npos);
+            }
           }
         }
       }
     }
   }
-  CHECK(generated + refused == 2 * 3 * 4 * (gemm::kMaxStages - gemm::kMinStages + 1));
+  CHECK(generated + refused == 2 * 3 * 4 * 2 * (gemm::kMaxStages - gemm::kMinStages + 1));
   CHECK(refused > 0);
   CHECK(gemm::GemmMaxStages(128, 256) == 4);
   CHECK(gemm::GemmMaxStages(128, 128) == 7);
@@ -78,6 +94,18 @@ TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with 
   CHECK(gemm::GemmMaxStages(64, 128, 4) == 8);
   CHECK(gemm::GemmMaxStages(128, 256, 2) == 2);
   CHECK(gemm::GemmMaxStages(128, 128, 2) == 5);
+  // Multicast's one more barrier costs no stage.
+  CHECK(gemm::GemmMaxStages(128, 256, 1, false, 2) == 4);
+  CHECK(gemm::GemmMaxStages(128, 128, 1, false, 2) == 7);
+  // Not for the grouped ops nor fp8 (yet).
+  CHECK(!gemm::GemmTacticFits({128, 256, 4, 8, 1, 2}, /*grouped=*/true));
+  CHECK(!gemm::Fp8GemmTacticFits({128, 256, 4, 8, 1, 2}));
+  CHECK(gemm::GemmClusterBlocks({128, 256, 4, 8, 1, 2}) == 2);
+  CHECK(gemm::GemmClusterBlocks({64, 256, 4, 8, 4, 1}) == 4);
+  // Work units: pairs of tile rows with multicast (an odd count rounds up), tiles without.
+  CHECK(gemm::GemmClusterUnits(4096, 4096, {128, 256, 4, 8, 1, 2}) == 16 * 16);
+  CHECK(gemm::GemmClusterUnits(300, 512, {128, 256, 4, 8, 1, 2}) == 2 * 2);
+  CHECK(gemm::GemmClusterUnits(300, 512, {128, 256, 4, 8, 1, 1}) == 3 * 2);
   // split_k outside its list is refused by ParamInfo.
   auto bad_split = OpRegistry::Builtin().Generate("gemm", {{"dtype", "bf16"}, {"split_k", "3"}}, *Tree());
   REQUIRE(!bad_split.ok());
@@ -125,16 +153,23 @@ TEST_CASE("every gemm tile compiles for sm_90a at its most stages, without spill
       for (int tile_n : gemm::kTileNChoices) {
         // Both input types at every tile; the output types at one tile each (the epilogue); the
         // splits with bf16: every split of the 64-row tiles (the memory-bound ones), 2 of the others.
-        std::vector<std::pair<std::string, int>> variants = {{dtype, 1}};
-        if (tile_m == 128 && tile_n == 128) variants = {{"bf16", 1}, {"fp16", 1}, {"fp32", 1}};
+        // Multicast with bf16 at every 128-row tile (the compute-bound ones) and at 64 x 256.
+        struct Variant {
+          std::string out;
+          int split = 1;
+          int multicast = 1;
+        };
+        std::vector<Variant> variants = {{dtype}};
+        if (tile_m == 128 && tile_n == 128) variants = {{"bf16"}, {"fp16"}, {"fp32"}};
         if (std::string(dtype) == "bf16") {
           for (int split : {2, 4, 8})
             if (tile_m == 64 || split == 2) variants.push_back({"bf16", split});
+          if (tile_m == 128 || tile_n == 256) variants.push_back({"bf16", 1, 2});
         }
-        for (const auto& [out, split] : variants) {
-          const int stages = gemm::GemmMaxStages(tile_m, tile_n, split);
-          auto spec = OpRegistry::Builtin().Generate("gemm", TacticParams(dtype, out, tile_m, tile_n, stages, 8, split),
-                                                     *Tree());
+        for (const auto& [out, split, multicast] : variants) {
+          const int stages = gemm::GemmMaxStages(tile_m, tile_n, split, false, multicast);
+          auto spec = OpRegistry::Builtin().Generate(
+              "gemm", TacticParams(dtype, out, tile_m, tile_n, stages, 8, split, multicast), *Tree());
           REQUIRE(spec.ok());
           server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
           auto result = Compiler().Compile(request);
@@ -163,7 +198,7 @@ TEST_CASE("every gemm tile compiles for sm_90a at its most stages, without spill
     }
   }
   if (table != nullptr) std::fclose(table);
-  CHECK(compiled == 2 * 6 + 2 * 2 + 3 * 3 + 3);
+  CHECK(compiled == 2 * 6 + 2 * 2 + 3 * 3 + 3 + 4);
 }
 
 TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for sm_90a, with the group table in "

@@ -4,9 +4,9 @@
 //
 // backends: kiln (the op, heuristic tactic), reference (one thread per element of d, fp32
 // accumulation: obviously correct, and slow: 16-byte loads along K keep it within seconds at
-// the Llama shapes), kiln_t<M>x<N> (the op with that tile forced through the client's internal
-// plan, at its most stages and group_m 8: a diagnostic tactic control, to measure the
-// heuristic's choice against the others).
+// the Llama shapes), kiln_t<M>x<N>[k<split>|m<multicast>] (the op with that tile, split or
+// multicast forced through the client's internal plan, at its most stages and group_m 8: a
+// diagnostic tactic control, to measure the heuristic's choice against the others).
 #include <cmath>
 
 #include "bench/op/reference_kernel.h"
@@ -54,17 +54,34 @@ class GemmRoutine : public Routine {
                                      "one thread per element of d, fp32 accumulation (the refcheck baseline)"}};
     for (int tile_m : gemm::kTileMChoices)
       for (int tile_n : gemm::kTileNChoices)
-        for (int split : gemm::kSplitKChoices)
-          all.push_back({TileBackend(tile_m, tile_n, split),
-                         split == 1 ? "kiln with the tile forced, most stages, group_m 8 (diagnostic)"
-                                    : "kiln with the tile and split-K forced, most stages, group_m 8 (diagnostic)"});
+        for (const Cluster& c : Clusters())
+          all.push_back({TileBackend(tile_m, tile_n, c),
+                         c.split > 1 ? "kiln with the tile and split-K forced, most stages, group_m 8 (diagnostic)"
+                         : c.multicast > 1 ? "kiln with the tile and B multicast forced, most stages, group_m 8 "
+                                             "(diagnostic)"
+                                           : "kiln with the tile forced, most stages, group_m 8 (diagnostic)"});
     return all;
   }
 
-  // kiln_t128x256, and kiln_t64x128k4 with K split over clusters of 4.
-  static std::string TileBackend(int tile_m, int tile_n, int split) {
+  // What a cluster of the forced tactic does: split K, or share B (not both).
+  struct Cluster {
+    int split = 1;
+    int multicast = 1;
+  };
+  static std::vector<Cluster> Clusters() {
+    std::vector<Cluster> out;
+    for (int split : gemm::kSplitKChoices) out.push_back({split, 1});
+    for (int multicast : gemm::kMulticastChoices)
+      if (multicast > 1) out.push_back({1, multicast});
+    return out;
+  }
+
+  // kiln_t128x256, kiln_t64x128k4 with K split over clusters of 4, kiln_t128x256m2 with B's tile
+  // shared by clusters of 2.
+  static std::string TileBackend(int tile_m, int tile_n, const Cluster& c) {
     return "kiln_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
-           (split > 1 ? "k" + std::to_string(split) : "");
+           (c.split > 1 ? "k" + std::to_string(c.split) : "") +
+           (c.multicast > 1 ? "m" + std::to_string(c.multicast) : "");
   }
 
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
@@ -145,9 +162,11 @@ class GemmRoutine : public Routine {
     }
     for (int tile_m : gemm::kTileMChoices) {
       for (int tile_n : gemm::kTileNChoices) {
-        for (int split : gemm::kSplitKChoices) {
-          if (backend != TileBackend(tile_m, tile_n, split)) continue;
-          const gemm::GemmTactic tactic{tile_m, tile_n, gemm::GemmMaxStages(tile_m, tile_n, split), 8, split};
+        for (const Cluster& c : Clusters()) {
+          if (backend != TileBackend(tile_m, tile_n, c)) continue;
+          const gemm::GemmTactic tactic{
+              tile_m, tile_n,  gemm::GemmMaxStages(tile_m, tile_n, c.split, false, c.multicast),
+              8,      c.split, c.multicast};
           return BackendFn([tactic](const TensorSet& t, CUstream stream) -> Status {
             KILN_ASSIGN_OR_RETURN(auto plan,
                                   client::PlanGemm(t[0], t[1], t[2], nullptr, nullptr, 0, "kiln-bench gemm"));

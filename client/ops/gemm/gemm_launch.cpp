@@ -56,26 +56,29 @@ Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands
                           gemm::GemmParams* params) {
   KILN_RETURN_IF_ERROR(EncodeGemmOperand(driver, operands.dtype, operands.a, operands.a_rows, operands.k,
                                          operands.a_row_stride, tactic.tile_m, "a", &params->a_map));
+  // Multicast: each block of a cluster loads its part of B's tile (tile_n / multicast rows).
   return EncodeGemmOperand(driver, operands.dtype, operands.b, operands.b_rows, operands.k, operands.b_row_stride,
-                           tactic.tile_n, "b", &params->b_map);
+                           tactic.tile_n / tactic.multicast, "b", &params->b_map);
 }
 
 namespace {
 
-// How many clusters of a split-K kernel run at once (the driver's occupancy calculator knows
-// how the GPCs hold clusters; SMs / split_k can be too many), asked once per function and
-// launch shape (the shape in the key too: a function handle can be reused after an unload).
+// How many clusters of a split-K or multicast kernel run at once (the driver's occupancy
+// calculator knows how the GPCs hold clusters; SMs / cluster blocks can be too many), asked once
+// per function and launch shape (the shape in the key too: a function handle can be reused
+// after an unload).
 StatusOr<int> ActiveClusters(const CudaDriver& driver, CUfunction function, const gemm::GemmTactic& tactic,
                              unsigned block, unsigned smem, int sms, const char* api) {
   static std::mutex mutex;
   static std::map<std::tuple<CUfunction, int, unsigned, unsigned>, int> known;
-  const auto key = std::make_tuple(function, tactic.split_k, block, smem);
+  const int cluster = gemm::GemmClusterBlocks(tactic);
+  const auto key = std::make_tuple(function, cluster, block, smem);
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = known.find(key); it != known.end()) return it->second;
   }
   CUlaunchConfig config{};
-  config.gridDimX = static_cast<unsigned>(tactic.split_k);
+  config.gridDimX = static_cast<unsigned>(cluster);
   config.gridDimY = config.gridDimZ = 1;
   config.blockDimX = block;
   config.blockDimY = config.blockDimZ = 1;
@@ -83,14 +86,14 @@ StatusOr<int> ActiveClusters(const CudaDriver& driver, CUfunction function, cons
   int clusters = 0;
   const CUresult r = driver.cuOccupancyMaxActiveClusters(&clusters, function, &config);
   if (r != CUDA_SUCCESS)
-    return Status(StatusCode::kCudaError, std::string(api) + ": cuOccupancyMaxActiveClusters of the split-K gemm (" +
-                                              std::to_string(tactic.split_k) + " blocks): " + driver.ErrorText(r));
+    return Status(StatusCode::kCudaError, std::string(api) + ": cuOccupancyMaxActiveClusters of the gemm's clusters (" +
+                                              std::to_string(cluster) + " blocks): " + driver.ErrorText(r));
   if (clusters < 1)
     return Status(StatusCode::kFailedPrecondition, std::string(api) + ": not one cluster of " +
-                                                       std::to_string(tactic.split_k) +
+                                                       std::to_string(cluster) +
                                                        " gemm blocks fits on this GPU at once (" +
                                                        std::to_string(smem) + " bytes of shared memory each)");
-  clusters = std::min(clusters, sms / tactic.split_k);
+  clusters = std::min(clusters, sms / cluster);
   std::lock_guard<std::mutex> lock(mutex);
   known.emplace(key, clusters);
   return clusters;
@@ -101,13 +104,13 @@ StatusOr<int> ActiveClusters(const CudaDriver& driver, CUfunction function, cons
 StatusOr<long long> PersistentGemmBlocks(const CudaDriver& driver, const PreparedLaunch& ready,
                                          const gemm::GemmTactic& tactic, int64_t m, int64_t n, int sms,
                                          const char* api) {
-  const long long tiles = gemm::GemmTiles(m, n, tactic.tile_m, tactic.tile_n);
+  const long long units = gemm::GemmClusterUnits(m, n, tactic);
   int slots = sms;
-  if (tactic.split_k > 1) {
+  if (gemm::GemmClusterBlocks(tactic) > 1) {
     const EntryLaunchReady& e = ready.launch->entry();
     KILN_ASSIGN_OR_RETURN(slots, ActiveClusters(driver, e.function, tactic, e.block, e.dynamic_smem, sms, api));
   }
-  return std::min<long long>(tiles, slots) * tactic.split_k;
+  return std::min<long long>(units, slots) * gemm::GemmClusterBlocks(tactic);
 }
 
 Status LaunchGemmKernel(const CudaDriver& driver, const PreparedLaunch& ready, const char* entry, long long blocks,

@@ -45,9 +45,10 @@ Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands
                           gemm::GemmParams* params);
 
 // How many persistent blocks a dense product (gemm, fp8_gemm) of M x N launches with `tactic`:
-// one cluster of split_k blocks per tile (a block per tile without a split), at most as many as
-// run at once on `sms` SMs (for a split, what the driver's occupancy calculator says a cluster
-// of the loaded kernel gets: GPCs do not divide evenly; asked once per function and shape).
+// one cluster of split_k blocks per tile (a block per tile without a split; with multicast a
+// cluster of two per pair of tile rows), at most as many as run at once on `sms` SMs (for a
+// cluster, what the driver's occupancy calculator says the loaded kernel gets: GPCs do not
+// divide evenly; asked once per function and shape).
 StatusOr<long long> PersistentGemmBlocks(const CudaDriver& driver, const PreparedLaunch& ready,
                                          const gemm::GemmTactic& tactic, int64_t m, int64_t n, int sms,
                                          const char* api);

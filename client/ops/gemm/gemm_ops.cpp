@@ -33,8 +33,9 @@ struct GemmSpec {
   int32_t stages = 0;
   int32_t group_m = 0;
   int32_t split_k = 1;
+  int32_t multicast = 1;
   bool operator==(const GemmSpec&) const = default;
-  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m, split_k); }
+  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m, split_k, multicast); }
   std::map<std::string, std::string> Params() const {
     return {{kParamDType, DTypeName(dtype)},
             {gemm::kParamOutDType, DTypeName(out_dtype)},
@@ -42,7 +43,8 @@ struct GemmSpec {
             {gemm::kParamTileN, std::to_string(tile_n)},
             {gemm::kParamStages, std::to_string(stages)},
             {gemm::kParamGroupM, std::to_string(group_m)},
-            {gemm::kParamSplitK, std::to_string(split_k)}};
+            {gemm::kParamSplitK, std::to_string(split_k)},
+            {gemm::kParamMulticast, std::to_string(multicast)}};
   }
 };
 
@@ -80,8 +82,8 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
                           RememberedTactic(key, [&] { return TacticFor(plan, *controls, *device, false); }));
     tactic = chosen.tactic;
   }
-  const GemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m, tactic.tile_n,
-                      tactic.stages, tactic.group_m, tactic.split_k};
+  const GemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m,  tactic.tile_n,
+                      tactic.stages, tactic.group_m, tactic.split_k, tactic.multicast};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kGemmKernels, spec, plan.device, plan.api));
   KILN_RETURN_IF_ERROR(CheckGemmBlock(ready.launch->entry().block, tactic.tile_m, plan.api, gemm::kGemmOp));
 

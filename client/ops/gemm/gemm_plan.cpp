@@ -299,6 +299,11 @@ std::vector<gemm::GemmTactic> GemmTuneCandidates(int64_t m, int64_t n, int64_t k
                      [&](const gemm::GemmTactic& o) { return gemm::SameGemmTactic(o, s.tile); }))
       out.push_back(s.tile);
   }
+  // B multicast of the 128-row tiles: within -1..+3 % of the same tile without it on the H200
+  // (bench/results/2026-12-03-gemm-multicast-h200.md), so a candidate to time, not the default.
+  if (m > 64) {
+    for (int tile_n : {256, 128}) out.push_back({128, tile_n, gemm::GemmMaxStages(128, tile_n, 1, false, 2), 8, 1, 2});
+  }
   return out;
 }
 

@@ -88,7 +88,8 @@ gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int
 
 // What kiln::tune times for a shape: the heuristic's choice first, then every tile and split
 // that suits the shape (a split only where the tiles do not fill the SMs, each block with at
-// least 4 K steps) at its most stages and group_m 8, in the heuristic's order (24 at most).
+// least 4 K steps) at its most stages and group_m 8, in the heuristic's order, then for M > 64
+// the 128-row tiles with B multicast (26 at most).
 std::vector<gemm::GemmTactic> GemmTuneCandidates(int64_t m, int64_t n, int64_t k, int sms);
 
 // How many clusters of split_k blocks (one block per SM: every gemm block has over half the

@@ -12,8 +12,8 @@ namespace kiln::client {
 namespace {
 
 constexpr const char* kTacticForm =
-    "t<tile_m>x<tile_n>x<64, or 128 for fp8 ops>s<stages>g<group_m>[k<split_k>], e.g. t128x256x64s4g8, "
-    "t64x256x64s4g8k8 (gemm only) or t128x256x128s4g8 (fp8)";
+    "t<tile_m>x<tile_n>x<64, or 128 for fp8 ops>s<stages>g<group_m>[k<split_k>][m<multicast>], e.g. "
+    "t128x256x64s4g8, t64x256x64s4g8k8, t128x256x64s4g8m2 (gemm only) or t128x256x128s4g8 (fp8)";
 
 bool IsFp8Op(std::string_view op) {
   return op == gemm::kFp8GemmOp || op == gemm::kGroupedFp8GemmOp || op == gemm::kGroupedFp8GemmMaskedOp;
@@ -57,7 +57,8 @@ std::string GemmTacticText(const gemm::GemmTactic& t, std::string_view op) {
   const int stage_k = IsFp8Op(op) ? gemm::kFp8ScaleBlock : gemm::kTileK;
   return "t" + std::to_string(t.tile_m) + "x" + std::to_string(t.tile_n) + "x" + std::to_string(stage_k) + "s" +
          std::to_string(t.stages) + "g" + std::to_string(t.group_m) +
-         (t.split_k > 1 ? "k" + std::to_string(t.split_k) : "");
+         (t.split_k > 1 ? "k" + std::to_string(t.split_k) : "") +
+         (t.multicast > 1 ? "m" + std::to_string(t.multicast) : "");
 }
 
 StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text, std::string_view op) {
@@ -70,7 +71,9 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text, std::string_vi
                       Number(text, &pos, &t.tile_n) && Expect(text, &pos, 'x') && Number(text, &pos, &tile_k) &&
                       Expect(text, &pos, 's') && Number(text, &pos, &t.stages) && Expect(text, &pos, 'g') &&
                       Number(text, &pos, &t.group_m) &&
-                      (pos == text.size() || (Expect(text, &pos, 'k') && Number(text, &pos, &t.split_k))) &&
+                      (pos == text.size() || text[pos] != 'k' ||
+                       (Expect(text, &pos, 'k') && Number(text, &pos, &t.split_k))) &&
+                      (pos == text.size() || (Expect(text, &pos, 'm') && Number(text, &pos, &t.multicast))) &&
                       pos == text.size();
   if (!parsed) return InvalidArgument("'" + std::string(text) + "' is not a gemm tactic; expected " + kTacticForm);
   const int stage_k = IsFp8Op(op) ? gemm::kFp8ScaleBlock : gemm::kTileK;
@@ -78,8 +81,8 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text, std::string_vi
     return InvalidArgument("'" + std::string(text) + "' is not in the " + std::string(op) +
                            " tactic space (tile_m 64 or 128, tile_n 64, 128 or 256, k " + std::to_string(stage_k) +
                            ", stages 2 to the most that fit in shared memory, group_m 1..16, split_k " +
-                           (op == gemm::kGemmOp || op == gemm::kFp8GemmOp ? "1, 2, 4 or 8" : "1") +
-                           "; docs/kernels-gemm.md)");
+                           (op == gemm::kGemmOp || op == gemm::kFp8GemmOp ? "1, 2, 4 or 8" : "1") + ", multicast " +
+                           (op == gemm::kGemmOp ? "1 or 2, not with a split" : "1") + "; docs/kernels-gemm.md)");
   return t;
 }
 

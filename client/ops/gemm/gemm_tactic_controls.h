@@ -14,7 +14,8 @@
 //
 // A tactic is written as in the URI: t<tile_m>x<tile_n>x<K per stage>s<stages>g<group_m> (K 64
 // for bf16/fp16 ops, 128 for the fp8 ops), and k<split_k> after it when K is split (gemm and
-// fp8_gemm: t64x256x64s4g8k8, t64x256x128s4g8k4). Parsing and the choice are pure (tested without
+// fp8_gemm: t64x256x64s4g8k8, t64x256x128s4g8k4), m<multicast> when clusters share B (gemm:
+// t128x256x64s4g8m2). Parsing and the choice are pure (tested without
 // a GPU); the launch reads the controls through GemmTacticControlsFromEnvironment(). docs/diagnostic-controls.md,
 // docs/kernels-gemm.md.
 #pragma once

@@ -272,9 +272,10 @@ StatusOr<tune::Report> RunTacticTuning(const TacticTuneJob& job, const tune::Opt
   std::vector<gemm::GemmTactic> neighbours;
   for (int group_m : {1, 4, 16})
     if (group_m != winner.group_m)
-      neighbours.push_back({winner.tile_m, winner.tile_n, winner.stages, group_m, winner.split_k});
+      neighbours.push_back({winner.tile_m, winner.tile_n, winner.stages, group_m, winner.split_k, winner.multicast});
   if (winner.stages > gemm::kMinStages)
-    neighbours.push_back({winner.tile_m, winner.tile_n, winner.stages - 1, winner.group_m, winner.split_k});
+    neighbours.push_back(
+        {winner.tile_m, winner.tile_n, winner.stages - 1, winner.group_m, winner.split_k, winner.multicast});
   for (const gemm::GemmTactic& t : neighbours) KILN_RETURN_IF_ERROR(time_if_new(t));
 
   for (const tune::Candidate& c : report.candidates)

@@ -65,11 +65,28 @@ ParamInfo GemmSplitKParam() {
           .default_value = "1"};
 }
 
-absl::StatusOr<gemm::GemmTactic> GemmTacticOf(std::string_view op, const ParamValues& values, int split_k,
-                                              bool grouped) {
-  gemm::GemmTactic tactic{values.Int(gemm::kParamTileM), values.Int(gemm::kParamTileN), 0,
-                          values.Int(gemm::kParamGroupM), split_k};
-  const int max_stages = gemm::GemmMaxStages(tactic.tile_m, tactic.tile_n, split_k, grouped);
+ParamInfo GemmMulticastParam() {
+  return {.name = gemm::kParamMulticast,
+          .help = "blocks of a cluster that share their tile of B, each loading part of it with TMA multicast into "
+                  "all (1: none; 2: pairs of vertically adjacent tiles); not with split_k",
+          .choices = IntChoices(gemm::kMulticastChoices),
+          .default_value = "1"};
+}
+
+absl::StatusOr<gemm::GemmTactic> GemmTacticOf(std::string_view op, const ParamValues& values, int split_k, bool grouped,
+                                              int multicast) {
+  gemm::GemmTactic tactic{values.Int(gemm::kParamTileM),
+                          values.Int(gemm::kParamTileN),
+                          0,
+                          values.Int(gemm::kParamGroupM),
+                          split_k,
+                          multicast};
+  if (split_k > 1 && multicast > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(op), ": param 'multicast' = '", multicast,
+                                                   "' is not allowed with split_k = ", split_k,
+                                                   " (a cluster either splits K or shares B)"));
+  }
+  const int max_stages = gemm::GemmMaxStages(tactic.tile_m, tactic.tile_n, split_k, grouped, multicast);
   if (max_stages == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(op), ": param 'split_k' = '", split_k, "' is not allowed for tile ", tactic.tile_m,
@@ -82,7 +99,7 @@ absl::StatusOr<gemm::GemmTactic> GemmTacticOf(std::string_view op, const ParamVa
     return absl::InvalidArgumentError(absl::StrCat(
         std::string(op), ": param 'stages' = '", tactic.stages, "' is not allowed for tile ", tactic.tile_m, "x",
         tactic.tile_n, split_k > 1 ? absl::StrCat(" split ", split_k, " ways") : "", ": ", tactic.stages,
-        " stages need ", gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, split_k, grouped),
+        " stages need ", gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, split_k, grouped, multicast),
         " bytes of shared memory, over the ", gemm::kMaxSmemBytes,
         " a block may have; allowed here: ", gemm::kMinStages, "..", max_stages));
   }
@@ -102,7 +119,8 @@ GemmTypes Fp8GemmTypesOf(const ParamValues& values) {
 
 std::string GemmTacticUri(const gemm::GemmTactic& t, bool fp8) {
   return absl::StrCat("t", t.tile_m, "x", t.tile_n, "x", fp8 ? gemm::kFp8ScaleBlock : gemm::kTileK, "s", t.stages, "g",
-                      t.group_m, t.split_k > 1 ? absl::StrCat("k", t.split_k) : "");
+                      t.group_m, t.split_k > 1 ? absl::StrCat("k", t.split_k) : "",
+                      t.multicast > 1 ? absl::StrCat("m", t.multicast) : "");
 }
 
 std::vector<std::pair<std::string, std::string>> GemmTacticSpecParams(const gemm::GemmTactic& t) {

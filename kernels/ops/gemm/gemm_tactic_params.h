@@ -40,12 +40,16 @@ GemmTypes Fp8GemmTypesOf(const ParamValues& values);
 std::vector<ParamInfo> GemmTacticParams();
 // split_k (gemm and fp8_gemm).
 ParamInfo GemmSplitKParam();
+// multicast (gemm).
+ParamInfo GemmMulticastParam();
 
-// The tactic of `values` (split_k given: gemm's own param; grouped_gemm never splits).
-absl::StatusOr<gemm::GemmTactic> GemmTacticOf(std::string_view op, const ParamValues& values, int split_k,
-                                              bool grouped);
+// The tactic of `values` (split_k and multicast given: gemm's own params; grouped_gemm never
+// splits nor multicasts).
+absl::StatusOr<gemm::GemmTactic> GemmTacticOf(std::string_view op, const ParamValues& values, int split_k, bool grouped,
+                                              int multicast = 1);
 
-// "t128x256x64s4g8", "k<split>" after it when split; fp8, K per stage 128: "t128x256x128s4g8".
+// "t128x256x64s4g8", "k<split>" after it when split, "m<blocks>" with multicast; fp8, K per
+// stage 128: "t128x256x128s4g8".
 std::string GemmTacticUri(const gemm::GemmTactic& tactic, bool fp8 = false);
 
 // The spec params and the config defines (KILN_GEMM_TILE_M ... KILN_GEMM_GROUP_M) of the tactic.

@@ -48,6 +48,18 @@ TEST_CASE("gemm tactic texts round-trip, and only tactics of the space parse", "
   RequireInvalid(ParseGemmTactic("t64x256x64s5g8k8").status(), "'t64x256x64s5g8k8' is not in the gemm tactic space");
   RequireInvalid(ParseGemmTactic("t64x256x64s4g8k3").status(), "split_k 1, 2, 4 or 8");
   RequireInvalid(ParseGemmTactic("t64x256x64s4g8k").status(), "is not a gemm tactic");
+  // Multicast (gemm only, not with a split) names its cluster last too.
+  auto multicast = ParseGemmTactic("t128x256x64s4g8m2");
+  REQUIRE(multicast.ok());
+  CHECK(multicast->multicast == 2);
+  CHECK(multicast->split_k == 1);
+  CHECK(GemmTacticText(*multicast) == "t128x256x64s4g8m2");
+  RequireInvalid(ParseGemmTactic("t64x256x64s4g8k2m2").status(), "multicast 1 or 2, not with a split");
+  RequireInvalid(ParseGemmTactic("t128x256x64s4g8m4").status(), "is not in the gemm tactic space");
+  RequireInvalid(ParseGemmTactic("t128x256x64s4g8m2k2").status(), "is not a gemm tactic");
+  RequireInvalid(ParseGemmTactic("t128x256x128s4g8m2", "fp8_gemm").status(), "multicast 1;");
+  RequireInvalid(ParseGemmTactic("t128x256x64s4g8m2", "grouped_gemm").status(),
+                 "is not in the grouped_gemm tactic space");
   for (const char* bad : {"", "t128x256", "128x256x64s4g8", "t128x256x64s4g8 ", "t128x256x32s4g8x", "tAx256x64s4g8"})
     RequireInvalid(ParseGemmTactic(bad).status(),
                    "is not a gemm tactic; expected t<tile_m>x<tile_n>x<64, or 128 for fp8 ops>s<stages>g<group_m>");
@@ -129,7 +141,7 @@ TEST_CASE("the grouped and fp8 ops have tactic controls in their own spaces", "[
   RequireInvalid(ParseGemmTactic("t128x256x64s4g8", "fp8_gemm").status(),
                  "'t128x256x64s4g8' is not in the fp8_gemm tactic space (tile_m 64 or 128, tile_n 64, 128 or 256, k "
                  "128");
-  RequireInvalid(ParseGemmTactic("t64x256x128s4g8k2", "grouped_fp8_gemm").status(), "split_k 1;");
+  RequireInvalid(ParseGemmTactic("t64x256x128s4g8k2", "grouped_fp8_gemm").status(), "split_k 1, multicast 1;");
   RequireInvalid(ParseGemmTactic("t64x256x64s4g8k2", "grouped_gemm").status(),
                  "is not in the grouped_gemm tactic space");
   CHECK(ParseGemmTactic("t64x256x64s4g8", "grouped_gemm_masked").ok());

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "client/ops/gemm/gemm_ops.h"
@@ -276,6 +277,84 @@ TEST_CASE("split-K gemm: small M, blocks without K steps, many tiles per cluster
     c.n = 4096;
     c.k = 4096;
     Run(c, rng, nullptr);
+  }
+}
+
+TEST_CASE("multicast gemm: pairs of tile rows share B, odd tile rows, one K step, many pairs per cluster",
+          "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(23);
+  using kiln::gemm::GemmTactic;
+  int run = 0;
+  for (int tile_m : kiln::gemm::kTileMChoices) {
+    for (int tile_n : kiln::gemm::kTileNChoices) {
+      const int most = kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, false, 2);
+      for (int stages : {kiln::gemm::kMinStages, most}) {
+        const GemmTactic tactic{tile_m, tile_n, stages, 3, 1, 2};
+        REQUIRE(kiln::gemm::GemmTacticFits(tactic));
+        // M 300: an odd count of 128-row tiles (3: the last pair's second tile is past M and
+        // stores nothing) and 5 of 64 rows; M 1 and 129: a pair whose second tile is empty or
+        // one row; K 64: one K step; K 456: the ring wraps.
+        for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{300, 520, 456}, {1, 264, 64}, {129, 136, 520}}) {
+          Case c;
+          c.m = m;
+          c.n = n;
+          c.k = k;
+          c.tactic = &tactic;
+          c.bias = m == 300;
+          c.d_pad = 8;
+          Run(c, rng, nullptr);
+          ++run;
+        }
+      }
+    }
+  }
+  // More pairs than clusters (each cluster walks many, its barriers' phases turn over), with
+  // beta * c, and the compute-bound tile at a Llama shape.
+  const GemmTactic wide{128, 256, 4, 8, 1, 2};
+  Case many;
+  many.m = 1000;
+  many.n = 4096;
+  many.k = 1024;
+  many.tactic = &wide;
+  many.c_mode = 1;
+  many.beta = 0.25;
+  Run(many, rng, nullptr);
+  Case llama;
+  llama.m = 4096;
+  llama.n = 4096;
+  llama.k = 4096;
+  llama.tactic = &wide;
+  Run(llama, rng, nullptr);
+  CHECK(run == 2 * 3 * 2 * 3);
+}
+
+TEST_CASE("multicast gemm is deterministic and equal to the same tile without multicast", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(29);
+  const int64_t m = 777, n = 1032, k = 1000;
+  HostTensor a = kiln::testing::RandomTensor(kiln::DType::kBFloat16, static_cast<size_t>(m * k), rng, -1.f, 1.f);
+  HostTensor b = kiln::testing::RandomTensor(kiln::DType::kBFloat16, static_cast<size_t>(n * k), rng, -1.f, 1.f);
+  DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(static_cast<size_t>(m * n * 4));
+  da.Upload(a.bytes);
+  db.Upload(b.bytes);
+  auto ta = TensorView::Contiguous(da.data(), kiln::DType::kBFloat16, {m, k});
+  auto tb = TensorView::Contiguous(db.data(), kiln::DType::kBFloat16, {n, k});
+  auto td = TensorView::Contiguous(dd.data(), kiln::DType::kFloat32, {m, n});
+  auto plan = kiln::client::PlanGemm(td, ta, tb, nullptr, nullptr, 0, "gpu_gemm_test");
+  REQUIRE(plan.ok());
+  // The same tile and K order with and without multicast: each output is the same sum of the
+  // same products in the same order, so the bits agree (fp32 out: no rounding hides a difference).
+  std::vector<uint8_t> first;
+  for (int multicast : {1, 2, 2}) {
+    const kiln::gemm::GemmTactic tactic{128, 128, 5, 8, 1, multicast};
+    dd.Poison();
+    REQUIRE(kiln::client::LaunchGemmPlan(*plan, tactic, nullptr).ok());
+    KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
+    std::vector<uint8_t> bits = dd.Download();
+    if (first.empty()) first = bits;
+    INFO("multicast " << multicast);
+    CHECK(bits == first);
   }
 }
 

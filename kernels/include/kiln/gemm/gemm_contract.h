@@ -21,13 +21,16 @@
 // tile_m (kTileMChoices: 64 rows per consumer warp-group), tile_n (kTileNChoices), stages
 // (kMinStages..kMaxStages, bounded by shared memory), group_m (tile rows per raster group) and
 // split_k (kSplitKChoices: the blocks of a thread-block cluster that share one tile, each
-// multiplying a slice of K; they add their partial sums through distributed shared memory).
+// multiplying a slice of K; they add their partial sums through distributed shared memory) and
+// multicast (gemm only: 2 pairs the blocks of two vertically adjacent tiles in a cluster, which
+// share their tile of B: each block loads half of it with TMA multicast into both, halving the
+// L2 reads of B).
 // M, N and K are launch arguments: one cubin per (dtype, out_dtype, tactic) serves every shape.
-// Launch (the only entry): persistent: grid.x = split_k * min(GemmTiles(...), the clusters that
-// fit at once), the kernel's cluster shape (split_k, 1, 1) compiled in; block and dynamic
+// Launch (the only entry): persistent: grid.x = GemmClusterBlocks * min(GemmClusterUnits(...),
+// the clusters that fit at once), the kernel's cluster shape (GemmClusterBlocks, 1, 1) compiled in; block and dynamic
 // shared memory as hinted (GemmThreads, GemmSmemBytes); items_per_block is the tile (tile_m *
 // tile_n elements of D). The tensor maps must describe A and B with the box tile_m (A) or
-// tile_n (B) rows x kTileK and the 128-byte swizzle.
+// tile_n / multicast (B) rows x kTileK and the 128-byte swizzle.
 #pragma once
 
 #include "kiln/common/op_contract.h"
@@ -60,6 +63,7 @@ constexpr const char* kParamTileN = "tile_n";
 constexpr const char* kParamStages = "stages";
 constexpr const char* kParamGroupM = "group_m";
 constexpr const char* kParamSplitK = "split_k";
+constexpr const char* kParamMulticast = "multicast";
 
 // Where the rows of D come from: one matrix (gemm), or groups (grouped_gemm: contiguous;
 // grouped_gemm_masked: masked).
@@ -80,10 +84,14 @@ constexpr int kMinStages = 2;
 constexpr int kMaxStages = 8;
 constexpr int kMaxGroupM = 16;
 // The version of the tactic space and of what a tactic means to the kernel: a tuning result
-// (kiln::tune) is reused only under the version it was measured with. 2: split_k added.
-constexpr int kGemmTacticSpaceVersion = 2;
+// (kiln::tune) is reused only under the version it was measured with. 2: split_k added; 3:
+// multicast added.
+constexpr int kGemmTacticSpaceVersion = 3;
 // Blocks per cluster that split K (1: no split). 8 is the largest portable cluster.
 constexpr int kSplitKChoices[] = {1, 2, 4, 8};
+// Blocks of a cluster that share B's tile through TMA multicast (1: none). gemm only, not with
+// a split (docs/kernels-gemm.md, "Multicast").
+constexpr int kMulticastChoices[] = {1, 2};
 // Shared memory one block may have on sm_90 (227 KiB: cudaDevAttrMaxSharedMemoryPerBlockOptin).
 constexpr int kMaxSmemBytes = 227 * 1024;
 // N and K must be multiples of this (16-byte rows for TMA); A and B rows start 16-byte aligned.
@@ -94,16 +102,18 @@ KILN_CONTRACT_FUNCTION int GemmConsumers(int tile_m) { return tile_m / kRowsPerC
 KILN_CONTRACT_FUNCTION int GemmThreads(int tile_m) { return 128 * (GemmConsumers(tile_m) + 1); }
 // Dynamic shared memory: the stages of A and B tiles (16-bit elements), 1024 bytes to align
 // them to the swizzle atom, two mbarriers (8 bytes each) per stage; with split_k > 1 also the
-// block's fp32 partial tile (read by the cluster's other blocks) and its two mbarriers; grouped,
-// the table of the groups' first tile rows (kMaxGroups + 1 ints).
+// block's fp32 partial tile (read by the cluster's other blocks) and its two mbarriers; with
+// multicast the mbarrier that says the other block is done with this one (in the same place);
+// grouped, the table of the groups' first tile rows (kMaxGroups + 1 ints).
 KILN_CONTRACT_FUNCTION int GemmStageBytes(int tile_m, int tile_n) { return (tile_m + tile_n) * kTileK * 2; }
 KILN_CONTRACT_FUNCTION int GemmPartialBytes(int tile_m, int tile_n, int split_k) {
   return split_k > 1 ? tile_m * tile_n * 4 + 16 : 0;
 }
 KILN_CONTRACT_FUNCTION int GemmGroupTableBytes(bool grouped) { return grouped ? (kMaxGroups + 1) * 4 : 0; }
-KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped = false) {
+KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped = false,
+                                         int multicast = 1) {
   return stages * GemmStageBytes(tile_m, tile_n) + 1024 + stages * 16 + GemmPartialBytes(tile_m, tile_n, split_k) +
-         GemmGroupTableBytes(grouped);
+         GemmGroupTableBytes(grouped) + (multicast > 1 ? 16 : 0);
 }
 // Tiles of D: the persistent blocks walk them in raster groups of group_m tile rows.
 KILN_CONTRACT_FUNCTION long long GemmTiles(long long m, long long n, int tile_m, int tile_n) {
@@ -112,18 +122,29 @@ KILN_CONTRACT_FUNCTION long long GemmTiles(long long m, long long n, int tile_m,
 
 // A tactic: the compiled choices of one specialization. The space is every tile_m of
 // kTileMChoices x tile_n of kTileNChoices x stages kMinStages..kMaxStages x group_m
-// 1..kMaxGroupM x split_k of kSplitKChoices whose stages fit in shared memory
-// (GemmTacticFits); the generator refuses the rest, naming the limit.
+// 1..kMaxGroupM x split_k of kSplitKChoices x multicast of kMulticastChoices (not both above 1)
+// whose stages fit in shared memory (GemmTacticFits); the generator refuses the rest, naming
+// the limit.
 struct GemmTactic {
   int tile_m;
   int tile_n;
   int stages;
   int group_m;
   int split_k = 1;
+  int multicast = 1;
 };
 KILN_CONTRACT_FUNCTION bool SameGemmTactic(const GemmTactic& x, const GemmTactic& y) {
   return x.tile_m == y.tile_m && x.tile_n == y.tile_n && x.stages == y.stages && x.group_m == y.group_m &&
-         x.split_k == y.split_k;
+         x.split_k == y.split_k && x.multicast == y.multicast;
+}
+// Blocks of one cluster: the blocks that split a tile's K, or that share B's tile.
+KILN_CONTRACT_FUNCTION int GemmClusterBlocks(const GemmTactic& t) { return t.split_k * t.multicast; }
+// The persistent work units (a cluster takes one at a time): tiles, or with multicast pairs of
+// vertically adjacent tiles (the second past M when the tile rows are odd: it loads its half of
+// B and stores nothing).
+KILN_CONTRACT_FUNCTION long long GemmClusterUnits(long long m, long long n, const GemmTactic& t) {
+  const long long tiles_m = (m + t.tile_m - 1) / t.tile_m;
+  return ((tiles_m + t.multicast - 1) / t.multicast) * ((n + t.tile_n - 1) / t.tile_n);
 }
 KILN_CONTRACT_FUNCTION bool GemmTileMAllowed(int tile_m) {
   for (int t : kTileMChoices)
@@ -140,23 +161,34 @@ KILN_CONTRACT_FUNCTION bool GemmSplitKAllowed(int split_k) {
     if (s == split_k) return true;
   return false;
 }
+KILN_CONTRACT_FUNCTION bool GemmMulticastAllowed(int multicast) {
+  for (int c : kMulticastChoices)
+    if (c == multicast) return true;
+  return false;
+}
 // The most stages of a tile that fit in shared memory (at most kMaxStages; 0 when not even
 // kMinStages fit).
-KILN_CONTRACT_FUNCTION int GemmMaxStages(int tile_m, int tile_n, int split_k = 1, bool grouped = false) {
+KILN_CONTRACT_FUNCTION int GemmMaxStages(int tile_m, int tile_n, int split_k = 1, bool grouped = false,
+                                         int multicast = 1) {
   int stages = kMaxStages;
-  while (stages >= kMinStages && GemmSmemBytes(tile_m, tile_n, stages, split_k, grouped) > kMaxSmemBytes) --stages;
+  while (stages >= kMinStages && GemmSmemBytes(tile_m, tile_n, stages, split_k, grouped, multicast) > kMaxSmemBytes)
+    --stages;
   return stages >= kMinStages ? stages : 0;
 }
-// grouped: grouped_gemm's space (no split: its groups give the blocks their work).
+// grouped: grouped_gemm's space (no split and no multicast: its groups give the blocks their
+// work, and vertically adjacent tiles may be of two groups).
 KILN_CONTRACT_FUNCTION bool GemmTacticFits(const GemmTactic& t, bool grouped = false) {
   return GemmTileMAllowed(t.tile_m) && GemmTileNAllowed(t.tile_n) && GemmSplitKAllowed(t.split_k) &&
-         (!grouped || t.split_k == 1) && t.stages >= kMinStages &&
-         t.stages <= GemmMaxStages(t.tile_m, t.tile_n, t.split_k, grouped) && t.group_m >= 1 && t.group_m <= kMaxGroupM;
+         GemmMulticastAllowed(t.multicast) && (t.split_k == 1 || t.multicast == 1) &&
+         (!grouped || (t.split_k == 1 && t.multicast == 1)) && t.stages >= kMinStages &&
+         t.stages <= GemmMaxStages(t.tile_m, t.tile_n, t.split_k, grouped, t.multicast) && t.group_m >= 1 &&
+         t.group_m <= kMaxGroupM;
 }
-// fp8_gemm's space: gemm's, splits included (a stage holds 128 fp8 elements of K: the same bytes,
-// so the same stage limits; tile_n 256 runs as two 128-column halves, gemm_sm90.cuh; a split
-// block promotes its own K blocks, then the cluster adds the fp32 partials as gemm's do).
-KILN_CONTRACT_FUNCTION bool Fp8GemmTacticFits(const GemmTactic& t) { return GemmTacticFits(t); }
+// fp8_gemm's space: gemm's, splits included, multicast not yet (a stage holds 128 fp8 elements
+// of K: the same bytes, so the same stage limits; tile_n 256 runs as two 128-column halves,
+// gemm_sm90.cuh; a split block promotes its own K blocks, then the cluster adds the fp32
+// partials as gemm's do).
+KILN_CONTRACT_FUNCTION bool Fp8GemmTacticFits(const GemmTactic& t) { return GemmTacticFits(t) && t.multicast == 1; }
 
 // A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded by the host with
 // cuTensorMapEncodeTiled and read by TMA from the kernel's parameter space (the entry takes
@@ -169,7 +201,7 @@ static_assert(sizeof(GemmTensorMap) == 128, "GemmTensorMap: a CUtensorMap");
 // kiln_gemm's parameter, by value. Strides in elements. c and bias may be null (not added).
 struct GemmParams {
   GemmTensorMap a_map;  // A [m, k], box kTileK x tile_m, bf16/fp16, 128-byte swizzle
-  GemmTensorMap b_map;  // B [n, k], box kTileK x tile_n
+  GemmTensorMap b_map;  // B [n, k], box kTileK x tile_n / multicast
   void* d;              // D [m, n], rows d_row_stride apart (even)
   const void* c;        // C [m, n] of D's dtype, rows c_row_stride apart (even), or null
   const void* bias;     // bias [n] of A's dtype, or null

@@ -28,6 +28,17 @@
 // overwrites its partials (next tile) or exits (its shared memory must outlive the readers).
 // No global workspace and no atomics: the launch stays a single kernel and graph-capturable.
 //
+// Multicast (kMulticast 2, for large M, where the L2 reads of the tiles limit a compute-bound
+// kernel): the kernel runs in clusters of two blocks, and a cluster's unit of work is a pair of
+// vertically adjacent tiles (tile rows 2i and 2i + 1, the same tile column), which read the same
+// tile of B. Each block loads its own A and half of B's rows, the half multicast into both
+// blocks' stage (cp.async.bulk.tensor .multicast::cluster), so B is read from L2 once for the
+// two. A stage of a block is then written by both producers: it is free only when the consumers
+// of both blocks have released it (each consumer warp arrives on its own block's `empty` and on
+// the other's), and a block leaves only after the other block's consumers have made their last
+// arrival on its barriers (`done`). A pair's second tile past M (odd tile rows) loads no A,
+// still loads its half of B for the first, and stores nothing.
+//
 // Grouped (kLayout contiguous or masked: grouped_gemm): the groups' rows are on the device, so
 // every block first builds, in shared memory, the table of each group's first tile row (warp 0,
 // a scan over at most kMaxGroups groups); the tile rows of all groups then form one sequence
@@ -56,7 +67,7 @@ struct Choose<false, A, B> {
 };
 
 template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_, int kSplitK_ = 1,
-          int kLayout_ = kDenseLayout>
+          int kLayout_ = kDenseLayout, int kMulticast_ = 1>
 struct GemmShape {
   using TIn = TIn_;
   using TOut = TOut_;
@@ -66,6 +77,7 @@ struct GemmShape {
   static constexpr int kGroupM = kGroupM_;
   static constexpr int kSplitK = kSplitK_;
   static constexpr int kLayout = kLayout_;
+  static constexpr int kMulticast = kMulticast_;
   static constexpr bool kGrouped = kLayout != kDenseLayout;
   // fp8 (e4m3) inputs: block-scaled (fp8_gemm). A stage holds 128 bytes of K either way: 64
   // elements of a 16-bit type, 128 of fp8 (one scale block).
@@ -77,8 +89,9 @@ struct GemmShape {
   static constexpr int kThreads = GemmThreads(kTileM);
   static constexpr int kBytesA = kTileM * kTileK * 2;  // one stage's A tile
   static constexpr int kBytesB = kTileN * kTileK * 2;
-  static constexpr int kAccumulators = kTileN / 2;  // fp32 registers of a consumer thread
-  static constexpr int kColumnGroups = kTileN / 8;  // 4 accumulators each: the epilogue's unit
+  static constexpr int kBytesBPart = kBytesB / kMulticast;  // the part of B's tile a block loads
+  static constexpr int kAccumulators = kTileN / 2;          // fp32 registers of a consumer thread
+  static constexpr int kColumnGroups = kTileN / 8;          // 4 accumulators each: the epilogue's unit
 
   static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "A and B are 16-bit (bf16, fp16) or fp8 (e4m3)");
   static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
@@ -87,8 +100,11 @@ struct GemmShape {
   static_assert(GemmSplitKAllowed(kSplitK), "split_k is one of kSplitKChoices");
   static_assert(kColumnGroups % kSplitK == 0, "each block of a cluster reduces whole column groups");
   static_assert(!kGrouped || kSplitK == 1, "grouped_gemm does not split K");
+  static_assert(kMulticast == 1 || kMulticast == 2, "multicast pairs two blocks or none");
+  static_assert(kMulticast == 1 || (kSplitK == 1 && !kGrouped && !kFp8), "multicast is for the dense 16-bit gemm");
+  static_assert(kBytesBPart % 1024 == 0, "each block's part of B starts on a swizzle atom");
   static_assert(kMaxGroups % 32 == 0, "the group table is built by one warp, kMaxGroups / 32 groups a lane");
-  static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK, kGrouped) <= kMaxSmemBytes,
+  static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK, kGrouped, kMulticast) <= kMaxSmemBytes,
                 "the stages exceed shared memory");
   static_assert(kBytesA % 1024 == 0 && kBytesB % 1024 == 0, "stage buffers stay 1024-byte aligned");
 };
@@ -280,6 +296,8 @@ template <class S>
 __device__ __forceinline__ void Gemm(const GemmParams& p) {
   using TIn = typename S::TIn;
   constexpr bool kSplit = S::kSplitK > 1;
+  constexpr bool kMulticast = S::kMulticast > 1;
+  constexpr bool kCluster = kSplit || kMulticast;
   // The stage buffers, 1024-byte aligned (the swizzle atom), the split-K partial tile, then the
   // barriers.
   extern __shared__ unsigned char smem_raw[];
@@ -291,6 +309,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   unsigned long long* empty = full + S::kStages;
   unsigned long long* ready = empty + S::kStages;  // split-K: the cluster's partials are written
   unsigned long long* drained = ready + 1;         // split-K: the cluster has read this block's
+  unsigned long long* done = ready;                // multicast: the other block's last arrival here is made
   // grouped (never split): each group's first tile row, where split-K would keep its barriers.
   int* group_table = reinterpret_cast<int*>(empty + S::kStages);
 
@@ -300,8 +319,9 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     TmaPrefetchDescriptor(&p.b_map);
     for (int s = 0; s < S::kStages; ++s) {
       BarrierInit(&full[s], 1);
-      BarrierInit(&empty[s], S::kConsumers * 4);
+      BarrierInit(&empty[s], S::kConsumers * 4 * S::kMulticast);
     }
+    if constexpr (kMulticast) BarrierInit(done, S::kConsumers * 4);
     if constexpr (kSplit) {
       // Every consumer thread of every block of the cluster arrives once per tile.
       BarrierInit(ready, S::kSplitK * S::kConsumers * 128);
@@ -312,9 +332,10 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   if constexpr (S::kGrouped) {
     if (threadIdx.x < 32) detail::BuildGroupTable<S>(p, group_table);
   }
-  // Split-K: the other blocks arrive on this block's barriers, so they must see them
-  // initialized: the whole cluster synchronizes (before any thread leaves).
-  if constexpr (kSplit) {
+  // Split-K and multicast: the other blocks arrive on this block's barriers (and multicast into
+  // its stages), so they must see them initialized: the whole cluster synchronizes (before any
+  // thread leaves).
+  if constexpr (kCluster) {
     ClusterSync();
   } else {
     __syncthreads();
@@ -322,14 +343,17 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
 
   const long long tiles_m = S::kGrouped ? group_table[p.groups] : (p.m + S::kTileM - 1) / S::kTileM;
   const long long tiles_n = (p.n + S::kTileN - 1) / S::kTileN;
-  const long long tiles = tiles_m * tiles_n;
+  // The work units: tiles, or with multicast pairs of tile rows x tile columns.
+  const long long units_m = (tiles_m + S::kMulticast - 1) / S::kMulticast;
+  const long long tiles = units_m * tiles_n;
   const int k_steps_all = static_cast<int>((p.k + S::kStageK - 1) / S::kStageK);
-  // The work units are clusters (a block alone is a cluster of one); this block's K steps.
-  const unsigned rank = kSplit ? ClusterRank() : 0;
-  const long long first_tile = kSplit ? ClusterId() : blockIdx.x;
-  const long long tile_stride = kSplit ? ClusterCount() : gridDim.x;
-  const int k_begin = static_cast<int>(static_cast<long long>(k_steps_all) * rank / S::kSplitK);
-  const int k_end = static_cast<int>(static_cast<long long>(k_steps_all) * (rank + 1) / S::kSplitK);
+  // The work units are taken by clusters (a block alone is a cluster of one); this block's K steps.
+  const unsigned rank = kCluster ? ClusterRank() : 0;
+  const unsigned split_rank = kSplit ? rank : 0;
+  const long long first_tile = kCluster ? ClusterId() : blockIdx.x;
+  const long long tile_stride = kCluster ? ClusterCount() : gridDim.x;
+  const int k_begin = static_cast<int>(static_cast<long long>(k_steps_all) * split_rank / S::kSplitK);
+  const int k_end = static_cast<int>(static_cast<long long>(k_steps_all) * (split_rank + 1) / S::kSplitK);
 
   if (warp_group == 0) {
     // Producer. With two consumers the block has 384 threads (168 registers each at launch);
@@ -340,15 +364,24 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     unsigned phase = 0;
     for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
       long long tm, tn;
-      detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
+      detail::TileOf<S>(tile, units_m, tiles_n, tm, tn);
+      tm = tm * S::kMulticast + (kMulticast ? rank : 0u);
+      const bool load_a = tm < tiles_m;  // multicast: the pair's second tile may be past M
       const detail::TileRows rows = detail::Locate<S>(p, group_table, tm, tn);
       const int row_a = static_cast<int>(rows.a);
       const int row_b = static_cast<int>(rows.b);
       for (int ks = k_begin; ks < k_end; ++ks) {
-        BarrierWait(&empty[stage], phase ^ 1);
-        BarrierArriveExpectTx(&full[stage], S::kBytesA + S::kBytesB);
-        TmaLoad2d(smem_a + stage * S::kBytesA, &p.a_map, &full[stage], ks * S::kStageK, row_a);
-        TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
+        BarrierWait(&empty[stage], phase ^ 1);  // multicast: both blocks' consumers have released it
+        // Multicast: this block's part of B comes from itself, the other part from the other block.
+        BarrierArriveExpectTx(&full[stage], (load_a ? S::kBytesA : 0) + S::kBytesB);
+        if (load_a) TmaLoad2d(smem_a + stage * S::kBytesA, &p.a_map, &full[stage], ks * S::kStageK, row_a);
+        if constexpr (kMulticast) {
+          TmaLoad2dMulticast(smem_b + stage * S::kBytesB + rank * S::kBytesBPart, &p.b_map, &full[stage],
+                             ks * S::kStageK, row_b + static_cast<int>(rank) * (S::kTileN / S::kMulticast),
+                             static_cast<unsigned short>((1u << S::kMulticast) - 1));
+        } else {
+          TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
+        }
         if (++stage == S::kStages) {
           stage = 0;
           phase ^= 1;
@@ -362,6 +395,13 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   if constexpr (S::kConsumers == 2) ClaimRegisters<232>();
   const int consumer = warp_group - 1;
   const bool warp_leader = threadIdx.x % 32 == 0;
+  // A stage read: this warp's arrival on its `empty` barrier, and with multicast on the other
+  // block's too (its producer writes half of B into this block's stage).
+  auto release = [&](int s) {
+    if (!warp_leader) return;
+    BarrierArrive(&empty[s]);
+    if constexpr (kMulticast) RemoteBarrierArrive(ClusterAddress(&empty[s], rank ^ 1u));
+  };
   float acc[S::kAccumulators];
 #pragma unroll
   for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
@@ -370,7 +410,8 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   unsigned tiles_done = 0;  // split-K: the parity of `ready` and `drained`
   for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
     long long tm, tn;
-    detail::TileOf<S>(tile, tiles_m, tiles_n, tm, tn);
+    detail::TileOf<S>(tile, units_m, tiles_n, tm, tn);
+    tm = tm * S::kMulticast + (kMulticast ? rank : 0u);
     const detail::TileRows rows = detail::Locate<S>(p, group_table, tm, tn);
     int previous = -1;
     if constexpr (S::kFp8) {
@@ -454,7 +495,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
         FenceAccumulators(acc);
         // The group before this one has finished reading its stage: hand that stage back.
         WgmmaWait<1>();
-        if (previous >= 0 && warp_leader) BarrierArrive(&empty[previous]);
+        if (previous >= 0) release(previous);
         previous = stage;
         if (++stage == S::kStages) {
           stage = 0;
@@ -464,7 +505,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     }
     WgmmaWait<0>();
     FenceAccumulators(acc);
-    if (previous >= 0 && warp_leader) BarrierArrive(&empty[previous]);
+    if (previous >= 0) release(previous);
     const long long row0 = rows.a + consumer * kRowsPerConsumer;
     if constexpr (!kSplit) {
       detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
@@ -514,6 +555,14 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   // Split-K: the other blocks may still be reading this block's partials.
   if constexpr (kSplit) {
     if (tiles_done > 0) ClusterBarrierWait(drained, (tiles_done - 1) & 1);
+  }
+  // Multicast: the other block's consumers arrive on this block's `empty` barriers up to their
+  // last stage; this block's shared memory must outlive those arrivals. Each consumer warp says
+  // it has made its last one (released to the cluster, after them), and waits for the other
+  // block's warps to say the same.
+  if constexpr (kMulticast) {
+    if (warp_leader) ClusterBarrierArrive(ClusterAddress(done, rank ^ 1u));
+    ClusterBarrierWait(done, 0);
   }
 }
 

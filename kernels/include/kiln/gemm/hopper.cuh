@@ -90,6 +90,14 @@ __device__ __forceinline__ void ClusterBarrierArrive(unsigned remote) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
+// One arrival on the mbarrier at cluster address `remote` with the default semantics (release at
+// CTA scope), for a stage handed back to another block's producer: what must be complete before
+// it (this warp's wgmma reads of the stage) is, by wgmma.wait_group, and a cluster-scope release
+// would also wait for the wgmma group still in flight (measured: multicast gemm 1.3-2x slower).
+__device__ __forceinline__ void RemoteBarrierArrive(unsigned remote) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
 // BarrierWait with cluster-scope acquire: what the arrivals of other blocks released is
 // visible after ("mbarrier.try_wait", .acquire.cluster).
 __device__ __forceinline__ void ClusterBarrierWait(unsigned long long* bar, unsigned parity) {
@@ -126,6 +134,19 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const void* map, unsigned l
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
           "r"(SmemAddress(dst)),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(SmemAddress(bar))
+      : "memory");
+}
+
+// TmaLoad2d into the same shared-memory offset of every block of the cluster in `cta_mask`
+// (bit r: the block of rank r), each completing the bytes it receives on its own mbarrier at
+// `bar`'s offset (the .multicast::cluster form of cp.async.bulk.tensor: one L2 read, several
+// destinations).
+__device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const void* map, unsigned long long* bar, int x, int y,
+                                                   unsigned short cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%2, %3}], [%4], %5;" ::"r"(SmemAddress(dst)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(SmemAddress(bar)), "h"(cta_mask)
       : "memory");
 }
 
