@@ -85,7 +85,7 @@ void LocalFetchServer::Run(int fd) {
   const std::string peer = PeerName(fd);
   char header[4];
   while (true) {
-    proto::Io io = proto::ReadExact(fd, header, 4, Clock::time_point::max());
+    proto::Io io = proto::ReadExact(fd, header, 4, Clock::time_point::max(), kNextRequestSpin);
     if (!io.ok()) break;  // closed (the usual end), or shut down
     const uint32_t length = proto::GetU32(header);
     if (length > proto::kMaxLocalRequestBytes) {

@@ -7,6 +7,7 @@
 // gRPC).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -21,6 +22,11 @@ class LocalFetchServer {
  public:
   // The label of its requests in RpcLatency (/metrics' kiln_rpc_duration_seconds).
   static constexpr const char* kMethod = "kiln.v1.KernelService/GetKernel:local";
+  // How long a connection's thread polls for the next request after a reply before it sleeps:
+  // a process loading its op set asks again within ~100 us of each answer (it verifies and
+  // loads in between), and a thread that slept must be woken first (tens of microseconds on
+  // an idle host). A connection that goes quiet costs this much CPU once.
+  static constexpr std::chrono::microseconds kNextRequestSpin{250};
 
   LocalFetchServer(KernelServiceImpl* service, RpcLatency* latency, size_t max_connections = 256);
   // Closes every connection (a request being answered still gets its reply if it ends
