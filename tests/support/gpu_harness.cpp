@@ -60,7 +60,12 @@ std::vector<uint8_t> DeviceBuffer::Download() const {
   return host;
 }
 
-void DeviceBuffer::Poison() { KILN_CU(Driver().cuMemsetD8(ptr_, 0xFF, bytes_)); }
+// cuMemsetD8 runs on the legacy stream, which a CU_STREAM_NON_BLOCKING stream does not wait for:
+// the poison is made complete here, so a launch on any stream after it sees it.
+void DeviceBuffer::Poison() {
+  KILN_CU(Driver().cuMemsetD8(ptr_, 0xFF, bytes_));
+  KILN_CU(Driver().cuCtxSynchronize());
+}
 
 float HostTensor::Get(size_t i) const {
   switch (dtype) {

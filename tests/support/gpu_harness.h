@@ -53,7 +53,7 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
   void Upload(const std::vector<uint8_t>& host);
   std::vector<uint8_t> Download() const;
-  void Poison();  // every byte 0xFF: NaN in fp32, fp16 and bf16
+  void Poison();  // every byte 0xFF: NaN in fp32, fp16 and bf16; complete on return (any stream sees it)
 
  private:
   CUdeviceptr ptr_ = 0;
