@@ -3,7 +3,6 @@
 // daemon keeps serving); connections that say nothing, or half the magic, hold up neither
 // gRPC nor the protocol; gRPC clients on the same socket are untouched.
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -17,6 +16,7 @@
 #include "proto/local_fetch.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/kiln_rpc.h"
+#include "tests/support/local_fetch_wire.h"
 #include "tests/support/temp_dir.h"
 
 using namespace kiln;
@@ -26,36 +26,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A connection to kilnd's socket (tests/support/local_fetch_wire.h speaks the frames).
 int Connect(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ConnectUnixSocket(path);
   REQUIRE(fd >= 0);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   return fd;
-}
-
-struct FrameReply {
-  uint32_t code = 0;
-  std::string body;
-  bool closed = false;
-};
-
-FrameReply Exchange(int fd, const std::string& body, uint32_t claimed_length) {
-  char header[8];
-  proto::PutU32(header, claimed_length);
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  REQUIRE(proto::WriteAll(fd, std::string_view(header, 4), body, deadline).ok());
-  FrameReply r;
-  if (!proto::ReadExact(fd, header, 8, deadline).ok()) {
-    r.closed = true;
-    return r;
-  }
-  r.code = proto::GetU32(header);
-  r.body.resize(proto::GetU32(header + 4));
-  REQUIRE(proto::ReadExact(fd, r.body.data(), r.body.size(), deadline).ok());
-  return r;
 }
 
 v1::GetKernelRequest RmsnormRequest(const std::string& dtype) {
@@ -83,7 +58,8 @@ TEST_CASE("kilnd answers the same-node protocol as it answers gRPC", "[daemon][l
 
   int fd = Connect(daemon.socket());
   REQUIRE(proto::WriteAll(fd, proto::kLocalFetchMagic, {}, Clock::now() + std::chrono::seconds(5)).ok());
-  FrameReply r = Exchange(fd, RmsnormRequest("bf16").SerializeAsString(), RmsnormRequest("bf16").ByteSizeLong());
+  LocalFetchReply r = ExchangeLocalFrame(fd, RmsnormRequest("bf16").SerializeAsString(),
+                                         RmsnormRequest("bf16").ByteSizeLong());
   REQUIRE_FALSE(r.closed);
   REQUIRE(r.code == 0);
   v1::GetKernelResponse local;
@@ -108,7 +84,7 @@ TEST_CASE("kilnd answers the same-node protocol as it answers gRPC", "[daemon][l
   SECTION("the connection stays open for the next request, blob path included") {
     auto request = RmsnormRequest("bf16");
     request.set_prefer_blob_path(true);
-    FrameReply again = Exchange(fd, request.SerializeAsString(), request.ByteSizeLong());
+    LocalFetchReply again = ExchangeLocalFrame(fd, request.SerializeAsString(), request.ByteSizeLong());
     REQUIRE(again.code == 0);
     v1::GetKernelResponse second;
     REQUIRE(second.ParseFromString(again.body));
@@ -117,26 +93,29 @@ TEST_CASE("kilnd answers the same-node protocol as it answers gRPC", "[daemon][l
     CHECK(proto::Crc32c(ReadFile(second.blob_path())) == second.cubin_crc32c());
   }
   SECTION("the daemon's refusal comes as its code and message") {
-    FrameReply bad = Exchange(fd, RmsnormRequest("int3").SerializeAsString(), RmsnormRequest("int3").ByteSizeLong());
+    LocalFetchReply bad = ExchangeLocalFrame(fd, RmsnormRequest("int3").SerializeAsString(),
+                                             RmsnormRequest("int3").ByteSizeLong());
     CHECK(bad.code == static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT));
     CHECK(bad.body.find("int3") != std::string::npos);
   }
   SECTION("bytes that are not a request: INVALID_ARGUMENT, and the connection still serves") {
-    FrameReply bad = Exchange(fd, std::string("\xff\xff\xff\xff not protobuf", 17), 17);
+    LocalFetchReply bad = ExchangeLocalFrame(fd, std::string("\xff\xff\xff\xff not protobuf", 17), 17);
     CHECK(bad.code == static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT));
     CHECK(bad.body.find("not a kiln.v1.GetKernelRequest") != std::string::npos);
-    FrameReply good = Exchange(fd, RmsnormRequest("bf16").SerializeAsString(), RmsnormRequest("bf16").ByteSizeLong());
+    LocalFetchReply good = ExchangeLocalFrame(fd, RmsnormRequest("bf16").SerializeAsString(),
+                                              RmsnormRequest("bf16").ByteSizeLong());
     CHECK(good.code == 0);
   }
   SECTION("a frame over the size limit: INVALID_ARGUMENT naming the limit, then closed") {
-    FrameReply big = Exchange(fd, "", proto::kMaxLocalRequestBytes + 1);
+    LocalFetchReply big = ExchangeLocalFrame(fd, "", proto::kMaxLocalRequestBytes + 1);
     CHECK(big.code == static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT));
     CHECK(big.body.find(std::to_string(proto::kMaxLocalRequestBytes)) != std::string::npos);
     CHECK(ClosedByPeer(fd, std::chrono::seconds(5)));
     // The daemon serves on.
     int other = Connect(daemon.socket());
     REQUIRE(proto::WriteAll(other, proto::kLocalFetchMagic, {}, Clock::now() + std::chrono::seconds(5)).ok());
-    CHECK(Exchange(other, RmsnormRequest("bf16").SerializeAsString(), RmsnormRequest("bf16").ByteSizeLong()).code == 0);
+    CHECK(ExchangeLocalFrame(other, RmsnormRequest("bf16").SerializeAsString(), RmsnormRequest("bf16").ByteSizeLong())
+              .code == 0);
     ::close(other);
   }
   SECTION("half a magic is closed once the sorting time is over") {

@@ -5,7 +5,6 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -18,6 +17,7 @@
 #include "proto/local_fetch.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/kiln_rpc.h"
+#include "tests/support/local_fetch_wire.h"
 #include "tests/support/temp_dir.h"
 
 using namespace kiln::testing;
@@ -72,24 +72,12 @@ double Value(const json& scrape, const std::string& name, const std::map<std::st
 
 // One GetKernel over the same-node protocol (proto/local_fetch.h); true when answered OK.
 bool LocalFetch(const std::string& socket, const std::map<std::string, std::string>& params) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, socket.c_str(), socket.size() + 1);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return false;
   kiln::v1::GetKernelRequest request;
   request.mutable_op()->set_name("rmsnorm");
   for (const auto& [k, v] : params) (*request.mutable_op()->mutable_params())[k] = v;
   request.mutable_target()->set_arch("sm_90");
-  const std::string body = request.SerializeAsString();
-  char header[8];
-  kiln::proto::PutU32(header, static_cast<uint32_t>(body.size()));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  bool ok = kiln::proto::WriteAll(fd, kiln::proto::kLocalFetchMagic, std::string_view(header, 4), deadline).ok() &&
-            kiln::proto::WriteAll(fd, body, {}, deadline).ok() && kiln::proto::ReadExact(fd, header, 8, deadline).ok();
-  ok = ok && kiln::proto::GetU32(header) == 0;
-  ::close(fd);
-  return ok;
+  const kiln::testing::LocalFetchReply reply = kiln::testing::LocalFetchOnce(socket, request);
+  return !reply.closed && reply.code == 0;
 }
 
 }  // namespace
