@@ -1,9 +1,13 @@
 #include "client/ops/gemm/gemm_launch.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "client/core/driver/devices.h"
@@ -59,6 +63,56 @@ Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands
   // Multicast: each block of a cluster loads its part of B's tile (tile_n / multicast rows).
   return EncodeGemmOperand(driver, operands.dtype, operands.b, operands.b_rows, operands.k, operands.b_row_stride,
                            tactic.tile_n / tactic.multicast, "b", &params->b_map);
+}
+
+bool GemmTmaStoreAllowed() {
+  // A diagnostic control (docs/diagnostic-controls.md): KILN_GEMM_TMA_STORE=0 makes the consumers
+  // store D themselves, to measure the TMA-store epilogue against that or rule it out.
+  static const bool allowed = [] {
+    const char* text = std::getenv("KILN_GEMM_TMA_STORE");
+    if (text == nullptr || std::string(text) == "1") return true;
+    if (std::string(text) == "0") {
+      std::fprintf(stderr,
+                   "kiln: KILN_GEMM_TMA_STORE=0: gemm's TMA-store epilogue is OFF in this process (a diagnostic "
+                   "control; the default stores D through TMA where it can, docs/kernels-gemm.md)\n");
+      return false;
+    }
+    std::fprintf(stderr, "kiln: KILN_GEMM_TMA_STORE='%s' is not valid: expected 0 or 1; the default (1) is used\n",
+                 text);
+    return true;
+  }();
+  return allowed;
+}
+
+Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic, DType out_dtype, void* d, int64_t m,
+                        int64_t n, int64_t d_row_stride, bool with_c, gemm::GemmParams* params) {
+  params->d_store = 0;
+  if (!GemmTmaStoreAllowed()) return OkStatus();
+  const int64_t element_bytes = static_cast<int64_t>(DTypeSize(out_dtype));
+  const bool suits = !with_c && m > 0 &&
+                     gemm::GemmHasStoreStaging(tactic.tile_m, tactic.tile_n, tactic.stages, tactic.split_k,
+                                               /*grouped=*/false, tactic.multicast) &&
+                     reinterpret_cast<uintptr_t>(d) % 16 == 0 && (d_row_stride * element_bytes) % 16 == 0;
+  if (!suits) return OkStatus();
+  const CUtensorMapDataType type = out_dtype == DType::kFloat32    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : out_dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(n), static_cast<cuuint64_t>(m)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d_row_stride * element_bytes)};
+  const cuuint32_t box[2] = {
+      static_cast<cuuint32_t>(gemm::GemmStoreChunkColumns(tactic.tile_n, static_cast<int>(element_bytes))),
+      static_cast<cuuint32_t>(gemm::kRowsPerConsumer)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  CUtensorMap map;
+  const CUresult r = driver.cuTensorMapEncodeTiled(&map, type, 2, d, dims, strides, box, element_strides,
+                                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                                   CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status(StatusCode::kCudaError, "cuTensorMapEncodeTiled of d [" + std::to_string(m) + ", " +
+                                              std::to_string(n) + "]: " + driver.ErrorText(r));
+  std::memcpy(&params->d_map, &map, sizeof map);
+  params->d_store = 1;
+  return OkStatus();
 }
 
 namespace {

@@ -329,6 +329,70 @@ TEST_CASE("multicast gemm: pairs of tile rows share B, odd tile rows, one K step
   CHECK(run == 2 * 3 * 2 * 3);
 }
 
+TEST_CASE("gemm's TMA-store epilogue: where D suits it, and the consumers' own stores where not, give the same bits",
+          "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(31);
+  using kiln::gemm::GemmTactic;
+  // Tiles with the staging buffers (128 x 256 at 4 stages, 128 x 128 at 6, 64 x 256 at 5, 64 x 64)
+  // and one without (128 x 128 at 7): every output dtype, bias, rows past M and columns past N
+  // clipped, d's row padding untouched (d_pad 8: rows 16-byte multiples apart, the TMA path;
+  // d_pad 2: not, the consumers' stores), and beta * c (always the consumers' stores).
+  const GemmTactic tactics[] = {{128, 256, 4, 8}, {128, 128, 6, 8}, {64, 256, 5, 8}, {64, 64, 8, 8}, {128, 128, 7, 8}};
+  CHECK(kiln::gemm::GemmHasStoreStaging(128, 256, 4, 1, false, 1));
+  CHECK(kiln::gemm::GemmHasStoreStaging(128, 128, 6, 1, false, 1));
+  CHECK(!kiln::gemm::GemmHasStoreStaging(128, 128, 7, 1, false, 1));
+  for (const GemmTactic& tactic : tactics) {
+    for (kiln::DType out : {kiln::DType::kBFloat16, kiln::DType::kFloat16, kiln::DType::kFloat32}) {
+      for (int64_t d_pad : {8, 2}) {
+        Case c;
+        c.m = 300;
+        c.n = 520;
+        c.k = 456;
+        c.out = out;
+        c.tactic = &tactic;
+        c.bias = true;
+        c.d_pad = d_pad;
+        Run(c, rng, nullptr);
+      }
+    }
+    Case with_c;
+    with_c.m = 129;
+    with_c.n = 264;
+    with_c.k = 72;
+    with_c.tactic = &tactic;
+    with_c.c_mode = 1;
+    with_c.beta = 0.5;
+    with_c.d_pad = 8;
+    Run(with_c, rng, nullptr);
+  }
+  // The same product stored both ways: bit for bit the same values.
+  const int64_t m = 515, n = 1032, k = 392;
+  HostTensor a = kiln::testing::RandomTensor(kiln::DType::kBFloat16, static_cast<size_t>(m * k), rng, -1.f, 1.f);
+  HostTensor b = kiln::testing::RandomTensor(kiln::DType::kBFloat16, static_cast<size_t>(n * k), rng, -1.f, 1.f);
+  DeviceBuffer da(a.bytes.size()), db(b.bytes.size());
+  da.Upload(a.bytes);
+  db.Upload(b.bytes);
+  auto ta = TensorView::Contiguous(da.data(), kiln::DType::kBFloat16, {m, k});
+  auto tb = TensorView::Contiguous(db.data(), kiln::DType::kBFloat16, {n, k});
+  std::vector<std::vector<uint8_t>> rows_of;
+  for (int64_t stride : {n, n + 2}) {  // 2064 bytes a row: TMA; 2068: not a multiple of 16
+    DeviceBuffer dd(static_cast<size_t>(m * stride * 2));
+    dd.Poison();
+    auto td = TensorView::Strided(dd.data(), kiln::DType::kBFloat16, {m, n}, {stride, 1});
+    auto plan = kiln::client::PlanGemm(td, ta, tb, nullptr, nullptr, 0, "gpu_gemm_test");
+    REQUIRE(plan.ok());
+    REQUIRE(kiln::client::LaunchGemmPlan(*plan, GemmTactic{128, 256, 4, 8}, nullptr).ok());
+    KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
+    const std::vector<uint8_t> all = dd.Download();
+    std::vector<uint8_t> dense;
+    for (int64_t r = 0; r < m; ++r)
+      dense.insert(dense.end(), all.begin() + r * stride * 2, all.begin() + (r * stride + n) * 2);
+    rows_of.push_back(std::move(dense));
+  }
+  CHECK(rows_of[0] == rows_of[1]);
+}
+
 TEST_CASE("multicast gemm is deterministic and equal to the same tile without multicast", "[gpu][gemm]") {
   GpuSession session = HopperSession();
   std::mt19937 rng(29);

@@ -85,8 +85,8 @@ constexpr int kMaxStages = 8;
 constexpr int kMaxGroupM = 16;
 // The version of the tactic space and of what a tactic means to the kernel: a tuning result
 // (kiln::tune) is reused only under the version it was measured with. 2: split_k added; 3:
-// multicast added.
-constexpr int kGemmTacticSpaceVersion = 3;
+// multicast added; 4: the TMA-store epilogue (the same tactics, other timings).
+constexpr int kGemmTacticSpaceVersion = 4;
 // Blocks per cluster that split K (1: no split). 8 is the largest portable cluster.
 constexpr int kSplitKChoices[] = {1, 2, 4, 8};
 // Blocks of a cluster that share B's tile through TMA multicast (1: none). gemm only, not with
@@ -102,7 +102,8 @@ KILN_CONTRACT_FUNCTION int GemmConsumers(int tile_m) { return tile_m / kRowsPerC
 KILN_CONTRACT_FUNCTION int GemmThreads(int tile_m) { return 128 * (GemmConsumers(tile_m) + 1); }
 // Dynamic shared memory: the stages of A and B tiles (16-bit elements), 1024 bytes to align
 // them to the swizzle atom, two mbarriers (8 bytes each) per stage; with split_k > 1 also the
-// block's fp32 partial tile (read by the cluster's other blocks) and its two mbarriers; with
+// block's fp32 partial tile (read by the cluster's other blocks) and its two mbarriers; without
+// a split, where they fit, the TMA-store epilogue's staging buffers (GemmHasStoreStaging); with
 // multicast the mbarrier that says the other block is done with this one (in the same place);
 // grouped, the table of the groups' first tile rows (kMaxGroups + 1 ints).
 KILN_CONTRACT_FUNCTION int GemmStageBytes(int tile_m, int tile_n) { return (tile_m + tile_n) * kTileK * 2; }
@@ -110,10 +111,37 @@ KILN_CONTRACT_FUNCTION int GemmPartialBytes(int tile_m, int tile_n, int split_k)
   return split_k > 1 ? tile_m * tile_n * 4 + 16 : 0;
 }
 KILN_CONTRACT_FUNCTION int GemmGroupTableBytes(bool grouped) { return grouped ? (kMaxGroups + 1) * 4 : 0; }
-KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped = false,
-                                         int multicast = 1) {
+KILN_CONTRACT_FUNCTION int GemmBaseSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped,
+                                             int multicast) {
   return stages * GemmStageBytes(tile_m, tile_n) + 1024 + stages * 16 + GemmPartialBytes(tile_m, tile_n, split_k) +
          GemmGroupTableBytes(grouped) + (multicast > 1 ? 16 : 0);
+}
+// The TMA-store epilogue (docs/kernels-gemm.md, "The epilogue"): each consumer warp-group
+// writes its 64 rows of D, converted, into a staging buffer of this many bytes, a chunk of
+// columns at a time, and one thread has TMA store the chunk while the warp-group goes on to the
+// next tile. A tactic has the buffers when they fit beside its stages (never at the cost of a
+// stage) and it neither splits K nor walks groups (a TMA box would cross a group's rows); the
+// launch uses them when D suits TMA and no beta * C is added.
+constexpr int kStoreStagingBytes = 16 * 1024;
+KILN_CONTRACT_FUNCTION bool GemmHasStoreStaging(int tile_m, int tile_n, int stages, int split_k, bool grouped,
+                                                int multicast) {
+  return split_k == 1 && !grouped &&
+         GemmBaseSmemBytes(tile_m, tile_n, stages, split_k, grouped, multicast) +
+                 GemmConsumers(tile_m) * kStoreStagingBytes <=
+             kMaxSmemBytes;
+}
+// Columns of one staged chunk (the box of D's tensor map: this many columns x 64 rows): 16 KiB
+// of the output type, at most the tile's width.
+KILN_CONTRACT_FUNCTION int GemmStoreChunkColumns(int tile_n, int out_bytes) {
+  const int columns = kStoreStagingBytes / (kRowsPerConsumer * out_bytes);
+  return columns < tile_n ? columns : tile_n;
+}
+KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped = false,
+                                         int multicast = 1) {
+  return GemmBaseSmemBytes(tile_m, tile_n, stages, split_k, grouped, multicast) +
+         (GemmHasStoreStaging(tile_m, tile_n, stages, split_k, grouped, multicast)
+              ? GemmConsumers(tile_m) * kStoreStagingBytes
+              : 0);
 }
 // Tiles of D: the persistent blocks walk them in raster groups of group_m tile rows.
 KILN_CONTRACT_FUNCTION long long GemmTiles(long long m, long long n, int tile_m, int tile_n) {
@@ -227,9 +255,14 @@ struct GemmParams {
   const float* b_scales;
   long long a_scale_stride;
   long long b_scale_stride;
+  // gemm with the TMA-store epilogue (d_store 1; the tactic has the staging, GemmHasStoreStaging,
+  // D is 16-byte aligned with rows a multiple of 16 bytes apart, c is null): D [m, n], box
+  // GemmStoreChunkColumns x 64 rows, no swizzle. d_store 0: the consumers store D themselves.
+  GemmTensorMap d_map;
+  int d_store;
 };
-static_assert(sizeof(GemmParams) == 384,
-              "GemmParams: 2 tensor maps, 6 pointers, 8 long longs, a float, an int (padded to 64 bytes)");
+static_assert(sizeof(GemmParams) == 576,
+              "GemmParams: 3 tensor maps, 6 pointers, 8 long longs, a float, two ints (padded to 64 bytes)");
 
 }  // namespace gemm
 }  // namespace kiln

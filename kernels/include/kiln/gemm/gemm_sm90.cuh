@@ -8,7 +8,9 @@
 //   - warp-groups 1..kConsumers are the consumers: each owns 64 rows of the tile, waits for a
 //     stage to be full, issues 4 wgmma m64nNk16 from shared memory, keeps one wgmma group in
 //     flight and releases the stage before (one arrival per consumer warp), and at the end of
-//     a tile applies the epilogue from registers straight to global memory.
+//     a tile applies the epilogue: through a staging buffer and TMA stores that run on while
+//     the next tile starts (StagedEpilogue, when the tactic has the buffers and the launch set
+//     d_store), else from registers straight to global memory.
 // Stages are a ring of `kStages` buffers with two mbarriers each: `full` (one producer arrival
 // + the TMA bytes) and `empty` (one arrival per consumer warp). The ring and its phase bits
 // continue across tiles, so the producer fetches the next tile while the consumers finish the
@@ -92,6 +94,9 @@ struct GemmShape {
   static constexpr int kBytesBPart = kBytesB / kMulticast;  // the part of B's tile a block loads
   static constexpr int kAccumulators = kTileN / 2;          // fp32 registers of a consumer thread
   static constexpr int kColumnGroups = kTileN / 8;          // 4 accumulators each: the epilogue's unit
+  // The TMA-store epilogue's staging buffers (one per consumer) and the columns of a chunk.
+  static constexpr bool kStoreStaging = GemmHasStoreStaging(kTileM, kTileN, kStages, kSplitK, kGrouped, kMulticast_);
+  static constexpr int kChunkColumns = GemmStoreChunkColumns(kTileN, static_cast<int>(sizeof(TOut_)));
 
   static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "A and B are 16-bit (bf16, fp16) or fp8 (e4m3)");
   static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
@@ -205,6 +210,52 @@ __device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)
   }
 }
 
+// A consumer's whole fragment to D through its staging buffer and TMA stores (the tactic has
+// the buffers and the launch set d_store): per chunk of kChunkColumns columns, the warp-group
+// waits until its previous store has read the buffer, writes the chunk (plus bias, converted),
+// makes it visible to the async proxy, and its first thread has TMA store it and commits. The
+// warp-group then goes on to the next tile while the store runs; rows past M and columns past N
+// are clipped by TMA.
+template <class S>
+__device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float (&acc)[S::kAccumulators],
+                                               unsigned char* staging, long long row0, long long col0, int consumer) {
+  using TOut = typename S::TOut;
+  using TBias = typename S::TBias;
+  constexpr int kChunks = S::kTileN / S::kChunkColumns;
+  constexpr int kGroupsPerChunk = S::kChunkColumns / 8;
+  if (row0 >= p.m) return;  // a multicast pair's tile past M: nothing to store
+  const int t = static_cast<int>(threadIdx.x % 128);
+  const bool leader = t == 0;
+  const int row = 16 * (t / 32) + (t % 32) / 4;  // this thread's row (h = 0) in the 64
+  const int pair = 2 * (t % 4);                  // and its column in a group of 8
+  TOut* stage = reinterpret_cast<TOut*>(staging);
+  const TBias* bias = static_cast<const TBias*>(p.bias);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const long long chunk_col = col0 + c * S::kChunkColumns;
+    if (chunk_col >= p.n) break;  // uniform: the rest of the tile is past N
+    if (leader) BulkWaitRead<0>();
+    NamedBarrierSync(1 + consumer, 128);
+#pragma unroll
+    for (int jj = 0; jj < kGroupsPerChunk; ++jj) {
+      const int j = c * kGroupsPerChunk + jj;
+      const long long col = chunk_col + 8 * jj + pair;
+      float bias0 = 0.0f, bias1 = 0.0f;
+      if (bias != nullptr && col < p.n) LoadPair(bias + col, bias0, bias1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        StorePair(stage + (row + 8 * h) * S::kChunkColumns + 8 * jj + pair, acc[4 * j + 2 * h] + bias0,
+                  acc[4 * j + 2 * h + 1] + bias1);
+    }
+    FenceProxyAsyncShared();
+    NamedBarrierSync(1 + consumer, 128);
+    if (leader) {
+      TmaStore2d(&p.d_map, stage, static_cast<int>(chunk_col), static_cast<int>(row0));
+      BulkCommit();
+    }
+  }
+}
+
 // grouped: the rows [start, start + count) of A and D that group e has, clamped into A and D.
 template <class S>
 __device__ __forceinline__ void GroupRows(const GemmParams& p, int e, long long& start, long long& count) {
@@ -305,7 +356,11 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   unsigned char* smem_a = smem;
   unsigned char* smem_b = smem + S::kStages * S::kBytesA;
   unsigned char* partial = smem_b + S::kStages * S::kBytesB;
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(partial + (kSplit ? S::kTileM * S::kTileN * 4 : 0));
+  unsigned char* staging = partial;  // the TMA-store epilogue's buffers (never with a split)
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(partial + (kSplit ? S::kTileM * S::kTileN * 4
+                                                                              : S::kStoreStaging
+                                                                                  ? S::kConsumers * kStoreStagingBytes
+                                                                                  : 0));
   unsigned long long* empty = full + S::kStages;
   unsigned long long* ready = empty + S::kStages;  // split-K: the cluster's partials are written
   unsigned long long* drained = ready + 1;         // split-K: the cluster has read this block's
@@ -508,7 +563,15 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     if (previous >= 0) release(previous);
     const long long row0 = rows.a + consumer * kRowsPerConsumer;
     if constexpr (!kSplit) {
-      detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
+      if constexpr (S::kStoreStaging) {
+        if (p.d_store != 0) {
+          detail::StagedEpilogue<S>(p, acc, staging + consumer * kStoreStagingBytes, row0, tn * S::kTileN, consumer);
+        } else {
+          detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
+        }
+      } else {
+        detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
+      }
     } else {
       // A block with no K steps (K shorter than the cluster) adds zeros.
       if (k_begin == k_end) {
@@ -555,6 +618,10 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   // Split-K: the other blocks may still be reading this block's partials.
   if constexpr (kSplit) {
     if (tiles_done > 0) ClusterBarrierWait(drained, (tiles_done - 1) & 1);
+  }
+  // TMA-store epilogue: this warp-group's last stores have written D before the block ends.
+  if constexpr (S::kStoreStaging) {
+    if (p.d_store != 0 && threadIdx.x % 128 == 0) BulkWait<0>();
   }
   // Multicast: the other block's consumers arrive on this block's `empty` barriers up to their
   // last stage; this block's shared memory must outlive those arrivals. Each consumer warp says

@@ -2,7 +2,10 @@
 // the PTX ISA section it relies on (names of the PTX ISA 9.0 sections, docs.nvidia.com/cuda/
 // parallel-thread-execution):
 //   mbarrier            "Parallel Synchronization and Communication Instructions: mbarrier"
-//   TMA loads           "Data Movement and Conversion Instructions: cp.async.bulk.tensor"
+//   TMA loads, stores   "Data Movement and Conversion Instructions: cp.async.bulk.tensor",
+//                       "cp.async.bulk.commit_group", "cp.async.bulk.wait_group"
+//   proxy fence         "Memory Consistency Model: Proxies", "membar/fence" (fence.proxy.async)
+//   named barriers      "Parallel Synchronization and Communication Instructions: bar/barrier"
 //   wgmma               "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"
 //   register realloc    "Miscellaneous Instructions: setmaxnreg"
 //   clusters            "Special Registers: %cluster_ctarank, %clusterid, %nclusterid",
@@ -148,6 +151,37 @@ __device__ __forceinline__ void TmaLoad2dMulticast(void* dst, const void* map, u
       "{%2, %3}], [%4], %5;" ::"r"(SmemAddress(dst)),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(SmemAddress(bar)), "h"(cta_mask)
       : "memory");
+}
+
+// A 2-D tile from shared memory at `src` (128-byte aligned, laid out as the map's box: rows of
+// box-width elements, no swizzle) to the tensor map's global tensor at element `x`, row `y`;
+// the parts of the box outside the tensor are not written. Completes in the bulk async-group
+// this thread commits next ("cp.async.bulk.tensor", .global.shared::cta.bulk_group).
+__device__ __forceinline__ void TmaStore2d(const void* map, const void* src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                   reinterpret_cast<unsigned long long>(map)),
+               "r"(x), "r"(y), "r"(SmemAddress(src))
+               : "memory");
+}
+// "cp.async.bulk.commit_group", "cp.async.bulk.wait_group": this thread's bulk stores so far form
+// a group; wait until at most kPending groups are still reading their shared memory (.read), or
+// still writing global memory (no .read).
+__device__ __forceinline__ void BulkCommit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void BulkWaitRead() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void BulkWait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
+}
+// Makes this thread's shared-memory writes (the generic proxy) visible to the async proxy (a TMA
+// store that reads them): "fence.proxy.async", .shared::cta.
+__device__ __forceinline__ void FenceProxyAsyncShared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Named barrier `id` (1..15; 0 is __syncthreads') for `threads` threads: one warp-group's own
+// barrier ("bar.sync").
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 __device__ __forceinline__ void TmaPrefetchDescriptor(const void* map) {
