@@ -218,8 +218,11 @@ TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for s
         REQUIRE(spec.ok());
         CHECK(spec->uri == std::string(op) + (fp8 ? "_e4m3_obf16_t" : "_bf16_obf16_t") + std::to_string(tile_m) + "x" +
                                std::to_string(tile_n) + (fp8 ? "x128s" : "x64s") + std::to_string(stages) + "g8");
+        // The dense kernel's stages plus the group table, and no staging buffers (a TMA store box
+        // would cross a group's rows).
         CHECK(spec->launch[0].dynamic_smem ==
-              gemm::GemmSmemBytes(tile_m, tile_n, stages, 1) + (gemm::kMaxGroups + 1) * 4);
+              gemm::GemmBaseSmemBytes(tile_m, tile_n, stages, 1, false, 1) + (gemm::kMaxGroups + 1) * 4);
+        CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, tile_n, stages, 1, /*grouped=*/true));
         CHECK(spec->launch[0].dynamic_smem <= gemm::kMaxSmemBytes);
         // Every tile compiles at its most stages in one layout of each type; the other at two.
         const bool every = std::string(op) == (fp8 ? "grouped_fp8_gemm" : "grouped_gemm_masked");
