@@ -21,6 +21,21 @@ const server::NvrtcCompiler& Compiler() {
   return compiler;
 }
 
+CompiledSpec GenerateAndCompile(const std::string& op, const Params& params, const std::string& arch_name) {
+  auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
+  INFO(op << ": " << spec.status().ToString());
+  REQUIRE(spec.ok());
+  auto arch = ResolveArch(*GpuArch::Parse(arch_name), spec->arch_families, spec->uri);
+  REQUIRE(arch.ok());
+  CHECK(arch->str() == arch_name);
+  auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
+  INFO(spec->uri << " " << arch_name << ": " << result.status().ToString());
+  REQUIRE(result.ok());
+  CHECK(result->cubin.starts_with("\x7f"
+                                  "ELF"));
+  return {std::move(*spec), std::move(*result)};
+}
+
 void CheckBrokenHeaderFailsWithLog(const std::string& op, const Params& params, const std::string& header,
                                    const std::string& uri) {
   TreeSnapshot broken = *Tree();

@@ -19,17 +19,10 @@ namespace {
 using namespace compile_test;
 
 void CompileAndCheck(const char* arch_name, const char* dtype, const char* scoring, const char* max_experts) {
-  auto spec = OpRegistry::Builtin().Generate(
-      "moe_route", {{"dtype", dtype}, {"scoring", scoring}, {"max_experts", max_experts}}, *Tree());
-  REQUIRE(spec.ok());
-  auto arch = ResolveArch(*GpuArch::Parse(arch_name), spec->arch_families, spec->uri);
-  REQUIRE(arch.ok());
-  CHECK(arch->str() == arch_name);
-  auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
-  INFO(spec->uri << " " << arch_name << ": " << result.status().ToString());
-  REQUIRE(result.ok());
-  CHECK(result->cubin.starts_with("\x7f"
-                                  "ELF"));
+  const CompiledSpec compiled = GenerateAndCompile(
+      "moe_route", {{"dtype", dtype}, {"scoring", scoring}, {"max_experts", max_experts}}, arch_name);
+  const JitSpec* spec = &compiled.spec;
+  const server::CompileResult* result = &compiled.result;
   REQUIRE(result->kernels.size() == 1);
   const server::KernelAttributes& k = result->kernels[0];
   INFO("registers " << k.registers << " stack " << k.stack_bytes << " spills " << k.spill_store_bytes << "/"

@@ -20,16 +20,10 @@ namespace {
 using namespace compile_test;
 
 void CompileAndCheck(const char* arch_name, int max_experts) {
-  auto spec = OpRegistry::Builtin().Generate("moe_permute", {{"max_experts", std::to_string(max_experts)}}, *Tree());
-  REQUIRE(spec.ok());
-  auto arch = ResolveArch(*GpuArch::Parse(arch_name), spec->arch_families, spec->uri);
-  REQUIRE(arch.ok());
-  CHECK(arch->str() == arch_name);
-  auto result = Compiler().Compile(server::CompileRequest{&*spec, Tree().get(), *arch, {}, false, ""});
-  INFO(spec->uri << " " << arch_name << ": " << result.status().ToString());
-  REQUIRE(result.ok());
-  CHECK(result->cubin.starts_with("\x7f"
-                                  "ELF"));
+  const CompiledSpec compiled = GenerateAndCompile("moe_permute", {{"max_experts", std::to_string(max_experts)}},
+                                                   arch_name);
+  const JitSpec* spec = &compiled.spec;
+  const server::CompileResult* result = &compiled.result;
   REQUIRE(result->kernels.size() == 2);
   REQUIRE(spec->launch.size() == 2);
   for (const server::KernelAttributes& k : result->kernels) {
