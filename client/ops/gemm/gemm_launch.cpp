@@ -99,13 +99,14 @@ Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic
                                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(n), static_cast<cuuint64_t>(m)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d_row_stride * element_bytes)};
-  const cuuint32_t box[2] = {
-      static_cast<cuuint32_t>(gemm::GemmStoreChunkColumns(tactic.tile_n, static_cast<int>(element_bytes))),
-      static_cast<cuuint32_t>(gemm::kRowsPerConsumer)};
+  // One box is 128-byte rows of the staging buffer, swizzled as the kernel writes them
+  // (StagingOffset in gemm_sm90.cuh); a chunk of the epilogue is several boxes.
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(gemm::GemmStoreBoxColumns(static_cast<int>(element_bytes))),
+                             static_cast<cuuint32_t>(gemm::kRowsPerConsumer)};
   const cuuint32_t element_strides[2] = {1, 1};
   CUtensorMap map;
   const CUresult r = driver.cuTensorMapEncodeTiled(&map, type, 2, d, dims, strides, box, element_strides,
-                                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                                    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status(StatusCode::kCudaError, "cuTensorMapEncodeTiled of d [" + std::to_string(m) + ", " +

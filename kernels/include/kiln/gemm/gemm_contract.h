@@ -85,8 +85,9 @@ constexpr int kMaxStages = 8;
 constexpr int kMaxGroupM = 16;
 // The version of the tactic space and of what a tactic means to the kernel: a tuning result
 // (kiln::tune) is reused only under the version it was measured with. 2: split_k added; 3:
-// multicast added; 4: the TMA-store epilogue (the same tactics, other timings).
-constexpr int kGemmTacticSpaceVersion = 4;
+// multicast added; 4: the TMA-store epilogue (the same tactics, other timings); 5: its staging
+// swizzled (other timings).
+constexpr int kGemmTacticSpaceVersion = 5;
 // Blocks per cluster that split K (1: no split). 8 is the largest portable cluster.
 constexpr int kSplitKChoices[] = {1, 2, 4, 8};
 // Blocks of a cluster that share B's tile through TMA multicast (1: none). gemm only, not with
@@ -130,12 +131,16 @@ KILN_CONTRACT_FUNCTION bool GemmHasStoreStaging(int tile_m, int tile_n, int stag
                  GemmConsumers(tile_m) * kStoreStagingBytes <=
              kMaxSmemBytes;
 }
-// Columns of one staged chunk (the box of D's tensor map: this many columns x 64 rows): 16 KiB
-// of the output type, at most the tile's width.
+// Columns of one staged chunk: 16 KiB of the output type, at most the tile's width. A chunk is
+// stored as boxes of kStoreBoxBytes-wide rows (GemmStoreBoxColumns x 64 rows, D's tensor map):
+// the widest rows the 128-byte swizzle takes, which spreads a warp's writes of 8 rows over all
+// 32 banks (rows 128 bytes apart unswizzled would put them in the same 4).
+constexpr int kStoreBoxBytes = 128;
 KILN_CONTRACT_FUNCTION int GemmStoreChunkColumns(int tile_n, int out_bytes) {
   const int columns = kStoreStagingBytes / (kRowsPerConsumer * out_bytes);
   return columns < tile_n ? columns : tile_n;
 }
+KILN_CONTRACT_FUNCTION int GemmStoreBoxColumns(int out_bytes) { return kStoreBoxBytes / out_bytes; }
 KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped = false,
                                          int multicast = 1) {
   return GemmBaseSmemBytes(tile_m, tile_n, stages, split_k, grouped, multicast) +
@@ -257,7 +262,7 @@ struct GemmParams {
   long long b_scale_stride;
   // gemm with the TMA-store epilogue (d_store 1; the tactic has the staging, GemmHasStoreStaging,
   // D is 16-byte aligned with rows a multiple of 16 bytes apart, c is null): D [m, n], box
-  // GemmStoreChunkColumns x 64 rows, no swizzle. d_store 0: the consumers store D themselves.
+  // GemmStoreBoxColumns x 64 rows, 128-byte swizzle. d_store 0: the consumers store D themselves.
   GemmTensorMap d_map;
   int d_store;
 };

@@ -210,12 +210,27 @@ __device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)
   }
 }
 
+// The byte of element (row, column) of a chunk in the staging buffer: the chunk is boxes of
+// kBoxColumns columns x 64 rows (D's tensor-map box, 128-byte rows, 8 KiB each, 1024-byte
+// aligned), each in the 128-byte swizzle the map names: the 16-byte unit u of row r is at unit
+// u ^ (r % 8) of its row (PTX ISA, "Tensor Swizzling Modes"). A warp writes one 16-byte unit in
+// each of 8 consecutive rows at a time, so the units land in 8 different bank quads.
+template <class S>
+__device__ __forceinline__ int StagingOffset(int row, int column) {
+  constexpr int kOutBytes = static_cast<int>(sizeof(typename S::TOut));
+  constexpr int kBoxColumns = GemmStoreBoxColumns(kOutBytes);
+  const int box = column / kBoxColumns;
+  const int byte = (column % kBoxColumns) * kOutBytes;
+  return box * kRowsPerConsumer * kStoreBoxBytes + row * kStoreBoxBytes + ((((byte >> 4) ^ row) & 7) << 4) +
+         (byte & 15);
+}
+
 // A consumer's whole fragment to D through its staging buffer and TMA stores (the tactic has
 // the buffers and the launch set d_store): per chunk of kChunkColumns columns, the warp-group
-// waits until its previous store has read the buffer, writes the chunk (plus bias, converted),
-// makes it visible to the async proxy, and its first thread has TMA store it and commits. The
-// warp-group then goes on to the next tile while the store runs; rows past M and columns past N
-// are clipped by TMA.
+// waits until its previous stores have read the buffer, writes the chunk (plus bias, converted),
+// makes it visible to the async proxy, and its first thread has TMA store the chunk's boxes and
+// commits. The warp-group then goes on to the next tile while the stores run; rows past M and
+// columns past N are clipped by TMA.
 template <class S>
 __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float (&acc)[S::kAccumulators],
                                                unsigned char* staging, long long row0, long long col0, int consumer) {
@@ -223,12 +238,14 @@ __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float 
   using TBias = typename S::TBias;
   constexpr int kChunks = S::kTileN / S::kChunkColumns;
   constexpr int kGroupsPerChunk = S::kChunkColumns / 8;
+  constexpr int kBoxColumns = GemmStoreBoxColumns(static_cast<int>(sizeof(TOut)));
+  constexpr int kBoxes = S::kChunkColumns / kBoxColumns;
+  static_assert(S::kChunkColumns % kBoxColumns == 0, "a chunk is whole boxes");
   if (row0 >= p.m) return;  // a multicast pair's tile past M: nothing to store
   const int t = static_cast<int>(threadIdx.x % 128);
   const bool leader = t == 0;
   const int row = 16 * (t / 32) + (t % 32) / 4;  // this thread's row (h = 0) in the 64
   const int pair = 2 * (t % 4);                  // and its column in a group of 8
-  TOut* stage = reinterpret_cast<TOut*>(staging);
   const TBias* bias = static_cast<const TBias*>(p.bias);
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
@@ -239,18 +256,27 @@ __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float 
 #pragma unroll
     for (int jj = 0; jj < kGroupsPerChunk; ++jj) {
       const int j = c * kGroupsPerChunk + jj;
-      const long long col = chunk_col + 8 * jj + pair;
       float bias0 = 0.0f, bias1 = 0.0f;
-      if (bias != nullptr && col < p.n) LoadPair(bias + col, bias0, bias1);
+      if (bias != nullptr) {
+        const long long col = chunk_col + 8 * jj + pair;
+        if (col < p.n) LoadPair(bias + col, bias0, bias1);
+      }
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        StorePair(stage + (row + 8 * h) * S::kChunkColumns + 8 * jj + pair, acc[4 * j + 2 * h] + bias0,
-                  acc[4 * j + 2 * h + 1] + bias1);
+      for (int h = 0; h < 2; ++h) {
+        TOut* slot = reinterpret_cast<TOut*>(staging + StagingOffset<S>(row + 8 * h, 8 * jj + pair));
+        StorePair(slot, acc[4 * j + 2 * h] + bias0, acc[4 * j + 2 * h + 1] + bias1);
+      }
     }
     FenceProxyAsyncShared();
     NamedBarrierSync(1 + consumer, 128);
     if (leader) {
-      TmaStore2d(&p.d_map, stage, static_cast<int>(chunk_col), static_cast<int>(row0));
+#pragma unroll
+      for (int b = 0; b < kBoxes; ++b) {
+        const long long box_col = chunk_col + b * kBoxColumns;
+        if (box_col < p.n)
+          TmaStore2d(&p.d_map, staging + b * kRowsPerConsumer * kStoreBoxBytes, static_cast<int>(box_col),
+                     static_cast<int>(row0));
+      }
       BulkCommit();
     }
   }
