@@ -26,15 +26,22 @@ Status LaunchFunction(const CudaDriver& driver, CUfunction function, const Launc
   launch.blockDimZ = b.z;
   launch.sharedMemBytes = config.dynamic_smem_bytes;
   launch.hStream = static_cast<CUstream>(config.stream);
-  CUlaunchAttribute cluster = {};
+  CUlaunchAttribute attrs[2] = {};
+  unsigned count = 0;
   if (config.cluster.x > 0) {
+    CUlaunchAttribute& cluster = attrs[count++];
     cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     cluster.value.clusterDim.x = config.cluster.x;
     cluster.value.clusterDim.y = config.cluster.y > 0 ? config.cluster.y : 1;
     cluster.value.clusterDim.z = config.cluster.z > 0 ? config.cluster.z : 1;
-    launch.attrs = &cluster;
-    launch.numAttrs = 1;
   }
+  if (config.programmatic_dependent_launch) {
+    CUlaunchAttribute& pdl = attrs[count++];
+    pdl.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    pdl.value.programmaticStreamSerializationAllowed = 1;
+  }
+  launch.attrs = count > 0 ? attrs : nullptr;
+  launch.numAttrs = count;
   if (LaunchObserver observer = CurrentLaunchObserver(); KILN_UNLIKELY(observer != nullptr))
     observer(module, kernel_name, config);
   CUresult r = driver.cuLaunchKernelEx(&launch, function, args, nullptr);

@@ -105,6 +105,11 @@ struct LaunchConfig {
   unsigned dynamic_smem_bytes = 0;  // above 48 KiB the kernel is opted in automatically
   void* stream = nullptr;           // CUstream / cudaStream_t of the current context
   Dim3 cluster = {0, 0, 0};         // thread block cluster (sm_90+); 0: none
+  // Programmatic dependent launch (sm_90+; CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION):
+  // the kernel may start before the previous kernel on the stream has finished, once that one
+  // has executed `griddepcontrol.launch_dependents` in every block. Only for a kernel that
+  // executes `griddepcontrol.wait` before it touches memory earlier work may write or read.
+  bool programmatic_dependent_launch = false;
 };
 
 // One entry point of a loaded module. Cheap to copy; keeps the module loaded while held.

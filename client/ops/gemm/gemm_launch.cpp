@@ -1,6 +1,7 @@
 #include "client/ops/gemm/gemm_launch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +84,36 @@ bool GemmTmaStoreAllowed() {
   }();
   return allowed;
 }
+
+namespace {
+
+// -1: as KILN_GEMM_PDL says (read once); 0 or 1: set by SetGemmProgrammaticLaunchForTesting.
+std::atomic<int> g_programmatic_launch{-1};
+
+bool ProgrammaticLaunchFromEnvironment() {
+  static const bool on = [] {
+    const char* text = std::getenv("KILN_GEMM_PDL");
+    if (text == nullptr || std::string(text) == "0") return false;
+    if (std::string(text) == "1") {
+      std::fprintf(stderr,
+                   "kiln: KILN_GEMM_PDL=1: the gemm family is launched as programmatic dependents in this process "
+                   "(off by default: slower at small M on the H200, docs/client.md)\n");
+      return true;
+    }
+    std::fprintf(stderr, "kiln: KILN_GEMM_PDL='%s' is not valid: expected 0 or 1; the default (0) is used\n", text);
+    return false;
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool GemmProgrammaticLaunch() {
+  const int set = g_programmatic_launch.load(std::memory_order_relaxed);
+  return set >= 0 ? set == 1 : ProgrammaticLaunchFromEnvironment();
+}
+
+void SetGemmProgrammaticLaunchForTesting(int on) { g_programmatic_launch.store(on < 0 ? -1 : on != 0 ? 1 : 0); }
 
 Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic, DType out_dtype, void* d, int64_t m,
                         int64_t n, int64_t d_row_stride, bool with_c, gemm::GemmParams* params) {
@@ -176,6 +207,7 @@ Status LaunchGemmKernel(const CudaDriver& driver, const PreparedLaunch& ready, c
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
+  config.programmatic_dependent_launch = GemmProgrammaticLaunch();
   void* args[] = {&params};
   return LaunchFunction(driver, e.function, config, args, entry, &ready.launch->library->info);
 }

@@ -63,6 +63,14 @@ StatusOr<long long> PersistentGemmBlocks(const CudaDriver& driver, const Prepare
                                          const gemm::GemmTactic& tactic, int64_t m, int64_t n, int sms,
                                          const char* api);
 
+// Whether the family's kernels are launched as programmatic dependents (LaunchConfig::
+// programmatic_dependent_launch; the kernels wait with griddepcontrol.wait before any global
+// access either way): off by default, on with KILN_GEMM_PDL=1 (read once per process). Measured
+// on the H200 it made small-M calls slower (docs/client.md), so it is an opt-in to measure.
+// SetGemmProgrammaticLaunchForTesting(1 / 0) overrides the environment, -1 returns to it.
+bool GemmProgrammaticLaunch();
+void SetGemmProgrammaticLaunchForTesting(int on);
+
 // Launches the loaded kernel of `ready` (the family's kernels have one entry, `entry`) on `blocks`
 // persistent blocks in a row with `params` as its one argument.
 Status LaunchGemmKernel(const CudaDriver& driver, const PreparedLaunch& ready, const char* entry, long long blocks,

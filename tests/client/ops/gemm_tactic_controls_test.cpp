@@ -15,6 +15,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
+#include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_plan.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
 #include "client/ops/gemm/gemm_tuning.h"
@@ -266,6 +267,51 @@ TEST_CASE("a process with bad tactic controls refuses its gemm calls, naming the
     REQUIRE(child.Wait() == 0);
     INFO(child.Output());
     CHECK(child.Output().find("status: " + c.want) != std::string::npos);
+  }
+}
+
+// Run only as the child of the test below: what the process's KILN_GEMM_PDL makes of the gemm
+// family's launches, then the testing override on top of it.
+TEST_CASE("child: the gemm family's programmatic dependent launch", "[.gemm-pdl-child]") {
+  std::printf("pdl: %d\n", kiln::client::GemmProgrammaticLaunch() ? 1 : 0);
+  kiln::client::SetGemmProgrammaticLaunchForTesting(1);
+  std::printf("forced on: %d\n", kiln::client::GemmProgrammaticLaunch() ? 1 : 0);
+  kiln::client::SetGemmProgrammaticLaunchForTesting(0);
+  std::printf("forced off: %d\n", kiln::client::GemmProgrammaticLaunch() ? 1 : 0);
+  kiln::client::SetGemmProgrammaticLaunchForTesting(-1);
+  std::printf("back: %d\n", kiln::client::GemmProgrammaticLaunch() ? 1 : 0);
+}
+
+TEST_CASE("KILN_GEMM_PDL: off by default, 1 turns it on and says so, a bad value is reported",
+          "[client][ops][gemm]") {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  struct Case {
+    const char* value;  // null: unset
+    int want;
+    const char* said;  // on stderr, or null for nothing
+  };
+  const Case cases[] = {
+      {nullptr, 0, nullptr},
+      {"0", 0, nullptr},
+      {"1", 1, "kiln: KILN_GEMM_PDL=1: the gemm family is launched as programmatic dependents"},
+      {"yes", 0, "kiln: KILN_GEMM_PDL='yes' is not valid: expected 0 or 1; the default (0) is used"},
+  };
+  for (const Case& c : cases) {
+    INFO("KILN_GEMM_PDL=" << (c.value ? c.value : "(unset)"));
+    kiln::testing::SubprocessOptions options;
+    options.argv = {self, "child: the gemm family's programmatic dependent launch"};
+    if (c.value != nullptr) options.set_env = {{"KILN_GEMM_PDL", c.value}};
+    else options.unset_env = {"KILN_GEMM_PDL"};
+    kiln::testing::Subprocess child(options);
+    REQUIRE(child.Wait() == 0);
+    const std::string out = child.Output();
+    INFO(out);
+    CHECK(out.find("pdl: " + std::to_string(c.want)) != std::string::npos);
+    CHECK(out.find("forced on: 1") != std::string::npos);
+    CHECK(out.find("forced off: 0") != std::string::npos);
+    CHECK(out.find("back: " + std::to_string(c.want)) != std::string::npos);
+    if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
+    else CHECK(out.find("KILN_GEMM_PDL") == std::string::npos);
   }
 }
 

@@ -13,10 +13,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <tuple>
 #include <vector>
 
+#include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_ops.h"
 #include "client/ops/gemm/gemm_plan.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
@@ -449,6 +451,96 @@ TEST_CASE("split-K gemm is deterministic: the same call gives the same bits", "[
       CHECK(now == first);
     }
   }
+}
+
+// Launched as programmatic dependents (KILN_GEMM_PDL=1, forced on here), the gemm kernels may
+// start while the previous kernel runs and wait (griddepcontrol.wait) before touching memory. A chain that ping-pongs
+// between two buffers, x1 = x0 . w0^T into buffer 1, x2 = x1 . w1^T into buffer 0, ..., has both
+// hazards the wait must stop: a call reads what the call before it wrote, and overwrites what
+// the call before it read. Run back to back on one stream (and replayed from a CUDA graph), with
+// tactics of every launch shape (plain, split-K clusters, multicast clusters), the result must
+// be bit-identical to the same calls each after a full synchronization.
+TEST_CASE("gemm launched back to back as programmatic dependents reads and overwrites only finished work",
+          "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  const auto& driver = kiln::testing::Driver();
+  kiln::client::SetGemmProgrammaticLaunchForTesting(1);
+  struct Restore {
+    ~Restore() { kiln::client::SetGemmProgrammaticLaunchForTesting(-1); }
+  } restore;
+  REQUIRE(kiln::client::GemmProgrammaticLaunch());
+  std::mt19937 rng(41);
+  const int64_t m = 1536, k = 2048;  // n = k: the output of a call is the next call's a
+  constexpr int kCalls = 12;
+  // |w| <= sqrt(3 / k): each call keeps the values' scale (uniform inputs, variance about kept).
+  const float bound = std::sqrt(3.0f / static_cast<float>(k));
+  HostTensor x0 = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(m * k), rng, -1.f, 1.f);
+  std::vector<std::unique_ptr<DeviceBuffer>> weights;
+  for (int i = 0; i < 3; ++i) {
+    weights.push_back(std::make_unique<DeviceBuffer>(static_cast<size_t>(k * k * 2)));
+    weights.back()->Upload(
+        kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(k * k), rng, -bound, bound).bytes);
+  }
+  DeviceBuffer buffers[2] = {DeviceBuffer(x0.bytes.size()), DeviceBuffer(x0.bytes.size())};
+  const kiln::gemm::GemmTactic tactics[] = {
+      {128, 256, kiln::gemm::GemmMaxStages(128, 256, 1), 8, 1, 1},
+      {64, 128, kiln::gemm::GemmMaxStages(64, 128, 2), 8, 2, 1},
+      {128, 128, kiln::gemm::GemmMaxStages(128, 128, 1, false, 2), 8, 1, 2},
+      {64, 256, kiln::gemm::GemmMaxStages(64, 256, 4), 8, 4, 1},
+  };
+  auto view = [&](int buffer) { return TensorView::Contiguous(buffers[buffer].data(), DType::kBFloat16, {m, k}); };
+  // Call i: buffer i % 2 times weight i % 3 into buffer (i + 1) % 2, tactic i % 4.
+  auto call = [&](int i, CUstream stream) {
+    const TensorView a = view(i % 2), d = view((i + 1) % 2);
+    const TensorView w = TensorView::Contiguous(weights[static_cast<size_t>(i % 3)]->data(), DType::kBFloat16, {k, k});
+    auto plan = kiln::client::PlanGemm(d, a, w, nullptr, nullptr, 0, "pdl chain");
+    REQUIRE(plan.ok());
+    return kiln::client::LaunchGemmPlan(*plan, tactics[i % 4], stream);
+  };
+  CUstream stream = nullptr;
+  KILN_CU(driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  auto reset = [&] {
+    buffers[0].Upload(x0.bytes);
+    buffers[1].Poison();
+  };
+  reset();
+  for (int i = 0; i < kCalls; ++i) {
+    REQUIRE(call(i, stream).ok());
+    KILN_CU(driver.cuStreamSynchronize(stream));
+  }
+  const std::vector<uint8_t> want = buffers[kCalls % 2].Download();
+  {
+    HostTensor out{DType::kBFloat16, want};
+    size_t finite = 0;
+    for (size_t e = 0; e < static_cast<size_t>(m * k); ++e) finite += std::isfinite(out.Get(e)) ? 1 : 0;
+    INFO("the chain's values stay finite (the weights keep their scale)");
+    REQUIRE(finite == static_cast<size_t>(m * k));
+  }
+  for (int round = 0; round < 5; ++round) {
+    reset();
+    for (int i = 0; i < kCalls; ++i) REQUIRE(call(i, stream).ok());
+    KILN_CU(driver.cuStreamSynchronize(stream));
+    INFO("back to back on one stream, round " << round);
+    CHECK(buffers[kCalls % 2].Download() == want);
+  }
+  CUgraph graph = nullptr;
+  KILN_CU(driver.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  bool captured = true;
+  for (int i = 0; i < kCalls; ++i) captured = captured && call(i, stream).ok();
+  KILN_CU(driver.cuStreamEndCapture(stream, &graph));
+  REQUIRE(captured);
+  CUgraphExec exec = nullptr;
+  KILN_CU(driver.cuGraphInstantiateWithFlags(&exec, graph, 0));
+  for (int replay = 0; replay < 5; ++replay) {
+    reset();
+    KILN_CU(driver.cuGraphLaunch(exec, stream));
+    KILN_CU(driver.cuStreamSynchronize(stream));
+    INFO("CUDA graph replay " << replay);
+    CHECK(buffers[kCalls % 2].Download() == want);
+  }
+  KILN_CU(driver.cuGraphExecDestroy(exec));
+  KILN_CU(driver.cuGraphDestroy(graph));
+  KILN_CU(driver.cuStreamDestroy(stream));
 }
 
 TEST_CASE("gemm takes padded rows, a 3-D a and the C ABI", "[gpu][gemm][capi]") {

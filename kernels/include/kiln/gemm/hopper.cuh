@@ -8,6 +8,7 @@
 //   named barriers      "Parallel Synchronization and Communication Instructions: bar/barrier"
 //   wgmma               "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"
 //   register realloc    "Miscellaneous Instructions: setmaxnreg"
+//   dependent launch    "Parallel Synchronization and Communication Instructions: griddepcontrol"
 //   clusters            "Special Registers: %cluster_ctarank, %clusterid, %nclusterid",
 //                       "barrier.cluster", "Data Movement and Conversion Instructions: mapa",
 //                       "ld" (the .shared::cluster state space: distributed shared memory)
@@ -54,6 +55,19 @@ __device__ __forceinline__ void BarrierWait(unsigned long long* bar, unsigned pa
                  : "r"(address), "r"(parity)
                  : "memory");
   } while (done == 0);
+}
+
+// ---- programmatic dependent launch ("griddepcontrol") ----
+
+// Waits until the kernels this grid depends on (launched before it on the stream) have completed
+// and their memory operations are visible. Without a programmatic dependent launch it returns at
+// once: the stream already ordered the grid after them.
+__device__ __forceinline__ void GridDependencyWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Lets the next kernel on the stream (launched with programmatic stream serialization) be
+// scheduled once every block of this grid has executed it or exited; the first execution in a
+// block counts, repeats do nothing. It says nothing about this grid's memory: the dependent waits.
+__device__ __forceinline__ void GridDependencyLaunchDependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 // ---- thread-block clusters (split-K: the blocks of a cluster add their partial tiles) ----
