@@ -282,8 +282,7 @@ TEST_CASE("child: the gemm family's programmatic dependent launch", "[.gemm-pdl-
   std::printf("back: %d\n", kiln::client::GemmProgrammaticLaunch() ? 1 : 0);
 }
 
-TEST_CASE("KILN_GEMM_PDL: off by default, 1 turns it on and says so, a bad value is reported",
-          "[client][ops][gemm]") {
+TEST_CASE("KILN_GEMM_PDL: off by default, 1 turns it on and says so, a bad value is reported", "[client][ops][gemm]") {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   struct Case {
     const char* value;  // null: unset
