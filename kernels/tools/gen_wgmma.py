@@ -13,7 +13,7 @@ import pathlib
 import sys
 
 HEADER = pathlib.Path(__file__).resolve().parents[1] / "include/kiln/gemm/wgmma_calls.cuh"
-WIDTHS = (64, 128, 256)
+WIDTHS = (64, 128, 192, 256)
 # (PTX type, CUDA type, K of one instruction, the immediates after scale-d): 16-bit inputs take
 # scale-a, scale-b, trans-a, trans-b; fp8 inputs only scale-a and scale-b (K-major only).
 TYPES = (("bf16", "__nv_bfloat16", 16, "1, 1, 0, 0"), ("f16", "__half", 16, "1, 1, 0, 0"),

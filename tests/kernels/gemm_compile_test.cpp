@@ -84,7 +84,7 @@ TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with 
       }
     }
   }
-  CHECK(generated + refused == 2 * 3 * 4 * 2 * (gemm::kMaxStages - gemm::kMinStages + 1));
+  CHECK(generated + refused == 2 * 4 * 4 * 2 * (gemm::kMaxStages - gemm::kMinStages + 1));
   CHECK(refused > 0);
   CHECK(gemm::GemmMaxStages(128, 256) == 4);
   CHECK(gemm::GemmMaxStages(128, 128) == 7);
@@ -119,7 +119,7 @@ TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with 
   // Params out of their lists are refused by ParamInfo, naming what is allowed.
   auto bad_tile = OpRegistry::Builtin().Generate("gemm", {{"dtype", "bf16"}, {"tile_n", "96"}}, *Tree());
   REQUIRE(!bad_tile.ok());
-  CHECK(std::string(bad_tile.status().message()).find("param 'tile_n' = '96' is not allowed; allowed: 64, 128, 256") !=
+  CHECK(std::string(bad_tile.status().message()).find("param 'tile_n' = '96' is not allowed; allowed: 64, 128, 192, 256") !=
         std::string::npos);
   auto fp32_in = OpRegistry::Builtin().Generate("gemm", {{"dtype", "fp32"}}, *Tree());
   REQUIRE(!fp32_in.ok());
@@ -198,7 +198,7 @@ TEST_CASE("every gemm tile compiles for sm_90a at its most stages, without spill
     }
   }
   if (table != nullptr) std::fclose(table);
-  CHECK(compiled == 2 * 6 + 2 * 2 + 3 * 3 + 3 + 4);
+  CHECK(compiled == 2 * 8 + 2 * 2 + 4 * 3 + 4 + 5);
 }
 
 TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for sm_90a, with the group table in "
@@ -240,7 +240,7 @@ TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for s
       }
     }
   }
-  CHECK(compiled == 2 * (6 + 2));
+  CHECK(compiled == 2 * (8 + 2));
   // The table of 256 groups costs no stage: the most stages are gemm's.
   for (int tile_m : gemm::kTileMChoices)
     for (int tile_n : gemm::kTileNChoices)
@@ -297,7 +297,7 @@ TEST_CASE("fp8_gemm compiles every tile and the decode splits for sm_90a without
       }
     }
   }
-  CHECK(compiled == 6 + 1 + 3 * 3 + 3);
+  CHECK(compiled == 8 + 1 + 4 * 3 + 4);
 }
 
 TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {

@@ -79,7 +79,7 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text, std::string_vi
   const int stage_k = IsFp8Op(op) ? gemm::kFp8ScaleBlock : gemm::kTileK;
   if (tile_k != stage_k || !TacticInSpace(op, t))
     return InvalidArgument("'" + std::string(text) + "' is not in the " + std::string(op) +
-                           " tactic space (tile_m 64 or 128, tile_n 64, 128 or 256, k " + std::to_string(stage_k) +
+                           " tactic space (tile_m 64 or 128, tile_n 64, 128, 192 or 256, k " + std::to_string(stage_k) +
                            ", stages 2 to the most that fit in shared memory, group_m 1..16, split_k " +
                            (op == gemm::kGemmOp || op == gemm::kFp8GemmOp ? "1, 2, 4 or 8" : "1") + ", multicast " +
                            (op == gemm::kGemmOp ? "1 or 2, not with a split" : "1") + "; docs/kernels-gemm.md)");

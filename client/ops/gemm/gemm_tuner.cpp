@@ -3,7 +3,7 @@
 // measuring loop (tactic_tuner.h) with a launch of the plan at a given tactic.
 //
 // Candidates: gemm's from its shape model (GemmTuneCandidates: tiles and splits that suit the
-// shape); the fp8 and grouped ops' every tile of their space (SpaceTuneCandidates: six at most,
+// shape); the fp8 and grouped ops' every tile of their space (SpaceTuneCandidates: eight at most,
 // no splits), and for fp8_gemm at M <= 64 the 64-row tiles split 2, 4 and 8 ways; then, for all,
 // the winner's neighbours (raster groups, one stage fewer).
 #include <string>

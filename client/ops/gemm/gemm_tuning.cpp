@@ -94,8 +94,7 @@ bool GemmTacticBlocked(std::string_view op, const gemm::GemmTactic& tactic, cons
 
 std::vector<gemm::GemmTactic> FallbackTactics(std::string_view op, const gemm::GemmTactic& heuristic) {
   std::vector<gemm::GemmTactic> out = {heuristic};
-  constexpr std::pair<int, int> kTiles[] = {{128, 256}, {128, 128}, {64, 256}, {128, 64}, {64, 128}, {64, 64}};
-  for (auto [tile_m, tile_n] : kTiles)
+  for (auto [tile_m, tile_n] : gemm::kGemmTilesInOrder)
     for (int stages = gemm::kMaxStages; stages >= gemm::kMinStages; --stages)
       for (int g = 0; g <= gemm::kMaxGroupM; ++g) {
         const gemm::GemmTactic t{tile_m, tile_n, stages, g == 0 ? 8 : g, 1};

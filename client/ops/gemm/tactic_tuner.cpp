@@ -115,9 +115,8 @@ std::string Mismatch(const TacticTuneJob& job, const std::vector<uint8_t>& got, 
 }  // namespace
 
 std::vector<gemm::GemmTactic> SpaceTuneCandidates(std::string_view op) {
-  constexpr std::pair<int, int> kTiles[] = {{128, 256}, {128, 128}, {64, 256}, {128, 64}, {64, 128}, {64, 64}};
   std::vector<gemm::GemmTactic> out;
-  for (auto [tile_m, tile_n] : kTiles)
+  for (auto [tile_m, tile_n] : gemm::kGemmTilesInOrder)
     for (int stages = gemm::kMaxStages; stages >= gemm::kMinStages; --stages) {
       const gemm::GemmTactic t{tile_m, tile_n, stages, 8, 1};
       if (TacticInSpace(op, t)) {

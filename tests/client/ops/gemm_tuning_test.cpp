@@ -5,6 +5,7 @@
 // process stores a tuning result).
 #include <catch2/catch.hpp>
 
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -43,12 +44,21 @@ TEST_CASE("tuning buckets name the op's shape and the stores accept them", "[cli
     CHECK(kiln::proto::BucketProblem("bucket", bucket).empty());
 }
 
+TEST_CASE("the fallback and tuning order names every tile of the space once", "[client][ops][gemm]") {
+  std::set<std::pair<int, int>> in_order, space;
+  for (const auto& t : kiln::gemm::kGemmTilesInOrder) in_order.insert({t.tile_m, t.tile_n});
+  for (int tile_m : kiln::gemm::kTileMChoices)
+    for (int tile_n : kiln::gemm::kTileNChoices) space.insert({tile_m, tile_n});
+  CHECK(in_order.size() == std::size(kiln::gemm::kGemmTilesInOrder));  // each once
+  CHECK(in_order == space);
+}
+
 TEST_CASE("the fp8 and grouped ops tune every tile of their space at its most stages", "[client][ops][gemm]") {
   for (const char* op : kiln::client::kTacticOps) {
     if (std::string(op) == kiln::gemm::kGemmOp) continue;  // gemm's candidates follow its shape model
     INFO(op);
     const auto candidates = kiln::client::SpaceTuneCandidates(op);
-    REQUIRE(candidates.size() == 6);
+    REQUIRE(candidates.size() == std::size(kiln::gemm::kTileMChoices) * std::size(kiln::gemm::kTileNChoices));
     CHECK(candidates.front().tile_m == 128);
     CHECK(candidates.front().tile_n == 256);
     std::set<std::pair<int, int>> tiles;

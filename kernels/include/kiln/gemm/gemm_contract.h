@@ -79,14 +79,22 @@ constexpr int kTileK = 64;
 // Rows of one consumer warp-group: wgmma's M (m64nNk16).
 constexpr int kRowsPerConsumer = 64;
 constexpr int kTileMChoices[] = {64, 128};
-constexpr int kTileNChoices[] = {64, 128, 256};
+constexpr int kTileNChoices[] = {64, 128, 192, 256};
+// Every tile (kTileMChoices x kTileNChoices) once, in the order a blocklist's fallback and the
+// space-wide tuner take them: largest first, the 192-wide ones (no figures yet) last.
+struct GemmTile {
+  int tile_m;
+  int tile_n;
+};
+constexpr GemmTile kGemmTilesInOrder[] = {{128, 256}, {128, 128}, {64, 256}, {128, 64},
+                                          {64, 128},  {64, 64},   {128, 192}, {64, 192}};
 constexpr int kMinStages = 2;
 constexpr int kMaxStages = 8;
 constexpr int kMaxGroupM = 16;
 // The version of the tactic space and of what a tactic means to the kernel: a tuning result
 // (kiln::tune) is reused only under the version it was measured with. 2: split_k added; 3:
 // multicast added; 4: the TMA-store epilogue (the same tactics, other timings); 5: its staging
-// swizzled (other timings).
+// swizzled (other timings), tile_n 192 added.
 constexpr int kGemmTacticSpaceVersion = 5;
 // Blocks per cluster that split K (1: no split). 8 is the largest portable cluster.
 constexpr int kSplitKChoices[] = {1, 2, 4, 8};
@@ -137,8 +145,10 @@ KILN_CONTRACT_FUNCTION bool GemmHasStoreStaging(int tile_m, int tile_n, int stag
 // 32 banks (rows 128 bytes apart unswizzled would put them in the same 4).
 constexpr int kStoreBoxBytes = 128;
 KILN_CONTRACT_FUNCTION int GemmStoreChunkColumns(int tile_n, int out_bytes) {
-  const int columns = kStoreStagingBytes / (kRowsPerConsumer * out_bytes);
-  return columns < tile_n ? columns : tile_n;
+  int columns = kStoreStagingBytes / (kRowsPerConsumer * out_bytes);
+  if (columns >= tile_n) return tile_n;
+  while (tile_n % columns != 0) columns /= 2;  // a tile is whole chunks (192 wide: chunks of 64)
+  return columns;
 }
 KILN_CONTRACT_FUNCTION int GemmStoreBoxColumns(int out_bytes) { return kStoreBoxBytes / out_bytes; }
 KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped = false,
