@@ -119,8 +119,8 @@ TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with 
   // Params out of their lists are refused by ParamInfo, naming what is allowed.
   auto bad_tile = OpRegistry::Builtin().Generate("gemm", {{"dtype", "bf16"}, {"tile_n", "96"}}, *Tree());
   REQUIRE(!bad_tile.ok());
-  CHECK(std::string(bad_tile.status().message()).find("param 'tile_n' = '96' is not allowed; allowed: 64, 128, 192, 256") !=
-        std::string::npos);
+  CHECK(std::string(bad_tile.status().message())
+            .find("param 'tile_n' = '96' is not allowed; allowed: 64, 128, 192, 256") != std::string::npos);
   auto fp32_in = OpRegistry::Builtin().Generate("gemm", {{"dtype", "fp32"}}, *Tree());
   REQUIRE(!fp32_in.ok());
   CHECK(std::string(fp32_in.status().message()).find("param 'dtype' = 'fp32' is not allowed") != std::string::npos);

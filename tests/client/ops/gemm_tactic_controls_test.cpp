@@ -139,9 +139,10 @@ TEST_CASE("the grouped and fp8 ops have tactic controls in their own spaces", "[
   auto fp8 = ParseGemmTactic("t128x256x128s4g8", "fp8_gemm");
   REQUIRE(fp8.ok());
   CHECK(GemmTacticText(*fp8, "fp8_gemm") == "t128x256x128s4g8");
-  RequireInvalid(ParseGemmTactic("t128x256x64s4g8", "fp8_gemm").status(),
-                 "'t128x256x64s4g8' is not in the fp8_gemm tactic space (tile_m 64 or 128, tile_n 64, 128, 192 or 256, k "
-                 "128");
+  RequireInvalid(
+      ParseGemmTactic("t128x256x64s4g8", "fp8_gemm").status(),
+      "'t128x256x64s4g8' is not in the fp8_gemm tactic space (tile_m 64 or 128, tile_n 64, 128, 192 or 256, k "
+      "128");
   RequireInvalid(ParseGemmTactic("t64x256x128s4g8k2", "grouped_fp8_gemm").status(), "split_k 1, multicast 1;");
   RequireInvalid(ParseGemmTactic("t64x256x64s4g8k2", "grouped_gemm").status(),
                  "is not in the grouped_gemm tactic space");

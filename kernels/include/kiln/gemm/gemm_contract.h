@@ -86,7 +86,7 @@ struct GemmTile {
   int tile_m;
   int tile_n;
 };
-constexpr GemmTile kGemmTilesInOrder[] = {{128, 256}, {128, 128}, {64, 256}, {128, 64},
+constexpr GemmTile kGemmTilesInOrder[] = {{128, 256}, {128, 128}, {64, 256},  {128, 64},
                                           {64, 128},  {64, 64},   {128, 192}, {64, 192}};
 constexpr int kMinStages = 2;
 constexpr int kMaxStages = 8;

@@ -100,8 +100,7 @@ struct GemmShape {
 
   static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "A and B are 16-bit (bf16, fp16) or fp8 (e4m3)");
   static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
-  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 192 || kTileN == 256,
-                "tile_n is a wgmma N this header has");
+  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 192 || kTileN == 256, "tile_n is a wgmma N this header has");
   static_assert(kStages >= kMinStages && kStages <= kMaxStages, "stages out of range");
   static_assert(GemmSplitKAllowed(kSplitK), "split_k is one of kSplitKChoices");
   static_assert(kColumnGroups % kSplitK == 0, "each block of a cluster reduces whole column groups");
@@ -512,7 +511,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       // through the one block register set (each half has its own B scale block), so the
       // accumulators of 256 columns and one block fit in a consumer's registers; a 192-wide tile
       // in 64-column thirds (a third inside one 128-column scale block of B).
-      constexpr int kBlockN = S::kTileN <= kFp8ScaleBlock          ? S::kTileN
+      constexpr int kBlockN = S::kTileN <= kFp8ScaleBlock       ? S::kTileN
                               : S::kTileN % kFp8ScaleBlock == 0 ? kFp8ScaleBlock
                                                                 : kFp8ScaleBlock / 2;
       constexpr int kHalves = S::kTileN / kBlockN;
