@@ -363,6 +363,37 @@ def test_moe_permute_matches_the_reference_and_gathers(kilnd, tokens, experts, t
     assert all(torch.equal(a, b) for a, b in zip(again, (counts, indptr, row_to_slot, slot_to_row)))
 
 
+@requires_gpu
+@pytest.mark.parametrize("tokens", [0, 1, 64, 1000])
+@pytest.mark.parametrize("experts,top_k,hidden", [(8, 2, 4096), (128, 8, 2048), (256, 8, 7168)])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_moe_unpermute_combines_route_and_permute(kilnd, tokens, experts, top_k, hidden, dtype):
+    """route -> permute with the gather -> experts that scale their rows -> unpermute: against a torch
+    float64 combine of the same rows, with dropped choices (-1) skipped."""
+    torch = _torch()
+    g = _gen(17)
+    dt = getattr(torch, dtype)
+    logits = torch.randn((tokens, experts), device="cuda", generator=g)
+    ids, weights = kiln.moe_route(logits, top_k)
+    ids[::5, -1] = -1  # no row for these choices
+    x = torch.randn((tokens, hidden), device="cuda", generator=g).to(dt)
+    _, _, _, slot_to_row, permuted_x = kiln.moe_permute(ids, experts, align=64, x=x)
+    expert_out = (permuted_x.float() * 0.5).to(dt)  # every expert halves its rows
+    out = kiln.moe_unpermute(expert_out, slot_to_row, weights)
+    assert out.dtype == dt and tuple(out.shape) == (tokens, hidden)
+    idx = slot_to_row.long()
+    valid = (idx >= 0) & (idx < expert_out.shape[0])
+    picked = expert_out[idx.clamp(min=0)].double() if tokens else torch.zeros((0, top_k, hidden), device="cuda")
+    want = torch.where(valid[..., None], picked * weights.double()[..., None], torch.zeros_like(picked)).sum(1)
+    tol = 1.6e-2 if dtype == "bfloat16" else 2e-3
+    torch.testing.assert_close(out.double(), want.double(), atol=tol, rtol=tol)
+    # Into a given out with padded rows: the padding stays untouched, the rows are the same bits.
+    padded = torch.full((tokens, hidden + 8), float("nan"), device="cuda", dtype=dt)
+    again = kiln.moe_unpermute(expert_out, slot_to_row, weights, out=padded[:, :hidden])
+    assert torch.equal(again.view(torch.int16), out.view(torch.int16))
+    assert torch.isnan(padded[:, hidden:]).all()
+
+
 # ---- gemm ----------------------------------------------------------------------------------------
 
 

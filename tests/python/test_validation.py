@@ -109,6 +109,30 @@ CASES = [
      "kiln_moe_permute: x: x and permuted_x go together (the gather), found permuted_x without x"),
     ("moe_permute num_experts", lambda: kiln.moe_permute(cuda((4, 2), "int32")),
      "kiln.moe_permute: num_experts: give num_experts, or expert_counts (its length is E)"),
+    ("moe_unpermute expert_out dtype", lambda: kiln.moe_unpermute(
+        cuda((8, 64), "fp32"), cuda((4, 2), "int32"), cuda((4, 2), "fp32"), out=cuda((4, 64), "fp32")),
+     "kiln_moe_unpermute: expert_out: expected dtype bf16 or fp16, found fp32"),
+    ("moe_unpermute expert_out rank", lambda: kiln.moe_unpermute(
+        cuda((8, 2, 32), "bf16"), cuda((4, 2), "int32"), cuda((4, 2), "fp32"), out=cuda((4, 64), "bf16")),
+     "kiln_moe_unpermute: expert_out: expected a 2-D tensor [R, H], found rank 3 [8, 2, 32]"),
+    ("moe_unpermute slot_to_row dtype", lambda: kiln.moe_unpermute(
+        cuda((8, 64), "bf16"), cuda((4, 2), "int64"), cuda((4, 2), "fp32"), out=cuda((4, 64), "bf16")),
+     "kiln_moe_unpermute: slot_to_row: expected dtype int32, found int64"),
+    ("moe_unpermute top_k", lambda: kiln.moe_unpermute(
+        cuda((8, 64), "bf16"), cuda((4, 17), "int32"), cuda((4, 17), "fp32"), out=cuda((4, 64), "bf16")),
+     "kiln_moe_unpermute: slot_to_row: top_k (dim 1) must be 1 to 16, found 17"),
+    ("moe_unpermute weights shape", lambda: kiln.moe_unpermute(
+        cuda((8, 64), "bf16"), cuda((4, 2), "int32"), cuda((4, 3), "fp32"), out=cuda((4, 64), "bf16")),
+     "kiln_moe_unpermute: topk_weights: expected shape [4, 2] (slot_to_row's), found [4, 3]"),
+    ("moe_unpermute weights dtype", lambda: kiln.moe_unpermute(
+        cuda((8, 64), "bf16"), cuda((4, 2), "int32"), cuda((4, 2), "bf16"), out=cuda((4, 64), "bf16")),
+     "kiln_moe_unpermute: topk_weights: expected dtype fp32, found bf16"),
+    ("moe_unpermute out dtype", lambda: kiln.moe_unpermute(
+        cuda((8, 64), "bf16"), cuda((4, 2), "int32"), cuda((4, 2), "fp32"), out=cuda((4, 64), "fp16")),
+     "kiln_moe_unpermute: out: expected dtype bf16 (expert_out's), found fp16"),
+    ("moe_unpermute out shape", lambda: kiln.moe_unpermute(
+        cuda((8, 64), "bf16"), cuda((4, 2), "int32"), cuda((4, 2), "fp32"), out=cuda((5, 64), "bf16")),
+     "kiln_moe_unpermute: out: expected shape [4, 64] (slot_to_row's tokens, expert_out's hidden size), found [5, 64]"),
     ("gemm b dtype", lambda: kiln.gemm(cuda((4, 64)), cuda((32, 64), "fp32"), out=cuda((4, 32))),
      "kiln_gemm: b: expected dtype fp16 (a's), found fp32"),
     ("grouped_gemm m_indptr dtype", lambda: kiln.grouped_gemm(
@@ -186,6 +210,8 @@ NUMPY_CALLS = [
     ("moe_permute", lambda: kiln.moe_permute(_np((2, 2), np.int32), expert_counts=_np((8,), np.int32),
                                              m_indptr=_np((9,), np.int32), row_to_slot=_np((4,), np.int32),
                                              slot_to_row=_np((2, 2), np.int32))),
+    ("moe_unpermute", lambda: kiln.moe_unpermute(_np((4, 64), np.float16), _np((2, 2), np.int32),
+                                                 _np((2, 2), np.float32), out=_np((2, 64), np.float16))),
 ]
 
 
@@ -204,12 +230,14 @@ def test_a_cpu_dlpack_tensor_is_refused_like_numpy():
         kiln.rms_norm(cpu, cuda((64,)), out=cuda((4, 64)))
 
 
-@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax", "moe_route", "moe_permute"])
+@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax", "moe_route", "moe_permute", "moe_unpermute"])
 def test_an_output_without_torch_must_be_given(what):
     x = cuda((4, 64), "fp32" if what in ("argmax", "moe_route") else "fp16")
     calls = {"rms_norm": lambda: kiln.rms_norm(x, cuda((64,))), "silu_and_mul": lambda: kiln.silu_and_mul(x),
              "argmax": lambda: kiln.argmax(x), "moe_route": lambda: kiln.moe_route(x, 8),
-             "moe_permute": lambda: kiln.moe_permute(cuda((4, 8), "int32"), 64)}
+             "moe_permute": lambda: kiln.moe_permute(cuda((4, 8), "int32"), 64),
+             "moe_unpermute": lambda: kiln.moe_unpermute(cuda((8, 64), "bf16"), cuda((4, 2), "int32"),
+                                                         cuda((4, 2), "fp32"))}
     name = {"argmax": "samples", "moe_route": "topk_ids", "moe_permute": "expert_counts"}.get(what, "out")
     with pytest.raises(kiln.InvalidArgument, match=f"kiln.{what}: {name}: not given, and it can only be allocated "
                                                    f"for torch tensors .*pass {name}="):

@@ -1,5 +1,5 @@
-// The moe family's ops moe_route and moe_permute (kiln/ops/moe.h): their entries in the op
-// table, their launches, and their C++ and C APIs. Validation is moe_plan.h's; the kernel
+// The moe family's ops moe_route, moe_permute and moe_unpermute (kiln/ops/moe.h): their entries
+// in the op table, their launches, and their C++ and C APIs. Validation is moe_plan.h's; the kernel
 // contract kiln/moe/moe_contract.h.
 #include <climits>
 #include <string>
@@ -162,6 +162,65 @@ const OpDescriptor kMoePermute = {.name = "moe_permute",
                                   .invoke = InvokeByVisit<MoePermuteCall, RunMoePermute>};
 KILN_REGISTER_OP(kMoePermute);
 
+// ---- moe_unpermute ----
+
+// One cubin per dtype: the unit, tokens, top_k and the sizes are launch arguments.
+struct MoeUnpermuteSpec {
+  DType dtype = DType::kBFloat16;
+  bool operator==(const MoeUnpermuteSpec&) const = default;
+  auto Fields() const { return std::tie(dtype); }
+  std::map<std::string, std::string> Params() const { return {{kParamDType, DTypeName(dtype)}}; }
+};
+
+// The block is the plan's (at least one warp: the first top_k <= 16 threads load the indices);
+// the hint's items_per_block must be the contract's units per block.
+const OpKernels kMoeUnpermuteKernels = {moe::kMoeUnpermuteOp, {{{moe::kMoeUnpermuteEntry, 32, true}}}};
+
+struct MoeUnpermuteCall {
+  MoeUnpermuteArgs a;
+  template <typename Self, typename V>
+  static void Visit(Self& c, V& v) {
+    v.Out("out", c.a.out)
+        .In("expert_out", c.a.expert_out)
+        .In("slot_to_row", c.a.slot_to_row)
+        .In("topk_weights", c.a.topk_weights);
+  }
+};
+
+// A validated call -> one launch: a block column per token (grid.x), the row's blocks on grid.y.
+Status RunMoeUnpermute(const MoeUnpermuteCall& call, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const MoeUnpermutePlan plan, PlanMoeUnpermute(call.a, api));
+  if (plan.params.tokens == 0) return OkStatus();  // nothing to write, and nothing to launch
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
+                        PrepareOpLaunch(kMoeUnpermuteKernels, MoeUnpermuteSpec{plan.dtype}, plan.device, api));
+  const EntryLaunchReady& e = ready.launch->entry();
+  // The plan's grid comes from the contract's rule; a daemon whose kernels tree says otherwise
+  // serves a kernel built for another block.
+  if (e.block != static_cast<unsigned>(moe::kUnpermuteBlock) || e.items_per_block != moe::kUnpermuteBlock)
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(api) + ": the daemon's launch hint for " + moe::kMoeUnpermuteEntry + " is " +
+                      std::to_string(e.block) + " threads and " + std::to_string(e.items_per_block) +
+                      " units per block; the kernel needs " + std::to_string(moe::kUnpermuteBlock) + " and " +
+                      std::to_string(moe::kUnpermuteBlock) + " (a kilnd of another version?)");
+  LaunchConfig config;
+  config.grid.x = static_cast<unsigned>(plan.params.tokens);
+  config.grid.y = plan.blocks_per_row;
+  config.block.x = plan.threads;
+  config.dynamic_smem_bytes = e.dynamic_smem;
+  config.stream = stream;
+  moe::MoeUnpermuteParams params = plan.params;
+  void* args[] = {&params};
+  return LaunchFunction(*ready.driver, e.function, config, args, moe::kMoeUnpermuteEntry, &ready.launch->library->info);
+}
+
+const OpDescriptor kMoeUnpermute = {.name = "moe_unpermute",
+                                    .op = moe::kMoeUnpermuteOp,
+                                    .family = "moe",
+                                    .cpp_api = "kiln::ops::moe_unpermute",
+                                    .c_api = "kiln_moe_unpermute",
+                                    .invoke = InvokeByVisit<MoeUnpermuteCall, RunMoeUnpermute>};
+KILN_REGISTER_OP(kMoeUnpermute);
+
 }  // namespace
 }  // namespace kiln::client
 
@@ -181,6 +240,13 @@ Status moe_permute(const TensorView& expert_counts, const TensorView& m_indptr, 
   using namespace client;
   const MoePermuteCall call{{&expert_counts, &m_indptr, &row_to_slot, &slot_to_row, permuted_x, &topk_ids, x, align}};
   return CallOp(kMoePermute, kMoePermute.cpp_api, call, stream, RunMoePermute);
+}
+
+Status moe_unpermute(const TensorView& out, const TensorView& expert_out, const TensorView& slot_to_row,
+                     const TensorView& topk_weights, void* stream) {
+  using namespace client;
+  const MoeUnpermuteCall call{{&out, &expert_out, &slot_to_row, &topk_weights}};
+  return CallOp(kMoeUnpermute, kMoeUnpermute.cpp_api, call, stream, RunMoeUnpermute);
 }
 
 }  // namespace kiln::ops
@@ -220,6 +286,18 @@ kiln_status kiln_moe_permute(DLTensor* expert_counts, DLTensor* m_indptr, DLTens
     call.a.topk_ids = t.Tensor(topk_ids, "topk_ids");
     call.a.x = t.Optional(x, "x");
     call.a.align = align;
+    return call;
+  });
+}
+
+kiln_status kiln_moe_unpermute(DLTensor* out, const DLTensor* expert_out, const DLTensor* slot_to_row,
+                               const DLTensor* topk_weights, void* stream) {
+  return CallOpC(kMoeUnpermute, stream, RunMoeUnpermute, [&](CTensors& t) {
+    MoeUnpermuteCall call;
+    call.a.out = t.Tensor(out, "out");
+    call.a.expert_out = t.Tensor(expert_out, "expert_out");
+    call.a.slot_to_row = t.Tensor(slot_to_row, "slot_to_row");
+    call.a.topk_weights = t.Tensor(topk_weights, "topk_weights");
     return call;
   });
 }

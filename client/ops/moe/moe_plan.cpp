@@ -280,6 +280,98 @@ StatusOr<MoePermutePlan> PlanPermute(const MoePermuteArgs& a) {
   return plan;
 }
 
+StatusOr<MoeUnpermutePlan> PlanUnpermute(const MoeUnpermuteArgs& a) {
+  if (a.out == nullptr || a.expert_out == nullptr || a.slot_to_row == nullptr || a.topk_weights == nullptr)
+    return Status(StatusCode::kInternal,
+                  "PlanMoeUnpermute: out, expert_out, slot_to_row and topk_weights must be given");
+  const TensorView& src_t = *a.expert_out;
+  if (src_t.ndim != 2)
+    return InvalidArgument("expert_out", "expected a 2-D tensor [R, H], found rank " + RankText(src_t));
+  if (src_t.dtype != DType::kBFloat16 && src_t.dtype != DType::kFloat16)
+    return InvalidArgument("expert_out", std::string("expected dtype bf16 or fp16, found ") + DTypeName(src_t.dtype));
+  if (src_t.shape[1] < 1)
+    return InvalidArgument("expert_out",
+                           "expected a hidden size (dim 1) of at least 1, found shape " + ShapeText(src_t));
+  KILN_ASSIGN_OR_RETURN(const RowView src, ViewAsRows(src_t, "expert_out"));
+  const int64_t hidden = src_t.shape[1];
+
+  const TensorView& s2r_t = *a.slot_to_row;
+  if (s2r_t.ndim != 2)
+    return InvalidArgument("slot_to_row", "expected a 2-D tensor [T, top_k], found rank " + RankText(s2r_t));
+  if (s2r_t.dtype != DType::kInt32)
+    return InvalidArgument("slot_to_row", std::string("expected dtype int32, found ") + DTypeName(s2r_t.dtype));
+  const int64_t tokens = s2r_t.shape[0];
+  const int64_t top_k = s2r_t.shape[1];
+  if (top_k < 1 || top_k > moe::kMaxTopK)
+    return InvalidArgument("slot_to_row", "top_k (dim 1) must be 1 to " + std::to_string(moe::kMaxTopK) + ", found " +
+                                              std::to_string(top_k));
+  KILN_ASSIGN_OR_RETURN(const RowView s2r, ViewAsRows(s2r_t, "slot_to_row"));
+
+  const TensorView& w_t = *a.topk_weights;
+  if (w_t.ndim != 2)
+    return InvalidArgument("topk_weights", "expected a 2-D tensor [T, top_k], found rank " + RankText(w_t));
+  if (w_t.dtype != DType::kFloat32)
+    return InvalidArgument("topk_weights", std::string("expected dtype fp32, found ") + DTypeName(w_t.dtype));
+  if (w_t.shape[0] != tokens || w_t.shape[1] != top_k)
+    return InvalidArgument("topk_weights",
+                           "expected shape " + ShapeText(s2r_t) + " (slot_to_row's), found " + ShapeText(w_t));
+  KILN_ASSIGN_OR_RETURN(const RowView weights, ViewAsRows(w_t, "topk_weights"));
+
+  const TensorView& out_t = *a.out;
+  if (out_t.ndim != 2) return InvalidArgument("out", "expected a 2-D tensor [T, H], found rank " + RankText(out_t));
+  if (out_t.dtype != src_t.dtype)
+    return InvalidArgument("out", std::string("expected dtype ") + DTypeName(src_t.dtype) + " (expert_out's), found " +
+                                      DTypeName(out_t.dtype));
+  if (out_t.shape[0] != tokens || out_t.shape[1] != hidden)
+    return InvalidArgument("out", "expected shape [" + std::to_string(tokens) + ", " + std::to_string(hidden) +
+                                      "] (slot_to_row's tokens, expert_out's hidden size), found " + ShapeText(out_t));
+  KILN_ASSIGN_OR_RETURN(const RowView out, ViewAsRows(out_t, "out"));
+  for (const auto& [t, name] :
+       {std::pair{a.slot_to_row, "slot_to_row"}, std::pair{a.topk_weights, "topk_weights"}, std::pair{a.out, "out"}})
+    KILN_RETURN_IF_ERROR(CheckSameDevice(*t, name, src_t.device, "expert_out"));
+  // The inputs may share memory (all are read only); out is written while they are read.
+  for (const RowView* in : {&src, &s2r, &weights}) KILN_RETURN_IF_ERROR(CheckNoOverlap(out, *in, false));
+
+  // Tokens go on grid.x, the blocks of a row on grid.y.
+  if (tokens > INT_MAX)
+    return InvalidArgument("slot_to_row", std::to_string(tokens) +
+                                              " tokens exceed 2^31 - 1 (one block column per token); split the call");
+  const int64_t out_stride_bytes = out.row_stride * static_cast<int64_t>(out.element_size);
+  const int64_t src_stride_bytes = src.row_stride * static_cast<int64_t>(src.element_size);
+  const int64_t row_bytes = hidden * static_cast<int64_t>(src.element_size);
+  const int unit = WidestUnit({static_cast<uint64_t>(row_bytes), static_cast<uint64_t>(out_stride_bytes),
+                               static_cast<uint64_t>(src_stride_bytes), out.begin(), src.begin()});
+  const int64_t units = row_bytes / unit;
+  const int64_t blocks_per_row = moe::MoeUnpermuteBlocksPerRow(units);
+  if (blocks_per_row > moe::kMaxUnpermuteBlocksPerRow)
+    return InvalidArgument("expert_out", "a row of " + std::to_string(hidden) + " elements is " +
+                                             std::to_string(units) + " units of " + std::to_string(unit) +
+                                             " bytes, more than " +
+                                             std::to_string(moe::kMaxUnpermuteBlocksPerRow * moe::kUnpermuteBlock) +
+                                             " (65535 blocks of " + std::to_string(moe::kUnpermuteBlock) + ")");
+
+  MoeUnpermutePlan plan;
+  plan.dtype = src_t.dtype;
+  plan.device = src_t.device.index;
+  plan.threads = static_cast<unsigned>(moe::MoeUnpermuteThreads(units));
+  plan.blocks_per_row = static_cast<unsigned>(blocks_per_row);
+  moe::MoeUnpermuteParams& p = plan.params;
+  p.out = out.data;
+  p.expert_out = src.data;
+  p.slot_to_row = reinterpret_cast<const int*>(s2r.data);
+  p.topk_weights = reinterpret_cast<const float*>(weights.data);
+  p.tokens = tokens;
+  p.rows = src_t.shape[0];
+  p.out_stride_bytes = out_stride_bytes;
+  p.expert_stride_bytes = src_stride_bytes;
+  p.slot_to_row_stride = s2r.row_stride;
+  p.weights_stride = weights.row_stride;
+  p.units = static_cast<int>(units);
+  p.unit_bytes = unit;
+  p.top_k = static_cast<int>(top_k);
+  return plan;
+}
+
 }  // namespace
 
 int WidestUnit(std::initializer_list<uint64_t> values) {
@@ -293,6 +385,12 @@ int WidestUnit(std::initializer_list<uint64_t> values) {
 
 StatusOr<MoePermutePlan> PlanMoePermute(const MoePermuteArgs& args, const char* api) {
   auto plan = PlanPermute(args);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  return plan;
+}
+
+StatusOr<MoeUnpermutePlan> PlanMoeUnpermute(const MoeUnpermuteArgs& args, const char* api) {
+  auto plan = PlanUnpermute(args);
   if (!plan.ok()) return plan.status().WithContext(api);
   return plan;
 }

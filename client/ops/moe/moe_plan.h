@@ -1,7 +1,8 @@
-// MoeRoutePlan and MoePermutePlan: the arguments of moe_route and moe_permute (kiln/ops/moe.h)
-// validated and turned into what the kernels take (kiln::moe::MoeRouteParams,
-// MoePermuteParams, MoePermuteGatherParams) and the specialization they need. Pure: no driver
-// call, so every check runs, and is tested, without a GPU.
+// MoeRoutePlan, MoePermutePlan and MoeUnpermutePlan: the arguments of moe_route, moe_permute and
+// moe_unpermute (kiln/ops/moe.h) validated and turned into what the kernels take
+// (kiln::moe::MoeRouteParams, MoePermuteParams, MoePermuteGatherParams, MoeUnpermuteParams) and
+// the specialization and grid they need. Pure: no driver call, so every check runs, and is
+// tested, without a GPU.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,25 @@ int WidestUnit(std::initializer_list<uint64_t> values);
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
 StatusOr<MoePermutePlan> PlanMoePermute(const MoePermuteArgs& args, const char* api);
+
+// The arguments of moe_unpermute as the API receives them.
+struct MoeUnpermuteArgs {
+  const TensorView* out = nullptr;
+  const TensorView* expert_out = nullptr;
+  const TensorView* slot_to_row = nullptr;
+  const TensorView* topk_weights = nullptr;
+};
+
+struct MoeUnpermutePlan {
+  DType dtype = DType::kBFloat16;  // the specialization: expert_out's (and out's)
+  int device = 0;
+  unsigned threads = 0;         // block.x: moe::MoeUnpermuteThreads(units)
+  unsigned blocks_per_row = 0;  // grid.y: moe::MoeUnpermuteBlocksPerRow(units); grid.x is the tokens
+  moe::MoeUnpermuteParams params = {};
+};
+
+// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
+StatusOr<MoeUnpermutePlan> PlanMoeUnpermute(const MoeUnpermuteArgs& args, const char* api);
 
 // The smallest max_experts specialization that holds `experts` (1..kMaxExperts).
 int MaxExpertsFor(int64_t experts);

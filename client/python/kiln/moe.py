@@ -1,7 +1,8 @@
 """Mixture of experts (kiln/ops/moe.h, docs/kernels-moe.md): moe_route, the router's choice of
 top_k experts per token from logits [T, E] (fp32/fp16/bf16, E <= 256); moe_permute, those
 choices as the contiguous grouped layout of grouped_gemm (m_indptr, the row map and its inverse),
-with an optional gather of the tokens' rows. Outputs are allocated when omitted (torch tensors
+with an optional gather of the tokens' rows; moe_unpermute, the combine of the experts' output
+rows back into one weighted row per token. Outputs are allocated when omitted (torch tensors
 only)."""
 from . import _native
 from ._errors import InvalidArgument
@@ -71,3 +72,17 @@ def moe_permute(topk_ids, num_experts=None, *, align=1, x=None, expert_counts=No
     if x is None:
         return expert_counts, m_indptr, row_to_slot, slot_to_row
     return expert_counts, m_indptr, row_to_slot, slot_to_row, permuted_x
+
+
+def moe_unpermute(expert_out, slot_to_row, topk_weights, out=None, *, stream=None):
+    """out [T, H]: out[t] = sum over j of topk_weights[t, j] * expert_out[slot_to_row[t, j]], in fp32 in
+    the order of j, rounded once to expert_out's dtype (bf16/fp16). expert_out [R, H] holds the
+    experts' output rows in moe_permute's layout (grouped_gemm's output on its permuted_x);
+    slot_to_row [T, top_k] int32 is moe_permute's, topk_weights [T, top_k] fp32 moe_route's. An
+    index outside [0, R) (-1) contributes nothing and is never read; a token without a valid row
+    gets zeros. out is allocated as [T, H] of expert_out's dtype when omitted."""
+    api = "kiln.moe_unpermute"
+    if out is None:
+        out = allocate(api, "out", expert_out, shape=(int(slot_to_row.shape[0]), int(expert_out.shape[1])))
+    _native.moe_unpermute(out, expert_out, slot_to_row, topk_weights, stream_of(stream, expert_out))
+    return out

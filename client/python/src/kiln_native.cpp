@@ -659,6 +659,17 @@ PyObject* MoePermute(PyObject*, PyObject* const* a, Py_ssize_t n) {
                              ids.get(), x.get(), align, stream));
 }
 
+// moe_unpermute(out, expert_out, slot_to_row, topk_weights, stream)
+PyObject* MoeUnpermute(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  TensorArg out, expert_out, slot_to_row, weights;
+  void* stream;
+  if (!ArgCount("moe_unpermute", n, 5) || !out.Set(a[0], "out", false) || !expert_out.Set(a[1], "expert_out", false) ||
+      !slot_to_row.Set(a[2], "slot_to_row", false) || !weights.Set(a[3], "topk_weights", false) ||
+      !Stream(a[4], &stream))
+    return nullptr;
+  KILN_CALL(kiln_moe_unpermute(out.get(), expert_out.get(), slot_to_row.get(), weights.get(), stream));
+}
+
 // ---- gemm ------------------------------------------------------------------------------------
 
 // gemm(d, a, b, bias, c, beta, stream)
@@ -978,6 +989,7 @@ PyMethodDef kMethods[] = {{"_set_error_classes", SetErrorClasses, METH_O, nullpt
                           FASTCALL("argmax", Argmax),
                           FASTCALL("moe_route", MoeRoute),
                           FASTCALL("moe_permute", MoePermute),
+                          FASTCALL("moe_unpermute", MoeUnpermute),
                           FASTCALL("gemm", Gemm),
                           FASTCALL("grouped_gemm", GroupedGemm<kiln_grouped_gemm>),
                           FASTCALL("grouped_gemm_masked", GroupedGemm<kiln_grouped_gemm_masked>),

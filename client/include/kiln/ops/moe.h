@@ -1,6 +1,7 @@
 // kiln::ops mixture of experts on the GPU: moe_route, the router's choice of experts per token;
-// moe_permute, those choices as the contiguous grouped layout of grouped_gemm. Part of
-// kiln/ops.h (devices, contexts and streams as described there); docs/kernels-moe.md.
+// moe_permute, those choices as the contiguous grouped layout of grouped_gemm; moe_unpermute,
+// the combine of the experts' output rows back into one row per token. Part of kiln/ops.h
+// (devices, contexts and streams as described there); docs/kernels-moe.md.
 //
 // ---- moe_route ----
 //
@@ -52,6 +53,21 @@
 // a CUDA graph): one single-block launch, and with x one more, in stream order. Outputs must
 // not overlap the inputs or each other.
 //
+// ---- moe_unpermute ----
+//
+//   expert_out    [R, H]      bf16 or fp16: the grouped GEMM's output rows in moe_permute's
+//                             layout; last dim stride 1, rows may be padded; H >= 1
+//   slot_to_row   [T, top_k]  int32 (moe_permute's output): the row of token t's j-th choice;
+//                             last dim stride 1, rows may be padded; 1 <= top_k <= 16
+//   topk_weights  [T, top_k]  fp32 (moe_route's output), the same shape
+//   out           [T, H]      expert_out's dtype, written; last dim stride 1, rows may be padded
+// out[t, :] = sum over j with 0 <= slot_to_row[t, j] < R of topk_weights[t, j] *
+// expert_out[slot_to_row[t, j], :], accumulated in fp32 in the order j = 0, 1, ... and rounded
+// once. A row index outside [0, R) (-1: an id outside [0, E); anything at or past R: garbage)
+// contributes nothing and is never read; a token without a valid row gets zeros. Every element
+// of out's T x H is written, its row padding never. Deterministic (no atomics), capturable in a
+// CUDA graph; T = 0: OK, nothing launched. out must not overlap the inputs.
+//
 // The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_MOE_H_
 #define KILN_OPS_MOE_H_
@@ -99,6 +115,12 @@ KILN_API Status moe_permute(const TensorView& expert_counts, const TensorView& m
                             const TensorView& slot_to_row, const TensorView* permuted_x, const TensorView& topk_ids,
                             const TensorView* x, int64_t align, void* stream = nullptr);
 
+// Refused (INVALID_ARGUMENT naming the argument): other dtypes, ranks or shapes (T and top_k
+// of slot_to_row and topk_weights, H of expert_out and out), top_k outside 1..16, out
+// overlapping an input.
+KILN_API Status moe_unpermute(const TensorView& out, const TensorView& expert_out, const TensorView& slot_to_row,
+                              const TensorView& topk_weights, void* stream = nullptr);
+
 }  // namespace kiln::ops
 
 extern "C" {
@@ -135,6 +157,14 @@ KILN_API kiln_status kiln_moe_permute(DLTensor* expert_counts, DLTensor* m_indpt
                                       DLTensor* slot_to_row, DLTensor* permuted_x /* NULL: no gather */,
                                       const DLTensor* topk_ids, const DLTensor* x /* NULL: no gather */, int64_t align,
                                       void* stream);
+
+/* kiln_moe_unpermute: expert_out [R, H] bf16/fp16 (moe_permute's layout), slot_to_row [T, top_k]
+ * int32, topk_weights [T, top_k] fp32 (1 <= top_k <= 16) -> out [T, H] of expert_out's dtype:
+ * out[t] = sum over j of topk_weights[t, j] * expert_out[slot_to_row[t, j]] in fp32, in the order
+ * of j, rounded once; indices outside [0, R) (-1) contribute nothing and are never read; a token
+ * without a valid row gets zeros. T = 0: KILN_OK without a launch. */
+KILN_API kiln_status kiln_moe_unpermute(DLTensor* out, const DLTensor* expert_out, const DLTensor* slot_to_row,
+                                        const DLTensor* topk_weights, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

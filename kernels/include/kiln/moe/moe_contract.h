@@ -5,6 +5,8 @@
 //   moe_permute topk_ids [T, top_k] -> the contiguous grouped layout grouped_gemm takes: counts,
 //               m_indptr [E + 1] (groups padded to `align` rows), the row map and its inverse;
 //               optionally the gather of x's rows into that layout
+//   moe_unpermute the combine: expert_out [R, H] (the grouped GEMM's output rows in that layout)
+//               -> out [T, H], each token's rows weighted by topk_weights and summed in fp32
 //
 // moe_route's params: dtype (fp32, fp16, bf16: logits' type), scoring ("softmax" or "sigmoid": the scores
 // the experts are ranked by), max_experts (32, 64, 128 or 256: the E range one kernel holds,
@@ -22,6 +24,12 @@
 //   kiln_moe_permute_gather  only with x: one warp per permuted row, kGatherWarps rows per
 //                            block (items_per_block = kGatherWarps: rows), grid.x =
 //                            ceil(MoePermuteRows(...) / items_per_block).
+//
+// moe_unpermute's params: dtype (bf16 or fp16: expert_out's and out's type). The copy unit (16,
+// 8, 4 or 2 bytes), T, top_k, R and H are launch arguments. Its launch (its only entry): one
+// thread per unit of one token's row; block.x = MoeUnpermuteThreads(units) (at most the hinted
+// block, kUnpermuteBlock: items_per_block = kUnpermuteBlock units), grid.x = T (tokens: up to
+// 2^31 - 1), grid.y = MoeUnpermuteBlocksPerRow(units) (at most 65535), no dynamic shared memory.
 #pragma once
 
 #include "kiln/common/op_contract.h"
@@ -128,6 +136,55 @@ struct MoePermuteGatherParams {
   int reserved;  // 0
 };
 static_assert(sizeof(MoePermuteGatherParams) == 80, "MoePermuteGatherParams: 4 pointers, 4 longs, 4 ints");
+
+constexpr const char* kMoeUnpermuteOp = "moe_unpermute";
+constexpr const char* kMoeUnpermuteEntry = "kiln_moe_unpermute";
+
+// The combine: the most threads of a block, each one unit of a row (8 bf16 in a 16-byte unit:
+// 2048 elements, Qwen3-30B-A3B's hidden size, per block).
+constexpr int kUnpermuteBlock = 256;
+// grid.y's limit: the blocks of one row.
+constexpr long long kMaxUnpermuteBlocksPerRow = 65535;
+
+// The blocks over one row of `units` copy units: as few as kUnpermuteBlock threads allow.
+KILN_CONTRACT_FUNCTION long long MoeUnpermuteBlocksPerRow(long long units) {
+  return (units + kUnpermuteBlock - 1) / kUnpermuteBlock;
+}
+
+// The threads of each of those blocks: the units split evenly, rounded up to whole warps, so
+// that a row that needs two blocks does not leave most of the second one idle (DeepSeek-V3's
+// 7168 bf16 are 896 units: 4 blocks of 224 threads, not 3.5 blocks of 256).
+KILN_CONTRACT_FUNCTION int MoeUnpermuteThreads(long long units) {
+  const long long blocks = MoeUnpermuteBlocksPerRow(units);
+  const long long per_block = blocks > 0 ? (units + blocks - 1) / blocks : 1;
+  return static_cast<int>((per_block + 31) / 32 * 32);
+}
+
+// kiln_moe_unpermute's parameter:
+//   out[t, :] = sum over j < top_k with 0 <= slot_to_row[t, j] < rows of
+//               topk_weights[t, j] * expert_out[slot_to_row[t, j], :]
+// in fp32, in the order of j, rounded once to the output type; a token without such a row gets
+// zeros. A row index outside [0, rows) is never read (no row, as -1). Strides of the index and
+// weight tensors count elements between row starts, those of out and expert_out bytes; a row is
+// `units` units of unit_bytes (16, 8, 4 or 2: the widest dividing the row's bytes, both row
+// strides and both pointers).
+struct MoeUnpermuteParams {
+  void* out;                  // [tokens, H]
+  const void* expert_out;     // [rows, H]
+  const int* slot_to_row;     // [tokens, top_k]
+  const float* topk_weights;  // [tokens, top_k]
+  long long tokens;
+  long long rows;                 // expert_out's rows: an index at or past it is no row
+  long long out_stride_bytes;     // between out's row starts
+  long long expert_stride_bytes;  // between expert_out's row starts
+  long long slot_to_row_stride;
+  long long weights_stride;
+  int units;  // per row: H * element size / unit_bytes
+  int unit_bytes;
+  int top_k;     // 1 .. kMaxTopK
+  int reserved;  // 0
+};
+static_assert(sizeof(MoeUnpermuteParams) == 96, "MoeUnpermuteParams: 4 pointers, 6 longs, 4 ints");
 
 }  // namespace moe
 }  // namespace kiln
