@@ -410,10 +410,11 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     }
     FenceBarrierInit();
   }
-  // Launched as a programmatic dependent (gemm_launch.cpp): the block may start while the previous
-  // kernel on the stream runs. Every thread waits for its memory here, before the first global
-  // access (the group table, the TMA loads, the scales, D), so only the launch and the barrier
-  // setup above overlap it; and this grid's blocks all resident, the next kernel may be launched.
+  // Launched as a programmatic dependent (KILN_GEMM_PDL=1, gemm_launch.cpp; off by default), the
+  // block may start while the previous kernel on the stream runs: every thread waits for that
+  // kernel's memory here, before the first global access (the group table, the TMA loads, the
+  // scales, D), so only the launch and the barrier setup above overlap it; then, this grid's
+  // blocks all resident, the next kernel may be launched. In plain stream order both do nothing.
   GridDependencyWait();
   if (threadIdx.x == 0) GridDependencyLaunchDependents();
   if constexpr (S::kGrouped) {
