@@ -34,7 +34,8 @@ Llama-3.1-8B shapes, the same cases as kiln-bench's default list). For each case
 
 Backends: kiln, PyTorch's, and FlashInfer's where it imports (bench/flashinfer_peer.py: the norms,
 the gated activations, both RoPE forms, append_paged_kv, batch_decode with its tensor-core
-setting, the samplers; --no-flashinfer leaves them out).
+setting, the samplers, fused_moe's CUTLASS MoE; --no-flashinfer leaves them out). An optional peer
+that refuses a case is reported in the case's checks and on stdout as "not run: <why>".
 
 Rows: op, backend, case, dtype, shape, median/std/min us, TFLOP/s where an op counts FLOPs (gemm), GB/s (the bytes an op must move /
 time), % of the device-to-device copy bandwidth measured in the same run, and the time ratio
@@ -57,6 +58,14 @@ Decode and sampling:
     (bench/sampling/torch_baseline.py: topk / sort + cumsum filters, torch.multinomial) are
     timed; their draws are checked the same way but only reported (their filters are fp32).
     argmax is exact.
+
+MoE:
+  - fused_moe: the routing (kiln.moe_route on random logits, each model's router) is made once
+    per case and shared by every backend; peers are a PyTorch per-expert loop (the experts with
+    tokens found once per case, so it captures in a graph), a sort-based PyTorch layer (argsort,
+    gather, per-expert F.linear on contiguous slices, scatter-add; one host read per call, timed
+    back to back) and FlashInfer's cutlass_fused_moe. GB/s and % of copy count the weights of the
+    experts some token chose (what a decode step must read), not the whole layer's.
 """
 import argparse
 import importlib.util
@@ -176,6 +185,8 @@ class Op:
     draws = False     # outputs are random draws: checked by check_draws, not compared
     timing_peers = {}  # torch backend -> why it is timed but not compared (a different computation)
     check_only = ()    # torch backends compared but not timed (a slow exact stand-in, not a peer)
+    uncapturable = {}  # torch backend -> why it cannot be captured in a CUDA graph (timed back to back)
+    not_run = {}       # backend -> why it was not run on this case (set by make: an optional peer that refused)
 
     def make(self, axes, dtype, gen):
         raise NotImplementedError
@@ -838,6 +849,131 @@ class GroupedGemmMasked(Op):
         return 2.0 * self.valid * t["b"].shape[1] * t["a"].shape[2]
 
 
+def torch_moe_sorted(x, w13, w2, ids, weights):
+    """A MoE layer in eager PyTorch, sort-based: the (token, choice) slots sorted by expert
+    (argsort of the flattened ids, stable), x's rows gathered in that order, one F.linear pair per
+    expert on its contiguous slice of the sorted rows, the outputs weighted and scatter-added back
+    per token (index_add_ in fp32, one rounding). The slices' bounds are read on the host once per
+    call (one sync: it cannot be captured in a CUDA graph). Ids outside [0, E) are dropped."""
+    tokens, top_k = ids.shape
+    experts, inter = w13.shape[0], w13.shape[1] // 2
+    flat = ids.reshape(-1).long()
+    key = torch.where((flat >= 0) & (flat < experts), flat, experts)  # dropped slots sort last
+    order = torch.argsort(key, stable=True)
+    bounds = [0] + torch.cumsum(torch.bincount(key, minlength=experts + 1)[:experts], 0).tolist()
+    rows = bounds[-1]
+    slots = order[:rows]
+    tok = slots // top_k
+    xs = x.index_select(0, tok)
+    ys = torch.empty((rows, x.shape[1]), dtype=x.dtype, device=x.device)
+    for e in range(experts):
+        lo, hi = bounds[e], bounds[e + 1]
+        if hi > lo:
+            h = F.linear(xs[lo:hi], w13[e])
+            ys[lo:hi] = F.linear(F.silu(h[:, :inter]) * h[:, inter:], w2[e])
+    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+    out.index_add_(0, tok, ys.float() * weights.reshape(-1)[slots][:, None])
+    return out.to(x.dtype)
+
+
+class FusedMoe(Op):
+    """fused_moe: a whole expert layer on routed tokens (x [T, H], w13 [E, 2I, H], w2 [E, H, I]).
+    The routing is made once per case by kiln.moe_route from random router logits (Mixtral and
+    Qwen3: softmax, renormalized; DeepSeek-V3, E 256: sigmoid with a correction bias, 8 groups,
+    4 kept, scale 2.5), not timed: every backend gets the same topk_ids and topk_weights. Weights
+    uniform with variance 1 / fan_in, so every product stays near 1 in size. Peers:
+      - torch per-expert loop: for each expert with tokens, index_select of its rows, F.linear
+        gate and up, silu(gate) * up, F.linear down, index_add_ with the weights (fp32 sum, one
+        rounding). Which experts have tokens, and their rows, are found once per case on the host
+        (untimed, as grouped_gemm's peer knows its bounds): no host sync per call, so it captures
+        in a CUDA graph; a layer that finds them per call pays a sync on top.
+      - torch sorted: torch_moe_sorted (argsort, gather, per-expert F.linear on contiguous slices,
+        scatter-add), as eager code runs it: one host read of the bounds per call, so it is timed
+        back to back (the row's mechanism says so).
+      - FlashInfer's cutlass_fused_moe where it runs the case (bench/flashinfer_peer.py,
+        FusedMoePeer; else "not run: <why>" in the case's checks and on stdout).
+    bytes: x, out, the routing and the weights of the experts some token chose (what a decode
+    step must read: % of copy is the share of the copy bandwidth on those bytes); TFLOP/s from
+    6 * rows * H * I (rows: the valid (token, choice) pairs)."""
+    name, trace = "fused_moe", "fused_moe"
+    kiln_api = ("fused_moe", "fused_moe_workspace_bytes", "moe_route")
+    outputs, pure_outputs = ("out",), ("out",)
+    uncapturable = {"torch sorted (argsort + per-expert F.linear)": "reads the experts' bounds on the host each call"}
+
+    def make(self, a, dtype, gen):
+        tokens, top_k, experts, hidden, inter = a["tokens"], a["top_k"], a["experts"], a["hidden"], a["intermediate"]
+        bound13, bound2 = math.sqrt(3.0 / hidden), math.sqrt(3.0 / inter)
+        t = {"out": torch.empty(tokens, hidden, device="cuda", dtype=dtype),
+             "x": uniform((tokens, hidden), dtype, gen),
+             "w13": self.expert_weights((experts, 2 * inter, hidden), dtype, gen, bound13),
+             "w2": self.expert_weights((experts, hidden, inter), dtype, gen, bound2),
+             "workspace": torch.empty(kiln.fused_moe_workspace_bytes(tokens, top_k, experts, hidden, inter),
+                                      dtype=torch.uint8, device="cuda")}
+        logits = torch.randn((tokens, experts), device="cuda", generator=gen)
+        routing = {}
+        if experts == 256:  # DeepSeek-V3's router
+            bias = (torch.rand((experts,), device="cuda", generator=gen) - 0.5) * 0.2
+            routing = dict(correction_bias=bias, scoring="sigmoid", n_group=8, topk_group=4,
+                           routed_scaling_factor=2.5)
+        t["topk_ids"], t["topk_weights"] = kiln.moe_route(logits, top_k, **routing)
+        # The per-expert loop's rows: (expert, its tokens, their choice index), found once here.
+        ids = t["topk_ids"].long()
+        self.expert_rows = []
+        for e in torch.unique(ids[(ids >= 0) & (ids < experts)]).tolist():
+            tok, j = torch.nonzero(ids == e, as_tuple=True)
+            self.expert_rows.append((e, tok, j))
+        self.used_experts = [e for e, _, _ in self.expert_rows]
+        self.valid_rows = sum(int(tok.numel()) for _, tok, _ in self.expert_rows)
+        self.fi_peer, self.not_run = None, {}
+        if USE_FLASHINFER and FI.flashinfer is not None:
+            self.fi_peer, why = FI.FusedMoePeer.make(torch, t)
+            if why is not None:
+                self.not_run = {"flashinfer_cutlass_fused_moe": why}
+        return t
+
+    @staticmethod
+    def expert_weights(shape, dtype, gen, bound):
+        """uniform(-bound, bound) one expert at a time (DeepSeek-V3's w13 is 15 GB in bf16: its
+        fp32 draw at once would need four times that)."""
+        w = torch.empty(shape, dtype=dtype, device="cuda")
+        for e in range(shape[0]):
+            w[e] = uniform(shape[1:], dtype, gen, -bound, bound)
+        return w
+
+    def release(self):
+        self.expert_rows, self.fi_peer = [], None
+
+    def kiln(self, t):
+        kiln.fused_moe(t["x"], t["w13"], t["w2"], t["topk_ids"], t["topk_weights"], out=t["out"],
+                       workspace=t["workspace"])
+
+    def per_expert_loop(self, t):
+        x, w13, w2, weights = t["x"], t["w13"], t["w2"], t["topk_weights"]
+        inter = w13.shape[1] // 2
+        out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        for e, tok, j in self.expert_rows:
+            rows = x.index_select(0, tok)
+            act = F.silu(F.linear(rows, w13[e, :inter])) * F.linear(rows, w13[e, inter:])
+            out.index_add_(0, tok, F.linear(act, w2[e]).float() * weights[tok, j][:, None])
+        return (out.to(x.dtype),)
+
+    def torch_backends(self):
+        return {"torch per-expert loop": self.per_expert_loop,
+                "torch sorted (argsort + per-expert F.linear)": lambda t: (
+                    torch_moe_sorted(t["x"], t["w13"], t["w2"], t["topk_ids"], t["topk_weights"]),),
+                **(self.fi_peer.backends() if self.fi_peer is not None else {})}
+
+    def bytes(self, t):
+        per_expert = (t["w13"][0].numel() + t["w2"][0].numel()) * t["w13"].element_size()
+        return nbytes(t["x"], t["out"], t["topk_ids"], t["topk_weights"]) + len(self.used_experts) * per_expert
+
+    def footprint(self, t):
+        return self.bytes(t) + nbytes(t["workspace"])  # the weights of unused experts are never read
+
+    def flops(self, t):
+        return 6.0 * self.valid_rows * t["x"].shape[1] * (t["w13"].shape[1] // 2)
+
+
 OPS = [RmsNorm(), FusedAddRmsNorm(),
        ActAndMul("silu_and_mul", F.silu), ActAndMul("gelu_and_mul", F.gelu),
        ActAndMul("gelu_tanh_and_mul", lambda x: F.gelu(x, approximate="tanh")),
@@ -848,7 +984,7 @@ OPS = [RmsNorm(), FusedAddRmsNorm(),
        Sampler("top_k_top_p_sampling", "top_k_top_p", ("top_k", "top_p"), lambda x: SAMPLERS.top_k_top_p(x, 50, 0.9)),
        Sampler("min_p_sampling", "min_p", ("min_p",), lambda x: SAMPLERS.min_p(x, 0.1)),
        Sampler("argmax", None, (), lambda x: torch.argmax(x, -1)),
-       Gemm(), Fp8Gemm(), GroupedGemm(), GroupedGemmMasked()]
+       Gemm(), Fp8Gemm(), GroupedGemm(), GroupedGemmMasked(), FusedMoe()]
 
 # ---- checks -------------------------------------------------------------------------------------
 
@@ -932,9 +1068,10 @@ def call_trace_reference(op, trace, t):
 # ---- timing -------------------------------------------------------------------------------------
 
 
-def time_calls(fn, calls, reps):
+def time_calls(fn, calls, reps, not_capturable=None):
     """Per-call microseconds: `calls` calls fn(i) captured in a CUDA graph, replayed `reps` times
-    between CUDA events; back to back without a graph when capture fails."""
+    between CUDA events; back to back without a graph when capture fails, or without trying when
+    `not_capturable` says why it cannot be captured (a host sync in every call)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -944,13 +1081,16 @@ def time_calls(fn, calls, reps):
     mechanism = "cuda_events+cuda_graph"
     graph = torch.cuda.CUDAGraph()
     try:
+        if not_capturable is not None:
+            raise RuntimeError(not_capturable)
         with torch.cuda.graph(graph, stream=stream):
             for i in range(calls):
                 fn(i)
         replay = graph.replay
     except Exception as e:  # noqa: BLE001 - reported in the row
         torch.cuda.synchronize()
-        mechanism = f"cuda_events back-to-back (graph capture failed: {type(e).__name__}: {e})"
+        mechanism = (f"cuda_events back-to-back (not captured: {not_capturable})" if not_capturable is not None else
+                     f"cuda_events back-to-back (graph capture failed: {type(e).__name__}: {e})")
 
         def replay():
             with torch.cuda.stream(stream):
@@ -1050,6 +1190,9 @@ def measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_
             except Exception as e:  # noqa: BLE001 - a reference that cannot run is a failure, reported
                 checks["trace reference"] = {"ok": False, "detail": f"{type(e).__name__}: {e}"}
                 ok = False
+    for backend, why in op.not_run.items():
+        checks[f"{backend}: not run"] = {"ok": True, "detail": f"not run: {why}"}
+        print(f"# {op.name} {dtype_name} {label}: {backend} not run: {why}", flush=True)
     if not ok:
         bad = "; ".join(f"{k}: {v['detail']}" for k, v in checks.items() if not v["ok"])
         print(f"REFCHECK FAILED {op.name} {dtype_name} {shape} ({label}): {bad}", file=sys.stderr, flush=True)
@@ -1075,7 +1218,7 @@ def measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_
             backends[backend] = (lambda f: (lambda i: f(rotation[i % sets])))(fn)
     rows, kiln_median = [], None
     for backend, fn in backends.items():
-        times, mechanism = time_calls(fn, calls, args.reps)
+        times, mechanism = time_calls(fn, calls, args.reps, op.uncapturable.get(backend))
         median = statistics.median(times)
         if backend == "kiln":
             kiln_median = median

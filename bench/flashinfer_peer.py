@@ -8,9 +8,12 @@ the H200 machine; docs/benchmarking.md says how to carry and warm it): warm it i
 Covered here: rms_norm, fused_add_rms_norm, silu/gelu/gelu_tanh_and_mul, apply_rope (Llama-3.1
 scaling, positions as given), apply_rope_with_cos_sin_cache (NeoX), append_paged_kv, batch_decode
 (BatchDecodeWithPagedKVCacheWrapper with use_tensor_cores=True, its setting for GQA, planned
-once per case outside the timing; out compared, its lse is base 2), and the samplers from
+once per case outside the timing; out compared, its lse is base 2), the samplers from
 probabilities with the run's seed (draws checked against the allowed sets, reported like
-PyTorch's). In-place FlashInfer calls return the tensors they wrote.
+PyTorch's), and fused_moe (flashinfer.fused_moe.cutlass_fused_moe, TensorRT-LLM's CUTLASS MoE,
+on the same bf16/fp16 weights and routing; FusedMoePeer: tried once per case, "not run: <why>"
+when this FlashInfer lacks it or refuses the case). In-place FlashInfer calls return the tensors
+they wrote.
 """
 try:
     import flashinfer
@@ -95,6 +98,48 @@ def sampler(name, params, seed):
         return {}
     fn = getattr(flashinfer.sampling, fi_name)
     return {"flashinfer": lambda t: (fn(t["probs"], *(t[p] for p in params), seed=seed, offset=0).view(-1),)}
+
+
+class FusedMoePeer:
+    """flashinfer.fused_moe.cutlass_fused_moe for one fused_moe case: the routed tokens x [T, H]
+    with the case's topk_ids (int32) and topk_weights (fp32), unquantized fc1 [E, 2I, H] and fc2
+    [E, H, I] weights (quant_scales None), out of x's dtype. Its fc1 holds each expert's up rows
+    first, then the gate rows (TensorRT-LLM's w31; its swiglu is silu(second half) * first half),
+    so the case's w13 is copied once with its halves swapped, into the case's tensors as "w31"
+    (rotated with them, not timed). The first call JIT-compiles FlashInfer's MoE module (minutes).
+
+    FusedMoePeer.make(torch, t) -> (peer, None) when the call ran on the case, else (None, why)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    @staticmethod
+    def make(torch, t):
+        try:
+            from flashinfer.fused_moe import cutlass_fused_moe
+        except Exception as e:  # noqa: BLE001 - an older FlashInfer, or one built without it
+            return None, f"flashinfer.fused_moe.cutlass_fused_moe cannot be imported ({type(e).__name__}: {e})"
+        inter = t["w13"].shape[1] // 2
+        try:
+            t["w31"] = torch.cat((t["w13"][:, inter:], t["w13"][:, :inter]), dim=1).contiguous()
+            peer = FusedMoePeer(cutlass_fused_moe)
+            peer.call(t)  # the case once: compiles, and refuses what it does not support
+            torch.cuda.synchronize()
+            return peer, None
+        except Exception as e:  # noqa: BLE001 - reported as the backend's "not run" reason
+            t.pop("w31", None)
+            torch.cuda.empty_cache()
+            text = str(e).strip().splitlines()
+            return None, f"{type(e).__name__}: {text[0][:300] if text else ''}"
+
+    def call(self, t):
+        x = t["x"]
+        result = self.fn(x, t["topk_ids"], t["topk_weights"], t["w31"], t["w2"], x.dtype, quant_scales=None,
+                         output=t["out"])
+        return result[0] if isinstance(result, (list, tuple)) else result
+
+    def backends(self):
+        return {"flashinfer_cutlass_fused_moe": lambda t: (self.call(t),)}
 
 
 def backends(enabled, make):

@@ -65,7 +65,8 @@ std::string BenchUsage() {
   kiln-bench --check [options]           correctness only: every backend of every routine, each
                                          dtype, at the routine's check shapes (small and
                                          awkward), on fresh random inputs with poisoned outputs,
-                                         against the float64 CPU reference; nothing is timed
+                                         against the float64 CPU reference; nothing is timed;
+                                         --only R1,R2 checks those routines alone
   kiln-bench --overhead [options]        host time per call of kiln::ops calls (silu_and_mul
                                          1x8, rms_norm 1x128) against a raw cuLaunchKernelEx of
                                          the same kernel (routine call_overhead)
@@ -145,12 +146,22 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
                                           "--shapes",      "--shape",  "--dtype",  "--dtypes",
                                           "--backends",    "--label",  "--iters",  "--warmup",
                                           "--max-seconds", "--l2",     "--timer",  "--seed",
-                                          "--device",      "--socket", "--out"};
+                                          "--device",      "--socket", "--out",    "--only"};
       if (std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) == std::end(kValueFlags))
         return InvalidArgument("unknown flag '" + flag + "' (see --help)");
       KILN_ASSIGN_OR_RETURN(auto v, take());
       const std::string& s = v;
-      if (flag == "--routine") {
+      if (flag == "--only") {
+        // --check's filter: routines by name, comma-separated.
+        size_t start = 0;
+        while (start <= s.size()) {
+          size_t end = s.find(',', start);
+          if (end == std::string::npos) end = s.size();
+          if (end == start) return InvalidArgument("--only: an empty routine name in '" + s + "'");
+          o.only.push_back(s.substr(start, end - start));
+          start = end + 1;
+        }
+      } else if (flag == "--routine") {
         KILN_RETURN_IF_ERROR(set_mode(BenchMode::kRun, flag));
         if (s.empty()) return InvalidArgument("--routine: empty; see --list-routines");
         o.routine = s;
@@ -224,6 +235,8 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
     return InvalidArgument(
         "nothing to do: give --routine, --traces, --list, --list-routines, --generate-list, --check or --overhead (see "
         "--help)");
+  if (!o.only.empty() && o.mode != BenchMode::kCheck)
+    return InvalidArgument("--only goes with --check (a list file or --routine names the routines of a run)");
   if (o.mode != BenchMode::kRun && have_run_flags)
     return InvalidArgument(
         "--shapes, --dtype, --backends and --label go with --routine (a list file names them per line)");

@@ -39,6 +39,7 @@ struct BenchOptions {
   BenchMode mode = BenchMode::kHelp;
   // kRun
   std::string routine;
+  std::vector<std::string> only;  // --check: these routines alone (empty: every routine)
   std::vector<std::string> dtypes = {"bf16"};
   std::vector<ShapeAxes> shapes;  // --shapes "a=1,b=2;a=3,b=4"
   std::vector<std::string> backends = {"kiln", "reference"};

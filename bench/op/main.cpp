@@ -1,6 +1,7 @@
 // kiln-bench: the unified benchmark of Kiln's ops (docs/benchmarking.md). Every case is
 // checked against the reference backend before anything is timed; the rows say how each
 // figure was measured. Needs a GPU and a running kilnd; without a GPU it exits with 77.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -264,7 +265,13 @@ int Check(const BenchOptions& options) {
   std::printf("# %s (%s); kilnd %s; seed %llu\n", d.info().name.c_str(), d.arch().c_str(), DaemonTarget().c_str(),
               static_cast<unsigned long long>(options.seed));
   int checks = 0, failed = 0, not_applicable = 0;
+  for (const std::string& name : options.only)
+    if (RoutineRegistry::Global().Find(name) == nullptr)
+      return Fail("--only: no routine '" + name + "' (see --list-routines)");
   for (const Routine* routine : RoutineRegistry::Global().All()) {
+    if (!options.only.empty() &&
+        std::find(options.only.begin(), options.only.end(), std::string(routine->name())) == options.only.end())
+      continue;
     for (DType dtype : routine->dtypes()) {
       for (const BackendInfo& backend : routine->backends()) {
         for (const ShapeAxes& shape : routine->CheckShapes()) {

@@ -274,7 +274,7 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
   KILN_ABSL_RETURN_IF_ERROR(
       c.OnlyKeys(doc, "document",
                  {"name", "op_type", "description", "api", "axes", "inputs", "outputs", "returns", "scalars",
-                  "constraints", "tags", "reference", "examples", "no_examples", "notes"}));
+                  "constraints", "tags", "reference", "examples", "no_examples", "notes", "composed_of"}));
   for (auto [key, field] : {std::pair{"name", &def->name}, std::pair{"op_type", &def->op_type},
                             std::pair{"description", &def->description}}) {
     KILN_ABSL_ASSIGN_OR_RETURN(const Json* v, c.Member(doc, "document", key, true, Json::value_t::string));
@@ -382,6 +382,18 @@ absl::Status Parse(const Checker& c, const Json& doc, TraceDefinition* def) {
     for (const auto& t : *tags) {
       if (!t.is_string() || t.get<std::string>().empty()) return c.Fail("tags", "entries are non-empty strings");
       def->tags.push_back(t.get<std::string>());
+    }
+  }
+
+  KILN_ABSL_ASSIGN_OR_RETURN(const Json* composed,
+                             c.Member(doc, "document", "composed_of", false, Json::value_t::array));
+  if (composed != nullptr) {
+    if (composed->empty()) return c.Fail("composed_of", "names at least one op");
+    for (const auto& op : *composed) {
+      if (!op.is_string() || !IsIdentifier(op.get<std::string>()))
+        return c.Fail("composed_of", "entries are op names (identifiers)");
+      if (op.get<std::string>() == def->name) return c.Fail("composed_of", "an op is not composed of itself");
+      def->composed_of.push_back(op.get<std::string>());
     }
   }
 

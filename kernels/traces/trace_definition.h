@@ -79,6 +79,9 @@ struct TraceDefinition {
   TraceReturn returns;        // type empty: the API returns only a status
   std::vector<TraceExample> examples;
   std::string no_examples;  // why an internal op has no examples (and so no benchmark cases)
+  // A composed op (fused_moe): an op of the client library with no generator of its own, whose
+  // launches are the kernels of these registered ops. Empty for an op with its own generator.
+  std::vector<std::string> composed_of;
 
   const TraceAxis* FindAxis(std::string_view axis) const;
   std::vector<std::string> VarAxes() const;  // in definition order

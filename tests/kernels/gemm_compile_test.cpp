@@ -260,6 +260,54 @@ TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for s
   CHECK(std::string(typed.status().message()).find("dtype") != std::string::npos);
 }
 
+TEST_CASE("grouped_gemm's silu_and_mul epilogue: every tile generates, the URI names it, both layouts compile "
+          "for sm_90a without spills, and the fp8 ops do not take it",
+          "[gemm][compile]") {
+  int compiled = 0;
+  for (const char* op : {"grouped_gemm", "grouped_gemm_masked"}) {
+    for (int tile_m : gemm::kTileMChoices) {
+      for (int tile_n : gemm::kTileNChoices) {
+        const int stages = gemm::GemmMaxStages(tile_m, tile_n, 1, /*grouped=*/true);
+        Params params = TacticParams("bf16", "bf16", tile_m, tile_n, stages);
+        params.erase("split_k");
+        params["epilogue"] = "silu_and_mul";
+        auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
+        INFO(op << " " << tile_m << "x" << tile_n << ": " << spec.status().ToString());
+        REQUIRE(spec.ok());
+        CHECK(spec->uri == std::string(op) + "_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
+                               "x64s" + std::to_string(stages) + "g8_silu_and_mul");
+        CHECK(spec->params.at("epilogue") == "silu_and_mul");
+        // The same shared memory as the plain kernel: the stage holds tile_n rows of B either way.
+        CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, tile_n, stages, 1, /*grouped=*/true));
+        // The plain kernel's URI does not change, and its spec says epilogue none.
+        params.erase("epilogue");
+        auto plain = OpRegistry::Builtin().Generate(op, params, *Tree());
+        REQUIRE(plain.ok());
+        CHECK(plain->uri.find("silu") == std::string::npos);
+        CHECK(plain->params.at("epilogue") == "none");
+        // Every tile of the contiguous layout (fused_moe's), two of the masked one.
+        if (std::string(op) == "grouped_gemm_masked" && !(tile_m == 128 && (tile_n == 128 || tile_n == 256))) continue;
+        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+        auto result = Compiler().Compile(request);
+        INFO(result.status().ToString());
+        REQUIRE(result.ok());
+        ++compiled;
+        REQUIRE(result->kernels.size() == 1);
+        CHECK(result->kernels[0].spill_store_bytes == 0);
+        CHECK(result->kernels[0].spill_load_bytes == 0);
+        CHECK(result->kernels[0].stack_bytes == 0);
+      }
+    }
+  }
+  CHECK(compiled == 8 + 2);
+  auto bad = OpRegistry::Builtin().Generate("grouped_gemm", {{"dtype", "bf16"}, {"epilogue", "gelu"}}, *Tree());
+  REQUIRE(!bad.ok());
+  CHECK(std::string(bad.status().message()).find("epilogue") != std::string::npos);
+  auto fp8 = OpRegistry::Builtin().Generate("grouped_fp8_gemm", {{"epilogue", "silu_and_mul"}}, *Tree());
+  REQUIRE(!fp8.ok());
+  CHECK(std::string(fp8.status().message()).find("epilogue") != std::string::npos);
+}
+
 TEST_CASE("fp8_gemm compiles every tile and the decode splits for sm_90a without spills", "[gemm][compile]") {
   int compiled = 0;
   for (const char* out : {"bf16", "fp32"}) {

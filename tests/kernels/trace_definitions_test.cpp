@@ -118,7 +118,16 @@ void AddScalarNames(const std::vector<testing::ApiParam>& params, const Headers&
 TEST_CASE("every registered op has a trace definition, and every definition names a registered op", "[traces]") {
   std::set<std::string> registered, defined;
   for (const auto& op : kernels::OpRegistry::Builtin().all()) registered.emplace(op->name());
-  for (const auto& def : Definitions()) defined.insert(def.name);
+  for (const auto& def : Definitions()) {
+    if (!def.composed_of.empty()) {
+      // A composed op has no generator: the ops whose kernels it launches must have one.
+      INFO(def.file << ": composed_of names an op that no generator registers");
+      for (const auto& part : def.composed_of) CHECK(kernels::OpRegistry::Builtin().Find(part) != nullptr);
+      CHECK(kernels::OpRegistry::Builtin().Find(def.name) == nullptr);
+      continue;
+    }
+    defined.insert(def.name);
+  }
   std::vector<std::string> missing, unknown;
   std::set_difference(registered.begin(), registered.end(), defined.begin(), defined.end(),
                       std::back_inserter(missing));
@@ -264,13 +273,18 @@ TEST_CASE("trace definitions match the public C++ and C declarations of their AP
 TEST_CASE("trace definition examples use dtypes the op's generator takes", "[traces]") {
   for (const auto& def : Definitions()) {
     INFO(def.file);
-    const kernels::OpGenerator* op = kernels::OpRegistry::Builtin().Find(def.name);
-    if (op == nullptr) continue;  // reported by the registry test
-    for (const auto& param : op->params()) {
-      if (param.name != "dtype" || param.choices.empty()) continue;
-      for (const auto& example : def.examples) {
-        INFO(example.name << ": dtype " << example.dtype << "; " << def.name << " takes " << Join(param.choices));
-        CHECK(std::find(param.choices.begin(), param.choices.end(), example.dtype) != param.choices.end());
+    // A composed op's examples must suit every op it launches that has a dtype.
+    std::vector<std::string> generators = def.composed_of;
+    if (generators.empty()) generators.push_back(def.name);
+    for (const std::string& name : generators) {
+      const kernels::OpGenerator* op = kernels::OpRegistry::Builtin().Find(name);
+      if (op == nullptr) continue;  // reported by the registry test
+      for (const auto& param : op->params()) {
+        if (param.name != "dtype" || param.choices.empty()) continue;
+        for (const auto& example : def.examples) {
+          INFO(example.name << ": dtype " << example.dtype << "; " << name << " takes " << Join(param.choices));
+          CHECK(std::find(param.choices.begin(), param.choices.end(), example.dtype) != param.choices.end());
+        }
       }
     }
   }

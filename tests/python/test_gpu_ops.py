@@ -394,6 +394,106 @@ def test_moe_unpermute_combines_route_and_permute(kilnd, tokens, experts, top_k,
     assert torch.isnan(padded[:, hidden:]).all()
 
 
+def _fused_moe_reference(x, w13, w2, ids, weights):
+    """kernels/traces/fused_moe.json's reference in float64, per expert: its tokens' rows through
+    the gate and up rows, silu(gate) * up rounded to x's dtype, the down projection rounded to x's
+    dtype (the op stores both in it), weighted and summed per token; ids outside [0, E) dropped."""
+    torch = _torch()
+    experts, inter = w13.shape[0], w13.shape[1] // 2
+    xd = x.double()
+    out = torch.zeros_like(xd)
+    idx = ids.long()
+    for e in torch.unique(idx[(idx >= 0) & (idx < experts)]).tolist():
+        tok, j = torch.nonzero(idx == e, as_tuple=True)
+        h = xd[tok] @ w13[e].double().t()
+        gate, up = h[:, :inter], h[:, inter:]
+        act = (gate / (1 + torch.exp(-gate)) * up).to(x.dtype).double()
+        y = (act @ w2[e].double().t()).to(x.dtype).double()
+        out.index_add_(0, tok, y * weights[tok, j].double()[:, None])
+    return out
+
+
+def _expert_weights(shape, fan_in, dtype, g):
+    """Uniform with variance 1 / fan_in: the gate, up and down products stay near 1 in size."""
+    bound = math.sqrt(3.0 / fan_in)
+    return ref.uniform(shape, dtype, g, -bound, bound)
+
+
+# The routing of the models whose shapes the cases borrow (moe_route's options).
+_DEEPSEEK_ROUTING = dict(scoring="sigmoid", n_group=8, topk_group=4, routed_scaling_factor=2.5)
+
+
+@requires_sm90a
+@pytest.mark.parametrize("tokens", [0, 1, 5, 64, 300])
+@pytest.mark.parametrize("experts,top_k,hidden,inter,routing", [
+    (8, 2, 128, 256, "softmax"),     # Mixtral's routing, small widths
+    (64, 6, 136, 200, "softmax"),    # H and I that no tile divides (partial tiles both ways)
+    (256, 8, 64, 128, "deepseek"),   # DeepSeek-V3's routing: sigmoid, bias, group limit, scaling
+])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_fused_moe_matches_the_float64_reference(kilnd, tokens, experts, top_k, hidden, inter, routing, dtype):
+    """route -> fused_moe (a dropped choice on every fifth token) against the float64 reference;
+    routing inside the call (router_logits=, top_k=) gives the same bits; in place (out=x) and
+    into a given out with padded rows with one workspace, reused, the same bits again."""
+    torch = _torch()
+    g = _gen(31)
+    dt = ref.torch_dtype(dtype)
+    x = ref.uniform((tokens, hidden), dt, g)
+    w13 = _expert_weights((experts, 2 * inter, hidden), hidden, dt, g)
+    w2 = _expert_weights((experts, hidden, inter), inter, dt, g)
+    logits = torch.randn((tokens, experts), device="cuda", generator=g)
+    options = {}
+    if routing == "deepseek":
+        bias = (torch.rand((experts,), device="cuda", generator=g) - 0.5) * 0.2
+        options = dict(_DEEPSEEK_ROUTING, correction_bias=bias)
+    ids, weights = kiln.moe_route(logits, top_k, **options)
+    ids[::5, -1] = -1  # dropped: no row, no contribution
+    out = kiln.fused_moe(x, w13, w2, ids, weights)
+    assert out.dtype == dt and tuple(out.shape) == (tokens, hidden)
+    want = _fused_moe_reference(x, w13, w2, ids, weights)
+    # Two roundings to the dtype (each expert's output row, then out) against float64.
+    _close(out.double(), want, dtype, scale=2.0)
+
+    # Routed inside the call: the same choices (the last ones of every fifth token not dropped).
+    routed = kiln.fused_moe(x, w13, w2, router_logits=logits, top_k=top_k, **options)
+    ids_all, weights_all = kiln.moe_route(logits, top_k, **options)
+    assert torch.equal(routed.view(torch.int16), kiln.fused_moe(x, w13, w2, ids_all, weights_all).view(torch.int16))
+
+    # One workspace of the exact size, reused: in place on a copy of x, then into padded rows.
+    nbytes = kiln.fused_moe_workspace_bytes(tokens, top_k, experts, hidden, inter)
+    workspace = torch.full((nbytes,), 0xA5, dtype=torch.uint8, device="cuda")  # scratch: any contents
+    inplace = x.clone()
+    again = kiln.fused_moe(inplace, w13, w2, ids, weights, out=inplace, workspace=workspace)
+    assert again is inplace and torch.equal(inplace.view(torch.int16), out.view(torch.int16))
+    padded = torch.full((tokens, hidden + 8), float("nan"), device="cuda", dtype=dt)
+    kiln.fused_moe(x, w13, w2, ids, weights, out=padded[:, :hidden], workspace=workspace)
+    assert torch.equal(padded[:, :hidden].view(torch.int16), out.view(torch.int16))
+    assert torch.isnan(padded[:, hidden:]).all()
+
+
+@requires_sm90a
+@pytest.mark.parametrize("dtype", ["bf16"])
+def test_fused_moe_mixtral_width_one_token(kilnd, dtype):
+    """Mixtral-8x7B's expert widths (E 8, top-2, H 4096, I 14336) at decode: one token, the two
+    experts it chose read, against the float64 reference; in place with a given workspace."""
+    torch = _torch()
+    g = _gen(32)
+    dt = ref.torch_dtype(dtype)
+    experts, top_k, hidden, inter = 8, 2, 4096, 14336
+    x = ref.uniform((1, hidden), dt, g)
+    w13 = _expert_weights((experts, 2 * inter, hidden), hidden, dt, g)
+    w2 = _expert_weights((experts, hidden, inter), inter, dt, g)
+    logits = torch.randn((1, experts), device="cuda", generator=g)
+    ids, weights = kiln.moe_route(logits, top_k)
+    out = kiln.fused_moe(x, w13, w2, ids, weights)
+    _close(out.double(), _fused_moe_reference(x, w13, w2, ids, weights), dtype, scale=2.0)
+    workspace = torch.empty(kiln.fused_moe_workspace_bytes(1, top_k, experts, hidden, inter), dtype=torch.uint8,
+                            device="cuda")
+    assert workspace.numel() == 74752  # the trace example's figure
+    kiln.fused_moe(x, w13, w2, router_logits=logits, top_k=top_k, out=x, workspace=workspace)
+    assert torch.equal(x.view(torch.int16), out.view(torch.int16))
+
+
 # ---- gemm ----------------------------------------------------------------------------------------
 
 

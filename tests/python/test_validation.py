@@ -3,15 +3,36 @@
 (tests/client/ops/*_validation_test.cpp). Tensors are fake DLPack objects on a made-up CUDA
 device (fake_dlpack.py): the checks run before the driver is touched, so no GPU is needed."""
 import array
+import json
+import os
 import sys
 
 import pytest
 
 import kiln
 import kiln.testing
+from kiln import _build_info
 from fake_dlpack import KDL_CPU, FakeTensor, cuda
 
 np = pytest.importorskip("numpy")
+
+def _fused_moe(dtype="bf16", **replace):
+    """kiln.fused_moe on fake tensors (T 4, H 64, E 8, I 16, top_k 2), every argument given and
+    valid unless `replace` says otherwise."""
+    t = {"x": cuda((4, 64), dtype), "w13": cuda((8, 32, 64), dtype), "w2": cuda((8, 64, 16), dtype),
+         "topk_ids": cuda((4, 2), "int32"), "topk_weights": cuda((4, 2), "fp32"), "out": cuda((4, 64), dtype),
+         "workspace": cuda((kiln.fused_moe_workspace_bytes(4, 2, 8, 64, 16),), "uint8")}
+    t.update(replace)
+    return kiln.fused_moe(t.pop("x"), t.pop("w13"), t.pop("w2"), **t)
+
+
+def _at(tensor, offset, shape, dtype):
+    """A fake tensor `offset` bytes into another's (made-up) memory."""
+    return FakeTensor(shape, dtype, data=tensor._managed.dl_tensor.data + offset)
+
+
+_X = cuda((4, 64), "bf16")  # the tensor the overlap cases alias
+
 
 # (id, call, the message's fragment)
 CASES = [
@@ -133,6 +154,71 @@ CASES = [
     ("moe_unpermute out shape", lambda: kiln.moe_unpermute(
         cuda((8, 64), "bf16"), cuda((4, 2), "int32"), cuda((4, 2), "fp32"), out=cuda((5, 64), "bf16")),
      "kiln_moe_unpermute: out: expected shape [4, 64] (slot_to_row's tokens, expert_out's hidden size), found [5, 64]"),
+    ("fused_moe x dtype", lambda: _fused_moe("fp32"),
+     "kiln_fused_moe: x: expected dtype bf16 or fp16, found fp32"),
+    ("fused_moe x rank", lambda: _fused_moe(x=cuda((4, 64, 1), "bf16")),
+     "kiln_fused_moe: x: expected a 2-D tensor [T, H], found rank 3 [4, 64, 1]"),
+    ("fused_moe hidden", lambda: _fused_moe(x=cuda((4, 60), "bf16"), out=cuda((4, 60), "bf16")),
+     "kiln_fused_moe: x: H (dim 1) must be a positive multiple of 8 (16-byte rows for TMA), found [4, 60]"),
+    ("fused_moe w13 dtype", lambda: _fused_moe(w13=cuda((8, 32, 64), "fp16")),
+     "kiln_fused_moe: w13: expected dtype bf16, found fp16"),
+    ("fused_moe w13 rank", lambda: _fused_moe(w13=cuda((256, 64), "bf16")),
+     "kiln_fused_moe: w13: expected a 3-D tensor [E, 2I, H], found rank 2 [256, 64]"),
+    ("fused_moe experts", lambda: _fused_moe(w13=cuda((257, 32, 64), "bf16"), w2=cuda((257, 64, 16), "bf16")),
+     "kiln_fused_moe: w13: E (dim 0) must be 1 to 256, found shape [257, 32, 64]"),
+    ("fused_moe gate_up", lambda: _fused_moe(w13=cuda((8, 40, 64), "bf16"), w2=cuda((8, 64, 20), "bf16")),
+     "kiln_fused_moe: w13: dim 1 is the gate rows then the up rows, 2I with I a positive multiple of 8, found "
+     "shape [8, 40, 64]"),
+    ("fused_moe w13 hidden", lambda: _fused_moe(w13=cuda((8, 32, 128), "bf16")),
+     "kiln_fused_moe: w13: expected shape [E, 2I, 64] (H = x's dim 1), found [8, 32, 128]"),
+    ("fused_moe w2 shape", lambda: _fused_moe(w2=cuda((8, 64, 32), "bf16")),
+     "kiln_fused_moe: w2: expected shape [8, 64, 16] (w13's E, x's H, w13's I), found [8, 64, 32]"),
+    ("fused_moe w2 dtype", lambda: _fused_moe(w2=cuda((8, 64, 16), "fp16")),
+     "kiln_fused_moe: w2: expected dtype bf16, found fp16"),
+    ("fused_moe ids dtype", lambda: _fused_moe(topk_ids=cuda((4, 2), "int64")),
+     "kiln_fused_moe: topk_ids: expected dtype int32, found int64"),
+    ("fused_moe ids rows", lambda: _fused_moe(topk_ids=cuda((5, 2), "int32")),
+     "kiln_fused_moe: topk_ids: expected 4 rows (x's T), found shape [5, 2]"),
+    ("fused_moe top_k above E", lambda: _fused_moe(topk_ids=cuda((4, 9), "int32"), topk_weights=cuda((4, 9), "fp32")),
+     "kiln_fused_moe: topk_ids: top_k (dim 1) must be 1 to min(E, 16) = 8, found [4, 9]"),
+    ("fused_moe weights shape", lambda: _fused_moe(topk_weights=cuda((4, 3), "fp32")),
+     "kiln_fused_moe: topk_weights: expected shape [4, 2] (topk_ids'), found [4, 3]"),
+    ("fused_moe weights dtype", lambda: _fused_moe(topk_weights=cuda((4, 2), "bf16")),
+     "kiln_fused_moe: topk_weights: expected dtype fp32, found bf16"),
+    ("fused_moe out dtype", lambda: _fused_moe(out=cuda((4, 64), "fp16")),
+     "kiln_fused_moe: out: expected dtype bf16, found fp16"),
+    ("fused_moe out shape", lambda: _fused_moe(out=cuda((4, 56), "bf16")),
+     "kiln_fused_moe: out: expected shape [4, 64] (x's), found [4, 56]"),
+    ("fused_moe workspace size", lambda: _fused_moe(workspace=cuda((2303,), "uint8")),
+     "kiln_fused_moe: workspace: expected at least fused_moe_workspace_bytes(T 4, top_k 2, E 8, H 64, I 16) = "
+     "2304 bytes, found [2303]"),
+    ("fused_moe workspace dtype", lambda: _fused_moe(workspace=cuda((2304,), "int32")),
+     "kiln_fused_moe: workspace: expected dtype uint8, found int32"),
+    ("fused_moe workspace rank", lambda: _fused_moe(workspace=cuda((9, 256), "uint8")),
+     "kiln_fused_moe: workspace: expected a 1-D tensor [bytes], found rank 2 [9, 256]"),
+    ("fused_moe workspace alignment", lambda: _fused_moe(workspace=_at(_X, (1 << 20) + 16, (2304,), "uint8")),
+     "is not 256-byte aligned"),
+    ("fused_moe out partly over x", lambda: _fused_moe(x=_X, out=_at(_X, 128, (4, 64), "bf16")),
+     "kiln_fused_moe: out and x overlap in memory"),
+    ("fused_moe workspace over x", lambda: _fused_moe(x=_X, workspace=_at(_X, 0, (2304,), "uint8")),
+     "kiln_fused_moe: workspace and x overlap in memory"),
+    ("fused_moe ids and logits", lambda: _fused_moe(router_logits=cuda((4, 8), "fp32"), top_k=2),
+     "kiln.fused_moe: router_logits: give topk_ids and topk_weights (the choices), or router_logits and top_k "
+     "(routed here), not both"),
+    ("fused_moe logits without top_k", lambda: _fused_moe(topk_ids=None, topk_weights=None,
+                                                          router_logits=cuda((4, 8), "fp32")),
+     "kiln.fused_moe: top_k: router_logits needs top_k (the experts per token)"),
+    ("fused_moe no choices", lambda: _fused_moe(topk_ids=None, topk_weights=None),
+     "kiln.fused_moe: topk_ids: give topk_ids and topk_weights (moe_route's outputs), or router_logits= and top_k="),
+    ("fused_moe ids without weights", lambda: _fused_moe(topk_weights=None),
+     "kiln.fused_moe: topk_weights: give topk_ids and topk_weights"),
+    ("fused_moe route option with ids", lambda: _fused_moe(scoring="sigmoid"),
+     "kiln.fused_moe: scoring: a routing option, taken only with router_logits= (the choices were given)"),
+    ("fused_moe top_k not the ids'", lambda: _fused_moe(top_k=3),
+     "kiln.fused_moe: top_k: 3 is not topk_ids' dim 1 (2); leave it out with given choices"),
+    ("fused_moe route options reach moe_route", lambda: _fused_moe(
+        topk_ids=None, topk_weights=None, router_logits=cuda((4, 8), "fp32"), top_k=2, scoring="relu"),
+     "kiln.moe_route: scoring: expected 'softmax' or 'sigmoid', found 'relu'"),
     ("gemm b dtype", lambda: kiln.gemm(cuda((4, 64)), cuda((32, 64), "fp32"), out=cuda((4, 32))),
      "kiln_gemm: b: expected dtype fp16 (a's), found fp32"),
     ("grouped_gemm m_indptr dtype", lambda: kiln.grouped_gemm(
@@ -212,6 +298,9 @@ NUMPY_CALLS = [
                                              slot_to_row=_np((2, 2), np.int32))),
     ("moe_unpermute", lambda: kiln.moe_unpermute(_np((4, 64), np.float16), _np((2, 2), np.int32),
                                                  _np((2, 2), np.float32), out=_np((2, 64), np.float16))),
+    ("fused_moe", lambda: kiln.fused_moe(_np((2, 64)), _np((8, 32, 64)), _np((8, 64, 16)), _np((2, 2), np.int32),
+                                         _np((2, 2), np.float32), out=_np((2, 64)),
+                                         workspace=_np((kiln.fused_moe_workspace_bytes(2, 2, 8, 64, 16),), np.uint8))),
 ]
 
 
@@ -230,17 +319,21 @@ def test_a_cpu_dlpack_tensor_is_refused_like_numpy():
         kiln.rms_norm(cpu, cuda((64,)), out=cuda((4, 64)))
 
 
-@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax", "moe_route", "moe_permute", "moe_unpermute"])
+@pytest.mark.parametrize("what", ["rms_norm", "silu_and_mul", "argmax", "moe_route", "moe_permute", "moe_unpermute",
+                                  "fused_moe", "fused_moe workspace"])
 def test_an_output_without_torch_must_be_given(what):
     x = cuda((4, 64), "fp32" if what in ("argmax", "moe_route") else "fp16")
     calls = {"rms_norm": lambda: kiln.rms_norm(x, cuda((64,))), "silu_and_mul": lambda: kiln.silu_and_mul(x),
              "argmax": lambda: kiln.argmax(x), "moe_route": lambda: kiln.moe_route(x, 8),
              "moe_permute": lambda: kiln.moe_permute(cuda((4, 8), "int32"), 64),
              "moe_unpermute": lambda: kiln.moe_unpermute(cuda((8, 64), "bf16"), cuda((4, 2), "int32"),
-                                                         cuda((4, 2), "fp32"))}
-    name = {"argmax": "samples", "moe_route": "topk_ids", "moe_permute": "expert_counts"}.get(what, "out")
-    with pytest.raises(kiln.InvalidArgument, match=f"kiln.{what}: {name}: not given, and it can only be allocated "
-                                                   f"for torch tensors .*pass {name}="):
+                                                         cuda((4, 2), "fp32")),
+             "fused_moe": lambda: _fused_moe(out=None),
+             "fused_moe workspace": lambda: _fused_moe(workspace=None)}
+    name = {"argmax": "samples", "moe_route": "topk_ids", "moe_permute": "expert_counts",
+            "fused_moe workspace": "workspace"}.get(what, "out")
+    with pytest.raises(kiln.InvalidArgument, match=f"kiln.{what.split()[0]}: {name}: not given, and it can only be "
+                                                   f"allocated for torch tensors .*pass {name}="):
         calls[what]()
 
 
@@ -294,3 +387,42 @@ def test_valid_arguments_without_a_driver_are_no_driver():
     assert info.value.code == 7 and "kiln_rms_norm: no CUDA driver" in str(info.value)
     with pytest.raises(kiln.NoDriver):
         kiln.BatchDecodePlan([0, 1], [1], 32, 8, 128, 16, "bf16")
+
+
+@pytest.mark.skipif(kiln.testing.has_driver(), reason="a CUDA driver is present: fake tensors must not reach it")
+def test_valid_fused_moe_calls_pass_validation():
+    """Valid calls get past every check to the first launch (NO_DRIVER here): fp16 and bf16, in
+    place (out is x), padded x rows, a workspace larger than needed; no tokens launches nothing."""
+    x = cuda((4, 64), "bf16")
+    for call in (lambda: _fused_moe(), lambda: _fused_moe("fp16"), lambda: _fused_moe(x=x, out=x),
+                 lambda: _fused_moe(x=cuda((4, 64), "bf16", strides=(72, 1))),
+                 lambda: _fused_moe(workspace=cuda((1 << 20,), "uint8"))):
+        with pytest.raises(kiln.NoDriver, match="fused_moe: .*no CUDA driver"):
+            call()
+    out = cuda((0, 64), "bf16")
+    assert _fused_moe(x=cuda((0, 64), "bf16"), topk_ids=cuda((0, 2), "int32"), topk_weights=cuda((0, 2), "fp32"),
+                      out=out, workspace=cuda((kiln.fused_moe_workspace_bytes(0, 2, 8, 64, 16),), "uint8")) is out
+
+
+def test_fused_moe_workspace_bytes_is_the_c_headers():
+    """kiln.fused_moe_workspace_bytes (Python) and KILN_FUSED_MOE_WORKSPACE_BYTES (the C header,
+    through kiln._native) agree, and give the trace examples' workspace_bytes."""
+    from kiln import _native
+    for tokens in (0, 1, 3, 8, 64, 1000, 4096):
+        for top_k, experts in ((1, 1), (2, 8), (6, 64), (8, 128), (8, 256), (16, 33)):
+            for hidden, inter in ((8, 8), (64, 16), (4096, 14336), (2048, 768), (7168, 2048), (136, 200)):
+                args = (tokens, top_k, experts, hidden, inter)
+                assert kiln.fused_moe_workspace_bytes(*args) == _native.fused_moe_workspace_bytes(*args), args
+    trace = os.path.join(_build_info.CHECKOUT, "kernels", "traces", "fused_moe.json")
+    with open(trace) as f:
+        examples = json.load(f)["examples"]
+    assert examples
+    for example in examples:
+        a = example["axes"]
+        assert kiln.fused_moe_workspace_bytes(a["tokens"], a["top_k"], a["experts"], a["hidden"],
+                                              a["intermediate"]) == a["workspace_bytes"], example["name"]
+
+
+def test_fused_moe_refuses_unknown_keywords():
+    with pytest.raises(TypeError, match="kiln.fused_moe\\(\\) got an unexpected keyword argument 'scorring'"):
+        _fused_moe(topk_ids=None, topk_weights=None, router_logits=cuda((4, 8), "fp32"), top_k=2, scorring="sigmoid")

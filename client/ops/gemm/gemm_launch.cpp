@@ -61,9 +61,10 @@ Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands
                           gemm::GemmParams* params) {
   KILN_RETURN_IF_ERROR(EncodeGemmOperand(driver, operands.dtype, operands.a, operands.a_rows, operands.k,
                                          operands.a_row_stride, tactic.tile_m, "a", &params->a_map));
-  // Multicast: each block of a cluster loads its part of B's tile (tile_n / multicast rows).
+  // Multicast: each block of a cluster loads its part of B's tile (tile_n / multicast rows);
+  // silu_and_mul: the tile's gate rows and its up rows, a half each.
   return EncodeGemmOperand(driver, operands.dtype, operands.b, operands.b_rows, operands.k, operands.b_row_stride,
-                           tactic.tile_n / tactic.multicast, "b", &params->b_map);
+                           tactic.tile_n / tactic.multicast / operands.b_halves, "b", &params->b_map);
 }
 
 bool GemmTmaStoreAllowed() {

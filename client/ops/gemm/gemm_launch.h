@@ -30,7 +30,8 @@ Status EncodeGemmOperand(const CudaDriver& driver, DType dtype, const void* data
                          int64_t row_stride, int box_rows, const char* name, gemm::GemmTensorMap* out);
 
 // Both operands' maps into params: a [a_rows, k] in boxes of tile_m rows, b [b_rows, k] in boxes
-// of tile_n rows (every op of the family reads A and B this way).
+// of tile_n / multicast / b_halves rows (every op of the family reads A and B this way; the
+// silu_and_mul epilogue loads a tile's gate and up rows as two halves).
 struct GemmOperands {
   DType dtype;
   const void* a;
@@ -40,6 +41,7 @@ struct GemmOperands {
   int64_t b_rows;
   int64_t b_row_stride;
   int64_t k;
+  int b_halves = 1;
 };
 Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands, const gemm::GemmTactic& tactic,
                           gemm::GemmParams* params);

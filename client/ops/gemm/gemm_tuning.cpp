@@ -130,7 +130,8 @@ namespace {
 struct TacticCallKeyHash {
   size_t operator()(const TacticCallKey& x) const {
     size_t h = std::hash<int64_t>()(x.m) * 1000003u ^ std::hash<int64_t>()(x.n) * 10007u ^ std::hash<int64_t>()(x.k);
-    h ^= std::hash<std::string_view>()(x.op) * 31u + static_cast<size_t>(x.groups) * 131u;
+    h ^= std::hash<std::string_view>()(x.op) * 31u + static_cast<size_t>(x.groups) * 131u +
+         static_cast<size_t>(x.epilogue) * 7919u;
     return h ^ (static_cast<size_t>(x.device) << 48) ^ (static_cast<size_t>(x.dtype) << 56) ^
            (static_cast<size_t>(x.out_dtype) << 60);
   }

@@ -76,7 +76,8 @@ struct TacticCallKey {
   int64_t m = 0;  // gemm: M; grouped: rows a group has on average (contiguous) or at most (masked)
   int64_t n = 0;
   int64_t k = 0;
-  int groups = 0;  // 0 for the dense ops
+  int groups = 0;    // 0 for the dense ops
+  int epilogue = 0;  // grouped: gemm::GemmEpilogue (silu_and_mul is another kernel: its own choice)
   bool operator==(const TacticCallKey&) const = default;
 };
 // The choice this thread made for `key` within the last second, unless this process stored a

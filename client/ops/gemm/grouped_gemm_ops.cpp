@@ -4,6 +4,7 @@
 // table, the tactic, the tensor maps, the launch, and the C++ and C APIs. Validation is
 // grouped_gemm_plan.h's, the heuristic gemm_plan.h's; the kernel contract
 // kiln/gemm/gemm_contract.h.
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -31,8 +32,9 @@ struct GroupedGemmSpec {
   int32_t tile_n = 0;
   int32_t stages = 0;
   int32_t group_m = 0;
+  bool silu_and_mul = false;
   bool operator==(const GroupedGemmSpec&) const = default;
-  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m); }
+  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m, silu_and_mul); }
   std::map<std::string, std::string> Params() const {
     std::map<std::string, std::string> params = {{gemm::kParamOutDType, DTypeName(out_dtype)},
                                                  {gemm::kParamTileM, std::to_string(tile_m)},
@@ -40,6 +42,7 @@ struct GroupedGemmSpec {
                                                  {gemm::kParamStages, std::to_string(stages)},
                                                  {gemm::kParamGroupM, std::to_string(group_m)}};
     if (dtype != DType::kFloat8E4M3) params[kParamDType] = DTypeName(dtype);  // the fp8 ops' inputs are e4m3
+    if (silu_and_mul) params[gemm::kParamEpilogue] = gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue];
     return params;
   }
 };
@@ -59,6 +62,23 @@ int64_t RowsPerGroup(const GroupedGemmPlan& plan) {
   return plan.masked ? plan.group_stride : (plan.rows + plan.groups - 1) / plan.groups;
 }
 
+// The groups that can have rows: contiguous, at most one per row (a decode step's few tokens
+// reach few experts: the heuristic then counts their tiles, not E groups' worth, and picks tiles
+// that spread the weights over the SMs); masked, every group up to M_max.
+int BusyGroups(const GroupedGemmPlan& plan) {
+  return plan.masked ? plan.groups : static_cast<int>(std::min<int64_t>(plan.groups, std::max<int64_t>(plan.rows, 1)));
+}
+
+// The call's tuning bucket. The silu_and_mul kernel is another kernel than the plain one of the
+// same shape (its tiles make half the columns, its epilogue does more): a bucket of its own, which
+// kiln::tune (plain grouped_gemm) never fills, so it takes the heuristic's tactic rather than one
+// measured on the plain kernel.
+std::string BucketOf(const GroupedGemmPlan& plan, int64_t rows_per_group) {
+  std::string bucket = GroupedTuningBucket(plan.dtype, plan.out_dtype, plan.groups, rows_per_group, plan.n, plan.k);
+  if (plan.silu_and_mul) bucket += std::string("_") + gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue];
+  return bucket;
+}
+
 // The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked).
 StatusOr<ChosenGemmTactic> GroupedTacticFor(const GroupedGemmPlan& plan, const GemmDeviceFacts& device,
                                             bool skip_tuned) {
@@ -69,9 +89,8 @@ StatusOr<ChosenGemmTactic> GroupedTacticFor(const GroupedGemmPlan& plan, const G
                    .device_ordinal = plan.device,
                    .device = &device,
                    .api = plan.api,
-                   .bucket = GroupedTuningBucket(plan.dtype, plan.out_dtype, plan.groups, rows_per_group, plan.n,
-                                                 plan.k),
-                   .heuristic = ChooseGroupedGemmTactic(rows_per_group, plan.groups, plan.n, plan.k, device.sms)};
+                   .bucket = BucketOf(plan, rows_per_group),
+                   .heuristic = ChooseGroupedGemmTactic(rows_per_group, BusyGroups(plan), plan.n, plan.k, device.sms)};
   return ChooseTactic(q, *controls, skip_tuned);
 }
 
@@ -85,20 +104,29 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   if (forced != nullptr) {
     tactic = *forced;
   } else {
-    const TacticCallKey key{KernelsOf(plan).op, plan.device, plan.dtype, plan.out_dtype,
-                            RowsPerGroup(plan), plan.n,      plan.k,     plan.groups};
+    const TacticCallKey key{KernelsOf(plan).op,
+                            plan.device,
+                            plan.dtype,
+                            plan.out_dtype,
+                            RowsPerGroup(plan),
+                            plan.n,
+                            plan.k,
+                            plan.groups,
+                            plan.silu_and_mul ? gemm::kSiluAndMulEpilogue : gemm::kPlainEpilogue};
     KILN_ASSIGN_OR_RETURN(const ChosenGemmTactic chosen,
                           RememberedTactic(key, [&] { return GroupedTacticFor(plan, *device, false); }));
     tactic = chosen.tactic;
   }
-  const GroupedGemmSpec spec{plan.dtype, plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m};
+  const GroupedGemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m,    tactic.tile_n,
+                             tactic.stages, tactic.group_m, plan.silu_and_mul};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(KernelsOf(plan), spec, plan.device, plan.api));
   KILN_RETURN_IF_ERROR(CheckGemmBlock(ready.launch->entry().block, tactic.tile_m, plan.api, KernelsOf(plan).op));
 
   gemm::GemmParams params{};
   KILN_RETURN_IF_ERROR(EncodeGemmOperands(**driver,
                                           {plan.dtype, plan.a, plan.rows, plan.a_row_stride, plan.b,
-                                           plan.groups * plan.n, plan.b_row_stride, plan.k},
+                                           plan.groups * plan.n, plan.b_row_stride, plan.k,
+                                           /*b_halves=*/plan.silu_and_mul ? 2 : 1},
                                           tactic, &params));
   params.d = plan.d;
   params.m = plan.rows;
@@ -203,6 +231,10 @@ Status LaunchGroupedGemmPlan(const GroupedGemmPlan& plan, const gemm::GemmTactic
                            " stages, group_m " + std::to_string(tactic.group_m) + ", split_k " +
                            std::to_string(tactic.split_k) + " is not in the " + KernelsOf(plan).op + " tactic space");
   return LaunchGrouped(plan, &tactic, stream);
+}
+
+Status LaunchGroupedGemmPlanOfCall(const GroupedGemmPlan& plan, void* stream) {
+  return LaunchGrouped(plan, nullptr, stream);
 }
 
 }  // namespace kiln::client

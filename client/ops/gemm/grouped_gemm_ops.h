@@ -14,6 +14,10 @@ namespace kiln::client {
 // INVALID_ARGUMENT when `tactic` is not in grouped_gemm's space (GemmTacticFits(grouped)).
 Status LaunchGroupedGemmPlan(const GroupedGemmPlan& plan, const gemm::GemmTactic& tactic, void* stream);
 
+// The launch of a validated plan with the tactic of the call (forced, tuned or the heuristic's, as
+// kiln::ops::grouped_gemm takes it), for the ops that run a grouped GEMM as a step (fused_moe).
+Status LaunchGroupedGemmPlanOfCall(const GroupedGemmPlan& plan, void* stream);
+
 // The tactic the grouped op of the plan would launch for `plan` now: KILN_FORCE_TACTIC's, else the tuned one of its
 // bucket, else the heuristic's first that no blocklist blocks (with `skip_tuned`, the last even
 // when a tuned result exists: what kiln::tune compares against).

@@ -43,9 +43,10 @@ struct Fp8Scales {
 };
 
 // What both layouts check: dtypes, b [E, N, K] as E * N rows, N and K, d's rows, alignment and
-// overlaps; fp8, the scales. `a` and `d` are already viewed as rows (rows of all groups).
+// overlaps; fp8, the scales. `a` and `d` are already viewed as rows (rows of all groups). With
+// silu_and_mul, b's N rows per group are [gate; up] and d has N / 2 columns.
 Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const RowView& a,
-                   const RowView& d, const Fp8Scales* fp8, GroupedGemmPlan* plan) {
+                   const RowView& d, const Fp8Scales* fp8, bool silu_and_mul, GroupedGemmPlan* plan) {
   KILN_RETURN_IF_ERROR(fp8 != nullptr ? CheckFp8GemmDTypes(d_t, a_t, b_t) : CheckGemmDTypes(d_t, a_t, b_t));
   if (b_t.ndim != 3) return InvalidArgument("b: expected a 3-D tensor [E, N, K], found " + RankText(b_t));
   KILN_ASSIGN_OR_RETURN(const RowView b, ViewAsRows(b_t, "b"));
@@ -62,13 +63,20 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
   if (n % gemm::kAlignElements != 0 || n == 0)
     return InvalidArgument("b: N (dim 1) must be a positive multiple of 8, found " + Str(n) + " in shape " +
                            ShapeText(b_t));
-  if (d.hidden != n) return InvalidArgument("d: expected N = " + Str(n) + " (b's dim 1) last, found " + ShapeText(d_t));
+  // silu_and_mul: each half of N is whole 16-byte rows of d too.
+  if (silu_and_mul && n % (2 * gemm::kAlignElements) != 0)
+    return InvalidArgument("b: N (dim 1, [gate; up]) must be a positive multiple of 16, found " + Str(n) +
+                           " in shape " + ShapeText(b_t));
+  const int64_t d_columns = silu_and_mul ? n / 2 : n;
+  if (d.hidden != d_columns)
+    return InvalidArgument("d: expected " + std::string(silu_and_mul ? "N / 2 = " : "N = ") + Str(d_columns) +
+                           " (b's dim 1" + (silu_and_mul ? ", halved" : "") + ") last, found " + ShapeText(d_t));
   if (a.rows > INT_MAX || groups * n > INT_MAX || k > INT_MAX)
     return InvalidArgument("a: the rows of a and of b (E * N) and K must be below 2^31 (TMA coordinates), found " +
                            Str(a.rows) + ", " + Str(groups * n) + ", " + Str(k));
   KILN_RETURN_IF_ERROR(CheckSameDevice(b_t, "b", a_t.device, "a"));
   KILN_RETURN_IF_ERROR(CheckSameDevice(d_t, "d", a_t.device, "a"));
-  KILN_RETURN_IF_ERROR(CheckGemmLayout(d, a, b, n));
+  KILN_RETURN_IF_ERROR(CheckGemmLayout(d, a, b, d_columns));
   if (fp8 != nullptr) {
     KILN_ASSIGN_OR_RETURN(const RowView sa, ViewAScales(*fp8->a, a_t, k));
     const int64_t kb = gemm::Fp8ScaleBlocks(k);
@@ -98,6 +106,7 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
   plan->rows = a.rows;
   plan->n = n;
   plan->k = k;
+  plan->silu_and_mul = silu_and_mul;
   plan->a = a.data;
   plan->b = b.data;
   plan->d = d.data;
@@ -108,16 +117,18 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
 }
 
 StatusOr<GroupedGemmPlan> Contiguous(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t,
-                                     const TensorView& m_indptr, const Fp8Scales* fp8) {
+                                     const TensorView& m_indptr, const Fp8Scales* fp8, bool silu_and_mul = false) {
   if (a_t.ndim != 2)
     return InvalidArgument("a: expected a 2-D tensor [T, K] (the rows of every group), found " + RankText(a_t));
-  if (d_t.ndim != 2) return InvalidArgument("d: expected a 2-D tensor [T, N], found " + RankText(d_t));
+  if (d_t.ndim != 2)
+    return InvalidArgument(std::string("d: expected a 2-D tensor [T, ") + (silu_and_mul ? "N / 2" : "N") + "], found " +
+                           RankText(d_t));
   KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
   KILN_ASSIGN_OR_RETURN(const RowView d, ViewAsRows(d_t, "d"));
   if (d_t.shape[0] != a_t.shape[0])
     return InvalidArgument("d: expected " + Str(a_t.shape[0]) + " rows (a's T), found " + ShapeText(d_t));
   GroupedGemmPlan plan;
-  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, fp8, &plan));
+  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, fp8, silu_and_mul, &plan));
   KILN_ASSIGN_OR_RETURN(plan.group_rows, GroupRowsOf(m_indptr, "m_indptr", plan.groups + 1,
                                                      "E + 1: group e is rows m_indptr[e] .. "
                                                      "m_indptr[e + 1] - 1",
@@ -139,7 +150,7 @@ StatusOr<GroupedGemmPlan> Masked(const TensorView& d_t, const TensorView& a_t, c
     return InvalidArgument("d: expected [" + Str(a_t.shape[0]) + ", " + Str(a_t.shape[1]) +
                            ", N] (a's E and M_max), found " + ShapeText(d_t));
   GroupedGemmPlan plan;
-  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, fp8, &plan));
+  KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, fp8, false, &plan));
   plan.masked = true;
   plan.group_stride = a_t.shape[1];
   KILN_ASSIGN_OR_RETURN(plan.group_rows,
@@ -153,6 +164,14 @@ StatusOr<GroupedGemmPlan> Masked(const TensorView& d_t, const TensorView& a_t, c
 StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView& a, const TensorView& b,
                                           const TensorView& m_indptr, const char* api) {
   auto plan = Contiguous(d, a, b, m_indptr, nullptr);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  return plan;
+}
+
+StatusOr<GroupedGemmPlan> PlanGroupedGemmSiluAndMul(const TensorView& d, const TensorView& a, const TensorView& b,
+                                                    const TensorView& m_indptr, const char* api) {
+  auto plan = Contiguous(d, a, b, m_indptr, nullptr, /*silu_and_mul=*/true);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;

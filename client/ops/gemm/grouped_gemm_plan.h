@@ -23,8 +23,11 @@ struct GroupedGemmPlan {
   int groups = 0;            // E
   int64_t rows = 0;          // rows of a and d in all: contiguous T, masked E * M_max
   int64_t group_stride = 0;  // masked: M_max
-  int64_t n = 0;
+  int64_t n = 0;             // b's rows per group
   int64_t k = 0;
+  // The silu_and_mul epilogue (gemm::kSiluAndMulEpilogue; contiguous 16-bit only): b's n rows per
+  // group are [gate; up] and d has n / 2 columns, silu(gate) * up.
+  bool silu_and_mul = false;
   const void* a = nullptr;              // [rows, k]
   const void* b = nullptr;              // [E * n, k]
   void* d = nullptr;                    // [rows, n]
@@ -44,6 +47,10 @@ struct GroupedGemmPlan {
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
 StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView& a, const TensorView& b,
                                           const TensorView& m_indptr, const char* api);
+// contiguous with the silu_and_mul epilogue (fused_moe's gate-and-up GEMM): b [E, N, K] with
+// each group's rows [gate; up] (N a multiple of 16), d [T, N / 2] = silu(a . gate^T) * (a . up^T).
+StatusOr<GroupedGemmPlan> PlanGroupedGemmSiluAndMul(const TensorView& d, const TensorView& a, const TensorView& b,
+                                                    const TensorView& m_indptr, const char* api);
 // masked: d [E, M_max, N], a [E, M_max, K], b [E, N, K], masked_m [E] int32 (device).
 StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
                                                 const TensorView& masked_m, const char* api);

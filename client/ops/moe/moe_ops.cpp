@@ -7,6 +7,7 @@
 #include "client/core/api/invalid_argument.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/ops/moe/moe_launch.h"
 #include "client/ops/moe/moe_plan.h"
 #include "client/ops/op_table.h"
 #include "kiln/moe/moe_contract.h"
@@ -115,10 +116,24 @@ struct MoePermuteCall {
   }
 };
 
-// A validated call -> the single-block permutation (even for T = 0: m_indptr and row_to_slot
-// are written), then with x the gather, in stream order on the caller's stream.
 Status RunMoePermute(const MoePermuteCall& call, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const MoePermutePlan plan, PlanMoePermute(call.a, api));
+  return LaunchMoePermutePlan(plan, api, stream);
+}
+
+const OpDescriptor kMoePermute = {.name = "moe_permute",
+                                  .op = moe::kMoePermuteOp,
+                                  .family = "moe",
+                                  .cpp_api = "kiln::ops::moe_permute",
+                                  .c_api = "kiln_moe_permute",
+                                  .invoke = InvokeByVisit<MoePermuteCall, RunMoePermute>};
+KILN_REGISTER_OP(kMoePermute);
+
+}  // namespace
+
+// The single-block permutation (even for T = 0: m_indptr and row_to_slot are written), then
+// with x the gather, in stream order on the caller's stream.
+Status LaunchMoePermutePlan(const MoePermutePlan& plan, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kMoePermuteKernels, MoePermuteSpec{plan.max_experts}, plan.device, api));
   const EntryLaunchReady& permute = ready.launch->entry(0);
@@ -154,13 +169,7 @@ Status RunMoePermute(const MoePermuteCall& call, const char* api, void* stream) 
                         &ready.launch->library->info);
 }
 
-const OpDescriptor kMoePermute = {.name = "moe_permute",
-                                  .op = moe::kMoePermuteOp,
-                                  .family = "moe",
-                                  .cpp_api = "kiln::ops::moe_permute",
-                                  .c_api = "kiln_moe_permute",
-                                  .invoke = InvokeByVisit<MoePermuteCall, RunMoePermute>};
-KILN_REGISTER_OP(kMoePermute);
+namespace {
 
 // ---- moe_unpermute ----
 
@@ -187,9 +196,15 @@ struct MoeUnpermuteCall {
   }
 };
 
-// A validated call -> one launch: a block column per token (grid.x), the row's blocks on grid.y.
 Status RunMoeUnpermute(const MoeUnpermuteCall& call, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const MoeUnpermutePlan plan, PlanMoeUnpermute(call.a, api));
+  return LaunchMoeUnpermutePlan(plan, api, stream);
+}
+
+}  // namespace
+
+// One launch: a block column per token (grid.x), the row's blocks on grid.y.
+Status LaunchMoeUnpermutePlan(const MoeUnpermutePlan& plan, const char* api, void* stream) {
   if (plan.params.tokens == 0) return OkStatus();  // nothing to write, and nothing to launch
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kMoeUnpermuteKernels, MoeUnpermuteSpec{plan.dtype}, plan.device, api));
@@ -212,6 +227,8 @@ Status RunMoeUnpermute(const MoeUnpermuteCall& call, const char* api, void* stre
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, moe::kMoeUnpermuteEntry, &ready.launch->library->info);
 }
+
+namespace {
 
 const OpDescriptor kMoeUnpermute = {.name = "moe_unpermute",
                                     .op = moe::kMoeUnpermuteOp,

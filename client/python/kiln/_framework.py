@@ -139,7 +139,8 @@ def torch_dtype(torch, name):
     if name is None or isinstance(name, torch.dtype):
         return name
     table = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
-             "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64}
+             "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64,
+             "uint8": torch.uint8}
     if name not in table:
         raise InvalidArgument(f"kiln: dtype {name!r} is not one of {', '.join(table)}", 1)
     return table[name]

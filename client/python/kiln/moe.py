@@ -2,7 +2,9 @@
 top_k experts per token from logits [T, E] (fp32/fp16/bf16, E <= 256); moe_permute, those
 choices as the contiguous grouped layout of grouped_gemm (m_indptr, the row map and its inverse),
 with an optional gather of the tokens' rows; moe_unpermute, the combine of the experts' output
-rows back into one weighted row per token. Outputs are allocated when omitted (torch tensors
+rows back into one weighted row per token; fused_moe, a whole expert layer on routed tokens (the
+permutation, the two grouped GEMMs with silu_and_mul between them, the combine, over one
+workspace). Outputs (and fused_moe's workspace) are allocated when omitted (torch tensors
 only)."""
 from . import _native
 from ._errors import InvalidArgument
@@ -85,4 +87,74 @@ def moe_unpermute(expert_out, slot_to_row, topk_weights, out=None, *, stream=Non
     if out is None:
         out = allocate(api, "out", expert_out, shape=(int(slot_to_row.shape[0]), int(expert_out.shape[1])))
     _native.moe_unpermute(out, expert_out, slot_to_row, topk_weights, stream_of(stream, expert_out))
+    return out
+
+
+def fused_moe_workspace_bytes(tokens, top_k, experts, hidden, intermediate):
+    """The bytes fused_moe's workspace needs (kiln::ops::fused_moe_workspace_bytes,
+    KILN_FUSED_MOE_WORKSPACE_BYTES): for R = tokens * top_k rows, the 256-byte aligned regions
+    expert_counts [E], m_indptr [E + 1], row_to_slot [R], slot_to_row [R] (int32), the gathered
+    rows [R, hidden] and the activations [R, intermediate] (2 bytes an element: bf16, fp16)."""
+    def region(nbytes):
+        return (nbytes + 255) // 256 * 256
+
+    rows = int(tokens) * int(top_k)
+    experts = int(experts)
+    return (region(4 * experts) + region(4 * (experts + 1)) + region(4 * rows) + region(4 * rows) +
+            region(2 * rows * int(hidden)) + region(2 * rows * int(intermediate)))
+
+
+_ROUTE_OPTIONS = ("correction_bias", "scoring", "renormalize", "n_group", "topk_group", "routed_scaling_factor")
+
+
+def _dim(t, i):
+    """Dim i of t's shape, 0 where t has fewer dims (the library then names the bad rank)."""
+    shape = t.shape
+    return int(shape[i]) if len(shape) > i else 0
+
+
+def fused_moe(x, w13, w2, topk_ids=None, topk_weights=None, *, router_logits=None, top_k=None, out=None,
+              workspace=None, stream=None, **route_options):
+    """out [T, H]: a whole MoE layer, out[t] = sum over j of topk_weights[t, j] * w2[e] .
+    (silu(w13[e, :I] . x[t]) * (w13[e, I:] . x[t])), e = topk_ids[t, j]; ids outside [0, E) are
+    dropped. x [T, H] bf16/fp16 (H a multiple of 8); w13 [E, 2I, H] of x's dtype, each expert's I
+    gate rows then its I up rows (I a multiple of 8, E <= 256); w2 [E, H, I]. The choices are
+    topk_ids [T, top_k] int32 and topk_weights [T, top_k] fp32 (moe_route's outputs), or
+    router_logits [T, E] with top_k, routed here by moe_route first with route_options (scoring,
+    renormalize, n_group, topk_group, routed_scaling_factor, correction_bias: moe_route's), not
+    both. The activation and each expert's output row are rounded to x's dtype, the combine is
+    in fp32 in the order of j (deterministic). out may be x itself (in place); allocated as
+    [T, H] of x's dtype when omitted. workspace: uint8 scratch of at least
+    fused_moe_workspace_bytes(T, top_k, E, H, I) bytes, 256-byte aligned, allocated when
+    omitted (give one to reuse it, or inside a CUDA-graph capture)."""
+    api = "kiln.fused_moe"
+    unknown = [name for name in route_options if name not in _ROUTE_OPTIONS]
+    if unknown:
+        raise TypeError(f"{api}() got an unexpected keyword argument {unknown[0]!r} (routing options: "
+                        f"{', '.join(_ROUTE_OPTIONS)})")
+    if router_logits is not None:
+        if topk_ids is not None or topk_weights is not None:
+            raise InvalidArgument(f"{api}: router_logits: give topk_ids and topk_weights (the choices), or "
+                                  f"router_logits and top_k (routed here), not both", 1)
+        if top_k is None:
+            raise InvalidArgument(f"{api}: top_k: router_logits needs top_k (the experts per token)", 1)
+        topk_ids, topk_weights = moe_route(router_logits, top_k, stream=stream, **route_options)
+    else:
+        if topk_ids is None or topk_weights is None:
+            missing = "topk_ids" if topk_ids is None else "topk_weights"
+            raise InvalidArgument(f"{api}: {missing}: give topk_ids and topk_weights (moe_route's outputs), or "
+                                  f"router_logits= and top_k= to route here", 1)
+        if route_options:
+            raise InvalidArgument(f"{api}: {next(iter(route_options))}: a routing option, taken only with "
+                                  f"router_logits= (the choices were given)", 1)
+        if top_k is not None and int(top_k) != _dim(topk_ids, 1):
+            raise InvalidArgument(f"{api}: top_k: {int(top_k)} is not topk_ids' dim 1 ({_dim(topk_ids, 1)}); "
+                                  f"leave it out with given choices", 1)
+    if out is None:
+        out = allocate(api, "out", x, shape=(_dim(x, 0), _dim(x, 1)))
+    if workspace is None:
+        nbytes = fused_moe_workspace_bytes(_dim(x, 0), _dim(topk_ids, 1), _dim(w13, 0), _dim(x, 1),
+                                           _dim(w13, 1) // 2)
+        workspace = allocate(api, "workspace", x, shape=(nbytes,), dtype="uint8")
+    _native.fused_moe(out, x, w13, w2, topk_ids, topk_weights, workspace, stream_of(stream, x))
     return out

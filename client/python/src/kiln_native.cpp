@@ -670,6 +670,28 @@ PyObject* MoeUnpermute(PyObject*, PyObject* const* a, Py_ssize_t n) {
   KILN_CALL(kiln_moe_unpermute(out.get(), expert_out.get(), slot_to_row.get(), weights.get(), stream));
 }
 
+// fused_moe(out, x, w13, w2, topk_ids, topk_weights, workspace, stream)
+PyObject* FusedMoe(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  TensorArg out, x, w13, w2, ids, weights, workspace;
+  void* stream;
+  if (!ArgCount("fused_moe", n, 8) || !out.Set(a[0], "out", false) || !x.Set(a[1], "x", false) ||
+      !w13.Set(a[2], "w13", false) || !w2.Set(a[3], "w2", false) || !ids.Set(a[4], "topk_ids", false) ||
+      !weights.Set(a[5], "topk_weights", false) || !workspace.Set(a[6], "workspace", false) || !Stream(a[7], &stream))
+    return nullptr;
+  KILN_CALL(kiln_fused_moe(out.get(), x.get(), w13.get(), w2.get(), ids.get(), weights.get(), workspace.get(), stream));
+}
+
+// fused_moe_workspace_bytes(tokens, top_k, experts, hidden, intermediate): the C header's
+// KILN_FUSED_MOE_WORKSPACE_BYTES (kiln.fused_moe_workspace_bytes computes it in Python; the tests
+// compare the two).
+PyObject* FusedMoeWorkspaceBytes(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  int64_t v[5];
+  if (!ArgCount("fused_moe_workspace_bytes", n, 5)) return nullptr;
+  for (int i = 0; i < 5; ++i)
+    if (!Int64(a[i], &v[i])) return nullptr;
+  return PyLong_FromLongLong(KILN_FUSED_MOE_WORKSPACE_BYTES(v[0], v[1], v[2], v[3], v[4]));
+}
+
 // ---- gemm ------------------------------------------------------------------------------------
 
 // gemm(d, a, b, bias, c, beta, stream)
@@ -990,6 +1012,8 @@ PyMethodDef kMethods[] = {{"_set_error_classes", SetErrorClasses, METH_O, nullpt
                           FASTCALL("moe_route", MoeRoute),
                           FASTCALL("moe_permute", MoePermute),
                           FASTCALL("moe_unpermute", MoeUnpermute),
+                          FASTCALL("fused_moe", FusedMoe),
+                          FASTCALL("fused_moe_workspace_bytes", FusedMoeWorkspaceBytes),
                           FASTCALL("gemm", Gemm),
                           FASTCALL("grouped_gemm", GroupedGemm<kiln_grouped_gemm>),
                           FASTCALL("grouped_gemm_masked", GroupedGemm<kiln_grouped_gemm_masked>),

@@ -3,7 +3,10 @@
 // specialized on the input and output types, the layout of the groups' rows (contiguous,
 // m_indptr; masked: [E, M_max] with a count per group) and the tactic, which the URI names:
 // grouped_gemm_bf16_obf16_t128x256x64s4g8, grouped_fp8_gemm_e4m3_obf16_t128x256x128s4g8 (fp8:
-// K 128 a stage). The groups, their rows, N and K are launch arguments. Contract: kiln/gemm/gemm_contract.h;
+// K 128 a stage). The bf16/fp16 ops also take an epilogue, silu_and_mul (fused_moe's gate-and-up
+// GEMM: D = silu(gate) * up of each group's [gate; up] rows of B), which the URI ends with:
+// grouped_gemm_bf16_obf16_t128x256x64s4g8_silu_and_mul. The groups, their rows, N and K are
+// launch arguments. Contract: kiln/gemm/gemm_contract.h;
 // docs/kernels-gemm.md.
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
@@ -45,6 +48,13 @@ class GroupedGemmGenerator : public OpGenerator {
     std::vector<ParamInfo> all = kFp8 ? std::vector<ParamInfo>{Fp8GemmOutDTypeParam()}
                                       : GemmDTypeParams("element type of A and B", "element type of D. auto: dtype");
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
+    if (!kFp8)
+      all.push_back({.name = gemm::kParamEpilogue,
+                     .help = "what D is: none, the product; silu_and_mul, silu(gate) * up where each group's N rows "
+                             "of B are [gate; up] and D has N / 2 columns (fused_moe)",
+                     .choices = {gemm::kGemmEpilogueNames[gemm::kPlainEpilogue],
+                                 gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue]},
+                     .default_value = gemm::kGemmEpilogueNames[gemm::kPlainEpilogue]});
     return all;
   }
 
@@ -60,7 +70,10 @@ class GroupedGemmGenerator : public OpGenerator {
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic, kFp8));
+    const bool silu_and_mul = !kFp8 &&
+                              values.Text(gemm::kParamEpilogue) == gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue];
+    spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic, kFp8),
+                            silu_and_mul ? "_silu_and_mul" : "");
     spec.params = {{gemm::kParamOutDType, out.name}};
     if (!kFp8) spec.params[kParamDType] = in.name;
     for (auto& [key, value] : GemmTacticSpecParams(tactic)) spec.params[key] = value;
@@ -68,6 +81,10 @@ class GroupedGemmGenerator : public OpGenerator {
                                                                 {"KILN_GEMM_TOUT", out.cuda_type},
                                                                 {"KILN_GEMM_LAYOUT", std::to_string(kLayout)}};
     for (auto& d : GemmTacticDefines(tactic)) defines.push_back(d);
+    if (!kFp8) spec.params[gemm::kParamEpilogue] = values.Text(gemm::kParamEpilogue);
+    // Only silu_and_mul defines it (grouped_gemm.cu: plain otherwise), so the configs of the plain
+    // kernels stay as they were.
+    if (silu_and_mul) defines.push_back({"KILN_GEMM_EPILOGUE", "kiln::gemm::kSiluAndMulEpilogue"});
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/gemm/grouped_gemm_generator.cpp", defines));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};

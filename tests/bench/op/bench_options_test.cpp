@@ -111,6 +111,13 @@ TEST_CASE("kiln-bench options: defaults and the other modes", "[bench]") {
   CHECK(Contains(ErrorOf({"--check=1"}), "--check takes no value"));
   CHECK(Contains(ErrorOf({"--check", "--overhead"}), "give one of --routine"));
   CHECK(Contains(ErrorOf({"--check", "--dtype", "fp16"}), "go with --routine"));
+  CHECK(check->only.empty());
+  // --only: --check's filter, routines by name.
+  auto only = Parse({"--check", "--only", "fused_moe,moe_unpermute"});
+  REQUIRE(only.ok());
+  CHECK(only->only == std::vector<std::string>{"fused_moe", "moe_unpermute"});
+  CHECK(Contains(ErrorOf({"--check", "--only", "fused_moe,,gemm"}), "--only: an empty routine name"));
+  CHECK(Contains(ErrorOf({"--traces", "kernels/traces", "--only", "gemm"}), "--only goes with --check"));
 }
 
 TEST_CASE("kiln-bench options: every bad flag is refused, naming it and what is allowed", "[bench]") {

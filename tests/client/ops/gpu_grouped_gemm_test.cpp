@@ -3,7 +3,8 @@
 // elsewhere) against a float64 CPU reference (fp8: of the dequantized matrices): empty groups,
 // groups of one row, groups of more rows than a tile, N and K that no tile (or scale block)
 // divides, 1 to 256 groups, every tile forced, masked counts of 0 and M_max, rows outside the
-// groups untouched, tables out of range clamped (no write outside d), the C ABI. Fresh random
+// groups untouched, tables out of range clamped (no write outside d), the C ABI; the contiguous
+// layout's silu_and_mul epilogue (fused_moe's gate-and-up GEMM, every tile). Fresh random
 // data (and scales) each case, d poisoned (NaN) before each launch. Tolerance as
 // gpu_gemm_test.cpp's (fp8: as gpu_fp8_gemm_test.cpp's, 2^-12 of the block terms' magnitude).
 #include <catch2/catch.hpp>
@@ -47,6 +48,9 @@ struct Case {
   int64_t rows = 0;  // contiguous with raw_indptr: T
   const kiln::gemm::GemmTactic* tactic = nullptr;
   bool c_api = false;
+  // contiguous: the silu_and_mul epilogue: each group's n rows of b are [gate; up], d has n / 2
+  // columns silu(gate) * up.
+  bool silu_and_mul = false;
 
   std::string Describe() const {
     std::string s = std::string(masked ? "masked" : "contiguous") + " " + kiln::DTypeName(in) + "->" +
@@ -54,7 +58,7 @@ struct Case {
                     " k=" + std::to_string(k) + (masked ? " m_max=" + std::to_string(m_max) : "") + " counts";
     for (size_t i = 0; i < counts.size() && i < 12; ++i) s += " " + std::to_string(counts[i]);
     if (tactic != nullptr) s += " tile " + std::to_string(tactic->tile_m) + "x" + std::to_string(tactic->tile_n);
-    return s + (c_api ? " (C ABI)" : "");
+    return s + (c_api ? " (C ABI)" : "") + (silu_and_mul ? " silu_and_mul" : "");
   }
 };
 
@@ -88,6 +92,7 @@ void Run(const Case& c, std::mt19937& rng) {
     }
   }
   const size_t out_es = kiln::DTypeSize(c.out);
+  const int64_t d_cols = c.silu_and_mul ? c.n / 2 : c.n;
   const bool fp8 = c.in == kFp8;
   const int64_t kb = kiln::gemm::Fp8ScaleBlocks(c.k), nb = kiln::gemm::Fp8ScaleBlocks(c.n);
   const size_t arows = static_cast<size_t>(std::max<int64_t>(rows, 1));
@@ -97,7 +102,7 @@ void Run(const Case& c, std::mt19937& rng) {
   HostTensor sa = kiln::testing::RandomTensor(DType::kFloat32, arows * static_cast<size_t>(kb), rng, 0.25f, 4.f);
   HostTensor sb = kiln::testing::RandomTensor(DType::kFloat32, static_cast<size_t>(e * nb * kb), rng, 0.25f, 4.f);
   // d with 64 guard rows after it: a write outside d lands there.
-  const size_t d_bytes = static_cast<size_t>(rows * c.n) * out_es, guard = static_cast<size_t>(64 * c.n) * out_es;
+  const size_t d_bytes = static_cast<size_t>(rows * d_cols) * out_es, guard = static_cast<size_t>(64 * d_cols) * out_es;
   DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(d_bytes + guard), dtable(table.size() * 4 + 4),
       dsa(sa.bytes.size()), dsb(sb.bytes.size());
   da.Upload(a.bytes);
@@ -112,14 +117,22 @@ void Run(const Case& c, std::mt19937& rng) {
   const auto ta = c.masked ? TensorView::Contiguous(da.data(), c.in, {e, c.m_max, c.k})
                            : TensorView::Contiguous(da.data(), c.in, {rows, c.k});
   const auto tb = TensorView::Contiguous(db.data(), c.in, {e, c.n, c.k});
-  const auto td = c.masked ? TensorView::Contiguous(dd.data(), c.out, {e, c.m_max, c.n})
-                           : TensorView::Contiguous(dd.data(), c.out, {rows, c.n});
+  const auto td = c.masked ? TensorView::Contiguous(dd.data(), c.out, {e, c.m_max, d_cols})
+                           : TensorView::Contiguous(dd.data(), c.out, {rows, d_cols});
   const auto tt = TensorView::Contiguous(dtable.data(), DType::kInt32, {static_cast<int64_t>(table.size())});
   const auto tsa = c.masked ? TensorView::Contiguous(dsa.data(), DType::kFloat32, {e, c.m_max, kb})
                             : TensorView::Contiguous(dsa.data(), DType::kFloat32, {rows, kb});
   const auto tsb = TensorView::Contiguous(dsb.data(), DType::kFloat32, {e, nb, kb});
   kiln::Status status;
-  if (c.c_api) {
+  if (c.silu_and_mul) {
+    // No public op of its own (fused_moe's step): the client's plan, then the call's tactic or
+    // the forced one.
+    auto plan = kiln::client::PlanGroupedGemmSiluAndMul(td, ta, tb, tt, "test");
+    INFO(plan.status().ToString());
+    REQUIRE(plan.ok());
+    status = c.tactic != nullptr ? kiln::client::LaunchGroupedGemmPlan(*plan, *c.tactic, nullptr)
+                                 : kiln::client::LaunchGroupedGemmPlanOfCall(*plan, nullptr);
+  } else if (c.c_api) {
     DLTensor dl_d = ToDLTensor(td), dl_a = ToDLTensor(ta), dl_b = ToDLTensor(tb), dl_t = ToDLTensor(tt),
              dl_sa = ToDLTensor(tsa), dl_sb = ToDLTensor(tsb);
     kiln_status rc;
@@ -159,22 +172,40 @@ void Run(const Case& c, std::mt19937& rng) {
   const auto tol = kiln::testing::ToleranceFor(c.out);
   int64_t bad = 0, touched = 0;
   std::string first_bad;
+  // Column j of row r's product (and the sum of its terms' magnitudes).
+  auto product = [&](int64_t r, int64_t g, int64_t j, double* magnitude) {
+    double sum = 0;
+    *magnitude = 0;
+    for (int64_t l = 0; l < c.k; ++l) {
+      double p = a.Get(static_cast<size_t>(r * c.k + l)) * b.Get(static_cast<size_t>((g * c.n + j) * c.k + l));
+      if (fp8)
+        p *= sa.Get(static_cast<size_t>(r * kb + l / 128)) *
+             sb.Get(static_cast<size_t>((g * nb + j / 128) * kb + l / 128));
+      sum += p;
+      *magnitude += std::fabs(p);
+    }
+    return sum;
+  };
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t g = group_of[static_cast<size_t>(r)];
-    for (int64_t j = 0; j < c.n; ++j) {
-      const size_t at = static_cast<size_t>(r * c.n + j);
+    for (int64_t j = 0; j < d_cols; ++j) {
+      const size_t at = static_cast<size_t>(r * d_cols + j);
       if (g < 0) {
         for (size_t byte = 0; byte < out_es; ++byte) touched += d.bytes[at * out_es + byte] != 0xFF;
         continue;
       }
       double want = 0, magnitude = 0;
-      for (int64_t l = 0; l < c.k; ++l) {
-        double p = a.Get(static_cast<size_t>(r * c.k + l)) * b.Get(static_cast<size_t>((g * c.n + j) * c.k + l));
-        if (fp8)
-          p *= sa.Get(static_cast<size_t>(r * kb + l / 128)) *
-               sb.Get(static_cast<size_t>((g * nb + j / 128) * kb + l / 128));
-        want += p;
-        magnitude += std::fabs(p);
+      if (c.silu_and_mul) {
+        // silu(gate) * up: an error e in gate moves it by at most 1.1 |up| e (silu' is within
+        // [-0.1, 1.1]), one in up by |silu(gate)| e; each factor's fp32 sum errs by 2^-20 of its
+        // terms' magnitude, which `magnitude` carries through.
+        double gate_mag = 0, up_mag = 0;
+        const double gate = product(r, g, j, &gate_mag), up = product(r, g, j + c.n / 2, &up_mag);
+        const double silu = gate / (1.0 + std::exp(-gate));
+        want = silu * up;
+        magnitude = 1.1 * gate_mag * std::fabs(up) + up_mag * std::fabs(silu);
+      } else {
+        want = product(r, g, j, &magnitude);
       }
       const double got = d.Get(at);
       // fp32 accumulation; fp8: the tensor cores' in-block sums (gpu_fp8_gemm_test.cpp).
@@ -334,3 +365,34 @@ TEST_CASE("grouped_gemm_masked and grouped_fp8_gemm_masked match float64: counts
 }
 
 }  // namespace
+
+TEST_CASE("grouped_gemm's silu_and_mul epilogue matches float64: every tile, halves no tile divides, empty groups",
+          "[gpu][gemm][moe]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(41);
+  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
+    for (int tile_m : kiln::gemm::kTileMChoices) {
+      for (int tile_n : kiln::gemm::kTileNChoices) {
+        const kiln::gemm::GemmTactic tactic{tile_m, tile_n, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true), 3, 1};
+        Case c;
+        c.in = in;
+        c.out = in;
+        c.silu_and_mul = true;
+        c.counts = {70, 0, 131, 1, 64};
+        c.n = 2 * 200;  // I = 200: a half no tile's half (32, 64, 96, 128) divides
+        c.k = 136;
+        c.tactic = &tactic;
+        Run(c, rng);
+      }
+    }
+  }
+  // The call's own tactic (the heuristic's), Mixtral's and Qwen3's group counts, small widths.
+  for (int64_t e : {8, 128}) {
+    Case c;
+    c.silu_and_mul = true;
+    c.counts = RandomCounts(e, 300, rng);
+    c.n = 2 * 256;
+    c.k = 512;
+    Run(c, rng);
+  }
+}

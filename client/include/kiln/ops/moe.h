@@ -1,6 +1,7 @@
 // kiln::ops mixture of experts on the GPU: moe_route, the router's choice of experts per token;
 // moe_permute, those choices as the contiguous grouped layout of grouped_gemm; moe_unpermute,
-// the combine of the experts' output rows back into one row per token. Part of kiln/ops.h
+// the combine of the experts' output rows back into one row per token; fused_moe, a whole
+// expert layer on routed tokens. Part of kiln/ops.h
 // (devices, contexts and streams as described there); docs/kernels-moe.md.
 //
 // ---- moe_route ----
@@ -68,6 +69,28 @@
 // of out's T x H is written, its row padding never. Deterministic (no atomics), capturable in a
 // CUDA graph; T = 0: OK, nothing launched. out must not overlap the inputs.
 //
+// ---- fused_moe ----
+//
+//   x             [T, H]      bf16 or fp16: the tokens' hidden states; last dim stride 1, rows
+//                             may be padded; H a multiple of 8
+//   w13           [E, 2I, H]  x's dtype: each expert's gate rows (I) then its up rows (I), as
+//                             F.linear stores them; I a multiple of 8; 1 <= E <= 256
+//   w2            [E, H, I]   x's dtype: each expert's down projection
+//   topk_ids      [T, top_k]  int32 (moe_route's output); ids outside [0, E) are dropped
+//   topk_weights  [T, top_k]  fp32 (moe_route's output); 1 <= top_k <= min(E, 16)
+//   workspace     [bytes]     uint8, at least fused_moe_workspace_bytes(T, top_k, E, H, I),
+//                             256-byte aligned; its contents are scratch
+//   out           [T, H]      x's dtype, written; may be x itself (in place), else no overlap
+// out[t] = sum over j of topk_weights[t, j] * expert(topk_ids[t, j])(x[t]), expert(e)(v) =
+// w2[e] . (silu(w13[e, :I] . v) * (w13[e, I:] . v)): moe_permute (gather x) -> grouped GEMM
+// with w13 whose epilogue applies silu_and_mul in fp32 -> grouped GEMM with w2 ->
+// moe_unpermute; five launches (the permutation and its gather are two), all on the caller's
+// stream, no host sync,
+// no data-dependent host work (capturable in a CUDA graph). Only the experts some token chose
+// are read from memory (the GEMMs' tiles exist for non-empty groups only). The activation
+// silu(gate) * up and each expert's output row are rounded to x's dtype, as a layer of separate
+// calls stores them. T = 0: OK, nothing launched. Deterministic (no atomics).
+//
 // The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_MOE_H_
 #define KILN_OPS_MOE_H_
@@ -121,6 +144,24 @@ KILN_API Status moe_permute(const TensorView& expert_counts, const TensorView& m
 KILN_API Status moe_unpermute(const TensorView& out, const TensorView& expert_out, const TensorView& slot_to_row,
                               const TensorView& topk_weights, void* stream = nullptr);
 
+// The bytes fused_moe's workspace must have for T tokens, top_k choices, E experts, hidden size
+// H and expert width I in a 2-byte dtype (bf16, fp16): the permutation's tables, the gathered
+// rows (reused for the experts' outputs) and the activations, each region 256-byte aligned.
+constexpr int64_t fused_moe_workspace_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
+                                            int64_t intermediate) {
+  const int64_t rows = tokens * top_k;
+  const auto region = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  return region(4 * experts) + region(4 * (experts + 1)) + region(4 * rows) + region(4 * rows) +
+         region(2 * rows * hidden) + region(2 * rows * intermediate);
+}
+
+// Refused (INVALID_ARGUMENT naming the argument): other dtypes, ranks or shapes, E outside
+// 1..256, top_k outside 1..min(E, 16), H or I not a multiple of 8, a workspace smaller than
+// fused_moe_workspace_bytes(...) or misaligned, out overlapping anything but x itself.
+KILN_API Status fused_moe(const TensorView& out, const TensorView& x, const TensorView& w13, const TensorView& w2,
+                          const TensorView& topk_ids, const TensorView& topk_weights, const TensorView& workspace,
+                          void* stream = nullptr);
+
 }  // namespace kiln::ops
 
 extern "C" {
@@ -165,6 +206,22 @@ KILN_API kiln_status kiln_moe_permute(DLTensor* expert_counts, DLTensor* m_indpt
  * without a valid row gets zeros. T = 0: KILN_OK without a launch. */
 KILN_API kiln_status kiln_moe_unpermute(DLTensor* out, const DLTensor* expert_out, const DLTensor* slot_to_row,
                                         const DLTensor* topk_weights, void* stream);
+
+/* kiln_fused_moe: a whole expert layer on routed tokens: x [T, H] bf16/fp16, w13 [E, 2I, H] (gate
+ * rows then up rows), w2 [E, H, I], topk_ids [T, top_k] int32, topk_weights [T, top_k] fp32 ->
+ * out [T, H] (may be x itself): out[t] = sum_j w[t, j] * w2[e] . (silu(gate_e . x[t]) * (up_e .
+ * x[t])), e = topk_ids[t, j]. workspace: uint8 [bytes], bytes >= KILN_FUSED_MOE_WORKSPACE_BYTES(T,
+ * top_k, E, H, I), 256-byte aligned. No host sync (capturable in a CUDA graph). */
+#define KILN_FUSED_MOE_REGION_(bytes) ((((int64_t)(bytes)) + 255) / 256 * 256)
+#define KILN_FUSED_MOE_WORKSPACE_BYTES(tokens, top_k, experts, hidden, intermediate)                       \
+  (KILN_FUSED_MOE_REGION_(4 * (int64_t)(experts)) + KILN_FUSED_MOE_REGION_(4 * ((int64_t)(experts) + 1)) + \
+   2 * KILN_FUSED_MOE_REGION_(4 * (int64_t)(tokens) * (int64_t)(top_k)) +                                  \
+   KILN_FUSED_MOE_REGION_(2 * (int64_t)(tokens) * (int64_t)(top_k) * (int64_t)(hidden)) +                  \
+   KILN_FUSED_MOE_REGION_(2 * (int64_t)(tokens) * (int64_t)(top_k) * (int64_t)(intermediate)))
+
+KILN_API kiln_status kiln_fused_moe(DLTensor* out, const DLTensor* x, const DLTensor* w13, const DLTensor* w2,
+                                    const DLTensor* topk_ids, const DLTensor* topk_weights, DLTensor* workspace,
+                                    void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -64,10 +64,19 @@ constexpr const char* kParamStages = "stages";
 constexpr const char* kParamGroupM = "group_m";
 constexpr const char* kParamSplitK = "split_k";
 constexpr const char* kParamMulticast = "multicast";
+constexpr const char* kParamEpilogue = "epilogue";
 
 // Where the rows of D come from: one matrix (gemm), or groups (grouped_gemm: contiguous;
 // grouped_gemm_masked: masked).
 enum GemmLayout : int { kDenseLayout = 0, kContiguousLayout = 1, kMaskedLayout = 2 };
+// What the epilogue makes of the fp32 product. Plain: D = the product (+ bias, + beta * C).
+// SiluAndMul (grouped bf16/fp16 only, fused_moe's gate-and-up GEMM): each group's n rows of B
+// are [gate; up], n / 2 of each, and D has n / 2 columns, D[r, c] = silu(P[r, c]) * P[r, n/2 + c]
+// in fp32 (silu(x) = x / (1 + exp(-x)), as silu_and_mul computes it), rounded once: a tile's B
+// stage holds tile_n / 2 gate rows and the same up rows, so a consumer thread holds both
+// factors of each of its outputs (docs/kernels-moe.md, "fused_moe").
+enum GemmEpilogue : int { kPlainEpilogue = 0, kSiluAndMulEpilogue = 1 };
+constexpr const char* kGemmEpilogueNames[] = {"none", "silu_and_mul"};
 // grouped_gemm: at most this many groups (the block keeps a table of their tile rows in shared
 // memory: 4 bytes a group).
 constexpr int kMaxGroups = 256;

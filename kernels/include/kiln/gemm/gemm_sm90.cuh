@@ -48,6 +48,13 @@
 // search in the table. B's rows of group e start at e * n; D's rows past the group's count are
 // not written (A's rows there belong to the next group or are zeros: their products are
 // discarded).
+//
+// silu_and_mul (kEpilogue kSiluAndMulEpilogue, grouped 16-bit only: fused_moe's gate-and-up
+// GEMM): each group's n rows of B are [gate; up]; a tile makes tile_n / 2 columns of D, its B
+// stage the tile's tile_n / 2 gate rows and, from n / 2 rows further, the same up rows (two TMA
+// loads), so one wgmma of width tile_n computes both, and the consumer thread that holds gate
+// column c holds up column c in the same register of the other half: D = silu(gate) * up in
+// fp32, rounded once, with no pass over an intermediate [rows, n] tensor.
 #pragma once
 
 #include "kiln/common/numeric.cuh"
@@ -69,7 +76,7 @@ struct Choose<false, A, B> {
 };
 
 template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_, int kSplitK_ = 1,
-          int kLayout_ = kDenseLayout, int kMulticast_ = 1>
+          int kLayout_ = kDenseLayout, int kMulticast_ = 1, int kEpilogue_ = kPlainEpilogue>
 struct GemmShape {
   using TIn = TIn_;
   using TOut = TOut_;
@@ -81,6 +88,10 @@ struct GemmShape {
   static constexpr int kLayout = kLayout_;
   static constexpr int kMulticast = kMulticast_;
   static constexpr bool kGrouped = kLayout != kDenseLayout;
+  // silu_and_mul (gemm_contract.h, GemmEpilogue): a tile's B stage is tile_n / 2 gate rows then
+  // the same up rows, and the tile makes tile_n / 2 columns of D.
+  static constexpr bool kSiluAndMul = kEpilogue_ == kSiluAndMulEpilogue;
+  static constexpr int kOutTileN = kSiluAndMul ? kTileN_ / 2 : kTileN_;  // columns of D a tile makes
   // fp8 (e4m3) inputs: block-scaled (fp8_gemm). A stage holds 128 bytes of K either way: 64
   // elements of a 16-bit type, 128 of fp8 (one scale block).
   static constexpr bool kFp8 = sizeof(TIn_) == 1;
@@ -107,6 +118,10 @@ struct GemmShape {
   static_assert(!kGrouped || kSplitK == 1, "grouped_gemm does not split K");
   static_assert(kMulticast == 1 || kMulticast == 2, "multicast pairs two blocks or none");
   static_assert(kMulticast == 1 || (kSplitK == 1 && !kGrouped && !kFp8), "multicast is for the dense 16-bit gemm");
+  static_assert(kEpilogue_ == kPlainEpilogue || (kSiluAndMul && kGrouped && !kFp8),
+                "silu_and_mul is an epilogue of the 16-bit grouped gemm");
+  static_assert(!kSiluAndMul || (kTileN / 2) % 8 == 0, "each half of B's tile starts on a swizzle atom");
+  static_assert(!kSiluAndMul || !kStoreStaging, "silu_and_mul stores from registers (the staged path has no gate)");
   static_assert(kBytesBPart % 1024 == 0, "each block's part of B starts on a swizzle atom");
   static_assert(kMaxGroups % 32 == 0, "the group table is built by one warp, kMaxGroups / 32 groups a lane");
   static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK, kGrouped, kMulticast) <= kMaxSmemBytes,
@@ -207,6 +222,40 @@ __device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)
   for (int j = 0; j < S::kColumnGroups; ++j) {
     const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
     StoreGroup<S>(p, v, row_base, col_base, j, row_end);
+  }
+}
+
+// silu_and_mul (S::kSiluAndMul): a consumer's fragment holds the gate columns 0 .. kTileN/2 - 1
+// and, kTileN/2 columns (kColumnGroups / 2 column groups) further, the up columns of the same
+// outputs, in the same thread and register position: D's column group j is silu(gate group j) *
+// up group j, in fp32, stored like any other (rows < row_end, columns < n / 2).
+template <class S>
+__device__ __forceinline__ void SiluAndMulEpilogue(const GemmParams& p, const float (&acc)[S::kAccumulators],
+                                                   long long row0, long long col0, long long row_end) {
+  constexpr int kHalfGroups = S::kColumnGroups / 2;
+  const long long row_base = FragmentRow(row0);
+  const long long col_base = FragmentColumn(col0);
+  const long long n_out = p.n / 2;
+  using TOut = typename S::TOut;
+  TOut* d = static_cast<TOut*>(p.d);
+#pragma unroll
+  for (int j = 0; j < kHalfGroups; ++j) {
+    const long long col = col_base + 8 * j;
+    if (col >= n_out) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long row = row_base + 8 * h;
+      if (row >= row_end) continue;
+      float v[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        // silu(x) = x / (1 + exp(-x)): activation::Silu's formula (kiln/activation/act_and_mul.cuh).
+        const float gate = acc[4 * j + 2 * h + e];
+        const float up = acc[4 * (j + kHalfGroups) + 2 * h + e];
+        v[e] = __fdividef(gate, 1.0f + __expf(-gate)) * up;
+      }
+      StorePair(d + row * p.d_row_stride + col, v[0], v[1]);
+    }
   }
 }
 
@@ -356,7 +405,8 @@ __device__ __forceinline__ TileRows Locate(const GemmParams& p, const int* table
     long long start, count;
     GroupRows<S>(p, lo, start, count);
     const long long row = start + (tm - table[lo]) * S::kTileM;
-    return {row, static_cast<long long>(lo) * p.n + tn * S::kTileN, start + count};
+    // silu_and_mul: B's gate rows of the tile (its up rows are n / 2 further).
+    return {row, static_cast<long long>(lo) * p.n + tn * S::kOutTileN, start + count};
   }
 }
 
@@ -430,7 +480,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   }
 
   const long long tiles_m = S::kGrouped ? group_table[p.groups] : (p.m + S::kTileM - 1) / S::kTileM;
-  const long long tiles_n = (p.n + S::kTileN - 1) / S::kTileN;
+  const long long tiles_n = ((S::kSiluAndMul ? p.n / 2 : p.n) + S::kOutTileN - 1) / S::kOutTileN;
   // The work units: tiles, or with multicast pairs of tile rows x tile columns.
   const long long units_m = (tiles_m + S::kMulticast - 1) / S::kMulticast;
   const long long tiles = units_m * tiles_n;
@@ -467,6 +517,11 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
           TmaLoad2dMulticast(smem_b + stage * S::kBytesB + rank * S::kBytesBPart, &p.b_map, &full[stage],
                              ks * S::kStageK, row_b + static_cast<int>(rank) * (S::kTileN / S::kMulticast),
                              static_cast<unsigned short>((1u << S::kMulticast) - 1));
+        } else if constexpr (S::kSiluAndMul) {
+          // The gate rows, then the up rows n / 2 further (B's map: boxes of tile_n / 2 rows).
+          TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
+          TmaLoad2d(smem_b + stage * S::kBytesB + S::kBytesB / 2, &p.b_map, &full[stage], ks * S::kStageK,
+                    row_b + static_cast<int>(p.n / 2));
         } else {
           TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
         }
@@ -605,6 +660,8 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
         } else {
           detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
         }
+      } else if constexpr (S::kSiluAndMul) {
+        detail::SiluAndMulEpilogue<S>(p, acc, row0, tn * S::kOutTileN, rows.d_end);
       } else {
         detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
       }

@@ -137,6 +137,11 @@ struct MoePermuteGatherParams {
 };
 static_assert(sizeof(MoePermuteGatherParams) == 80, "MoePermuteGatherParams: 4 pointers, 4 longs, 4 ints");
 
+// fused_moe: an op of the client with no kernel of its own (no generator): its launches are
+// moe_permute's, grouped_gemm's (with the silu_and_mul epilogue, then plain) and moe_unpermute's.
+// The name is its trace definition's and its kiln-bench routine's.
+constexpr const char* kFusedMoeOp = "fused_moe";
+
 constexpr const char* kMoeUnpermuteOp = "moe_unpermute";
 constexpr const char* kMoeUnpermuteEntry = "kiln_moe_unpermute";
 

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The moe round on the H200 (device tool, kind nvidia-h200), from the repository root with the
+# bundle in .gpu/ (bash bench/gpu_bundle.sh; for compare_torch also .gpu/python, bash
+# bench/python_gpu.sh prepare BUILD_DIR): the moe family's GPU tests and the grouped GEMM's
+# silu_and_mul epilogue test, kiln-bench --check of the moe routines, then with a kilnd of its
+# own kiln-bench on the moe ops' default cases (the trace examples: Mixtral-8x7B, Qwen3-30B-A3B,
+# DeepSeek-V3) with the dense GEMMs of equal FLOPs (bench/moe/dense_equal_flops.list), and
+# bench/compare_torch.py for fused_moe against the PyTorch layers (and FlashInfer's fused MoE
+# where its wheel is installed: PYTHONPATH extended by KILN_FLASHINFER_SITE). Logs and JSON go to
+# $OUT.
+#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|all]
+set -u
+what=${1:-all}
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+source .gpu/env.sh
+chmod -R a+rX .gpu kernels
+py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
+
+if [[ $what == tests || $what == all ]]; then
+  timeout 400 kiln_client_tests "[gpu][moe]" -d yes > "$OUT/moe-tests.log" 2>&1
+  echo "kiln_client_tests [gpu][moe] rc=$?"
+  grep -E "^[0-9.]+ s: |test cases|FAILED" "$OUT/moe-tests.log" | tail -40
+fi
+
+dir=$(mktemp -d)
+daemon=
+if [[ $what != tests ]]; then
+  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
+    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-moe.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
+  export KILN_SOCKET=$dir/kilnd.sock
+fi
+
+if [[ $what == bench || $what == measure || $what == all ]]; then
+  timeout 200 kiln-bench --check --only moe_route,moe_permute,moe_unpermute,fused_moe > "$OUT/moe-check.log" 2>&1
+  echo "kiln-bench --check (moe) rc=$?"
+  grep -E "FAIL|^#" "$OUT/moe-check.log"
+  kiln-bench --generate-list kernels/traces | grep -E "^(moe_|fused_moe)" > "$dir/moe.list"
+  cat bench/moe/dense_equal_flops.list >> "$dir/moe.list"
+  timeout 300 kiln-bench --list "$dir/moe.list" --out "$OUT/moe.json" > "$OUT/moe.log" 2>&1
+  echo "kiln-bench --list (moe default cases, dense GEMMs of equal FLOPs) rc=$?"
+  cat "$OUT/moe.log"
+fi
+
+if [[ $what == torch || $what == measure || $what == all ]]; then
+  if pythonpath=$(bash bench/python_gpu.sh site 2> "$OUT/python-site.log"); then
+    # The issue's layers (Mixtral-8x7B, Qwen3-30B-A3B); DeepSeek-V3's 22 GB of experts: kiln-bench.
+    kiln-bench --generate-list kernels/traces | grep -E "^fused_moe" | grep -v deepseek > "$dir/fused-moe.list"
+    PYTHONPATH=$pythonpath timeout 400 "$py" bench/compare_torch.py --socket "$KILN_SOCKET" --ops fused_moe \
+      --list "$dir/fused-moe.list" --out "$OUT/fused-moe-compare-torch.json" > "$OUT/fused-moe-compare-torch.log" 2>&1
+    echo "compare_torch --ops fused_moe rc=$?"
+    cat "$OUT/fused-moe-compare-torch.log"
+  else
+    echo "compare_torch not run: bash bench/python_gpu.sh site failed:"
+    cat "$OUT/python-site.log"
+  fi
+fi
+
+[[ -n $daemon ]] && { kill "$daemon"; wait "$daemon" 2>/dev/null; }
+exit 0

@@ -1,0 +1,706 @@
+// fused_moe (kiln/ops/moe.h) and its C ABI refuse every bad argument before touching the driver,
+// with a message naming the argument, what was expected and what was found; accepted calls plan
+// the workspace layout (FusedMoeWorkspaceOf, the public fused_moe_workspace_bytes and
+// KILN_FUSED_MOE_WORKSPACE_BYTES) and the steps' plans over views of it: moe_permute with the
+// gather, the grouped GEMM with w13 and the silu_and_mul epilogue, the grouped GEMM with w2 and
+// moe_unpermute. No GPU: the pointers are fake and never dereferenced (validation fails, only the
+// pure planning step runs, or there are no tokens and nothing is launched).
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/ops/moe/fused_moe_plan.h"
+#include "kiln/c_abi.h"
+#include "kiln/ops/moe.h"
+#include "tests/support/fake_device.h"
+
+namespace {
+
+using kiln::Device;
+using kiln::DType;
+using kiln::TensorView;
+using kiln::client::FusedMoeArgs;
+using kiln::client::FusedMoePlan;
+using kiln::client::FusedMoeWorkspace;
+using kiln::client::FusedMoeWorkspaceOf;
+using kiln::client::PlanFusedMoe;
+using kiln::testing::FakeDeviceAddress;
+using kiln::testing::RequireInvalid;
+
+// One 4 GiB slot per tensor: tensors in different slots never overlap. The weights get room for
+// several slots (Mixtral's w13 is 1.9 GB; a slot holds 4 GiB).
+enum Slot { kXSlot = 0, kOutSlot = 1, kIdsSlot = 2, kWeightsSlot = 3, kWorkspaceSlot = 4, kW2Slot = 8, kW13Slot = 16 };
+
+TensorView Contig(Slot slot, DType dtype, std::initializer_list<int64_t> shape, uintptr_t offset = 0) {
+  return TensorView::Contiguous(FakeDeviceAddress(slot, offset), dtype, shape);
+}
+
+// A good call: T tokens, top_k, E experts, hidden size H, expert width I, the smallest workspace;
+// tensors replaced one at a time by the tests.
+struct Call {
+  TensorView out, x, w13, w2, ids, weights, workspace;
+  Call(int64_t tokens = 7, int64_t top_k = 2, int64_t experts = 8, int64_t hidden = 64, int64_t inter = 128,
+       DType dtype = DType::kBFloat16) {
+    x = Contig(kXSlot, dtype, {tokens, hidden});
+    out = Contig(kOutSlot, dtype, {tokens, hidden});
+    w13 = Contig(kW13Slot, dtype, {experts, 2 * inter, hidden});
+    w2 = Contig(kW2Slot, dtype, {experts, hidden, inter});
+    ids = Contig(kIdsSlot, DType::kInt32, {tokens, top_k});
+    weights = Contig(kWeightsSlot, DType::kFloat32, {tokens, top_k});
+    workspace = Contig(kWorkspaceSlot, DType::kUInt8,
+                       {kiln::ops::fused_moe_workspace_bytes(tokens, top_k, experts, hidden, inter)});
+  }
+  kiln::Status Run() const { return kiln::ops::fused_moe(out, x, w13, w2, ids, weights, workspace); }
+  FusedMoeArgs Args() const { return {&out, &x, &w13, &w2, &ids, &weights, &workspace}; }
+};
+
+// The default call's workspace: 256 (counts) + 256 (m_indptr) + 256 + 256 (the maps of 14 rows)
+// + 1792 (14 x 64 bf16) + 3584 (14 x 128 bf16).
+constexpr int64_t kDefaultWorkspace = 6400;
+static_assert(kiln::ops::fused_moe_workspace_bytes(7, 2, 8, 64, 128) == kDefaultWorkspace);
+
+TEST_CASE("fused_moe refuses an x that is not 2-D bf16 or fp16 with H a multiple of 8",
+          "[client][ops][validation][moe]") {
+  Call c;
+  c.x = Contig(kXSlot, DType::kBFloat16, {7, 2, 32});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: x: expected a 2-D tensor [T, H], found rank 3 [7, 2, 32]");
+  c.x = Contig(kXSlot, DType::kBFloat16, {448});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: x: expected a 2-D tensor [T, H], found rank 1 [448]");
+  c.x = Contig(kXSlot, DType::kFloat32, {7, 64});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: x: expected dtype bf16 or fp16, found fp32");
+  c.x = Contig(kXSlot, DType::kInt32, {7, 64});
+  RequireInvalid(c.Run(), "x: expected dtype bf16 or fp16, found int32");
+  c.x = Contig(kXSlot, DType::kBFloat16, {7, 60});
+  RequireInvalid(c.Run(),
+                 "kiln::ops::fused_moe: x: H (dim 1) must be a positive multiple of 8 (16-byte rows for TMA), found "
+                 "[7, 60]");
+  c.x = Contig(kXSlot, DType::kBFloat16, {7, 0});
+  RequireInvalid(c.Run(), "x: H (dim 1) must be a positive multiple of 8 (16-byte rows for TMA), found [7, 0]");
+  c.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {7, 64}, {128, 2});
+  RequireInvalid(c.Run(), "x: the last dim must be contiguous (stride 1)");
+  c.x = TensorView::Contiguous(FakeDeviceAddress(kXSlot), DType::kBFloat16, {7, 64}, Device::CPU());
+  RequireInvalid(c.Run(), "x: expected a CUDA device tensor, found one on cpu");
+  c.x = Contig(kXSlot, DType::kBFloat16, {7, 64}, 1);
+  RequireInvalid(c.Run(), "x: data pointer 0x7f0000000001 is not aligned to 2 bytes");
+  c.x = TensorView::Contiguous(nullptr, DType::kBFloat16, {7, 64});
+  RequireInvalid(c.Run(), "x: data is NULL, but the tensor [7, 64] is not empty");
+  // x's dtype is the call's: fp16 x with bf16 weights names the first weight.
+  c.x = Contig(kXSlot, DType::kFloat16, {7, 64});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: w13: expected dtype fp16, found bf16");
+}
+
+TEST_CASE("fused_moe refuses a w13 that is not [E, 2I, H] of x's dtype with E 1 to 256 and I a multiple of 8",
+          "[client][ops][validation][moe]") {
+  Call c;
+  c.w13 = Contig(kW13Slot, DType::kBFloat16, {8 * 256, 64});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: w13: expected a 3-D tensor [E, 2I, H], found rank 2 [2048, 64]");
+  c.w13 = Contig(kW13Slot, DType::kBFloat16, {1, 8, 256, 64});
+  RequireInvalid(c.Run(), "w13: expected a 3-D tensor [E, 2I, H], found rank 4 [1, 8, 256, 64]");
+  c.w13 = Contig(kW13Slot, DType::kFloat16, {8, 256, 64});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: w13: expected dtype bf16, found fp16");
+  c.w13 = Contig(kW13Slot, DType::kFloat32, {8, 256, 64});
+  RequireInvalid(c.Run(), "w13: expected dtype bf16, found fp32");
+  c.w13 = Contig(kW13Slot, DType::kBFloat16, {257, 256, 64});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: w13: E (dim 0) must be 1 to 256, found shape [257, 256, 64]");
+  c.w13 = Contig(kW13Slot, DType::kBFloat16, {0, 256, 64});
+  RequireInvalid(c.Run(), "w13: E (dim 0) must be 1 to 256, found shape [0, 256, 64]");
+  // dim 1 is 2I with I a multiple of 8: a multiple of 16.
+  for (int64_t gate_up : {40, 24, 8, 255, 0}) {
+    c.w13 = Contig(kW13Slot, DType::kBFloat16, {8, gate_up, 64});
+    RequireInvalid(c.Run(),
+                   "kiln::ops::fused_moe: w13: dim 1 is the gate rows then the up rows, 2I with I a positive multiple "
+                   "of 8, found shape [8, " +
+                       std::to_string(gate_up) + ", 64]");
+  }
+  c.w13 = Contig(kW13Slot, DType::kBFloat16, {8, 256, 32});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: w13: expected shape [E, 2I, 64] (H = x's dim 1), found [8, 256, 32]");
+  c.w13 = TensorView::Strided(FakeDeviceAddress(kW13Slot), DType::kBFloat16, {8, 256, 64}, {256 * 64, 64, 2});
+  RequireInvalid(c.Run(), "w13: the last dim must be contiguous (stride 1)");
+  // Experts that are not one block of rows: the GEMM reads w13 as E * 2I rows.
+  c.w13 = TensorView::Strided(FakeDeviceAddress(kW13Slot), DType::kBFloat16, {8, 256, 64}, {256 * 64 + 64, 64, 1});
+  RequireInvalid(c.Run(),
+                 "w13: leading dims [8, 256, 64] with strides [16448, 64, 1] cannot be flattened into rows: dim 0 has "
+                 "stride 16448, flattening needs 16384; make the tensor contiguous");
+  c.w13 = TensorView::Contiguous(FakeDeviceAddress(kW13Slot), DType::kBFloat16, {8, 256, 64}, Device::CPU());
+  RequireInvalid(c.Run(), "w13: expected a CUDA device tensor, found one on cpu");
+}
+
+TEST_CASE("fused_moe refuses a w2 that is not [E, H, I] of x's dtype", "[client][ops][validation][moe]") {
+  Call c;
+  c.w2 = Contig(kW2Slot, DType::kBFloat16, {8 * 64, 128});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: w2: expected a 3-D tensor [E, H, I], found rank 2 [512, 128]");
+  c.w2 = Contig(kW2Slot, DType::kFloat16, {8, 64, 128});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: w2: expected dtype bf16, found fp16");
+  // Transposed (w13's layout), another E, another I, another H.
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{8, 128, 64}, {4, 64, 128}, {8, 64, 256}, {8, 72, 128}}) {
+    c.w2 = Contig(kW2Slot, DType::kBFloat16, {shape[0], shape[1], shape[2]});
+    RequireInvalid(c.Run(), "kiln::ops::fused_moe: w2: expected shape [8, 64, 128] (w13's E, x's H, w13's I), found [" +
+                                std::to_string(shape[0]) + ", " + std::to_string(shape[1]) + ", " +
+                                std::to_string(shape[2]) + "]");
+  }
+  c.w2 = TensorView::Strided(FakeDeviceAddress(kW2Slot), DType::kBFloat16, {8, 64, 128}, {64 * 128, 128, 2});
+  RequireInvalid(c.Run(), "w2: the last dim must be contiguous (stride 1)");
+}
+
+TEST_CASE("fused_moe refuses topk_ids that are not [T, top_k] int32 with top_k 1 to min(E, 16)",
+          "[client][ops][validation][moe]") {
+  Call c;
+  c.ids = Contig(kIdsSlot, DType::kInt32, {14});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: topk_ids: expected a 2-D tensor [T, top_k], found rank 1 [14]");
+  c.ids = Contig(kIdsSlot, DType::kInt64, {7, 2});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: topk_ids: expected dtype int32, found int64");
+  c.ids = Contig(kIdsSlot, DType::kInt32, {6, 2});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: topk_ids: expected 7 rows (x's T), found shape [6, 2]");
+  c.ids = Contig(kIdsSlot, DType::kInt32, {8, 2});
+  RequireInvalid(c.Run(), "topk_ids: expected 7 rows (x's T), found shape [8, 2]");
+  Call none(7, 0);
+  RequireInvalid(none.Run(), "kiln::ops::fused_moe: topk_ids: top_k (dim 1) must be 1 to min(E, 16) = 8, found [7, 0]");
+  Call wide(7, 17, 256);
+  RequireInvalid(wide.Run(), "topk_ids: top_k (dim 1) must be 1 to min(E, 16) = 16, found [7, 17]");
+  Call above_e(7, 5, 4);
+  RequireInvalid(above_e.Run(), "topk_ids: top_k (dim 1) must be 1 to min(E, 16) = 4, found [7, 5]");
+  // The bounds themselves are fine: top_k 16 of 256, top_k E of E.
+  for (const Call& ok : {Call(7, 16, 256), Call(7, 4, 4), Call(3, 1, 1, 8, 8)}) {
+    auto plan = PlanFusedMoe(ok.Args(), "test");
+    INFO(plan.status().ToString());
+    CHECK(plan.ok());
+  }
+  c = Call();
+  c.ids = TensorView::Strided(FakeDeviceAddress(kIdsSlot), DType::kInt32, {7, 2}, {4, 2});
+  RequireInvalid(c.Run(), "topk_ids: the last dim must be contiguous (stride 1)");
+  c.ids = Contig(kIdsSlot, DType::kInt32, {7, 2}, 2);
+  RequireInvalid(c.Run(), "topk_ids: data pointer 0x7f0200000002 is not aligned to 4 bytes");
+}
+
+TEST_CASE("fused_moe refuses topk_weights unlike topk_ids or not fp32", "[client][ops][validation][moe]") {
+  Call c;
+  c.weights = Contig(kWeightsSlot, DType::kFloat32, {7, 3});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: topk_weights: expected shape [7, 2] (topk_ids'), found [7, 3]");
+  c.weights = Contig(kWeightsSlot, DType::kFloat32, {6, 2});
+  RequireInvalid(c.Run(), "topk_weights: expected shape [7, 2] (topk_ids'), found [6, 2]");
+  c.weights = Contig(kWeightsSlot, DType::kBFloat16, {7, 2});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: topk_weights: expected dtype fp32, found bf16");
+  c.weights = Contig(kWeightsSlot, DType::kFloat32, {14});
+  RequireInvalid(c.Run(), "topk_weights: expected a 2-D tensor [T, top_k], found rank 1 [14]");
+  c.weights = TensorView::Strided(FakeDeviceAddress(kWeightsSlot), DType::kFloat32, {7, 2}, {2, 7});
+  RequireInvalid(c.Run(), "topk_weights: the last dim must be contiguous (stride 1)");
+}
+
+TEST_CASE("fused_moe refuses an out that is not [T, H] of x's dtype", "[client][ops][validation][moe]") {
+  Call c;
+  c.out = Contig(kOutSlot, DType::kBFloat16, {7, 32});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: out: expected shape [7, 64] (x's), found [7, 32]");
+  c.out = Contig(kOutSlot, DType::kBFloat16, {8, 64});
+  RequireInvalid(c.Run(), "out: expected shape [7, 64] (x's), found [8, 64]");
+  c.out = Contig(kOutSlot, DType::kFloat16, {7, 64});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: out: expected dtype bf16, found fp16");
+  c.out = Contig(kOutSlot, DType::kFloat32, {7, 64});
+  RequireInvalid(c.Run(), "out: expected dtype bf16, found fp32");
+  c.out = Contig(kOutSlot, DType::kBFloat16, {7 * 64});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: out: expected a 2-D tensor [T, H], found rank 1 [448]");
+  c.out = TensorView::Contiguous(nullptr, DType::kBFloat16, {7, 64});
+  RequireInvalid(c.Run(), "out: data is NULL, but the tensor [7, 64] is not empty");
+  c.out = TensorView::Strided(FakeDeviceAddress(kOutSlot), DType::kBFloat16, {7, 64}, {64, 64});
+  RequireInvalid(c.Run(), "out: the last dim must be contiguous (stride 1)");
+}
+
+TEST_CASE("fused_moe refuses a workspace that is not 1-D uint8, too small, strided, NULL or misaligned",
+          "[client][ops][validation][moe]") {
+  Call c;
+  c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {2, kDefaultWorkspace / 2});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: expected a 1-D tensor [bytes], found rank 2 [2, 3200]");
+  c.workspace = Contig(kWorkspaceSlot, DType::kInt32, {kDefaultWorkspace / 4});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: expected dtype uint8, found int32");
+  c.workspace = Contig(kWorkspaceSlot, DType::kInt8, {kDefaultWorkspace});
+  RequireInvalid(c.Run(), "workspace: expected dtype uint8, found int8");
+  c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {kDefaultWorkspace - 1});
+  RequireInvalid(
+      c.Run(), "kiln::ops::fused_moe: workspace: expected at least fused_moe_workspace_bytes(T 7, top_k 2, E 8, H 64, "
+               "I 128) = 6400 bytes, found [6399]");
+  c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {0});
+  RequireInvalid(c.Run(), "workspace: expected at least fused_moe_workspace_bytes(T 7, top_k 2, E 8, H 64, I 128) = "
+                          "6400 bytes, found [0]");
+  c.workspace = TensorView::Strided(FakeDeviceAddress(kWorkspaceSlot), DType::kUInt8, {kDefaultWorkspace}, {2});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: must be contiguous (stride 1), found stride 2");
+  c.workspace = TensorView::Contiguous(nullptr, DType::kUInt8, {kDefaultWorkspace});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: data pointer is NULL");
+  for (uintptr_t offset : {1, 16, 128, 255}) {
+    c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {kDefaultWorkspace}, offset);
+    char address[32];
+    std::snprintf(
+        address, sizeof(address), "0x%llx",
+        static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(FakeDeviceAddress(kWorkspaceSlot, offset))));
+    RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: data pointer " + std::string(address) +
+                                " is not 256-byte aligned");
+  }
+  c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {kDefaultWorkspace}, 128);
+  RequireInvalid(c.Run(), "workspace: data pointer 0x7f0400000080 is not 256-byte aligned");
+  c.workspace = TensorView::Contiguous(FakeDeviceAddress(kWorkspaceSlot), DType::kUInt8, {kDefaultWorkspace},
+                                       Device::CPU());
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: expected a CUDA device tensor, found one on cpu");
+  // The figure is the call's: Mixtral at one token.
+  Call mixtral(1, 2, 8, 4096, 14336);
+  mixtral.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {74751});
+  RequireInvalid(mixtral.Run(), "workspace: expected at least fused_moe_workspace_bytes(T 1, top_k 2, E 8, H 4096, I "
+                                "14336) = 74752 bytes, found [74751]");
+  // Exactly the bytes, or more, are fine.
+  for (int64_t bytes : {kDefaultWorkspace, kDefaultWorkspace + 1, int64_t{1} << 20}) {
+    c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {bytes});
+    auto plan = PlanFusedMoe(c.Args(), "test");
+    INFO(bytes << ": " << plan.status().ToString());
+    CHECK(plan.ok());
+  }
+}
+
+TEST_CASE("fused_moe refuses tensors on another device than x's", "[client][ops][validation][moe]") {
+  const Device other = Device::CUDA(1);
+  Call c;
+  c.w13 = TensorView::Contiguous(FakeDeviceAddress(kW13Slot), DType::kBFloat16, {8, 256, 64}, other);
+  RequireInvalid(c.Run(),
+                 "kiln::ops::fused_moe: w13: on cuda:1, but x is on cuda:0; all tensors must be on one device");
+  c = Call();
+  c.w2 = TensorView::Contiguous(FakeDeviceAddress(kW2Slot), DType::kBFloat16, {8, 64, 128}, other);
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: w2: on cuda:1, but x is on cuda:0; all tensors must be on one device");
+  c = Call();
+  c.ids = TensorView::Contiguous(FakeDeviceAddress(kIdsSlot), DType::kInt32, {7, 2}, other);
+  RequireInvalid(c.Run(), "topk_ids: on cuda:1, but x is on cuda:0; all tensors must be on one device");
+  c = Call();
+  c.weights = TensorView::Contiguous(FakeDeviceAddress(kWeightsSlot), DType::kFloat32, {7, 2}, Device::CUDA(3));
+  RequireInvalid(c.Run(), "topk_weights: on cuda:3, but x is on cuda:0; all tensors must be on one device");
+  c = Call();
+  c.out = TensorView::Contiguous(FakeDeviceAddress(kOutSlot), DType::kBFloat16, {7, 64}, other);
+  RequireInvalid(c.Run(), "out: on cuda:1, but x is on cuda:0; all tensors must be on one device");
+  c = Call();
+  c.workspace = TensorView::Contiguous(FakeDeviceAddress(kWorkspaceSlot), DType::kUInt8, {kDefaultWorkspace}, other);
+  RequireInvalid(c.Run(), "workspace: on cuda:1, but x is on cuda:0; all tensors must be on one device");
+  // x is the call's device: x elsewhere names the first other tensor.
+  c = Call();
+  c.x = TensorView::Contiguous(FakeDeviceAddress(kXSlot), DType::kBFloat16, {7, 64}, Device::CUDA(2));
+  RequireInvalid(c.Run(), "w13: on cuda:0, but x is on cuda:2; all tensors must be on one device");
+  // Host memory is no device.
+  c = Call();
+  c.ids = TensorView::Contiguous(FakeDeviceAddress(kIdsSlot), DType::kInt32, {7, 2}, Device::CPU());
+  RequireInvalid(c.Run(), "topk_ids: expected a CUDA device tensor, found one on cpu");
+  c = Call();
+  c.weights = TensorView::Contiguous(FakeDeviceAddress(kWeightsSlot), DType::kFloat32, {7, 2}, Device::CPU());
+  RequireInvalid(c.Run(), "topk_weights: expected a CUDA device tensor, found one on cpu");
+}
+
+TEST_CASE("fused_moe refuses an out overlapping anything but x itself, and a workspace overlapping any argument",
+          "[client][ops][validation][moe]") {
+  Call c;
+  c.out = Contig(kW13Slot, DType::kBFloat16, {7, 64}, 4096);
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: out and w13 overlap in memory");
+  c = Call();
+  c.out = Contig(kW2Slot, DType::kBFloat16, {7, 64});
+  RequireInvalid(c.Run(), "out and w2 overlap in memory");
+  c = Call();
+  c.out = Contig(kIdsSlot, DType::kBFloat16, {7, 64}, 8);
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: out and topk_ids overlap in memory");
+  c = Call();
+  c.out = Contig(kWeightsSlot, DType::kBFloat16, {7, 64});
+  RequireInvalid(c.Run(), "out and topk_weights overlap in memory");
+  // Part of x: refused, byte for byte (x is [7, 64] bf16: 896 bytes).
+  c = Call();
+  c.out = Contig(kXSlot, DType::kBFloat16, {7, 64}, 128);
+  RequireInvalid(
+      c.Run(), "kiln::ops::fused_moe: out and x overlap in memory (out 0x7f0000000080...0x7f0000000400, x "
+               "0x7f0000000000...0x7f0000000380); out must be x itself (same pointer and strides) or separate memory");
+  // x's pointer with other strides is not x itself.
+  c = Call();
+  c.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {7, 64}, {72, 1});
+  c.out = Contig(kXSlot, DType::kBFloat16, {7, 64});
+  RequireInvalid(c.Run(), "out and x overlap in memory");
+  c.out = c.x;  // in place, padded rows and all: accepted
+  auto padded_in_place = PlanFusedMoe(c.Args(), "test");
+  INFO(padded_in_place.status().ToString());
+  CHECK(padded_in_place.ok());
+  // x itself: accepted (x is gathered by the first launch, out written by the last).
+  c = Call();
+  c.out = c.x;
+  auto in_place = PlanFusedMoe(c.Args(), "test");
+  INFO(in_place.status().ToString());
+  REQUIRE(in_place.ok());
+  CHECK(in_place->unpermute.params.out == FakeDeviceAddress(kXSlot));
+  CHECK(in_place->permute.gather_params.x == FakeDeviceAddress(kXSlot));
+  // The two halves of one [T, 2H] buffer share no element: accepted.
+  c = Call();
+  c.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {7, 64}, {128, 1});
+  c.out = TensorView::Strided(FakeDeviceAddress(kXSlot, 128), DType::kBFloat16, {7, 64}, {128, 1});
+  auto halves = PlanFusedMoe(c.Args(), "test");
+  INFO(halves.status().ToString());
+  CHECK(halves.ok());
+
+  // The workspace is written from the first launch on: it shares no byte with any argument.
+  c = Call();
+  c.workspace = Contig(kXSlot, DType::kUInt8, {kDefaultWorkspace});
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace and x overlap in memory");
+  c = Call();
+  c.workspace = Contig(kW13Slot, DType::kUInt8, {kDefaultWorkspace}, 1024);
+  RequireInvalid(c.Run(), "workspace and w13 overlap in memory");
+  c = Call();
+  c.workspace = Contig(kW2Slot, DType::kUInt8, {kDefaultWorkspace});
+  RequireInvalid(c.Run(), "workspace and w2 overlap in memory");
+  c = Call();
+  c.workspace = Contig(kIdsSlot, DType::kUInt8, {kDefaultWorkspace});
+  RequireInvalid(c.Run(), "workspace and topk_ids overlap in memory");
+  c = Call();
+  c.workspace = Contig(kWeightsSlot, DType::kUInt8, {kDefaultWorkspace});
+  RequireInvalid(c.Run(), "workspace and topk_weights overlap in memory");
+  c = Call();
+  c.out = Contig(kWorkspaceSlot, DType::kBFloat16, {7, 64}, 512);
+  RequireInvalid(c.Run(), "workspace and out overlap in memory");
+  // x inside the workspace's used bytes, byte for byte (6400 = 0x1900 bytes used).
+  c = Call();
+  c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {int64_t{1} << 20});
+  c.x = Contig(kWorkspaceSlot, DType::kBFloat16, {7, 64}, 6144);
+  RequireInvalid(
+      c.Run(), "kiln::ops::fused_moe: workspace and x overlap in memory (workspace 0x7f0400000000...0x7f0400001900, x "
+               "0x7f0400001800...0x7f0400001b80); they must be separate memory");
+  // Only the bytes the layout uses count: x past them, inside a larger buffer, is not touched.
+  c.x = Contig(kWorkspaceSlot, DType::kBFloat16, {7, 64}, 8192);
+  auto past = PlanFusedMoe(c.Args(), "test");
+  INFO(past.status().ToString());
+  CHECK(past.ok());
+  // Read-only inputs may share memory (indices and weights packed in one buffer).
+  c = Call();
+  c.weights = TensorView::Strided(FakeDeviceAddress(kIdsSlot), DType::kFloat32, {7, 2}, {4, 1});
+  c.ids = TensorView::Strided(FakeDeviceAddress(kIdsSlot, 8), DType::kInt32, {7, 2}, {4, 1});
+  auto packed = PlanFusedMoe(c.Args(), "test");
+  INFO(packed.status().ToString());
+  CHECK(packed.ok());
+}
+
+TEST_CASE("fused_moe refusals of a step name the step and its argument", "[client][ops][validation][moe]") {
+  // TMA reads the weights: 16-byte aligned, rows a multiple of 16 bytes apart. The layer's own
+  // checks leave these to the GEMMs, whose messages name the step.
+  Call c;
+  c.w13 = Contig(kW13Slot, DType::kBFloat16, {8, 256, 64}, 2);
+  RequireInvalid(c.Run(),
+                 "kiln::ops::fused_moe: fused_moe: the gate-and-up GEMM (grouped_gemm, b = w13, silu_and_mul): b: data "
+                 "pointer 0x7f1000000002 is not 16-byte aligned (TMA reads it)");
+  c = Call();
+  c.w2 = TensorView::Strided(FakeDeviceAddress(kW2Slot), DType::kBFloat16, {8, 64, 128}, {64 * 132, 132, 1});
+  RequireInvalid(c.Run(),
+                 "kiln::ops::fused_moe: fused_moe: the down GEMM (grouped_gemm, b = w2): b: row stride 132 is not a "
+                 "multiple of 8 elements (16 bytes, for TMA)");
+  // Padded rows a multiple of 8 elements apart are fine, and reach the GEMMs' plans.
+  c = Call();
+  c.w13 = TensorView::Strided(FakeDeviceAddress(kW13Slot), DType::kBFloat16, {8, 256, 64}, {256 * 72, 72, 1});
+  c.w2 = TensorView::Strided(FakeDeviceAddress(kW2Slot), DType::kBFloat16, {8, 64, 128}, {64 * 136, 136, 1});
+  auto plan = PlanFusedMoe(c.Args(), "test");
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  CHECK(plan->gate_up.b_row_stride == 72);
+  CHECK(plan->down.b_row_stride == 136);
+}
+
+// ---- The plan of a valid call ----
+
+// The byte address `offset` into the fake workspace.
+const void* WorkspaceAt(int64_t offset) { return static_cast<const char*>(FakeDeviceAddress(kWorkspaceSlot)) + offset; }
+
+// The layout's regions, in order: [offset, offset + bytes of the tensor it holds).
+void CheckLayout(const FusedMoeWorkspace& w, int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
+                 int64_t inter) {
+  INFO("T " << tokens << " top_k " << top_k << " E " << experts << " H " << hidden << " I " << inter);
+  const int64_t rows = tokens * top_k;
+  CHECK(w.rows == rows);
+  CHECK(w.bytes == kiln::ops::fused_moe_workspace_bytes(tokens, top_k, experts, hidden, inter));
+  CHECK(w.bytes == KILN_FUSED_MOE_WORKSPACE_BYTES(tokens, top_k, experts, hidden, inter));
+  const std::pair<int64_t, int64_t> regions[] = {{w.expert_counts, 4 * experts},    {w.m_indptr, 4 * (experts + 1)},
+                                                 {w.row_to_slot, 4 * rows},         {w.slot_to_row, 4 * rows},
+                                                 {w.permuted_x, 2 * rows * hidden}, {w.activation, 2 * rows * inter}};
+  CHECK(w.expert_counts == 0);
+  int64_t end = 0;
+  for (const auto& [offset, bytes] : regions) {
+    CHECK(offset % 256 == 0);
+    CHECK(offset >= end);       // disjoint, in this order
+    CHECK(offset - end < 256);  // no gap beyond the alignment
+    end = offset + bytes;
+  }
+  CHECK(w.bytes >= end);
+  CHECK(w.bytes - end < 256);
+  CHECK(w.bytes % 256 == 0);
+}
+
+TEST_CASE("fused_moe's workspace layout is the public size: 256-byte aligned, disjoint regions", "[client][ops][moe]") {
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(1, 2, 8, 4096, 14336) == 74752);
+  STATIC_REQUIRE(KILN_FUSED_MOE_WORKSPACE_BYTES(1, 2, 8, 4096, 14336) == 74752);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(64, 2, 8, 4096, 14336) == 4720128);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(1, 8, 128, 2048, 768) == 46848);
+  STATIC_REQUIRE(KILN_FUSED_MOE_WORKSPACE_BYTES(64, 8, 128, 2048, 768) == 2888960);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(0, 8, 128, 2048, 768) == 512 + 768);
+  // The trace's examples: kernels/traces/fused_moe.json's workspace_bytes.
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(4096, 2, 8, 4096, 14336) == 302055936);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(4096, 8, 256, 7168, 2048) == 604244224);
+  for (int64_t tokens : {0, 1, 3, 64, 1000, 4096})
+    for (int64_t top_k : {1, 2, 8, 16})
+      for (int64_t experts : {1, 8, 33, 128, 256})
+        for (auto [hidden, inter] : {std::pair<int64_t, int64_t>{8, 8}, {136, 200}, {4096, 14336}, {2048, 768}})
+          CheckLayout(FusedMoeWorkspaceOf(tokens, top_k, experts, hidden, inter), tokens, top_k, experts, hidden,
+                      inter);
+}
+
+TEST_CASE("fused_moe plans its steps over the workspace: Mixtral and Qwen3 at 1 and 64 tokens", "[client][ops][moe]") {
+  struct Model {
+    const char* name;
+    int64_t experts, top_k, hidden, inter;
+    int max_experts;  // moe_permute's specialization
+  };
+  for (const Model& m :
+       {Model{"Mixtral-8x7B", 8, 2, 4096, 14336, 32}, Model{"Qwen3-30B-A3B", 128, 8, 2048, 768, 128}}) {
+    for (int64_t tokens : {1, 64}) {
+      for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+        INFO(m.name << " T " << tokens << " " << kiln::DTypeName(dtype));
+        Call c(tokens, m.top_k, m.experts, m.hidden, m.inter, dtype);
+        auto planned = PlanFusedMoe(c.Args(), "test");
+        INFO(planned.status().ToString());
+        REQUIRE(planned.ok());
+        const FusedMoePlan& plan = *planned;
+        const int64_t rows = tokens * m.top_k;
+        CHECK(plan.tokens == tokens);
+        const FusedMoeWorkspace& w = plan.workspace;
+        const FusedMoeWorkspace want = FusedMoeWorkspaceOf(tokens, m.top_k, m.experts, m.hidden, m.inter);
+        CHECK(w.rows == want.rows);
+        CHECK(w.expert_counts == want.expert_counts);
+        CHECK(w.m_indptr == want.m_indptr);
+        CHECK(w.row_to_slot == want.row_to_slot);
+        CHECK(w.slot_to_row == want.slot_to_row);
+        CHECK(w.permuted_x == want.permuted_x);
+        CHECK(w.activation == want.activation);
+        CHECK(w.bytes == want.bytes);
+        CheckLayout(w, tokens, m.top_k, m.experts, m.hidden, m.inter);
+
+        // 1. moe_permute, gathering x, align 1, over the workspace's tables.
+        const auto& p = plan.permute;
+        CHECK(p.max_experts == m.max_experts);
+        CHECK(p.device == 0);
+        CHECK(p.params.expert_counts == WorkspaceAt(w.expert_counts));
+        CHECK(p.params.m_indptr == WorkspaceAt(w.m_indptr));
+        CHECK(p.params.row_to_slot == WorkspaceAt(w.row_to_slot));
+        CHECK(p.params.slot_to_row == WorkspaceAt(w.slot_to_row));
+        CHECK(p.params.topk_ids == FakeDeviceAddress(kIdsSlot));
+        CHECK(p.params.tokens == tokens);
+        CHECK(p.params.top_k == m.top_k);
+        CHECK(p.params.experts == m.experts);
+        CHECK(p.params.align == 1);
+        CHECK(p.params.rows == rows);
+        CHECK(p.params.ids_stride == m.top_k);
+        CHECK(p.params.slot_to_row_stride == m.top_k);
+        REQUIRE(p.gather);
+        CHECK(p.gather_params.permuted_x == WorkspaceAt(w.permuted_x));
+        CHECK(p.gather_params.x == FakeDeviceAddress(kXSlot));
+        CHECK(p.gather_params.row_to_slot == p.params.row_to_slot);
+        CHECK(p.gather_params.m_indptr == p.params.m_indptr);
+        CHECK(p.gather_params.rows == rows);
+        CHECK(p.gather_params.row_bytes == 2 * m.hidden);
+        CHECK(p.gather_params.x_stride_bytes == 2 * m.hidden);
+        CHECK(p.gather_params.out_stride_bytes == 2 * m.hidden);
+        CHECK(p.gather_params.unit_bytes == 16);
+
+        // 2. The gate-and-up GEMM: [rows, H] . w13 -> [rows, I], silu_and_mul.
+        const auto& g = plan.gate_up;
+        CHECK(g.silu_and_mul);
+        CHECK_FALSE(g.masked);
+        CHECK(g.dtype == dtype);
+        CHECK(g.out_dtype == dtype);
+        CHECK(g.groups == m.experts);
+        CHECK(g.rows == rows);
+        CHECK(g.n == 2 * m.inter);
+        CHECK(g.k == m.hidden);
+        CHECK(g.a == WorkspaceAt(w.permuted_x));
+        CHECK(g.b == FakeDeviceAddress(kW13Slot));
+        CHECK(g.d == WorkspaceAt(w.activation));
+        CHECK(g.group_rows == WorkspaceAt(w.m_indptr));
+        CHECK(g.a_row_stride == m.hidden);
+        CHECK(g.b_row_stride == m.hidden);
+        CHECK(g.d_row_stride == m.inter);
+        CHECK(std::string(g.api) == kiln::client::kFusedMoeGateUpStep);
+
+        // 3. The down GEMM: [rows, I] . w2 -> [rows, H], over the gathered rows.
+        const auto& d = plan.down;
+        CHECK_FALSE(d.silu_and_mul);
+        CHECK_FALSE(d.masked);
+        CHECK(d.dtype == dtype);
+        CHECK(d.out_dtype == dtype);
+        CHECK(d.groups == m.experts);
+        CHECK(d.rows == rows);
+        CHECK(d.n == m.hidden);
+        CHECK(d.k == m.inter);
+        CHECK(d.a == WorkspaceAt(w.activation));
+        CHECK(d.b == FakeDeviceAddress(kW2Slot));
+        CHECK(d.d == WorkspaceAt(w.permuted_x));
+        CHECK(d.group_rows == WorkspaceAt(w.m_indptr));
+        CHECK(d.a_row_stride == m.inter);
+        CHECK(d.b_row_stride == m.inter);
+        CHECK(d.d_row_stride == m.hidden);
+        CHECK(std::string(d.api) == kiln::client::kFusedMoeDownStep);
+
+        // 4. The combine into out.
+        const auto& u = plan.unpermute;
+        CHECK(u.dtype == dtype);
+        CHECK(u.params.out == FakeDeviceAddress(kOutSlot));
+        CHECK(u.params.expert_out == WorkspaceAt(w.permuted_x));
+        CHECK(u.params.slot_to_row == WorkspaceAt(w.slot_to_row));
+        CHECK(u.params.topk_weights == FakeDeviceAddress(kWeightsSlot));
+        CHECK(u.params.tokens == tokens);
+        CHECK(u.params.rows == rows);
+        CHECK(u.params.top_k == m.top_k);
+        CHECK(u.params.out_stride_bytes == 2 * m.hidden);
+        CHECK(u.params.expert_stride_bytes == 2 * m.hidden);
+        CHECK(u.params.slot_to_row_stride == m.top_k);
+        CHECK(u.params.weights_stride == m.top_k);
+        CHECK(u.params.unit_bytes == 16);
+      }
+    }
+  }
+}
+
+TEST_CASE("fused_moe plans padded rows of x, out and the routing", "[client][ops][moe]") {
+  Call c(64, 8, 128, 2048, 768);
+  c.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {64, 2048}, {2056, 1});
+  c.out = TensorView::Strided(FakeDeviceAddress(kOutSlot), DType::kBFloat16, {64, 2048}, {2080, 1});
+  c.ids = TensorView::Strided(FakeDeviceAddress(kIdsSlot), DType::kInt32, {64, 8}, {12, 1});
+  c.weights = TensorView::Strided(FakeDeviceAddress(kWeightsSlot), DType::kFloat32, {64, 8}, {16, 1});
+  auto plan = PlanFusedMoe(c.Args(), "test");
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  CHECK(plan->permute.gather_params.x_stride_bytes == 2056 * 2);
+  CHECK(plan->permute.gather_params.out_stride_bytes == 2048 * 2);  // the workspace's rows are dense
+  CHECK(plan->permute.params.ids_stride == 12);
+  CHECK(plan->unpermute.params.out_stride_bytes == 2080 * 2);
+  CHECK(plan->unpermute.params.weights_stride == 16);
+  CHECK(plan->unpermute.params.slot_to_row_stride == 8);  // the workspace's map
+  // In place on the padded x.
+  c.out = c.x;
+  plan = PlanFusedMoe(c.Args(), "test");
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  CHECK(plan->unpermute.params.out == FakeDeviceAddress(kXSlot));
+  CHECK(plan->unpermute.params.out_stride_bytes == 2056 * 2);
+}
+
+TEST_CASE("fused_moe with no tokens is validated like any call and launches nothing", "[client][ops][moe]") {
+  Call none(0, 8, 128, 2048, 768);
+  none.x = TensorView::Contiguous(nullptr, DType::kBFloat16, {0, 2048});
+  none.out = TensorView::Contiguous(nullptr, DType::kBFloat16, {0, 2048});
+  none.ids = TensorView::Contiguous(nullptr, DType::kInt32, {0, 8});
+  none.weights = TensorView::Contiguous(nullptr, DType::kFloat32, {0, 8});
+  CHECK(none.workspace.shape[0] == 512 + 768);  // the tables of 128 experts still have a place
+  CHECK(none.Run().ok());                       // nothing launched: no GPU needed
+  auto plan = PlanFusedMoe(none.Args(), "test");
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  CHECK(plan->tokens == 0);
+  CHECK(plan->workspace.rows == 0);
+  CHECK(plan->workspace.bytes == 512 + 768);
+  CHECK(plan->workspace.bytes == kiln::ops::fused_moe_workspace_bytes(0, 8, 128, 2048, 768));
+  // The checks still apply.
+  Call small = none;
+  small.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {1279});
+  RequireInvalid(small.Run(), "workspace: expected at least fused_moe_workspace_bytes(T 0, top_k 8, E 128, H 2048, I "
+                              "768) = 1280 bytes, found [1279]");
+  Call no_k = none;
+  no_k.ids = TensorView::Contiguous(nullptr, DType::kInt32, {0, 0});
+  RequireInvalid(no_k.Run(), "topk_ids: top_k (dim 1) must be 1 to min(E, 16) = 16, found [0, 0]");
+  Call narrow = none;
+  narrow.weights = TensorView::Contiguous(nullptr, DType::kFloat32, {0, 4});
+  RequireInvalid(narrow.Run(), "topk_weights: expected shape [0, 8] (topk_ids'), found [0, 4]");
+  Call odd = none;
+  odd.x = TensorView::Contiguous(nullptr, DType::kBFloat16, {0, 2044});
+  RequireInvalid(odd.Run(), "x: H (dim 1) must be a positive multiple of 8 (16-byte rows for TMA), found [0, 2044]");
+}
+
+// --- The C ABI ---
+
+struct DLCall {
+  int64_t x_shape[2] = {7, 64};
+  int64_t w13_shape[3] = {8, 256, 64};
+  int64_t w2_shape[3] = {8, 64, 128};
+  int64_t index_shape[2] = {7, 2};
+  int64_t workspace_shape[1] = {kDefaultWorkspace};
+  DLTensor out{}, x{}, w13{}, w2{}, ids{}, weights{}, workspace{};
+  DLCall() {
+    auto make = [](DLTensor& t, Slot slot, int ndim, int64_t* shape, DLDataType dtype) {
+      t.data = FakeDeviceAddress(slot);
+      t.device = {kDLCUDA, 0};
+      t.ndim = ndim;
+      t.dtype = dtype;
+      t.shape = shape;
+    };
+    make(out, kOutSlot, 2, x_shape, {kDLBfloat, 16, 1});
+    make(x, kXSlot, 2, x_shape, {kDLBfloat, 16, 1});
+    make(w13, kW13Slot, 3, w13_shape, {kDLBfloat, 16, 1});
+    make(w2, kW2Slot, 3, w2_shape, {kDLBfloat, 16, 1});
+    make(ids, kIdsSlot, 2, index_shape, {kDLInt, 32, 1});
+    make(weights, kWeightsSlot, 2, index_shape, {kDLFloat, 32, 1});
+    make(workspace, kWorkspaceSlot, 1, workspace_shape, {kDLUInt, 8, 1});
+  }
+  kiln_status Run() { return kiln_fused_moe(&out, &x, &w13, &w2, &ids, &weights, &workspace, nullptr); }
+};
+
+void RequireInvalidC(kiln_status status, const std::string& fragment) {
+  const std::string error = kiln_last_error();
+  INFO(error);
+  REQUIRE(status == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(error.rfind("kiln_fused_moe: ", 0) == 0);
+  CHECK(error.find(fragment) != std::string::npos);
+}
+
+TEST_CASE("the fused_moe C ABI checks DLTensors like the C++ API", "[client][capi][moe]") {
+  DLCall t;
+  RequireInvalidC(kiln_fused_moe(nullptr, &t.x, &t.w13, &t.w2, &t.ids, &t.weights, &t.workspace, nullptr),
+                  "kiln_fused_moe: out: the DLTensor pointer is NULL");
+  RequireInvalidC(kiln_fused_moe(&t.out, nullptr, &t.w13, &t.w2, &t.ids, &t.weights, &t.workspace, nullptr),
+                  "kiln_fused_moe: x: the DLTensor pointer is NULL");
+  RequireInvalidC(kiln_fused_moe(&t.out, &t.x, nullptr, &t.w2, &t.ids, &t.weights, &t.workspace, nullptr),
+                  "kiln_fused_moe: w13: the DLTensor pointer is NULL");
+  RequireInvalidC(kiln_fused_moe(&t.out, &t.x, &t.w13, nullptr, &t.ids, &t.weights, &t.workspace, nullptr),
+                  "kiln_fused_moe: w2: the DLTensor pointer is NULL");
+  RequireInvalidC(kiln_fused_moe(&t.out, &t.x, &t.w13, &t.w2, nullptr, &t.weights, &t.workspace, nullptr),
+                  "kiln_fused_moe: topk_ids: the DLTensor pointer is NULL");
+  RequireInvalidC(kiln_fused_moe(&t.out, &t.x, &t.w13, &t.w2, &t.ids, nullptr, &t.workspace, nullptr),
+                  "kiln_fused_moe: topk_weights: the DLTensor pointer is NULL");
+  RequireInvalidC(kiln_fused_moe(&t.out, &t.x, &t.w13, &t.w2, &t.ids, &t.weights, nullptr, nullptr),
+                  "kiln_fused_moe: workspace: the DLTensor pointer is NULL");
+  DLCall wide;
+  wide.x.dtype = {kDLFloat, 32, 1};
+  RequireInvalidC(wide.Run(), "kiln_fused_moe: x: expected dtype bf16 or fp16, found fp32");
+  DLCall half;
+  half.w2.dtype = {kDLFloat, 16, 1};
+  RequireInvalidC(half.Run(), "kiln_fused_moe: w2: expected dtype bf16, found fp16");
+  DLCall k;
+  int64_t other[2] = {7, 3};
+  k.weights.shape = other;
+  RequireInvalidC(k.Run(), "kiln_fused_moe: topk_weights: expected shape [7, 2] (topk_ids'), found [7, 3]");
+  DLCall signed_bytes;
+  signed_bytes.workspace.dtype = {kDLInt, 8, 1};
+  RequireInvalidC(signed_bytes.Run(), "kiln_fused_moe: workspace: expected dtype uint8, found int8");
+  DLCall small;
+  small.workspace_shape[0] = kDefaultWorkspace - 256;
+  RequireInvalidC(small.Run(), "kiln_fused_moe: workspace: expected at least fused_moe_workspace_bytes(T 7, top_k 2, E "
+                               "8, H 64, I 128) = 6400 bytes, found [6144]");
+  DLCall host;
+  host.ids.device = {kDLCPU, 0};
+  RequireInvalidC(host.Run(), "kiln_fused_moe: topk_ids: expected a CUDA device tensor, found one on cpu");
+  DLCall fp64;
+  fp64.weights.dtype = {kDLFloat, 64, 1};
+  RequireInvalidC(fp64.Run(), "dtype code 2 (kDLFloat) with 64 bits is not supported");
+  DLCall in_part;
+  in_part.out.data = FakeDeviceAddress(kXSlot, 128);
+  RequireInvalidC(in_part.Run(), "kiln_fused_moe: out and x overlap in memory");
+  // No tokens: validated, nothing launched.
+  DLCall none;
+  none.x_shape[0] = 0;
+  none.index_shape[0] = 0;
+  none.workspace_shape[0] = kiln::ops::fused_moe_workspace_bytes(0, 2, 8, 64, 128);
+  const kiln_status status = none.Run();
+  INFO(kiln_last_error());
+  CHECK(status == KILN_OK);
+}
+
+}  // namespace
