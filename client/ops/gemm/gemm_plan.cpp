@@ -194,6 +194,8 @@ constexpr int kHidingStages = 4;
 // At most this many rows of D, the wide 64 x 256 tile streams the weight best; above, up to 64,
 // the 64 x 64 one (A's rows, read again by every block, then cost as much as B's).
 constexpr int64_t kWideTileMaxM = 16;
+// From this M on, the 128 x 256 tile runs as multicast pairs (ChooseGemmTactic).
+constexpr int64_t kMulticastMinRows = 4096;
 
 struct ScoredTile {
   double time;  // predicted, in arbitrary units: lower is better
@@ -289,6 +291,10 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
   // Per tile and split: the most stages first, then fewer; group_m 8, then the other raster
   // groups.
   std::vector<gemm::GemmTactic> ranked;
+  // The heuristic's multicast pair (M >= kMulticastMinRows) first, then the space without
+  // multicast, its tile alone next.
+  const gemm::GemmTactic choice = ChooseGemmTactic(m, n, k, sms);
+  if (choice.multicast > 1) ranked.push_back(choice);
   for (const ScoredTile& s : RankTiles(m, n, k, sms)) {
     const gemm::GemmTactic& t = s.tile;
     for (int stages = t.stages; stages >= gemm::kMinStages; --stages) {
@@ -309,9 +315,15 @@ std::vector<gemm::GemmTactic> GemmTuneCandidates(int64_t m, int64_t n, int64_t k
       out.push_back(s.tile);
   }
   // B multicast of the 128-row tiles: within -1..+3 % of the same tile without it on the H200
-  // (bench/results/2026-12-03-gemm-multicast-h200.md), so a candidate to time, not the default.
+  // (bench/results/2026-12-03-gemm-multicast-h200.md): a candidate to time (the heuristic's
+  // choice from M kMulticastMinRows on).
   if (m > 64) {
-    for (int tile_n : {256, 128}) out.push_back({128, tile_n, gemm::GemmMaxStages(128, tile_n, 1, false, 2), 8, 1, 2});
+    for (int tile_n : {256, 128}) {
+      const gemm::GemmTactic multicast{128, tile_n, gemm::GemmMaxStages(128, tile_n, 1, false, 2), 8, 1, 2};
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const gemm::GemmTactic& o) { return gemm::SameGemmTactic(o, multicast); }))
+        out.push_back(multicast);
+    }
   }
   return out;
 }
@@ -322,7 +334,16 @@ gemm::GemmTactic ChooseMemoryBoundTactic(int64_t m, int64_t n, long long k_steps
 
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
   if (m <= 64) return MemoryBoundChoice(m, n, (k + gemm::kTileK - 1) / gemm::kTileK, sms < 1 ? 1 : sms);
-  return RankTiles(m, n, k, sms).front().tile;
+  gemm::GemmTactic chosen = RankTiles(m, n, k, sms).front().tile;
+  // B multicast at large M: the 128 x 256 tile in pairs sharing B ran 0.975-0.992x the time of
+  // the same tile alone at M 4096 and 16384 on 7 of the Llama-3.1-8B shapes (one within noise,
+  // 1.017x) in graphs of back-to-back calls (bench/results/2026-12-03-fused-moe-h200.md, "gemm:
+  // multicast as the default"); below M 4096 it was not measured better (-1..+3 %).
+  if (m >= kMulticastMinRows && chosen.tile_m == 128 && chosen.tile_n == 256 && chosen.split_k == 1) {
+    const int stages = gemm::GemmMaxStages(128, 256, 1, false, 2);
+    if (stages != 0) chosen = {128, 256, stages, chosen.group_m, 1, 2};
+  }
+  return chosen;
 }
 
 gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms) {

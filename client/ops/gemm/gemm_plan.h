@@ -66,7 +66,8 @@ StatusOr<GemmPlan> PlanGemm(const TensorView& d, const TensorView& a, const Tens
 //    (gemm_plan.cpp: kTileThroughput), more with fewer than 4 stages (a split's partial tile
 //    takes shared memory from the stages), a split only where the tile's tiles do not fill
 //    the SMs;
-// then the most stages that fit, raster groups of 8.
+// then the most stages that fit, raster groups of 8; from M 4096 on a 128 x 256 tile runs as B
+// multicast pairs (multicast 2: measured 1-2.5 % faster there).
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 
 // The rule above for M <= 64 alone, on `k_steps` pipeline stages of K (gemm: K / 64; fp8_gemm:
@@ -75,9 +76,10 @@ gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms);
 gemm::GemmTactic ChooseMemoryBoundTactic(int64_t m, int64_t n, long long k_steps, int sms);
 
 // Every tactic of the space that suits the shape, in the order the heuristic prefers them (the
-// first is ChooseGemmTactic's): tiles and splits by the rule above (for M <= 64 the 128-row
-// tiles last), then per tile the most stages down to 2, each with group_m 8 first. A blocklist
-// (KILN_TACTIC_BLOCKLIST) takes the first it does not block.
+// first is ChooseGemmTactic's; its multicast pair from M 4096 on is the only multicast tactic
+// there): tiles and splits by the rule above (for M <= 64 the 128-row tiles last), then per tile
+// the most stages down to 2, each with group_m 8 first. A blocklist (KILN_TACTIC_BLOCKLIST)
+// takes the first it does not block.
 std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, int sms);
 
 // The default tactic for `groups` groups of about `rows_per_group` rows each (contiguous: T / E;

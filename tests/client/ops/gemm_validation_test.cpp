@@ -165,6 +165,11 @@ TEST_CASE("the default gemm tactic follows the shape and the SM count", "[client
   CHECK(prefill.tile_n == 256);
   CHECK(prefill.stages == 4);
   CHECK(prefill.group_m == 8);
+  // From M 4096 on, that tile in multicast pairs (measured 1-2.5 % faster there); below, alone.
+  CHECK(prefill.multicast == 2);
+  CHECK(ChooseGemmTactic(16384, 4096, 14336, 132).multicast == 2);
+  CHECK(ChooseGemmTactic(2048, 6144, 4096, 132).multicast == 1);
+  CHECK(ChooseGemmTactic(1024, 4096, 4096, 132).multicast == 1);
   // Many waves: the biggest tile, even where a smaller one fills the last wave better
   // (4096 x 28672: 128x64 would fill 0.996 of its 109 waves, 128x256 0.970 of 28).
   CHECK(ChooseGemmTactic(4096, 28672, 4096, 132).tile_n == 256);
