@@ -176,8 +176,8 @@ class FusedMoeRoutine : public Routine {
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
                     std::vector<HostTensor>* tensors) const override {
-    const std::vector<int> routed =
-        RoutedIds(AxisValue(shape, "tokens"), AxisValue(shape, "top_k"), AxisValue(shape, "experts"));
+    const std::vector<int> routed = RoutedIds(AxisValue(shape, "tokens"), AxisValue(shape, "top_k"),
+                                              AxisValue(shape, "experts"));
     HostTensor& ids = (*tensors)[kIds];
     for (size_t s = 0; s < routed.size(); ++s) ids.Set(s, routed[s]);
     return OkStatus();
@@ -187,8 +187,12 @@ class FusedMoeRoutine : public Routine {
   // A token alone; awkward counts (3 tokens, 33 experts with some empty); top_k 1 and 8; every
   // token to the experts of a few; the models' widths at small token counts.
   std::vector<ShapeAxes> CheckShapes() const override {
-    return {SmallShape(),          Shape(1, 2, 8, 256, 128),  Shape(3, 1, 33, 136, 40),
-            Shape(64, 8, 128, 256, 96), Shape(100, 2, 4, 512, 264), Shape(16, 8, 256, 128, 64)};
+    return {SmallShape(),
+            Shape(1, 2, 8, 256, 128),
+            Shape(3, 1, 33, 136, 40),
+            Shape(64, 8, 128, 256, 96),
+            Shape(100, 2, 4, 512, 264),
+            Shape(16, 8, 256, 128, 64)};
   }
 
   Status CpuReference(const CaseSpec& spec, const std::vector<HostTensor>& t,
@@ -240,24 +244,24 @@ class FusedMoeRoutine : public Routine {
       const long long inter = AxisValue(shape, "intermediate");
       const int top_k = static_cast<int>(AxisValue(shape, "top_k"));
       const int experts = static_cast<int>(AxisValue(shape, "experts"));
-      return BackendFn([act_kernel, out_kernel, tokens, hidden, inter, top_k, experts](const TensorSet& t,
-                                                                                       CUstream stream) {
-        const long long slots = tokens * top_k;
-        LaunchConfig act_config;  // 8 warps a block, a warp per element
-        act_config.block.x = 256;
-        act_config.grid.x = static_cast<unsigned>((inter + 7) / 8);
-        act_config.grid.y = static_cast<unsigned>(slots);
-        act_config.stream = stream;
-        KILN_RETURN_IF_ERROR(act_kernel(act_config, t[kWorkspace].data, t[kX].data, t[kW13].data, t[kIds].data, slots,
-                                        top_k, experts, hidden, inter));
-        LaunchConfig out_config;
-        out_config.block.x = 256;
-        out_config.grid.x = static_cast<unsigned>((hidden + 7) / 8);
-        out_config.grid.y = static_cast<unsigned>(tokens);
-        out_config.stream = stream;
-        return out_kernel(out_config, t[kOut].data, t[kWorkspace].data, t[kW2].data, t[kIds].data, t[kWeights].data,
-                          tokens, top_k, experts, hidden, inter);
-      });
+      return BackendFn(
+          [act_kernel, out_kernel, tokens, hidden, inter, top_k, experts](const TensorSet& t, CUstream stream) {
+            const long long slots = tokens * top_k;
+            LaunchConfig act_config;  // 8 warps a block, a warp per element
+            act_config.block.x = 256;
+            act_config.grid.x = static_cast<unsigned>((inter + 7) / 8);
+            act_config.grid.y = static_cast<unsigned>(slots);
+            act_config.stream = stream;
+            KILN_RETURN_IF_ERROR(act_kernel(act_config, t[kWorkspace].data, t[kX].data, t[kW13].data, t[kIds].data,
+                                            slots, top_k, experts, hidden, inter));
+            LaunchConfig out_config;
+            out_config.block.x = 256;
+            out_config.grid.x = static_cast<unsigned>((hidden + 7) / 8);
+            out_config.grid.y = static_cast<unsigned>(tokens);
+            out_config.stream = stream;
+            return out_kernel(out_config, t[kOut].data, t[kWorkspace].data, t[kW2].data, t[kIds].data, t[kWeights].data,
+                              tokens, top_k, experts, hidden, inter);
+          });
     }
     return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");
   }

@@ -75,8 +75,7 @@ Status fused_moe(const TensorView& out, const TensorView& x, const TensorView& w
 extern "C" {
 
 kiln_status kiln_fused_moe(DLTensor* out, const DLTensor* x, const DLTensor* w13, const DLTensor* w2,
-                           const DLTensor* topk_ids, const DLTensor* topk_weights, DLTensor* workspace,
-                           void* stream) {
+                           const DLTensor* topk_ids, const DLTensor* topk_weights, DLTensor* workspace, void* stream) {
   using namespace kiln::client;
   return CallOpC(kFusedMoe, stream, RunFusedMoe, [&](CTensors& t) {
     FusedMoeCall call;

@@ -47,15 +47,15 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a) {
   KILN_ASSIGN_OR_RETURN(const RowView w13, Checked(*a.w13, "w13", 3, "[E, 2I, H]", dtype, dtype_text));
   const int64_t experts = a.w13->shape[0], gate_up = a.w13->shape[1];
   if (experts < 1 || experts > moe::kMaxExperts)
-    return InvalidArgument("w13", "E (dim 0) must be 1 to " + Str(moe::kMaxExperts) + ", found shape " +
-                                      ShapeText(*a.w13));
+    return InvalidArgument("w13",
+                           "E (dim 0) must be 1 to " + Str(moe::kMaxExperts) + ", found shape " + ShapeText(*a.w13));
   if (gate_up < 1 || gate_up % 16 != 0)
     return InvalidArgument("w13", "dim 1 is the gate rows then the up rows, 2I with I a positive multiple of 8, "
                                   "found shape " +
                                       ShapeText(*a.w13));
   if (a.w13->shape[2] != hidden)
-    return InvalidArgument("w13", "expected shape [E, 2I, " + Str(hidden) + "] (H = x's dim 1), found " +
-                                      ShapeText(*a.w13));
+    return InvalidArgument("w13",
+                           "expected shape [E, 2I, " + Str(hidden) + "] (H = x's dim 1), found " + ShapeText(*a.w13));
   const int64_t intermediate = gate_up / 2;
 
   KILN_ASSIGN_OR_RETURN(const RowView w2, Checked(*a.w2, "w2", 3, "[E, H, I]", dtype, dtype_text));
@@ -63,16 +63,15 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a) {
     return InvalidArgument("w2", "expected shape [" + Str(experts) + ", " + Str(hidden) + ", " + Str(intermediate) +
                                      "] (w13's E, x's H, w13's I), found " + ShapeText(*a.w2));
 
-  KILN_ASSIGN_OR_RETURN(const RowView ids,
-                        Checked(*a.topk_ids, "topk_ids", 2, "[T, top_k]", DType::kInt32, "int32"));
+  KILN_ASSIGN_OR_RETURN(const RowView ids, Checked(*a.topk_ids, "topk_ids", 2, "[T, top_k]", DType::kInt32, "int32"));
   const int64_t top_k = a.topk_ids->shape[1];
   if (a.topk_ids->shape[0] != tokens)
-    return InvalidArgument("topk_ids", "expected " + Str(tokens) + " rows (x's T), found shape " +
-                                           ShapeText(*a.topk_ids));
+    return InvalidArgument("topk_ids",
+                           "expected " + Str(tokens) + " rows (x's T), found shape " + ShapeText(*a.topk_ids));
   if (top_k < 1 || top_k > moe::kMaxTopK || top_k > experts)
-    return InvalidArgument("topk_ids", "top_k (dim 1) must be 1 to min(E, " + Str(moe::kMaxTopK) + ") = " +
-                                           Str(experts < moe::kMaxTopK ? experts : moe::kMaxTopK) + ", found " +
-                                           ShapeText(*a.topk_ids));
+    return InvalidArgument("topk_ids", "top_k (dim 1) must be 1 to min(E, " + Str(moe::kMaxTopK) +
+                                           ") = " + Str(experts < moe::kMaxTopK ? experts : moe::kMaxTopK) +
+                                           ", found " + ShapeText(*a.topk_ids));
   KILN_ASSIGN_OR_RETURN(const RowView weights,
                         Checked(*a.topk_weights, "topk_weights", 2, "[T, top_k]", DType::kFloat32, "fp32"));
   if (a.topk_weights->shape[0] != tokens || a.topk_weights->shape[1] != top_k)
@@ -84,7 +83,8 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a) {
 
   const TensorView& ws_t = *a.workspace;
   const FusedMoeWorkspace layout = FusedMoeWorkspaceOf(tokens, top_k, experts, hidden, intermediate);
-  if (ws_t.ndim != 1) return InvalidArgument("workspace", "expected a 1-D tensor [bytes], found rank " + RankText(ws_t));
+  if (ws_t.ndim != 1)
+    return InvalidArgument("workspace", "expected a 1-D tensor [bytes], found rank " + RankText(ws_t));
   if (ws_t.dtype != DType::kUInt8)
     return InvalidArgument("workspace", std::string("expected dtype uint8, found ") + DTypeName(ws_t.dtype));
   KILN_RETURN_IF_ERROR(CheckCudaTensor(ws_t, "workspace"));
@@ -99,8 +99,12 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a) {
   if (reinterpret_cast<uintptr_t>(ws_t.data) % 256 != 0)
     return InvalidArgument("workspace", "data pointer " + PointerText(ws_t.data) + " is not 256-byte aligned");
 
-  for (const auto& [t, name] : {std::pair{a.w13, "w13"}, {a.w2, "w2"}, {a.topk_ids, "topk_ids"},
-                                {a.topk_weights, "topk_weights"}, {a.out, "out"}, {a.workspace, "workspace"}})
+  for (const auto& [t, name] : {std::pair{a.w13, "w13"},
+                                {a.w2, "w2"},
+                                {a.topk_ids, "topk_ids"},
+                                {a.topk_weights, "topk_weights"},
+                                {a.out, "out"},
+                                {a.workspace, "workspace"}})
     KILN_RETURN_IF_ERROR(CheckSameDevice(*t, name, x_t.device, "x"));
   // out is written last, from the workspace alone: it may be x itself (x was gathered before),
   // nothing else. The workspace is written from the first launch on: it shares no byte with
@@ -108,8 +112,12 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a) {
   KILN_RETURN_IF_ERROR(CheckNoOverlap(out, x, /*same_is_ok=*/true));
   for (const RowView* other : {&w13, &w2, &ids, &weights}) KILN_RETURN_IF_ERROR(CheckNoOverlap(out, *other, false));
   const TensorView used = TensorView::Contiguous(ws_t.data, DType::kUInt8, {layout.bytes}, ws_t.device);
-  for (const auto& [t, name] : {std::pair{a.x, "x"}, {a.w13, "w13"}, {a.w2, "w2"}, {a.topk_ids, "topk_ids"},
-                                {a.topk_weights, "topk_weights"}, {a.out, "out"}})
+  for (const auto& [t, name] : {std::pair{a.x, "x"},
+                                {a.w13, "w13"},
+                                {a.w2, "w2"},
+                                {a.topk_ids, "topk_ids"},
+                                {a.topk_weights, "topk_weights"},
+                                {a.out, "out"}})
     KILN_RETURN_IF_ERROR(CheckDisjoint(used, "workspace", *t, name));
 
   FusedMoePlan plan;
@@ -121,16 +129,16 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a) {
   const TensorView counts_v = TensorView::Contiguous(base + layout.expert_counts, DType::kInt32, {experts}, device);
   const TensorView indptr_v = TensorView::Contiguous(base + layout.m_indptr, DType::kInt32, {experts + 1}, device);
   const TensorView row_to_slot_v = TensorView::Contiguous(base + layout.row_to_slot, DType::kInt32, {rows}, device);
-  const TensorView slot_to_row_v =
-      TensorView::Contiguous(base + layout.slot_to_row, DType::kInt32, {tokens, top_k}, device);
+  const TensorView slot_to_row_v = TensorView::Contiguous(base + layout.slot_to_row, DType::kInt32, {tokens, top_k},
+                                                          device);
   const TensorView permuted_v = TensorView::Contiguous(base + layout.permuted_x, dtype, {rows, hidden}, device);
   const TensorView act_v = TensorView::Contiguous(base + layout.activation, dtype, {rows, intermediate}, device);
 
-  KILN_ASSIGN_OR_RETURN(plan.permute,
-                        PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v, &permuted_v, a.topk_ids,
-                                        a.x, /*align=*/1},
-                                       kFusedMoePermuteStep));
-  KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedGemmSiluAndMul(act_v, permuted_v, *a.w13, indptr_v, kFusedMoeGateUpStep));
+  KILN_ASSIGN_OR_RETURN(plan.permute, PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v, &permuted_v,
+                                                      a.topk_ids, a.x, /*align=*/1},
+                                                     kFusedMoePermuteStep));
+  KILN_ASSIGN_OR_RETURN(plan.gate_up,
+                        PlanGroupedGemmSiluAndMul(act_v, permuted_v, *a.w13, indptr_v, kFusedMoeGateUpStep));
   // The experts' outputs over the gathered rows (dead after the first GEMM).
   KILN_ASSIGN_OR_RETURN(plan.down, PlanGroupedGemm(permuted_v, act_v, *a.w2, indptr_v, kFusedMoeDownStep));
   KILN_ASSIGN_OR_RETURN(plan.unpermute,
