@@ -153,14 +153,8 @@ StatusOr<BenchOptions> ParseBenchOptions(const std::vector<std::string>& args) {
       const std::string& s = v;
       if (flag == "--only") {
         // --check's filter: routines by name, comma-separated.
-        size_t start = 0;
-        while (start <= s.size()) {
-          size_t end = s.find(',', start);
-          if (end == std::string::npos) end = s.size();
-          if (end == start) return InvalidArgument("--only: an empty routine name in '" + s + "'");
-          o.only.push_back(s.substr(start, end - start));
-          start = end + 1;
-        }
+        KILN_ASSIGN_OR_RETURN(auto names, ParseNameList(s, "--only"));
+        o.only = names;
       } else if (flag == "--routine") {
         KILN_RETURN_IF_ERROR(set_mode(BenchMode::kRun, flag));
         if (s.empty()) return InvalidArgument("--routine: empty; see --list-routines");

@@ -20,6 +20,7 @@
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
 #include "bench/op/routines/hopper_only.h"
+#include "client/core/api/float16.h"
 #include "client/core/api/invalid_argument.h"
 #include "kiln/moe/moe_contract.h"
 #include "kiln/ops/moe.h"
@@ -102,10 +103,11 @@ std::vector<int> RoutedIds(int64_t tokens, int64_t top_k, int64_t experts) {
   return ids;
 }
 
+// v rounded to the case's dtype (to nearest even, as the kernels' stores round).
 double RoundTo(double v, DType dtype) {
-  HostTensor one = HostTensor::Zeros(dtype, 1);
-  one.Set(0, v);
-  return one.Get(0);
+  const auto f = static_cast<float>(v);
+  return dtype == DType::kBFloat16 ? client::BFloat16ToFloat(client::FloatToBFloat16(f))
+                                   : client::HalfToFloat(client::FloatToHalf(f));
 }
 
 class FusedMoeRoutine : public Routine {

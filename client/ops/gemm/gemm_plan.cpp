@@ -285,6 +285,16 @@ std::vector<ScoredTile> RankTiles(int64_t m, int64_t n, int64_t k, int sms) {
   return scored;
 }
 
+// B multicast at large M: the 128 x 256 tile in pairs sharing B ran 0.975-0.992x the time of
+// the same tile alone at M 4096 and 16384 on 7 of the Llama-3.1-8B shapes (one within noise,
+// 1.017x) in graphs of back-to-back calls (bench/results/2026-12-03-fused-moe-h200.md, "gemm:
+// multicast as the default"); below M 4096 it was not measured better (-1..+3 %).
+gemm::GemmTactic AsMulticastPair(int64_t m, gemm::GemmTactic tile) {
+  if (m < kMulticastMinRows || tile.tile_m != 128 || tile.tile_n != 256 || tile.split_k != 1) return tile;
+  const int stages = gemm::GemmMaxStages(128, 256, 1, false, 2);
+  return stages == 0 ? tile : gemm::GemmTactic{128, 256, stages, tile.group_m, 1, 2};
+}
+
 }  // namespace
 
 std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, int sms) {
@@ -293,9 +303,10 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
   std::vector<gemm::GemmTactic> ranked;
   // The heuristic's multicast pair (M >= kMulticastMinRows) first, then the space without
   // multicast, its tile alone next.
-  const gemm::GemmTactic choice = ChooseGemmTactic(m, n, k, sms);
+  const std::vector<ScoredTile> tiles = RankTiles(m, n, k, sms);
+  const gemm::GemmTactic choice = AsMulticastPair(m, tiles.front().tile);
   if (choice.multicast > 1) ranked.push_back(choice);
-  for (const ScoredTile& s : RankTiles(m, n, k, sms)) {
+  for (const ScoredTile& s : tiles) {
     const gemm::GemmTactic& t = s.tile;
     for (int stages = t.stages; stages >= gemm::kMinStages; --stages) {
       ranked.push_back({t.tile_m, t.tile_n, stages, 8, t.split_k});
@@ -334,16 +345,7 @@ gemm::GemmTactic ChooseMemoryBoundTactic(int64_t m, int64_t n, long long k_steps
 
 gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
   if (m <= 64) return MemoryBoundChoice(m, n, (k + gemm::kTileK - 1) / gemm::kTileK, sms < 1 ? 1 : sms);
-  gemm::GemmTactic chosen = RankTiles(m, n, k, sms).front().tile;
-  // B multicast at large M: the 128 x 256 tile in pairs sharing B ran 0.975-0.992x the time of
-  // the same tile alone at M 4096 and 16384 on 7 of the Llama-3.1-8B shapes (one within noise,
-  // 1.017x) in graphs of back-to-back calls (bench/results/2026-12-03-fused-moe-h200.md, "gemm:
-  // multicast as the default"); below M 4096 it was not measured better (-1..+3 %).
-  if (m >= kMulticastMinRows && chosen.tile_m == 128 && chosen.tile_n == 256 && chosen.split_k == 1) {
-    const int stages = gemm::GemmMaxStages(128, 256, 1, false, 2);
-    if (stages != 0) chosen = {128, 256, stages, chosen.group_m, 1, 2};
-  }
-  return chosen;
+  return AsMulticastPair(m, RankTiles(m, n, k, sms).front().tile);
 }
 
 gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms) {
