@@ -7,8 +7,11 @@
 # DeepSeek-V3) with the dense GEMMs of equal FLOPs (bench/moe/dense_equal_flops.list), and
 # bench/compare_torch.py for fused_moe against the PyTorch layers (and FlashInfer's fused MoE
 # where its wheel is installed: PYTHONPATH extended by KILN_FLASHINFER_SITE). Logs and JSON go to
-# $OUT.
-#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|all]
+# $OUT. `paths`: fused_moe's decode-size cases (bench/moe/decode_paths.list) under
+# KILN_FUSED_MOE_PATH=gemv (programmatic launches on and off) and =grouped, PATH_ROUNDS times
+# (default 1), alternating: the evidence for the default rule and for KILN_FUSED_MOE_PDL
+# (PATH_VARIANTS: a subset of "gemv grouped gemv-nopdl").
+#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|all]
 set -u
 what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
@@ -42,6 +45,39 @@ if [[ $what == bench || $what == measure || $what == all ]]; then
   timeout 300 kiln-bench --list "$dir/moe.list" --out "$OUT/moe.json" > "$OUT/moe.log" 2>&1
   echo "kiln-bench --list (moe default cases, dense GEMMs of equal FLOPs) rc=$?"
   cat "$OUT/moe.log"
+fi
+
+if [[ $what == paths || $what == all ]]; then
+  # variant = KILN_FUSED_MOE_PATH[-nopdl]; rounds alternate the variants (PATH_ROUNDS, default 1).
+  read -r -a variants <<< "${PATH_VARIANTS:-gemv grouped gemv-nopdl}"
+  for round in $(seq "${PATH_ROUNDS:-1}"); do
+    for variant in "${variants[@]}"; do
+      pdl=1
+      [[ $variant == *-nopdl ]] && pdl=0
+      KILN_FUSED_MOE_PATH=${variant%-nopdl} KILN_FUSED_MOE_PDL=$pdl timeout 200 kiln-bench \
+        --list bench/moe/decode_paths.list --out "$OUT/fused-moe-$variant-$round.json" \
+        > "$OUT/fused-moe-$variant-$round.log" 2>&1
+      echo "kiln-bench fused_moe decode cases, $variant, round $round: rc=$?"
+    done
+  done
+  "$py" - "$OUT" "${variants[@]}" <<'PY' || true
+import glob, json, statistics, sys
+out, variants = sys.argv[1], sys.argv[2:]
+rows = {}
+for variant in variants:
+    for name in sorted(glob.glob(f"{out}/fused-moe-{variant}-*.json")):
+        for row in json.load(open(name))["rows"]:
+            if row.get("backend") == "kiln" and row.get("status") == "ok":
+                v = rows.setdefault(row.get("label") or row.get("shape"), {}).setdefault(variant, [])
+                v.append((row["median_us"], row["pct_of_copy"]))
+print(f"{'case':28}" + "".join(f" {v + ' us':>15} {'%copy':>6}" for v in variants))
+for case, v in rows.items():
+    cells = ""
+    for variant in variants:
+        got = v.get(variant, [(float("nan"), float("nan"))])
+        cells += f" {statistics.mean(g[0] for g in got):15.1f} {statistics.mean(g[1] for g in got):6.1f}"
+    print(f"{case:28}{cells}")
+PY
 fi
 
 if [[ $what == torch || $what == measure || $what == all ]]; then

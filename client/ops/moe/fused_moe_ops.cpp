@@ -1,11 +1,18 @@
-// The moe family's fused_moe (kiln/ops/moe.h): a whole expert layer on routed tokens as four or
-// five launches of kernels the library already has (moe_permute and its gather, the grouped GEMM
-// with the silu_and_mul epilogue, the grouped GEMM, moe_unpermute), planned together from the
-// caller's arguments and workspace (fused_moe_plan.h): its entry in the op table, and its C++
-// and C APIs. docs/kernels-moe.md, "fused_moe".
+// The moe family's fused_moe (kiln/ops/moe.h): a whole expert layer on routed tokens, planned
+// from the caller's arguments and workspace (fused_moe_plan.h) as one of two paths: the grouped
+// path, five launches of kernels the library already has (moe_permute and its gather, the
+// grouped GEMM with the silu_and_mul epilogue, the grouped GEMM, moe_unpermute), or the decode
+// path, fused_moe's own two GEMVs and moe_unpermute. Its entry in the op table, the decode
+// path's launches, the KILN_FUSED_MOE_PATH and KILN_FUSED_MOE_PDL controls, and its C++ and C
+// APIs. docs/kernels-moe.md, "fused_moe".
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "client/core/capi/c_status.h"
+#include "client/core/loader/kernel_launch.h"
+#include "client/core/loader/launch_preparation.h"
 #include "client/ops/gemm/grouped_gemm_ops.h"
 #include "client/ops/moe/fused_moe_plan.h"
 #include "client/ops/moe/moe_launch.h"
@@ -37,12 +44,111 @@ struct FusedMoeCall {
   }
 };
 
+// fused_moe's own kernels, one cubin per dtype: the decode path's GEMVs (the block and the
+// columns per block are the contract's).
+struct FusedMoeSpec {
+  DType dtype = DType::kBFloat16;
+  bool operator==(const FusedMoeSpec&) const = default;
+  auto Fields() const { return std::tie(dtype); }
+  std::map<std::string, std::string> Params() const { return {{kParamDType, DTypeName(dtype)}}; }
+};
+const OpKernels kFusedMoeKernels = {
+    moe::kFusedMoeOp,
+    {{{moe::kFusedMoeGateUpEntry, moe::kGemvBlock, true}, {moe::kFusedMoeDownEntry, moe::kGemvBlock, true}}}};
+
+// -1: as KILN_FUSED_MOE_PATH says (read once); else a FusedMoePath set by the tests.
+std::atomic<int> g_path{-1};
+
+FusedMoePath PathFromEnvironment() {
+  static const FusedMoePath path = [] {
+    const char* text = std::getenv("KILN_FUSED_MOE_PATH");
+    if (text == nullptr || std::string(text) == "auto") return FusedMoePath::kAuto;
+    const std::string value(text);
+    if (value == "gemv" || value == "grouped") {
+      std::fprintf(stderr,
+                   "kiln: KILN_FUSED_MOE_PATH=%s: fused_moe runs its %s path wherever it can in this process "
+                   "(docs/kernels-moe.md)\n",
+                   text, value == "gemv" ? "decode (GEMV)" : "grouped");
+      return value == "gemv" ? FusedMoePath::kGemv : FusedMoePath::kGrouped;
+    }
+    std::fprintf(
+        stderr, "kiln: KILN_FUSED_MOE_PATH='%.64s' is not valid: expected auto, gemv or grouped; auto is used\n", text);
+    return FusedMoePath::kAuto;
+  }();
+  return path;
+}
+
+// -1: as KILN_FUSED_MOE_PDL says (read once); 0 or 1: set by the tests.
+std::atomic<int> g_pdl{-1};
+
+bool PdlFromEnvironment() {
+  static const bool on = [] {
+    const char* text = std::getenv("KILN_FUSED_MOE_PDL");
+    if (text == nullptr || std::string(text) == "1") return true;
+    if (std::string(text) == "0") {
+      std::fprintf(stderr, "kiln: KILN_FUSED_MOE_PDL=0: fused_moe's decode path launches in plain stream order in this "
+                           "process (docs/kernels-moe.md)\n");
+      return false;
+    }
+    std::fprintf(stderr, "kiln: KILN_FUSED_MOE_PDL='%.64s' is not valid: expected 0 or 1; the default (1) is used\n",
+                 text);
+    return true;
+  }();
+  return on;
+}
+
+// Whether a module built for `arch` ("sm_90a", "sm_80") runs on a device with griddepcontrol:
+// programmatic launches exist from sm_90 on.
+bool ArchHasGridDependency(const std::string& arch) {
+  return arch.size() > 3 && arch.compare(0, 3, "sm_") == 0 && std::atoi(arch.c_str() + 3) >= 90;
+}
+
+Status LaunchGemv(const PreparedLaunch& ready, int entry, const char* name, unsigned blocks_x, unsigned blocks_y,
+                  moe::FusedMoeGemvParams params, bool programmatic, const char* step, void* stream) {
+  const EntryLaunchReady& e = ready.launch->entry(entry);
+  const int64_t columns = entry == 0 ? moe::kGemvGateUpColumns : moe::kGemvDownColumns;
+  // The grid comes from the contract's columns; a daemon whose kernels tree says otherwise
+  // serves a kernel built for another shape.
+  if (e.block != static_cast<unsigned>(moe::kGemvBlock) || e.items_per_block != columns)
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(step) + ": the daemon's launch hint for " + name + " is " + std::to_string(e.block) +
+                      " threads and " + std::to_string(e.items_per_block) + " columns per block; the kernel needs " +
+                      std::to_string(moe::kGemvBlock) + " and " + std::to_string(columns) +
+                      " (a kilnd of another version?)");
+  LaunchConfig config;
+  config.grid.x = blocks_x;
+  config.grid.y = blocks_y;
+  config.block.x = e.block;
+  config.dynamic_smem_bytes = e.dynamic_smem;
+  config.stream = stream;
+  config.programmatic_dependent_launch = programmatic;
+  void* args[] = {&params};
+  return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
+}
+
+// The decode path's two GEMVs; `*programmatic`: whether they (and so the combine after them) are
+// launched as programmatic dependents (KILN_FUSED_MOE_PDL, on a device that has them).
+Status LaunchGemvs(const FusedMoeGemvPlan& g, void* stream, bool* programmatic) {
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
+                        PrepareOpLaunch(kFusedMoeKernels, FusedMoeSpec{g.dtype}, g.device, kFusedMoeGateUpGemvStep));
+  *programmatic = FusedMoeProgrammaticLaunch() && ArchHasGridDependency(ready.launch->library->info.arch);
+  KILN_RETURN_IF_ERROR(LaunchGemv(ready, 0, moe::kFusedMoeGateUpEntry, g.gate_up_blocks, g.expert_blocks, g.gate_up,
+                                  *programmatic, kFusedMoeGateUpGemvStep, stream));
+  return LaunchGemv(ready, 1, moe::kFusedMoeDownEntry, g.down_blocks, g.expert_blocks, g.down, *programmatic,
+                    kFusedMoeDownGemvStep, stream);
+}
+
 // A validated call -> its steps in stream order on the caller's stream: each reads what the one
 // before wrote (kernels on one stream run one after another).
 Status RunFusedMoe(const FusedMoeCall& call, const char* api, void* stream) {
-  KILN_ASSIGN_OR_RETURN(const FusedMoePlan plan, PlanFusedMoe(call.a, api));
+  KILN_ASSIGN_OR_RETURN(const FusedMoePlan plan, PlanFusedMoe(call.a, api, FusedMoePathInUse()));
   if (plan.tokens == 0) return OkStatus();
   // A step's error names the step; the API's name goes before it, as for any op.
+  if (plan.gemv) {
+    bool programmatic = false;
+    KILN_RETURN_IF_ERROR(LaunchGemvs(plan.gemvs, stream, &programmatic).WithContext(api));
+    return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeCombineStep, stream, programmatic).WithContext(api);
+  }
   KILN_RETURN_IF_ERROR(LaunchMoePermutePlan(plan.permute, kFusedMoePermuteStep, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(LaunchGroupedGemmPlanOfCall(plan.gate_up, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(LaunchGroupedGemmPlanOfCall(plan.down, stream).WithContext(api));
@@ -58,6 +164,21 @@ const OpDescriptor kFusedMoe = {.name = "fused_moe",
 KILN_REGISTER_OP(kFusedMoe);
 
 }  // namespace
+
+FusedMoePath FusedMoePathInUse() {
+  const int set = g_path.load(std::memory_order_relaxed);
+  return set >= 0 ? static_cast<FusedMoePath>(set) : PathFromEnvironment();
+}
+
+void SetFusedMoePathForTesting(int path) { g_path.store(path, std::memory_order_relaxed); }
+
+bool FusedMoeProgrammaticLaunch() {
+  const int set = g_pdl.load(std::memory_order_relaxed);
+  return set >= 0 ? set == 1 : PdlFromEnvironment();
+}
+
+void SetFusedMoeProgrammaticLaunchForTesting(int on) { g_pdl.store(on, std::memory_order_relaxed); }
+
 }  // namespace kiln::client
 
 namespace kiln::ops {

@@ -28,7 +28,58 @@ StatusOr<RowView> Checked(const TensorView& t, const char* name, int rank, const
   return ViewAsRows(t, name);
 }
 
-StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a) {
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// 16-byte loads of every row of the view: its pointer and its row stride in bytes.
+bool RowsAligned16(const RowView& v) {
+  return Aligned16(v.data) && (v.rows <= 1 || (v.row_stride * static_cast<int64_t>(v.element_size)) % 16 == 0);
+}
+
+// The decode path's launches: act by slot, then y by slot, read by the same combine.
+FusedMoeGemvPlan PlanGemvs(const RowView& x, const RowView& w13, const RowView& w2, const RowView& ids,
+                           const FusedMoeWorkspace& layout, char* base, int64_t experts, int64_t intermediate,
+                           int64_t hidden, DType dtype, int device) {
+  const int64_t tokens = x.rows, top_k = ids.hidden;
+  FusedMoeGemvPlan g;
+  g.dtype = dtype;
+  g.device = device;
+  g.gate_up_blocks = static_cast<unsigned>((intermediate + moe::kGemvGateUpColumns - 1) / moe::kGemvGateUpColumns);
+  g.down_blocks = static_cast<unsigned>((hidden + moe::kGemvDownColumns - 1) / moe::kGemvDownColumns);
+  g.expert_blocks = static_cast<unsigned>(moe::FusedMoeGemvExpertBlocks(experts, tokens * top_k));
+  moe::FusedMoeGemvParams common = {};
+  common.topk_ids = reinterpret_cast<const int*>(ids.data);
+  common.tokens = tokens;
+  common.ids_stride = ids.row_stride;
+  common.experts = static_cast<int>(experts);
+  common.top_k = static_cast<int>(top_k);
+
+  g.gate_up = common;
+  g.gate_up.out = base + layout.activation;
+  g.gate_up.slot_to_row = reinterpret_cast<int*>(base + layout.slot_to_row);
+  g.gate_up.in = x.data;
+  g.gate_up.in_stride = x.row_stride;
+  g.gate_up.out_stride = intermediate;
+  g.gate_up.weight = w13.data;
+  g.gate_up.weight_row_stride = w13.row_stride;
+  g.gate_up.weight_expert_stride = 2 * intermediate * w13.row_stride;
+  g.gate_up.k = static_cast<int>(hidden);
+  g.gate_up.n = static_cast<int>(intermediate);
+
+  g.down = common;
+  g.down.out = base + layout.permuted_x;
+  g.down.slot_to_row = nullptr;
+  g.down.in = base + layout.activation;
+  g.down.in_stride = intermediate;
+  g.down.out_stride = hidden;
+  g.down.weight = w2.data;
+  g.down.weight_row_stride = w2.row_stride;
+  g.down.weight_expert_stride = hidden * w2.row_stride;
+  g.down.k = static_cast<int>(intermediate);
+  g.down.n = static_cast<int>(hidden);
+  return g;
+}
+
+StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path) {
   if (a.out == nullptr || a.x == nullptr || a.w13 == nullptr || a.w2 == nullptr || a.topk_ids == nullptr ||
       a.topk_weights == nullptr || a.workspace == nullptr)
     return Status(StatusCode::kInternal, "PlanFusedMoe: every argument must be given");
@@ -143,6 +194,13 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a) {
   KILN_ASSIGN_OR_RETURN(plan.down, PlanGroupedGemm(permuted_v, act_v, *a.w2, indptr_v, kFusedMoeDownStep));
   KILN_ASSIGN_OR_RETURN(plan.unpermute,
                         PlanMoeUnpermute({a.out, &permuted_v, &slot_to_row_v, a.topk_weights}, kFusedMoeCombineStep));
+
+  const bool gemv_possible = FusedMoeGemvSlotsFit(tokens, top_k) && RowsAligned16(x) && RowsAligned16(w13) &&
+                             RowsAligned16(w2);
+  plan.gemv = gemv_possible && (path == FusedMoePath::kGemv ||
+                                (path == FusedMoePath::kAuto && FusedMoeGemvByDefault(tokens, top_k, experts)));
+  if (plan.gemv)
+    plan.gemvs = PlanGemvs(x, w13, w2, ids, layout, base, experts, intermediate, hidden, dtype, device.index);
   return plan;
 }
 
@@ -162,8 +220,16 @@ FusedMoeWorkspace FusedMoeWorkspaceOf(int64_t tokens, int64_t top_k, int64_t exp
   return w;
 }
 
-StatusOr<FusedMoePlan> PlanFusedMoe(const FusedMoeArgs& args, const char* api) {
-  auto plan = Plan(args);
+bool FusedMoeGemvSlotsFit(int64_t tokens, int64_t top_k) {
+  return tokens >= 1 && top_k >= 1 && tokens * top_k <= moe::kMaxGemvSlots;
+}
+
+bool FusedMoeGemvByDefault(int64_t tokens, int64_t top_k, int64_t experts) {
+  return FusedMoeGemvSlotsFit(tokens, top_k) && tokens * top_k <= experts;
+}
+
+StatusOr<FusedMoePlan> PlanFusedMoe(const FusedMoeArgs& args, const char* api, FusedMoePath path) {
+  auto plan = Plan(args, path);
   if (!plan.ok()) return plan.status().WithContext(api);
   return plan;
 }

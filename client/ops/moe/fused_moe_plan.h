@@ -1,7 +1,8 @@
-// FusedMoePlan: the arguments of fused_moe (kiln/ops/moe.h) validated and turned into its steps,
-// each the plan of an op the library already has: moe_permute with the gather (x into the
-// grouped layout), the grouped GEMM with w13 and the silu_and_mul epilogue, the grouped GEMM
-// with w2, and moe_unpermute. Their intermediate tensors are views of the caller's workspace
+// FusedMoePlan: the arguments of fused_moe (kiln/ops/moe.h) validated and turned into its steps.
+// The grouped path's steps are plans of ops the library already has: moe_permute with the
+// gather (x into the grouped layout), the grouped GEMM with w13 and the silu_and_mul epilogue,
+// the grouped GEMM with w2, and moe_unpermute; the decode path's are fused_moe's own two GEMVs,
+// then the same moe_unpermute. Their intermediate tensors are views of the caller's workspace
 // (FusedMoeWorkspace). Pure: no driver call, so every check runs, and is tested, without a GPU.
 #pragma once
 
@@ -21,6 +22,23 @@ inline constexpr const char* kFusedMoeGateUpStep =
     "fused_moe: the gate-and-up GEMM (grouped_gemm, b = w13, silu_and_mul)";
 inline constexpr const char* kFusedMoeDownStep = "fused_moe: the down GEMM (grouped_gemm, b = w2)";
 inline constexpr const char* kFusedMoeCombineStep = "fused_moe: the combine (moe_unpermute into out)";
+inline constexpr const char* kFusedMoeGateUpGemvStep =
+    "fused_moe: the gate-and-up GEMV (kiln_fused_moe_gate_up, w13, silu_and_mul)";
+inline constexpr const char* kFusedMoeDownGemvStep = "fused_moe: the down GEMV (kiln_fused_moe_down, w2)";
+
+// Which of the two ways a call runs (docs/kernels-moe.md): the grouped path (moe_permute with
+// the gather, two grouped GEMMs, the combine) or the decode path (two GEMVs over each chosen
+// expert's slots, the combine). kAuto: FusedMoeGemvByDefault decides, where the decode path can
+// take the call (FusedMoeGemvPossible).
+enum class FusedMoePath { kAuto, kGemv, kGrouped };
+
+// Whether the decode path takes T x top_k slots: at most moe::kMaxGemvSlots, and x, w13 and w2
+// with 16-byte aligned pointers and row strides (the GEMVs' loads).
+bool FusedMoeGemvSlotsFit(int64_t tokens, int64_t top_k);
+// The default choice where both paths can run: the decode path while the slots are at most the
+// experts (T x top_k <= E: about one slot per chosen expert, so one pass of the GEMVs over its
+// weights; measured on the H200: docs/kernels-moe.md, "Choosing the path").
+bool FusedMoeGemvByDefault(int64_t tokens, int64_t top_k, int64_t experts);
 
 // The arguments as the API receives them.
 struct FusedMoeArgs {
@@ -51,16 +69,47 @@ struct FusedMoeWorkspace {
 FusedMoeWorkspace FusedMoeWorkspaceOf(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
                                       int64_t intermediate);
 
+// The decode path's two launches (fused_moe's own kernels, kiln/moe/moe_contract.h): act by slot
+// into the workspace's activation region (and slot_to_row), then y by slot into its permuted_x
+// region, which the combine reads as the grouped path's expert outputs.
+struct FusedMoeGemvPlan {
+  DType dtype = DType::kBFloat16;
+  int device = 0;
+  unsigned gate_up_blocks = 0;  // grid.x: ceil(I / kGemvGateUpColumns)
+  unsigned down_blocks = 0;     // grid.x: ceil(H / kGemvDownColumns)
+  unsigned expert_blocks = 0;   // grid.y: moe::FusedMoeGemvExpertBlocks(E, slots)
+  moe::FusedMoeGemvParams gate_up = {};
+  moe::FusedMoeGemvParams down = {};
+};
+
 struct FusedMoePlan {
   int64_t tokens = 0;  // T = 0: nothing to launch
   FusedMoeWorkspace workspace;
+  bool gemv = false;  // the decode path: `gemvs`, then `unpermute`; else the grouped path
   MoePermutePlan permute;
   GroupedGemmPlan gate_up;  // silu_and_mul: [rows, H] . w13 -> [rows, I]
   GroupedGemmPlan down;     // [rows, I] . w2 -> [rows, H]
-  MoeUnpermutePlan unpermute;
+  FusedMoeGemvPlan gemvs;
+  MoeUnpermutePlan unpermute;  // both paths: rows by slot (decode) or permuted (grouped)
 };
 
-// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
-StatusOr<FusedMoePlan> PlanFusedMoe(const FusedMoeArgs& args, const char* api);
+// The path calls ask for: KILN_FUSED_MOE_PATH (auto, gemv or grouped; read once per process,
+// said once on stderr unless auto; another value is reported and auto used), unless a test set
+// it: SetFusedMoePathForTesting(static_cast<int>(FusedMoePath::...)), -1 returns to the variable.
+FusedMoePath FusedMoePathInUse();
+void SetFusedMoePathForTesting(int path);
+
+// Whether the decode path's three launches are programmatic dependents (the down GEMV prefetches
+// its weights while the gate-up GEMV ends; the kernels wait with griddepcontrol.wait either way):
+// on unless KILN_FUSED_MOE_PDL=0 (read once per process; said once on stderr; another value is
+// reported and ignored), and only on devices of sm_90 on. SetFusedMoeProgrammaticLaunchForTesting(1
+// / 0) overrides the environment, -1 returns to it.
+bool FusedMoeProgrammaticLaunch();
+void SetFusedMoeProgrammaticLaunchForTesting(int on);
+
+// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem. Every
+// argument is checked the same way whichever path `path` (or kAuto's rule) picks; kGemv where
+// the decode path cannot take the call runs the grouped path.
+StatusOr<FusedMoePlan> PlanFusedMoe(const FusedMoeArgs& args, const char* api, FusedMoePath path = FusedMoePath::kAuto);
 
 }  // namespace kiln::client

@@ -10,7 +10,8 @@ namespace kiln::client {
 
 // The single-block permutation, then with the plan's gather the gather, on `stream`.
 Status LaunchMoePermutePlan(const MoePermutePlan& plan, const char* api, void* stream);
-// The combine (nothing for no tokens).
-Status LaunchMoeUnpermutePlan(const MoeUnpermutePlan& plan, const char* api, void* stream);
+// The combine (nothing for no tokens); `programmatic`: as a programmatic dependent of the kernel
+// before it (the kernel waits for it before reading anything: kiln/moe/moe_unpermute.cuh).
+Status LaunchMoeUnpermutePlan(const MoeUnpermutePlan& plan, const char* api, void* stream, bool programmatic = false);
 
 }  // namespace kiln::client

@@ -204,7 +204,7 @@ Status RunMoeUnpermute(const MoeUnpermuteCall& call, const char* api, void* stre
 }  // namespace
 
 // One launch: a block column per token (grid.x), the row's blocks on grid.y.
-Status LaunchMoeUnpermutePlan(const MoeUnpermutePlan& plan, const char* api, void* stream) {
+Status LaunchMoeUnpermutePlan(const MoeUnpermutePlan& plan, const char* api, void* stream, bool programmatic) {
   if (plan.params.tokens == 0) return OkStatus();  // nothing to write, and nothing to launch
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kMoeUnpermuteKernels, MoeUnpermuteSpec{plan.dtype}, plan.device, api));
@@ -223,6 +223,7 @@ Status LaunchMoeUnpermutePlan(const MoeUnpermutePlan& plan, const char* api, voi
   config.block.x = plan.threads;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
+  config.programmatic_dependent_launch = programmatic;
   moe::MoeUnpermuteParams params = plan.params;
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, moe::kMoeUnpermuteEntry, &ready.launch->library->info);

@@ -560,6 +560,90 @@ TEST_CASE("fused_moe plans its steps over the workspace: Mixtral and Qwen3 at 1 
   }
 }
 
+TEST_CASE("fused_moe picks its decode path for few slots per expert and plans its GEMVs over the workspace",
+          "[client][ops][moe]") {
+  using kiln::client::FusedMoePath;
+  // The default rule: at most 1024 slots, and at most one per expert.
+  CHECK(kiln::client::FusedMoeGemvByDefault(1, 2, 8));  // Mixtral at 1 token
+  CHECK(kiln::client::FusedMoeGemvByDefault(4, 2, 8));  // Mixtral at 4: 8 slots, 8 experts
+  CHECK_FALSE(kiln::client::FusedMoeGemvByDefault(8, 2, 8));
+  CHECK(kiln::client::FusedMoeGemvByDefault(8, 8, 128));  // Qwen3-30B-A3B at 8 tokens
+  CHECK(kiln::client::FusedMoeGemvByDefault(16, 8, 128));
+  CHECK_FALSE(kiln::client::FusedMoeGemvByDefault(17, 8, 128));
+  CHECK(kiln::client::FusedMoeGemvByDefault(32, 8, 256));  // DeepSeek-V3 at 32: 256 slots
+  CHECK_FALSE(kiln::client::FusedMoeGemvByDefault(64, 8, 256));
+  CHECK_FALSE(kiln::client::FusedMoeGemvByDefault(0, 8, 256));
+  CHECK(kiln::client::FusedMoeGemvSlotsFit(128, 8));
+  CHECK_FALSE(kiln::client::FusedMoeGemvSlotsFit(129, 8));
+
+  // Qwen3-30B-A3B at 8 tokens, x rows padded to 2056 elements (16-byte aligned), ids padded.
+  Call c(8, 8, 128, 2048, 768);
+  c.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {8, 2048}, {2056, 1});
+  c.ids = TensorView::Strided(FakeDeviceAddress(kIdsSlot), DType::kInt32, {8, 8}, {12, 1});
+  auto plan = PlanFusedMoe(c.Args(), "test");
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  REQUIRE(plan->gemv);
+  const FusedMoeWorkspace& w = plan->workspace;
+  const auto& g = plan->gemvs;
+  CHECK(g.dtype == DType::kBFloat16);
+  CHECK(g.gate_up_blocks == 768 / kiln::moe::kGemvGateUpColumns);
+  CHECK(g.down_blocks == 2048 / kiln::moe::kGemvDownColumns);
+  CHECK(g.expert_blocks == 64);  // min(E 128, 64 slots)
+  for (const auto* p : {&g.gate_up, &g.down}) {
+    CHECK(p->topk_ids == FakeDeviceAddress(kIdsSlot));
+    CHECK(p->ids_stride == 12);
+    CHECK(p->tokens == 8);
+    CHECK(p->top_k == 8);
+    CHECK(p->experts == 128);
+  }
+  CHECK(g.gate_up.in == FakeDeviceAddress(kXSlot));
+  CHECK(g.gate_up.in_stride == 2056);
+  CHECK(g.gate_up.weight == FakeDeviceAddress(kW13Slot));
+  CHECK(g.gate_up.weight_row_stride == 2048);
+  CHECK(g.gate_up.weight_expert_stride == 2 * 768 * 2048);
+  CHECK(g.gate_up.out == WorkspaceAt(w.activation));
+  CHECK(g.gate_up.out_stride == 768);
+  CHECK(g.gate_up.slot_to_row == WorkspaceAt(w.slot_to_row));
+  CHECK(g.gate_up.k == 2048);
+  CHECK(g.gate_up.n == 768);
+  CHECK(g.down.in == WorkspaceAt(w.activation));
+  CHECK(g.down.in_stride == 768);
+  CHECK(g.down.weight == FakeDeviceAddress(kW2Slot));
+  CHECK(g.down.weight_row_stride == 768);
+  CHECK(g.down.weight_expert_stride == 2048 * 768);
+  CHECK(g.down.out == WorkspaceAt(w.permuted_x));
+  CHECK(g.down.out_stride == 2048);
+  CHECK(g.down.slot_to_row == nullptr);
+  CHECK(g.down.k == 768);
+  CHECK(g.down.n == 2048);
+  // The same combine as the grouped path: rows by slot, from the map the gate-up GEMV writes.
+  CHECK(plan->unpermute.params.expert_out == WorkspaceAt(w.permuted_x));
+  CHECK(plan->unpermute.params.slot_to_row == WorkspaceAt(w.slot_to_row));
+  CHECK(plan->unpermute.params.rows == 64);
+
+  // Forced either way; the decode path cannot take x rows 8 bytes off 16, nor 1032 slots.
+  plan = PlanFusedMoe(c.Args(), "test", FusedMoePath::kGrouped);
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->gemv);
+  Call many(64, 8, 128, 2048, 768);
+  plan = PlanFusedMoe(many.Args(), "test");
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->gemv);
+  plan = PlanFusedMoe(many.Args(), "test", FusedMoePath::kGemv);
+  REQUIRE(plan.ok());
+  CHECK(plan->gemv);
+  CHECK(plan->gemvs.expert_blocks == 128);
+  c.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {8, 2048}, {2052, 1});
+  plan = PlanFusedMoe(c.Args(), "test", FusedMoePath::kGemv);
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->gemv);
+  Call over(129, 8, 256, 256, 128);
+  plan = PlanFusedMoe(over.Args(), "test", FusedMoePath::kGemv);
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->gemv);
+}
+
 TEST_CASE("fused_moe plans padded rows of x, out and the routing", "[client][ops][moe]") {
   Call c(64, 8, 128, 2048, 768);
   c.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {64, 2048}, {2056, 1});

@@ -14,7 +14,13 @@
 //    poisoned; the workspace poisoned too (rows the steps do not write are NaN);
 //  - in place (out == x) gives the same bits as a separate out; two calls, a second stream and
 //    the C ABI give the same bits; a CUDA graph captured once replays on new ids and new x
-//    (nothing on the host depends on them); T = 0 launches nothing; refused through the real path.
+//    (nothing on the host depends on them); T = 0 launches nothing; refused through the real path;
+//  - both paths (the grouped one and the decode path's GEMVs, forced with
+//    SetFusedMoePathForTesting) on every case of the grid and the edge cases (the decode path
+//    takes up to 1024 slots with aligned rows; beyond, or on x rows 8 bytes off 16, the call runs
+//    the grouped path), in the determinism and graph tests too; the decode path with every token
+//    on one expert (many passes over its weights), 1024 slots, and a misaligned x, launched as
+//    programmatic dependents (the default) and in plain stream order, with the same bits.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "client/core/api/float16.h"
+#include "client/ops/moe/fused_moe_plan.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/moe.h"
 #include "tests/support/gpu_harness.h"
@@ -440,6 +447,30 @@ Case Make(int64_t tokens, int64_t experts, int64_t top_k, int64_t hidden, int64_
 constexpr DType kBf16 = DType::kBFloat16;
 constexpr DType kFp16 = DType::kFloat16;
 
+using kiln::client::FusedMoePath;
+constexpr FusedMoePath kBothPaths[] = {FusedMoePath::kGemv, FusedMoePath::kGrouped};
+
+const char* PathName(FusedMoePath path) {
+  return path == FusedMoePath::kGemv ? "decode path (GEMVs) where it can" : "grouped path";
+}
+
+// Calls in its scope ask for `path`; the environment's choice again after it.
+struct PathScope {
+  explicit PathScope(FusedMoePath path) { kiln::client::SetFusedMoePathForTesting(static_cast<int>(path)); }
+  ~PathScope() { kiln::client::SetFusedMoePathForTesting(-1); }
+  PathScope(const PathScope&) = delete;
+  PathScope& operator=(const PathScope&) = delete;
+};
+
+// The layer's result on each path, each checked against the reference.
+void CheckBothPaths(Layer& layer) {
+  for (FusedMoePath path : kBothPaths) {
+    const PathScope scope(path);
+    INFO(PathName(path));
+    layer.Check(layer.Run());
+  }
+}
+
 TEST_CASE("fused_moe matches the float64 reference over tokens, experts, top_k and dtypes", "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(20261203);
@@ -453,7 +484,7 @@ TEST_CASE("fused_moe matches the float64 reference over tokens, experts, top_k a
         c.out_pad = n % 5 == 2 ? 16 : 0;
         ++n;
         Layer layer(c, rng);
-        layer.Check(layer.Run());
+        CheckBothPaths(layer);
       }
     }
   }
@@ -485,7 +516,38 @@ TEST_CASE("fused_moe: empty experts, one expert for all, dropped ids, I no tile 
   cases[7].out_pad = 24;
   for (const Case& c : cases) {
     Layer layer(c, rng);
-    layer.Check(layer.Run());
+    CheckBothPaths(layer);
+  }
+}
+
+TEST_CASE("fused_moe's decode path: many passes over one expert, 1024 slots, a misaligned x, model widths",
+          "[gpu][moe][fused]") {
+  kiln::testing::GpuSession session = kiln::testing::HopperSession();
+  std::mt19937 rng(1204);
+  std::vector<Case> cases = {
+      Make(64, 8, 1, 256, 128, kBf16, Ids::kOneExpert),   // 64 slots on one expert: 16 passes of 4
+      Make(7, 8, 8, 256, 128, kFp16, Ids::kOneExpert),    // top_k = E, 7 slots each: passes of 4 and 3
+      Make(6, 64, 2, 136, 200, kBf16, Ids::kFewExperts),  // passes of 2 and 1; I and H no block divides
+      Make(128, 256, 8, 256, 128, kBf16),                 // 1024 slots: the most the decode path takes
+      Make(129, 256, 8, 256, 128, kFp16),                 // 1032: the grouped path, asked for the GEMVs
+      Make(5, 64, 8, 256, 128, kBf16, Ids::kDropped),     // dropped ids, a token with none
+      Make(8, 128, 8, 2048, 768, kBf16),                  // Qwen3-30B-A3B at 8 tokens
+      Make(3, 256, 8, 7168, 2048, kBf16),                 // DeepSeek-V3's routed experts at 3 tokens
+  };
+  Case misaligned = Make(3, 8, 2, 256, 128, kBf16);
+  misaligned.x_pad = 4;  // rows 520 bytes apart: not 16-byte loads, so the grouped path
+  cases.push_back(misaligned);
+  for (const Case& c : cases) {
+    Layer layer(c, rng);
+    const PathScope scope(FusedMoePath::kGemv);
+    const Result programmatic = layer.Run();
+    layer.Check(programmatic);
+    // In plain stream order: the same bits (the launches change, not the arithmetic).
+    kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
+    const Result ordered = layer.Run();
+    kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
+    INFO(Describe(c));
+    CHECK(layer.Rows(programmatic) == layer.Rows(ordered));
   }
 }
 
@@ -514,23 +576,37 @@ TEST_CASE("fused_moe is deterministic: two calls, a second stream and the C ABI 
   Case padded = Make(64, 8, 2, 256, 128, kFp16, Ids::kDropped);
   padded.x_pad = 8;
   padded.out_pad = 8;
-  for (const Case& c : {Make(1000, 256, 8, 256, 128, kBf16), padded}) {
-    Layer layer(c, rng);
-    const Result a = layer.Run();
-    layer.Check(a);
-    const Result again = layer.Run();
-    const Result on_stream = layer.Run(false, stream);
-    const Result from_c = layer.RunC();
-    INFO(Describe(c));
-    CHECK(a.bytes == again.bytes);
-    CHECK(a.bytes == on_stream.bytes);
-    CHECK(a.bytes == from_c.bytes);
+  for (FusedMoePath path : kBothPaths) {
+    const PathScope scope(path);
+    for (const Case& c : {Make(1000, 256, 8, 256, 128, kBf16), padded, Make(3, 128, 8, 256, 128, kBf16)}) {
+      Layer layer(c, rng);
+      const Result a = layer.Run();
+      layer.Check(a);
+      const Result again = layer.Run();
+      const Result on_stream = layer.Run(false, stream);
+      const Result from_c = layer.RunC();
+      INFO(Describe(c) << ", " << PathName(path));
+      CHECK(a.bytes == again.bytes);
+      CHECK(a.bytes == on_stream.bytes);
+      CHECK(a.bytes == from_c.bytes);
+    }
   }
   KILN_CU(Cuda().cuStreamDestroy(stream));
 }
 
+// One capture of a call, replayed on new ids and x, each replay checked.
+void ReplayInGraph();
+
 TEST_CASE("fused_moe replays in a CUDA graph on new ids and new x", "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
+  for (FusedMoePath path : kBothPaths) {
+    const PathScope scope(path);
+    INFO(PathName(path));
+    ReplayInGraph();
+  }
+}
+
+void ReplayInGraph() {
   const auto& d = Cuda();
   std::mt19937 rng(11);
   Case c = Make(64, 128, 8, 256, 128, kBf16);

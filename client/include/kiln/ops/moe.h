@@ -82,12 +82,13 @@
 //                             256-byte aligned; its contents are scratch
 //   out           [T, H]      x's dtype, written; may be x itself (in place), else no overlap
 // out[t] = sum over j of topk_weights[t, j] * expert(topk_ids[t, j])(x[t]), expert(e)(v) =
-// w2[e] . (silu(w13[e, :I] . v) * (w13[e, I:] . v)): moe_permute (gather x) -> grouped GEMM
-// with w13 whose epilogue applies silu_and_mul in fp32 -> grouped GEMM with w2 ->
-// moe_unpermute; five launches (the permutation and its gather are two), all on the caller's
-// stream, no host sync,
-// no data-dependent host work (capturable in a CUDA graph). Only the experts some token chose
-// are read from memory (the GEMMs' tiles exist for non-empty groups only). The activation
+// w2[e] . (silu(w13[e, :I] . v) * (w13[e, I:] . v)). Two paths, chosen from the shapes alone:
+// for few tokens (T * top_k <= E, at most 1024), two GEMVs over each chosen expert's slots
+// (gate and up with silu_and_mul, then down) and moe_unpermute, three launches; otherwise
+// moe_permute (gather x) -> grouped GEMM with w13 whose epilogue applies silu_and_mul in fp32 ->
+// grouped GEMM with w2 -> moe_unpermute, five launches (the permutation and its gather are two).
+// All on the caller's stream, no host sync, no data-dependent host work (capturable in a CUDA
+// graph). Only the experts some token chose are read from memory. The activation
 // silu(gate) * up and each expert's output row are rounded to x's dtype, as a layer of separate
 // calls stores them. T = 0: OK, nothing launched. Deterministic (no atomics).
 //

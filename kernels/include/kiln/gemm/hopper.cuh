@@ -15,6 +15,8 @@
 // Shared-memory addresses are 32-bit (.shared::cta window), as cvta.to.shared gives them.
 #pragma once
 
+#include "kiln/common/grid_dependency.cuh"
+
 namespace kiln {
 namespace gemm {
 
@@ -57,18 +59,7 @@ __device__ __forceinline__ void BarrierWait(unsigned long long* bar, unsigned pa
   } while (done == 0);
 }
 
-// ---- programmatic dependent launch ("griddepcontrol") ----
-
-// Waits until the kernels this grid depends on (launched before it on the stream) have completed
-// and their memory operations are visible. Without a programmatic dependent launch it returns at
-// once: the stream already ordered the grid after them.
-__device__ __forceinline__ void GridDependencyWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-// Lets the next kernel on the stream (launched with programmatic stream serialization) be
-// scheduled once every block of this grid has executed it or exited; the first execution in a
-// block counts, repeats do nothing. It says nothing about this grid's memory: the dependent waits.
-__device__ __forceinline__ void GridDependencyLaunchDependents() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
+// ---- programmatic dependent launch ("griddepcontrol"): kiln/common/grid_dependency.cuh ----
 
 // ---- thread-block clusters (split-K: the blocks of a cluster add their partial tiles) ----
 

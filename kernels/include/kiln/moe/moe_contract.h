@@ -7,6 +7,7 @@
 //               optionally the gather of x's rows into that layout
 //   moe_unpermute the combine: expert_out [R, H] (the grouped GEMM's output rows in that layout)
 //               -> out [T, H], each token's rows weighted by topk_weights and summed in fp32
+//   fused_moe   the whole layer; its own kernels are the decode path's GEMVs (below)
 //
 // moe_route's params: dtype (fp32, fp16, bf16: logits' type), scoring ("softmax" or "sigmoid": the scores
 // the experts are ranked by), max_experts (32, 64, 128 or 256: the E range one kernel holds,
@@ -137,10 +138,62 @@ struct MoePermuteGatherParams {
 };
 static_assert(sizeof(MoePermuteGatherParams) == 80, "MoePermuteGatherParams: 4 pointers, 4 longs, 4 ints");
 
-// fused_moe: an op of the client with no kernel of its own (no generator): its launches are
-// moe_permute's, grouped_gemm's (with the silu_and_mul epilogue, then plain) and moe_unpermute's.
-// The name is its trace definition's and its kiln-bench routine's.
+// fused_moe: a whole layer on routed tokens. Its grouped path launches moe_permute's,
+// grouped_gemm's (with the silu_and_mul epilogue, then plain) and moe_unpermute's kernels; its
+// decode path (few tokens: FusedMoeDecodeSlots) launches its own two GEMVs, then moe_unpermute's.
+// The name is its generator's, its trace definition's and its kiln-bench routine's.
 constexpr const char* kFusedMoeOp = "fused_moe";
+
+// fused_moe's params: dtype (bf16 or fp16: x's, the weights' and out's type). Everything else
+// is a launch argument. Its two entries, in stream order, then moe_unpermute's:
+//   kiln_fused_moe_gate_up  act[s, c] = silu(w13[e, c] . in(s)) * (w13[e, c + I] . in(s)), c < I
+//   kiln_fused_moe_down     y[s, h] = w2[e, h] . act[s], h < H
+// for every slot s = t * top_k + j whose id e = topk_ids[t, j] lies in [0, E); in(s) is x's row t.
+// A block serves one expert that some slot chose (grid.y = FusedMoeGemvExpertBlocks: a block
+// whose rank is past the chosen experts' count returns at once) and `items_per_block` output
+// columns (kGemvGateUpColumns of act, kGemvDownColumns of y: grid.x = ceil(columns /
+// items_per_block)), for every slot of its expert in turn: each weight byte a call needs is read
+// from memory once. block = kGemvBlock threads, no dynamic shared memory.
+constexpr const char* kFusedMoeGateUpEntry = "kiln_fused_moe_gate_up";
+constexpr const char* kFusedMoeDownEntry = "kiln_fused_moe_down";
+constexpr int kGemvWarps = 8;
+constexpr int kGemvBlock = 32 * kGemvWarps;
+// The blocks an SM holds at once (the entries' __launch_bounds__ minimum): at most 85 registers a
+// thread, so that while one block finds its expert the others stream.
+constexpr int kGemvBlocksPerSm = 3;
+// A warp reads this many weight rows at once: gate_up's two columns (their gate and up rows),
+// down's four.
+constexpr int kGemvWeightRows = 4;
+constexpr int kGemvGateUpColumns = kGemvWarps * kGemvWeightRows / 2;
+constexpr int kGemvDownColumns = kGemvWarps * kGemvWeightRows;
+// The most slots (T * top_k) the decode path takes: a block holds every slot's id in shared memory.
+constexpr int kMaxGemvSlots = 1024;
+
+// grid.y of both GEMVs: one block per expert that may be chosen (min(E, slots)).
+KILN_CONTRACT_FUNCTION long long FusedMoeGemvExpertBlocks(long long experts, long long slots) {
+  return experts < slots ? experts : slots;
+}
+
+// The parameter of both GEMVs. Strides count elements between row starts; every pointer and
+// stride times the element size is a multiple of 16 bytes (the host checks it: 16-byte loads).
+struct FusedMoeGemvParams {
+  void* out;            // [slots, n]: slot s's row at s (rows out_stride apart)
+  int* slot_to_row;     // gate_up: [tokens, top_k] contiguous, s for a slot with a row, -1 else; down: null
+  const void* in;       // gate_up: x [tokens, k] (slot s reads row s / top_k); down: act [slots, k]
+  const void* weight;   // [experts, rows, k]: w13 (rows 2n) or w2 (rows n)
+  const int* topk_ids;  // [tokens, top_k], rows ids_stride apart
+  long long tokens;     // 1 .. kMaxGemvSlots / top_k
+  long long ids_stride;
+  long long in_stride;
+  long long out_stride;
+  long long weight_expert_stride;
+  long long weight_row_stride;
+  int k;  // the dot products' length: H (gate_up) or I (down), a multiple of 8
+  int n;  // output columns: I (gate_up) or H (down), a multiple of 8
+  int experts;
+  int top_k;
+};
+static_assert(sizeof(FusedMoeGemvParams) == 104, "FusedMoeGemvParams: 5 pointers, 6 longs, 4 ints");
 
 constexpr const char* kMoeUnpermuteOp = "moe_unpermute";
 constexpr const char* kMoeUnpermuteEntry = "kiln_moe_unpermute";

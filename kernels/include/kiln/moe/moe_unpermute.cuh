@@ -17,11 +17,16 @@
 // bit for bit. The sum is rounded once to the output type; a token with no valid row writes
 // zeros (every element of out is written).
 //
+// fused_moe launches it as a programmatic dependent of its down GEMV: the block waits for the
+// kernels before it (GridDependencyWait; at once in a plain stream-ordered launch) before it reads
+// anything.
+//
 // The unit is chosen on the host (the widest of 16, 8, 4 and 2 bytes dividing the row's bytes,
 // both row strides and both pointers, as moe_permute's gather); UnpermuteRow switches over it
 // once, uniformly for the grid, into a body templated on the unit.
 #pragma once
 
+#include "kiln/common/grid_dependency.cuh"
 #include "kiln/common/numeric.cuh"
 #include "kiln/moe/moe_contract.h"
 
@@ -101,6 +106,7 @@ __device__ __forceinline__ void UnpermuteRow(const MoeUnpermuteParams& p) {
   __shared__ float weights[kMaxTopK];
   const long long t = static_cast<long long>(blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
+  GridDependencyWait();
   if (tid < p.top_k) {
     const int row = p.slot_to_row[t * p.slot_to_row_stride + tid];
     // -1, any other negative value and anything at or past expert_out's end: no row.

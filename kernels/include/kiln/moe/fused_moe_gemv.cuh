@@ -1,0 +1,277 @@
+// The device code of fused_moe's decode path (kiln/moe/moe_contract.h, FusedMoeGemvParams;
+// docs/kernels-moe.md, "The decode path"): the two expert products of a layer as GEMVs over the
+// slots of each chosen expert, with no permutation, no gather and no tensor-core tile of 64 rows
+// for one row of data.
+//
+//   gate_up  act[s, c] = silu(w13[e, c] . x[s / top_k]) * (w13[e, c + I] . x[s / top_k])
+//   down     y[s, h]   = w2[e, h] . act[s]
+//
+// At decode a layer reads each chosen expert's weights and little else, so what matters is how
+// many weight bytes are in flight: a block takes one chosen expert (blockIdx.y-th in id order)
+// and kGemvWeightRows weight rows per warp (kGemvBlocksPerSm blocks an SM); each lane keeps
+// kGemvUnroll 16-byte loads of each of its warp's rows in flight (ld.global.nc.L1::no_allocate: read once, kept out of
+// L1 so that the slots' input rows stay there), and multiplies them with every slot of the expert, kGemvPasses slots
+// per pass over the rows (a pass after the first finds the rows in L2). Partial sums are in fp32 per lane and added
+// across the warp by a fixed butterfly: the result does not depend on timing. Output values are rounded once to T, as
+// the grouped path's epilogues round theirs.
+//
+// The prologue (FindExpertSlots) finds the block's expert and its slots from topk_ids alone, in
+// shared memory: the ids (an id outside [0, E) is no row), the first slot of each expert (shared
+// atomicMin: order-free), the chosen experts ranked by id with a ballot per warp, then the
+// expert's slots in ascending order (a ballot per 32 slots and a prefix over those counts). Every
+// barrier is reached by every thread: the loops before them have block-uniform trip counts.
+#pragma once
+
+#include "kiln/common/grid_dependency.cuh"
+#include "kiln/common/numeric.cuh"
+#include "kiln/moe/moe_contract.h"
+
+namespace kiln {
+namespace moe {
+
+// 16-byte loads of each weight row a lane keeps in flight: 4 rows x 2 = 128 bytes a lane, 32 KiB
+// a block, enough across the blocks an SM holds to cover the memory latency at full bandwidth.
+constexpr int kGemvUnroll = 2;
+// Slots multiplied per pass over the weight rows (the accumulators: kGemvWeightRows x this). Two,
+// so that kGemvBlocksPerSm blocks fit an SM without spills (four slots a pass took 122 registers:
+// two blocks an SM, and the prologue's latency showed at small experts).
+constexpr int kGemvPasses = 2;
+constexpr int kGemvNoSlot = 0x7fffffff;
+static_assert(kGemvPasses == 2, "ExpertGemv dispatches passes of 2 and 1 slots");
+
+static_assert(kMaxExperts <= kGemvBlock, "a thread per expert ranks the chosen experts");
+static_assert(kMaxGemvSlots % 32 == 0, "slots are ranked 32 at a time");
+
+struct GemvShared {
+  int ids[kMaxGemvSlots];    // slot -> its expert, -1 for no row
+  int first[kMaxExperts];    // expert -> its first slot, kGemvNoSlot if none chose it
+  int slots[kMaxGemvSlots];  // the block's expert's slots, ascending
+  int chunk_counts[kMaxGemvSlots / 32];
+  int warp_counts[kGemvWarps];
+  int expert;
+  int count;
+};
+
+__device__ __forceinline__ unsigned LowerLanes(int lane) { return (1u << lane) - 1u; }
+
+// The block's expert (block-uniform), or -1 when fewer experts were chosen than its rank; its
+// slots are sh.slots[0 .. sh.count). The first block of gate_up also writes slot_to_row for the
+// combine (every slot: s, or -1 without a row).
+__device__ __forceinline__ int FindExpertSlots(const FusedMoeGemvParams& p, GemvShared& sh) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  const int slots = static_cast<int>(p.tokens) * p.top_k;  // <= kMaxGemvSlots (host-checked)
+  const bool write_rows = p.slot_to_row != nullptr && blockIdx.x == 0 && blockIdx.y == 0;
+  if (tid < p.experts) sh.first[tid] = kGemvNoSlot;
+  if (tid == 0) sh.expert = -1;
+  for (int s = tid; s < slots; s += kGemvBlock) {
+    const int t = s / p.top_k;
+    // From L2 (ld.global.cg): the down GEMV reads the ids before its dependency wait, and the
+    // kernel that wrote them completed before the gate-up GEMV's wait returned; L2 is where
+    // their values are sure to be.
+    const int id = __ldcg(p.topk_ids + t * p.ids_stride + (s - t * p.top_k));
+    const bool valid = id >= 0 && id < p.experts;
+    sh.ids[s] = valid ? id : -1;
+    if (write_rows) p.slot_to_row[s] = valid ? s : -1;
+  }
+  __syncthreads();
+  for (int s = tid; s < slots; s += kGemvBlock)
+    if (sh.ids[s] >= 0) atomicMin(&sh.first[sh.ids[s]], s);
+  __syncthreads();
+  // Expert tid's rank among the chosen ones, by id.
+  const bool chosen = tid < p.experts && sh.first[tid] != kGemvNoSlot;
+  const unsigned chosen_lanes = __ballot_sync(0xffffffffu, chosen);
+  if (lane == 0) sh.warp_counts[warp] = __popc(chosen_lanes);
+  __syncthreads();
+  int rank = __popc(chosen_lanes & LowerLanes(lane));
+  for (int w = 0; w < warp; ++w) rank += sh.warp_counts[w];
+  if (chosen && rank == static_cast<int>(blockIdx.y)) sh.expert = tid;
+  __syncthreads();
+  const int e = sh.expert;
+  if (e < 0) return -1;
+  // The expert's slots in order: counts per 32 slots, then each slot's place.
+  const int chunks = (slots + 31) / 32;
+  for (int c = warp; c < chunks; c += kGemvWarps) {
+    const int s = 32 * c + lane;
+    const unsigned mine = __ballot_sync(0xffffffffu, s < slots && sh.ids[s] == e);
+    if (lane == 0) sh.chunk_counts[c] = __popc(mine);
+  }
+  __syncthreads();
+  for (int c = warp; c < chunks; c += kGemvWarps) {
+    const int s = 32 * c + lane;
+    const bool is_mine = s < slots && sh.ids[s] == e;
+    const unsigned mine = __ballot_sync(0xffffffffu, is_mine);
+    int base = 0;
+    for (int q = 0; q < c; ++q) base += sh.chunk_counts[q];
+    if (is_mine) sh.slots[base + __popc(mine & LowerLanes(lane))] = s;
+  }
+  if (tid == 0) {
+    int total = 0;
+    for (int q = 0; q < chunks; ++q) total += sh.chunk_counts[q];
+    sh.count = total;
+  }
+  __syncthreads();
+  return e;
+}
+
+// A weight load read once: not kept in L1 (PTX ISA, "ld": the .L1::no_allocate eviction
+// priority, sm_70+); the non-coherent path, as the weights do not change during the kernel.
+__device__ __forceinline__ uint4 LoadStreamed(const void* address) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(address));
+  return v;
+}
+
+// acc += w . x over the 8 elements of two 16-byte units, in the order of the elements.
+template <typename T>
+__device__ __forceinline__ void Dot8(float& acc, const uint4& w, const uint4& x) {
+  using P = typename PairOf<T>::type;
+  const P* wp = reinterpret_cast<const P*>(&w);
+  const P* xp = reinterpret_cast<const P*>(&x);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 a = ToFloat2(wp[q]);
+    const float2 b = ToFloat2(xp[q]);
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+  }
+}
+
+// The sum over the warp's lanes, in every lane (xor butterfly: the same order in every call).
+__device__ __forceinline__ float GemvWarpSum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// One pass: the warp's kGemvWeightRows weight rows `w` times the input rows of R slots.
+template <typename T, bool kGateUp, int R>
+__device__ __forceinline__ void GemvPass(const FusedMoeGemvParams& p, const char* const (&w)[kGemvWeightRows],
+                                         const int* slots, int col0, int lane) {
+  const char* in[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const long long row = kGateUp ? slots[r] / p.top_k : slots[r];
+    in[r] = static_cast<const char*>(p.in) + row * p.in_stride * static_cast<long long>(sizeof(T));
+  }
+  float acc[kGemvWeightRows][R];
+#pragma unroll
+  for (int i = 0; i < kGemvWeightRows; ++i)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
+  const int chunks = p.k / 8;  // 16-byte units of a row
+  for (int c0 = lane; c0 < chunks; c0 += 32 * kGemvUnroll) {
+    uint4 wv[kGemvUnroll][kGemvWeightRows];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int c = c0 + 32 * u;
+      if (c < chunks) {
+#pragma unroll
+        for (int i = 0; i < kGemvWeightRows; ++i) wv[u][i] = LoadStreamed(w[i] + 16LL * c);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int c = c0 + 32 * u;
+      if (c < chunks) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(in[r] + 16LL * c));
+#pragma unroll
+          for (int i = 0; i < kGemvWeightRows; ++i) Dot8<T>(acc[i][r], wv[u][i], xv);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kGemvWeightRows; ++i)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[i][r] = GemvWarpSum(acc[i][r]);
+  using P = typename PairOf<T>::type;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (lane != r) continue;  // lane r writes slot r's columns
+    T* out = static_cast<T*>(p.out) + static_cast<long long>(slots[r]) * p.out_stride + col0;
+    if constexpr (kGateUp) {
+      // Columns col0 and col0 + 1: gate rows 0 and 1, up rows 2 and 3. silu(x) = x / (1 + exp(-x)):
+      // activation::Silu's formula, as the grouped path's epilogue.
+      const float v0 = __fdividef(acc[0][r], 1.0f + __expf(-acc[0][r])) * acc[2][r];
+      const float v1 = __fdividef(acc[1][r], 1.0f + __expf(-acc[1][r])) * acc[3][r];
+      *reinterpret_cast<P*>(out) = FromFloat2<P>(v0, v1);
+    } else {
+      P* pairs = reinterpret_cast<P*>(out);
+      pairs[0] = FromFloat2<P>(acc[0][r], acc[1][r]);
+      pairs[1] = FromFloat2<P>(acc[2][r], acc[3][r]);
+    }
+  }
+}
+
+// Asks L2 for the first `bytes` of a weight row (PTX ISA, "cp.async.bulk.prefetch", sm_90): the
+// down GEMV's blocks, started early by a programmatic launch, fetch while the gate-up GEMV ends.
+__device__ __forceinline__ void PrefetchRowToL2(const void* row, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(bytes) : "memory");
+#endif
+}
+
+// The most of each of its weight rows a down block prefetches before its dependency wait: 32
+// rows x 2 KiB = 64 KiB a block, under 20 MB for every block two per SM can hold (L2: 50 MB).
+constexpr int kGemvPrefetchBytes = 2048;
+
+// The block (columns blockIdx.x * kColumns .., expert of rank blockIdx.y): a warp's columns, for
+// every slot of the expert, kGemvPasses at a time.
+//
+// Programmatic dependent launch (fused_moe launches the two GEMVs and the combine with it; the
+// kernels are correct launched either way): the gate-up GEMV waits for the kernels before it
+// first of all (it reads their ids and x, and writes what an earlier call's combine may still
+// read), then lets the down GEMV be scheduled; the down GEMV finds its expert and slots (the ids
+// were final before the gate-up GEMV's wait returned), prefetches the start of its weight rows,
+// lets the combine be scheduled, and waits before it reads the activations (or writes y).
+template <typename T, bool kGateUp>
+__device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p) {
+  static_assert(sizeof(T) == 2, "fused_moe's element types are 16-bit");
+  __shared__ GemvShared sh;
+  if constexpr (kGateUp) {
+    GridDependencyWait();
+    GridDependencyLaunchDependents();
+  }
+  const int e = FindExpertSlots(p, sh);
+  if constexpr (!kGateUp) GridDependencyLaunchDependents();
+  if (e < 0) return;  // the whole block
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  constexpr int kWarpColumns = kGateUp ? kGemvWeightRows / 2 : kGemvWeightRows;
+  constexpr int kColumns = kGemvWarps * kWarpColumns;
+  static_assert(kColumns == (kGateUp ? kGemvGateUpColumns : kGemvDownColumns), "the contract's columns");
+  const int col0 = static_cast<int>(blockIdx.x) * kColumns + warp * kWarpColumns;
+  // n is a multiple of 8 and a warp's columns (2 or 4) divide 8: a warp's columns are all in or all out.
+  if (col0 >= p.n) return;
+  const char* expert = static_cast<const char*>(p.weight) +
+                       static_cast<long long>(e) * p.weight_expert_stride * static_cast<long long>(sizeof(T));
+  const char* w[kGemvWeightRows];
+#pragma unroll
+  for (int i = 0; i < kGemvWeightRows; ++i) {
+    // gate_up: gate rows col0, col0 + 1, then their up rows n further; down: rows col0 .. col0 + 3.
+    const int row = kGateUp ? col0 + (i & 1) + (i >> 1) * p.n : col0 + i;
+    w[i] = expert + static_cast<long long>(row) * p.weight_row_stride * static_cast<long long>(sizeof(T));
+  }
+  if constexpr (!kGateUp) {
+    const unsigned row_bytes = static_cast<unsigned>(p.k) * sizeof(T);  // a multiple of 16
+    const unsigned prefetch = row_bytes < kGemvPrefetchBytes ? row_bytes : kGemvPrefetchBytes;
+#pragma unroll
+    for (int i = 0; i < kGemvWeightRows; ++i)
+      if (lane == i) PrefetchRowToL2(w[i], prefetch);
+    GridDependencyWait();
+  }
+  const int count = sh.count;
+  for (int first = 0; first < count; first += kGemvPasses) {
+    const int left = count - first;
+    const int* slots = sh.slots + first;
+    if (left >= 2) GemvPass<T, kGateUp, 2>(p, w, slots, col0, lane);
+    else GemvPass<T, kGateUp, 1>(p, w, slots, col0, lane);
+  }
+}
+
+}  // namespace moe
+}  // namespace kiln

@@ -1,0 +1,29 @@
+// The compilation unit of fused_moe's own kernels, the decode path's two GEMVs (the grouped path
+// launches other ops' kernels). kiln_config.cuh, rendered per specialization by
+// kernels/ops/moe/fused_moe_generator.cpp, chooses the element type; every size is a launch
+// argument. Contract: kiln/moe/moe_contract.h, kiln/moe/fused_moe_gemv.cuh, docs/kernels-moe.md.
+#include "kiln/moe/fused_moe_gemv.cuh"
+
+// The declaration below ends the precompiled-header prefix, so both specializations share one
+// PCH of the headers above (see kernels/src/moe/moe_route.cu and server/jit/pch_key.h).
+namespace kiln_fused_moe_unit {}
+
+#include "kiln_config.cuh"
+
+#if !defined(KILN_FUSED_MOE_T)
+#error "kiln_config.cuh must define KILN_FUSED_MOE_T (see fused_moe_generator.cpp)"
+#endif
+
+// Launch (kiln/moe/moe_contract.h): block.x = kGemvBlock (kGemvBlocksPerSm of them fit an SM's
+// registers: while one block finds its expert, the others stream); grid.x = ceil(I / kGemvGateUpColumns)
+// (gate_up) or ceil(H / kGemvDownColumns) (down); grid.y = FusedMoeGemvExpertBlocks(E, slots);
+// no dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(kiln::moe::kGemvBlock, kiln::moe::kGemvBlocksPerSm)
+    kiln_fused_moe_gate_up(const kiln::moe::FusedMoeGemvParams p) {
+  kiln::moe::ExpertGemv<KILN_FUSED_MOE_T, true>(p);
+}
+
+extern "C" __global__ void __launch_bounds__(kiln::moe::kGemvBlock, kiln::moe::kGemvBlocksPerSm)
+    kiln_fused_moe_down(const kiln::moe::FusedMoeGemvParams p) {
+  kiln::moe::ExpertGemv<KILN_FUSED_MOE_T, false>(p);
+}

@@ -1,0 +1,74 @@
+// Real NVRTC compiles of fused_moe's own kernels (the decode path's GEMVs): both dtypes for
+// sm_90a and sm_80, with ptxas' attributes checked against the launch hints (256 threads without
+// spills or stack, the prologue's tables the only shared memory, registers that let several
+// blocks share an SM); both share one PCH folder; below sm_80 is refused. The GPU checks results
+// (tests/client/ops/gpu_fused_moe_test.cpp).
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+
+#include "kernels/jit/op_generator.h"
+#include "kiln/moe/moe_contract.h"
+#include "server/jit/nvrtc_compiler.h"
+#include "server/jit/pch_key.h"
+#include "tests/kernels/compile_fixture.h"
+
+namespace kiln::kernels {
+namespace {
+
+using namespace compile_test;
+
+void CompileAndCheck(const char* arch_name, const char* dtype) {
+  const CompiledSpec compiled = GenerateAndCompile("fused_moe", {{"dtype", dtype}}, arch_name);
+  const server::CompileResult& result = compiled.result;
+  REQUIRE(result.kernels.size() == 2);
+  REQUIRE(compiled.spec.launch.size() == 2);
+  std::set<std::string> names;
+  for (const server::KernelAttributes& k : result.kernels) {
+    INFO(arch_name << " " << dtype << " " << k.name << ": registers " << k.registers << " stack " << k.stack_bytes
+                   << " spills " << k.spill_store_bytes << "/" << k.spill_load_bytes << " static smem "
+                   << k.static_shared_bytes << " max threads " << k.max_threads_per_block);
+    names.insert(k.name);
+    CHECK(k.stack_bytes == 0);
+    CHECK(k.spill_store_bytes == 0);
+    CHECK(k.spill_load_bytes == 0);
+    CHECK(k.max_threads_per_block >= moe::kGemvBlock);
+    // ids, the slots of the block's expert, first slots per expert, counts: under 10 KiB.
+    CHECK(k.static_shared_bytes >= 4 * (2 * moe::kMaxGemvSlots + moe::kMaxExperts));
+    CHECK(k.static_shared_bytes <= 10 * 1024);
+    // 32 registers of loads in flight, 8 sums, the input units: kGemvBlocksPerSm blocks of 256
+    // threads fit an SM's 64 K registers (measured 78-80 on sm_90a with CUDA 13).
+    CHECK(k.registers * moe::kGemvBlock * moe::kGemvBlocksPerSm <= 65536);
+  }
+  CHECK(names == std::set<std::string>{moe::kFusedMoeGateUpEntry, moe::kFusedMoeDownEntry});
+  for (const auto& launch : compiled.spec.launch) CHECK(launch.block == moe::kGemvBlock);
+}
+
+TEST_CASE("both fused_moe specializations compile for sm_90a and sm_80 without spills", "[moe][compile]") {
+  for (const char* dtype : {"bf16", "fp16"}) {
+    CompileAndCheck("sm_90a", dtype);
+    CompileAndCheck("sm_80", dtype);
+  }
+}
+
+TEST_CASE("a fused_moe spec cannot be built below its family", "[moe][compile]") {
+  auto spec = OpRegistry::Builtin().Generate("fused_moe", {{"dtype", "bf16"}}, *Tree());
+  REQUIRE(spec.ok());
+  auto arch = ResolveArch(*GpuArch::Parse("sm_75"), spec->arch_families, spec->uri);
+  REQUIRE(!arch.ok());
+  CHECK(arch.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(arch.status().message()).find("sm_80+") != std::string::npos);
+}
+
+TEST_CASE("both fused_moe specializations share one PCH folder", "[moe][pch]") {
+  std::set<std::string> keys;
+  for (const char* dtype : {"bf16", "fp16"}) {
+    auto spec = OpRegistry::Builtin().Generate("fused_moe", {{"dtype", dtype}}, *Tree());
+    REQUIRE(spec.ok());
+    keys.insert(server::PchKey(spec->units[0], *spec, Tree().get()));
+  }
+  CHECK(keys.size() == 1);
+}
+
+}  // namespace
+}  // namespace kiln::kernels

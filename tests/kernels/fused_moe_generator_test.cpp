@@ -1,0 +1,77 @@
+// The fused_moe generator (kernels/ops/moe/fused_moe_generator.cpp): its registry entry and
+// param, readable URIs (one per dtype), the config it renders, the launch hints the contract
+// states, the contract's expert-block rule, and every bad or missing param refused by name.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "kernels/jit/op_generator.h"
+#include "kiln/moe/moe_contract.h"
+#include "tests/kernels/generator_fixture.h"
+
+namespace kiln::kernels {
+namespace {
+
+using namespace generator_test;
+
+TEST_CASE("the builtin registry serves fused_moe with the param dtype", "[moe]") {
+  const OpGenerator* op = OpRegistry::Builtin().Find("fused_moe");
+  REQUIRE(op != nullptr);
+  CHECK(op->family() == "moe");
+  CHECK(!op->description().empty());
+  REQUIRE(op->params().size() == 1);
+  CHECK(op->params()[0].name == "dtype");
+  CHECK(op->params()[0].required());
+  CHECK(op->params()[0].choices == std::vector<std::string>{"fp16", "bf16"});
+}
+
+TEST_CASE("fused_moe URIs are readable and one per dtype, with both GEMVs and their hints", "[moe]") {
+  const JitSpec spec = MustGenerate("fused_moe", {{"dtype", "bf16"}});
+  CHECK(spec.uri == "fused_moe_bf16");
+  CHECK(spec.params == Params{{"dtype", "bf16"}});
+  REQUIRE(spec.headers.size() == 1);
+  CHECK(Contains(spec.headers[0].content, "#define KILN_FUSED_MOE_T __nv_bfloat16"));
+  CHECK(spec.entries == std::vector<std::string>{"kiln_fused_moe_gate_up", "kiln_fused_moe_down"});
+  REQUIRE(spec.launch.size() == 2);
+  CHECK(spec.launch[0].entry == moe::kFusedMoeGateUpEntry);
+  CHECK(spec.launch[0].block == moe::kGemvBlock);
+  CHECK(spec.launch[0].items_per_block == moe::kGemvGateUpColumns);  // columns of act per block
+  CHECK(spec.launch[1].entry == moe::kFusedMoeDownEntry);
+  CHECK(spec.launch[1].block == moe::kGemvBlock);
+  CHECK(spec.launch[1].items_per_block == moe::kGemvDownColumns);  // columns of y per block
+  for (const auto& launch : spec.launch) CHECK(launch.dynamic_smem == 0);
+
+  const JitSpec fp16 = MustGenerate("fused_moe", {{"dtype", "fp16"}});
+  CHECK(fp16.uri == "fused_moe_fp16");
+  CHECK(Contains(fp16.headers[0].content, "#define KILN_FUSED_MOE_T __half"));
+}
+
+TEST_CASE("fused_moe refuses a bad, unknown or missing param by name", "[moe]") {
+  const Params good = {{"dtype", "fp16"}};
+  auto refused = [&](Params params, const std::string& key, const char* value, std::string_view part) {
+    if (value == nullptr) params.erase(key);
+    else params[key] = value;
+    const auto spec = Generate("fused_moe", params);
+    INFO(key << " = " << (value ? value : "(missing)") << ": " << spec.status().ToString());
+    REQUIRE(!spec.ok());
+    CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(Contains(spec.status().message(), part));
+  };
+  refused(good, "dtype", "fp32", "dtype");
+  refused(good, "dtype", "int8", "dtype");
+  refused(good, "dtype", nullptr, "dtype");
+  refused(good, "hidden", "4096", "hidden");
+  refused(good, "top_k", "8", "top_k");
+}
+
+TEST_CASE("fused_moe's GEMVs launch a block per expert that some slot may have chosen", "[moe]") {
+  STATIC_REQUIRE(moe::FusedMoeGemvExpertBlocks(128, 8) == 8);      // Qwen3-30B-A3B, one token
+  STATIC_REQUIRE(moe::FusedMoeGemvExpertBlocks(8, 16) == 8);       // Mixtral, 8 tokens
+  STATIC_REQUIRE(moe::FusedMoeGemvExpertBlocks(256, 512) == 256);  // DeepSeek-V3, 64 tokens
+  STATIC_REQUIRE(moe::FusedMoeGemvExpertBlocks(1, 1) == 1);
+  // A warp's columns divide 8, so a multiple of 8 columns never splits a warp.
+  STATIC_REQUIRE(moe::kGemvGateUpColumns % 8 == 0);
+  STATIC_REQUIRE(moe::kGemvDownColumns % 8 == 0);
+}
+
+}  // namespace
+}  // namespace kiln::kernels
