@@ -1,0 +1,98 @@
+// fused_moe's two process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped) and
+// KILN_FUSED_MOE_PDL (1, 0) read once per process, said once on stderr when they change the
+// default, a bad value reported and the default used; the testing overrides on top of them. This
+// binary is run again as a child with the variables set (the environment is read once per
+// process).
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "client/ops/moe/fused_moe_plan.h"
+#include "tests/support/subprocess.h"
+
+namespace {
+
+using kiln::client::FusedMoePath;
+
+const char* PathText(FusedMoePath path) {
+  switch (path) {
+    case FusedMoePath::kGemv: return "gemv";
+    case FusedMoePath::kGrouped: return "grouped";
+    default: return "auto";
+  }
+}
+
+// Run only as the child of the tests below ([.] keeps it out of a plain run): what the process's
+// variables make of the two controls, then the testing overrides on top of them.
+TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
+  std::printf("path: %s\n", PathText(kiln::client::FusedMoePathInUse()));
+  std::printf("pdl: %d\n", kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
+  kiln::client::SetFusedMoePathForTesting(static_cast<int>(FusedMoePath::kGrouped));
+  kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
+  std::printf("forced: %s %d\n", PathText(kiln::client::FusedMoePathInUse()),
+              kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
+  kiln::client::SetFusedMoePathForTesting(-1);
+  kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
+  std::printf("back: %s %d\n", PathText(kiln::client::FusedMoePathInUse()),
+              kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
+}
+
+struct Case {
+  const char* path;  // KILN_FUSED_MOE_PATH, null: unset
+  const char* pdl;   // KILN_FUSED_MOE_PDL, null: unset
+  const char* want_path;
+  int want_pdl;
+  const char* said;  // on stderr, or null for nothing about either variable
+};
+
+void RunChild(const Case& c) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  INFO("KILN_FUSED_MOE_PATH=" << (c.path ? c.path : "(unset)")
+                              << " KILN_FUSED_MOE_PDL=" << (c.pdl ? c.pdl : "(unset)"));
+  kiln::testing::SubprocessOptions options;
+  options.argv = {self, "child: fused_moe's controls"};
+  if (c.path != nullptr) options.set_env["KILN_FUSED_MOE_PATH"] = c.path;
+  else options.unset_env.push_back("KILN_FUSED_MOE_PATH");
+  if (c.pdl != nullptr) options.set_env["KILN_FUSED_MOE_PDL"] = c.pdl;
+  else options.unset_env.push_back("KILN_FUSED_MOE_PDL");
+  kiln::testing::Subprocess child(options);
+  REQUIRE(child.Wait() == 0);
+  const std::string out = child.Output();
+  INFO(out);
+  CHECK(out.find(std::string("path: ") + c.want_path + "\n") != std::string::npos);
+  CHECK(out.find("pdl: " + std::to_string(c.want_pdl)) != std::string::npos);
+  CHECK(out.find("forced: grouped 0") != std::string::npos);
+  CHECK(out.find(std::string("back: ") + c.want_path + " " + std::to_string(c.want_pdl)) != std::string::npos);
+  if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
+  else CHECK(out.find("KILN_FUSED_MOE") == std::string::npos);
+}
+
+TEST_CASE("KILN_FUSED_MOE_PATH: auto by default, gemv or grouped forces a path and says so, a bad value is reported",
+          "[client][ops][moe]") {
+  const Case cases[] = {
+      {nullptr, nullptr, "auto", 1, nullptr},
+      {"auto", nullptr, "auto", 1, nullptr},
+      {"gemv", nullptr, "gemv", 1,
+       "kiln: KILN_FUSED_MOE_PATH=gemv: fused_moe runs its decode (GEMV) path wherever it can in this process"},
+      {"grouped", nullptr, "grouped", 1, "kiln: KILN_FUSED_MOE_PATH=grouped: fused_moe runs its grouped path"},
+      {"GEMV", nullptr, "auto", 1,
+       "kiln: KILN_FUSED_MOE_PATH='GEMV' is not valid: expected auto, gemv or grouped; auto is used"},
+  };
+  for (const Case& c : cases) RunChild(c);
+}
+
+TEST_CASE("KILN_FUSED_MOE_PDL: on by default, 0 turns it off and says so, a bad value is reported",
+          "[client][ops][moe]") {
+  const Case cases[] = {
+      {nullptr, "1", "auto", 1, nullptr},
+      {nullptr, "0", "auto", 0,
+       "kiln: KILN_FUSED_MOE_PDL=0: fused_moe's decode path launches in plain stream order in this process"},
+      {nullptr, "on", "auto", 1,
+       "kiln: KILN_FUSED_MOE_PDL='on' is not valid: expected 0 or 1; the default (1) is used"},
+  };
+  for (const Case& c : cases) RunChild(c);
+}
+
+}  // namespace
