@@ -20,7 +20,8 @@
 //    takes up to 1024 slots with aligned rows; beyond, or on x rows 8 bytes off 16, the call runs
 //    the grouped path), in the determinism and graph tests too; the decode path with every token
 //    on one expert (many passes over its weights), 1024 slots, and a misaligned x, launched as
-//    programmatic dependents (the default) and in plain stream order, with the same bits.
+//    programmatic dependents (the default) and in plain stream order, with the same bits; every
+//    choice dropped right after a call with real ones (zeros, on both paths).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -163,10 +164,11 @@ enum class Ids {
   kFewExperts,  // distinct, from a few experts only (never the first or the last): most experts empty
   kOneExpert,   // every token's first choice is the same expert (its others distinct)
   kDropped,     // a fifth of the choices -1, E, E + 5, INT_MIN or INT_MAX; one token with none valid
+  kAllDropped,  // every choice -1, E, E + 5, INT_MIN or INT_MAX: out is all zeros
 };
 
 const char* IdsName(Ids kind) {
-  static const char* const kNames[] = {"router", "few experts", "one expert", "dropped"};
+  static const char* const kNames[] = {"router", "few experts", "one expert", "dropped", "all dropped"};
   return kNames[static_cast<int>(kind)];
 }
 
@@ -194,9 +196,9 @@ std::vector<int32_t> MakeIds(Ids kind, int64_t tokens, int64_t top_k, int64_t ex
       std::swap(pool[static_cast<size_t>(p)], pool[static_cast<size_t>(pick(rng))]);
       row[j] = pool[static_cast<size_t>(p)];
     }
-    if (kind == Ids::kDropped)
+    if (kind == Ids::kDropped || kind == Ids::kAllDropped)
       for (j = 0; j < top_k; ++j)
-        if (fifth(rng) == 0 || t == tokens / 2) row[j] = bad[which(rng)];
+        if (kind == Ids::kAllDropped || fifth(rng) == 0 || t == tokens / 2) row[j] = bad[which(rng)];
   }
   return ids;
 }
@@ -305,20 +307,21 @@ class Layer {
   }
   const DeviceBuffer& workspace_buffer() const { return *workspace_dev_; }
 
-  // x's rows (their padding and the guard row after them NaN), out and the workspace poisoned;
-  // complete on return (a launch on any stream sees it).
-  void Prepare() {
+  // x's rows (their padding and the guard row after them NaN), out and (unless kept) the
+  // workspace poisoned; complete on return (a launch on any stream sees it).
+  void Prepare(bool keep_workspace = false) {
     std::vector<uint16_t> rows(static_cast<size_t>((c_.tokens + 1) * XStride()), 0xFFFF);
     for (int64_t t = 0; t < c_.tokens; ++t)
       std::copy_n(x_bits_.data() + t * c_.hidden, c_.hidden, rows.data() + t * XStride());
     x_dev_->Upload(kiln::testing::Bytes(rows.data(), rows.size() * 2));
     out_dev_->Poison();
-    workspace_dev_->Poison();
+    if (!keep_workspace) workspace_dev_->Poison();
   }
 
   // Prepares, calls the C++ API (out = x itself with `in_place`), and reads the output back.
-  Result Run(bool in_place = false, void* stream = nullptr) {
-    Prepare();
+  // `keep_workspace`: what the call before left there stays (its maps and rows).
+  Result Run(bool in_place = false, void* stream = nullptr, bool keep_workspace = false) {
+    Prepare(keep_workspace);
     const TensorView o = in_place ? x() : out(), xv = x(), a = w13(), b = w2(), i = ids(), w = weights(),
                      ws = workspace();
     const kiln::Status status = kiln::ops::fused_moe(o, xv, a, b, i, w, ws, stream);
@@ -592,6 +595,25 @@ TEST_CASE("fused_moe is deterministic: two calls, a second stream and the C ABI 
     }
   }
   KILN_CU(Cuda().cuStreamDestroy(stream));
+}
+
+TEST_CASE("fused_moe with every choice dropped writes zeros, right after a call with real choices",
+          "[gpu][moe][fused]") {
+  kiln::testing::GpuSession session = kiln::testing::HopperSession();
+  std::mt19937 rng(404);
+  for (FusedMoePath path : kBothPaths) {
+    const PathScope scope(path);
+    Case c = Make(4, 64, 8, 256, 128);
+    c.poison_unused = false;  // the routing changes
+    Layer layer(c, rng);
+    layer.Check(layer.Run());  // real maps and expert rows in the workspace
+    layer.NewRouting(Ids::kAllDropped, rng);
+    INFO(PathName(path));
+    // The combine must read this call's map (all rows -1), not the last call's: on the decode
+    // path the down GEMV, whose blocks all lack work, still waits for the gate-up GEMV that
+    // writes it before it completes.
+    layer.Check(layer.Run(false, nullptr, /*keep_workspace=*/true));
+  }
 }
 
 // One capture of a call, replayed on new ids and x, each replay checked.

@@ -9,11 +9,13 @@
 // At decode a layer reads each chosen expert's weights and little else, so what matters is how
 // many weight bytes are in flight: a block takes one chosen expert (blockIdx.y-th in id order)
 // and kGemvWeightRows weight rows per warp (kGemvBlocksPerSm blocks an SM); each lane keeps
-// kGemvUnroll 16-byte loads of each of its warp's rows in flight (ld.global.nc.L1::no_allocate: read once, kept out of
-// L1 so that the slots' input rows stay there), and multiplies them with every slot of the expert, kGemvPasses slots
-// per pass over the rows (a pass after the first finds the rows in L2). Partial sums are in fp32 per lane and added
-// across the warp by a fixed butterfly: the result does not depend on timing. Output values are rounded once to T, as
-// the grouped path's epilogues round theirs.
+// kGemvUnroll 16-byte loads of each of its warp's rows in flight (ld.global.nc.L1::no_allocate:
+// read once, kept out of L1 so that the slots' input rows stay there), and multiplies them with
+// the slots of the expert, kGemvPasses slots per pass over the rows (a further pass reads the
+// rows again: from L2 where they are still there, else from memory; fused_moe's path rule keeps
+// such calls few). Partial sums are in fp32 per lane and added across the warp by a fixed
+// butterfly: the result does not depend on timing. Output values are rounded once to T, as the
+// grouped path's epilogues round theirs.
 //
 // The prologue (FindExpertSlots) finds the block's expert and its slots from topk_ids alone, in
 // shared memory: the ids (an id outside [0, E) is no row), the first slot of each expert (shared
@@ -217,7 +219,8 @@ __device__ __forceinline__ void PrefetchRowToL2(const void* row, unsigned bytes)
 }
 
 // The most of each of its weight rows a down block prefetches before its dependency wait: 32
-// rows x 2 KiB = 64 KiB a block, under 20 MB for every block two per SM can hold (L2: 50 MB).
+// rows x 2 KiB = 64 KiB a block, 25 MB for every block the SMs can hold at once (132 SMs x
+// kGemvBlocksPerSm), half of the H200's L2.
 constexpr int kGemvPrefetchBytes = 2048;
 
 // The block (columns blockIdx.x * kColumns .., expert of rank blockIdx.y): a warp's columns, for
@@ -228,7 +231,8 @@ constexpr int kGemvPrefetchBytes = 2048;
 // first of all (it reads their ids and x, and writes what an earlier call's combine may still
 // read), then lets the down GEMV be scheduled; the down GEMV finds its expert and slots (the ids
 // were final before the gate-up GEMV's wait returned), prefetches the start of its weight rows,
-// lets the combine be scheduled, and waits before it reads the activations (or writes y).
+// lets the combine be scheduled, and waits (every thread) before it reads the activations or
+// writes y.
 template <typename T, bool kGateUp>
 __device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p) {
   static_assert(sizeof(T) == 2, "fused_moe's element types are 16-bit");
@@ -239,16 +243,16 @@ __device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p) {
   }
   const int e = FindExpertSlots(p, sh);
   if constexpr (!kGateUp) GridDependencyLaunchDependents();
-  if (e < 0) return;  // the whole block
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   constexpr int kWarpColumns = kGateUp ? kGemvWeightRows / 2 : kGemvWeightRows;
   constexpr int kColumns = kGemvWarps * kWarpColumns;
   static_assert(kColumns == (kGateUp ? kGemvGateUpColumns : kGemvDownColumns), "the contract's columns");
   const int col0 = static_cast<int>(blockIdx.x) * kColumns + warp * kWarpColumns;
   // n is a multiple of 8 and a warp's columns (2 or 4) divide 8: a warp's columns are all in or all out.
-  if (col0 >= p.n) return;
-  const char* expert = static_cast<const char*>(p.weight) +
-                       static_cast<long long>(e) * p.weight_expert_stride * static_cast<long long>(sizeof(T));
+  const bool works = e >= 0 && col0 < p.n;
+  const char* expert = static_cast<const char*>(p.weight) + static_cast<long long>(works ? e : 0) *
+                                                                p.weight_expert_stride *
+                                                                static_cast<long long>(sizeof(T));
   const char* w[kGemvWeightRows];
 #pragma unroll
   for (int i = 0; i < kGemvWeightRows; ++i) {
@@ -257,13 +261,19 @@ __device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p) {
     w[i] = expert + static_cast<long long>(row) * p.weight_row_stride * static_cast<long long>(sizeof(T));
   }
   if constexpr (!kGateUp) {
-    const unsigned row_bytes = static_cast<unsigned>(p.k) * sizeof(T);  // a multiple of 16
-    const unsigned prefetch = row_bytes < kGemvPrefetchBytes ? row_bytes : kGemvPrefetchBytes;
+    if (works) {
+      const unsigned row_bytes = static_cast<unsigned>(p.k) * sizeof(T);  // a multiple of 16
+      const unsigned prefetch = row_bytes < kGemvPrefetchBytes ? row_bytes : kGemvPrefetchBytes;
 #pragma unroll
-    for (int i = 0; i < kGemvWeightRows; ++i)
-      if (lane == i) PrefetchRowToL2(w[i], prefetch);
+      for (int i = 0; i < kGemvWeightRows; ++i)
+        if (lane == i) PrefetchRowToL2(w[i], prefetch);
+    }
+    // Every thread waits, those with no work too: the combine's wait covers only this grid, so
+    // this grid must not complete before the gate-up GEMV has (it writes slot_to_row, which the
+    // combine reads, even when every id is dropped and no block here has work).
     GridDependencyWait();
   }
+  if (!works) return;
   const int count = sh.count;
   for (int first = 0; first < count; first += kGemvPasses) {
     const int left = count - first;
