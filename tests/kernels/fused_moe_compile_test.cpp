@@ -1,8 +1,8 @@
 // Real NVRTC compiles of fused_moe's own kernels (the decode path's GEMVs): both dtypes for
-// sm_90a and sm_80, with ptxas' attributes checked against the launch hints (256 threads without
-// spills or stack, the prologue's tables the only shared memory, registers that let several
-// blocks share an SM); both share one PCH folder; below sm_80 is refused. The GPU checks results
-// (tests/client/ops/gpu_fused_moe_test.cpp).
+// sm_90a, with ptxas' attributes checked against the launch hints (256 threads without spills or
+// stack, the prologue's tables the only shared memory, registers that let kGemvBlocksPerSm blocks
+// share an SM); both share one PCH folder; any other target is refused (the op is sm_90a only, as
+// its grouped path is). The GPU checks results (tests/client/ops/gpu_fused_moe_test.cpp).
 #include <catch2/catch.hpp>
 #include <set>
 #include <string>
@@ -44,20 +44,24 @@ void CompileAndCheck(const char* arch_name, const char* dtype) {
   for (const auto& launch : compiled.spec.launch) CHECK(launch.block == moe::kGemvBlock);
 }
 
-TEST_CASE("both fused_moe specializations compile for sm_90a and sm_80 without spills", "[moe][compile]") {
-  for (const char* dtype : {"bf16", "fp16"}) {
-    CompileAndCheck("sm_90a", dtype);
-    CompileAndCheck("sm_80", dtype);
-  }
+TEST_CASE("both fused_moe specializations compile for sm_90a without spills", "[moe][compile]") {
+  for (const char* dtype : {"bf16", "fp16"}) CompileAndCheck("sm_90a", dtype);
 }
 
-TEST_CASE("a fused_moe spec cannot be built below its family", "[moe][compile]") {
+TEST_CASE("fused_moe compiles only for sm_90a, and says so for any other target", "[moe][compile]") {
   auto spec = OpRegistry::Builtin().Generate("fused_moe", {{"dtype", "bf16"}}, *Tree());
   REQUIRE(spec.ok());
-  auto arch = ResolveArch(*GpuArch::Parse("sm_75"), spec->arch_families, spec->uri);
-  REQUIRE(!arch.ok());
-  CHECK(arch.status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(std::string(arch.status().message()).find("sm_80+") != std::string::npos);
+  for (const char* other : {"sm_75", "sm_80", "sm_89", "sm_100a"}) {
+    auto arch = ResolveArch(*GpuArch::Parse(other), spec->arch_families, spec->uri);
+    INFO(other);
+    REQUIRE(!arch.ok());
+    CHECK(arch.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(std::string(arch.status().message()).find("sm_90a") != std::string::npos);
+  }
+  // An H200 reports sm_90: its code is the arch-specific sm_90a.
+  auto hopper = ResolveArch(*GpuArch::Parse("sm_90"), spec->arch_families, spec->uri);
+  REQUIRE(hopper.ok());
+  CHECK(hopper->str() == "sm_90a");
 }
 
 TEST_CASE("both fused_moe specializations share one PCH folder", "[moe][pch]") {

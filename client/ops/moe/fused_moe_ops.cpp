@@ -97,12 +97,6 @@ bool PdlFromEnvironment() {
   return on;
 }
 
-// Whether a module built for `arch` ("sm_90a", "sm_80") runs on a device with griddepcontrol:
-// programmatic launches exist from sm_90 on.
-bool ArchHasGridDependency(const std::string& arch) {
-  return arch.size() > 3 && arch.compare(0, 3, "sm_") == 0 && std::atoi(arch.c_str() + 3) >= 90;
-}
-
 Status LaunchGemv(const PreparedLaunch& ready, int entry, const char* name, unsigned blocks_x, unsigned blocks_y,
                   moe::FusedMoeGemvParams params, bool programmatic, const char* step, void* stream) {
   const EntryLaunchReady& e = ready.launch->entry(entry);
@@ -127,11 +121,11 @@ Status LaunchGemv(const PreparedLaunch& ready, int entry, const char* name, unsi
 }
 
 // The decode path's two GEMVs; `*programmatic`: whether they (and so the combine after them) are
-// launched as programmatic dependents (KILN_FUSED_MOE_PDL, on a device that has them).
+// launched as programmatic dependents (KILN_FUSED_MOE_PDL; the kernels are sm_90a's, which has them).
 Status LaunchGemvs(const FusedMoeGemvPlan& g, void* stream, bool* programmatic) {
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kFusedMoeKernels, FusedMoeSpec{g.dtype}, g.device, kFusedMoeGateUpGemvStep));
-  *programmatic = FusedMoeProgrammaticLaunch() && ArchHasGridDependency(ready.launch->library->info.arch);
+  *programmatic = FusedMoeProgrammaticLaunch();
   KILN_RETURN_IF_ERROR(LaunchGemv(ready, 0, moe::kFusedMoeGateUpEntry, g.gate_up_blocks, g.expert_blocks, g.gate_up,
                                   *programmatic, kFusedMoeGateUpGemvStep, stream));
   return LaunchGemv(ready, 1, moe::kFusedMoeDownEntry, g.down_blocks, g.expert_blocks, g.down, *programmatic,

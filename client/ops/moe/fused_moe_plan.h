@@ -102,8 +102,8 @@ void SetFusedMoePathForTesting(int path);
 // Whether the decode path's three launches are programmatic dependents (the down GEMV prefetches
 // its weights while the gate-up GEMV ends; the kernels wait with griddepcontrol.wait either way):
 // on unless KILN_FUSED_MOE_PDL=0 (read once per process; said once on stderr; another value is
-// reported and ignored), and only on devices of sm_90 on. SetFusedMoeProgrammaticLaunchForTesting(1
-// / 0) overrides the environment, -1 returns to it.
+// reported and ignored). SetFusedMoeProgrammaticLaunchForTesting(1 / 0) overrides the
+// environment, -1 returns to it.
 bool FusedMoeProgrammaticLaunch();
 void SetFusedMoeProgrammaticLaunchForTesting(int on);
 

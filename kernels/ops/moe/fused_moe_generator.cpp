@@ -36,8 +36,10 @@ class FusedMoeGenerator : public OpGenerator {
     return {{.name = kParamDType, .help = "element type of x, the weights and out", .choices = DTypeNames(kDTypes)}};
   }
 
-  // bf16 conversions need sm_80, the family the library targets.
-  std::vector<ArchFamily> arch_families() const override { return {FamilyAtLeast(80)}; }
+  // sm_90a only, like the grouped path's kernels (wgmma, TMA): the GEMVs would run on sm_80, but
+  // then whether a call succeeds would depend on its token count; the decode path also launches
+  // with griddepcontrol, which sm_90 brought.
+  std::vector<ArchFamily> arch_families() const override { return {FamilyArchSpecific(90)}; }
 
  protected:
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
