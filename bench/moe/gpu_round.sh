@@ -10,8 +10,9 @@
 # $OUT. `paths`: fused_moe's decode-size cases (bench/moe/decode_paths.list) under
 # KILN_FUSED_MOE_PATH=gemv (programmatic launches on and off) and =grouped, PATH_ROUNDS times
 # (default 1), alternating: the evidence for the default rule and for KILN_FUSED_MOE_PDL
-# (PATH_VARIANTS: a subset of "gemv grouped gemv-nopdl").
-#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|all]
+# (PATH_VARIANTS: a subset of "gemv grouped gemv-nopdl"). `permute`: moe_permute across its
+# single-block/multi-block threshold and up to 131k slots (bench/moe/permute_sizes.list).
+#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|all]
 set -u
 what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
@@ -78,6 +79,13 @@ for case, v in rows.items():
         cells += f" {statistics.mean(g[0] for g in got):15.1f} {statistics.mean(g[1] for g in got):6.1f}"
     print(f"{case:28}{cells}")
 PY
+fi
+
+if [[ $what == permute || $what == all ]]; then
+  timeout 200 kiln-bench --list bench/moe/permute_sizes.list --out "$OUT/moe-permute-sizes.json" \
+    > "$OUT/moe-permute-sizes.log" 2>&1
+  echo "kiln-bench moe_permute sizes rc=$?"
+  cat "$OUT/moe-permute-sizes.log"
 fi
 
 if [[ $what == torch || $what == measure || $what == all ]]; then

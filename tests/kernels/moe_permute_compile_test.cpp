@@ -1,7 +1,9 @@
 // Real NVRTC compiles of moe_permute: every max_experts specialization for sm_90a and sm_80
 // (the family is sm_80+: __match_any_sync needs sm_70), with ptxas' attributes checked against
-// the launch hints (the permutation's 1024 threads with no spills, its shared tables the only
-// shared memory; the gather's 256 threads without shared memory); every specialization shares
+// the launch hints (the permutation's 1024 threads, one block's or the multi-block count's and
+// rank's, with no spills, their shared tables the only shared memory; the inversion's 256
+// threads with m_indptr and the counts in shared memory; the gather's 256 threads without
+// shared memory); every specialization shares
 // one PCH folder; below sm_80 is refused. The GPU checks results
 // (tests/client/ops/gpu_moe_permute_test.cpp).
 #include <catch2/catch.hpp>
@@ -24,8 +26,8 @@ void CompileAndCheck(const char* arch_name, int max_experts) {
                                                    arch_name);
   const JitSpec* spec = &compiled.spec;
   const server::CompileResult* result = &compiled.result;
-  REQUIRE(result->kernels.size() == 2);
-  REQUIRE(spec->launch.size() == 2);
+  REQUIRE(result->kernels.size() == 5);
+  REQUIRE(spec->launch.size() == 5);
   for (const server::KernelAttributes& k : result->kernels) {
     INFO(k.name << ": registers " << k.registers << " stack " << k.stack_bytes << " spills " << k.spill_store_bytes
                 << "/" << k.spill_load_bytes << " static smem " << k.static_shared_bytes << " max threads "
@@ -33,11 +35,17 @@ void CompileAndCheck(const char* arch_name, int max_experts) {
     CHECK(k.stack_bytes == 0);
     CHECK(k.spill_store_bytes == 0);
     CHECK(k.spill_load_bytes == 0);
-    if (k.name == moe::kMoePermuteEntry) {
-      CHECK(spec->launch[0].block == moe::kPermuteBlock);
+    if (k.name == moe::kMoePermuteEntry || k.name == moe::kMoePermuteRankEntry) {
       CHECK(k.max_threads_per_block >= moe::kPermuteBlock);  // so at most 64 registers
       // counts, ranked [max_experts], starts [max_experts + 1], warp_counts [32][max_experts]
       CHECK(k.static_shared_bytes == 4 * (35 * max_experts + 1));
+    } else if (k.name == moe::kMoePermuteCountEntry) {
+      CHECK(k.max_threads_per_block >= moe::kPermuteBlock);
+      CHECK(k.static_shared_bytes == 4 * max_experts);  // counts
+    } else if (k.name == moe::kMoePermuteInvertEntry) {
+      CHECK(spec->launch[4].block == moe::kInvertBlock);
+      CHECK(k.max_threads_per_block >= moe::kInvertBlock);
+      CHECK(k.static_shared_bytes == 4 * (2 * max_experts + 1));  // m_indptr, expert_counts
     } else {
       CHECK(k.name == moe::kMoePermuteGatherEntry);
       CHECK(spec->launch[1].block == moe::kGatherBlock);

@@ -1,5 +1,5 @@
 // The moe_permute generator (kernels/ops/moe/moe_permute_generator.cpp): its registry entry and
-// param, canonical readable URIs, the config it renders, the two launch hints the contract
+// param, canonical readable URIs, the config it renders, the five launch hints the contract
 // states, and every bad or missing param refused by name.
 #include <catch2/catch.hpp>
 #include <set>
@@ -31,8 +31,10 @@ TEST_CASE("moe_permute URIs are readable and one per max_experts", "[moe]") {
   CHECK(spec.params == Params{{"max_experts", "256"}});
   REQUIRE(spec.headers.size() == 1);
   CHECK(Contains(spec.headers[0].content, "#define KILN_MOE_PERMUTE_MAX_EXPERTS 256"));
-  CHECK(spec.entries == std::vector<std::string>{"kiln_moe_permute", "kiln_moe_permute_gather"});
-  REQUIRE(spec.launch.size() == 2);
+  CHECK(spec.entries == std::vector<std::string>{"kiln_moe_permute", "kiln_moe_permute_gather",
+                                                 "kiln_moe_permute_count", "kiln_moe_permute_rank",
+                                                 "kiln_moe_permute_invert"});
+  REQUIRE(spec.launch.size() == 5);
   CHECK(spec.launch[0].entry == moe::kMoePermuteEntry);
   CHECK(spec.launch[0].block == 1024);
   CHECK(spec.launch[0].items_per_block == 0);  // one block, whatever T
@@ -41,6 +43,18 @@ TEST_CASE("moe_permute URIs are readable and one per max_experts", "[moe]") {
   CHECK(spec.launch[1].block == moe::kGatherBlock);
   CHECK(spec.launch[1].items_per_block == moe::kGatherWarps);
   CHECK(spec.launch[1].dynamic_smem == 0);
+  // The multi-block permutation: a chunk per block of the single block's size, then a thread per row.
+  for (size_t i : {2, 3}) {
+    CHECK(spec.launch[i].block == moe::kPermuteBlock);
+    CHECK(spec.launch[i].items_per_block == 0);
+    CHECK(spec.launch[i].dynamic_smem == 0);
+  }
+  CHECK(spec.launch[2].entry == moe::kMoePermuteCountEntry);
+  CHECK(spec.launch[3].entry == moe::kMoePermuteRankEntry);
+  CHECK(spec.launch[4].entry == moe::kMoePermuteInvertEntry);
+  CHECK(spec.launch[4].block == moe::kInvertBlock);
+  CHECK(spec.launch[4].items_per_block == moe::kInvertBlock);
+  CHECK(spec.launch[4].dynamic_smem == 0);
 
   std::set<std::string> uris;
   for (const char* max_experts : {"32", "64", "128", "256"})

@@ -24,7 +24,7 @@ namespace kiln::client {
 // What the loader must know of an op to fetch and launch it: the daemon's op name and the
 // entries its launches use, in the order the op indexes them (OpLaunch::entries).
 struct OpKernels {
-  static constexpr int kMaxEntries = 4;
+  static constexpr int kMaxEntries = 6;
   struct Entry {
     const char* name = nullptr;
     int min_block = 1;                  // the smallest block the op's launch accepts

@@ -95,11 +95,16 @@ struct MoePermuteSpec {
   std::map<std::string, std::string> Params() const { return {{moe::kParamMaxExperts, std::to_string(max_experts)}}; }
 };
 
-// The permutation's block is the contract's (its shared tables have a column per warp); the
-// gather divides its rows by items_per_block.
-const OpKernels kMoePermuteKernels = {
-    moe::kMoePermuteOp,
-    {{{moe::kMoePermuteEntry, moe::kPermuteBlock, false}, {moe::kMoePermuteGatherEntry, 32, true}}}};
+// The permutation's blocks are the contract's (its shared tables have a column per warp, a chunk
+// is a block's threads); the gather and the inversion divide their rows by items_per_block.
+// Entries in the order LaunchMoePermutePlan indexes them.
+enum MoePermuteEntryIndex { kPermuteSingle, kPermuteGather, kPermuteCount, kPermuteRank, kPermuteInvert };
+const OpKernels kMoePermuteKernels = {moe::kMoePermuteOp,
+                                      {{{moe::kMoePermuteEntry, moe::kPermuteBlock, false},
+                                        {moe::kMoePermuteGatherEntry, 32, true},
+                                        {moe::kMoePermuteCountEntry, moe::kPermuteBlock, false},
+                                        {moe::kMoePermuteRankEntry, moe::kPermuteBlock, false},
+                                        {moe::kMoePermuteInvertEntry, 32, true}}}};
 
 struct MoePermuteCall {
   MoePermuteArgs a;
@@ -131,29 +136,61 @@ KILN_REGISTER_OP(kMoePermute);
 
 }  // namespace
 
-// The single-block permutation (even for T = 0: m_indptr and row_to_slot are written), then
-// with x the gather, in stream order on the caller's stream.
+namespace {
+
+// A launch of one of the permutation's entries on `blocks` blocks of its hinted size, whose
+// block the kernel's shared tables fix (`need`: 0 for any).
+Status LaunchPermuteEntry(const PreparedLaunch& ready, int index, const char* entry, int64_t blocks, unsigned need,
+                          void* params, const char* api, void* stream) {
+  const EntryLaunchReady& e = ready.launch->entry(index);
+  if (need != 0 && e.block != need)
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(api) + ": the daemon's launch hint for " + entry + " is " + std::to_string(e.block) +
+                      " threads; the kernel needs " + std::to_string(need) + " (a kilnd of another version?)");
+  if (blocks > INT_MAX)
+    return InvalidArgument(std::string(api) + ": " + entry + " needs " + std::to_string(blocks) +
+                           " blocks, more than 2^31-1; split the call");
+  LaunchConfig config;
+  config.grid.x = static_cast<unsigned>(blocks);
+  config.block.x = e.block;
+  config.dynamic_smem_bytes = e.dynamic_smem;
+  config.stream = stream;
+  void* args[] = {params};
+  return LaunchFunction(*ready.driver, e.function, config, args, entry, &ready.launch->library->info);
+}
+
+}  // namespace
+
+// The permutation: one block (even for T = 0: m_indptr and row_to_slot are written), or for many
+// slots the multi-block count, rank and invert; then with x the gather, in stream order on the
+// caller's stream.
 Status LaunchMoePermutePlan(const MoePermutePlan& plan, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kMoePermuteKernels, MoePermuteSpec{plan.max_experts}, plan.device, api));
-  const EntryLaunchReady& permute = ready.launch->entry(0);
-  if (permute.block != static_cast<unsigned>(moe::kPermuteBlock))
-    return Status(StatusCode::kFailedPrecondition,
-                  std::string(api) + ": the daemon's launch hint for " + moe::kMoePermuteEntry + " is " +
-                      std::to_string(permute.block) + " threads; the kernel needs " +
-                      std::to_string(moe::kPermuteBlock) + " (a kilnd of another version?)");
-  LaunchConfig config;
-  config.grid.x = 1;
-  config.block.x = permute.block;
-  config.dynamic_smem_bytes = permute.dynamic_smem;
-  config.stream = stream;
   moe::MoePermuteParams params = plan.params;
-  void* args[] = {&params};
-  KILN_RETURN_IF_ERROR(LaunchFunction(*ready.driver, permute.function, config, args, moe::kMoePermuteEntry,
-                                      &ready.launch->library->info));
+  const int64_t slots = params.tokens * params.top_k;
+  const auto block = static_cast<unsigned>(moe::kPermuteBlock);
+  if (!moe::MoePermuteMultiBlock(slots)) {
+    KILN_RETURN_IF_ERROR(
+        LaunchPermuteEntry(ready, kPermuteSingle, moe::kMoePermuteEntry, 1, block, &params, api, stream));
+  } else {
+    const int64_t chunks = moe::MoePermuteChunks(slots);
+    if (chunks * params.experts > params.rows)  // the contract's static_assert proves it cannot be
+      return Status(StatusCode::kInternal, std::string(api) + ": the permutation's counts (" +
+                                               std::to_string(chunks * params.experts) +
+                                               ") do not fit in row_to_slot (" + std::to_string(params.rows) + ")");
+    KILN_RETURN_IF_ERROR(
+        LaunchPermuteEntry(ready, kPermuteCount, moe::kMoePermuteCountEntry, chunks, block, &params, api, stream));
+    KILN_RETURN_IF_ERROR(
+        LaunchPermuteEntry(ready, kPermuteRank, moe::kMoePermuteRankEntry, chunks, block, &params, api, stream));
+    const int64_t per_block = ready.launch->entry(kPermuteInvert).items_per_block;
+    KILN_RETURN_IF_ERROR(LaunchPermuteEntry(ready, kPermuteInvert, moe::kMoePermuteInvertEntry,
+                                            (params.rows + per_block - 1) / per_block,
+                                            static_cast<unsigned>(moe::kInvertBlock), &params, api, stream));
+  }
   if (!plan.gather || plan.gather_params.rows == 0) return OkStatus();
 
-  const EntryLaunchReady& gather = ready.launch->entry(1);
+  const EntryLaunchReady& gather = ready.launch->entry(kPermuteGather);
   const int64_t blocks = (plan.gather_params.rows + gather.items_per_block - 1) / gather.items_per_block;
   if (blocks > INT_MAX)
     return InvalidArgument(std::string(api) + ": " + std::to_string(plan.gather_params.rows) + " rows need " +

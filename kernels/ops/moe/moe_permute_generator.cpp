@@ -1,5 +1,6 @@
 // The generator of moe_permute (the moe family): one compilation unit
-// (kernels/src/moe/moe_permute.cu) with two entries, the permutation and the optional gather,
+// (kernels/src/moe/moe_permute.cu) with five entries, the permutation (one block, or the
+// multi-block count, rank and invert for many slots) and the optional gather,
 // specialized on max_experts (the size of the permutation's shared tables); tokens, top_k, E,
 // the alignment and the gather's row size are launch arguments. Contract:
 // kiln/moe/moe_contract.h, docs/kernels-moe.md.
@@ -54,10 +55,14 @@ class MoePermuteGenerator : public OpGenerator {
                                         {{"KILN_MOE_PERMUTE_MAX_EXPERTS", std::to_string(max_experts)}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
-    spec.entries = {moe::kMoePermuteEntry, moe::kMoePermuteGatherEntry};
+    spec.entries = {moe::kMoePermuteEntry, moe::kMoePermuteGatherEntry, moe::kMoePermuteCountEntry,
+                    moe::kMoePermuteRankEntry, moe::kMoePermuteInvertEntry};
     spec.launch = {
         {.entry = moe::kMoePermuteEntry, .block = moe::kPermuteBlock},
-        {.entry = moe::kMoePermuteGatherEntry, .block = moe::kGatherBlock, .items_per_block = moe::kGatherWarps}};
+        {.entry = moe::kMoePermuteGatherEntry, .block = moe::kGatherBlock, .items_per_block = moe::kGatherWarps},
+        {.entry = moe::kMoePermuteCountEntry, .block = moe::kPermuteBlock},
+        {.entry = moe::kMoePermuteRankEntry, .block = moe::kPermuteBlock},
+        {.entry = moe::kMoePermuteInvertEntry, .block = moe::kInvertBlock, .items_per_block = moe::kInvertBlock}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }

@@ -8,6 +8,8 @@
 //    the gather bit for bit, padding rows zeros, rows from m_indptr[E] on not written;
 //  - ids: experts with no token, every token to one expert, ids outside [0, E) (no row,
 //    slot_to_row -1, not counted), repeated ids in a token;
+//  - the multi-block permutation (kPermuteMultiBlockMinSlots slots on): both sides of its
+//    threshold, chunk edges inside a token, 128 chunks, ids of every kind across chunks;
 //  - determinism (two launches and the C ABI give the same bits), a CUDA graph replayed on new
 //    ids, T = 0, DeepSeek-V3's hidden size, an unaligned x;
 //  - refused through the real path.
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "kiln/moe/moe_contract.h"
 #include "kiln/ops/moe.h"
 #include "tests/support/gpu_harness.h"
 
@@ -404,6 +407,31 @@ TEST_CASE("moe_permute handles empty experts and one expert and out-of-range and
   const Outputs got = all_bad.Run();
   all_bad.Check(got);
   CHECK(got.indptr[64] == 0);
+}
+
+TEST_CASE("moe_permute's multi-block permutation at its threshold, chunk edges and many chunks",
+          "[gpu][client][ops][moe][permute]") {
+  kiln::testing::GpuSession session;
+  std::mt19937 rng(2049);
+  constexpr int64_t kMin = kiln::moe::kPermuteMultiBlockMinSlots;
+  static_assert(kMin - 1 == 2 * kiln::moe::kPermuteChunk, "the cases below straddle the threshold");
+  REQUIRE_FALSE(kiln::moe::MoePermuteMultiBlock(kMin - 1));
+  REQUIRE(kiln::moe::MoePermuteMultiBlock(kMin));
+  // Single block just below, multi-block from the threshold (a last chunk of one slot), a chunk
+  // ending inside a token's choices (683 * 3 = 2049), every id to one expert and out of range
+  // across chunks, many chunks (16k tokens: 128 chunks, each block summing them all), with
+  // padded rows of topk_ids/slot_to_row and a longer row_to_slot than needed.
+  for (const Case& c :
+       {Case{kMin - 1, 64, 1, 1, Ids::kDistinct, 64}, Case{kMin, 64, 1, 1, Ids::kDistinct, 64},
+        Case{683, 256, 3, 128, Ids::kDistinct, 96, DType::kFloat16, 1}, Case{3000, 8, 2, 64, Ids::kOneExpert, 64},
+        Case{3000, 256, 8, 1, Ids::kOutOfRange, 64, DType::kBFloat16, 2, 9}, Case{3000, 33, 4, 16, Ids::kRepeated, 0},
+        Case{5000, 256, 8, 1, Ids::kFewExperts, 0},
+        Case{16384, 256, 8, 128, Ids::kDistinct, 0, DType::kBFloat16, 0, 100},
+        Case{16384, 32, 8, 1, Ids::kDistinct, 0}}) {
+    INFO(Describe(c));
+    Permuted permuted(c, MakeIds(c.ids, c.tokens, c.top_k, c.experts, rng), rng);
+    permuted.Check(permuted.Run());
+  }
 }
 
 TEST_CASE("moe_permute with no tokens writes empty groups and -1 rows", "[gpu][client][ops][moe][permute]") {

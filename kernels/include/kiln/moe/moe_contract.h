@@ -20,8 +20,13 @@
 //
 // moe_permute's params: max_experts (32, 64, 128 or 256: the E range one kernel's shared
 // tables hold). Everything else is a launch argument. Launch, in stream order:
-//   kiln_moe_permute         one block of kPermuteBlock threads (items_per_block 0: the grid
-//                            is 1 whatever T is), no dynamic shared memory;
+//   kiln_moe_permute         below kPermuteMultiBlockMinSlots slots (MoePermuteMultiBlock
+//                            false): one block of kPermuteBlock threads (items_per_block 0:
+//                            the grid is 1 whatever T is), no dynamic shared memory;
+//   kiln_moe_permute_count,  from kPermuteMultiBlockMinSlots slots on, instead: grid.x =
+//   kiln_moe_permute_rank    MoePermuteChunks(T * top_k) blocks of kPermuteBlock threads each;
+//   kiln_moe_permute_invert  then ceil(rows / kInvertBlock) blocks of kInvertBlock threads
+//                            (rows: row_to_slot's length); none uses dynamic shared memory;
 //   kiln_moe_permute_gather  only with x: one warp per permuted row, kGatherWarps rows per
 //                            block (items_per_block = kGatherWarps: rows), grid.x =
 //                            ceil(MoePermuteRows(...) / items_per_block).
@@ -80,6 +85,9 @@ static_assert(sizeof(MoeRouteParams) == 96, "MoeRouteParams: 4 pointers, 4 strid
 constexpr const char* kMoePermuteOp = "moe_permute";
 constexpr const char* kMoePermuteEntry = "kiln_moe_permute";
 constexpr const char* kMoePermuteGatherEntry = "kiln_moe_permute_gather";
+constexpr const char* kMoePermuteCountEntry = "kiln_moe_permute_count";
+constexpr const char* kMoePermuteRankEntry = "kiln_moe_permute_rank";
+constexpr const char* kMoePermuteInvertEntry = "kiln_moe_permute_invert";
 
 // The largest group alignment (a power of two): grouped GEMM tiles are at most 256 rows.
 constexpr int kMaxAlign = 256;
@@ -87,6 +95,10 @@ constexpr int kMaxAlign = 256;
 // round ranks as many slots as one block can hold at once.
 constexpr int kPermuteWarps = 32;
 constexpr int kPermuteBlock = 32 * kPermuteWarps;
+// The multi-block permutation: a block of kPermuteBlock threads per chunk of this many slots.
+constexpr long long kPermuteChunk = kPermuteBlock;
+// Its inversion: a thread per row of row_to_slot, this many a block.
+constexpr int kInvertBlock = 256;
 // The gather: one warp per permuted row, this many rows per block.
 constexpr int kGatherWarps = 8;
 constexpr int kGatherBlock = 32 * kGatherWarps;
@@ -98,8 +110,22 @@ KILN_CONTRACT_FUNCTION long long MoePermuteRows(long long tokens, long long top_
   return tokens * top_k + (align > 1 ? experts * (align - 1) : 0);
 }
 
-// kiln_moe_permute's parameter. Strides count elements between row starts (last dims are
-// contiguous). A slot is s = t * top_k + j (token t's j-th choice), whatever the strides.
+// Which permutation runs: the single block up to kPermuteMultiBlockMinSlots - 1 slots (a few
+// rounds of it cost less than two more launches), the three multi-block launches from there.
+constexpr long long kPermuteMultiBlockMinSlots = 2 * kPermuteChunk + 1;
+KILN_CONTRACT_FUNCTION bool MoePermuteMultiBlock(long long slots) { return slots >= kPermuteMultiBlockMinSlots; }
+KILN_CONTRACT_FUNCTION long long MoePermuteChunks(long long slots) {
+  return (slots + kPermuteChunk - 1) / kPermuteChunk;
+}
+// The multi-block count launch keeps each chunk's per-expert counts in row_to_slot until the
+// inversion overwrites them: MoePermuteChunks(slots) * E entries, which fit in the rows any
+// call has (rows >= slots): from kPermuteMultiBlockMinSlots slots on, chunks * 256 <=
+// (slots / kPermuteChunk + 1) * 256 < slots.
+static_assert((kPermuteMultiBlockMinSlots / kPermuteChunk + 1) * kMaxExperts < kPermuteMultiBlockMinSlots,
+              "the multi-block permutation's counts must fit in row_to_slot");
+
+// kiln_moe_permute's parameter (every entry of the permutation takes it). Strides count elements between row starts
+// (last dims are contiguous). A slot is s = t * top_k + j (token t's j-th choice), whatever the strides.
 struct MoePermuteParams {
   int* expert_counts;   // [experts]
   int* m_indptr;        // [experts + 1]

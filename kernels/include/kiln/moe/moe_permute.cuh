@@ -9,8 +9,8 @@
 //                     m_indptr[E] to the end of row_to_slot
 //   slot_to_row[t, j] the inverse: the row of slot s, -1 for a slot without a row
 //
-// PermuteBlock is the whole op in one block of kPermuteWarps warps (one launch, no workspace, no
-// host sync, so a CUDA graph can capture it):
+// Few slots (MoePermuteMultiBlock false): PermuteBlock is the whole op in one block of
+// kPermuteWarps warps (one launch, no workspace, no host sync, so a CUDA graph can capture it):
 //   1. histogram: each warp's lanes with equal ids are found with __match_any_sync (PTX
 //      match.any.sync.b32, sm_70+: the mask of the lanes holding the same value), and the
 //      lowest of them adds their number to the shared counter: one shared atomic per expert
@@ -25,6 +25,10 @@
 //      warps of the per-warp counts (thread e sums column e of warp_counts), the first a
 //      running total per expert. Slots keep their order inside an expert: stable, and the
 //      result depends on the ids only (no atomics race for positions): deterministic.
+// Many slots: the same steps spread over a block per chunk of kPermuteChunk slots in three
+// launches (count, rank, invert: see "The multi-block permutation" below), since one block
+// walks 32k slots in about 100 us on the H200 (a round is two barriers and a 32-warp scan).
+// Both give the same bits.
 //
 // __syncthreads orders shared and global accesses among the block's threads (CUDA C++
 // Programming Guide, "Synchronization functions": accesses before it are visible to all the
@@ -68,18 +72,121 @@ __device__ __forceinline__ bool ValidExpert(int e, int experts) {
   return static_cast<unsigned>(e) < static_cast<unsigned>(experts);
 }
 
-// The whole permutation; launched with exactly kPermuteBlock threads and one block.
-// kMaxE: the specialization's max_experts (32..256, a multiple of 32).
+// 1. The histogram of one round's ids into counts: each warp's lanes with equal ids found with
+// __match_any_sync, the lowest of them adds their number.
+__device__ __forceinline__ void CountIds(int id, int experts, unsigned lower_lanes, int* counts) {
+  const int key = ValidExpert(id, experts) ? id : -1;
+  const unsigned peers = __match_any_sync(kPermuteFullWarp, key);
+  if (key >= 0 && (peers & lower_lanes) == 0) atomicAdd(&counts[key], __popc(peers));
+}
+
+// 2. The aligned exclusive scan of counts into starts (warp 0 only; counts[e >= experts] are 0):
+// lane l holds experts [l * kPerLane, (l + 1) * kPerLane). With `write`, also the outputs
+// expert_counts and m_indptr.
+template <int kMaxE>
+__device__ __forceinline__ void AlignedScan(const MoePermuteParams& p, const int* counts, int* starts, int lane,
+                                            bool write) {
+  constexpr int kPerLane = kMaxE / 32;
+  const int experts = p.experts;
+  const int round_up = p.align - 1;  // align is a power of two
+  int sizes[kPerLane];
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    sizes[i] = (counts[lane * kPerLane + i] + round_up) & ~round_up;
+    sum += sizes[i];
+  }
+  int inclusive = sum;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int below = __shfl_up_sync(kPermuteFullWarp, inclusive, offset);
+    if (lane >= offset) inclusive += below;
+  }
+  int run = inclusive - sum;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane * kPerLane + i;
+    starts[e] = run;
+    if (write && e < experts) p.expert_counts[e] = counts[e];
+    if (write && e <= experts) p.m_indptr[e] = run;
+    run += sizes[i];
+  }
+  if (lane == 31) {
+    starts[kMaxE] = run;
+    if (write && experts == kMaxE) p.m_indptr[kMaxE] = run;
+  }
+}
+
+// The shared tables of a ranking block. warp_counts[w][e]: round-local; a warp's leader for e
+// writes its count, the scan turns it into the warp's offset inside e, the leader sets it back to
+// 0. Zero between rounds.
+template <int kMaxE>
+struct RankTables {
+  int counts[kMaxE];
+  int starts[kMaxE + 1];
+  int ranked[kMaxE];  // slots of expert e ranked before this round
+  int warp_counts[kPermuteWarps][kMaxE];
+};
+
+// 4. One round of kPermuteBlock slots from round_base, in slot order: slot s's row is
+//      starts[e] + ranked[e] + (e's slots in earlier warps of this round)
+//                            + (e's slots in earlier lanes of its warp)
+// the last from the match mask (popc of the lower lanes), the middle from a scan over the warps
+// of the per-warp counts (thread e sums column e of warp_counts). Writes slot_to_row, and with
+// `write_row_to_slot` row_to_slot too (the multi-block ranking leaves that to its inversion:
+// row_to_slot holds the other blocks' counts until every block has read them). Every thread of
+// the block calls it (two barriers).
+template <int kMaxE>
+__device__ __forceinline__ void RankRound(const MoePermuteParams& p, RankTables<kMaxE>& t, long long round_base,
+                                          long long slots, int id, bool write_row_to_slot) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const unsigned lower_lanes = (1u << (tid % 32)) - 1u;
+  const int experts = p.experts;
+  const long long s = round_base + tid;
+  const int key = ValidExpert(id, experts) ? id : -1;
+  const unsigned peers = __match_any_sync(kPermuteFullWarp, key);
+  const bool leader = key >= 0 && (peers & lower_lanes) == 0;
+  if (leader) t.warp_counts[warp][key] = __popc(peers);
+  __syncthreads();
+  if (tid < experts) {
+    int column[kPermuteWarps];
+#pragma unroll
+    for (int w = 0; w < kPermuteWarps; ++w) column[w] = t.warp_counts[w][tid];
+    int run = t.ranked[tid];
+#pragma unroll
+    for (int w = 0; w < kPermuteWarps; ++w) {
+      if (column[w] != 0) {
+        t.warp_counts[w][tid] = run;
+        run += column[w];
+      }
+    }
+    t.ranked[tid] = run;
+  }
+  __syncthreads();
+  if (s < slots) {
+    int row = -1;
+    if (key >= 0) {
+      row = t.starts[key] + t.warp_counts[warp][key] + __popc(peers & lower_lanes);
+      if (write_row_to_slot) p.row_to_slot[row] = static_cast<int>(s);
+    }
+    p.slot_to_row[SlotOffset(s, p.top_k, p.slot_to_row_stride)] = row;
+  }
+  __syncwarp();  // every lane of the warp has read its offset before the leader clears it
+  if (leader) t.warp_counts[warp][key] = 0;
+  // The clear lands before the next round's leader of the same expert (maybe another lane)
+  // writes its count. Only this warp writes row `warp`, and the scan reads it after the next
+  // round's first barrier: no block-wide barrier is needed here.
+  __syncwarp();
+}
+
+// The whole permutation in one block (few slots: MoePermuteMultiBlock false); launched with
+// exactly kPermuteBlock threads and one block. kMaxE: the specialization's max_experts (32..256,
+// a multiple of 32).
 template <int kMaxE>
 __device__ __forceinline__ void PermuteBlock(const MoePermuteParams& p) {
   static_assert(kMaxE % 32 == 0 && kMaxE <= kPermuteBlock && kMaxE <= 256, "max_experts: 32..256, by 32");
-  constexpr int kPerLane = kMaxE / 32;
-  __shared__ int counts[kMaxE];
-  __shared__ int starts[kMaxE + 1];
-  __shared__ int ranked[kMaxE];  // slots of expert e ranked in earlier rounds
-  // warp_counts[w][e]: round-local; a warp's leader for e writes its count, the scan turns it
-  // into the warp's offset inside e, the leader sets it back to 0. Zero between rounds.
-  __shared__ int warp_counts[kPermuteWarps][kMaxE];
+  __shared__ RankTables<kMaxE> t;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
@@ -89,10 +196,10 @@ __device__ __forceinline__ void PermuteBlock(const MoePermuteParams& p) {
   const long long slots = p.tokens * p.top_k;
 
   for (int i = tid; i < kMaxE; i += kPermuteBlock) {
-    counts[i] = 0;
-    ranked[i] = 0;
+    t.counts[i] = 0;
+    t.ranked[i] = 0;
   }
-  for (int i = tid; i < kPermuteWarps * kMaxE; i += kPermuteBlock) (&warp_counts[0][0])[i] = 0;
+  for (int i = tid; i < kPermuteWarps * kMaxE; i += kPermuteBlock) (&t.warp_counts[0][0])[i] = 0;
   __syncthreads();
 
   // 1. The histogram.
@@ -101,50 +208,18 @@ __device__ __forceinline__ void PermuteBlock(const MoePermuteParams& p) {
 #pragma unroll
     for (int k = 0; k < kLoadsAhead; ++k) ids[k] = SlotId(p, base + k * kPermuteBlock + tid, slots);
 #pragma unroll
-    for (int k = 0; k < kLoadsAhead; ++k) {
-      const int key = ValidExpert(ids[k], experts) ? ids[k] : -1;
-      const unsigned peers = __match_any_sync(kPermuteFullWarp, key);
-      if (key >= 0 && (peers & lower_lanes) == 0) atomicAdd(&counts[key], __popc(peers));
-    }
+    for (int k = 0; k < kLoadsAhead; ++k) CountIds(ids[k], experts, lower_lanes, t.counts);
   }
   __syncthreads();
 
-  // 2. The aligned exclusive scan (warp 0): lane l holds experts [l * kPerLane, (l + 1) * kPerLane).
-  if (warp == 0) {
-    const int round_up = p.align - 1;  // align is a power of two
-    int sizes[kPerLane];
-    int sum = 0;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      sizes[i] = (counts[lane * kPerLane + i] + round_up) & ~round_up;  // counts[e >= experts] are 0
-      sum += sizes[i];
-    }
-    int inclusive = sum;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const int below = __shfl_up_sync(kPermuteFullWarp, inclusive, offset);
-      if (lane >= offset) inclusive += below;
-    }
-    int run = inclusive - sum;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int e = lane * kPerLane + i;
-      starts[e] = run;
-      if (e < experts) p.expert_counts[e] = counts[e];
-      if (e <= experts) p.m_indptr[e] = run;
-      run += sizes[i];
-    }
-    if (lane == 31) {
-      starts[kMaxE] = run;
-      if (experts == kMaxE) p.m_indptr[kMaxE] = run;
-    }
-  }
+  // 2. The aligned exclusive scan.
+  if (warp == 0) AlignedScan<kMaxE>(p, t.counts, t.starts, lane, true);
   __syncthreads();
 
   // 3. -1 for the padding rows of each group and for every row from m_indptr[E] on.
   for (int e = warp; e < experts; e += kPermuteWarps)
-    for (int r = starts[e] + counts[e] + lane; r < starts[e + 1]; r += 32) p.row_to_slot[r] = -1;
-  for (long long r = starts[experts] + tid; r < p.rows; r += kPermuteBlock) p.row_to_slot[r] = -1;
+    for (int r = t.starts[e] + t.counts[e] + lane; r < t.starts[e + 1]; r += 32) p.row_to_slot[r] = -1;
+  for (long long r = t.starts[experts] + tid; r < p.rows; r += kPermuteBlock) p.row_to_slot[r] = -1;
 
   // 4. The ranks, kPermuteBlock slots a round, in slot order.
   for (long long base = 0; base < slots; base += static_cast<long long>(kLoadsAhead) * kPermuteBlock) {
@@ -155,43 +230,121 @@ __device__ __forceinline__ void PermuteBlock(const MoePermuteParams& p) {
     for (int k = 0; k < kLoadsAhead; ++k) {
       const long long round_base = base + k * kPermuteBlock;
       if (round_base >= slots) break;  // block-uniform
-      const long long s = round_base + tid;
-      const int key = ValidExpert(ids[k], experts) ? ids[k] : -1;
-      const unsigned peers = __match_any_sync(kPermuteFullWarp, key);
-      const bool leader = key >= 0 && (peers & lower_lanes) == 0;
-      if (leader) warp_counts[warp][key] = __popc(peers);
-      __syncthreads();
-      if (tid < experts) {
-        int column[kPermuteWarps];
-#pragma unroll
-        for (int w = 0; w < kPermuteWarps; ++w) column[w] = warp_counts[w][tid];
-        int run = ranked[tid];
-#pragma unroll
-        for (int w = 0; w < kPermuteWarps; ++w) {
-          if (column[w] != 0) {
-            warp_counts[w][tid] = run;
-            run += column[w];
-          }
-        }
-        ranked[tid] = run;
-      }
-      __syncthreads();
-      if (s < slots) {
-        int row = -1;
-        if (key >= 0) {
-          row = starts[key] + warp_counts[warp][key] + __popc(peers & lower_lanes);
-          p.row_to_slot[row] = static_cast<int>(s);
-        }
-        p.slot_to_row[SlotOffset(s, p.top_k, p.slot_to_row_stride)] = row;
-      }
-      __syncwarp();  // every lane of the warp has read its offset before the leader clears it
-      if (leader) warp_counts[warp][key] = 0;
-      // The clear lands before the next round's leader of the same expert (maybe another lane)
-      // writes its count. Only this warp writes row `warp`, and the scan reads it after the
-      // next round's first barrier: no block-wide barrier is needed here.
-      __syncwarp();
+      RankRound<kMaxE>(p, t, round_base, slots, ids[k], true);
     }
   }
+}
+
+// ---- The multi-block permutation (many slots: MoePermuteMultiBlock true) ----------------------
+// Three launches in stream order, block c of the first two owning chunk c, the kPermuteChunk
+// slots from c * kPermuteChunk (the launch after a launch sees all its writes):
+//   count   each chunk's histogram into row_to_slot[c * E + e] (a scratch: MoePermuteChunks * E
+//           <= rows, see the contract), every e < E written;
+//   rank    every block sums the chunks' counts (each expert's total, and its count in earlier
+//           chunks), scans the totals into starts as the single block does (block 0 writes
+//           expert_counts and m_indptr), then ranks its chunk in one round starting each expert
+//           at its count in earlier chunks: the same rows as the single block gives (stable,
+//           deterministic: no atomics decide a position). It writes slot_to_row only;
+//   invert  row_to_slot from slot_to_row (a thread per row: the slot whose row it is, or -1 for
+//           padding and for the rows from m_indptr[E] on), overwriting the scratch.
+
+template <int kMaxE>
+__device__ __forceinline__ void PermuteCountChunk(const MoePermuteParams& p) {
+  __shared__ int counts[kMaxE];
+  const int tid = static_cast<int>(threadIdx.x);
+  const long long slots = p.tokens * p.top_k;
+  const long long chunk = blockIdx.x;
+  const int id = SlotId(p, chunk * kPermuteChunk + tid, slots);
+  for (int i = tid; i < kMaxE; i += kPermuteBlock) counts[i] = 0;
+  __syncthreads();
+  CountIds(id, p.experts, (1u << (tid % 32)) - 1u, counts);
+  __syncthreads();
+  for (int e = tid; e < p.experts; e += kPermuteBlock) p.row_to_slot[chunk * p.experts + e] = counts[e];
+}
+
+template <int kMaxE>
+__device__ __forceinline__ void PermuteRankChunk(const MoePermuteParams& p) {
+  static_assert(kMaxE % 32 == 0 && kMaxE <= kPermuteBlock && kMaxE <= 256, "max_experts: 32..256, by 32");
+  // The chunk sums: thread (g, e) adds the chunks g, g + kGroups, ... of expert e; the partial
+  // sums go through warp_counts (rows 0..kGroups-1: earlier chunks, kGroups..: all chunks).
+  constexpr int kGroups = kPermuteBlock / kMaxE < kPermuteWarps / 2 ? kPermuteBlock / kMaxE : kPermuteWarps / 2;
+  __shared__ RankTables<kMaxE> t;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int experts = p.experts;
+  const long long slots = p.tokens * p.top_k;
+  const long long chunk = blockIdx.x;
+  const long long chunks = gridDim.x;
+  const int id = SlotId(p, chunk * kPermuteChunk + tid, slots);
+
+  const int g = tid / kMaxE;
+  const int e = tid % kMaxE;
+  if (g < kGroups) {
+    int before = 0;
+    int total = 0;
+    if (e < experts) {
+      for (long long c = g; c < chunks; c += kGroups) {
+        const int n = p.row_to_slot[c * experts + e];
+        total += n;
+        if (c < chunk) before += n;
+      }
+    }
+    t.warp_counts[g][e] = before;
+    t.warp_counts[kGroups + g][e] = total;
+  }
+  __syncthreads();
+  if (tid < kMaxE) {
+    int before = 0;
+    int total = 0;
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i) {
+      before += t.warp_counts[i][tid];
+      total += t.warp_counts[kGroups + i][tid];
+    }
+    t.counts[tid] = total;  // 0 for tid >= experts
+    t.ranked[tid] = before;
+  }
+  __syncthreads();
+  for (int i = tid; i < kPermuteWarps * kMaxE; i += kPermuteBlock) (&t.warp_counts[0][0])[i] = 0;
+  if (warp == 0) AlignedScan<kMaxE>(p, t.counts, t.starts, tid, chunk == 0);
+  __syncthreads();
+  RankRound<kMaxE>(p, t, chunk * kPermuteChunk, slots, id, false);
+}
+
+// Row r of row_to_slot after the ranking (one thread per row, kInvertBlock a block): the slot
+// ranked into it, or -1 (padding of its group, or past m_indptr[E]). Thread r also moves slot r's
+// row (slots <= rows): the two writes of a row come from different threads but never both.
+template <int kMaxE>
+__device__ __forceinline__ void PermuteInvert(const MoePermuteParams& p) {
+  __shared__ int indptr[kMaxE + 1];
+  __shared__ int counts[kMaxE];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int experts = p.experts;
+  for (int i = tid; i <= experts; i += kInvertBlock) indptr[i] = p.m_indptr[i];
+  for (int i = tid; i < experts; i += kInvertBlock) counts[i] = p.expert_counts[i];
+  __syncthreads();
+  const long long r = static_cast<long long>(blockIdx.x) * kInvertBlock + tid;
+  const long long slots = p.tokens * p.top_k;
+  if (r < slots) {
+    const int row = p.slot_to_row[SlotOffset(r, p.top_k, p.slot_to_row_stride)];
+    if (row >= 0) p.row_to_slot[row] = static_cast<int>(r);
+  }
+  if (r >= p.rows) return;
+  if (r >= indptr[experts]) {
+    p.row_to_slot[r] = -1;
+    return;
+  }
+  // The group holding row r: the last e with indptr[e] <= r (empty groups share their start
+  // with the next group, so the last one is the group r lies in).
+  int lo = 0;
+  int hi = experts - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (indptr[mid] <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  if (r - indptr[lo] >= counts[lo]) p.row_to_slot[r] = -1;
 }
 
 template <typename Unit>
