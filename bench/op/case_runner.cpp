@@ -323,6 +323,7 @@ Status CaseRunner::Time(const BackendFn& fn, const CaseSpec& spec, ResultRow* ro
   }
   if (!run.ok()) return run.status();
   row->stats = SummarizeTimes(run->us);
+  if (l2_mode_ != L2Mode::kFlush) row->stream_us = run->stream_us;
   row->warmup = warmup;
   row->mechanism = timer->mechanism();
   row->kernels = run->kernels;

@@ -229,6 +229,15 @@ class CuptiTimer : public Timer {
       const uint64_t from = i > 0 && end[i - 1] > start[i] && end[i - 1] < end[i] ? end[i - 1] : start[i];
       run.us.push_back(static_cast<double>(end[i] - from) / 1000.0);
     }
+    // The batches' spans: calls [base, base + kMaxGatedCalls) ran back to back behind one gate.
+    double span_ns = 0;
+    for (size_t base = 0; base < start.size(); base += static_cast<size_t>(kMaxGatedCalls)) {
+      const size_t last = std::min(start.size(), base + static_cast<size_t>(kMaxGatedCalls)) - 1;
+      const uint64_t first_start = *std::min_element(start.begin() + base, start.begin() + last + 1);
+      const uint64_t last_end = *std::max_element(end.begin() + base, end.begin() + last + 1);
+      span_ns += static_cast<double>(last_end - first_start);
+    }
+    run.stream_us = span_ns / 1000.0 / static_cast<double>(iterations);
     for (const auto& name : first_call_names) run.kernels += (run.kernels.empty() ? "" : " ") + name;
     return run;
   }

@@ -30,6 +30,10 @@ struct ResultRow {
   std::string refcheck_detail;
   double max_abs_err = NAN;  // against the reference backend's output
   TimingStats stats;         // microseconds per call
+  // The stream's time per call over the timed batches (Timer's TimedRun::stream_us): launch
+  // gaps and programmatic waits included; NaN with CUDA events and with an L2 flush between
+  // calls (the flush would be in it).
+  double stream_us = NAN;
   int warmup = 0;
   std::string mechanism;   // cupti_activity | cuda_events
   std::string l2;          // how L2 was defeated: "rotate 40 sets (2.7 GB)", "flush", "warm"

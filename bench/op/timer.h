@@ -5,11 +5,15 @@
 //   cupti_activity  CUPTI's kernel/memcpy/memset activity records: start and end of the
 //                   device work itself, grouped per call by external correlation ids; a call
 //                   of several kernels spans the first start to the last end.
+//   cupti_activity also gives the batch's span per call (TimedRun::stream_us), the figure that
+//                   shows what launching as a programmatic dependent saves: a plain launch's
+//                   per-call time excludes the gap before it, a dependent's includes its wait.
 //   cuda_events     cuEventRecord before and after each call, cuEventElapsedTime: includes
 //                   the front-end latency of a launch (about a microsecond), so small kernels
 //                   read a little slower than under CUPTI.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,8 +27,12 @@ namespace kiln::bench {
 
 struct TimedRun {
   std::vector<double> us;  // per call, in call order
-  std::string kernels;     // the kernels timed, when the mechanism names them
-  std::string warning;     // e.g. a gate that timed out (launch gaps may be in the times)
+  // The stream's time per call: each gated batch's first device start to its last end, summed
+  // and divided by the calls (launch gaps, waits and work `between` calls included): what a
+  // sequence of these calls costs on one stream. NaN where the mechanism cannot tell.
+  double stream_us = NAN;
+  std::string kernels;  // the kernels timed, when the mechanism names them
+  std::string warning;  // e.g. a gate that timed out (launch gaps may be in the times)
 };
 
 class Timer {

@@ -29,6 +29,9 @@ struct OpKernels {
     const char* name = nullptr;
     int min_block = 1;                  // the smallest block the op's launch accepts
     bool uses_items_per_block = false;  // the launch divides by its items_per_block (so >= 1)
+    // The kernel waits (GridDependencyWait) before its first global memory access, so it may
+    // launch as a programmatic dependent (client/core/loader/programmatic_launch.h).
+    bool waits_first = false;
   };
   const char* op = nullptr;  // "rmsnorm"
   std::array<Entry, kMaxEntries> entries = {};
@@ -41,7 +44,8 @@ struct EntryLaunchReady {
   unsigned block = 0;
   unsigned dynamic_smem = 0;
   int64_t items_per_block = 0;
-  int64_t max_blocks = 0;  // 0: no cap
+  int64_t max_blocks = 0;     // 0: no cap
+  bool programmatic = false;  // waits_first, on a device with griddepcontrol (sm_90+)
 };
 
 // The entries of one op specialization in one context, in OpKernels order.

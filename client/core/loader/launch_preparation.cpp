@@ -91,6 +91,7 @@ StatusOr<OpLaunch> ResolveOpLaunch(const CudaDriver& driver, const OpKernels& op
     ready.dynamic_smem = static_cast<unsigned>(h.dynamic_smem);
     ready.items_per_block = h.items_per_block;
     ready.max_blocks = h.max_blocks;
+    ready.programmatic = want.waits_first && ctx.cc_major >= 9;
   }
   return launch;
 }

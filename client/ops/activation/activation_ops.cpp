@@ -7,6 +7,7 @@
 #include "client/core/api/invalid_argument.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/activation/activation_plan.h"
 #include "client/ops/op_table.h"
 #include "kiln/activation/activation_contract.h"
@@ -33,13 +34,13 @@ struct Activation {
 };
 const Activation kSilu = {ActivationOp::kSiluAndMul,
                           activation::kSiluAndMulEntry,
-                          {activation::kSiluAndMulOp, {{{activation::kSiluAndMulEntry, 1, true}}}}};
+                          {activation::kSiluAndMulOp, {{{activation::kSiluAndMulEntry, 1, true, true}}}}};
 const Activation kGelu = {ActivationOp::kGeluAndMul,
                           activation::kGeluAndMulEntry,
-                          {activation::kGeluAndMulOp, {{{activation::kGeluAndMulEntry, 1, true}}}}};
+                          {activation::kGeluAndMulOp, {{{activation::kGeluAndMulEntry, 1, true, true}}}}};
 const Activation kGeluTanh = {ActivationOp::kGeluTanhAndMul,
                               activation::kGeluTanhAndMulEntry,
-                              {activation::kGeluTanhAndMulOp, {{{activation::kGeluTanhAndMulEntry, 1, true}}}}};
+                              {activation::kGeluTanhAndMulOp, {{{activation::kGeluTanhAndMulEntry, 1, true, true}}}}};
 
 struct ActAndMulArgs {
   const TensorView* out = nullptr;
@@ -70,6 +71,7 @@ Status RunActAndMul(const ActAndMulArgs& a, const char* api, void* stream) {
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
+  config.programmatic_dependent_launch = LaunchAsDependent(e);
   activation::ActAndMulParams params = {plan.out,        plan.input,    plan.rows, static_cast<int>(plan.d),
                                         plan.out_stride, plan.in_stride};
   void* args[] = {&params};

@@ -11,6 +11,7 @@
 #include "client/core/api/message_text.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/attention_args.h"
 #include "client/ops/decode/decode_call.h"
 #include "client/ops/decode/decode_plan.h"
@@ -40,7 +41,7 @@ struct AppendSpec {
   }
 };
 
-const OpKernels kAppendKernels = {decode::kAppendPagedKvOp, {{{decode::kAppendPagedKvEntry, 32}}}};
+const OpKernels kAppendKernels = {decode::kAppendPagedKvOp, {{{decode::kAppendPagedKvEntry, 32, false, true}}}};
 
 struct AppendPagedKvArgs {
   const TensorView* k_cache = nullptr;
@@ -78,6 +79,7 @@ Status RunAppendPagedKv(const AppendPagedKvArgs& a, const char* api, void* strea
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
+  config.programmatic_dependent_launch = LaunchAsDependent(e);
   return LaunchFunction(*ready.driver, e.function, config, args, decode::kAppendPagedKvEntry,
                         &ready.launch->library->info)
       .WithContext(api);
@@ -111,8 +113,9 @@ struct DecodeSpec {
 };
 
 // Entry 0 attends, entry 1 merges split chunks (query heads per merge block: items_per_block).
-const OpKernels kDecodeKernels = {decode::kBatchDecodeOp,
-                                  {{{decode::kBatchDecodeEntry, 32}, {decode::kBatchDecodeMergeEntry, 32, true}}}};
+const OpKernels kDecodeKernels = {
+    decode::kBatchDecodeOp,
+    {{{decode::kBatchDecodeEntry, 32, false, true}, {decode::kBatchDecodeMergeEntry, 32, true, true}}}};
 
 struct BatchDecodeArgs {
   const ops::BatchDecodePlan* plan = nullptr;
@@ -173,6 +176,7 @@ Status RunBatchDecode(const BatchDecodeArgs& a, const char* api, void* stream) {
   config.block.x = decode.block;
   config.dynamic_smem_bytes = decode.dynamic_smem;
   config.stream = stream;
+  config.programmatic_dependent_launch = LaunchAsDependent(decode);
   KILN_RETURN_IF_ERROR(LaunchFunction(*ready.driver, decode.function, config, args, decode::kBatchDecodeEntry,
                                       &ready.launch->library->info)
                            .WithContext(api));
@@ -184,6 +188,7 @@ Status RunBatchDecode(const BatchDecodeArgs& a, const char* api, void* stream) {
   merge_config.block.x = merge.block;
   merge_config.dynamic_smem_bytes = merge.dynamic_smem;
   merge_config.stream = stream;
+  merge_config.programmatic_dependent_launch = LaunchAsDependent(merge);
   return LaunchFunction(*ready.driver, merge.function, merge_config, args, decode::kBatchDecodeMergeEntry,
                         &ready.launch->library->info)
       .WithContext(api);

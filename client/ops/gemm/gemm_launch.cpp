@@ -13,6 +13,7 @@
 
 #include "client/core/driver/devices.h"
 #include "client/core/loader/kernel_launch.h"
+#include "client/core/loader/programmatic_launch.h"
 
 namespace kiln::client {
 
@@ -88,33 +89,20 @@ bool GemmTmaStoreAllowed() {
 
 namespace {
 
-// -1: as KILN_GEMM_PDL says (read once); 0 or 1: set by SetGemmProgrammaticLaunchForTesting.
-std::atomic<int> g_programmatic_launch{-1};
-
-bool ProgrammaticLaunchFromEnvironment() {
-  static const bool on = [] {
-    const char* text = std::getenv("KILN_GEMM_PDL");
-    if (text == nullptr || std::string(text) == "0") return false;
-    if (std::string(text) == "1") {
-      std::fprintf(stderr,
-                   "kiln: KILN_GEMM_PDL=1: the gemm family is launched as programmatic dependents in this process "
-                   "(off by default: slower at small M on the H200, docs/client.md)\n");
-      return true;
-    }
-    std::fprintf(stderr, "kiln: KILN_GEMM_PDL='%s' is not valid: expected 0 or 1; the default (0) is used\n", text);
-    return false;
-  }();
-  return on;
+BinarySwitch& GemmProgrammaticLaunchSwitch() {
+  static BinarySwitch s("KILN_GEMM_PDL", false,
+                        "the gemm family is launched as programmatic dependents in this process (off by default: "
+                        "slower at small M on the H200, docs/client.md)");
+  return s;
 }
 
 }  // namespace
 
-bool GemmProgrammaticLaunch() {
-  const int set = g_programmatic_launch.load(std::memory_order_relaxed);
-  return set >= 0 ? set == 1 : ProgrammaticLaunchFromEnvironment();
-}
+bool GemmProgrammaticLaunch() { return GemmProgrammaticLaunchSwitch().On(); }
 
-void SetGemmProgrammaticLaunchForTesting(int on) { g_programmatic_launch.store(on < 0 ? -1 : on != 0 ? 1 : 0); }
+void SetGemmProgrammaticLaunchForTesting(int on) {
+  GemmProgrammaticLaunchSwitch().SetForTesting(on < 0 ? -1 : on != 0 ? 1 : 0);
+}
 
 Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic, DType out_dtype, void* d, int64_t m,
                         int64_t n, int64_t d_row_stride, bool with_c, gemm::GemmParams* params) {

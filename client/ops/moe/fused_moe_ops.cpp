@@ -13,6 +13,7 @@
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/gemm/grouped_gemm_ops.h"
 #include "client/ops/moe/fused_moe_plan.h"
 #include "client/ops/moe/moe_launch.h"
@@ -78,23 +79,10 @@ FusedMoePath PathFromEnvironment() {
   return path;
 }
 
-// -1: as KILN_FUSED_MOE_PDL says (read once); 0 or 1: set by the tests.
-std::atomic<int> g_pdl{-1};
-
-bool PdlFromEnvironment() {
-  static const bool on = [] {
-    const char* text = std::getenv("KILN_FUSED_MOE_PDL");
-    if (text == nullptr || std::string(text) == "1") return true;
-    if (std::string(text) == "0") {
-      std::fprintf(stderr, "kiln: KILN_FUSED_MOE_PDL=0: fused_moe's decode path launches in plain stream order in this "
-                           "process (docs/kernels-moe.md)\n");
-      return false;
-    }
-    std::fprintf(stderr, "kiln: KILN_FUSED_MOE_PDL='%.64s' is not valid: expected 0 or 1; the default (1) is used\n",
-                 text);
-    return true;
-  }();
-  return on;
+BinarySwitch& FusedMoeProgrammaticLaunchSwitch() {
+  static BinarySwitch s("KILN_FUSED_MOE_PDL", true,
+                        "fused_moe's decode path launches in plain stream order in this process (docs/kernels-moe.md)");
+  return s;
 }
 
 Status LaunchGemv(const PreparedLaunch& ready, int entry, const char* name, unsigned blocks_x, unsigned blocks_y,
@@ -166,12 +154,9 @@ FusedMoePath FusedMoePathInUse() {
 
 void SetFusedMoePathForTesting(int path) { g_path.store(path, std::memory_order_relaxed); }
 
-bool FusedMoeProgrammaticLaunch() {
-  const int set = g_pdl.load(std::memory_order_relaxed);
-  return set >= 0 ? set == 1 : PdlFromEnvironment();
-}
+bool FusedMoeProgrammaticLaunch() { return FusedMoeProgrammaticLaunchSwitch().On(); }
 
-void SetFusedMoeProgrammaticLaunchForTesting(int on) { g_pdl.store(on, std::memory_order_relaxed); }
+void SetFusedMoeProgrammaticLaunchForTesting(int on) { FusedMoeProgrammaticLaunchSwitch().SetForTesting(on); }
 
 }  // namespace kiln::client
 

@@ -7,6 +7,7 @@
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/norm/norm_ops.h"
 #include "client/ops/norm/norm_plan.h"
 #include "client/ops/op_table.h"
@@ -30,8 +31,8 @@ struct NormSpec {
   }
 };
 
-const OpKernels kRmsNormKernels = {norm::kRmsNormOp, {{{norm::kRmsNormEntry, 1, true}}}};
-const OpKernels kFusedAddRmsNormKernels = {norm::kFusedAddRmsNormOp, {{{norm::kFusedAddRmsNormEntry, 1, true}}}};
+const OpKernels kRmsNormKernels = {norm::kRmsNormOp, {{{norm::kRmsNormEntry, 1, true, true}}}};
+const OpKernels kFusedAddRmsNormKernels = {norm::kFusedAddRmsNormOp, {{{norm::kFusedAddRmsNormEntry, 1, true, true}}}};
 
 // A validated call → the specialization's launch in the caller's context → one launch on the
 // caller's stream: grid.x = ceil(rows / rows per block) (the contract's launch rule).
@@ -51,6 +52,7 @@ Status LaunchNorm(const NormPlan& plan, const OpKernels& kernels, const char* en
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
+  config.programmatic_dependent_launch = LaunchAsDependent(e);
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, entry, &ready.launch->library->info);
 }

@@ -6,6 +6,7 @@
 #include "client/core/api/invalid_argument.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/op_table.h"
 #include "client/ops/rope/rope_plan.h"
 #include "kiln/ops/rope.h"
@@ -33,9 +34,9 @@ struct RopeSpec {
   }
 };
 
-const OpKernels kApplyRopeKernels = {rope::kApplyRopeOp, {{{rope::kApplyRopeEntry, 1, true}}}};
+const OpKernels kApplyRopeKernels = {rope::kApplyRopeOp, {{{rope::kApplyRopeEntry, 1, true, true}}}};
 const OpKernels kApplyRopeWithCacheKernels = {rope::kApplyRopeWithCosSinCacheOp,
-                                              {{{rope::kApplyRopeWithCosSinCacheEntry, 1, true}}}};
+                                              {{{rope::kApplyRopeWithCosSinCacheEntry, 1, true, true}}}};
 
 // The parameters both ops start with (kiln/rope/rope_contract.h), from the plan.
 template <typename Params>
@@ -74,6 +75,7 @@ Status LaunchRope(const RopePlan& plan, const OpKernels& kernels, const char* en
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
+  config.programmatic_dependent_launch = LaunchAsDependent(e);
   auto params = make_params();
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, entry, &ready.launch->library->info);

@@ -7,6 +7,7 @@
 #include "client/core/api/invalid_argument.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/op_table.h"
 #include "client/ops/sampling/sampling_plan.h"
 #include "kiln/ops/sampling.h"
@@ -33,19 +34,31 @@ struct Sampler {
   bool uses_k;
   const char* p_name;  // the per-request p of the op ("top_p", "min_p"), or null
 };
-const Sampler kTopK = {
-    SamplingOp::kTopK, sampling::kTopKEntry, {sampling::kTopKOp, {{{sampling::kTopKEntry}}}}, true, nullptr};
-const Sampler kTopP = {
-    SamplingOp::kTopP, sampling::kTopPEntry, {sampling::kTopPOp, {{{sampling::kTopPEntry}}}}, false, "top_p"};
+const Sampler kTopK = {SamplingOp::kTopK,
+                       sampling::kTopKEntry,
+                       {sampling::kTopKOp, {{{sampling::kTopKEntry, 1, false, true}}}},
+                       true,
+                       nullptr};
+const Sampler kTopP = {SamplingOp::kTopP,
+                       sampling::kTopPEntry,
+                       {sampling::kTopPOp, {{{sampling::kTopPEntry, 1, false, true}}}},
+                       false,
+                       "top_p"};
 const Sampler kTopKTopP = {SamplingOp::kTopKTopP,
                            sampling::kTopKTopPEntry,
-                           {sampling::kTopKTopPOp, {{{sampling::kTopKTopPEntry}}}},
+                           {sampling::kTopKTopPOp, {{{sampling::kTopKTopPEntry, 1, false, true}}}},
                            true,
                            "top_p"};
-const Sampler kMinP = {
-    SamplingOp::kMinP, sampling::kMinPEntry, {sampling::kMinPOp, {{{sampling::kMinPEntry}}}}, false, "min_p"};
-const Sampler kArgmax = {
-    SamplingOp::kArgmax, sampling::kArgmaxEntry, {sampling::kArgmaxOp, {{{sampling::kArgmaxEntry}}}}, false, nullptr};
+const Sampler kMinP = {SamplingOp::kMinP,
+                       sampling::kMinPEntry,
+                       {sampling::kMinPOp, {{{sampling::kMinPEntry, 1, false, true}}}},
+                       false,
+                       "min_p"};
+const Sampler kArgmax = {SamplingOp::kArgmax,
+                         sampling::kArgmaxEntry,
+                         {sampling::kArgmaxOp, {{{sampling::kArgmaxEntry, 1, false, true}}}},
+                         false,
+                         nullptr};
 
 // The arguments of sampler kS: samples and probs, then what the op takes of k, p and the seed.
 template <const Sampler& kS>
@@ -82,6 +95,7 @@ Status RunSample(const SampleArgs<kS>& a, const char* api, void* stream) {
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;
+  config.programmatic_dependent_launch = LaunchAsDependent(e);
   sampling::SamplingParams params = {plan.samples,  plan.probs,    plan.vocab,    plan.row_stride, plan.k_values,
                                      plan.k_scalar, plan.p_values, plan.p_scalar, plan.seed,       plan.offset};
   void* args[] = {&params};

@@ -4,6 +4,7 @@
 // shape, and so which entry this unit defines.
 #include "kiln/activation/act_and_mul.cuh"
 #include "kiln/activation/activation_contract.h"
+#include "kiln/common/grid_dependency.cuh"
 
 // The declaration below ends the precompiled-header prefix (the leading block of
 // directives), so every specialization shares one PCH of the headers above, and the
@@ -25,6 +26,7 @@ using T = Shape::T;
 // cols_per_block), block.x = block (launch hints), no dynamic shared memory.
 #define KILN_ACT_ENTRY(name, Act)                                                                                \
   extern "C" __global__ void __launch_bounds__(Shape::kBlock) name(const kiln::activation::ActAndMulParams p) {  \
+    kiln::GridDependencyBegin();                                                                                 \
     kiln::activation::ActAndMul<Shape, Act>(static_cast<T*>(p.out), static_cast<const T*>(p.input), p.rows, p.d, \
                                             p.out_row_stride, p.input_row_stride);                               \
   }

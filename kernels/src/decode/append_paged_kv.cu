@@ -1,6 +1,7 @@
 // The compilation unit of the append_paged_kv op. kiln_config.cuh, rendered per
 // specialization by kernels/ops/decode/append_paged_kv_generator.cpp, chooses the dtype, the
 // head dim, the vector width and the block.
+#include "kiln/common/grid_dependency.cuh"
 #include "kiln/decode/append_paged_kv.cuh"
 
 // Ends the precompiled-header prefix before the per-specialization config (see batch_decode.cu).
@@ -19,5 +20,6 @@ using Shape = kiln::decode::AppendShape<KILN_APPEND_T, KILN_APPEND_HEAD_DIM, KIL
 // block.x = the "block" hint, no shared memory.
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
     kiln_append_paged_kv(const __grid_constant__ kiln::decode::KilnAppendPagedKvParams params) {
+  kiln::GridDependencyBegin();
   kiln::decode::AppendPagedKv<Shape>(params);
 }

@@ -1,6 +1,7 @@
 // The compilation unit of the batch_decode op: the attention kernel and its merge step.
 // kiln_config.cuh, rendered per specialization by kernels/ops/decode/batch_decode_generator.cpp,
 // chooses the dtype, head dim, group, page size, soft cap, warps and pipeline depth.
+#include "kiln/common/grid_dependency.cuh"
 #include "kiln/decode/batch_decode.cuh"
 #include "kiln/decode/merge_states.cuh"
 
@@ -24,6 +25,7 @@ using Shape = kiln::decode::DecodeShape<KILN_DECODE_T, KILN_DECODE_HEAD_DIM, KIL
 // hint), Shape::kSmemBytes of dynamic shared memory (the "dynamic_smem" hint).
 extern "C" __global__ void __launch_bounds__(Shape::kThreads)
     kiln_batch_decode(const __grid_constant__ kiln::decode::KilnBatchDecodeParams params) {
+  kiln::GridDependencyBegin();
   extern __shared__ __align__(16) unsigned char smem[];
   kiln::decode::BatchDecode<Shape>(params, smem);
 }
@@ -32,5 +34,6 @@ extern "C" __global__ void __launch_bounds__(Shape::kThreads)
 // grid = (batch, ceil(num_qo_heads / 4)), block.x = 128 (the "merge_block" hint), no shared memory.
 extern "C" __global__ void __launch_bounds__(kiln::decode::kMergeThreads)
     kiln_batch_decode_merge(const __grid_constant__ kiln::decode::KilnBatchDecodeParams params) {
+  kiln::GridDependencyBegin();
   kiln::decode::MergeStates<Shape::T, Shape::kHeadDim>(params);
 }

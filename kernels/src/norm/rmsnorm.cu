@@ -1,6 +1,7 @@
 // The compilation unit of the rmsnorm family (ops rmsnorm and fused_add_rmsnorm).
 // kiln_config.cuh, rendered per specialization by kernels/ops/norm/rmsnorm_generator.cpp,
 // chooses the dtype, the shape and which entry this unit defines.
+#include "kiln/common/grid_dependency.cuh"
 #include "kiln/norm/norm_contract.h"
 #include "kiln/norm/rmsnorm.cuh"
 
@@ -27,12 +28,14 @@ using T = Shape::T;
 #if KILN_RMSNORM_FUSED_ADD
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
     kiln_fused_add_rmsnorm(const kiln::norm::FusedAddRmsNormParams p) {
+  kiln::GridDependencyBegin();
   kiln::norm::FusedAddRmsNorm<Shape>(static_cast<T*>(p.input), static_cast<T*>(p.residual),
                                      static_cast<const T*>(p.weight), p.rows, p.input_row_stride, p.residual_row_stride,
                                      p.eps);
 }
 #else
 extern "C" __global__ void __launch_bounds__(Shape::kBlock) kiln_rmsnorm(const kiln::norm::RmsNormParams p) {
+  kiln::GridDependencyBegin();
   kiln::norm::RmsNorm<Shape>(static_cast<T*>(p.out), static_cast<const T*>(p.input), static_cast<const T*>(p.weight),
                              p.rows, p.out_row_stride, p.input_row_stride, p.eps);
 }

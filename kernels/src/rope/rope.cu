@@ -1,6 +1,7 @@
 // The compilation unit of the rope family (ops apply_rope and apply_rope_with_cos_sin_cache).
 // kiln_config.cuh, rendered per specialization by kernels/ops/rope/rope_generator.cpp, chooses
 // the dtypes, the rotary dim, the style, the shape and which entry this unit defines.
+#include "kiln/common/grid_dependency.cuh"
 #include "kiln/rope/rope.cuh"
 
 // The declaration below ends the precompiled-header prefix (the leading block of
@@ -25,6 +26,7 @@ using Pos = Shape::Pos;
 #if KILN_ROPE_COS_SIN_CACHE
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
     kiln_apply_rope_with_cos_sin_cache(const kiln::rope::ApplyRopeWithCosSinCacheParams p) {
+  kiln::GridDependencyBegin();
   const kiln::rope::RopeHeads heads{
       p.q, p.k, p.q_token_stride, p.q_head_stride, p.k_token_stride, p.k_head_stride, p.q_heads, p.k_heads};
   kiln::rope::ApplyRopeWithCosSinCache<Shape>(heads, static_cast<const Pos*>(p.positions), p.tokens, p.cos_sin_cache,
@@ -36,6 +38,7 @@ extern "C" __global__ void __launch_bounds__(Shape::kBlock)
 // (7 instead of 8 blocks of 128 per SM); the cache entry gets 76 without and spills with it.
 extern "C" __global__ void __launch_bounds__(Shape::kBlock)
     kiln_apply_rope(const __grid_constant__ kiln::rope::ApplyRopeParams p) {
+  kiln::GridDependencyBegin();
   const kiln::rope::RopeHeads heads{
       p.q, p.k, p.q_token_stride, p.q_head_stride, p.k_token_stride, p.k_head_stride, p.q_heads, p.k_heads};
   kiln::rope::ApplyRope<Shape>(heads, static_cast<const Pos*>(p.positions), p.tokens, p.log2_theta, p.factor,

@@ -2,6 +2,7 @@
 // top_k_top_p_sampling, min_p_sampling, argmax). kiln_config.cuh, rendered per specialization
 // by kernels/ops/sampling/sampling_generator.cpp, chooses the op, the samples' dtype and the
 // vector width. Contract: kiln/sampling/sampling.cuh, docs/kernels-sampling.md.
+#include "kiln/common/grid_dependency.cuh"
 #include "kiln/sampling/sampling.cuh"
 
 // The declaration below ends the precompiled-header prefix (the leading block of
@@ -24,6 +25,7 @@ using Shape = kiln::sampling::SamplingShape<KILN_SAMPLING_OUT, KILN_SAMPLING_VEC
 // KILN_SAMPLING_USES_LIST, else none (the launch hints).
 extern "C" __global__ void __launch_bounds__(KILN_SAMPLING_THREADS, 1)
     KILN_SAMPLING_ENTRY(const kiln::sampling::SamplingParams p) {
+  kiln::GridDependencyBegin();
   __shared__ kiln::sampling::BlockScratch<KILN_SAMPLING_THREADS> scratch;
 #if KILN_SAMPLING_USES_LIST
   extern __shared__ __align__(16) unsigned char kiln_sampling_dynamic_smem[];

@@ -27,4 +27,15 @@ __device__ __forceinline__ void GridDependencyLaunchDependents() {
 #endif
 }
 
+// The first statement of a kernel whose op launches it as a programmatic dependent
+// (client/core/loader/programmatic_launch.h, OpKernels::Entry::waits_first): wait for the kernels
+// before it, then let the next one be scheduled at once. The next kernel waits for this grid's
+// completion before it touches memory, so releasing it early is safe; it lets its launch and
+// its blocks' start overlap this grid's work (a single-pass memory-bound kernel has no later
+// point where that would be cheaper).
+__device__ __forceinline__ void GridDependencyBegin() {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+}
+
 }  // namespace kiln
