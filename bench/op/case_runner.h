@@ -25,10 +25,14 @@ struct CopyBaseline {
   size_t bytes = 0;  // copied per call
   std::string mechanism;
   std::string what;  // the faster of cuMemcpyDtoDAsync and a copy kernel
+  // The read-only ceiling: a kernel that only reads the same bytes (16-byte streaming loads).
+  double read_gbps = NAN;  // bytes / read_us; NaN when its kernel could not be loaded
+  double read_us = NAN;
 };
 
-// The device-to-device copy bandwidth the rows are compared with: the faster of a large
-// cuMemcpyDtoDAsync and a 16-byte-vector copy kernel, timed with `timer`.
+// The bandwidths the rows are compared with: device-to-device copy, the faster of a large
+// cuMemcpyDtoDAsync and a 16-byte-vector copy kernel, and a read-only kernel over the same
+// bytes; timed with `timer`.
 StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& timer);
 
 class CaseRunner {

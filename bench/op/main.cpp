@@ -3,6 +3,7 @@
 // figure was measured. Needs a GPU and a running kilnd; without a GPU it exits with 77.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -142,9 +143,10 @@ int Run(const BenchOptions& options, const std::string& command_line) {
     std::printf("# %s (%s, %d SMs, L2 %zu MB), driver for CUDA %s; kilnd %s\n", d.info().name.c_str(), d.arch().c_str(),
                 d.info().multiprocessors, d.l2_bytes() >> 20, client::CudaVersionString(d.driver().version()).c_str(),
                 DaemonTarget().c_str());
-    std::printf("# timer: %s; L2: %s; device-to-device copy: %.0f GB/s (%zu MiB, %.1f us)\n",
+    std::printf("# timer: %s; L2: %s; device-to-device copy: %.0f GB/s (%zu MiB, %.1f us); read-only: %.0f GB/s "
+                "(%.1f us)\n",
                 cupti_timer ? "cupti_activity" : "cuda_events", L2ModeName(options.l2), copy->gbps, copy->bytes >> 20,
-                copy->median_us);
+                copy->median_us, copy->read_gbps, copy->read_us);
     std::printf("%s\n", TableHeader().c_str());
   }
 
@@ -186,6 +188,11 @@ int Run(const BenchOptions& options, const std::string& command_line) {
         {"gbps", copy->gbps},
         {"mechanism", copy->mechanism},
         {"what", copy->what + "; GB/s counts read + write"}}},
+      {"read_baseline",
+       {{"bytes", copy->bytes},
+        {"median_us", std::isfinite(copy->read_us) ? nlohmann::json(copy->read_us) : nlohmann::json(nullptr)},
+        {"gbps", std::isfinite(copy->read_gbps) ? nlohmann::json(copy->read_gbps) : nlohmann::json(nullptr)},
+        {"what", "read-only kernel (16-byte streaming loads); GB/s counts the bytes read"}}},
   };
   if (options.mode == BenchMode::kList) meta["list"] = options.list_file;
   if (options.mode == BenchMode::kTraces) meta["traces"] = options.traces_dir;

@@ -62,6 +62,8 @@ const std::vector<Column>& Columns() {
       {"tflops", [](const ResultRow& r) { return Number(AchievedTFlops(r), "%.3f"); }},
       {"copy_gbps", [](const ResultRow& r) { return Number(r.copy_gbps, "%.1f"); }},
       {"pct_of_copy", [](const ResultRow& r) { return Number(PercentOfCopy(r), "%.1f"); }},
+      {"read_gbps", [](const ResultRow& r) { return Number(r.read_gbps, "%.1f"); }},
+      {"pct_of_read", [](const ResultRow& r) { return Number(PercentOfRead(r), "%.1f"); }},
       {"overhead_us", [](const ResultRow& r) { return Number(TimeOr(r, r.overhead_us), "%.3f"); }},
       {"kernels", [](const ResultRow& r) { return r.kernels; }},
       {"message", [](const ResultRow& r) { return r.message; }},
@@ -83,6 +85,11 @@ double AchievedTFlops(const ResultRow& row) {
 double PercentOfCopy(const ResultRow& row) {
   const double gbps = AchievedGBps(row);
   return std::isfinite(gbps) && row.copy_gbps > 0 ? 100.0 * gbps / row.copy_gbps : NAN;
+}
+
+double PercentOfRead(const ResultRow& row) {
+  const double gbps = AchievedGBps(row);
+  return std::isfinite(gbps) && row.read_gbps > 0 ? 100.0 * gbps / row.read_gbps : NAN;
 }
 
 nlohmann::json RowToJson(const ResultRow& r) {
@@ -114,6 +121,8 @@ nlohmann::json RowToJson(const ResultRow& r) {
       {"tflops", JsonNumber(AchievedTFlops(r))},
       {"copy_gbps", JsonNumber(r.copy_gbps)},
       {"pct_of_copy", JsonNumber(PercentOfCopy(r))},
+      {"read_gbps", JsonNumber(r.read_gbps)},
+      {"pct_of_read", JsonNumber(PercentOfRead(r))},
       {"overhead_us", JsonNumber(t ? r.overhead_us : NAN)},
       {"kernels", r.kernels},
       {"message", r.message},

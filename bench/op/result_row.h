@@ -40,6 +40,7 @@ struct ResultRow {
   double bytes = NAN;      // bytes one call must read and write
   double flops = NAN;      // floating-point operations of one call, where meaningful
   double copy_gbps = NAN;  // device-to-device copy bandwidth (read + write) of this run
+  double read_gbps = NAN;  // read-only bandwidth of this run (the ceiling of read-mostly ops)
   // call_overhead rows (kiln-bench --overhead): median host time per call minus that of a raw
   // cuLaunchKernelEx of the same kernel.
   double overhead_us = NAN;
@@ -51,6 +52,7 @@ struct ResultRow {
 double AchievedGBps(const ResultRow& row);  // bytes / median
 double AchievedTFlops(const ResultRow& row);
 double PercentOfCopy(const ResultRow& row);  // AchievedGBps / copy_gbps * 100
+double PercentOfRead(const ResultRow& row);  // AchievedGBps / read_gbps * 100
 
 nlohmann::json RowToJson(const ResultRow& row);
 std::string CsvHeader();

@@ -103,8 +103,9 @@ TEST_CASE("CSV rows: one field per header column, quoted where needed", "[bench]
     if (header[i] == "shape") CHECK(fields[i] == "rows=2048,hidden=4096");
   }
   for (const char* column :
-       {"routine", "backend", "shape", "dtype", "arch", "gpu", "median_us", "std_us", "min_us", "stream_us",
-        "iterations", "mechanism", "l2", "gbps", "tflops", "pct_of_copy", "overhead_us", "refcheck", "reproduce"})
+       {"routine", "backend",     "shape",     "dtype",       "arch",        "gpu",      "median_us",
+        "std_us",  "min_us",      "stream_us", "iterations",  "mechanism",   "l2",       "gbps",
+        "tflops",  "pct_of_copy", "read_gbps", "pct_of_read", "overhead_us", "refcheck", "reproduce"})
     CHECK(std::find(header.begin(), header.end(), column) != header.end());
 }
 
