@@ -11,9 +11,9 @@
 #include <string>
 #include <tuple>
 
+#include "client/core/api/binary_switch.h"
 #include "client/core/driver/devices.h"
 #include "client/core/loader/kernel_launch.h"
-#include "client/core/loader/programmatic_launch.h"
 
 namespace kiln::client {
 
@@ -71,20 +71,10 @@ Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands
 bool GemmTmaStoreAllowed() {
   // A diagnostic control (docs/diagnostic-controls.md): KILN_GEMM_TMA_STORE=0 makes the consumers
   // store D themselves, to measure the TMA-store epilogue against that or rule it out.
-  static const bool allowed = [] {
-    const char* text = std::getenv("KILN_GEMM_TMA_STORE");
-    if (text == nullptr || std::string(text) == "1") return true;
-    if (std::string(text) == "0") {
-      std::fprintf(stderr,
-                   "kiln: KILN_GEMM_TMA_STORE=0: gemm's TMA-store epilogue is OFF in this process (a diagnostic "
-                   "control; the default stores D through TMA where it can, docs/kernels-gemm.md)\n");
-      return false;
-    }
-    std::fprintf(stderr, "kiln: KILN_GEMM_TMA_STORE='%s' is not valid: expected 0 or 1; the default (1) is used\n",
-                 text);
-    return true;
-  }();
-  return allowed;
+  static BinarySwitch allowed("KILN_GEMM_TMA_STORE", true,
+                              "gemm's TMA-store epilogue is OFF in this process (a diagnostic control; the default "
+                              "stores D through TMA where it can, docs/kernels-gemm.md)");
+  return allowed.On();
 }
 
 namespace {

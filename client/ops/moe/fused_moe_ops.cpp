@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "client/core/api/binary_switch.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
-#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/gemm/grouped_gemm_ops.h"
 #include "client/ops/moe/fused_moe_plan.h"
 #include "client/ops/moe/moe_launch.h"
