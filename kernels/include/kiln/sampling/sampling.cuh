@@ -275,7 +275,7 @@ class RowSampler {
     const int count = static_cast<int>(s_.list_count);
     for (int i = threadIdx.x; i < count; i += kThreads) {
       const unsigned int u = smem_->list_bits[i];
-      if (u >= floor && InRegion(u, level, prefix)) atomicAdd(hist + Digit(u, level), HistEntry(u));
+      if (u >= floor && InRegion(u, level, prefix)) SharedAdd64(hist + Digit(u, level), HistEntry(u));
     }
     __syncthreads();
   }

@@ -12,8 +12,8 @@
 // grows, so the allowed values are those at or above one threshold.
 //
 // Masses are exact and deterministic: a bin holds one exponent, so it sums the 24-bit integer
-// significands of its tokens (next to the count, one 64-bit shared atomic per token, or per
-// run of equal bins in a thread); bins are scaled to fp64 and summed in a fixed order.
+// significands of its tokens (next to the count, one 64-bit shared add per token, or per
+// run of equal bins in a thread: SharedAdd64); bins are scaled to fp64 and summed in a fixed order.
 // Count and sum share the word: count in bits 63..44, sum in 43..0, exact for rows of at most
 // 2^20 - 1 tokens (kMaxVocab).
 #pragma once
@@ -76,6 +76,21 @@ __device__ __forceinline__ Stats BinStats(unsigned long long word, unsigned int 
   return {static_cast<unsigned int>(word >> 44), ldexp(static_cast<double>(sum), (exponent != 0 ? exponent : 1) - 150)};
 }
 
+// word += v for a 64-bit word in shared memory, as two native 32-bit atomics. sm_90 has no
+// 64-bit shared-memory atomic add: atomicAdd on a shared unsigned long long compiles to a
+// compare-and-swap loop, which spins while the threads of a warp hit one bin (ncu on the H200,
+// 2026-12-04: 139 instructions per token in top_k's histogram pass, MIO-bound). The low word's
+// add returns the old value, so its wrap is known exactly and carried into the high word: once
+// every add is done (readers come after a barrier) the word holds the exact 64-bit sum.
+__device__ __forceinline__ void SharedAdd64(unsigned long long* word, unsigned long long v) {
+  unsigned int* half = reinterpret_cast<unsigned int*>(word);  // little-endian: [0] low, [1] high
+  const unsigned int lo = static_cast<unsigned int>(v);
+  const unsigned int hi = static_cast<unsigned int>(v >> 32);
+  const unsigned int old = atomicAdd(half, lo);
+  const unsigned int carry = old + lo < old ? 1u : 0u;  // the low word wrapped
+  if (hi + carry != 0u) atomicAdd(half + 1, hi + carry);
+}
+
 // Adds tokens to a shared histogram, merging runs of one bin in a thread into one atomic
 // (rows where many tokens share a value, e.g. uniform rows, would otherwise serialize on one
 // address).
@@ -91,7 +106,7 @@ struct HistogramRun {
     sum += entry;
   }
   __device__ __forceinline__ void Flush(unsigned long long* hist) {
-    if (sum != 0) atomicAdd(hist + bin, sum);
+    if (sum != 0) SharedAdd64(hist + bin, sum);
     sum = 0;
   }
 };

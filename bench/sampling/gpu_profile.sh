@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Where a sampler's time goes on the H200 (device tool, repository root, bundle in .gpu/):
+# kiln-bench on the sampling cases of the default list, then Nsight Compute on one launch of
+# each kernel named in PROFILE_KERNELS at each batch in PROFILE_BATCHES (speed of light, warp
+# stalls, the source lines that stall most). Logs go to $OUT.
+#   bash bench/sampling/gpu_profile.sh [bench|ncu|all]
+set -u
+what=${1:-all}
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+source .gpu/env.sh
+chmod -R a+rX .gpu kernels
+
+dir=$(mktemp -d)
+kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
+  --kernels-dir "$PWD/kernels" > "$OUT/kilnd-profile.log" 2>&1 &
+daemon=$!
+for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
+export KILN_SOCKET=$dir/kilnd.sock
+
+list=$OUT/sampling.list
+kiln-bench --generate-list kernels/traces | grep -E '^(top_k_sampling|top_p_sampling|top_k_top_p_sampling|min_p_sampling|argmax) ' \
+  > "$list"
+if [[ $what == bench || $what == all ]]; then
+  timeout 300 kiln-bench --list "$list" --out "$OUT/sampling.json" > "$OUT/sampling-bench.log" 2>&1
+  echo "kiln-bench rc=$?"
+  cat "$OUT/sampling-bench.log"
+fi
+if [[ $what == ncu || $what == all ]]; then
+  for op in ${PROFILE_OPS:-top_k_sampling top_p_sampling}; do
+    for batch in ${PROFILE_BATCHES:-1 128}; do
+      log=$OUT/ncu-$op-b$batch.log
+      timeout 200 ncu --kernel-name "regex:^kiln_${op}" --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
+        --section InstructionStats --section MemoryWorkloadAnalysis \
+        kiln-bench --routine "$op" --shapes "batch=$batch,vocab=128256" --backends kiln --iters 5 --warmup 2 \
+        > "$log" 2>&1
+      echo "ncu $op b$batch rc=$?"
+      grep -E 'Duration|Throughput|Stall|stall|Issued|Executed Ipc|Warp Cycles|atom|ATOM|Top|^ +[0-9]+ +' "$log" | head -60
+    done
+  done
+fi
+kill $daemon; wait $daemon 2>/dev/null
