@@ -33,10 +33,10 @@ if [[ $what == ncu || $what == all ]]; then
       timeout 200 ncu --kernel-name "regex:^kiln_${op}" --launch-skip 3 --launch-count 1 \
         --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
         --section InstructionStats --section MemoryWorkloadAnalysis \
-        kiln-bench --routine "$op" --shapes "batch=$batch,vocab=128256" --backends kiln --iters 5 --warmup 2 \
+        kiln-bench --routine "$op" --shapes "batch=$batch,vocab=128256" --dtype fp32 --backends kiln --iters 5 --warmup 2 \
         > "$log" 2>&1
       echo "ncu $op b$batch rc=$?"
-      grep -E 'Duration|Throughput|Stall|stall|Issued|Executed Ipc|Warp Cycles|atom|ATOM|Top|^ +[0-9]+ +' "$log" | head -60
+      grep -E "Duration|Throughput|Issued Ins|Executed Ins|Warp Cycles|stall|Stall" "$log" | head -40; sed -n "/Warp Stall Sampling/,+40p" "$log" | head -60
     done
   done
 fi

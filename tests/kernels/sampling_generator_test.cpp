@@ -89,7 +89,7 @@ TEST_CASE("a sampling spec names its unit, entry, config, family and launch shap
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
   CHECK(spec.launch ==
         std::vector<EntryLaunch>{
-            {.entry = "kiln_top_k_top_p_sampling", .block = 1024, .dynamic_smem = 65536, .items_per_block = 1}});
+            {.entry = "kiln_top_k_top_p_sampling", .block = 1024, .dynamic_smem = 98304, .items_per_block = 1}});
   CHECK(spec.params.at("vec") == "2");
   CHECK(spec.compile_memory_mb > 0);
 
@@ -105,7 +105,7 @@ TEST_CASE("a sampling spec names its unit, entry, config, family and launch shap
   CHECK(MustGenerate("min_p_sampling", {}).entries == std::vector<std::string>{"kiln_min_p_sampling"});
   CHECK(MustGenerate("top_p_sampling", {}).entries == std::vector<std::string>{"kiln_top_p_sampling"});
   CHECK(MustGenerate("top_k_sampling", {}).entries == std::vector<std::string>{"kiln_top_k_sampling"});
-  CHECK(sampling::kSelectSmemBytes == 65536);
+  CHECK(sampling::kSelectSmemBytes == 98304);
 }
 
 TEST_CASE("every bad or unknown sampling param is INVALID_ARGUMENT naming it", "[sampling]") {

@@ -21,7 +21,7 @@ namespace kiln_sampling_unit {}
 using Shape = kiln::sampling::SamplingShape<KILN_SAMPLING_OUT, KILN_SAMPLING_VEC, KILN_SAMPLING_THREADS>;
 
 // Launch (kiln/sampling/sampling_contract.h): grid.x = rows (one block per row), block.x =
-// KILN_SAMPLING_THREADS, dynamic shared memory sizeof(SelectSmem) = 64 KiB when
+// KILN_SAMPLING_THREADS, dynamic shared memory sizeof(SelectSmem) = 96 KiB when
 // KILN_SAMPLING_USES_LIST, else none (the launch hints).
 extern "C" __global__ void __launch_bounds__(KILN_SAMPLING_THREADS, 1)
     KILN_SAMPLING_ENTRY(const kiln::sampling::SamplingParams p) {

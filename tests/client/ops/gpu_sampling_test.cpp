@@ -446,7 +446,10 @@ TEST_CASE("the draw is the host exponential race over Philox of token/4 row offs
   DeviceSamples out(DType::kInt32, kRows);
   // Offsets and seeds above 2^32 exercise both counter and key words.
   for (const SamplingSeed seed : {SamplingSeed{1, 0}, SamplingSeed{0x123456789abcdefull, 0xfedcba9876543210ull}}) {
-    for (const Config& c : {Config{Op::kTopK, {0}}, Config{Op::kTopK, {8}}, Config{Op::kMinP, {0, 0.2}}}) {
+    // top_k 8 / top_p / top_k_top_p race the tokens above the threshold's band from the race
+    // queue after the gather pass, and the band's own from the list: the same tickets.
+    for (const Config& c : {Config{Op::kTopK, {0}}, Config{Op::kTopK, {8}}, Config{Op::kMinP, {0, 0.2}},
+                            Config{Op::kTopP, {0, 0.9}}, Config{Op::kTopKTopP, {8, 0.9}}}) {
       const std::vector<int64_t> samples = Run(c, out, probs, seed);
       int64_t compared = 0, mismatched = 0;
       for (int64_t r = 0; r < kRows; ++r) {

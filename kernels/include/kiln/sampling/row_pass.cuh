@@ -1,6 +1,6 @@
 // One pass of a block over one row of probabilities: the row in groups of four consecutive
 // tokens (group g = tokens 4g .. 4g+3), group-strided over the block's threads, four groups
-// in flight per thread. Loads are kVec floats wide (4: one 16-byte load per group), so the
+// in flight per thread (two with scalar loads). Loads are kVec floats wide (4: one 16-byte load per group), so the
 // row pointer, the row stride and the vocabulary size must be multiples of kVec.
 //
 // Values are handled as the bits of a non-negative float ("sanitized"): for those, unsigned
@@ -12,7 +12,13 @@ namespace kiln {
 namespace sampling {
 
 constexpr int kGroupTokens = 4;     // tokens per group: one Philox call draws for all four
-constexpr int kGroupsInFlight = 4;  // loads a thread issues before it uses the first
+// Groups a thread loads before it uses the first: four (16 tokens) for 16- and 8-byte loads;
+// two for scalar loads (eight loads, with fewer registers: four kept the gather pass of top_p
+// over 64 registers once it queued its racers).
+template <int kVec>
+__host__ __device__ constexpr int GroupsInFlight() {
+  return kVec == 1 ? 2 : 4;
+}
 
 __device__ __forceinline__ unsigned int SanitizedBits(float p) {
   const unsigned int bits = __float_as_uint(p);
@@ -60,6 +66,7 @@ __device__ __forceinline__ void LoadGroup(const float* __restrict__ row, int voc
 // changes no result.
 template <int kThreads, int kVec, bool kSanitize = true, class F>
 __device__ __forceinline__ void ForEachGroup(const float* __restrict__ row, int vocab, bool reverse, F&& f) {
+  constexpr int kGroupsInFlight = GroupsInFlight<kVec>();
   const int groups = (vocab + kGroupTokens - 1) / kGroupTokens;
   for (int base = threadIdx.x; base < groups; base += kThreads * kGroupsInFlight) {
     unsigned int u[kGroupsInFlight][4];

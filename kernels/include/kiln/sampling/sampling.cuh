@@ -47,13 +47,16 @@ struct SamplingShape {
 // Tokens of the region around a threshold kept in shared memory, so the finer levels and the
 // race among them need no further pass over the row.
 constexpr int kListCapacity = 4096;
+// Tokens that race in a gather pass, queued so that the race runs on dense warps after it.
+constexpr int kRaceQueueCapacity = 8192;
 
-// Dynamic shared memory of top_k / top_p / top_k_top_p (64 KiB: the launch hint).
+// Dynamic shared memory of top_k / top_p / top_k_top_p (96 KiB: the launch hint).
 struct SelectSmem {
   unsigned long long hist0[kHistBins];  // level 0 of the row, kept for top_k_top_p's 2nd selection
   unsigned long long hist1[kHistBins];  // levels 1 and 2
   unsigned int list_bits[kListCapacity];
   int list_token[kListCapacity];
+  int race_token[kRaceQueueCapacity];
 };
 static_assert(sizeof(SelectSmem) == kSelectSmemBytes, "SelectSmem is the dynamic shared memory of the contract");
 
@@ -62,6 +65,7 @@ struct BlockScratch {
   SelectScratch<kThreads> select;
   unsigned long long warp_best[kThreads / 32];
   unsigned int list_count;
+  unsigned int race_count;        // tokens queued for the race (may pass kRaceQueueCapacity)
   unsigned int list_lo, list_hi;  // the list holds every token with bits in [lo, hi]
   bool list_raced_above;          // and the allowed tokens above hi have been raced
 };
@@ -81,6 +85,18 @@ __device__ __forceinline__ unsigned long long BlockMax(unsigned long long v, uns
 #pragma unroll 8
   for (int w = 0; w < kThreads / 32; ++w) v = warp_best[w] > v ? warp_best[w] : v;
   return v;
+}
+
+// A slot of a shared counter for each thread that calls it now: one atomic per warp (the
+// lanes that arrive together), not one per thread, where many threads of a warp push.
+__device__ __forceinline__ unsigned int WarpAggregatedSlot(unsigned int* counter) {
+  const unsigned int mask = __activemask();
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int leader = __ffs(mask) - 1;
+  unsigned int base = 0;
+  if (lane == leader) base = atomicAdd(counter, static_cast<unsigned int>(__popc(mask)));
+  base = __shfl_sync(mask, base, leader);
+  return base + static_cast<unsigned int>(__popc(mask & ((1u << lane) - 1u)));
 }
 
 // Where a selection stands: the next histogram is of region (level, prefix), over the tokens
@@ -134,18 +150,23 @@ class RowSampler {
 
   // A pass that puts every token with bits in [lo, hi] on the list (the caller knows they
   // fit) and, with race_above, races the tokens above hi (the caller knows they are allowed).
+  // The tokens that race are queued and raced after the pass, a token per thread: raced
+  // inline, a warp would run Philox whenever one of its 32 groups races, which for a top-p
+  // set of a few thousand tokens is almost every step of the pass (2026-12-04, H200).
   __device__ void PassGather(unsigned int lo, unsigned int hi, bool race_above) {
     __syncthreads();  // earlier readers of the list are done
     if (threadIdx.x == 0) {
       s_.list_count = 0;
+      s_.race_count = 0;
       s_.list_lo = lo;
       s_.list_hi = hi;
       s_.list_raced_above = race_above;
     }
     __syncthreads();
-    unsigned long long best = best_;  // in a register through the loop
     unsigned int* list_bits = smem_->list_bits;
     int* list_token = smem_->list_token;
+    int* race_token = smem_->race_token;
+    const unsigned int race_lo = hi + 1u;
     ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int g, const unsigned int(&u)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -154,12 +175,28 @@ class RowSampler {
           list_bits[slot] = u[j];
           list_token[slot] = g * kGroupTokens + j;
         }
+        if (race_above && j < n && u[j] >= race_lo) {  // race_lo > 0: a zero never races
+          const unsigned int slot = WarpAggregatedSlot(&s_.race_count);
+          if (slot < kRaceQueueCapacity) race_token[slot] = g * kGroupTokens + j;
+        }
       }
-      if (race_above) RaceGroup(seed_, g, u, n, hi + 1u, best);
     });
-    best_ = best;
     reverse_ = !reverse_;
     __syncthreads();
+    if (race_above) RaceQueued(race_lo);
+  }
+
+  // Races the tokens PassGather queued; when more raced than the queue holds, a pass races
+  // every token >= lo (the queued ones again: a second ticket of a token is the same ticket).
+  __device__ void RaceQueued(unsigned int lo) {
+    const unsigned int raced = s_.race_count;
+    const int queued = static_cast<int>(min(raced, static_cast<unsigned int>(kRaceQueueCapacity)));
+    for (int i = threadIdx.x; i < queued; i += kThreads) {
+      const int token = smem_->race_token[i];
+      const unsigned long long entry = RaceOne(seed_, SanitizedBits(__ldg(row_ + token)), token);  // from L1 / L2
+      best_ = entry > best_ ? entry : best_;
+    }
+    if (raced > static_cast<unsigned int>(kRaceQueueCapacity)) PassRace(lo);
   }
 
   // A pass that races every token >= lo.

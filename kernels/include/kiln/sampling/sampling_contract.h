@@ -35,8 +35,9 @@ constexpr int kMaxVocab = (1 << 20) - 1;
 // One block of this many threads per row.
 constexpr int kBlock = 1024;
 // Dynamic shared memory of top_k, top_p and top_k_top_p: two 2048-bin histograms of 64-bit
-// words and a 4096-token list (kiln::sampling::SelectSmem, which asserts this size).
-constexpr int kSelectSmemBytes = 2 * 2048 * 8 + 4096 * 8;
+// words, a 4096-token list and an 8192-token race queue (kiln::sampling::SelectSmem, which
+// asserts this size).
+constexpr int kSelectSmemBytes = 2 * 2048 * 8 + 4096 * 8 + 8192 * 4;
 
 // Every entry's parameter, by value. Per-row parameters: a [rows] array, or null and the scalar
 // for every row (k for top_k / top_k_top_p; p for top_p / top_k_top_p, min_p for min_p).
