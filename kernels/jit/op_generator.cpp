@@ -25,7 +25,7 @@ absl::StatusOr<JitSpec> OpGenerator::Generate(const Params& params, const TreeSn
   KILN_ABSL_ASSIGN_OR_RETURN(const ParamValues values, ParseParams(name(), infos, params));
   KILN_ABSL_ASSIGN_OR_RETURN(JitSpec spec, Build(values, tree));
   spec.op = std::string(name());
-  spec.arch_families = arch_families();
+  if (spec.arch_families.empty()) spec.arch_families = arch_families();  // else Build narrowed them
   // The canonical params are what the key and the client's check of a reply see: every param,
   // none left "auto" (a generator that forgets one is a bug, not bad input).
   for (const ParamInfo& info : infos) {

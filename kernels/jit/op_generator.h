@@ -24,12 +24,14 @@ class OpGenerator {
   virtual std::string_view description() const = 0;
   // Every param, stated once: Generate checks a request against them before Build sees it.
   virtual std::vector<ParamInfo> params() const = 0;
-  // The targets its specs can be built for (JitSpec::arch_families).
+  // The targets its specs can be built for (JitSpec::arch_families). Build may narrow them
+  // for a spec whose params need a newer arch (sampling's cluster > 1: sm_90+), by setting
+  // the spec's arch_families itself.
   virtual std::vector<ArchFamily> arch_families() const = 0;
 
   // INVALID_ARGUMENT naming the param, the bad value and what is allowed, for unknown,
   // missing or malformed params (ParseParams over params()); then Build. Deterministic: equal
-  // params and tree give equal specs. Fills the spec's op and arch families.
+  // params and tree give equal specs. Fills the spec's op, and its arch families unless Build did.
   absl::StatusOr<JitSpec> Generate(const Params& params, const TreeSnapshot& tree) const;
 
  protected:

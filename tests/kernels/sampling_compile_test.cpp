@@ -24,11 +24,12 @@ struct Build {
   const char* op;
   const char* out;
   const char* vec;
+  const char* cluster = "1";
 };
 
 TEST_CASE("representative sampling specializations compile with the promised attributes", "[sampling][compile]") {
   // Every op, both samples dtypes and every vector width at least once; top_k_top_p (the
-  // largest unit, ~1.5 s of ptxas) only once.
+  // largest unit, ~1.5 s of ptxas) once per block per row and once over a cluster.
   const Build builds[] = {
       {"sm_90a", "top_k_sampling", "int32", "4"},
       {"sm_90a", "top_p_sampling", "int64", "1"},
@@ -36,9 +37,15 @@ TEST_CASE("representative sampling specializations compile with the promised att
       {"sm_90a", "min_p_sampling", "int64", "2"},
       {"sm_90a", "argmax", "int32", "1"},
       {"sm_80", "min_p_sampling", "int32", "4"},
+      // A row over a cluster (sm_90+): distributed shared memory and cluster barriers.
+      {"sm_90a", "top_p_sampling", "int32", "4", "8"},
+      {"sm_90a", "top_k_top_p_sampling", "int64", "4", "4"},
+      {"sm_90", "min_p_sampling", "int32", "2", "2"},
+      {"sm_90a", "argmax", "int32", "4", "8"},
   };
   for (const Build& b : builds) {
-    auto spec = OpRegistry::Builtin().Generate(b.op, {{"out_dtype", b.out}, {"vec", b.vec}}, *Tree());
+    auto spec =
+        OpRegistry::Builtin().Generate(b.op, {{"out_dtype", b.out}, {"vec", b.vec}, {"cluster", b.cluster}}, *Tree());
     REQUIRE(spec.ok());
     auto arch = ResolveArch(*GpuArch::Parse(b.arch), spec->arch_families, spec->uri);
     REQUIRE(arch.ok());

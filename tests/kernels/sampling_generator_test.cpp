@@ -17,7 +17,7 @@ const char* const kOps[] = {"top_k_sampling", "top_p_sampling", "top_k_top_p_sam
 
 using namespace generator_test;
 
-TEST_CASE("the builtin registry serves the five sampling ops with params {out_dtype, vec}", "[sampling]") {
+TEST_CASE("the builtin registry serves the five sampling ops with params {out_dtype, vec, cluster}", "[sampling]") {
   for (const char* name : kOps) {
     INFO(name);
     const OpGenerator* op = OpRegistry::Builtin().Find(name);
@@ -28,7 +28,7 @@ TEST_CASE("the builtin registry serves the five sampling ops with params {out_dt
       CHECK(!param.help.empty());
       names.insert(param.name);
     }
-    CHECK(names == std::set<std::string>{"out_dtype", "vec"});
+    CHECK(names == std::set<std::string>{"out_dtype", "vec", "cluster"});
   }
 }
 
@@ -38,28 +38,32 @@ TEST_CASE("sampling URIs are readable and canonical", "[sampling]") {
   CHECK(MustGenerate("top_k_top_p_sampling", {{"vec", "1"}}).uri == "top_k_top_p_sampling_int32_v1");
   CHECK(MustGenerate("min_p_sampling", {{"out_dtype", "int64"}, {"vec", "2"}}).uri == "min_p_sampling_int64_v2");
   CHECK(MustGenerate("argmax", {{"vec", "4"}}).uri == "argmax_int32");
+  CHECK(MustGenerate("top_p_sampling", {{"cluster", "8"}}).uri == "top_p_sampling_int32_c8");
+  CHECK(MustGenerate("min_p_sampling", {{"vec", "1"}, {"cluster", "2"}}).uri == "min_p_sampling_int32_v1_c2");
 
   // Omitted, default and "auto" spellings are one specialization.
   const JitSpec omitted = MustGenerate("top_k_sampling", {});
   for (const Params& params : {Params{{"out_dtype", "int32"}}, Params{{"vec", "4"}}, Params{{"vec", "auto"}},
-                               Params{{"out_dtype", "int32"}, {"vec", "4"}}}) {
+                               Params{{"out_dtype", "int32"}, {"vec", "4"}}, Params{{"cluster", "1"}}}) {
     const JitSpec given = MustGenerate("top_k_sampling", params);
     CHECK(given.uri == omitted.uri);
     CHECK(given.params == omitted.params);
     CHECK(given.headers[0].content == omitted.headers[0].content);
     CHECK(given.launch == omitted.launch);
   }
-  CHECK(omitted.params == Params{{"out_dtype", "int32"}, {"vec", "4"}});
+  CHECK(omitted.params == Params{{"out_dtype", "int32"}, {"vec", "4"}, {"cluster", "1"}});
 
   std::set<std::string> uris;
   size_t specs = 0;
   for (const char* op : kOps) {
     for (const char* out : {"int32", "int64"}) {
       for (const char* vec : {"1", "2", "4"}) {
-        const JitSpec spec = MustGenerate(op, {{"out_dtype", out}, {"vec", vec}});
-        ++specs;
-        uris.insert(spec.uri);
-        for (char c : spec.uri) CHECK((std::isalnum(static_cast<unsigned char>(c)) || c == '_'));
+        for (const char* cluster : {"1", "2", "4", "8"}) {
+          const JitSpec spec = MustGenerate(op, {{"out_dtype", out}, {"vec", vec}, {"cluster", cluster}});
+          ++specs;
+          uris.insert(spec.uri);
+          for (char c : spec.uri) CHECK((std::isalnum(static_cast<unsigned char>(c)) || c == '_'));
+        }
       }
     }
   }
@@ -106,6 +110,30 @@ TEST_CASE("a sampling spec names its unit, entry, config, family and launch shap
   CHECK(MustGenerate("top_p_sampling", {}).entries == std::vector<std::string>{"kiln_top_p_sampling"});
   CHECK(MustGenerate("top_k_sampling", {}).entries == std::vector<std::string>{"kiln_top_k_sampling"});
   CHECK(sampling::kSelectSmemBytes == 98304);
+  CHECK(Contains(config, "#define KILN_SAMPLING_CLUSTER 1\n"));
+}
+
+TEST_CASE("a sampling spec over a cluster is sm_90+ with one more histogram of shared memory", "[sampling]") {
+  for (const char* cluster : {"2", "4", "8"}) {
+    INFO(cluster);
+    const JitSpec spec = MustGenerate("top_k_sampling", {{"cluster", cluster}});
+    REQUIRE(spec.arch_families.size() == 1);
+    CHECK(spec.arch_families[0].name == "sm_90+");
+    CHECK(spec.params.at("cluster") == cluster);
+    CHECK(Contains(spec.headers[0].content, std::string("#define KILN_SAMPLING_CLUSTER ") + cluster + "\n"));
+    REQUIRE(spec.launch.size() == 1);
+    CHECK(spec.launch[0].dynamic_smem == sampling::kClusterSelectSmemBytes);
+    CHECK(MustGenerate("argmax", {{"cluster", cluster}}).launch[0].dynamic_smem == 0);
+  }
+  CHECK(sampling::kClusterSelectSmemBytes == 98304 + 16384);
+  // A block per row stays on the whole family.
+  CHECK(MustGenerate("top_k_sampling", {{"cluster", "1"}}).arch_families[0].name == "sm_80+");
+  // Below sm_90 a cluster spec is refused before anything compiles, naming the family.
+  const JitSpec spec = MustGenerate("top_p_sampling", {{"cluster", "4"}});
+  auto arch = ResolveArch(*GpuArch::Parse("sm_80"), spec.arch_families, spec.uri);
+  REQUIRE(!arch.ok());
+  CHECK(Contains(std::string(arch.status().message()), "sm_90+"));
+  CHECK(ResolveArch(*GpuArch::Parse("sm_90"), spec.arch_families, spec.uri).ok());
 }
 
 TEST_CASE("every bad or unknown sampling param is INVALID_ARGUMENT naming it", "[sampling]") {
@@ -122,6 +150,8 @@ TEST_CASE("every bad or unknown sampling param is INVALID_ARGUMENT naming it", "
       {{{"vec", "x"}}, {"'vec'", "'x'"}},
       {{{"dtype", "fp32"}}, {"unknown param 'dtype'", "out_dtype", "vec"}},
       {{{"k", "50"}}, {"unknown param 'k'"}},
+      {{{"cluster", "3"}}, {"'cluster'", "'3'", "allowed: 1, 2, 4, 8"}},
+      {{{"cluster", "16"}}, {"'cluster'", "'16'"}},
   };
   for (const char* op : kOps) {
     for (const Case& c : cases) {

@@ -44,6 +44,9 @@ Status LearnDevices(const CudaDriver& driver, ContextRegistry& r) {
     KILN_RETURN_IF_ERROR(driver.Check(
         driver.cuDeviceGetAttribute(&info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, r.handles[i]),
         "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)"));
+    KILN_RETURN_IF_ERROR(driver.Check(
+        driver.cuDeviceGetAttribute(&info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, r.handles[i]),
+        "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"));
   }
   r.devices_known = true;
   return OkStatus();

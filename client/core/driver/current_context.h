@@ -12,6 +12,7 @@ struct ContextInfo {
   int device = -1;  // ordinal
   int cc_major = 0;
   int cc_minor = 0;
+  int multiprocessors = 0;  // SMs: ops that size their launch by the device (sampling's clusters)
 };
 
 // Hot path: one cuCtxGetCurrent plus a thread-local compare when the context was seen before.

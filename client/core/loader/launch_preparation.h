@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "client/core/driver/cuda_driver.h"
@@ -71,15 +72,27 @@ struct PreparedLaunch {
 };
 
 // The steps before every op launch: the driver, the current context (which must be on
-// `device`), and the launch of `spec` in it. Errors name `api`.
-template <typename Spec>
-StatusOr<PreparedLaunch> PrepareOpLaunch(const OpKernels& op, const Spec& spec, int device, const char* api) {
+// `device`), and the launch in it of the specialization spec_for(context) gives (a callable
+// from const ContextInfo& to the op's Spec; for ops whose specialization depends on the
+// device: its compute capability, its SM count). *spec_out, when given, receives that spec.
+// Errors name `api`.
+template <typename SpecFor, typename Spec = std::invoke_result_t<SpecFor, const ContextInfo&>>
+StatusOr<PreparedLaunch> PrepareOpLaunchFor(const OpKernels& op, SpecFor&& spec_for, int device, const char* api,
+                                            Spec* spec_out = nullptr) {
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(api);
   KILN_ASSIGN_OR_RETURN(auto ctx, ContextForDevice(**driver, device, api));
+  const Spec spec = spec_for(static_cast<const ContextInfo&>(ctx));
+  if (spec_out != nullptr) *spec_out = spec;
   auto found = FindOrResolveLaunch(**driver, op, spec, ctx);
   if (!found.ok()) return found.status().WithContext(api);
   return PreparedLaunch{*driver, ctx.context, *found};
+}
+
+// The same for a specialization that does not depend on the device.
+template <typename Spec>
+StatusOr<PreparedLaunch> PrepareOpLaunch(const OpKernels& op, const Spec& spec, int device, const char* api) {
+  return PrepareOpLaunchFor(op, [&spec](const ContextInfo&) { return spec; }, device, api);
 }
 
 }  // namespace kiln::client

@@ -16,14 +16,17 @@
 namespace kiln::client {
 namespace {
 
-// One cubin per (op, samples' dtype, vec): rows and vocab are launch arguments.
+// One cubin per (op, samples' dtype, vec, blocks per row): rows and vocab are launch arguments.
 struct SamplingSpec {
   DType out_dtype = DType::kInt32;
   int32_t vec = 1;
+  int32_t cluster = 1;
   bool operator==(const SamplingSpec&) const = default;
-  auto Fields() const { return std::tie(out_dtype, vec); }
+  auto Fields() const { return std::tie(out_dtype, vec, cluster); }
   std::map<std::string, std::string> Params() const {
-    return {{sampling::kParamOutDType, DTypeName(out_dtype)}, {kParamVec, std::to_string(vec)}};
+    return {{sampling::kParamOutDType, DTypeName(out_dtype)},
+            {kParamVec, std::to_string(vec)},
+            {sampling::kParamCluster, std::to_string(cluster)}};
   }
 };
 
@@ -77,21 +80,28 @@ struct SampleArgs {
   }
 };
 
-// A validated call → one launch, one block per row.
+// A validated call → one launch: a block per row, or a cluster of blocks per row for a small
+// batch on sm_90+ (ChooseSamplingCluster).
 template <const Sampler& kS>
 Status RunSample(const SampleArgs<kS>& a, const char* api, void* stream) {
   const SamplingArgs plan_args{a.samples,  a.probs,    a.top_k.values, a.top_k.scalar,
                                a.p.values, a.p.scalar, a.seed.seed,    a.seed.offset};
   KILN_ASSIGN_OR_RETURN(const SamplingPlan plan, PlanSampling(kS.op, plan_args, api));
   if (plan.rows == 0) return OkStatus();  // nothing to do, and nothing to launch
-  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
-                        PrepareOpLaunch(kS.kernels, SamplingSpec{plan.out_dtype, plan.vec}, plan.device, api));
-  const EntryLaunchReady& e = ready.launch->entry();
   if (plan.rows > INT_MAX)
     return InvalidArgument(std::string(api) + ": " + std::to_string(plan.rows) +
                            " rows need more than 2^31-1 blocks (one per row); split the call");
+  SamplingSpec spec;
+  const auto spec_for = [&plan](const ContextInfo& ctx) {
+    const int cluster =
+        ChooseSamplingCluster(plan.rows, ctx.cc_major, ctx.multiprocessors, SamplingClusterFromEnvironment());
+    return SamplingSpec{plan.out_dtype, plan.vec, cluster};
+  };
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunchFor(kS.kernels, spec_for, plan.device, api, &spec));
+  const EntryLaunchReady& e = ready.launch->entry();
   LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(plan.rows);
+  config.grid.x = static_cast<unsigned>(plan.rows * spec.cluster);  // rows * 8 < 2^32
+  if (spec.cluster > 1) config.cluster = {static_cast<unsigned>(spec.cluster), 1, 1};
   config.block.x = e.block;
   config.dynamic_smem_bytes = e.dynamic_smem;
   config.stream = stream;

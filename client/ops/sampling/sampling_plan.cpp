@@ -1,6 +1,10 @@
 #include "client/ops/sampling/sampling_plan.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "client/core/api/invalid_argument.h"
@@ -112,6 +116,39 @@ StatusOr<SamplingPlan> PlanSampling(SamplingOp op, const SamplingArgs& args, con
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;
+}
+
+int ChooseSamplingCluster(int64_t rows, int cc_major, int multiprocessors, int forced) {
+  if (cc_major < 9) return 1;  // clusters are sm_90+
+  if (forced > 0) return rows * forced <= INT32_MAX ? forced : 1;  // grid.x is rows * cluster
+  // Measured on the H200 (132 SMs; bench/results/2026-12-04-sampling-h200.md): clusters of 2
+  // run on every SM at once, clusters of 4 and 8 on about half (a batch that needs more runs a
+  // second wave: twice the time), and 8 blocks per row are no faster than 4 at batch 1.
+  if (rows * 4 * 2 <= multiprocessors) return 4;
+  if (rows * 2 <= multiprocessors) return 2;
+  return 1;
+}
+
+namespace {
+std::atomic<int> forced_cluster{-1};
+}  // namespace
+
+void SetSamplingClusterForTesting(int forced) { forced_cluster.store(forced, std::memory_order_relaxed); }
+
+int SamplingClusterFromEnvironment() {
+  const int forced = forced_cluster.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced;
+  static const int value = [] {
+    const char* text = std::getenv("KILN_SAMPLING_CLUSTER");
+    if (text == nullptr || std::strcmp(text, "auto") == 0) return 0;
+    for (const char* allowed : {"1", "2", "4", "8"}) {
+      if (std::strcmp(text, allowed) == 0) return std::atoi(text);
+    }
+    std::fprintf(stderr, "kiln: KILN_SAMPLING_CLUSTER='%.64s' is not valid: expected auto, 1, 2, 4 or 8; auto is used\n",
+                 text);
+    return 0;
+  }();
+  return value;
 }
 
 }  // namespace kiln::client

@@ -46,6 +46,19 @@ struct SamplingPlan {
   uint64_t offset = 0;
 };
 
+// The blocks that share one row (the spec's cluster param), so that a small batch reads each
+// row with several SMs (one block per row leaves 131 of an H200's 132 SMs idle at batch 1): on
+// sm_90+, 4 while rows * 4 <= half the SMs, else 2 while rows * 2 <= the SMs, else 1; below
+// sm_90, 1. `forced` (1, 2, 4 or 8: KILN_SAMPLING_CLUSTER) replaces the choice on sm_90+; 0:
+// choose.
+int ChooseSamplingCluster(int64_t rows, int cc_major, int multiprocessors, int forced);
+
+// KILN_SAMPLING_CLUSTER, read once: 0 when unset or "auto", else 1, 2, 4 or 8. Any other value
+// is said once on stderr and reads as "auto". Tests may replace it (SetSamplingClusterForTesting).
+int SamplingClusterFromEnvironment();
+// 0 (choose), 1, 2, 4 or 8 in place of the environment's value; -1: the environment's again.
+void SetSamplingClusterForTesting(int forced);
+
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
 // `api` must outlive the plan (a string literal).
 StatusOr<SamplingPlan> PlanSampling(SamplingOp op, const SamplingArgs& args, const char* api);

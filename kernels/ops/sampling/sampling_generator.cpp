@@ -1,7 +1,7 @@
 // The sampling family's generators (ops "top_k_sampling", "top_p_sampling",
 // "top_k_top_p_sampling", "min_p_sampling" and "argmax"): one compilation unit
-// (kernels/src/sampling/sampling.cu) and one kernel parameter struct for all five; the launch
-// shape is fixed (one block of sampling::kBlock threads per row). Contract:
+// (kernels/src/sampling/sampling.cu) and one kernel parameter struct for all five; blocks of
+// sampling::kBlock threads, one per row or a cluster of `cluster` per row. Contract:
 // kiln/sampling/sampling_contract.h, docs/kernels-sampling.md.
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
@@ -68,11 +68,17 @@ class SamplingGenerator : public OpGenerator {
          .default_value = kOutDTypes[0].name},
         VecParam("floats per load of probs (at most 4); the vocabulary size, the row stride and the pointer "
                  "must be multiples of it. auto: 4"),
+        {.name = sampling::kParamCluster,
+         .help = "blocks that share one row (a thread-block cluster; above 1 needs sm_90+): small batches over "
+                 "more SMs",
+         .choices = {"1", "2", "4", "8"},
+         .default_value = "1"},
     };
   }
 
-  // Nothing needs more than sm_70 (64-bit shared atomics, shuffles); sm_80+ is the family
-  // the rest of the library targets and the one tested.
+  // A block per row needs nothing beyond sm_70 (shuffles, shared atomics); sm_80+ is the
+  // family the rest of the library targets and the one tested. A row over a cluster needs
+  // sm_90+ (Build narrows the family).
   std::vector<ArchFamily> arch_families() const override { return {FamilyAtLeast(80)}; }
 
  protected:
@@ -81,18 +87,24 @@ class SamplingGenerator : public OpGenerator {
     const OutDType& out = values.Text(sampling::kParamOutDType) == kOutDTypes[0].name ? kOutDTypes[0] : kOutDTypes[1];
     KILN_ABSL_ASSIGN_OR_RETURN(const int vec, ResolveVec(op, values, kProbsType));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
+    const int cluster = values.Int(sampling::kParamCluster);
 
-    const int smem = op_.uses_list ? sampling::kSelectSmemBytes : 0;
+    const int smem = !op_.uses_list ? 0 : (cluster > 1 ? sampling::kClusterSelectSmemBytes : sampling::kSelectSmemBytes);
     JitSpec spec;
-    spec.uri = absl::StrCat(op, "_", out.name, VecSuffix(vec, WidestVec(kProbsType.bytes)));
-    spec.params = {{sampling::kParamOutDType, out.name}, {kParamVec, std::to_string(vec)}};
+    spec.uri = absl::StrCat(op, "_", out.name, VecSuffix(vec, WidestVec(kProbsType.bytes)),
+                            cluster > 1 ? absl::StrCat("_c", cluster) : "");
+    spec.params = {{sampling::kParamOutDType, out.name},
+                   {kParamVec, std::to_string(vec)},
+                   {sampling::kParamCluster, std::to_string(cluster)}};
+    if (cluster > 1) spec.arch_families = {FamilyAtLeast(90)};
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/sampling/sampling_generator.cpp",
                                         {{"KILN_SAMPLING_OP", op_.op_enum},
                                          {"KILN_SAMPLING_ENTRY", op_.entry},
                                          {"KILN_SAMPLING_OUT", out.cuda_type},
                                          {"KILN_SAMPLING_VEC", std::to_string(vec)},
                                          {"KILN_SAMPLING_THREADS", std::to_string(sampling::kBlock)},
-                                         {"KILN_SAMPLING_USES_LIST", op_.uses_list ? "1" : "0"}}));
+                                         {"KILN_SAMPLING_USES_LIST", op_.uses_list ? "1" : "0"},
+                                         {"KILN_SAMPLING_CLUSTER", std::to_string(cluster)}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {op_.entry};

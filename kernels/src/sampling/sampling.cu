@@ -14,27 +14,36 @@ namespace kiln_sampling_unit {}
 #include "kiln_config.cuh"
 
 #if !defined(KILN_SAMPLING_OP) || !defined(KILN_SAMPLING_ENTRY) || !defined(KILN_SAMPLING_OUT) || \
-    !defined(KILN_SAMPLING_VEC) || !defined(KILN_SAMPLING_THREADS) || !defined(KILN_SAMPLING_USES_LIST)
+    !defined(KILN_SAMPLING_VEC) || !defined(KILN_SAMPLING_THREADS) || !defined(KILN_SAMPLING_USES_LIST) || \
+    !defined(KILN_SAMPLING_CLUSTER)
 #error "kiln_config.cuh must define every KILN_SAMPLING_* parameter (see sampling_generator.cpp)"
 #endif
 
-using Shape = kiln::sampling::SamplingShape<KILN_SAMPLING_OUT, KILN_SAMPLING_VEC, KILN_SAMPLING_THREADS>;
+using Shape =
+    kiln::sampling::SamplingShape<KILN_SAMPLING_OUT, KILN_SAMPLING_VEC, KILN_SAMPLING_THREADS, KILN_SAMPLING_CLUSTER>;
 
-// Launch (kiln/sampling/sampling_contract.h): grid.x = rows (one block per row), block.x =
-// KILN_SAMPLING_THREADS, dynamic shared memory sizeof(SelectSmem) = 96 KiB when
-// KILN_SAMPLING_USES_LIST, else none (the launch hints).
+// Launch (kiln/sampling/sampling_contract.h): grid.x = rows * KILN_SAMPLING_CLUSTER (a block,
+// or a cluster of KILN_SAMPLING_CLUSTER blocks along x, per row), block.x =
+// KILN_SAMPLING_THREADS, dynamic shared memory as the launch hint says: sizeof(SelectSmem) =
+// 96 KiB (sizeof(ClusterSelectSmem) = 112 KiB in a cluster) when KILN_SAMPLING_USES_LIST, else
+// none.
 extern "C" __global__ void __launch_bounds__(KILN_SAMPLING_THREADS, 1)
     KILN_SAMPLING_ENTRY(const kiln::sampling::SamplingParams p) {
   kiln::GridDependencyBegin();
   __shared__ kiln::sampling::BlockScratch<KILN_SAMPLING_THREADS> scratch;
+  kiln::sampling::SelectSmem* smem = nullptr;
+  unsigned long long* hist_part = nullptr;
 #if KILN_SAMPLING_USES_LIST
   extern __shared__ __align__(16) unsigned char kiln_sampling_dynamic_smem[];
-  auto* smem = reinterpret_cast<kiln::sampling::SelectSmem*>(kiln_sampling_dynamic_smem);
+#if KILN_SAMPLING_CLUSTER > 1
+  auto* cluster_smem = reinterpret_cast<kiln::sampling::ClusterSelectSmem*>(kiln_sampling_dynamic_smem);
+  smem = &cluster_smem->select;
+  hist_part = cluster_smem->hist_part;
 #else
-  kiln::sampling::SelectSmem* smem = nullptr;
+  smem = reinterpret_cast<kiln::sampling::SelectSmem*>(kiln_sampling_dynamic_smem);
 #endif
-  kiln::sampling::SampleRow<Shape, kiln::sampling::SamplingOp::KILN_SAMPLING_OP>(p.samples, p.probs, p.vocab,
-                                                                                 p.row_stride, p.k_values, p.k_scalar,
-                                                                                 p.p_values, p.p_scalar, p.seed,
-                                                                                 p.offset, smem, scratch);
+#endif
+  kiln::sampling::SampleRow<Shape, kiln::sampling::SamplingOp::KILN_SAMPLING_OP>(
+      p.samples, p.probs, p.vocab, p.row_stride, p.k_values, p.k_scalar, p.p_values, p.p_scalar, p.seed, p.offset,
+      smem, scratch, hist_part);
 }

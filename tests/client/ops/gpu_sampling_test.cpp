@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "client/ops/sampling/sampling_plan.h"  // SetSamplingClusterForTesting
 #include "kiln/ops/sampling.h"
 #include "tests/support/gpu_harness.h"
 
@@ -566,6 +567,40 @@ TEST_CASE("draws reproduce bit for bit and depend only on probs params seed and 
   REQUIRE(kiln_argmax(&dl_samples, &dl_probs, nullptr) == KILN_OK);
   KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
   CHECK(b.Read() == cpp_argmax);
+}
+
+TEST_CASE("a row shared by a cluster of blocks draws what one block draws", "[gpu][client][ops][sampling]") {
+  GpuSession session(90);  // clusters are sm_90+ (below, every batch runs a block per row)
+  std::mt19937 rng(2026);
+  struct Shape {
+    int64_t rows, vocab;
+    RowKind kind;
+  };
+  // Llama's vocabulary; a vocabulary that does not fill the cluster's stretches evenly; rows
+  // narrower than one block's first stretch (some blocks of the cluster get nothing); flat rows
+  // (the list and the race queue overflow: passes over the row) and ties.
+  const Shape shapes[] = {{16, 128256, RowKind::kLlm}, {5, 4099, RowKind::kLlm}, {7, 50, RowKind::kLlm},
+                          {4, 128256, RowKind::kFlat}, {9, 3001, RowKind::kTies}};
+  for (const Shape& shape : shapes) {
+    std::vector<float> host(static_cast<size_t>(shape.rows * shape.vocab));
+    for (int64_t r = 0; r < shape.rows; ++r) FillRow(host.data() + r * shape.vocab, shape.vocab, shape.kind, rng);
+    DeviceProbs probs(std::move(host), shape.rows, shape.vocab, shape.vocab);
+    DeviceSamples out(DType::kInt64, shape.rows);
+    const Config configs[] = {{Op::kTopK, {50}},       {Op::kTopK, {0}},           {Op::kTopP, {0, 0.9}},
+                              {Op::kTopP, {0, 0.99}},  {Op::kTopKTopP, {50, 0.9}}, {Op::kTopKTopP, {2000, 0.95}},
+                              {Op::kMinP, {0, 0.05}},  {Op::kArgmax, {}}};
+    for (const Config& c : configs) {
+      INFO(Describe(c) << " rows " << shape.rows << " vocab " << shape.vocab);
+      kiln::client::SetSamplingClusterForTesting(1);
+      const std::vector<int64_t> one_block = Run(c, out, probs, {11, 12});
+      for (int cluster : {2, 4, 8}) {
+        INFO("cluster " << cluster);
+        kiln::client::SetSamplingClusterForTesting(cluster);
+        CHECK(Run(c, out, probs, {11, 12}) == one_block);
+      }
+    }
+  }
+  kiln::client::SetSamplingClusterForTesting(-1);
 }
 
 TEST_CASE("ties at the k-th value and disabled limits and degenerate rows", "[gpu][client][ops][sampling]") {

@@ -255,3 +255,25 @@ TEST_CASE("the sampling C ABI refuses bad arguments with the C name", "[client][
 }
 
 }  // namespace
+
+TEST_CASE("a small batch on sm_90+ shares each row among a cluster of blocks", "[client][ops][sampling]") {
+  using kiln::client::ChooseSamplingCluster;
+  // H200: 132 SMs. 4 blocks per row while rows * 4 fills at most half the SMs (clusters of 4
+  // do not all run at once beyond that), then 2 while rows * 2 <= SMs, then 1.
+  CHECK(ChooseSamplingCluster(1, 9, 132, 0) == 4);
+  CHECK(ChooseSamplingCluster(16, 9, 132, 0) == 4);
+  CHECK(ChooseSamplingCluster(17, 9, 132, 0) == 2);
+  CHECK(ChooseSamplingCluster(64, 9, 132, 0) == 2);
+  CHECK(ChooseSamplingCluster(66, 9, 132, 0) == 2);
+  CHECK(ChooseSamplingCluster(67, 9, 132, 0) == 1);
+  CHECK(ChooseSamplingCluster(128, 9, 132, 0) == 1);
+  CHECK(ChooseSamplingCluster(1, 10, 148, 0) == 4);  // later archs too
+  CHECK(ChooseSamplingCluster(8, 9, 40, 0) == 2);    // a smaller GPU: fewer rows per cluster size
+  // Below sm_90 there are no clusters, whatever is asked.
+  CHECK(ChooseSamplingCluster(1, 8, 108, 0) == 1);
+  CHECK(ChooseSamplingCluster(1, 8, 108, 8) == 1);
+  // KILN_SAMPLING_CLUSTER forces a size on sm_90+, unless the grid would pass 2^31 - 1 blocks.
+  CHECK(ChooseSamplingCluster(128, 9, 132, 8) == 8);
+  CHECK(ChooseSamplingCluster(1, 9, 132, 1) == 1);
+  CHECK(ChooseSamplingCluster(int64_t{1} << 29, 9, 132, 8) == 1);
+}

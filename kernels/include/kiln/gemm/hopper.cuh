@@ -15,14 +15,11 @@
 // Shared-memory addresses are 32-bit (.shared::cta window), as cvta.to.shared gives them.
 #pragma once
 
+#include "kiln/common/cluster.cuh"
 #include "kiln/common/grid_dependency.cuh"
 
 namespace kiln {
 namespace gemm {
-
-__device__ __forceinline__ unsigned SmemAddress(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 
 // ---- mbarrier ("mbarrier.init", "mbarrier.arrive", "mbarrier.test_wait/try_wait") ----
 
@@ -63,34 +60,8 @@ __device__ __forceinline__ void BarrierWait(unsigned long long* bar, unsigned pa
 
 // ---- thread-block clusters (split-K: the blocks of a cluster add their partial tiles) ----
 
-__device__ __forceinline__ unsigned ClusterRank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned ClusterId() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned ClusterCount() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
-  return r;
-}
-
-// Every thread of every block of the cluster: the writes before (barrier inits included) are
-// visible cluster-wide after. All threads must take part ("barrier.cluster": .aligned).
-__device__ __forceinline__ void ClusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-// The address in block `rank` of the cluster of the shared variable at `local` ("mapa").
-__device__ __forceinline__ unsigned ClusterAddress(const void* local, unsigned rank) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(SmemAddress(local)), "r"(rank));
-  return remote;
-}
+// ClusterRank, ClusterId, ClusterCount, ClusterSync, ClusterAddress, SmemAddress:
+// kiln/common/cluster.cuh (shared with the sampling family).
 
 // One arrival on the mbarrier at cluster address `remote`, releasing this thread's earlier
 // shared-memory writes to the cluster ("mbarrier.arrive", .release.cluster, .shared::cluster).

@@ -159,7 +159,7 @@ __device__ __forceinline__ unsigned TileOffset(int row, int chunk) {
 // The arrival of this thread's earlier cp.async copies on `bar` once they have landed; the
 // barrier's expected count includes it (.noinc).
 __device__ __forceinline__ void CpAsyncArriveNoinc(unsigned long long* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(gemm::SmemAddress(bar)) : "memory");
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddress(bar)) : "memory");
 }
 
 // Makes what the generic proxy wrote (cp.async into shared memory) visible to the async proxy
@@ -394,8 +394,8 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   const int window_left = p.window_left;
 
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024 - gemm::SmemAddress(smem_raw) % 1024) % 1024);
-  const unsigned q_smem = gemm::SmemAddress(smem);
+  unsigned char* smem = smem_raw + ((1024 - SmemAddress(smem_raw) % 1024) % 1024);
+  const unsigned q_smem = SmemAddress(smem);
   const unsigned k_smem = q_smem + S::kQBytes;
   const unsigned v_smem = k_smem + kStages * S::kKvBytes;
   detail::Barriers* bars = reinterpret_cast<detail::Barriers*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes);

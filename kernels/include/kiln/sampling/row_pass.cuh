@@ -64,16 +64,20 @@ __device__ __forceinline__ void LoadGroup(const float* __restrict__ row, int voc
 // end: a pass that follows another then starts with the part of the row the last one read most recently, which is
 // likelier still in L2. The ops are order-independent (integer sums, max with index tie-breaks), so the direction
 // changes no result.
-template <int kThreads, int kVec, bool kSanitize = true, class F>
-__device__ __forceinline__ void ForEachGroup(const float* __restrict__ row, int vocab, bool reverse, F&& f) {
+// With kRanks > 1 the row is shared by the kRanks blocks of a cluster: block `rank` walks
+// every kRanks-th stretch of kThreads groups.
+template <int kThreads, int kVec, bool kSanitize = true, int kRanks = 1, class F>
+__device__ __forceinline__ void ForEachGroup(const float* __restrict__ row, int vocab, bool reverse, F&& f,
+                                             int rank = 0) {
   constexpr int kGroupsInFlight = GroupsInFlight<kVec>();
+  constexpr int kRowThreads = kThreads * kRanks;
   const int groups = (vocab + kGroupTokens - 1) / kGroupTokens;
-  for (int base = threadIdx.x; base < groups; base += kThreads * kGroupsInFlight) {
+  for (int base = rank * kThreads + threadIdx.x; base < groups; base += kRowThreads * kGroupsInFlight) {
     unsigned int u[kGroupsInFlight][4];
     int g[kGroupsInFlight];
 #pragma unroll
     for (int r = 0; r < kGroupsInFlight; ++r) {
-      const int i = base + r * kThreads;
+      const int i = base + r * kRowThreads;
       g[r] = reverse ? groups - 1 - i : i;
       if (i < groups) LoadGroup<kVec>(row, vocab, g[r], u[r]);
     }
@@ -86,7 +90,7 @@ __device__ __forceinline__ void ForEachGroup(const float* __restrict__ row, int 
     }
 #pragma unroll
     for (int r = 0; r < kGroupsInFlight; ++r) {
-      if (base + r * kThreads < groups) f(g[r], u[r], TokensInGroup(g[r], vocab));
+      if (base + r * kRowThreads < groups) f(g[r], u[r], TokensInGroup(g[r], vocab));
     }
   }
 }

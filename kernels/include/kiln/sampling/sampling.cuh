@@ -25,6 +25,7 @@
 // Philox runs only for tokens that take part in the race.
 #pragma once
 
+#include "kiln/common/cluster.cuh"
 #include "kiln/sampling/race.cuh"
 #include "kiln/sampling/row_pass.cuh"
 #include "kiln/sampling/value_select.cuh"
@@ -34,14 +35,17 @@ namespace sampling {
 
 enum class SamplingOp { kTopK, kTopP, kTopKTopP, kMinP, kArgmax };
 
-template <typename Out_, int kVec_, int kThreads_>
+// kCluster blocks (a thread-block cluster, sm_90+) share one row; 1: a block per row.
+template <typename Out_, int kVec_, int kThreads_, int kCluster_ = 1>
 struct SamplingShape {
   using Out = Out_;  // int or long long
   static constexpr int kVec = kVec_;
   static constexpr int kThreads = kThreads_;
+  static constexpr int kCluster = kCluster_;
   static_assert(sizeof(Out) == 4 || sizeof(Out) == 8, "samples are int32 or int64");
   static_assert(kVec == 1 || kVec == 2 || kVec == 4, "vec is 1, 2 or 4 floats (at most 16 bytes)");
   static_assert(kThreads == 1024, "the value histograms take two bins per thread of 1024");
+  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "cluster is 1, 2, 4 or 8 blocks");
 };
 
 // Tokens of the region around a threshold kept in shared memory, so the finer levels and the
@@ -60,10 +64,19 @@ struct SelectSmem {
 };
 static_assert(sizeof(SelectSmem) == kSelectSmemBytes, "SelectSmem is the dynamic shared memory of the contract");
 
+// ... of a row shared by a cluster: each block's own histogram of its part of the row, which
+// the cluster's blocks sum into their hist0 / hist1 (the same sums in every block).
+struct ClusterSelectSmem {
+  SelectSmem select;
+  unsigned long long hist_part[kHistBins];
+};
+static_assert(sizeof(ClusterSelectSmem) == kClusterSelectSmemBytes, "ClusterSelectSmem: the contract's size");
+
 template <int kThreads>
 struct BlockScratch {
   SelectScratch<kThreads> select;
   unsigned long long warp_best[kThreads / 32];
+  unsigned long long block_best;  // the block's part of a cluster-wide maximum
   unsigned int list_count;
   unsigned int race_count;        // tokens queued for the race (may pass kRaceQueueCapacity)
   unsigned int list_lo, list_hi;  // the list holds every token with bits in [lo, hi]
@@ -116,14 +129,22 @@ struct Threshold {
 };
 
 // One row's selection and race. Every thread of the block runs every method (they contain
-// barriers); all decisions are on values every thread holds alike.
+// barriers); all decisions are on values every thread holds alike. With Shape::kCluster > 1
+// the blocks of a cluster share the row: each walks its part (ForEachGroup's ranks) and keeps
+// its own list and race queue; histograms and maxima are summed / taken over the cluster, so
+// every block holds the same histograms and takes the same decisions, and the winner is the
+// same as one block's.
 template <class Shape>
 class RowSampler {
  public:
   static constexpr int kThreads = Shape::kThreads;
+  static constexpr int kCluster = Shape::kCluster;
 
-  __device__ RowSampler(const float* row, int vocab, RaceSeed seed, SelectSmem* smem, BlockScratch<kThreads>& s)
-      : row_(row), vocab_(vocab), seed_(seed), smem_(smem), s_(s) {
+  // hist_part: the block's own histogram (ClusterSelectSmem::hist_part) when kCluster > 1.
+  __device__ RowSampler(const float* row, int vocab, RaceSeed seed, SelectSmem* smem, BlockScratch<kThreads>& s,
+                        unsigned long long* hist_part = nullptr)
+      : row_(row), vocab_(vocab), seed_(seed), smem_(smem), s_(s), hist_part_(hist_part) {
+    if constexpr (kCluster > 1) rank_ = static_cast<int>(ClusterRank());
     if (threadIdx.x == 0) {
       s_.list_count = 0;
       s_.list_lo = 1;  // empty
@@ -135,17 +156,18 @@ class RowSampler {
 
   // The histogram of region (level, prefix) over tokens >= floor, from a pass over the row.
   __device__ void PassHistogram(unsigned long long* hist, int level, unsigned int prefix, unsigned int floor) {
-    ClearHistogram(hist);
+    unsigned long long* part = PartOf(hist);
+    ClearHistogram(part);
     HistogramRun run;
-    ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int, const unsigned int(&u)[4], int n) {
+    Walk<true>(reverse_, [&](int, const unsigned int(&u)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if (j < n && u[j] >= floor && InRegion(u[j], level, prefix)) run.Add(hist, Digit(u[j], level), HistEntry(u[j]));
+        if (j < n && u[j] >= floor && InRegion(u[j], level, prefix)) run.Add(part, Digit(u[j], level), HistEntry(u[j]));
       }
     });
-    run.Flush(hist);
+    run.Flush(part);
     reverse_ = !reverse_;
-    __syncthreads();
+    SumOverCluster(hist, level);
   }
 
   // A pass that puts every token with bits in [lo, hi] on the list (the caller knows they
@@ -167,7 +189,7 @@ class RowSampler {
     int* list_token = smem_->list_token;
     int* race_token = smem_->race_token;
     const unsigned int race_lo = hi + 1u;
-    ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int g, const unsigned int(&u)[4], int n) {
+    Walk<true>(reverse_, [&](int g, const unsigned int(&u)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (j < n && u[j] >= lo && u[j] <= hi) {
@@ -203,9 +225,7 @@ class RowSampler {
   __device__ void PassRace(unsigned int lo) {
     unsigned long long best = best_;
     const RaceSeed seed = seed_;
-    ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int g, const unsigned int(&u)[4], int n) {
-      RaceGroup(seed, g, u, n, lo, best);
-    });
+    Walk<true>(reverse_, [&](int g, const unsigned int(&u)[4], int n) { RaceGroup(seed, g, u, n, lo, best); });
     best_ = best;
     reverse_ = !reverse_;
   }
@@ -213,18 +233,18 @@ class RowSampler {
   // The largest sanitized value of the row (one pass).
   __device__ unsigned int PassMaxBits() {
     unsigned int m = 0;
-    ForEachGroup<kThreads, Shape::kVec>(row_, vocab_, reverse_, [&](int, const unsigned int(&u)[4], int n) {
+    Walk<true>(reverse_, [&](int, const unsigned int(&u)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) m = j < n && u[j] > m ? u[j] : m;
     });
     reverse_ = !reverse_;
-    return static_cast<unsigned int>(BlockMax<kThreads>(m, s_.warp_best));
+    return static_cast<unsigned int>(RowMax(m));
   }
 
   // The index of the largest raw value, ties and NaN as torch.argmax (one pass).
   __device__ int PassArgmax() {
     unsigned long long best = 0;
-    ForEachGroup<kThreads, Shape::kVec, false>(row_, vocab_, false, [&](int g, const unsigned int(&u)[4], int n) {
+    Walk<false>(false, [&](int g, const unsigned int(&u)[4], int n) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (j >= n) continue;
@@ -235,7 +255,7 @@ class RowSampler {
         best = entry > best ? entry : best;
       }
     });
-    return RaceWinner(BlockMax<kThreads>(best, s_.warp_best));
+    return RaceWinner(RowMax(best));
   }
 
   // The level-0 histogram of the whole row into hist0, and its scan.
@@ -291,7 +311,7 @@ class RowSampler {
     } else {
       PassRace(t);
     }
-    const unsigned long long best = BlockMax<kThreads>(best_, s_.warp_best);
+    const unsigned long long best = RowMax(best_);
     return best != 0 ? RaceWinner(best) : 0;
   }
 
@@ -308,13 +328,65 @@ class RowSampler {
   }
 
   __device__ void HistogramFromList(unsigned long long* hist, int level, unsigned int prefix, unsigned int floor) {
-    ClearHistogram(hist);
+    unsigned long long* part = PartOf(hist);
+    ClearHistogram(part);
     const int count = static_cast<int>(s_.list_count);
     for (int i = threadIdx.x; i < count; i += kThreads) {
       const unsigned int u = smem_->list_bits[i];
-      if (u >= floor && InRegion(u, level, prefix)) SharedAdd64(hist + Digit(u, level), HistEntry(u));
+      if (u >= floor && InRegion(u, level, prefix)) SharedAdd64(part + Digit(u, level), HistEntry(u));
     }
-    __syncthreads();
+    SumOverCluster(hist, level);
+  }
+
+  // Calls f(g, u, n) for every group of this block's part of the row (row_pass.cuh).
+  template <bool kSanitize, class F>
+  __device__ __forceinline__ void Walk(bool reverse, F&& f) {
+    ForEachGroup<kThreads, Shape::kVec, kSanitize, kCluster>(row_, vocab_, reverse, f, rank_);
+  }
+
+  // Where a block counts its part of a histogram: hist itself for a block per row.
+  __device__ unsigned long long* PartOf(unsigned long long* hist) const {
+    if constexpr (kCluster > 1) {
+      return hist_part_;
+    } else {
+      return hist;
+    }
+  }
+
+  // After every thread's adds to PartOf(hist): hist complete in every block of the cluster
+  // (the sum of the blocks' parts; exact integer sums, so the order does not matter). One
+  // block: a barrier. A cluster: two cluster barriers, the first so that every part is
+  // complete, the second so that no block clears its part while another still reads it.
+  __device__ void SumOverCluster(unsigned long long* hist, int level) {
+    if constexpr (kCluster > 1) {
+      ClusterSync();
+      const int bins = LevelBins(level);
+      for (int b = threadIdx.x; b < bins; b += kThreads) {
+        unsigned long long sum = 0;
+#pragma unroll
+        for (int r = 0; r < kCluster; ++r) sum += ClusterLoadU64(ClusterAddress(hist_part_ + b, r));
+        hist[b] = sum;
+      }
+      ClusterSync();
+    } else {
+      __syncthreads();
+    }
+  }
+
+  // The largest v over the row's blocks, in every thread.
+  __device__ unsigned long long RowMax(unsigned long long v) {
+    v = BlockMax<kThreads>(v, s_.warp_best);
+    if constexpr (kCluster > 1) {
+      if (threadIdx.x == 0) s_.block_best = v;
+      ClusterSync();
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) {
+        const unsigned long long other = ClusterLoadU64(ClusterAddress(&s_.block_best, r));
+        v = other > v ? other : v;
+      }
+      ClusterSync();  // every block has read block_best before it is written again
+    }
+    return v;
   }
 
   const float* row_;
@@ -322,6 +394,8 @@ class RowSampler {
   RaceSeed seed_;
   SelectSmem* smem_;
   BlockScratch<kThreads>& s_;
+  unsigned long long* hist_part_;
+  int rank_ = 0;
   bool reverse_ = false;
   unsigned long long best_ = 0;  // this thread's race so far
 };
@@ -376,13 +450,14 @@ template <class Shape, SamplingOp kOp>
 __device__ __forceinline__ void SampleRow(void* samples, const float* probs, long long vocab, long long row_stride,
                                           const int* k_values, long long k_scalar, const float* p_values,
                                           double p_scalar, unsigned long long seed, unsigned long long offset,
-                                          SelectSmem* smem, BlockScratch<Shape::kThreads>& scratch) {
-  const long long row = blockIdx.x;
+                                          SelectSmem* smem, BlockScratch<Shape::kThreads>& scratch,
+                                          unsigned long long* hist_part) {
+  const long long row = blockIdx.x / Shape::kCluster;  // a cluster's blocks are consecutive in x
   const int v = static_cast<int>(vocab);
   const RaceSeed race_seed = {static_cast<unsigned int>(seed), static_cast<unsigned int>(seed >> 32),
                               static_cast<unsigned int>(row), static_cast<unsigned int>(offset),
                               static_cast<unsigned int>(offset >> 32)};
-  RowSampler<Shape> r(probs + row * row_stride, v, race_seed, smem, scratch);
+  RowSampler<Shape> r(probs + row * row_stride, v, race_seed, smem, scratch, hist_part);
   int token = 0;
   if constexpr (kOp == SamplingOp::kArgmax) {
     token = r.PassArgmax();
@@ -408,7 +483,8 @@ __device__ __forceinline__ void SampleRow(void* samples, const float* probs, lon
     }
     token = r.FinishRace(threshold);
   }
-  if (threadIdx.x == 0) static_cast<typename Shape::Out*>(samples)[row] = static_cast<typename Shape::Out>(token);
+  if (threadIdx.x == 0 && blockIdx.x % Shape::kCluster == 0)
+    static_cast<typename Shape::Out*>(samples)[row] = static_cast<typename Shape::Out>(token);
 }
 
 }  // namespace sampling

@@ -5,10 +5,12 @@
 //   argmax                                                                  the largest value
 //
 // Params: out_dtype (int32, int64: samples' type), vec (kParamVec: 1, 2 or 4 floats per load
-// of probs). vocab is not a param: one kernel per (op, out_dtype, vec) serves every vocabulary.
-// Launch (the only entry of each op): grid.x = rows (items_per_block is 1: one row per block);
-// block and dynamic shared memory as hinted (kSelectSmemBytes for the ops that select a
-// threshold, none for min_p and argmax).
+// of probs), cluster (kParamCluster: 1, 2, 4 or 8 blocks per row; above 1 sm_90+ only). vocab
+// is not a param: one kernel per (op, out_dtype, vec, cluster) serves every vocabulary.
+// Launch (the only entry of each op): grid.x = rows * cluster, with cluster dimension
+// (cluster, 1, 1) when cluster > 1 (items_per_block is 1: one row per block or cluster); block
+// and dynamic shared memory as hinted (kSelectSmemBytes, kClusterSelectSmemBytes in a cluster,
+// for the ops that select a threshold; none for min_p and argmax).
 #pragma once
 
 #include "kiln/common/op_contract.h"
@@ -38,6 +40,14 @@ constexpr int kBlock = 1024;
 // words, a 4096-token list and an 8192-token race queue (kiln::sampling::SelectSmem, which
 // asserts this size).
 constexpr int kSelectSmemBytes = 2 * 2048 * 8 + 4096 * 8 + 8192 * 4;
+// ... with a row over a cluster: one more 2048-bin histogram, the block's part of the row's
+// (kiln::sampling::ClusterSelectSmem).
+constexpr int kClusterSelectSmemBytes = kSelectSmemBytes + 2048 * 8;
+
+// Param `cluster`: the blocks (a thread-block cluster, sm_90+) that share a row. 1: a block
+// per row (any arch of the family); 2, 4, 8: small batches spread over more SMs.
+constexpr const char* kParamCluster = "cluster";
+constexpr int kMaxCluster = 8;  // the portable cluster size
 
 // Every entry's parameter, by value. Per-row parameters: a [rows] array, or null and the scalar
 // for every row (k for top_k / top_k_top_p; p for top_p / top_k_top_p, min_p for min_p).
