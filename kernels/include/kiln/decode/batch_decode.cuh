@@ -16,7 +16,7 @@
 //                                                         T and transposed with movmatrix)
 // K and V tiles stream through a kStages-deep cp.async pipeline in shared memory (16-byte
 // copies, XOR-swizzled 16-byte chunks so ldmatrix is free of bank conflicts); one page-table
-// lookup per token row (one per tile when a page holds whole tiles). Out-of-range tokens are
+// lookup per token row (one per tile when a page holds whole tiles), issued a tile ahead. Out-of-range tokens are
 // zero-filled and masked, so no byte outside a request's positions is read. At the end the
 // warps' (max, sum, O) are merged through shared memory; a request that is one item writes
 // `out` (and `lse`), a chunk of a split request writes its normalized partial output and
@@ -33,6 +33,10 @@
 
 namespace kiln {
 namespace decode {
+
+// Pages smaller than this have their ids looked up a tile ahead (DecodeShape::kLookAhead).
+// Measured on the H200 (bench/results/2026-12-04-decode-page-lookahead-h200.md).
+constexpr int kLookAheadBelowPage = 16;
 
 template <typename T_, int kHeadDim_, int kGroup_, int kPageSize_, bool kSoftCap_, int kWarps_, int kStages_>
 struct DecodeShape {
@@ -58,6 +62,9 @@ struct DecodeShape {
   static constexpr int kOStride = kHeadDim + 4;
   static constexpr int kEpilogueBytes = (kWarps * 8 * kOStride + 2 * kWarps * 8) * 4;
   static constexpr int kSmemBytes = kStages * kStageBytes;
+  // Page ids looked up a tile ahead of the tile's copies (TilePages) below this page size: a
+  // tile of 64 tokens then spans at least 8 pages, its ids fresh kv_indices lines.
+  static constexpr bool kLookAhead = kPageSize < kLookAheadBelowPage;
 
   static_assert(sizeof(T) == 2, "batch_decode runs on fp16 or bf16 (tensor-core MMAs)");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head_dim must be 64, 128 or 256");
@@ -81,12 +88,47 @@ using attention::Logit;
 using attention::NegativeInfinity;
 using attention::SwizzledOffset;
 
-// Issues the cp.async copies of K and V for the tile of tokens at absolute positions tile_start...
-// into shared memory; positions outside [begin, end), and page ids outside the cache, become
-// zeros (their logits are masked, and zero V keeps 0 * garbage out of the MMA).
+// The page of each token row this thread copies in the tile at tile_start (one per pass; with
+// pages that hold whole tiles, the tile's page in every entry). Looked up a tile ahead of its
+// copies: with small pages (page_size 1: 64 page ids of a tile on two fresh lines of
+// kv_indices) the lookup is an L2 round trip that would otherwise stall every tile's copies.
 template <class Shape>
-__device__ __forceinline__ void LoadTile(const KilnBatchDecodeParams& p, int kv_head, int page_begin, int tile_start,
-                                         int begin, int end, unsigned k_dst, unsigned v_dst) {
+struct TilePages {
+  int page[Shape::kPasses];
+};
+
+// Fills `pages` for the tile at tile_start: page -1 for positions outside [begin, end), and
+// for a page-table offset outside kv_indices (only with a table that contradicts the plan).
+template <class Shape>
+__device__ __forceinline__ void LookUpTilePages(const KilnBatchDecodeParams& p, int page_begin, int tile_start,
+                                                int begin, int end, TilePages<Shape>& pages) {
+  constexpr int kPageSize = Shape::kPageSize;
+  const int row0 = threadIdx.x / Shape::kChunksPerRow;
+  auto page_of = [&](int pos) {
+    const long long entry = static_cast<long long>(page_begin) + pos / kPageSize;
+    return page_begin >= 0 && entry < p.num_indices ? __ldg(p.kv_indices + entry) : -1;
+  };
+  if constexpr (kPageSize % Shape::kTileTokens == 0) {
+    // Tiles start at multiples of kTileTokens positions, so such a page holds whole tiles.
+    const int tile_page = page_of(tile_start);
+#pragma unroll
+    for (int j = 0; j < Shape::kPasses; ++j) pages.page[j] = tile_page;
+  } else {
+#pragma unroll
+    for (int j = 0; j < Shape::kPasses; ++j) {
+      const int pos = tile_start + row0 + j * Shape::kRowsPerPass;
+      pages.page[j] = pos >= begin && pos < end ? page_of(pos) : -1;
+    }
+  }
+}
+
+// Issues the cp.async copies of K and V for the tile of tokens at absolute positions tile_start...
+// into shared memory, from the pages LookUpTilePages found; positions outside [begin, end), and
+// page ids outside the cache, become zeros (their logits are masked, and zero V keeps
+// 0 * garbage out of the MMA).
+template <class Shape>
+__device__ __forceinline__ void LoadTile(const KilnBatchDecodeParams& p, int kv_head, int tile_start, int begin,
+                                         int end, const TilePages<Shape>& pages, unsigned k_dst, unsigned v_dst) {
   using T = typename Shape::T;
   constexpr int kPageSize = Shape::kPageSize;
   const int chunk = threadIdx.x % Shape::kChunksPerRow;
@@ -95,27 +137,12 @@ __device__ __forceinline__ void LoadTile(const KilnBatchDecodeParams& p, int kv_
   const T* v_cache = static_cast<const T*>(p.v_cache);
   const long long token_stride = static_cast<long long>(p.num_kv_heads) * Shape::kHeadDim;
   const long long head_offset = static_cast<long long>(kv_head) * Shape::kHeadDim + chunk * 8;
-  // A page-table offset outside kv_indices (only with a table that contradicts the plan)
-  // reads as page -1: an empty slot.
-  auto page_of = [&](int pos) {
-    const long long entry = static_cast<long long>(page_begin) + pos / kPageSize;
-    return page_begin >= 0 && entry < p.num_indices ? __ldg(p.kv_indices + entry) : -1;
-  };
-  int tile_page = 0;
-  if constexpr (kPageSize % Shape::kTileTokens == 0) {
-    // Tiles start at multiples of kTileTokens positions, so such a page holds whole tiles.
-    tile_page = page_of(tile_start);
-  }
 #pragma unroll
   for (int j = 0; j < Shape::kPasses; ++j) {
     const int row = row0 + j * Shape::kRowsPerPass;
     const int pos = tile_start + row;
-    bool valid = pos >= begin && pos < end;
-    int page = tile_page;
-    if constexpr (kPageSize % Shape::kTileTokens != 0) {
-      if (valid) page = page_of(pos);
-    }
-    valid = valid && static_cast<unsigned>(page) < static_cast<unsigned>(p.num_pages);
+    const int page = pages.page[j];
+    const bool valid = pos >= begin && pos < end && static_cast<unsigned>(page) < static_cast<unsigned>(p.num_pages);
     const long long in_page = (pos % kPageSize) * token_stride + head_offset;
     const T* k_src = valid ? k_cache + page * p.k_page_stride + in_page : k_cache;
     const T* v_src = valid ? v_cache + page * p.v_page_stride + in_page : v_cache;
@@ -204,15 +231,19 @@ __device__ __forceinline__ void BatchDecode(const KilnBatchDecodeParams& p, unsi
   float l[2] = {0.f, 0.f};
 
   const unsigned smem_base = SharedAddress(smem);
+  detail::TilePages<Shape> tile_pages;  // of the next tile to copy (kLookAhead: looked up a tile before)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < num_tiles) {
+      const int tile_start = first_tile + s * kTileTokens;
+      detail::LookUpTilePages<Shape>(p, page_begin, tile_start, begin, end, tile_pages);
       const unsigned k_dst = smem_base + s * Shape::kStageBytes;
-      detail::LoadTile<Shape>(p, kv_head, page_begin, first_tile + s * kTileTokens, begin, end, k_dst,
-                              k_dst + Shape::kTileBytes);
+      detail::LoadTile<Shape>(p, kv_head, tile_start, begin, end, tile_pages, k_dst, k_dst + Shape::kTileBytes);
     }
     CpAsyncCommit();  // empty groups too: the wait below counts groups
   }
+  if (Shape::kLookAhead && kStages - 1 < num_tiles)
+    detail::LookUpTilePages<Shape>(p, page_begin, first_tile + (kStages - 1) * kTileTokens, begin, end, tile_pages);
 
   for (int t = 0; t < num_tiles; ++t) {
     CpAsyncWait<kStages - 2>();  // this thread's copies of tile t have landed
@@ -221,8 +252,13 @@ __device__ __forceinline__ void BatchDecode(const KilnBatchDecodeParams& p, unsi
       const int next = t + kStages - 1;
       if (next < num_tiles) {
         const unsigned k_dst = smem_base + (next % kStages) * Shape::kStageBytes;
-        detail::LoadTile<Shape>(p, kv_head, page_begin, first_tile + next * kTileTokens, begin, end, k_dst,
+        if (!Shape::kLookAhead)
+          detail::LookUpTilePages<Shape>(p, page_begin, first_tile + next * kTileTokens, begin, end, tile_pages);
+        detail::LoadTile<Shape>(p, kv_head, first_tile + next * kTileTokens, begin, end, tile_pages, k_dst,
                                 k_dst + Shape::kTileBytes);
+        // Looking ahead: the page ids of the tile after it arrive while this tile is computed.
+        if (Shape::kLookAhead && next + 1 < num_tiles)
+          detail::LookUpTilePages<Shape>(p, page_begin, first_tile + (next + 1) * kTileTokens, begin, end, tile_pages);
       }
       CpAsyncCommit();
     }
