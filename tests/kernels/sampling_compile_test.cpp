@@ -44,8 +44,8 @@ TEST_CASE("representative sampling specializations compile with the promised att
       {"sm_90a", "argmax", "int32", "4", "8"},
   };
   for (const Build& b : builds) {
-    auto spec =
-        OpRegistry::Builtin().Generate(b.op, {{"out_dtype", b.out}, {"vec", b.vec}, {"cluster", b.cluster}}, *Tree());
+    auto spec = OpRegistry::Builtin().Generate(b.op, {{"out_dtype", b.out}, {"vec", b.vec}, {"cluster", b.cluster}},
+                                               *Tree());
     REQUIRE(spec.ok());
     auto arch = ResolveArch(*GpuArch::Parse(b.arch), spec->arch_families, spec->uri);
     REQUIRE(arch.ok());

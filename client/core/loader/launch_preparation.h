@@ -92,7 +92,8 @@ StatusOr<PreparedLaunch> PrepareOpLaunchFor(const OpKernels& op, SpecFor&& spec_
 // The same for a specialization that does not depend on the device.
 template <typename Spec>
 StatusOr<PreparedLaunch> PrepareOpLaunch(const OpKernels& op, const Spec& spec, int device, const char* api) {
-  return PrepareOpLaunchFor(op, [&spec](const ContextInfo&) { return spec; }, device, api);
+  return PrepareOpLaunchFor(
+      op, [&spec](const ContextInfo&) { return spec; }, device, api);
 }
 
 }  // namespace kiln::client

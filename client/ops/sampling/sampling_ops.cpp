@@ -93,8 +93,8 @@ Status RunSample(const SampleArgs<kS>& a, const char* api, void* stream) {
                            " rows need more than 2^31-1 blocks (one per row); split the call");
   SamplingSpec spec;
   const auto spec_for = [&plan](const ContextInfo& ctx) {
-    const int cluster =
-        ChooseSamplingCluster(plan.rows, ctx.cc_major, ctx.multiprocessors, SamplingClusterFromEnvironment());
+    const int cluster = ChooseSamplingCluster(plan.rows, ctx.cc_major, ctx.multiprocessors,
+                                              SamplingClusterFromEnvironment());
     return SamplingSpec{plan.out_dtype, plan.vec, cluster};
   };
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunchFor(kS.kernels, spec_for, plan.device, api, &spec));

@@ -119,7 +119,7 @@ StatusOr<SamplingPlan> PlanSampling(SamplingOp op, const SamplingArgs& args, con
 }
 
 int ChooseSamplingCluster(int64_t rows, int cc_major, int multiprocessors, int forced) {
-  if (cc_major < 9) return 1;  // clusters are sm_90+
+  if (cc_major < 9) return 1;                                      // clusters are sm_90+
   if (forced > 0) return rows * forced <= INT32_MAX ? forced : 1;  // grid.x is rows * cluster
   // Measured on the H200 (132 SMs; bench/results/2026-12-04-sampling-h200.md): clusters of 2
   // run on every SM at once, clusters of 4 and 8 on about half (a batch that needs more runs a
@@ -144,8 +144,8 @@ int SamplingClusterFromEnvironment() {
     for (const char* allowed : {"1", "2", "4", "8"}) {
       if (std::strcmp(text, allowed) == 0) return std::atoi(text);
     }
-    std::fprintf(stderr, "kiln: KILN_SAMPLING_CLUSTER='%.64s' is not valid: expected auto, 1, 2, 4 or 8; auto is used\n",
-                 text);
+    std::fprintf(stderr,
+                 "kiln: KILN_SAMPLING_CLUSTER='%.64s' is not valid: expected auto, 1, 2, 4 or 8; auto is used\n", text);
     return 0;
   }();
   return value;

@@ -89,7 +89,8 @@ class SamplingGenerator : public OpGenerator {
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
     const int cluster = values.Int(sampling::kParamCluster);
 
-    const int smem = !op_.uses_list ? 0 : (cluster > 1 ? sampling::kClusterSelectSmemBytes : sampling::kSelectSmemBytes);
+    const int smem = !op_.uses_list ? 0
+                                    : (cluster > 1 ? sampling::kClusterSelectSmemBytes : sampling::kSelectSmemBytes);
     JitSpec spec;
     spec.uri = absl::StrCat(op, "_", out.name, VecSuffix(vec, WidestVec(kProbsType.bytes)),
                             cluster > 1 ? absl::StrCat("_c", cluster) : "");

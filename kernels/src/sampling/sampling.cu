@@ -13,7 +13,7 @@ namespace kiln_sampling_unit {}
 
 #include "kiln_config.cuh"
 
-#if !defined(KILN_SAMPLING_OP) || !defined(KILN_SAMPLING_ENTRY) || !defined(KILN_SAMPLING_OUT) || \
+#if !defined(KILN_SAMPLING_OP) || !defined(KILN_SAMPLING_ENTRY) || !defined(KILN_SAMPLING_OUT) ||          \
     !defined(KILN_SAMPLING_VEC) || !defined(KILN_SAMPLING_THREADS) || !defined(KILN_SAMPLING_USES_LIST) || \
     !defined(KILN_SAMPLING_CLUSTER)
 #error "kiln_config.cuh must define every KILN_SAMPLING_* parameter (see sampling_generator.cpp)"
@@ -43,7 +43,8 @@ extern "C" __global__ void __launch_bounds__(KILN_SAMPLING_THREADS, 1)
   smem = reinterpret_cast<kiln::sampling::SelectSmem*>(kiln_sampling_dynamic_smem);
 #endif
 #endif
-  kiln::sampling::SampleRow<Shape, kiln::sampling::SamplingOp::KILN_SAMPLING_OP>(
-      p.samples, p.probs, p.vocab, p.row_stride, p.k_values, p.k_scalar, p.p_values, p.p_scalar, p.seed, p.offset,
-      smem, scratch, hist_part);
+  kiln::sampling::SampleRow<Shape, kiln::sampling::SamplingOp::KILN_SAMPLING_OP>(p.samples, p.probs, p.vocab,
+                                                                                 p.row_stride, p.k_values, p.k_scalar,
+                                                                                 p.p_values, p.p_scalar, p.seed,
+                                                                                 p.offset, smem, scratch, hist_part);
 }

@@ -579,16 +579,19 @@ TEST_CASE("a row shared by a cluster of blocks draws what one block draws", "[gp
   // Llama's vocabulary; a vocabulary that does not fill the cluster's stretches evenly; rows
   // narrower than one block's first stretch (some blocks of the cluster get nothing); flat rows
   // (the list and the race queue overflow: passes over the row) and ties.
-  const Shape shapes[] = {{16, 128256, RowKind::kLlm}, {5, 4099, RowKind::kLlm}, {7, 50, RowKind::kLlm},
-                          {4, 128256, RowKind::kFlat}, {9, 3001, RowKind::kTies}};
+  const Shape shapes[] = {{16, 128256, RowKind::kLlm},
+                          {5, 4099, RowKind::kLlm},
+                          {7, 50, RowKind::kLlm},
+                          {4, 128256, RowKind::kFlat},
+                          {9, 3001, RowKind::kTies}};
   for (const Shape& shape : shapes) {
     std::vector<float> host(static_cast<size_t>(shape.rows * shape.vocab));
     for (int64_t r = 0; r < shape.rows; ++r) FillRow(host.data() + r * shape.vocab, shape.vocab, shape.kind, rng);
     DeviceProbs probs(std::move(host), shape.rows, shape.vocab, shape.vocab);
     DeviceSamples out(DType::kInt64, shape.rows);
-    const Config configs[] = {{Op::kTopK, {50}},       {Op::kTopK, {0}},           {Op::kTopP, {0, 0.9}},
-                              {Op::kTopP, {0, 0.99}},  {Op::kTopKTopP, {50, 0.9}}, {Op::kTopKTopP, {2000, 0.95}},
-                              {Op::kMinP, {0, 0.05}},  {Op::kArgmax, {}}};
+    const Config configs[] = {{Op::kTopK, {50}},      {Op::kTopK, {0}},           {Op::kTopP, {0, 0.9}},
+                              {Op::kTopP, {0, 0.99}}, {Op::kTopKTopP, {50, 0.9}}, {Op::kTopKTopP, {2000, 0.95}},
+                              {Op::kMinP, {0, 0.05}}, {Op::kArgmax, {}}};
     for (const Config& c : configs) {
       INFO(Describe(c) << " rows " << shape.rows << " vocab " << shape.vocab);
       kiln::client::SetSamplingClusterForTesting(1);

@@ -11,7 +11,7 @@
 namespace kiln {
 namespace sampling {
 
-constexpr int kGroupTokens = 4;     // tokens per group: one Philox call draws for all four
+constexpr int kGroupTokens = 4;  // tokens per group: one Philox call draws for all four
 // Groups a thread loads before it uses the first: four (16 tokens) for 16- and 8-byte loads;
 // two for scalar loads (eight loads, with fewer registers: four kept the gather pass of top_p
 // over 64 registers once it queued its racers).
