@@ -8,6 +8,7 @@ what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
+source bench/gpu_kilnd.sh
 export KILN_TEST_KILND=$PWD/.gpu/bin/kilnd KILN_TEST_CLI=$PWD/.gpu/bin/kiln \
   KILN_TEST_KERNELS_DIR=$PWD/kernels KILN_TEST_LAUNCH=$PWD/.gpu/bin/kiln-launch \
   KILN_TEST_COMM_RANK_TESTS=$PWD/.gpu/bin/kiln_comm_rank_tests
@@ -33,14 +34,11 @@ fi
 
 if [[ $what == bench || $what == all ]]; then
   dir=$(mktemp -d)
-  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
-    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-bench.log" 2>&1 &
-  daemon=$!
-  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
-  KILN_SOCKET=$dir/kilnd.sock timeout 400 kiln-launch -n 2 python3 bench/comm/compare_nccl.py \
+  start_kilnd "$dir" "$OUT/kilnd-bench.log"
+  timeout 400 kiln-launch -n 2 python3 bench/comm/compare_nccl.py \
     --lib "$PWD/.gpu/bin/libkiln_client.so.0.1" --dtypes "${DTYPES:-bf16}" \
     --out "$OUT/all-reduce-vs-nccl.json" > "$OUT/all-reduce-vs-nccl.log" 2>&1
   echo "compare_nccl rc=$?"
   tail -30 "$OUT/all-reduce-vs-nccl.log"
-  kill $daemon; wait $daemon 2>/dev/null
+  stop_kilnd
 fi

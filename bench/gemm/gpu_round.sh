@@ -18,6 +18,7 @@ what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
+source bench/gpu_kilnd.sh
 chmod -R a+rX .gpu kernels
 py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
 
@@ -37,11 +38,7 @@ fi
 
 if [[ $what == fp8 ]]; then
   dir=$(mktemp -d)
-  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
-    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-fp8.log" 2>&1 &
-  daemon=$!
-  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
-  export KILN_SOCKET=$dir/kilnd.sock
+  start_kilnd "$dir" "$OUT/kilnd-fp8.log"
   for list in fp8 llama31_8b; do
     timeout 200 kiln-bench --list "bench/gemm/$list.list" --out "$OUT/gemm-$list.json" > "$OUT/gemm-$list.log" 2>&1
     echo "kiln-bench --list bench/gemm/$list.list rc=$?"
@@ -55,16 +52,12 @@ if [[ $what == fp8 ]]; then
     echo "compare_torch --ops fp8_gemm rc=$?"
     cat "$OUT/fp8-compare-torch.log"
   fi
-  kill $daemon; wait $daemon 2>/dev/null
+  stop_kilnd
 fi
 
 if [[ $what == bench || $what == all ]]; then
   dir=$(mktemp -d)
-  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
-    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-gemm.log" 2>&1 &
-  daemon=$!
-  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
-  export KILN_SOCKET=$dir/kilnd.sock
+  start_kilnd "$dir" "$OUT/kilnd-gemm.log"
   for list in llama31_8b fp8 splits multicast grouped grouped_fp8 tactics; do
     timeout 200 kiln-bench --list "bench/gemm/$list.list" --out "$OUT/gemm-$list.json" > "$OUT/gemm-$list.log" 2>&1
     echo "kiln-bench --list bench/gemm/$list.list rc=$?"
@@ -81,5 +74,5 @@ if [[ $what == bench || $what == all ]]; then
     echo "compare_torch --ops grouped_gemm,grouped_gemm_masked rc=$?"
     cat "$OUT/grouped-compare-torch.log"
   fi
-  kill $daemon; wait $daemon 2>/dev/null
+  stop_kilnd
 fi

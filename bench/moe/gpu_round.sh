@@ -18,6 +18,7 @@ what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
+source bench/gpu_kilnd.sh
 chmod -R a+rX .gpu kernels
 py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
 
@@ -28,13 +29,8 @@ if [[ $what == tests || $what == all ]]; then
 fi
 
 dir=$(mktemp -d)
-daemon=
 if [[ $what != tests ]]; then
-  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
-    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-moe.log" 2>&1 &
-  daemon=$!
-  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
-  export KILN_SOCKET=$dir/kilnd.sock
+  start_kilnd "$dir" "$OUT/kilnd-moe.log"
 fi
 
 if [[ $what == bench || $what == measure || $what == all ]]; then
@@ -102,5 +98,5 @@ if [[ $what == torch || $what == measure || $what == all ]]; then
   fi
 fi
 
-[[ -n $daemon ]] && { kill "$daemon"; wait "$daemon" 2>/dev/null; }
+stop_kilnd
 exit 0

@@ -18,15 +18,12 @@ shift $(( $# < 2 ? $# : 2 ))
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
+source bench/gpu_kilnd.sh
 chmod -R a+rX .gpu kernels
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,clocks.max.mem --format=csv > "$OUT/gpu.csv" 2>&1
 
 dir=$(mktemp -d)
-kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
-  --kernels-dir "$PWD/kernels" > "$OUT/kilnd-bench.log" 2>&1 &
-daemon=$!
-for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
-export KILN_SOCKET=$dir/kilnd.sock
+start_kilnd "$dir" "$OUT/kilnd-bench.log"
 
 if [[ $what == bench || $what == all ]]; then
   cases=(--traces kernels/traces)
@@ -57,4 +54,4 @@ if [[ $what == torch || $what == all ]]; then
   fi
 fi
 
-kill $daemon; wait $daemon 2>/dev/null
+stop_kilnd

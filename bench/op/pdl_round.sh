@@ -15,15 +15,12 @@ rounds=${1:-1}
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
+source bench/gpu_kilnd.sh
 chmod -R a+rX .gpu kernels
 py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
 
 dir=$(mktemp -d)
-kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
-  --kernels-dir "$PWD/kernels" > "$OUT/kilnd-pdl.log" 2>&1 &
-daemon=$!
-for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
-export KILN_SOCKET=$dir/kilnd.sock
+start_kilnd "$dir" "$OUT/kilnd-pdl.log"
 
 ops='rmsnorm|fused_add_rmsnorm|silu_and_mul|gelu_and_mul|gelu_tanh_and_mul|apply_rope|apply_rope_with_cos_sin_cache'
 ops+='|append_paged_kv|batch_decode|top_k_sampling|top_p_sampling|top_k_top_p_sampling|min_p_sampling|argmax'
@@ -36,8 +33,7 @@ for round in $(seq "$rounds"); do
     echo "kiln-bench KILN_PDL=$pdl round $round: rc=$?"
   done
 done
-kill "$daemon"
-wait "$daemon" 2>/dev/null
+stop_kilnd
 
 "$py" - "$OUT" <<'PY' || true
 import glob, json, statistics, sys

@@ -13,6 +13,7 @@ what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
+source bench/gpu_kilnd.sh
 chmod -R a+rX .gpu kernels
 
 if [[ $what == tests || $what == all ]]; then
@@ -23,11 +24,7 @@ fi
 
 if [[ $what == bench || $what == all ]]; then
   dir=$(mktemp -d)
-  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
-    --kernels-dir "$PWD/kernels" > "$OUT/kilnd-prefill.log" 2>&1 &
-  daemon=$!
-  for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
-  export KILN_SOCKET=$dir/kilnd.sock
+  start_kilnd "$dir" "$OUT/kilnd-prefill.log"
   timeout 200 kiln-bench --list bench/prefill/prefill.list --out "$OUT/prefill-kiln-bench.json" \
     > "$OUT/prefill-kiln-bench.log" 2>&1
   echo "kiln-bench --list bench/prefill/prefill.list rc=$?"
@@ -43,5 +40,5 @@ if [[ $what == bench || $what == all ]]; then
     echo "compare_torch not run: bash bench/python_gpu.sh site failed:"
     cat "$OUT/python-site.log"
   fi
-  kill $daemon; wait $daemon 2>/dev/null
+  stop_kilnd
 fi

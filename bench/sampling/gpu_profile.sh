@@ -9,14 +9,11 @@ what=${1:-all}
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
+source bench/gpu_kilnd.sh
 chmod -R a+rX .gpu kernels
 
 dir=$(mktemp -d)
-kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" \
-  --kernels-dir "$PWD/kernels" > "$OUT/kilnd-profile.log" 2>&1 &
-daemon=$!
-for _ in $(seq 100); do [[ -S $dir/kilnd.sock ]] && break; sleep 0.1; done
-export KILN_SOCKET=$dir/kilnd.sock
+start_kilnd "$dir" "$OUT/kilnd-profile.log"
 
 list=$OUT/sampling.list
 kiln-bench --generate-list kernels/traces | grep -E '^(top_k_sampling|top_p_sampling|top_k_top_p_sampling|min_p_sampling|argmax) ' \
@@ -40,4 +37,4 @@ if [[ $what == ncu || $what == all ]]; then
     done
   done
 fi
-kill $daemon; wait $daemon 2>/dev/null
+stop_kilnd
