@@ -1,6 +1,8 @@
 #include "client/ops/decode/decode_schedule.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 
 #include "kiln/decode/decode_contract.h"
 
@@ -16,10 +18,48 @@ int64_t CountItems(const std::vector<int64_t>& kv_len, const std::vector<int64_t
   return items;
 }
 
+// Calls f(positions) for each item of a schedule with chunk `chunk` (0: one item per request),
+// in grid order.
+template <typename F>
+void ForEachItem(const std::vector<int64_t>& kv_len, const std::vector<int64_t>& begin, int64_t chunk, F f) {
+  for (size_t b = 0; b < kv_len.size(); ++b) {
+    if (chunk == 0) {
+      f(kv_len[b] - begin[b]);
+      continue;
+    }
+    for (int64_t c = begin[b] / chunk; c * chunk < kv_len[b]; ++c)
+      f(std::min(kv_len[b], (c + 1) * chunk) - std::max(begin[b], c * chunk));
+  }
+}
+
+int64_t Span(const std::vector<int64_t>& kv_len, const std::vector<int64_t>& begin, int64_t num_kv_heads, int64_t chunk,
+             int64_t slots) {
+  // An item's kv heads are consecutive blocks: with slots a multiple of the heads (8 on 264),
+  // groups of num_kv_heads slots start and finish together, so items are simulated per group.
+  const int64_t groups = std::max<int64_t>(1, slots / num_kv_heads);
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free_at;
+  for (int64_t g = 0; g < groups; ++g) free_at.push(0);
+  int64_t span = 0;
+  ForEachItem(kv_len, begin, chunk, [&](int64_t positions) {
+    const int64_t end = free_at.top() + positions + kDecodeBlockOverheadTokens;
+    free_at.pop();
+    free_at.push(end);
+    span = std::max(span, end);
+  });
+  return span;
+}
+
 }  // namespace
 
 int64_t WindowBegin(int64_t kv_len, int64_t window_left) {
   return window_left >= 0 ? std::max<int64_t>(0, kv_len - 1 - window_left) : 0;
+}
+
+int64_t EstimateDecodeSpan(const std::vector<int64_t>& kv_len, int64_t window_left, int64_t num_kv_heads, int64_t chunk,
+                           int64_t slots) {
+  std::vector<int64_t> begin(kv_len.size());
+  for (size_t b = 0; b < kv_len.size(); ++b) begin[b] = WindowBegin(kv_len[b], window_left);
+  return Span(kv_len, begin, num_kv_heads, chunk, slots);
 }
 
 DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t window_left, int64_t num_kv_heads,
@@ -42,7 +82,7 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
   const int64_t whole = CeilDiv(max_len, granule);  // in granules: no request is cut
   const int64_t balanced = CeilDiv(s.total_kv_tokens * num_kv_heads, s.slots);
 
-  int64_t chunk = 0;
+  std::vector<int64_t> candidates;  // chunk sizes, each a multiple of granule and >= min_chunk
   if (batch * num_kv_heads < s.slots) {
     // The smallest chunk (in granules) whose items fit one wave; `whole` always does here.
     int64_t lo = min_chunk / granule, hi = std::max(whole, lo);
@@ -51,16 +91,33 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
       if (CountItems(kv_len, begin, mid * granule) * num_kv_heads <= s.slots) hi = mid;
       else lo = mid + 1;
     }
-    chunk = lo * granule;
-    if (chunk > 2 * std::max(balanced, kDecodeMinChunkTokens)) chunk = 0;  // skewed: rule 2
+    candidates.push_back(lo * granule);
   }
-  if (chunk == 0) chunk = std::max(min_chunk, CeilDiv(balanced, granule) * granule);
-  if (chunk >= max_len) return s;
-  const int64_t items = CountItems(kv_len, begin, chunk);
-  if (items == batch || items > 65535) return s;  // nothing cut; or beyond the table's range
+  for (int64_t share = balanced, i = 0; i < 4; share /= 2, ++i)
+    candidates.push_back(std::max(min_chunk, CeilDiv(share, granule) * granule));
+  std::sort(candidates.begin(), candidates.end(), std::greater<>());  // ties go to the larger chunk
+
+  const int64_t unsplit = Span(kv_len, begin, num_kv_heads, 0, s.slots);
+  int64_t chunk = 0, best = unsplit * (100 - kDecodeSplitGainPercent) / 100;
+  for (int64_t c : candidates) {
+    if (c >= max_len) continue;  // nothing cut
+    const int64_t items = CountItems(kv_len, begin, c);
+    if (items == batch || items > 65535) continue;  // nothing cut; or beyond the table's range
+    // No span is below the groups' even share of the work: skip the simulation when that
+    // cannot beat the best so far.
+    const int64_t groups = std::max<int64_t>(1, s.slots / num_kv_heads);
+    const int64_t floor = CeilDiv(s.total_kv_tokens + items * kDecodeBlockOverheadTokens, groups);
+    if (floor + kDecodeMergeOverheadTokens >= best) continue;
+    const int64_t cost = Span(kv_len, begin, num_kv_heads, c, s.slots) + kDecodeMergeOverheadTokens;
+    if (cost < best) {
+      best = cost;
+      chunk = c;
+    }
+  }
+  if (chunk == 0) return s;
 
   s.split = true;
-  s.num_items = items;
+  s.num_items = CountItems(kv_len, begin, chunk);
   s.chunk_tokens = chunk;
   s.item_begin.resize(kv_len.size() + 1);
   int64_t offset = 0;

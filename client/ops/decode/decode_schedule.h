@@ -19,6 +19,13 @@ inline constexpr int64_t kDecodeTileTokens = 64;
 // A chunk shorter than this costs more in its fixed part (pipeline fill, partial write, merge)
 // than it saves.
 inline constexpr int64_t kDecodeMinChunkTokens = 256;
+// The schedule's cost model, in positions of one (position, kv head) block's streaming time: a
+// block's fixed part (launch, pipeline fill, partial write) and a split's merge launch.
+inline constexpr int64_t kDecodeBlockOverheadTokens = 64;
+inline constexpr int64_t kDecodeMergeOverheadTokens = 128;
+// A split must beat the unsplit schedule's estimate by this fraction (in percent) to be taken: the
+// model is coarse, and an unsplit batch that fills the GPU already streams near its read ceiling.
+inline constexpr int64_t kDecodeSplitGainPercent = 10;
 
 struct DecodeSchedule {
   bool split = false;
@@ -33,17 +40,25 @@ struct DecodeSchedule {
 // kv_len[b] >= 1 (checked by the caller), window_left >= -1, page_size a power of two,
 // num_kv_heads >= 1, num_sms >= 1.
 //
-// Rule (slots = kDecodeBlocksPerSm * num_sms, W = attended positions * kv heads / slots, the
-// balanced share of one slot; chunks are multiples of max(64, page_size), at least 256):
-//  1. When batch * kv_heads < slots, the smallest chunk whose items fill at most one wave
-//     (items * kv_heads <= slots). Taken when it is at most twice max(W, 256): a near-uniform
-//     batch then runs as one even wave.
-//  2. Otherwise (a skewed batch, or more pairs than slots) a chunk of W rounded up: requests
-//     longer than the balanced share are cut to it, the others stay whole.
-// No split when the chunk is no shorter than the longest request, when no request gets two
-// items, or when the batch exceeds decode::kMaxSplitBatch requests.
+// Rule (slots = kDecodeBlocksPerSm * num_sms; chunks are multiples of max(64, page_size), at
+// least 256): of the candidate chunk sizes
+//   - none (one item per request),
+//   - the smallest chunk whose items fill at most one wave (items * kv_heads <= slots), when
+//     batch * kv_heads < slots (a near-uniform batch then runs as one even wave),
+//   - the balanced share W = attended positions * kv heads / slots, rounded up, and W/2, W/4,
+//     W/8 (finer items even out a skewed batch's tail, at a fixed cost per item),
+// take the one whose estimated span is least (EstimateDecodeSpan), a split only when it beats
+// the unsplit estimate by kDecodeSplitGainPercent; ties go to the larger chunk. No split when no
+// request gets two items, or when the batch exceeds decode::kMaxSplitBatch requests.
 DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t window_left, int64_t num_kv_heads,
                                    int64_t page_size, int num_sms);
+
+// The estimated span of a schedule with chunk `chunk` (0: one item per request), in positions:
+// the items in grid order, each to the group of num_kv_heads slots that frees first (a block of
+// every kv head of an item starts together, as the GPU dispatches blockIdx in order), each
+// costing its positions plus kDecodeBlockOverheadTokens.
+int64_t EstimateDecodeSpan(const std::vector<int64_t>& kv_len, int64_t window_left, int64_t num_kv_heads, int64_t chunk,
+                           int64_t slots);
 
 // The positions request b attends: [window_begin, kv_len).
 int64_t WindowBegin(int64_t kv_len, int64_t window_left);

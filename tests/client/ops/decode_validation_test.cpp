@@ -137,7 +137,7 @@ TEST_CASE("a skewed batch cuts its long requests to the balanced share", "[clien
   REQUIRE(s.split);
   CHECK(s.chunk_tokens <= 4096);  // not 16384: one wave would leave the long request on 2 items
   CHECK(s.item_begin[6] - s.item_begin[5] == (32768 + s.chunk_tokens - 1) / s.chunk_tokens);
-  CHECK(s.item_begin[1] - s.item_begin[0] == 1);
+  CHECK(s.item_begin[1] - s.item_begin[0] == (2048 + s.chunk_tokens - 1) / s.chunk_tokens);
   // Many requests and one very long one: more pairs than slots, still split.
   std::vector<int64_t> many(300, 64);
   many.push_back(100000);
@@ -148,6 +148,30 @@ TEST_CASE("a skewed batch cuts its long requests to the balanced share", "[clien
   std::vector<int64_t> huge(600, 64);
   huge.push_back(100000);
   CHECK(!ScheduleBatchDecode(huge, -1, 8, 16, 132).split);
+}
+
+TEST_CASE("a ragged batch is cut into items fine enough to even out its tail", "[client][decode][schedule]") {
+  // 32 requests of 1..16384 positions (a fixed spread, longest 16000): the GPU's share per slot
+  // is about half the longest request, so one item per request (or items of the balanced share,
+  // which leave a second partial wave) would take about twice the balanced time.
+  std::vector<int64_t> lens;
+  for (int b = 0; b < 32; ++b) lens.push_back(1 + (b * 7919 + 355) % 16000);
+  const int64_t total = std::accumulate(lens.begin(), lens.end(), int64_t{0});
+  const int64_t slots = 264, heads = 8, balanced = (total * heads + slots - 1) / slots;
+  auto s = ScheduleBatchDecode(lens, -1, heads, 16, 132);
+  REQUIRE(s.split);
+  INFO("chunk " << s.chunk_tokens << ", items " << s.num_items << ", balanced share " << balanced);
+  CHECK(s.chunk_tokens <= balanced / 2);
+  CHECK(s.num_items * heads > slots);  // several waves of small items, not one of large ones
+  const int64_t chosen = kiln::client::EstimateDecodeSpan(lens, -1, heads, s.chunk_tokens, slots);
+  CHECK(chosen < kiln::client::EstimateDecodeSpan(lens, -1, heads, 0, slots) * 7 / 10);
+  CHECK(chosen < balanced * 5 / 4);
+  // The estimate: one item per group of 8 slots, in order; the longest item bounds it below.
+  CHECK(kiln::client::EstimateDecodeSpan({1000, 200}, -1, 8, 0, 264) ==
+        1000 + kiln::client::kDecodeBlockOverheadTokens);
+  CHECK(kiln::client::EstimateDecodeSpan({1000, 200}, -1, 8, 0, 8) ==
+        1200 + 2 * kiln::client::kDecodeBlockOverheadTokens);  // one group: the items run one after the other
+  CHECK(kiln::client::EstimateDecodeSpan({1000}, 499, 8, 256, 264) == 256 + kiln::client::kDecodeBlockOverheadTokens);
 }
 
 TEST_CASE("chunks are whole pages and tiles, cover the window only, and items add up", "[client][decode][schedule]") {

@@ -321,6 +321,12 @@ TEST_CASE("batch_decode matches a float64 reference over specializations, length
   }
   // A window of 0: only the query's own position; and one kv head.
   RunDecode(kCases[0], kMixed, {.options = {.window_left = 0}, .kv_heads = 1}, rng);
+  // A ragged batch (24 requests of 1..4096 positions, 8 kv heads): cut into many small items,
+  // several waves of them, so that the long requests leave no tail (ScheduleBatchDecode).
+  std::uniform_int_distribution<int64_t> ragged_len(1, 4096);
+  std::vector<int64_t> ragged(24);
+  for (int64_t& len : ragged) len = ragged_len(rng);
+  RunDecode(kCases[0], ragged, {.kv_heads = 8, .expect_split = 1, .min_items = 48}, rng);
 }
 
 // V with a sign that flips every 256 positions: a chunk lost or counted twice moves the output
