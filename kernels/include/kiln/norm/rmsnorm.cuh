@@ -110,6 +110,39 @@ __device__ __forceinline__ long long RowOfThread() {
   return static_cast<long long>(blockIdx.x) * Shape::kRowsPerBlock + threadIdx.x / Shape::kThreadsPerRow;
 }
 
+// The 32-bit registers one row copy takes per thread (a 2-byte scalar still takes one), and what
+// __launch_bounds__(kBlock) leaves a thread.
+template <class Shape>
+__host__ __device__ constexpr int RowRegisters() {
+  using T = typename Shape::T;
+  return Shape::kItemsPerThread * (Shape::kVec * sizeof(T) >= 4 ? Shape::kVec * sizeof(T) / 4 : 1);
+}
+template <class Shape>
+__host__ __device__ constexpr int RegisterBudget() {
+  return 65536 / Shape::kBlock < 255 ? 65536 / Shape::kBlock : 255;
+}
+
+// Whether a thread keeps the weights of its vector slots in registers beside the row (with 32
+// to spare). Then they are loaded first, before the row: a few-row call is latency-bound, and
+// weights loaded with the row arrive with it, while weights loaded after the reduction add a
+// second global-memory round trip to every call. Wider rows load them after the reduction, as
+// they would spill.
+template <class Shape>
+__host__ __device__ constexpr bool PrefetchWeights() {
+  return 2 * RowRegisters<Shape>() + 32 <= RegisterBudget<Shape>();
+}
+
+// This thread's weight vectors (the slots inside the row).
+template <class Shape>
+__device__ __forceinline__ void LoadWeights(Vec<typename Shape::T, Shape::kVec> (&w)[Shape::kItemsPerThread],
+                                            const typename Shape::T* __restrict__ weight, int lane) {
+#pragma unroll
+  for (int i = 0; i < Shape::kItemsPerThread; ++i) {
+    const int v = lane + i * Shape::kThreadsPerRow;
+    if (InRow<Shape>(i, v)) w[i] = LoadVec<Shape::kVec>(weight + v * Shape::kVec);
+  }
+}
+
 }  // namespace detail
 
 template <class Shape>
@@ -123,6 +156,11 @@ __device__ __forceinline__ void RmsNorm(typename Shape::T* out, const typename S
   const long long row = detail::RowOfThread<Shape>();
   const bool active = row < rows;
 
+  constexpr bool kPrefetchWeights = detail::PrefetchWeights<Shape>();
+  Vec<T, kVec> w[Shape::kItemsPerThread];
+  if constexpr (kPrefetchWeights) {
+    if (active) detail::LoadWeights<Shape>(w, weight, lane);
+  }
   Vec<T, kVec> x[Shape::kItemsPerThread];
   float sum_of_squares = 0.0f;
   if (active) {
@@ -145,7 +183,8 @@ __device__ __forceinline__ void RmsNorm(typename Shape::T* out, const typename S
   for (int i = 0; i < Shape::kItemsPerThread; ++i) {
     const int v = lane + i * Shape::kThreadsPerRow;
     if (detail::InRow<Shape>(i, v)) {
-      StoreVec<kVec>(out_row + v * kVec, detail::Scale(x[i], inv_rms, LoadVec<kVec>(weight + v * kVec)));
+      if constexpr (!kPrefetchWeights) w[i] = LoadVec<kVec>(weight + v * kVec);
+      StoreVec<kVec>(out_row + v * kVec, detail::Scale(x[i], inv_rms, w[i]));
     }
   }
 }
@@ -161,36 +200,46 @@ __device__ __forceinline__ void FusedAddRmsNorm(typename Shape::T* __restrict__ 
   const long long row = detail::RowOfThread<Shape>();
   const bool active = row < rows;
 
+  constexpr bool kPrefetchWeights = detail::PrefetchWeights<Shape>();
+  Vec<T, kVec> w[Shape::kItemsPerThread];
+  if constexpr (kPrefetchWeights) {
+    if (active) detail::LoadWeights<Shape>(w, weight, lane);
+  }
   Vec<T, kVec> x[Shape::kItemsPerThread];
   float sum_of_squares = 0.0f;
   if (active) {
     const T* input_row = input + row * input_row_stride;
     T* residual_row = residual + row * residual_row_stride;
+    // Every load before the first store where the residual's copy fits in registers too: the
+    // PTX carries no __restrict__, so ptxas cannot move a later slot's loads above an earlier
+    // slot's residual store, and a loop that loads, adds and stores slot by slot waits one
+    // global-memory round trip per slot. Wider rows go slot by slot (they have many warps in
+    // flight per SM to hide it).
+    constexpr int kCopies = kPrefetchWeights ? 3 : 2;
+    constexpr bool kLoadAllFirst = kCopies * detail::RowRegisters<Shape>() + 32 <= detail::RegisterBudget<Shape>();
+    Vec<T, kVec> r[kLoadAllFirst ? Shape::kItemsPerThread : 1];
+    if constexpr (kLoadAllFirst) {
+#pragma unroll
+      for (int i = 0; i < Shape::kItemsPerThread; ++i) {
+        const int v = lane + i * Shape::kThreadsPerRow;
+        if (detail::InRow<Shape>(i, v)) {
+          x[i] = LoadVec<kVec>(input_row + v * kVec);
+          r[i] = LoadVec<kVec>(residual_row + v * kVec);
+        }
+      }
+    }
 #pragma unroll
     for (int i = 0; i < Shape::kItemsPerThread; ++i) {
       const int v = lane + i * Shape::kThreadsPerRow;
       if (detail::InRow<Shape>(i, v)) {
-        x[i] = detail::Combine(LoadVec<kVec>(input_row + v * kVec), LoadVec<kVec>(residual_row + v * kVec),
-                               [](float a, float r) { return a + r; });
+        if constexpr (kLoadAllFirst) {
+          x[i] = detail::Combine(x[i], r[i], [](float a, float b) { return a + b; });
+        } else {
+          x[i] = detail::Combine(LoadVec<kVec>(input_row + v * kVec), LoadVec<kVec>(residual_row + v * kVec),
+                                 [](float a, float b) { return a + b; });
+        }
         StoreVec<kVec>(residual_row + v * kVec, x[i]);
         sum_of_squares += detail::SumOfSquares(x[i]);
-      }
-    }
-  }
-  // Where the registers __launch_bounds__ leaves hold the weights beside the row (with 32 to
-  // spare), they are loaded before the row's reduction, so their latency hides behind it rather
-  // than following the inverse RMS: a few-row call is latency-bound and each serialized global
-  // load is a visible part of its time. Wider rows load them after, as they would spill.
-  constexpr int kRowRegisters = Shape::kItemsPerThread * (kVec * sizeof(T) >= 4 ? kVec * sizeof(T) / 4 : 1);
-  constexpr int kRegisterBudget = 65536 / Shape::kBlock < 255 ? 65536 / Shape::kBlock : 255;
-  constexpr bool kPrefetchWeights = 2 * kRowRegisters + 32 <= kRegisterBudget;
-  Vec<T, kVec> w[Shape::kItemsPerThread];
-  if constexpr (kPrefetchWeights) {
-    if (active) {
-#pragma unroll
-      for (int i = 0; i < Shape::kItemsPerThread; ++i) {
-        const int v = lane + i * Shape::kThreadsPerRow;
-        if (detail::InRow<Shape>(i, v)) w[i] = LoadVec<kVec>(weight + v * kVec);
       }
     }
   }
