@@ -48,7 +48,12 @@ Decode and sampling:
     ([B, Hk, L, D], copied from the paged cache once, not timed: bench/decode/sdpa_baseline.py).
     V has a +-1 pattern per 256-position region so that a lost chunk of a long request shows,
     and out is checked with the GPU tests' tolerance for long requests (bf16 abs 2e-3, rel
-    1.6e-2).
+    1.6e-2). Ragged batches (axis ragged=1, e.g. bench/decode/ragged.list): each request's
+    length is drawn uniformly in [1, kv_len] from the case's seed (bench/decode/paged_table.py;
+    nnz_pages left out, computed), Kiln and FlashInfer plan from that page table, and PyTorch's
+    SDPA reads K and V padded to the longest request with a boolean mask [B, 1, 1, L] of each
+    request's positions (the query heads of a kv head as its queries, row torch_sdpa_padded_mask);
+    GB/s counts the positions the requests hold, not the padding.
   - append_paged_kv: a copy, so both caches must be bit-identical to PyTorch's (index_put with
     the slots computed per call, and index_copy_ with vLLM's precomputed slot mapping).
   - top_k / top_p / top_k_top_p / min_p sampling: a draw is random, so Kiln's tokens must lie
@@ -108,6 +113,7 @@ SDPA = bench_module("decode/sdpa_baseline.py")       # dense K/V and PyTorch's d
 ALLOWED = bench_module("sampling/allowed_set.py")    # the samplers' allowed sets (plain Python)
 SAMPLERS = bench_module("sampling/torch_baseline.py")  # PyTorch's eager samplers
 FI = bench_module("flashinfer_peer.py")              # FlashInfer's calls, when it imports
+CASES = bench_module("case_list.py")                 # --list files (plain Python)
 USE_FLASHINFER = True                                # --no-flashinfer turns its backends off
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
@@ -354,10 +360,34 @@ def int32(values):
 
 
 DECODE_REGION = 256  # positions per +-1 region of V (as kiln-bench's batch_decode routine)
+DENSE_ALIGN = 16  # padded dense length: SDPA's memory-efficient kernel pads a mask to this per call
+
+
+def ragged_dense_kv(cache, rows, request, position, batch, padded_len):
+    """A ragged batch's paged cache [num_pages, page_size, Hk, D] stored densely for SDPA:
+    [B, Hk, padded_len, D], request b's positions first, zeros past its length (finite: a masked
+    position still multiplies its V by a zero weight, and NaN * 0 is NaN). rows, request and
+    position: the cache row, request and position of every stored position (int64 tensors)."""
+    hk, d = cache.shape[2], cache.shape[3]
+    dense = torch.zeros(batch, padded_len, hk, d, dtype=cache.dtype, device=cache.device)
+    dense[request, position] = cache.reshape(-1, hk, d)[rows]
+    return dense.transpose(1, 2).contiguous()
+
+
+def sdpa_decode_masked(q, k, v, mask):
+    """One query token per request against padded dense k, v [B, Hk, L, D] with a boolean mask
+    [B, 1, 1, L] (False past each request's length); out [B, Hq, D]. GQA as a query length: the
+    Hq / Hk query heads of a kv head are its queries (q viewed [B, Hk, Hq / Hk, D]), so no backend
+    expands K and V, and the kernels that take a mask (memory-efficient, cuDNN) stay eligible."""
+    b, hq, d = q.shape
+    hk = k.shape[1]
+    out = F.scaled_dot_product_attention(q.view(b, hk, hq // hk, d), k, v, attn_mask=mask)
+    return out.reshape(b, hq, d)
 
 
 class BatchDecode(Op):
-    """batch_decode's run step; the plan is made once per case in prepare()."""
+    """batch_decode's run step; the plan is made once per case in prepare(). A case with
+    ragged=1 draws each request's length in [1, kv_len] (bench/decode/paged_table.py)."""
     name, trace, kiln_api = "batch_decode", "batch_decode", ("BatchDecodePlan", "batch_decode")
     outputs, pure_outputs = ("out", "lse"), ("out", "lse")
     # out averages many values, far below 1: the dtype's abs tolerance would hide a lost region.
@@ -374,30 +404,43 @@ class BatchDecode(Op):
         if dtype in self.OUT_TOLERANCE:
             self.tolerance["out"] = self.OUT_TOLERANCE[dtype]
         self.table = table = PAGED.PagedTable(a, seed=gen.initial_seed())
-        b, length, hq, hk, d = a["batch"], a["kv_len"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"]
+        b, hq, hk, d = a["batch"], a["num_qo_heads"], a["num_kv_heads"], a["head_dim"]
+        lengths = torch.tensor(table.lengths, dtype=torch.int64, device="cuda")
+        total = sum(table.lengths)
         rows = torch.tensor(table.rows(), dtype=torch.int64, device="cuda")
+        # The request and position of every stored position, request by request as rows().
+        request = torch.repeat_interleave(torch.arange(b, device="cuda"), lengths)
+        position = torch.arange(total, device="cuda") - (torch.cumsum(lengths, 0) - lengths)[request]
         shape = (a["num_pages"], a["page_size"], hk, d)
         # Slots no request owns stay NaN: a kernel that reads one fails the check.
         k_cache = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
         v_cache = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
-        k_cache.view(-1, hk, d)[rows] = uniform((b * length, hk, d), dtype, gen)
+        k_cache.view(-1, hk, d)[rows] = uniform((total, hk, d), dtype, gen)
         # V: noise in [-0.5, 0.5) plus +-1 by (request, region of 256 positions, head, dim), so
-        # every region moves the output by about 1 / regions.
-        regions = -(-length // DECODE_REGION)
+        # every region moves the output by about 1 / regions (uniform batches: the same draws
+        # as when every request was filled as one [B, L] block).
+        regions = -(-max(table.lengths) // DECODE_REGION)
         signs = torch.randint(0, 2, (b, regions, hk, d), device="cuda", generator=gen).float() * 2 - 1
-        region_of = torch.arange(length, device="cuda") // DECODE_REGION
-        v = uniform((b, length, hk, d), torch.float32, gen, -0.5, 0.5) + signs[:, region_of]
-        v_cache.view(-1, hk, d)[rows] = v.reshape(b * length, hk, d).to(dtype)
+        v = uniform((total, hk, d), torch.float32, gen, -0.5, 0.5) + signs[request, position // DECODE_REGION]
+        v_cache.view(-1, hk, d)[rows] = v.to(dtype)
         del v, signs
         t = {"out": torch.empty(b, hq, d, dtype=dtype, device="cuda"),
                 "lse": torch.empty(b, hq, dtype=torch.float32, device="cuda"),
                 "q": uniform((b, hq, d), dtype, gen),
                 "k_cache": k_cache, "v_cache": v_cache,
                 "kv_indptr": int32(table.indptr), "kv_indices": int32(table.indices),
-                "kv_last_page_len": int32(table.last),
-                # The same K and V stored densely, as SDPA reads them (copied once, not timed).
-                "k_dense": SDPA.dense_kv(k_cache, rows, b, length),
-                "v_dense": SDPA.dense_kv(v_cache, rows, b, length)}
+                "kv_last_page_len": int32(table.last)}
+        # The same K and V stored densely, as SDPA reads them (copied once, not timed): a
+        # ragged batch padded to its longest request, with the mask of each request's positions
+        # made here too (nothing in the timed call reads the host).
+        if table.ragged:
+            padded = -(-max(table.lengths) // DENSE_ALIGN) * DENSE_ALIGN
+            t["k_dense"] = ragged_dense_kv(k_cache, rows, request, position, b, padded)
+            t["v_dense"] = ragged_dense_kv(v_cache, rows, request, position, b, padded)
+            t["kv_mask"] = (torch.arange(padded, device="cuda")[None, :] < lengths[:, None]).view(b, 1, 1, padded)
+        else:
+            t["k_dense"] = SDPA.dense_kv(k_cache, rows, b, table.kv_len)
+            t["v_dense"] = SDPA.dense_kv(v_cache, rows, b, table.kv_len)
         self.fi_peer = FI.backends(USE_FLASHINFER, lambda: {"peer": FI.DecodePeer(torch, t, a, dtype)}).get("peer")
         return t
 
@@ -419,11 +462,15 @@ class BatchDecode(Op):
                           t["kv_last_page_len"], out=t["out"], lse=t["lse"])
 
     def torch_backends(self):
-        return {"torch_sdpa_dense": lambda t: (SDPA.sdpa_decode(t["q"], t["k_dense"], t["v_dense"]),),
-                **(self.fi_peer.backends() if self.fi_peer is not None else {})}
+        if self.table.ragged:
+            torch_sdpa = {"torch_sdpa_padded_mask":
+                          lambda t: (sdpa_decode_masked(t["q"], t["k_dense"], t["v_dense"], t["kv_mask"]),)}
+        else:
+            torch_sdpa = {"torch_sdpa_dense": lambda t: (SDPA.sdpa_decode(t["q"], t["k_dense"], t["v_dense"]),)}
+        return {**torch_sdpa, **(self.fi_peer.backends() if self.fi_peer is not None else {})}
 
     def bytes(self, t):
-        return PAGED.decode_bytes(self.axes, t["q"].element_size())
+        return PAGED.decode_bytes(self.axes, t["q"].element_size(), self.table)
 
 
 class BatchPrefillRagged(Op):
@@ -1238,16 +1285,7 @@ def measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_
 
 def list_cases(path, trace_name):
     """The cases of a kiln-bench test list for one trace, as trace examples."""
-    cases = []
-    with open(path) as f:
-        for line in f:
-            fields = line.split("#", 1)[0].split()
-            if len(fields) < 3 or fields[0] != trace_name:
-                continue
-            axes = {k: int(v) for k, v in (kv.split("=") for kv in fields[2].split(","))}
-            label = fields[4] if len(fields) > 4 else fields[2]
-            cases.append({"name": label, "axes": axes, "dtype": fields[1]})
-    return cases
+    return CASES.read_cases(path, trace_name)
 
 
 def main():

@@ -50,6 +50,83 @@ class PagedTableTest(unittest.TestCase):
         with self.assertRaisesRegex(paged.TableError, "22 new tokens per request exceed kv_len=21"):
             paged.append_tokens(t, 66)
 
+    def test_ragged_layout(self):
+        a = axes(40, 50, 8, 40 * 7, 0, 41, ragged=1)
+        t = paged.PagedTable(a, seed=7)
+        self.assertTrue(all(1 <= n <= 50 for n in t.lengths))
+        self.assertGreater(len(set(t.lengths)), 1)
+        self.assertEqual(t.lengths, paged.PagedTable(a, seed=7).lengths)  # reproducible
+        self.assertNotEqual(t.lengths, paged.PagedTable(a, seed=8).lengths)
+        # The page shuffle is the uniform mode's for the same seed: only the lengths are drawn.
+        uniform = paged.PagedTable(axes(40, 50, 8, 40 * 7, 40 * 7, 41), seed=7)
+        self.assertEqual(t.indices, uniform.indices[:t.nnz_pages])
+        self.assertEqual(t.pages, [-(-n // 8) for n in t.lengths])
+        self.assertEqual(t.indptr[0], 0)
+        self.assertEqual([t.indptr[b + 1] - t.indptr[b] for b in range(40)], t.pages)
+        self.assertEqual(t.nnz_pages, t.indptr[-1])
+        self.assertEqual(len(t.indices), t.nnz_pages)
+        self.assertEqual(len(set(t.indices)), t.nnz_pages)
+        self.assertEqual(t.last, [n - (p - 1) * 8 for n, p in zip(t.lengths, t.pages)])
+        self.assertTrue(all(1 <= last <= 8 for last in t.last))
+        # nnz_pages left out, 0, or the computed count are all accepted.
+        self.assertEqual(paged.PagedTable({k: v for k, v in a.items() if k != "nnz_pages"}, seed=7).indices, t.indices)
+        self.assertEqual(paged.PagedTable(dict(a, nnz_pages=t.nnz_pages), seed=7).indices, t.indices)
+
+    def test_ragged_rows(self):
+        t = paged.PagedTable(axes(6, 37, 4, 60, 0, 7, ragged=1), seed=3)
+        rows = t.rows()
+        self.assertEqual(len(rows), sum(t.lengths))
+        self.assertEqual(len(set(rows)), len(rows))  # every position its own slot
+        i = 0
+        for b, n in enumerate(t.lengths):
+            own = t.indices[t.indptr[b]:t.indptr[b + 1]]
+            for pos in range(n):
+                self.assertEqual(rows[i], own[pos // 4] * 4 + pos % 4)  # inside request b's pages
+                i += 1
+        with self.assertRaisesRegex(paged.TableError, f"position {t.lengths[0]} outside request 0's"):
+            t.cache_row(0, t.lengths[0])
+
+    def test_ragged_constraints(self):
+        t = paged.PagedTable(axes(16, 1000, 16, 1024, 0, 17, ragged=1), seed=5)
+        small = t.nnz_pages - 1
+        with self.assertRaises(paged.TableError) as e:
+            paged.PagedTable(axes(16, 1000, 16, small, 0, 17, ragged=1), seed=5)
+        self.assertEqual(str(e.exception),
+                         f"num_pages={small} must be in [nnz_pages={t.nnz_pages}, 2^31) (the pages of the drawn "
+                         "lengths; batch * ceil(kv_len / page_size) = 1008 fits every seed)")
+        with self.assertRaisesRegex(paged.TableError, f"nnz_pages=1008: a ragged case's pages follow the drawn "
+                                                      f"lengths \\({t.nnz_pages} with this seed\\)"):
+            paged.PagedTable(axes(16, 1000, 16, 1024, 1008, 17, ragged=1), seed=5)
+        with self.assertRaisesRegex(paged.TableError, "ragged=2 must be 0"):
+            paged.PagedTable(axes(16, 1000, 16, 1024, 0, 17, ragged=2), seed=5)
+        with self.assertRaisesRegex(paged.TableError, "the case has no axis kv_len"):
+            paged.PagedTable({"batch": 1, "ragged": 1}, seed=5)
+        # ragged=0 is the uniform mode: nnz_pages required and checked.
+        with self.assertRaisesRegex(paged.TableError, "the case has no axis nnz_pages"):
+            paged.PagedTable(axes(16, 1000, 16, 1024, 0, 17, ragged=0), seed=5)
+
+    def test_ragged_append_tokens(self):
+        t = paged.PagedTable(axes(5, 30, 4, 40, 0, 6, ragged=1), seed=2)
+        shortest = min(t.lengths)
+        batch_indices, positions = paged.append_tokens(t, 5 * shortest)
+        self.assertEqual(batch_indices, [b for b in range(5) for _ in range(shortest)])
+        self.assertEqual(positions, [pos for n in t.lengths for pos in range(n - shortest, n)])
+        with self.assertRaisesRegex(paged.TableError, f"nnz / batch = {shortest + 1} new tokens per request exceed "
+                                                      f"the shortest request's {shortest} positions"):
+            paged.append_tokens(t, 5 * (shortest + 1))
+
+    def test_ragged_bytes(self):
+        a = dict(axes(32, 16384, 16, 32768, 0, 33, ragged=1), num_qo_heads=32, num_kv_heads=8, head_dim=128)
+        t = paged.PagedTable(a, seed=11)
+        kv = 2 * sum(t.lengths) * 8 * 128 * 2
+        self.assertEqual(paged.decode_bytes(a, 2, t), kv + 2 * 32 * 32 * 128 * 2 + 4 * 32 * 32 + 4 * (65 + t.nnz_pages))
+        with self.assertRaisesRegex(paged.TableError, "pass its table"):
+            paged.decode_bytes(a, 2)
+        # A uniform case counts the same with its table as without.
+        u = dict(batch=64, kv_len=8192, num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16,
+                 num_pages=32768, nnz_pages=32768, indptr_len=65)
+        self.assertEqual(paged.decode_bytes(u, 2, paged.PagedTable(u, seed=0)), paged.decode_bytes(u, 2))
+
     def test_bytes_match_kiln_bench(self):
         # The figures tests/bench/op/decode_sampling_routines_test.cpp checks for kiln-bench.
         decode = dict(batch=64, kv_len=8192, num_qo_heads=32, num_kv_heads=8, head_dim=128, nnz_pages=32768)
