@@ -16,6 +16,7 @@
 #include "client/core/driver/devices.h"
 #include "client/core/loader/loaded_library.h"
 #include "client/core/loader/module_cache.h"
+#include "client/core/loader/programmatic_launch.h"
 #include "client/core/rpc/kernel_request.h"
 #include "client/ops/activation/activation_plan.h"
 #include "client/ops/norm/norm_plan.h"
@@ -51,6 +52,10 @@ struct OverheadCase {
   // (its op contract), kept here.
   CUfunction function = nullptr;
   CUlaunchConfig config = {};
+  // The op's launch attribute, so that the raw launch asks the driver for the same work: both
+  // ops launch as programmatic dependents on sm_90+ unless KILN_PDL=0.
+  CUlaunchAttribute programmatic = {};
+  bool is_programmatic = false;
   activation::ActAndMulParams act_params = {};
   norm::RmsNormParams norm_params = {};
   std::vector<void*> args;  // what cuLaunchKernelEx and Kernel::Launch read
@@ -126,8 +131,22 @@ StatusOr<const EntryLaunch*> UseOpModule(OverheadCase* c, int device, const OpRe
   return hint;
 }
 
-void SetLaunch(OverheadCase* c, const EntryLaunch& hint, unsigned grid, CUstream stream) {
+// Whether the op launches its kernel as a programmatic dependent here: both cases' kernels wait
+// first (OpKernels::Entry::waits_first), so on sm_90+ unless KILN_PDL=0.
+bool OpLaunchIsProgrammatic(const BenchDevice& device) {
+  return device.info().cc_major >= 9 && client::OpProgrammaticLaunchSwitch().On();
+}
+
+void SetLaunch(OverheadCase* c, const EntryLaunch& hint, unsigned grid, CUstream stream, bool programmatic) {
   c->config = {};
+  c->is_programmatic = programmatic;
+  if (programmatic) {
+    c->programmatic.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    c->programmatic.value.programmaticStreamSerializationAllowed = 1;
+    c->config.attrs = &c->programmatic;
+    c->config.numAttrs = 1;
+  }
+  c->kernel_config.programmatic_dependent_launch = programmatic;
   c->config.gridDimX = grid;
   c->config.gridDimY = c->config.gridDimZ = 1;
   c->config.blockDimX = static_cast<unsigned>(hint.block);
@@ -161,7 +180,7 @@ StatusOr<std::unique_ptr<OverheadCase>> SiluCase(const BenchDevice& device, std:
                   activation::kSiluAndMulEntry));
   // The op's grid: one block per (row, chunk of items_per_block columns).
   const int64_t chunks = (plan.d + hint->items_per_block - 1) / hint->items_per_block;
-  SetLaunch(c.get(), *hint, static_cast<unsigned>(plan.rows * chunks), device.stream());
+  SetLaunch(c.get(), *hint, static_cast<unsigned>(plan.rows * chunks), device.stream(), OpLaunchIsProgrammatic(device));
   c->act_params = {plan.out, plan.input, plan.rows, static_cast<int>(plan.d), plan.out_stride, plan.in_stride};
   c->args = {&c->act_params};
   c->out = 0;
@@ -191,7 +210,7 @@ StatusOr<std::unique_ptr<OverheadCase>> RmsNormCase(const BenchDevice& device, s
                                                              norm::kRmsNormEntry));
   // items_per_block rows per block; the plan's a is out, b is input.
   const int64_t grid = (plan.rows + hint->items_per_block - 1) / hint->items_per_block;
-  SetLaunch(c.get(), *hint, static_cast<unsigned>(grid), device.stream());
+  SetLaunch(c.get(), *hint, static_cast<unsigned>(grid), device.stream(), OpLaunchIsProgrammatic(device));
   c->norm_params = {plan.a, plan.b, plan.weight, plan.rows, plan.a_stride, plan.b_stride, plan.eps};
   c->args = {&c->norm_params};
   c->out = 0;
@@ -346,7 +365,8 @@ std::vector<ResultRow> MeasureCallOverhead(const BenchOptions& options, const Be
       r.kernels = c.uri;
       r.message = "per call: median " + Format("%.3f", stats[k].median) + " us, batch mean " +
                   Format("%.3f", batch_median[k]) + " us (" + std::to_string(options.iters) + " batches of " +
-                  std::to_string(kOverheadCallsPerBatch) + " calls, " + LoggingState() + ")";
+                  std::to_string(kOverheadCallsPerBatch) + " calls, " + LoggingState() + "; every launch " +
+                  (c.is_programmatic ? "a programmatic dependent" : "in plain stream order") + ")";
       if (k == 0)
         r.message += "; op call - raw cuLaunchKernelEx = " + Format("%+.3f", r.overhead_us) +
                      " us per call (median; batch means " + Format("%+.3f", batch_median[0] - batch_median[1]) +
