@@ -96,6 +96,7 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
   for (int64_t share = balanced, i = 0; i < 4; share /= 2, ++i)
     candidates.push_back(std::max(min_chunk, CeilDiv(share, granule) * granule));
   std::sort(candidates.begin(), candidates.end(), std::greater<>());  // ties go to the larger chunk
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
 
   const int64_t unsplit = Span(kv_len, begin, num_kv_heads, 0, s.slots);
   int64_t chunk = 0, best = unsplit * (100 - kDecodeSplitGainPercent) / 100;
