@@ -1,9 +1,18 @@
-# A kilnd of a GPU round's own, for the scripts that run on the device machine (sourced after
-# `source .gpu/env.sh`, from the repository root):
+# What every GPU round script on the device machine starts with, sourced from the repository
+# root with the bundle in .gpu/ (bench/gpu_bundle.sh): $OUT (default /tmp/kiln-out) made, the
+# bundle's environment (.gpu/env.sh), the bundle and the kernels tree readable by kilnd, and $py,
+# the machine's Python (KILN_GPU_PYTHON, default /opt/torch/.venv/bin/python). Then a kilnd of
+# the round's own:
 #   start_kilnd DIR LOG   a daemon with its socket, cache and gen dir in DIR and this tree's
 #                         kernels, its output in LOG; waits for the socket (up to 10 s) and
 #                         exports KILN_SOCKET
 #   stop_kilnd            ends it (nothing when none was started)
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+source .gpu/env.sh
+chmod -R a+rX .gpu kernels
+py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
+
 kilnd_pid=
 start_kilnd() {
   kilnd --socket "$1/kilnd.sock" --cache-dir "$1/cache" --gen-dir "$1/gen" --kernels-dir "$PWD/kernels" > "$2" 2>&1 &

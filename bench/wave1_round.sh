@@ -16,12 +16,7 @@
 # Logs and JSON in $OUT.
 #   bash bench/wave1_round.sh PART...
 set -u
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh
 source bench/gpu_kilnd.sh
-chmod -R a+rX .gpu kernels
-py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
 site=$(bash bench/python_gpu.sh site)
 export PYTHONPATH="$site${FISITE:+:$FISITE}"
 

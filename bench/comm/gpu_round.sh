@@ -5,16 +5,12 @@
 #   bash bench/comm/gpu_round.sh [tests|bench|all]
 set -u
 what=${1:-all}
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh
 source bench/gpu_kilnd.sh
 export KILN_TEST_KILND=$PWD/.gpu/bin/kilnd KILN_TEST_CLI=$PWD/.gpu/bin/kiln \
   KILN_TEST_KERNELS_DIR=$PWD/kernels KILN_TEST_LAUNCH=$PWD/.gpu/bin/kiln-launch \
   KILN_TEST_COMM_RANK_TESTS=$PWD/.gpu/bin/kiln_comm_rank_tests
 # NVLink multicast stays off on these machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-chmod -R a+rX .gpu kernels
 nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv > "$OUT/gpus.csv" 2>&1
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 

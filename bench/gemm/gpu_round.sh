@@ -15,12 +15,7 @@
 #   bash bench/gemm/gpu_round.sh [tests|bench|fp8|all]
 set -u
 what=${1:-all}
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh
 source bench/gpu_kilnd.sh
-chmod -R a+rX .gpu kernels
-py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
 
 # The kiln package for compare_torch, built once per command: sets pythonpath, or says why not.
 python_site() {

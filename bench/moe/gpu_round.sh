@@ -15,12 +15,7 @@
 #   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|all]
 set -u
 what=${1:-all}
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh
 source bench/gpu_kilnd.sh
-chmod -R a+rX .gpu kernels
-py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
 
 if [[ $what == tests || $what == all ]]; then
   timeout 400 kiln_client_tests "[gpu][moe]" -d yes > "$OUT/moe-tests.log" 2>&1

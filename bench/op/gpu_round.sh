@@ -15,11 +15,7 @@ set -u
 what=${1:-all}
 list=${2:-}  # empty: the default cases of kernels/traces
 shift $(( $# < 2 ? $# : 2 ))
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh
 source bench/gpu_kilnd.sh
-chmod -R a+rX .gpu kernels
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,clocks.max.mem --format=csv > "$OUT/gpu.csv" 2>&1
 
 dir=$(mktemp -d)

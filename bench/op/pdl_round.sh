@@ -12,12 +12,7 @@
 #   bash bench/op/pdl_round.sh [ROUNDS]   # logs and JSON in $OUT
 set -u
 rounds=${1:-1}
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh
 source bench/gpu_kilnd.sh
-chmod -R a+rX .gpu kernels
-py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
 
 dir=$(mktemp -d)
 start_kilnd "$dir" "$OUT/kilnd-pdl.log"

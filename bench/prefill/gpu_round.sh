@@ -10,11 +10,7 @@
 #   bash bench/prefill/gpu_round.sh [tests|bench|all]
 set -u
 what=${1:-all}
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh
 source bench/gpu_kilnd.sh
-chmod -R a+rX .gpu kernels
 
 if [[ $what == tests || $what == all ]]; then
   timeout 250 kiln_client_tests "[gpu][prefill]" -d yes > "$OUT/prefill-tests.log" 2>&1

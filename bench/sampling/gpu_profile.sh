@@ -6,11 +6,7 @@
 #   bash bench/sampling/gpu_profile.sh [bench|ncu|all]
 set -u
 what=${1:-all}
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh
 source bench/gpu_kilnd.sh
-chmod -R a+rX .gpu kernels
 
 dir=$(mktemp -d)
 start_kilnd "$dir" "$OUT/kilnd-profile.log"
