@@ -1316,6 +1316,32 @@ def list_cases(path, trace_name):
     return CASES.read_cases(path, trace_name)
 
 
+def flashinfer_note(disabled):
+    """FlashInfer's state for a run's header and meta: its version, off, or why it is not run."""
+    if disabled:
+        return "off (--no-flashinfer)"
+    return FI.version() if FI.flashinfer is not None else f"not run: {FI.FLASHINFER_MISSING}"
+
+
+def start_run(socket, script):
+    """The primary context made current on this thread (Kiln uses it) and, with `socket`, kilnd
+    checked to answer there; the run stops with `script`'s name when it does not."""
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")
+    if socket:
+        try:
+            kiln.connect(socket, timeout_ms=10000)
+        except kiln.KilnError as e:
+            sys.exit(f"{script}: --socket {socket}: {e}")
+
+
+def write_rows(path, meta, rows):
+    """The JSON of a run: meta and its rows (nothing without a path)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--socket", help="kilnd's socket, checked to answer before the run (default: the kiln "
@@ -1337,21 +1363,13 @@ def main():
     args = parser.parse_args()
     global USE_FLASHINFER
     USE_FLASHINFER = not args.no_flashinfer
-    flashinfer_note = ("off (--no-flashinfer)" if args.no_flashinfer else
-                       FI.version() if FI.flashinfer is not None else f"not run: {FI.FLASHINFER_MISSING}")
-
-    torch.cuda.init()
-    torch.zeros(1, device="cuda")  # the primary context, current on this thread (Kiln uses it)
-    if args.socket:
-        try:
-            kiln.connect(args.socket, timeout_ms=10000)
-        except kiln.KilnError as e:
-            sys.exit(f"compare_torch.py: --socket {args.socket}: {e}")
+    fi_note = flashinfer_note(args.no_flashinfer)
+    start_run(args.socket, "compare_torch.py")
     kiln_version, kiln_mode = kiln.version(), kiln.describe_mode()
     props = torch.cuda.get_device_properties(0)
     l2_bytes = getattr(props, "L2_cache_size", 60 << 20)
     copy_gbps, copy_us = copy_bandwidth(args.reps)
-    print(f"# {props.name}, torch {torch.__version__}, flashinfer {flashinfer_note}, L2 {l2_bytes >> 20} MB; "
+    print(f"# {props.name}, torch {torch.__version__}, flashinfer {fi_note}, L2 {l2_bytes >> 20} MB; "
           f"device-to-device copy {copy_gbps:.0f} GB/s ({copy_us:.1f} us per GiB)")
     print(f"# kiln {kiln_version} ({os.path.dirname(kiln.__file__)}): {kiln_mode}")
 
@@ -1395,15 +1413,13 @@ def main():
                 rows.extend(case_rows)
     for s in skipped:
         print(f"# skipped {s}")
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "flashinfer": flashinfer_note,
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "flashinfer": fi_note,
             "kiln": kiln_version, "kiln_mode": kiln_mode, "kiln_package": os.path.dirname(kiln.__file__),
             "gpu": props.name,
             "command": " ".join(sys.argv), "copy_gbps": round(copy_gbps, 1), "l2_bytes": l2_bytes,
             "tolerance": {k: 2 * v for k, v in TOLERANCE.items()}, "skipped": skipped, "failures": failures,
             "time_vs_kiln": "backend median / kiln median: above 1, Kiln is faster"}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    write_rows(args.out, meta, rows)
     print(f"# {len(rows)} rows, {len(failures)} failures, {len(skipped)} ops skipped")
     return 1 if failures else 0
 

@@ -287,7 +287,7 @@ def run_case(batch, kv_len, args, names):
                 "ok": True, "detail": check_draws(s, backend.sample(s))[1]}
         else:
             ok, detail = check_layer(s, backend, reference)
-            checks[f"layer 0 vs torch"] = {"ok": ok, "detail": detail}
+            checks["layer 0 vs torch"] = {"ok": ok, "detail": detail}
             ok, detail = check_draws(s, backend.sample(s))
             checks["draws inside the allowed sets"] = {"ok": ok, "detail": detail}
         if not all(c["ok"] for c in checks.values()):
@@ -366,15 +366,8 @@ def main():
         parser.error(f"--backends: unknown {', '.join(sorted(unknown))}" if unknown else
                      "--layers must be at least 1 and --reps at least 2")
 
-    torch.cuda.init()
-    torch.zeros(1, device="cuda")  # the primary context, current on this thread (Kiln uses it)
-    if args.socket:
-        try:
-            kiln.connect(args.socket, timeout_ms=10000)
-        except kiln.KilnError as e:
-            sys.exit(f"decode_step.py: --socket {args.socket}: {e}")
-    flashinfer_note = ("off (--no-flashinfer)" if args.no_flashinfer else
-                       FI.version() if FI.flashinfer is not None else f"not run: {FI.FLASHINFER_MISSING}")
+    CT.start_run(args.socket, "decode_step.py")
+    flashinfer_note = CT.flashinfer_note(args.no_flashinfer)
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, flashinfer {flashinfer_note}, kiln "
           f"{kiln.version()} ({kiln.describe_mode()}), KILN_PDL={os.environ.get('KILN_PDL', 'unset (on)')}",
           flush=True)
@@ -408,9 +401,7 @@ def main():
             "step": f"{args.layers} layers x (fused_add_rms_norm, apply_rope (Llama-3.1), append_paged_kv, "
                     f"batch_decode, fused_add_rms_norm, silu_and_mul) + top_k_top_p_sampling (k {TOP_K}, p {TOP_P})",
             "time_vs_kiln": "backend median / kiln (PDL on) median: above 1, Kiln is faster"}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    CT.write_rows(args.out, meta, rows)
     print(f"# {len(rows)} rows, {len(failures)} failures")
     return 1 if failures else 0
 

@@ -98,6 +98,7 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
   std::sort(candidates.begin(), candidates.end(), std::greater<>());  // ties go to the larger chunk
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
 
+  const int64_t groups = std::max<int64_t>(1, s.slots / num_kv_heads);  // as Span simulates them
   const int64_t unsplit = Span(kv_len, begin, num_kv_heads, 0, s.slots);
   int64_t chunk = 0, best = unsplit * (100 - kDecodeSplitGainPercent) / 100;
   for (int64_t c : candidates) {
@@ -106,7 +107,6 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
     if (items == batch || items > 65535) continue;  // nothing cut; or beyond the table's range
     // No span is below the groups' even share of the work: skip the simulation when that
     // cannot beat the best so far.
-    const int64_t groups = std::max<int64_t>(1, s.slots / num_kv_heads);
     const int64_t floor = CeilDiv(s.total_kv_tokens + items * kDecodeBlockOverheadTokens, groups);
     if (floor + kDecodeMergeOverheadTokens >= best) continue;
     const int64_t cost = Span(kv_len, begin, num_kv_heads, c, s.slots) + kDecodeMergeOverheadTokens;
