@@ -12,7 +12,8 @@
 #   ncu     Nsight Compute's kernel durations (each kernel alone: no launch overlap) of the
 #           compare_torch cases NCU_LIST (default: the 1-token bf16 lines of small_batch.list)
 #           for the ops NCU_OPS (default rms_norm,fused_add_rms_norm), kernels matching the
-#           regex NCU_KERNELS (default: the norms' names in Kiln and FlashInfer)
+#           regex NCU_KERNELS (default: the norms' names in Kiln and FlashInfer), metrics NCU_METRICS
+#           (default: duration, DRAM bytes read, SM cycles)
 # Logs and JSON in $OUT.
 #   bash bench/wave1_round.sh PART...
 set -u
@@ -51,7 +52,7 @@ for part in "$@"; do
       list=${NCU_LIST:-$dir/ncu.list}
       [ -n "${NCU_LIST:-}" ] || grep -E ' bf16 .* small-b1(-|$)' bench/op/small_batch.list > "$list"
       ncu --target-processes all -k "regex:${NCU_KERNELS:-(?i)rms}" -c "${NCU_COUNT:-40}" \
-        --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_elapsed.max --csv \
+        --metrics "${NCU_METRICS:-gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_elapsed.max}" --csv \
         "$py" bench/compare_torch.py --socket "$KILN_SOCKET" --ops "${NCU_OPS:-rms_norm,fused_add_rms_norm}" \
         --list "$list" --calls 1 --max-calls 1 --reps 2 > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
       echo "ncu: rc=$?" ;;

@@ -14,6 +14,7 @@
 #include "bench/op/timing_stats.h"
 #include "client/core/driver/current_context.h"
 #include "client/core/driver/devices.h"
+#include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/loaded_library.h"
 #include "client/core/loader/module_cache.h"
 #include "client/core/loader/programmatic_launch.h"
@@ -46,6 +47,8 @@ struct OverheadCase {
   std::vector<TensorView> views;  // in the op's argument order
   size_t out = 0;                 // which view the kernel writes
   std::function<Status(CUstream)> op_call;
+  // The op's validation alone (its Plan function on the same views): one stage of the breakdown.
+  std::function<bool()> validate;
   std::string uri;  // the module the op launches
 
   // The raw launch: built once, reused by every call. Every kernel takes one parameter struct
@@ -168,6 +171,9 @@ StatusOr<std::unique_ptr<OverheadCase>> SiluCase(const BenchDevice& device, std:
   KILN_RETURN_IF_ERROR(AddTensor(device, c.get(), DType::kBFloat16, {1, 16}, rng));
   const TensorView out = c->views[0], input = c->views[1];
   c->op_call = [out, input](CUstream s) { return ops::silu_and_mul(out, input, s); };
+  c->validate = [out, input] {
+    return client::PlanActAndMul(client::ActivationOp::kSiluAndMul, out, input, "kiln::ops::silu_and_mul").ok();
+  };
   KILN_RETURN_IF_ERROR(c->op_call(device.stream()));  // resolves and caches the launch
   KILN_RETURN_IF_ERROR(device.Synchronize());
 
@@ -197,6 +203,9 @@ StatusOr<std::unique_ptr<OverheadCase>> RmsNormCase(const BenchDevice& device, s
   KILN_RETURN_IF_ERROR(AddTensor(device, c.get(), DType::kBFloat16, {128}, rng));
   const TensorView out = c->views[0], input = c->views[1], weight = c->views[2];
   c->op_call = [out, input, weight](CUstream s) { return ops::rms_norm(out, input, weight, kEps, s); };
+  c->validate = [out, input, weight] {
+    return client::PlanRmsNorm(out, input, weight, kEps, "kiln::ops::rms_norm").ok();
+  };
   KILN_RETURN_IF_ERROR(c->op_call(device.stream()));
   KILN_RETURN_IF_ERROR(device.Synchronize());
 
@@ -347,6 +356,34 @@ std::vector<ResultRow> MeasureCallOverhead(const BenchOptions& options, const Be
       continue;
     }
 
+    // Where the op's extra time goes: three stages of its call, each timed alone the same way
+    // (batches of kOverheadCallsPerBatch, the launches synchronized between batches): the op's
+    // validation, the current-context lookup every launch path makes, and LaunchFunction (the
+    // CUlaunchConfig built from a kiln::LaunchConfig, then cuLaunchKernelEx). What is left of
+    // the op's median is its launch lookup and the status plumbing between the layers.
+    const int ordinal = device.info().ordinal;
+    auto validate = [&] { return c.validate(); };
+    auto context = [&] { return client::CurrentContext(d, ordinal).ok(); };
+    auto launch_function = [&] {
+      return client::LaunchFunction(d, c.function, c.kernel_config, c.args.data(), "stage").ok();
+    };
+    auto nothing = [] { return true; };  // the two clock reads every sample includes
+    std::vector<double> stage_samples[4];
+    for (int rep = 0; rep < total && timed.ok(); ++rep) {
+      const bool keep = rep >= options.warmup;
+      for (int k = 0; k < 4 && timed.ok(); ++k) {
+        StatusOr<double> ns = k == 0   ? TimeBatch(validate, keep, &stage_samples[0])
+                              : k == 1 ? TimeBatch(context, keep, &stage_samples[1])
+                              : k == 2 ? TimeBatch(launch_function, keep, &stage_samples[2])
+                                       : TimeBatch(nothing, keep, &stage_samples[3]);
+        timed = ns.ok() ? device.Synchronize() : ns.status();
+      }
+    }
+    if (!timed.ok()) {
+      fail("error", "timing the stages: " + timed.ToString());
+      continue;
+    }
+
     TimingStats stats[3];
     double batch_median[3];
     for (int k = 0; k < 3; ++k) {
@@ -370,7 +407,12 @@ std::vector<ResultRow> MeasureCallOverhead(const BenchOptions& options, const Be
       if (k == 0)
         r.message += "; op call - raw cuLaunchKernelEx = " + Format("%+.3f", r.overhead_us) +
                      " us per call (median; batch means " + Format("%+.3f", batch_median[0] - batch_median[1]) +
-                     " us); target <= 0.2 us with logging off";
+                     " us); target <= 0.2 us with logging off; stages alone (median): validation " +
+                     Format("%.3f", SummarizeTimes(stage_samples[0]).median) + " us, current context " +
+                     Format("%.3f", SummarizeTimes(stage_samples[1]).median) + " us, LaunchFunction " +
+                     Format("%.3f", SummarizeTimes(stage_samples[2]).median) + " us (raw cuLaunchKernelEx " +
+                     Format("%.3f", stats[1].median) + "), an empty call " +
+                     Format("%.3f", SummarizeTimes(stage_samples[3]).median) + " us (the clock reads in every figure)";
       rows.push_back(r);
     }
   }

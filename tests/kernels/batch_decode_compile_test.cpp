@@ -34,7 +34,9 @@ server::CompileResult MustCompile(const std::string& op, const Params& params, c
     CHECK(k.spill_store_bytes == 0);
     CHECK(k.spill_load_bytes == 0);
     CHECK(k.stack_bytes == 0);
-    CHECK(k.static_shared_bytes == 0);
+    // The attention kernel's shared memory is all dynamic (the launch hint); the merge's warps
+    // hand their shares to warp 0 through a small static array (3 warps x head_dim floats).
+    CHECK(k.static_shared_bytes <= (k.name == "kiln_batch_decode_merge" ? 3 * 256 * 4 + 64 : 0));
   }
   if (std::getenv("KILN_DECODE_COMPILE_TABLE") != nullptr) {
     for (const server::KernelAttributes& k : result->kernels)

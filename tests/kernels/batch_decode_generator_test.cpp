@@ -96,10 +96,10 @@ TEST_CASE("a batch_decode spec names its sources, entries, family and launch sha
   CHECK(spec.arch_families[0].name == "sm_80+");
   CHECK(spec.nvrtc_options == std::vector<std::string>{"-std=c++17"});
   // The attention kernel: 4 warps, a 3-stage pipeline of 64-token tiles in 96 KiB; the merge:
-  // 128 threads, 4 query heads per block.
+  // 128 threads, one query head per block (its 4 warps share the items).
   CHECK(spec.launch ==
         std::vector<EntryLaunch>{{.entry = "kiln_batch_decode", .block = 128, .dynamic_smem = 98304},
-                                 {.entry = "kiln_batch_decode_merge", .block = 128, .items_per_block = 4}});
+                                 {.entry = "kiln_batch_decode_merge", .block = 128, .items_per_block = 1}});
   CHECK(Contains(config, "#define KILN_DECODE_STAGES 3\n"));
   CHECK(Contains(config, "#define KILN_DECODE_WARPS 4\n"));
   // The pipeline per head dim: 64 / 96 / 96 KiB of shared memory; 2 warps at 256.

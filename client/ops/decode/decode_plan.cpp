@@ -99,7 +99,8 @@ StatusOr<ops::BatchDecodePlan> PlanBatchDecode(const int32_t* kv_indptr_host, co
   state.cap_scale = scalars->cap_scale;
   state.window_left = scalars->window_left;
   state.indptr_end = kv_indptr_host[batch_size];
-  state.schedule = ScheduleBatchDecode(*kv_len, options.window_left, num_kv_heads, page_size, num_sms);
+  state.schedule = ScheduleBatchDecode(*kv_len, options.window_left, num_kv_heads, page_size, num_sms,
+                                       DecodeChunkFromEnvironment());
   if (state.schedule.split) {
     const size_t slots = static_cast<size_t>(state.schedule.num_items) * static_cast<size_t>(num_qo_heads);
     state.partial_lse_offset = RoundUp(slots * static_cast<size_t>(head_dim) * sizeof(float), 256);

@@ -1,6 +1,9 @@
 #include "client/ops/decode/decode_schedule.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <queue>
 
@@ -63,7 +66,7 @@ int64_t EstimateDecodeSpan(const std::vector<int64_t>& kv_len, int64_t window_le
 }
 
 DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t window_left, int64_t num_kv_heads,
-                                   int64_t page_size, int num_sms) {
+                                   int64_t page_size, int num_sms, int64_t forced_chunk) {
   DecodeSchedule s;
   const int64_t batch = static_cast<int64_t>(kv_len.size());
   s.num_items = batch;
@@ -99,8 +102,14 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
 
   const int64_t groups = std::max<int64_t>(1, s.slots / num_kv_heads);  // as Span simulates them
-  const int64_t unsplit = Span(kv_len, begin, num_kv_heads, 0, s.slots);
+  const int64_t unsplit = forced_chunk > 0 ? 0 : Span(kv_len, begin, num_kv_heads, 0, s.slots);
   int64_t chunk = 0, best = unsplit * (100 - kDecodeSplitGainPercent) / 100;
+  if (forced_chunk > 0) {
+    const int64_t c = CeilDiv(forced_chunk, granule) * granule;
+    const int64_t items = CountItems(kv_len, begin, c);
+    if (c < max_len && items != batch && items <= 65535) chunk = c;
+    candidates.clear();
+  }
   for (int64_t c : candidates) {
     if (c >= max_len) continue;  // nothing cut
     const int64_t items = CountItems(kv_len, begin, c);
@@ -128,6 +137,22 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
   }
   s.item_begin[kv_len.size()] = static_cast<uint16_t>(offset);
   return s;
+}
+
+int64_t DecodeChunkFromEnvironment() {
+  static const int64_t value = [] {
+    const char* text = std::getenv("KILN_DECODE_CHUNK");
+    if (text == nullptr || std::strcmp(text, "auto") == 0) return int64_t{0};
+    char* end = nullptr;
+    const long long n = std::strtoll(text, &end, 10);
+    if (end != text && *end == '\0' && n >= kDecodeTileTokens && n <= (1 << 20)) return static_cast<int64_t>(n);
+    std::fprintf(stderr,
+                 "kiln: KILN_DECODE_CHUNK='%.64s' is not valid: expected auto or a number of positions from 64 to "
+                 "1048576; auto is used\n",
+                 text);
+    return int64_t{0};
+  }();
+  return value;
 }
 
 std::string DescribeSchedule(const DecodeSchedule& s, int64_t batch, int64_t page_size) {

@@ -50,8 +50,15 @@ struct DecodeSchedule {
 // take the one whose estimated span is least (EstimateDecodeSpan), a split only when it beats
 // the unsplit estimate by kDecodeSplitGainPercent; ties go to the larger chunk. No split when no
 // request gets two items, or when the batch exceeds decode::kMaxSplitBatch requests.
+// `forced_chunk` > 0 (KILN_DECODE_CHUNK, a diagnostic control) replaces the choice: that many
+// positions rounded up to a multiple of max(64, page_size), a split wherever it cuts a request and
+// the batch allows one (at most decode::kMaxSplitBatch requests and 65535 items), else none.
 DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t window_left, int64_t num_kv_heads,
-                                   int64_t page_size, int num_sms);
+                                   int64_t page_size, int num_sms, int64_t forced_chunk = 0);
+
+// KILN_DECODE_CHUNK, read once: 0 when unset or "auto", else a chunk of positions (64 to 2^20).
+// Any other value is said once on stderr and reads as "auto".
+int64_t DecodeChunkFromEnvironment();
 
 // The estimated span of a schedule with chunk `chunk` (0: one item per request), in positions:
 // the items in grid order, each to the group of num_kv_heads slots that frees first (a block of

@@ -7,14 +7,15 @@ namespace kiln::kernels {
 
 // How one batch_decode specialization runs: `block` threads (`block` / 32 warps, 16 tokens
 // each per tile of `tile_tokens`), a `stages`-deep cp.async pipeline of K and V tiles in
-// `dynamic_smem` bytes; the merge kernel runs `merge_block` threads, one warp per query head.
+// `dynamic_smem` bytes; the merge kernel runs `merge_block` threads per query head (its warps
+// share the head's items: kiln/decode/merge_states.cuh).
 struct BatchDecodeLaunchShape {
   int block = 128;
   int tile_tokens = 64;
   int stages = 3;
   int dynamic_smem = 0;
   int merge_block = 128;
-  int merge_heads_per_block = 4;
+  int merge_heads_per_block = 1;
 };
 
 // A stage (K and V tiles) is 16 KiB at head_dim 64 (4 warps, 64 tokens, 4 stages: 64 KiB),

@@ -31,7 +31,8 @@ extern "C" __global__ void __launch_bounds__(Shape::kThreads)
 }
 
 // Launch (split schedules only, after kiln_batch_decode on the same stream):
-// grid = (batch, ceil(num_qo_heads / 4)), block.x = 128 (the "merge_block" hint), no shared memory.
+// grid = (batch, num_qo_heads) (the "merge" hint's items_per_block: 1 head a block), block.x = 128 (its
+// "block"), no dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(kiln::decode::kMergeThreads)
     kiln_batch_decode_merge(const __grid_constant__ kiln::decode::KilnBatchDecodeParams params) {
   kiln::GridDependencyBegin();

@@ -203,6 +203,25 @@ TEST_CASE("chunks are whole pages and tiles, cover the window only, and items ad
   CHECK(windowed.total_kv_tokens == 1000);
 }
 
+TEST_CASE("a forced chunk (KILN_DECODE_CHUNK) replaces the choice where it can cut", "[client][decode][schedule]") {
+  auto forced = ScheduleBatchDecode({32768}, -1, 8, 16, 132, 500);
+  CHECK(forced.split);
+  CHECK(forced.chunk_tokens == 512);  // rounded up to whole tiles
+  CHECK(forced.num_items == 64);
+  auto pages = ScheduleBatchDecode({32768}, -1, 8, 128, 132, 200);
+  CHECK(pages.chunk_tokens == 256);  // whole pages of 128
+  // Below the schedule's smallest chunk too: a diagnostic control may ask for it.
+  CHECK(ScheduleBatchDecode({32768}, -1, 8, 16, 132, 64).num_items == 512);
+  // Not split where the chunk cuts nothing, or where the items pass the table's range.
+  CHECK(!ScheduleBatchDecode({32768}, -1, 8, 16, 132, 32768).split);
+  CHECK(!ScheduleBatchDecode(std::vector<int64_t>(64, 8192), -1, 8, 16, 132, 8192).split);
+  CHECK(!ScheduleBatchDecode({10000000}, -1, 8, 16, 132, 64).split);
+  // A batch the rule leaves whole is split when forced.
+  auto batch64 = ScheduleBatchDecode(std::vector<int64_t>(64, 8192), -1, 8, 16, 132, 4096);
+  CHECK(batch64.split);
+  CHECK(batch64.num_items == 128);
+}
+
 TEST_CASE("a plan sizes its workspace from its schedule and describes itself", "[client][decode][schedule]") {
   auto split = Plan(Table({100000}, 16), 32, 8, 128, 16);
   REQUIRE(split.ok());

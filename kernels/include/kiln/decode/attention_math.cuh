@@ -39,57 +39,121 @@ __device__ __forceinline__ float Logit(float qk, float logit_scale, float cap_sc
   }
 }
 
-// One warp merges `count` partial results of one (query, head) — normalized fp32 rows o_c of
-// kHeadDim at partial_out + slot_c * kHeadDim and their log2-sum-exp lse_c, slot_c = first +
-// c * stride — into
+// The merge of a row's split-KV partial results: `count` normalized fp32 rows o_c of kHeadDim
+// at partial_out + slot_c * kHeadDim and their log2-sum-exp lse_c, slot_c = first + c * stride,
+// give
 //
 //   M = max_c lse_c,   w_c = 2^(lse_c - M),   out = sum_c w_c o_c / sum_c w_c,
 //   lse = (M + log2(sum_c w_c)) * ln 2     (natural log)
 //
-// in fp32, one rounding to T. An empty chunk (lse -inf) weighs nothing and its row is not read
-// (it may be unwritten); with no chunk seeing anything, out is 0 and lse -inf. `lse` null: not
-// written. partial_out is 16-byte aligned; out 4-byte aligned.
-template <typename T, int kHeadDim>
-__device__ __forceinline__ void MergePartialRows(const float* partial_out, const float* partial_lse, long long first,
-                                                 long long stride, int count, T* out, float* lse) {
-  using Pair = typename PairOf<T>::type;
-  constexpr int kPerLane = kHeadDim / 32;            // 2, 4 or 8 dims per lane
-  constexpr int kVec = kPerLane < 4 ? kPerLane : 4;  // floats per load (at most 16 bytes)
-  constexpr int kLoads = kPerLane / kVec;
+// in fp32, one rounding to T. An empty chunk (lse -inf) weighs nothing and its row is not used
+// (it may be unwritten); with no chunk seeing anything, out is 0 and lse -inf. partial_out is
+// 16-byte aligned; out 4-byte aligned.
+//
+// The merge is a chain of memory round trips, not arithmetic (a batch-1 decode of 32 chunks
+// merges 32 rows per head), so loads are issued together: the lanes read 32 lse values at once
+// (lane i: chunk base + i) and reduce them with shuffles, and the rows go kRowsInFlight at
+// a time, every row's load issued before its weight is applied. Several warps may share one
+// row's chunks (MergeRowsPart), each taking every parts-th chunk.
+
+// A warp's share of a merge: its lanes' dims of sum_c w_c o_c (dim (j * 32 + lane) * kVec + e
+// in acc[j * kVec + e]) and sum_c w_c, over its chunks.
+template <int kHeadDim>
+struct MergeShare {
+  static constexpr int kPerLane = kHeadDim / 32;            // 2, 4 or 8 dims per lane
+  static constexpr int kVec = kPerLane < 4 ? kPerLane : 4;  // floats per load (at most 16 bytes)
+  static constexpr int kLoads = kPerLane / kVec;
   static_assert(kHeadDim % 64 == 0, "head_dim must be a multiple of 64");
+  float acc[kPerLane];
+  float sum;
+};
+
+// M = max_c lse_c over the `count` chunks, on every lane of the warp.
+__device__ __forceinline__ float MaxChunkLse(const float* partial_lse, long long first, long long stride, int count) {
+  const int lane = threadIdx.x % 32;
+  float m_max = NegativeInfinity();
+  for (int base = 0; base < count; base += 32)
+    if (base + lane < count) m_max = fmaxf(m_max, partial_lse[first + (base + lane) * stride]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, offset));
+  return m_max;
+}
+
+// The warp's share of chunks part, part + parts, ... (of `count`), given M, kRowsInFlight rows
+// loaded at a time.
+template <int kHeadDim, int kRowsInFlight>
+__device__ __forceinline__ MergeShare<kHeadDim> MergeRowsPart(const float* partial_out, const float* partial_lse,
+                                                              long long first, long long stride, int count, float m_max,
+                                                              int part, int parts) {
+  using Share = MergeShare<kHeadDim>;
+  constexpr int kVec = Share::kVec;
+  constexpr int kLoads = Share::kLoads;
   const float kNegInf = NegativeInfinity();
   const int lane = threadIdx.x % 32;
+  Share share;
+#pragma unroll
+  for (int e = 0; e < Share::kPerLane; ++e) share.acc[e] = 0.f;
+  float sum = 0.f;  // this lane's chunks' weights; summed over the warp at the end
+  const int mine = count > part ? (count - part + parts - 1) / parts : 0;  // this warp's chunks
+  auto slot_of = [&](int k) { return first + static_cast<long long>(part + k * parts) * stride; };
+  for (int base = 0; base < mine; base += 32) {
+    // Lane i's weight is the warp's chunk base + i's: 0 for an empty chunk (and past `mine`).
+    const float lse_c = base + lane < mine ? partial_lse[slot_of(base + lane)] : kNegInf;
+    const float w_lane = lse_c == kNegInf ? 0.f : decode::Exp2(lse_c - m_max);
+    sum += w_lane;
+    const int rows = min(32, mine - base);
+    for (int r0 = 0; r0 < rows; r0 += kRowsInFlight) {
+      // Every row of the batch is loaded unconditionally (past `rows`, the last one again) and
+      // a row that weighs nothing is dropped after its load by a select: a predicated load into
+      // a zeroed register made ptxas reuse one register set for all rows, one round trip each.
+      // Dropped, not multiplied by 0: an empty chunk's row may be unwritten.
+      float w[kRowsInFlight];
+      Vec<float, kVec> v[kRowsInFlight][kLoads];
+#pragma unroll
+      for (int r = 0; r < kRowsInFlight; ++r) {
+        w[r] = __shfl_sync(0xffffffffu, w_lane, (r0 + r) % 32);
+        if (r0 + r >= rows) w[r] = 0.f;  // the shuffle read another chunk's weight
+        const float* row = partial_out + slot_of(base + min(r0 + r, rows - 1)) * kHeadDim;
+#pragma unroll
+        for (int j = 0; j < kLoads; ++j) v[r][j] = LoadVec<kVec>(row + (j * 32 + lane) * kVec);
+      }
+#pragma unroll
+      for (int r = 0; r < kRowsInFlight; ++r)
+#pragma unroll
+        for (int j = 0; j < kLoads; ++j)
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) {
+            const float a = share.acc[j * kVec + e];
+            share.acc[j * kVec + e] = w[r] != 0.f ? fmaf(w[r], v[r][j].v[e], a) : a;
+          }
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  share.sum = sum;
+  return share;
+}
 
-  float m_max = kNegInf;
-  for (int c = 0; c < count; ++c) m_max = fmaxf(m_max, partial_lse[first + c * stride]);
-  float acc[kPerLane];
+// out = acc / sum (this lane's dims), lse = (M + log2(sum)) ln 2 by lane 0 (`lse` null: not
+// written).
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void WriteMerged(const MergeShare<kHeadDim>& share, float m_max, T* out, float* lse) {
+  using Pair = typename PairOf<T>::type;
+  using Share = MergeShare<kHeadDim>;
+  const int lane = threadIdx.x % 32;
+  // sum is 1 (the largest chunk's weight) to count: the fast reciprocal (2 ulp) is exact enough for
+  // a T output, and IEEE division's slow-path call made ptxas spill around it.
+  const float inv = share.sum > 0.f ? __fdividef(1.f, share.sum) : 0.f;
 #pragma unroll
-  for (int e = 0; e < kPerLane; ++e) acc[e] = 0.f;
-  float sum = 0.f;
-  for (int c = 0; c < count; ++c) {
-    const long long slot = first + c * stride;
-    const float lse_c = partial_lse[slot];
-    if (lse_c == kNegInf) continue;
-    const float w = decode::Exp2(lse_c - m_max);
-    sum += w;
-    const float* part = partial_out + slot * kHeadDim;
+  for (int j = 0; j < Share::kLoads; ++j) {
 #pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const Vec<float, kVec> v = LoadVec<kVec>(part + (j * 32 + lane) * kVec);
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) acc[j * kVec + e] = fmaf(w, v.v[e], acc[j * kVec + e]);
+    for (int e = 0; e < Share::kVec; e += 2) {
+      const int a = j * Share::kVec + e;
+      *reinterpret_cast<Pair*>(out + (j * 32 + lane) * Share::kVec + e) = FromFloat2<Pair>(share.acc[a] * inv,
+                                                                                           share.acc[a + 1] * inv);
     }
   }
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
-#pragma unroll
-  for (int j = 0; j < kLoads; ++j) {
-#pragma unroll
-    for (int e = 0; e < kVec; e += 2) {
-      *reinterpret_cast<Pair*>(out + (j * 32 + lane) * kVec + e) = FromFloat2<Pair>(acc[j * kVec + e] * inv,
-                                                                                    acc[j * kVec + e + 1] * inv);
-    }
-  }
-  if (lane == 0 && lse != nullptr) *lse = sum > 0.f ? (m_max + log2f(sum)) * kLn2 : kNegInf;
+  if (lane == 0 && lse != nullptr) *lse = share.sum > 0.f ? (m_max + log2f(share.sum)) * kLn2 : NegativeInfinity();
 }
 
 }  // namespace attention

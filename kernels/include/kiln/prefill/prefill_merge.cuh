@@ -19,6 +19,9 @@ namespace kiln {
 namespace prefill {
 
 static_assert(kMergeThreads % 32 == 0, "the merge runs whole warps");
+// Rows a warp loads at a time: at 8, ptxas spilled a destination pointer of the merge (prefill
+// merges few chunks a row; decode's merge takes 8).
+constexpr int kMergeRowsInFlight = 4;
 
 // kRows: the row tile of the kernel that wrote the chunks (the spec's tile_rows).
 template <typename T, int kHeadDim, int kGroup, int kRows>
@@ -50,9 +53,12 @@ __device__ __forceinline__ void MergePrefillStates(const KilnBatchPrefillParams&
     const long long slot0 = (static_cast<long long>(first_item + tile * chunks) * p.num_kv_heads + kv_head) * kRows +
                             r % kRows;
     const long long chunk_stride = static_cast<long long>(p.num_kv_heads) * kRows;
-    attention::MergePartialRows<T, kHeadDim>(
-        p.partial_out, p.partial_lse, slot0, chunk_stride, chunks,
-        static_cast<T*>(p.out) + (q_begin + i) * p.out_stride_token + head * p.out_stride_head,
+    const float m_max = attention::MaxChunkLse(p.partial_lse, slot0, chunk_stride, chunks);
+    const auto share = attention::MergeRowsPart<kHeadDim, kMergeRowsInFlight>(p.partial_out, p.partial_lse, slot0,
+                                                                              chunk_stride, chunks, m_max, 0, 1);
+    // The destinations are computed after the merge: held across it, ptxas spilled one.
+    attention::WriteMerged<T, kHeadDim>(
+        share, m_max, static_cast<T*>(p.out) + (q_begin + i) * p.out_stride_token + head * p.out_stride_head,
         p.lse != nullptr ? p.lse + (q_begin + i) * p.lse_stride_token + head : nullptr);
   }
 }
