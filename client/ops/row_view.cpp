@@ -7,7 +7,7 @@
 
 namespace kiln::client {
 
-Status CheckSameDevice(const TensorView& tensor, const char* name, const Device& device, const char* owner) {
+Status SameDeviceError(const TensorView& tensor, const char* name, const Device& device, const char* owner) {
   if (tensor.device == device) return OkStatus();
   return InvalidArgument(name, "on " + DeviceName(tensor.device) + ", but " + owner + " is on " + DeviceName(device) +
                                    "; all tensors must be on one device");
@@ -35,19 +35,32 @@ uintptr_t RowView::end() const {
 }
 
 StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
+  RowView v;
+  KILN_RETURN_IF_ERROR(ViewAsRowsInto(t, name, &v));
+  return v;
+}
+
+Status ViewAsRowsInto(const TensorView& t, const char* name, RowView* view) {
   if (t.ndim < 1 || t.ndim > kMaxTensorDims)
     return InvalidArgument(name, "expected a tensor of rank 1 to " + std::to_string(kMaxTensorDims) +
                                      " ([..., hidden]), found rank " + std::to_string(t.ndim));
-  KILN_RETURN_IF_ERROR(CheckCudaTensor(t, name));
-  RowView v;
+  // CheckCudaTensor's conditions in the one pass that also counts the rows; it is called only to
+  // say what is wrong (the op-call overhead: a second loop and a Status on every call).
+  const int last = t.ndim - 1;
+  bool bad = t.device.type != DeviceType::kCUDA || t.device.index < 0;
+  int64_t rows = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    bad |= t.shape[d] < 0 || t.strides[d] < 0;
+    if (d < last) rows *= t.shape[d];
+  }
+  if (bad) return CheckCudaTensor(t, name);
+  RowView& v = *view;
   v.name = name;
   v.tensor = &t;
   v.data = static_cast<char*>(t.data);
   v.element_size = DTypeSize(t.dtype);
-  const int last = t.ndim - 1;
   v.hidden = t.shape[last];
-  v.rows = 1;
-  for (int d = 0; d < last; ++d) v.rows *= t.shape[d];
+  v.rows = rows;
 
   if (t.shape[last] > 1 && t.strides[last] != 1)
     return InvalidArgument(name, "the last dim must be contiguous (stride 1), found stride " +
@@ -83,7 +96,7 @@ StatusOr<RowView> ViewAsRows(const TensorView& t, const char* name) {
     return InvalidArgument(name, "data pointer " + PointerText(v.begin()) + " is not aligned to " +
                                      std::to_string(v.element_size) + " bytes (the size of one " + DTypeName(t.dtype) +
                                      " element)");
-  return v;
+  return OkStatus();
 }
 
 Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok) {

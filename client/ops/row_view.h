@@ -31,13 +31,22 @@ Status CheckCudaTensor(const TensorView& tensor, const char* name);
 
 // INVALID_ARGUMENT "<name>: on cuda:1, but <owner> is on cuda:0; all tensors must be on one
 // device" unless `tensor` is on `device` (the device of the op's defining tensor, `owner`).
-Status CheckSameDevice(const TensorView& tensor, const char* name, const Device& device, const char* owner);
+// Inline: every op call checks its tensors this way (the op-call overhead); the message is
+// built out of line, only when they differ.
+Status SameDeviceError(const TensorView& tensor, const char* name, const Device& device, const char* owner);
+inline Status CheckSameDevice(const TensorView& tensor, const char* name, const Device& device, const char* owner) {
+  if (tensor.device == device) return OkStatus();
+  return SameDeviceError(tensor, name, device, owner);
+}
 
 // INVALID_ARGUMENT "<name>: ..." for: a rank outside 1..kMaxTensorDims, a negative size or
 // stride, a last dim that is not contiguous, leading dims that cannot be flattened, a NULL
 // pointer for a non-empty tensor, a pointer not aligned to the element size, or a device that
 // is not CUDA.
 StatusOr<RowView> ViewAsRows(const TensorView& tensor, const char* name);
+// The same into *view (left unspecified on an error): the form the ops' plans use on every call,
+// without a StatusOr to build and move (the op-call overhead).
+Status ViewAsRowsInto(const TensorView& tensor, const char* name, RowView* view);
 
 // OK when the two views share no element, or are the very same view (same pointer and row
 // stride) and `same_is_ok`. Otherwise INVALID_ARGUMENT naming both.

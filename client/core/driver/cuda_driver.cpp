@@ -3,8 +3,6 @@
 #include <dlfcn.h>
 #include <link.h>
 
-#include <mutex>
-
 namespace kiln::client {
 namespace {
 
@@ -81,16 +79,19 @@ StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Load(const std::string& librar
 StatusOr<const CudaDriver*> CudaDriver::Get() {
   // Deliberately leaked: the process-wide driver stays loaded until exit (other libraries of
   // the process may hold handles into libcuda, and kernels may still run at exit).
-  static std::once_flag once;
-  static const CudaDriver* driver = nullptr;
-  static Status* error = nullptr;
-  std::call_once(once, [] {
-    auto loaded = Load(kDriverLibrary);
-    if (loaded.ok()) driver = std::move(loaded).value().release();
-    else error = new Status(loaded.status());
-  });
-  if (driver == nullptr) return *error;
-  return driver;
+  // A function-local static, not std::call_once: libstdc++'s call_once sets thread-local state
+  // on every call, even once done, and this runs on every op call (the op-call overhead).
+  struct Loaded {
+    const CudaDriver* driver = nullptr;
+    const Status* error = nullptr;
+  };
+  static const Loaded loaded = [] {
+    auto result = Load(kDriverLibrary);
+    if (result.ok()) return Loaded{std::move(result).value().release(), nullptr};
+    return Loaded{nullptr, new Status(result.status())};
+  }();
+  if (loaded.driver == nullptr) return *loaded.error;
+  return loaded.driver;
 }
 
 CudaDriver::~CudaDriver() {

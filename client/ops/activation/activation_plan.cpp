@@ -18,8 +18,10 @@ std::string HalvedShapeText(const TensorView& input, int64_t d) {
 }
 
 StatusOr<ActivationPlan> Plan(ActivationOp op, const TensorView& out_t, const TensorView& in_t) {
-  KILN_ASSIGN_OR_RETURN(auto in, ViewAsRows(in_t, "input"));
-  KILN_ASSIGN_OR_RETURN(auto out, ViewAsRows(out_t, "out"));
+  RowView in;
+  KILN_RETURN_IF_ERROR(ViewAsRowsInto(in_t, "input", &in));
+  RowView out;
+  KILN_RETURN_IF_ERROR(ViewAsRowsInto(out_t, "out", &out));
 
   if (in_t.dtype != DType::kFloat16 && in_t.dtype != DType::kBFloat16)
     return InvalidArgument(std::string("input: dtype ") + DTypeName(in_t.dtype) +

@@ -17,13 +17,16 @@ bool IsNormDType(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 
 // `y` must match it exactly (out, or residual).
 StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, const TensorView& y_t, const char* y_name,
                         const TensorView& w_t, double eps) {
-  KILN_ASSIGN_OR_RETURN(auto x, ViewAsRows(x_t, x_name));
-  KILN_ASSIGN_OR_RETURN(auto y, ViewAsRows(y_t, y_name));
+  RowView x;
+  KILN_RETURN_IF_ERROR(ViewAsRowsInto(x_t, x_name, &x));
+  RowView y;
+  KILN_RETURN_IF_ERROR(ViewAsRowsInto(y_t, y_name, &y));
   if (w_t.ndim != 1)
     return InvalidArgument("weight: expected a 1-D tensor [hidden] = [" + std::to_string(x.hidden) + "], found rank " +
                            std::to_string(w_t.ndim) +
                            (w_t.ndim >= 1 && w_t.ndim <= kMaxTensorDims ? " " + ShapeText(w_t) : ""));
-  KILN_ASSIGN_OR_RETURN(auto w, ViewAsRows(w_t, "weight"));
+  RowView w;
+  KILN_RETURN_IF_ERROR(ViewAsRowsInto(w_t, "weight", &w));
 
   if (!IsNormDType(x_t.dtype))
     return InvalidArgument(std::string(x_name) + ": dtype " + DTypeName(x_t.dtype) +
