@@ -1,0 +1,60 @@
+// kiln-host-path: calls an op N times on fake device pointers, for counting the instructions
+// Kiln's host path runs per op call (bench/op/host_path.sh runs it under callgrind with the
+// no-op driver of null_cuda_driver.cpp; docs/benchmarking.md). The shapes are kiln-bench
+// --overhead's: silu_and_mul bf16 1 x 8, rms_norm bf16 1 x 128.
+//   kiln-host-path silu_and_mul|rms_norm CALLS
+// Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
+// usage.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kiln/ops/activation.h"
+#include "kiln/ops/norm.h"
+
+namespace {
+
+// A contiguous bf16 tensor on cuda:0 at a made-up address (the no-op driver never reads it).
+kiln::TensorView FakeTensor(uintptr_t address, std::vector<int64_t> shape) {
+  kiln::TensorView v;
+  v.data = reinterpret_cast<void*>(address);
+  v.dtype = kiln::DType::kBFloat16;
+  v.ndim = static_cast<int>(shape.size());
+  int64_t stride = 1;
+  for (int d = v.ndim - 1; d >= 0; --d) {
+    v.shape[d] = shape[static_cast<size_t>(d)];
+    v.strides[d] = stride;
+    stride *= shape[static_cast<size_t>(d)];
+  }
+  v.device = kiln::Device::CUDA(0);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  char* end = nullptr;
+  const long calls = argc == 3 ? std::strtol(argv[2], &end, 10) : -1;
+  const bool silu = argc == 3 && std::strcmp(argv[1], "silu_and_mul") == 0;
+  const bool rms = argc == 3 && std::strcmp(argv[1], "rms_norm") == 0;
+  if ((!silu && !rms) || end == argv[2] || *end != '\0' || calls < 0) {
+    std::fprintf(stderr, "usage: kiln-host-path silu_and_mul|rms_norm CALLS\n");
+    return 2;
+  }
+  const kiln::TensorView out = FakeTensor(0x7f0000000000, {1, silu ? 8 : 128});
+  const kiln::TensorView input = FakeTensor(0x7f1000000000, {1, silu ? 16 : 128});
+  const kiln::TensorView weight = FakeTensor(0x7f2000000000, {128});
+  // The first call fetches and loads the module (not what is counted: the script subtracts a
+  // run of 0 calls, which makes this one too).
+  for (long i = 0; i <= calls; ++i) {
+    const kiln::Status s = silu ? kiln::ops::silu_and_mul(out, input, nullptr)
+                                : kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr);
+    if (!s.ok()) {
+      std::fprintf(stderr, "kiln-host-path: call %ld: %s\n", i, s.ToString().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
