@@ -13,15 +13,23 @@ namespace kiln::client {
 
 // Map fields serialize in key order only when asked to be deterministic.
 std::string ModuleCache::RequestIdentity(const v1::GetKernelRequest& request) {
-  v1::GetKernelRequest copy = request;
-  copy.clear_client_id();
-  copy.clear_prefer_blob_path();
+  // The two per-call fields are not part of what is asked for. They are set only on the copy a
+  // fetch sends (cubin_fetch.cpp), so the request is serialized as it is, without a copy of its
+  // source (a warm fetch of a 6 KB, 40-kernel source: one copy and its destruction saved).
+  v1::GetKernelRequest copy;
+  const v1::GetKernelRequest* identity_of = &request;
+  if (!request.client_id().empty() || request.prefer_blob_path()) {
+    copy = request;
+    copy.clear_client_id();
+    copy.clear_prefer_blob_path();
+    identity_of = &copy;
+  }
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
-    copy.SerializeToCodedStream(&coded);
+    identity_of->SerializeToCodedStream(&coded);
   }
   return bytes;
 }

@@ -146,7 +146,7 @@ Status Fetch(const DaemonConnection& connection, v1::GetKernelRequest request, c
 StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection, v1::GetKernelRequest request,
                                   const FetchOptions& options) {
   FetchedCubin fetched;
-  KILN_RETURN_IF_ERROR(Fetch(connection, request, options, fetched));
+  KILN_RETURN_IF_ERROR(Fetch(connection, std::move(request), options, fetched));  // the one copy is the caller's
   return fetched;
 }
 
