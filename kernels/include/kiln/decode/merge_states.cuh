@@ -20,7 +20,6 @@ namespace decode {
 
 constexpr int kMergeWarps = 4;
 constexpr int kMergeThreads = 32 * kMergeWarps;
-constexpr int kMergeHeadsPerBlock = 1;
 constexpr int kMergeRowsInFlight = 8;  // per warp: a batch-1 request's 32 items in one round trip
 
 template <typename T, int kHeadDim>
