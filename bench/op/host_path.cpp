@@ -1,16 +1,22 @@
-// kiln-host-path: calls an op N times on fake device pointers, for counting the instructions
-// Kiln's host path runs per op call (bench/op/host_path.sh runs it under callgrind with the
-// no-op driver of null_cuda_driver.cpp; docs/benchmarking.md). The shapes are kiln-bench
-// --overhead's: silu_and_mul bf16 1 x 8, rms_norm bf16 1 x 128.
-//   kiln-host-path silu_and_mul|rms_norm CALLS
+// kiln-host-path: calls an op N times on fake device pointers, or loads a module N times, for
+// counting the instructions Kiln's host path runs per call (bench/op/host_path.sh runs it under
+// callgrind with the no-op driver of null_cuda_driver.cpp; docs/benchmarking.md). The op shapes
+// are kiln-bench --overhead's: silu_and_mul bf16 1 x 8, rms_norm bf16 1 x 128; load_source is
+// kiln-bench-service's warm fetch: a 40-kernel source (a ~100 KB sm_90a cubin) fetched,
+// verified and loaded each time (reuse_loaded off), the last 16 modules kept loaded.
+//   kiln-host-path silu_and_mul|rms_norm|load_source CALLS
 // Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
 // usage.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <string>
 #include <vector>
 
+#include "bench/service/large_source.h"
+#include "kiln/kernel.h"
 #include "kiln/ops/activation.h"
 #include "kiln/ops/norm.h"
 
@@ -39,9 +45,27 @@ int main(int argc, char** argv) {
   const long calls = argc == 3 ? std::strtol(argv[2], &end, 10) : -1;
   const bool silu = argc == 3 && std::strcmp(argv[1], "silu_and_mul") == 0;
   const bool rms = argc == 3 && std::strcmp(argv[1], "rms_norm") == 0;
-  if ((!silu && !rms) || end == argv[2] || *end != '\0' || calls < 0) {
-    std::fprintf(stderr, "usage: kiln-host-path silu_and_mul|rms_norm CALLS\n");
+  const bool load = argc == 3 && std::strcmp(argv[1], "load_source") == 0;
+  if ((!silu && !rms && !load) || end == argv[2] || *end != '\0' || calls < 0) {
+    std::fprintf(stderr, "usage: kiln-host-path silu_and_mul|rms_norm|load_source CALLS\n");
     return 2;
+  }
+  if (load) {
+    kiln::SourceRequest source{"bench_large", kiln::bench::LargeSource(40), {}, {}, {}};
+    for (int k = 0; k < 40; ++k) source.entries.push_back("bench_k" + std::to_string(k));
+    kiln::LoadOptions fresh;
+    fresh.reuse_loaded = false;  // every call: fetch + verify + load
+    std::deque<kiln::Module> held;
+    for (long i = 0; i <= calls; ++i) {
+      auto module = kiln::LoadSource(source, fresh);
+      if (!module.ok()) {
+        std::fprintf(stderr, "kiln-host-path: load %ld: %s\n", i, module.status().ToString().c_str());
+        return 1;
+      }
+      held.push_back(*module);
+      if (held.size() > 16) held.pop_front();
+    }
+    return 0;
   }
   const kiln::TensorView out = FakeTensor(0x7f0000000000, {1, silu ? 8 : 128});
   const kiln::TensorView input = FakeTensor(0x7f1000000000, {1, silu ? 16 : 128});

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Instructions Kiln's host path runs per op call, without a GPU (docs/benchmarking.md): the op
-# calls of kiln-host-path against the no-op CUDA driver (null_cuda_driver.cpp), kernels from the
+# Instructions Kiln's host path runs per call, without a GPU (docs/benchmarking.md): the calls of
+# kiln-host-path against the no-op CUDA driver (null_cuda_driver.cpp), counted by callgrind as
+# (CALLS calls) - (0 calls) over CALLS. The ops (silu_and_mul, rms_norm) get their kernels from the
 # embedded engine into a fresh cache (filled by one run outside valgrind, so that the counted runs
-# only read it), counted by callgrind as (CALLS calls) - (0 calls) over CALLS. Deterministic, unlike
-# host time on a shared machine: the measure to compare commits by; kiln-bench --overhead on the
-# GPU machine gives the microseconds. Needs valgrind (apt-get install valgrind).
+# only read it); load_source (a warm fetch + verify + load, 40-kernel source) asks a kilnd of the
+# build started on a fresh cache, over the same-node protocol, and counts the client's side.
+# Deterministic, unlike host time on a shared machine: the measure to compare commits by;
+# kiln-bench --overhead and kiln-bench-service on the GPU machine give the microseconds. Needs
+# valgrind (apt-get install valgrind).
 #   bash bench/op/host_path.sh [BUILD_DIR] [CALLS]     (default build, 20000)
 #   KEEP=DIR bash bench/op/host_path.sh ...             also keeps the callgrind files in DIR
 set -eu
@@ -28,4 +31,16 @@ for op in silu_and_mul rms_norm; do
   none=$(count "$op" 0)
   echo "$op: $(( (many - none) / calls )) instructions per call ($calls calls, no-op driver, callgrind)"
 done
+# The warm fetch against a daemon: the source compiled once (the first run), then counted.
+"$build/server/kilnd" --socket "$work/kilnd.sock" --cache-dir "$work/daemon-cache" --gen-dir "$work/gen" \
+  --kernels-dir "$PWD/kernels" > "$work/kilnd.log" 2>&1 &
+kilnd_pid=$!
+trap 'kill $kilnd_pid 2> /dev/null; wait $kilnd_pid 2> /dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do [[ -S $work/kilnd.sock ]] && break; sleep 0.1; done
+export KILN_MODE=daemon KILN_SOCKET=$work/kilnd.sock
+loads=$(( calls / 20 > 0 ? calls / 20 : 1 ))
+"$bin" load_source 1
+many=$(count load_source "$loads")
+none=$(count load_source 0)
+echo "load_source: $(( (many - none) / loads )) instructions per warm fetch+verify+load ($loads loads, client side)"
 if [[ -n ${KEEP:-} ]]; then mkdir -p "$KEEP" && cp "$work"/cg.* "$KEEP"/; fi
