@@ -12,33 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <string>
-#include <vector>
 
 #include "bench/service/large_source.h"
 #include "kiln/kernel.h"
 #include "kiln/ops/activation.h"
 #include "kiln/ops/norm.h"
-
-namespace {
-
-// A contiguous bf16 tensor on cuda:0 at a made-up address (the no-op driver never reads it).
-kiln::TensorView FakeTensor(uintptr_t address, std::vector<int64_t> shape) {
-  kiln::TensorView v;
-  v.data = reinterpret_cast<void*>(address);
-  v.dtype = kiln::DType::kBFloat16;
-  v.ndim = static_cast<int>(shape.size());
-  int64_t stride = 1;
-  for (int d = v.ndim - 1; d >= 0; --d) {
-    v.shape[d] = shape[static_cast<size_t>(d)];
-    v.strides[d] = stride;
-    stride *= shape[static_cast<size_t>(d)];
-  }
-  v.device = kiln::Device::CUDA(0);
-  return v;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   char* end = nullptr;
@@ -67,9 +47,13 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  const kiln::TensorView out = FakeTensor(0x7f0000000000, {1, silu ? 8 : 128});
-  const kiln::TensorView input = FakeTensor(0x7f1000000000, {1, silu ? 16 : 128});
-  const kiln::TensorView weight = FakeTensor(0x7f2000000000, {128});
+  // Contiguous bf16 tensors on cuda:0 at made-up addresses (the no-op driver never reads them).
+  auto fake = [](uintptr_t address, std::initializer_list<int64_t> shape) {
+    return kiln::TensorView::Contiguous(reinterpret_cast<void*>(address), kiln::DType::kBFloat16, shape);
+  };
+  const kiln::TensorView out = fake(0x7f0000000000, {1, silu ? 8 : 128});
+  const kiln::TensorView input = fake(0x7f1000000000, {1, silu ? 16 : 128});
+  const kiln::TensorView weight = fake(0x7f2000000000, {128});
   // The first call fetches and loads the module (not what is counted: the script subtracts a
   // run of 0 calls, which makes this one too).
   for (long i = 0; i <= calls; ++i) {

@@ -8,7 +8,6 @@
 namespace kiln::client {
 
 Status SameDeviceError(const TensorView& tensor, const char* name, const Device& device, const char* owner) {
-  if (tensor.device == device) return OkStatus();
   return InvalidArgument(name, "on " + DeviceName(tensor.device) + ", but " + owner + " is on " + DeviceName(device) +
                                    "; all tensors must be on one device");
 }

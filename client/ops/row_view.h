@@ -32,7 +32,7 @@ Status CheckCudaTensor(const TensorView& tensor, const char* name);
 // INVALID_ARGUMENT "<name>: on cuda:1, but <owner> is on cuda:0; all tensors must be on one
 // device" unless `tensor` is on `device` (the device of the op's defining tensor, `owner`).
 // Inline: every op call checks its tensors this way (the op-call overhead); the message is
-// built out of line, only when they differ.
+// built out of line, only when they differ (SameDeviceError: the error itself).
 Status SameDeviceError(const TensorView& tensor, const char* name, const Device& device, const char* owner);
 inline Status CheckSameDevice(const TensorView& tensor, const char* name, const Device& device, const char* owner) {
   if (tensor.device == device) return OkStatus();

@@ -52,6 +52,59 @@ int64_t Span(const std::vector<int64_t>& kv_len, const std::vector<int64_t>& beg
   return span;
 }
 
+// Whether chunks of `chunk` positions make a split the kernels can run: they cut some request
+// (fewer items would mean none is cut) and the items fit the schedule's uint16 table.
+bool CutsWithin(const std::vector<int64_t>& kv_len, const std::vector<int64_t>& begin, int64_t max_len, int64_t chunk,
+                int64_t* items) {
+  if (chunk >= max_len) return false;
+  *items = CountItems(kv_len, begin, chunk);
+  return *items != static_cast<int64_t>(kv_len.size()) && *items <= 65535;
+}
+
+// The rule (ScheduleBatchDecode's comment): the candidate chunk of least estimated span, 0 for no
+// split.
+int64_t ChooseChunk(const std::vector<int64_t>& kv_len, const std::vector<int64_t>& begin, int64_t num_kv_heads,
+                    const DecodeSchedule& s, int64_t granule, int64_t max_len) {
+  const int64_t batch = static_cast<int64_t>(kv_len.size());
+  const int64_t min_chunk = CeilDiv(kDecodeMinChunkTokens, granule) * granule;
+  const int64_t whole = CeilDiv(max_len, granule);  // in granules: no request is cut
+  const int64_t balanced = CeilDiv(s.total_kv_tokens * num_kv_heads, s.slots);
+
+  std::vector<int64_t> candidates;  // chunk sizes, each a multiple of granule and >= min_chunk
+  if (batch * num_kv_heads < s.slots) {
+    // The smallest chunk (in granules) whose items fit one wave; `whole` always does here.
+    int64_t lo = min_chunk / granule, hi = std::max(whole, lo);
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (CountItems(kv_len, begin, mid * granule) * num_kv_heads <= s.slots) hi = mid;
+      else lo = mid + 1;
+    }
+    candidates.push_back(lo * granule);
+  }
+  for (int64_t share = balanced, i = 0; i < 4; share /= 2, ++i)
+    candidates.push_back(std::max(min_chunk, CeilDiv(share, granule) * granule));
+  std::sort(candidates.begin(), candidates.end(), std::greater<>());  // ties go to the larger chunk
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+
+  const int64_t groups = std::max<int64_t>(1, s.slots / num_kv_heads);  // as Span simulates them
+  const int64_t unsplit = Span(kv_len, begin, num_kv_heads, 0, s.slots);
+  int64_t chunk = 0, best = unsplit * (100 - kDecodeSplitGainPercent) / 100;
+  for (int64_t c : candidates) {
+    int64_t items = 0;
+    if (!CutsWithin(kv_len, begin, max_len, c, &items)) continue;
+    // No span is below the groups' even share of the work: skip the simulation when that
+    // cannot beat the best so far.
+    const int64_t floor = CeilDiv(s.total_kv_tokens + items * kDecodeBlockOverheadTokens, groups);
+    if (floor + kDecodeMergeOverheadTokens >= best) continue;
+    const int64_t cost = Span(kv_len, begin, num_kv_heads, c, s.slots) + kDecodeMergeOverheadTokens;
+    if (cost < best) {
+      best = cost;
+      chunk = c;
+    }
+  }
+  return chunk;
+}
+
 }  // namespace
 
 int64_t WindowBegin(int64_t kv_len, int64_t window_left) {
@@ -80,49 +133,14 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
   if (batch == 0 || batch > decode::kMaxSplitBatch) return s;
 
   const int64_t granule = std::max(kDecodeTileTokens, page_size);
-  const int64_t min_chunk = CeilDiv(kDecodeMinChunkTokens, granule) * granule;
   const int64_t max_len = *std::max_element(kv_len.begin(), kv_len.end());
-  const int64_t whole = CeilDiv(max_len, granule);  // in granules: no request is cut
-  const int64_t balanced = CeilDiv(s.total_kv_tokens * num_kv_heads, s.slots);
-
-  std::vector<int64_t> candidates;  // chunk sizes, each a multiple of granule and >= min_chunk
-  if (batch * num_kv_heads < s.slots) {
-    // The smallest chunk (in granules) whose items fit one wave; `whole` always does here.
-    int64_t lo = min_chunk / granule, hi = std::max(whole, lo);
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (CountItems(kv_len, begin, mid * granule) * num_kv_heads <= s.slots) hi = mid;
-      else lo = mid + 1;
-    }
-    candidates.push_back(lo * granule);
-  }
-  for (int64_t share = balanced, i = 0; i < 4; share /= 2, ++i)
-    candidates.push_back(std::max(min_chunk, CeilDiv(share, granule) * granule));
-  std::sort(candidates.begin(), candidates.end(), std::greater<>());  // ties go to the larger chunk
-  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-
-  const int64_t groups = std::max<int64_t>(1, s.slots / num_kv_heads);  // as Span simulates them
-  const int64_t unsplit = forced_chunk > 0 ? 0 : Span(kv_len, begin, num_kv_heads, 0, s.slots);
-  int64_t chunk = 0, best = unsplit * (100 - kDecodeSplitGainPercent) / 100;
+  int64_t chunk = 0;
   if (forced_chunk > 0) {
+    int64_t items = 0;
     const int64_t c = CeilDiv(forced_chunk, granule) * granule;
-    const int64_t items = CountItems(kv_len, begin, c);
-    if (c < max_len && items != batch && items <= 65535) chunk = c;
-    candidates.clear();
-  }
-  for (int64_t c : candidates) {
-    if (c >= max_len) continue;  // nothing cut
-    const int64_t items = CountItems(kv_len, begin, c);
-    if (items == batch || items > 65535) continue;  // nothing cut; or beyond the table's range
-    // No span is below the groups' even share of the work: skip the simulation when that
-    // cannot beat the best so far.
-    const int64_t floor = CeilDiv(s.total_kv_tokens + items * kDecodeBlockOverheadTokens, groups);
-    if (floor + kDecodeMergeOverheadTokens >= best) continue;
-    const int64_t cost = Span(kv_len, begin, num_kv_heads, c, s.slots) + kDecodeMergeOverheadTokens;
-    if (cost < best) {
-      best = cost;
-      chunk = c;
-    }
+    if (CutsWithin(kv_len, begin, max_len, c, &items)) chunk = c;
+  } else {
+    chunk = ChooseChunk(kv_len, begin, num_kv_heads, s, granule, max_len);
   }
   if (chunk == 0) return s;
 
