@@ -13,7 +13,6 @@
 #include "client/core/loader/module_cache.h"
 #include "client/core/loader/module_info.h"
 #include "client/core/rpc/cubin_fetch.h"
-#include "client/core/rpc/debug_compile.h"
 #include "client/core/rpc/kernel_request.h"
 #include "client/core/rpc/kernel_rpc.h"
 
@@ -45,21 +44,10 @@ StatusOr<Target> TargetFor(const LoadOptions& options) {
   return target;
 }
 
-// An op's identity in the module cache, built without protobuf: a repeat LoadOp of a loaded
-// op costs a string and a hash lookup (requests differ from sources by the leading tag). A
-// debug compile (KILN_DEBUG_COMPILE) is another module, so it is part of the identity.
-std::string OpIdentity(const OpRequest& op, const std::string& arch) {
-  std::string id = "op\n" + op.name + "\n" + arch;
-  for (const auto& [k, v] : op.params) id.append("\n").append(k).append("=").append(v);
-  if (const client::DebugCompile& debug = client::ProcessDebugCompile(); debug.any())
-    id.append("\ndebug ").append(debug.Describe());
-  return id;
-}
-
+// `identity`: ModuleCache::OpIdentity or SourceIdentity of what `request` asks for.
 StatusOr<Module> Load(const Target& target, v1::GetKernelRequest request, const LoadOptions& options,
-                      const std::vector<std::string>& entries, std::string identity) {
+                      const std::vector<std::string>& entries, const std::string& identity) {
   request.mutable_target()->set_arch(target.arch);
-  if (identity.empty()) identity = client::ModuleCache::RequestIdentity(request);
   KILN_ASSIGN_OR_RETURN(auto library, client::ModuleCache::Global().GetOrLoad(*target.driver, request, entries,
                                                                               identity, options.reuse_loaded));
   return detail::LoadedLibrary::MakeModule(std::move(library), target.device);
@@ -152,18 +140,23 @@ StatusOr<Kernel> Module::kernel(std::string_view entry) const {
 StatusOr<Module> LoadOp(const OpRequest& op, const LoadOptions& options) {
   auto target = TargetFor(options);
   if (!target.ok()) return target.status().WithContext("loading op " + op.name);
-  std::string identity = OpIdentity(op, target->arch);
+  std::string identity = client::ModuleCache::OpIdentity(op, target->arch);
   if (options.reuse_loaded) {  // the repeat path: no protobuf, no RPC
     if (auto loaded = client::ModuleCache::Global().Find(identity))
       return detail::LoadedLibrary::MakeModule(std::move(loaded), target->device);
   }
-  return Load(*target, client::MakeKernelRequest(op, ""), options, {}, std::move(identity));
+  return Load(*target, client::MakeKernelRequest(op, ""), options, {}, identity);
 }
 
 StatusOr<Module> LoadSource(const SourceRequest& source, const LoadOptions& options) {
   auto target = TargetFor(options);
   if (!target.ok()) return target.status().WithContext("loading source " + source.name);
-  return Load(*target, client::MakeKernelRequest(source, ""), options, source.entries, "");
+  const std::string identity = client::ModuleCache::SourceIdentity(source, target->arch);
+  if (options.reuse_loaded) {  // the repeat path: no protobuf, no RPC
+    if (auto loaded = client::ModuleCache::Global().Find(identity))
+      return detail::LoadedLibrary::MakeModule(std::move(loaded), target->device);
+  }
+  return Load(*target, client::MakeKernelRequest(source, ""), options, source.entries, identity);
 }
 
 StatusOr<ModuleInfo> Prefetch(const OpRequest& op, const std::string& arch) {

@@ -20,8 +20,9 @@ struct LoadedLibrary {
   };
 
   // Loads `cubin` and resolves each kernel named in `info.kernels` and in `entries`; a name
-  // the cubin lacks is NOT_FOUND listing the names it has.
-  static StatusOr<std::shared_ptr<const LoadedLibrary>> Load(const client::CudaDriver& driver, const std::string& cubin,
+  // the cubin lacks is NOT_FOUND listing the names it has. The library keeps the bytes while it
+  // is loaded (the driver is told it may read them rather than copy them).
+  static StatusOr<std::shared_ptr<const LoadedLibrary>> Load(const client::CudaDriver& driver, std::string cubin,
                                                              ModuleInfo info, const std::vector<std::string>& entries);
   ~LoadedLibrary();
 
@@ -48,6 +49,9 @@ struct LoadedLibrary {
     CUfunction function;
     unsigned smem_opt_in;
   };
+  // The loaded bytes: the driver may read them until ~LoadedLibrary's cuLibraryUnload
+  // (CU_LIBRARY_BINARY_IS_PRESERVED); members are destroyed after that.
+  std::string cubin_;
   mutable std::mutex mu_;
   mutable std::vector<ContextFunction> functions_;
 };

@@ -78,11 +78,13 @@ std::string LoaderLogLine(LoaderEvent event, const v1::GetKernelRequest& request
   line += ": origin " + proto::OriginWord(r.origin());
   if (!r.job_id().empty()) line += ", job " + r.job_id();
   line += ", key " + r.cache_key().substr(0, 12);
+  // The reply's size: the bytes themselves may have gone to the loaded library already.
+  const uint64_t cubin_bytes = r.cubin_size() != 0 ? r.cubin_size() : fetched.cubin.size();
   if (fetched.embedded) {
-    line += ", cubin " + Bytes(fetched.cubin.size()) + " from the embedded engine";
+    line += ", cubin " + Bytes(cubin_bytes) + " from the embedded engine";
     line += ", engine " + Ms(fetched.rpc_ms);
   } else {
-    line += ", cubin " + Bytes(fetched.cubin.size()) +
+    line += ", cubin " + Bytes(cubin_bytes) +
             (fetched.blob_path.empty() ? " in the reply" : " from the blob file " + fetched.blob_path);
     line += ", rpc " + Ms(fetched.rpc_ms) + ", verify " + Ms(fetched.verify_ms);
     if (fetched.local_fetch) line += " (same-node protocol)";

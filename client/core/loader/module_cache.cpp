@@ -8,6 +8,7 @@
 #include "client/core/loader/loader_log.h"
 #include "client/core/loader/module_info.h"
 #include "client/core/rpc/cubin_fetch.h"
+#include "client/core/rpc/debug_compile.h"
 
 namespace kiln::client {
 
@@ -32,6 +33,44 @@ std::string ModuleCache::RequestIdentity(const v1::GetKernelRequest& request) {
     identity_of->SerializeToCodedStream(&coded);
   }
   return bytes;
+}
+
+// An op's identity in the module cache, built without protobuf: a repeat LoadOp of a loaded
+// op costs a string and a hash lookup (requests differ from sources by the leading tag). A
+// debug compile (KILN_DEBUG_COMPILE) is another module, so it is part of the identity.
+std::string ModuleCache::OpIdentity(const OpRequest& op, const std::string& arch) {
+  std::string id = "op\n" + op.name + "\n" + arch;
+  for (const auto& [k, v] : op.params) id.append("\n").append(k).append("=").append(v);
+  if (const DebugCompile& debug = ProcessDebugCompile(); debug.any()) id.append("\ndebug ").append(debug.Describe());
+  return id;
+}
+
+// A source's identity in the module cache, built without protobuf like OpIdentity (the request's
+// serialization, with its UTF-8 checks, cost a warm LoadSource of a 6 KB source ~25 000
+// instructions). Every field of SourceRequest, each with its length, so that no two sources
+// share one; the arch and a debug compile as for ops.
+std::string ModuleCache::SourceIdentity(const SourceRequest& source, const std::string& arch) {
+  size_t bytes = 64 + source.name.size() + source.code.size() + arch.size();
+  for (const auto& e : source.entries) bytes += e.size() + 24;
+  for (const auto& o : source.options) bytes += o.size() + 24;
+  for (const auto& u : source.extra_units) bytes += u.name.size() + u.code.size() + 48;
+  std::string id;
+  id.reserve(bytes);
+  auto field = [&id](char tag, const std::string& value) {
+    id.append(1, tag).append(std::to_string(value.size())).append(1, ':').append(value);
+  };
+  id.append("source");
+  field('a', arch);
+  field('n', source.name);
+  field('c', source.code);
+  for (const auto& e : source.entries) field('e', e);
+  for (const auto& o : source.options) field('o', o);
+  for (const auto& u : source.extra_units) {
+    field('u', u.name);
+    field('v', u.code);
+  }
+  if (const DebugCompile& debug = ProcessDebugCompile(); debug.any()) field('d', debug.Describe());
+  return id;
 }
 
 ModuleCache& ModuleCache::Global() {
@@ -76,7 +115,8 @@ StatusOr<std::shared_ptr<const detail::LoadedLibrary>> ModuleCache::GetOrLoad(co
   ModuleInfo info = ToModuleInfo(fetched->reply);
   info.rpc_ms = fetched->rpc_ms;
   info.verify_ms = fetched->verify_ms;
-  auto loaded = detail::LoadedLibrary::Load(driver, fetched->cubin, std::move(info), entries);
+  // The library keeps the bytes while loaded (the loader log's cubin size comes from the reply).
+  auto loaded = detail::LoadedLibrary::Load(driver, std::move(fetched->cubin), std::move(info), entries);
   if (!loaded.ok()) {
     if (LoaderLogEnabled())
       WriteLoaderLine(LoaderLogLine(LoaderEvent::kLoadFailed, request, *fetched, 0) + ": " + loaded.status().message());

@@ -13,6 +13,7 @@
 
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/loader/loaded_library.h"
+#include "kiln/kernel.h"
 #include "kiln/v1/kernel.pb.h"
 
 namespace kiln::client {
@@ -35,6 +36,11 @@ class ModuleCache {
 
   // Everything that identifies a request: all but who asks and how the bytes travel.
   static std::string RequestIdentity(const v1::GetKernelRequest& request);
+  // The same for LoadOp's and LoadSource's requests, built from the API's structs without
+  // protobuf (the repeat load's cost): what is asked for, the arch, and the process's debug
+  // compile. Ops and sources never share an identity.
+  static std::string OpIdentity(const OpRequest& op, const std::string& arch);
+  static std::string SourceIdentity(const SourceRequest& source, const std::string& arch);
 
  private:
   std::mutex mu_;

@@ -35,7 +35,9 @@ struct FetchedCubin {
   bool embedded = false;        // from this process's embedded engine, not a daemon (rpc_ms: its time)
 };
 
-StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection, v1::GetKernelRequest request,
+// `request` is sent as it is, with the fetch's client_id and prefer_blob_path (from `options`)
+// in place of any it carries.
+StatusOr<FetchedCubin> FetchCubin(const DaemonConnection& connection, const v1::GetKernelRequest& request,
                                   const FetchOptions& options);
 
 // FetchCubin through the process-wide client settings (kiln::Configure): from the daemon or

@@ -87,12 +87,12 @@ void LocalFetchClient::Give(int fd) {
   ::close(fd);
 }
 
-LocalFetchClient::Answer LocalFetchClient::Call(const DaemonConnection& connection, const v1::GetKernelRequest& request,
+LocalFetchClient::Answer LocalFetchClient::Call(const DaemonConnection& connection, std::string_view body,
+                                                const v1::GetKernelRequest& described,
                                                 std::chrono::milliseconds timeout) {
   // Built only for an error: a warm fetch should not pay for the text.
-  auto what = [&request] { return "GetKernel " + DescribeRequest(request); };
+  auto what = [&described] { return "GetKernel " + DescribeRequest(described); };
   Answer answer;
-  const std::string body = request.SerializeAsString();
   if (body.size() > proto::kMaxLocalRequestBytes) {
     answer.why_not = "the request is over the protocol's size limit";
     return answer;

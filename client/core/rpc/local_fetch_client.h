@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "client/core/rpc/daemon_connection.h"
@@ -28,10 +29,11 @@ class LocalFetchClient {
     StatusOr<v1::GetKernelResponse> reply = Status(StatusCode::kUnknown, "not asked");
     std::string why_not;
   };
-  // The daemon's answer to `request` (a reply, or its error as `connection` explains errors),
-  // or answered = false when the same-node protocol could not carry it.
-  // Errors are named "GetKernel <DescribeRequest(request)>", as CallGetKernel names them.
-  Answer Call(const DaemonConnection& connection, const v1::GetKernelRequest& request,
+  // The daemon's answer to `body`, a serialized kiln.v1.GetKernelRequest (a reply, or its error as
+  // `connection` explains errors), or answered = false when the same-node protocol could not
+  // carry it. Errors are named "GetKernel <DescribeRequest(described)>", as CallGetKernel names
+  // them; `described` is the request of `body` (less any per-call field the caller appended).
+  Answer Call(const DaemonConnection& connection, std::string_view body, const v1::GetKernelRequest& described,
               std::chrono::milliseconds timeout);
 
   // Connections kept open between requests, at most.

@@ -114,6 +114,38 @@ TEST_CASE("on a unix socket the client fetches over the same-node protocol and g
   }
 }
 
+TEST_CASE("the per-call fields appended to a same-node request reach the daemon: its client id names the job",
+          "[client][daemon][local_fetch]") {
+  // The client sends the request serialized once with client_id and prefer_blob_path appended
+  // (cubin_fetch.cpp): the daemon must read them as set on the request.
+  kiln::testing::TempDir dir{"kiln-local-fetch-id"};
+  kiln::testing::DaemonProcess daemon{kiln::testing::DaemonOptions{.root = dir.path()}};
+  kiln::ClientOptions options;
+  options.socket = daemon.socket();
+  options.mode = kiln::ClientMode::kDaemon;
+  options.client_id = "local-fetch-id-probe";
+  REQUIRE(kiln::Configure(options).ok());
+  const auto before = kiln::GetClientStats();
+  auto compiled = kiln::Prefetch(Rmsnorm("fp16", "1536"), "sm_90");
+  kiln::Configure(kiln::ClientOptions{});
+  INFO(compiled.status().ToString());
+  REQUIRE(compiled.ok());
+  CHECK(compiled->origin == kiln::Origin::kCompiled);
+  const auto after = kiln::GetClientStats();
+  CHECK(after.local_fetches == before.local_fetches + 1);
+  CHECK(after.blob_path_reads == before.blob_path_reads + 1);  // prefer_blob_path arrived too
+
+  kiln::testing::Rpc rpc(daemon.channel());
+  bool found = false;
+  for (const auto& job : kiln::testing::Jobs(rpc)) {
+    if (job.cache_key() != compiled->cache_key) continue;
+    found = true;
+    REQUIRE(job.waiters_size() == 1);
+    CHECK_THAT(job.waiters(0).client(), Catch::Contains("local-fetch-id-probe"));
+  }
+  CHECK(found);
+}
+
 TEST_CASE("a blob damaged on disk is caught by the CRC-32C, or by SHA-256 with full_checksum, and asked for again",
           "[client][daemon][local_fetch]") {
   kiln::testing::TempDir dir{"kiln-local-fetch-crc"};
