@@ -12,6 +12,7 @@
 
 #include "proto/local_fetch.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/kernel_wire.h"
 
 namespace kiln::server {
 namespace {
@@ -20,20 +21,38 @@ using Clock = std::chrono::steady_clock;
 // How long a reply may take to leave: a client that stops reading does not hold a thread.
 constexpr auto kSendTimeout = std::chrono::seconds(30);
 
-void SendReply(int fd, const absl::Status& status, const v1::GetKernelResponse& response) {
-  std::string body;
-  uint32_t code = 0;
-  if (status.ok()) {
-    body = response.SerializeAsString();
-  } else {
-    grpc::Status cut = ToGrpc(status);  // the same bounded message gRPC callers get
-    code = static_cast<uint32_t>(cut.error_code());
-    body = cut.error_message();
-  }
+void SendFrame(int fd, uint32_t code, const std::string& body) {
   char header[8];
   proto::PutU32(header, code);
   proto::PutU32(header + 4, static_cast<uint32_t>(body.size()));
   (void)proto::WriteAll(fd, std::string_view(header, 8), body, Clock::now() + kSendTimeout);
+}
+
+void SendError(int fd, const absl::Status& status) {
+  grpc::Status cut = ToGrpc(status);  // the same bounded message gRPC callers get
+  SendFrame(fd, static_cast<uint32_t>(cut.error_code()), cut.error_message());
+}
+
+// The reply GetKernel's gRPC path builds as one message (KernelServiceImpl::Serve), sent as the
+// artifact's serialized fields (made once per artifact) followed by this serve's own: the client
+// parses the two as one message (kernel_wire.h, ArtifactReplyFields).
+void SendServed(int fd, const KernelServiceImpl::Resolved& resolved) {
+  const Artifact& a = *resolved.served.artifact;
+  v1::GetKernelResponse own;
+  FillServedFields(resolved.served, &own);
+  if (resolved.blob_path) own.set_blob_path(a.blob_path);
+  const std::string& fields = ArtifactReplyFields(a);
+  std::string body;
+  body.reserve(fields.size() + own.ByteSizeLong() + (resolved.blob_path ? 0 : a.cubin->size() + 16));
+  body.append(fields);
+  own.AppendToString(&body);
+  // The bytes last and without a copy into a message first (a blob path is not always possible).
+  if (!resolved.blob_path) {
+    v1::GetKernelResponse bytes;
+    bytes.set_cubin(*a.cubin);
+    bytes.AppendToString(&body);
+  }
+  SendFrame(fd, 0, body);
 }
 
 // The peer's pid, for job waiter lists ("local fetch, pid 1234").
@@ -74,10 +93,8 @@ void LocalFetchServer::Serve(int fd) {
     }
     ++refused_;
   }
-  SendReply(fd,
-            absl::ResourceExhaustedError("kilnd serves at most " + std::to_string(max_connections_) +
-                                         " same-node fetch connections; use gRPC on this socket"),
-            {});
+  SendError(fd, absl::ResourceExhaustedError("kilnd serves at most " + std::to_string(max_connections_) +
+                                             " same-node fetch connections; use gRPC on this socket"));
   ::close(fd);
 }
 
@@ -89,11 +106,9 @@ void LocalFetchServer::Run(int fd) {
     if (!io.ok()) break;  // closed (the usual end), or shut down
     const uint32_t length = proto::GetU32(header);
     if (length > proto::kMaxLocalRequestBytes) {
-      SendReply(fd,
-                absl::InvalidArgumentError("a same-node fetch request of " + std::to_string(length) +
-                                           " bytes is over the limit of " +
-                                           std::to_string(proto::kMaxLocalRequestBytes)),
-                {});
+      SendError(fd, absl::InvalidArgumentError("a same-node fetch request of " + std::to_string(length) +
+                                               " bytes is over the limit of " +
+                                               std::to_string(proto::kMaxLocalRequestBytes)));
       break;
     }
     std::string body(length, '\0');
@@ -101,13 +116,15 @@ void LocalFetchServer::Run(int fd) {
     if (!proto::ReadExact(fd, body.data(), length, Clock::now() + std::chrono::seconds(10)).ok()) break;
     const auto started = Clock::now();
     v1::GetKernelRequest request;
-    v1::GetKernelResponse response;
-    absl::Status status =
+    absl::StatusOr<KernelServiceImpl::Resolved> resolved =
         request.ParseFromString(body)
-            ? service_->Serve(
-                  request, peer, /*local=*/true, Clock::time_point::max(), [fd] { return HungUp(fd); }, &response)
+            ? service_->Resolve(request, peer, /*local=*/true, Clock::time_point::max(), [fd] { return HungUp(fd); })
             : absl::InvalidArgumentError("the same-node fetch request is not a kiln.v1.GetKernelRequest");
-    SendReply(fd, status, response);
+    if (resolved.ok()) {
+      SendServed(fd, *resolved);
+    } else {
+      SendError(fd, resolved.status());
+    }
     if (latency_ != nullptr) latency_->Observe(kMethod, std::chrono::duration<double>(Clock::now() - started).count());
   }
   std::lock_guard<std::mutex> lock(mu_);

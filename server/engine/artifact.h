@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ struct Artifact {
   std::vector<KernelAttributes> kernels;
   std::vector<kernels::EntryLaunch> launch;
   std::string job_id;  // the job that built it
+
+  // The wire layer's serialization of the reply fields this artifact alone decides, made on its
+  // first serve and kept while it is (server/rpc/kernel_wire.h, ArtifactReplyFields): not part of
+  // what the artifact is, a memo of the same-node fetch's hot path.
+  mutable std::once_flag reply_fields_once;
+  mutable std::string reply_fields;
 };
 
 // JSON forms stored in the cache index (EntryRecord::kernels_json / launch_json).

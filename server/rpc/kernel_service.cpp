@@ -26,23 +26,35 @@ grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1
       *request, peer, IsLocalPeer(peer), deadline, [context] { return context->IsCancelled(); }, response));
 }
 
-absl::Status KernelServiceImpl::Serve(const v1::GetKernelRequest& request, const std::string& peer, bool local,
-                                      Clock::time_point deadline, const std::function<bool()>& cancelled,
-                                      v1::GetKernelResponse* response) {
+absl::StatusOr<KernelServiceImpl::Resolved> KernelServiceImpl::Resolve(const v1::GetKernelRequest& request,
+                                                                        const std::string& peer, bool local,
+                                                                        Clock::time_point deadline,
+                                                                        const std::function<bool()>& cancelled) {
   auto query = QueryFromRequest(request, peer);
   if (!query.ok()) return query.status();
   auto served = engine_->GetKernel(*query, deadline, cancelled);
   if (!served.ok()) return served.status();
-
-  const Artifact& a = *served->artifact;
+  Resolved resolved{*std::move(served)};
+  const Artifact& a = *resolved.served.artifact;
   // Only a client on this node (unix socket) can open the blob; others get the bytes. So does a
   // client whose blob was removed under the daemon (the memory cache still has its bytes).
-  if (request.prefer_blob_path() && local && !a.blob_path.empty() && ::access(a.blob_path.c_str(), R_OK) == 0) {
+  resolved.blob_path =
+      request.prefer_blob_path() && local && !a.blob_path.empty() && ::access(a.blob_path.c_str(), R_OK) == 0;
+  return resolved;
+}
+
+absl::Status KernelServiceImpl::Serve(const v1::GetKernelRequest& request, const std::string& peer, bool local,
+                                      Clock::time_point deadline, const std::function<bool()>& cancelled,
+                                      v1::GetKernelResponse* response) {
+  auto resolved = Resolve(request, peer, local, deadline, cancelled);
+  if (!resolved.ok()) return resolved.status();
+  const Artifact& a = *resolved->served.artifact;
+  if (resolved->blob_path) {
     response->set_blob_path(a.blob_path);
   } else {
     response->set_cubin(*a.cubin);
   }
-  FillKernelReply(*served, response);
+  FillKernelReply(resolved->served, response);
   return absl::OkStatus();
 }
 

@@ -40,8 +40,7 @@ absl::StatusOr<KernelQuery> QueryFromRequest(const v1::GetKernelRequest& request
   return q;
 }
 
-void FillKernelReply(const ServedKernel& served, v1::GetKernelResponse* response) {
-  const Artifact& a = *served.artifact;
+void FillArtifactFields(const Artifact& a, v1::GetKernelResponse* response) {
   response->set_cubin_size(a.cubin->size());
   response->set_sha256(a.sha256);
   response->set_cubin_crc32c(a.crc32c);
@@ -49,11 +48,29 @@ void FillKernelReply(const ServedKernel& served, v1::GetKernelResponse* response
   response->set_uri(a.uri);
   response->set_arch(a.arch);
   for (const auto& k : a.kernels) ToWire(k, response->add_kernels());
+  ToWire(a.launch, response->mutable_launch());
+  for (const auto& [k, v] : a.params) (*response->mutable_params())[k] = v;
+}
+
+void FillServedFields(const ServedKernel& served, v1::GetKernelResponse* response) {
   response->set_origin(served.origin);
   response->set_job_id(served.job_id);
   *response->mutable_timings() = served.timings;
-  ToWire(a.launch, response->mutable_launch());
-  for (const auto& [k, v] : a.params) (*response->mutable_params())[k] = v;
+}
+
+void FillKernelReply(const ServedKernel& served, v1::GetKernelResponse* response) {
+  FillArtifactFields(*served.artifact, response);
+  FillServedFields(served, response);
+}
+
+const std::string& ArtifactReplyFields(const Artifact& artifact) {
+  // An artifact is complete before it is served (the engine fills it, then shares it as const).
+  std::call_once(artifact.reply_fields_once, [&artifact] {
+    v1::GetKernelResponse fields;
+    FillArtifactFields(artifact, &fields);
+    artifact.reply_fields = fields.SerializeAsString();
+  });
+  return artifact.reply_fields;
 }
 
 }  // namespace kiln::server

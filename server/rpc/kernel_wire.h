@@ -16,7 +16,21 @@ namespace kiln::server {
 // caller in the job's waiter list.
 absl::StatusOr<KernelQuery> QueryFromRequest(const v1::GetKernelRequest& request, const std::string& peer);
 
-// Every field of the reply but the cubin's bytes and blob path, which the caller chooses.
+// Every field of the reply but the cubin's bytes and blob path, which the caller chooses:
+// FillArtifactFields and FillServedFields.
 void FillKernelReply(const ServedKernel& served, v1::GetKernelResponse* response);
+
+// The fields the artifact alone decides: its size, checksums, key, URI, arch, kernels' attributes,
+// launch hints and params.
+void FillArtifactFields(const Artifact& artifact, v1::GetKernelResponse* response);
+// The fields of this one serve: origin, job id, timings.
+void FillServedFields(const ServedKernel& served, v1::GetKernelResponse* response);
+
+// FillArtifactFields' message serialized, once per artifact (kept in it). The same-node fetch
+// sends these bytes followed by the serve's own message (its fields and the cubin or blob path):
+// protobuf parses concatenated messages as their merge, and the two share no field, so the
+// client reads what FillKernelReply would have built, without the daemon building and
+// serializing ~40 kernels' attributes on every request.
+const std::string& ArtifactReplyFields(const Artifact& artifact);
 
 }  // namespace kiln::server

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
+#include <google/protobuf/util/message_differencer.h>
 
 #include <chrono>
 #include <cstring>
@@ -80,6 +81,24 @@ TEST_CASE("kilnd answers the same-node protocol as it answers gRPC", "[daemon][l
   CHECK(via_grpc.cubin_crc32c() == local.cubin_crc32c());
   CHECK(proto::Crc32c(via_grpc.cubin()) == local.cubin_crc32c());
   CHECK(via_grpc.origin() == v1::ORIGIN_MEMORY);
+  // The same-node reply is the artifact's fields serialized once and this serve's appended
+  // (kernel_wire.h, ArtifactReplyFields): parsed, it must be the message gRPC builds, field for
+  // field, but for what differs between a compile and a memory hit.
+  for (v1::GetKernelResponse* reply : {&local, &via_grpc}) {
+    CHECK(reply->has_timings());
+    reply->clear_timings();
+    reply->clear_origin();
+    reply->clear_job_id();
+  }
+  REQUIRE(local.kernels_size() > 0);
+  REQUIRE(local.launch_size() > 0);
+  REQUIRE(local.params_size() > 0);
+  std::string difference;
+  google::protobuf::util::MessageDifferencer differ;
+  differ.ReportDifferencesToString(&difference);
+  CHECK(differ.Compare(local, via_grpc));
+  INFO(difference);
+  CHECK(difference.empty());
 
   SECTION("the connection stays open for the next request, blob path included") {
     auto request = RmsnormRequest("bf16");
