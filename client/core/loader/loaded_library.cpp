@@ -50,7 +50,7 @@ StatusOr<std::shared_ptr<const LoadedLibrary>> LoadedLibrary::Load(const client:
   for (const std::string_view name : names) {
     if (name.empty() || !taken.insert(name).second) continue;
     CUkernel kernel = nullptr;
-    const std::string name_z(name);  // NUL-terminated for the driver
+    std::string name_z(name);  // NUL-terminated for the driver; then the entry's name
     CUresult r = driver.cuLibraryGetKernel(&kernel, lib->library, name_z.c_str());
     if (r == CUDA_ERROR_NOT_FOUND) {
       std::string has = lib->EntryNames();
@@ -58,7 +58,7 @@ StatusOr<std::shared_ptr<const LoadedLibrary>> LoadedLibrary::Load(const client:
                                                (has.empty() ? "" : " (it has: " + has + ")"));
     }
     KILN_RETURN_IF_ERROR(driver.Check(r, "cuLibraryGetKernel(" + name_z + ")"));
-    lib->entries.push_back({name_z, kernel});
+    lib->entries.push_back({std::move(name_z), kernel});
   }
   lib->info.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return std::shared_ptr<const LoadedLibrary>(std::move(lib));
