@@ -33,15 +33,18 @@ static_assert(ops::fused_moe_workspace_bytes(4096, 8, 128, 2048, 768) ==
 
 struct FusedMoeCall {
   FusedMoeArgs a;
-  template <typename Self, typename V>
-  static void Visit(Self& c, V& v) {
+  // The call record describes the workspace as a param, not as a tensor: what it holds before
+  // the call is scratch the op overwrites, and a dump would copy all of it (~300 MB at a 4096-token
+  // Mixtral prefill). A replay gives the call fresh memory of the size it needs
+  // (InvokeFusedMoe), as batch_decode's does.
+  static void Visit(const FusedMoeCall& c, TraceWriter& v) {
     v.Out("out", c.a.out)
         .In("x", c.a.x)
         .In("w13", c.a.w13)
         .In("w2", c.a.w2)
         .In("topk_ids", c.a.topk_ids)
-        .In("topk_weights", c.a.topk_weights)
-        .In("workspace", c.a.workspace);
+        .In("topk_weights", c.a.topk_weights);
+    if (c.a.workspace != nullptr) v.Param("workspace", c.a.workspace->Describe());
   }
 };
 
@@ -137,12 +140,40 @@ Status RunFusedMoe(const FusedMoeCall& call, const char* api, void* stream) {
   return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeCombineStep, stream).WithContext(api);
 }
 
+// The bytes a recorded call's workspace needs, from the shapes of its other tensors; 256 (the
+// alignment) when their ranks are wrong, which the plan then refuses naming the tensor.
+int64_t RecordedWorkspaceBytes(const FusedMoeArgs& a) {
+  if (a.x->ndim != 2 || a.w13->ndim != 3 || a.topk_ids->ndim != 2) return 256;
+  const int64_t bytes = ops::fused_moe_workspace_bytes(a.x->shape[0], a.topk_ids->shape[1], a.w13->shape[0],
+                                                       a.x->shape[1], a.w13->shape[1] / 2);
+  return bytes > 0 ? bytes : 256;
+}
+
+// Replay and tests: the tensors by name; the workspace is the arguments' own when they have one
+// (a trace example, a dump written before the workspace became a param), else fresh scratch.
+Status InvokeFusedMoe(const OpDescriptor& op, NamedArgs& named, void* stream) {
+  FusedMoeCall call;
+  ArgReader r(named);
+  r.Out("out", call.a.out).In("x", call.a.x).In("w13", call.a.w13).In("w2", call.a.w2);
+  r.In("topk_ids", call.a.topk_ids).In("topk_weights", call.a.topk_weights);
+  KILN_RETURN_IF_ERROR(r.status());
+  TensorView scratch;
+  call.a.workspace = named.Tensor("workspace");
+  if (call.a.workspace == nullptr) {
+    const int64_t bytes = RecordedWorkspaceBytes(call.a);
+    KILN_ASSIGN_OR_RETURN(void* memory, named.Scratch(static_cast<size_t>(bytes)));
+    scratch = TensorView::Contiguous(memory, DType::kUInt8, {bytes}, Device::CUDA(named.device()));
+    call.a.workspace = &scratch;
+  }
+  return CallOp(op, op.cpp_api, call, stream, RunFusedMoe);
+}
+
 const OpDescriptor kFusedMoe = {.name = "fused_moe",
                                 .op = moe::kFusedMoeOp,
                                 .family = "moe",
                                 .cpp_api = "kiln::ops::fused_moe",
                                 .c_api = "kiln_fused_moe",
-                                .invoke = InvokeByVisit<FusedMoeCall, RunFusedMoe>};
+                                .invoke = InvokeFusedMoe};
 KILN_REGISTER_OP(kFusedMoe);
 
 }  // namespace

@@ -270,4 +270,17 @@ TEST_CASE("every op of the op table logs its name, one call number each", "[clie
   CHECK(Lines(log).size() == 2 * static_cast<size_t>(n));
 }
 
+TEST_CASE("fused_moe's call record describes its workspace as a param: a dump never copies the scratch",
+          "[client][diag]") {
+  TempDir dir;
+  auto r = Child({"all-ops", TracesDir()}, {{"KILN_LOGLEVEL", "3"}, {"KILN_LOGDEST", dir / "log-%p.txt"}});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  const std::string log = OnlyLog(dir.path());
+  INFO(log);
+  CHECK(Has(log, "kiln::ops::fused_moe(workspace=uint8[74752]"));  // the first trace example's
+  CHECK(Has(log, "  input topk_weights: fp32[1, 2]"));
+  CHECK_FALSE(Has(log, " workspace: uint8"));  // no tensor line: nothing to dump
+}
+
 }  // namespace

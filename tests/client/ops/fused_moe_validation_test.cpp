@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "client/ops/moe/fused_moe_plan.h"
+#include "client/ops/op_table.h"
 #include "kiln/c_abi.h"
 #include "kiln/ops/moe.h"
 #include "tests/support/fake_device.h"
@@ -396,6 +397,55 @@ TEST_CASE("fused_moe refusals of a step name the step and its argument", "[clien
   REQUIRE(plan.ok());
   CHECK(plan->gate_up.b_row_stride == 72);
   CHECK(plan->down.b_row_stride == 136);
+}
+
+// A recorded call as `kiln replay` gives it to the op's invoker: its tensors, no workspace
+// tensor (the record describes it as a param), and scratch memory on request.
+class RecordedArgs final : public kiln::client::NamedArgs {
+ public:
+  explicit RecordedArgs(const Call& c) : c_(c) {}
+  const TensorView* Tensor(std::string_view name) const override {
+    for (const auto& [n, t] : {std::pair{"out", &c_.out},
+                               {"x", &c_.x},
+                               {"w13", &c_.w13},
+                               {"w2", &c_.w2},
+                               {"topk_ids", &c_.ids},
+                               {"topk_weights", &c_.weights}})
+      if (name == n) return t;
+    return nullptr;
+  }
+  const std::string* Param(std::string_view) const override { return nullptr; }
+  int device() const override { return 0; }
+  kiln::StatusOr<void*> Scratch(size_t bytes) override {
+    scratch_bytes.push_back(bytes);
+    return const_cast<void*>(FakeDeviceAddress(kWorkspaceSlot));
+  }
+  std::vector<size_t> scratch_bytes;
+
+ private:
+  const Call& c_;
+};
+
+TEST_CASE("a recorded fused_moe call is replayed on fresh workspace memory of the size it needs",
+          "[client][ops][validation][moe]") {
+  const kiln::client::OpDescriptor* op = kiln::client::FindOp("fused_moe");
+  REQUIRE(op != nullptr);
+  // out overlaps x without being it: refused by the checks after the workspace's, so the
+  // refusal shows the scratch passed those (size, alignment, device), and nothing launches.
+  Call c;
+  c.out = Contig(kXSlot, DType::kBFloat16, {7, 64}, 2);
+  RecordedArgs recorded(c);
+  RequireInvalid(op->invoke(*op, recorded, nullptr), "out and x overlap in memory");
+  REQUIRE(recorded.scratch_bytes.size() == 1);
+  CHECK(recorded.scratch_bytes[0] == static_cast<size_t>(kDefaultWorkspace));
+
+  // Arguments of the wrong rank get the smallest scratch; the plan names the argument.
+  Call bad;
+  bad.w13 = Contig(kW13Slot, DType::kBFloat16, {8 * 256, 64});
+  RecordedArgs wrong_rank(bad);
+  RequireInvalid(op->invoke(*op, wrong_rank, nullptr), "w13: expected a 3-D tensor");
+  REQUIRE(wrong_rank.scratch_bytes.size() == 1);
+  CHECK(wrong_rank.scratch_bytes[0] == 256);
 }
 
 // ---- The plan of a valid call ----
