@@ -10,6 +10,7 @@
 # valgrind (apt-get install valgrind).
 #   bash bench/op/host_path.sh [BUILD_DIR] [CALLS]     (default build, 20000)
 #   KEEP=DIR bash bench/op/host_path.sh ...             also keeps the callgrind files in DIR
+#   DAEMON=1 bash bench/op/host_path.sh ...             also counts kilnd's side of load_source
 set -eu
 build=${1:-build}
 calls=${2:-20000}
@@ -43,4 +44,25 @@ loads=$(( calls / 20 > 0 ? calls / 20 : 1 ))
 many=$(count load_source "$loads")
 none=$(count load_source 0)
 echo "load_source: $(( (many - none) / loads )) instructions per warm fetch+verify+load ($loads loads, client side)"
+# DAEMON=1: the daemon's side of the same warm fetch, counted in a kilnd run under callgrind: only
+# inside its same-node connection threads (LocalFetchServer::Run), less the reads that wait for
+# the next request (ReadExact polls for it: a count of the waiting, not of the work).
+if [[ ${DAEMON:-0} == 1 ]]; then
+  kill $kilnd_pid 2> /dev/null; wait $kilnd_pid 2> /dev/null || true
+  daemon_count() {  # daemon_count N: instructions of a kilnd that served one client's N+1 loads
+    rm -f "$work/kilnd.sock"
+    valgrind --tool=callgrind --callgrind-out-file="$work/cg.kilnd.$1" --collect-atstart=no \
+      --toggle-collect='kiln::server::LocalFetchServer::Run*' --toggle-collect='kiln::proto::ReadExact*' \
+      "$build/server/kilnd" --socket "$work/kilnd.sock" --cache-dir "$work/daemon-cache" --gen-dir "$work/gen" \
+      --kernels-dir "$PWD/kernels" > "$work/kilnd-cg.log" 2>&1 &
+    kilnd_pid=$!
+    for _ in $(seq 600); do [[ -S $work/kilnd.sock ]] && break; sleep 0.1; done
+    "$bin" load_source "$1"
+    kill $kilnd_pid; wait $kilnd_pid 2> /dev/null || true
+    awk '/Collected :/ {print $4}' "$work/kilnd-cg.log"
+  }
+  many=$(daemon_count "$loads")
+  none=$(daemon_count 0)
+  echo "load_source: $(( (many - none) / loads )) instructions per warm request ($loads loads, daemon side)"
+fi
 if [[ -n ${KEEP:-} ]]; then mkdir -p "$KEEP" && cp "$work"/cg.* "$KEEP"/; fi
