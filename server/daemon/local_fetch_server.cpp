@@ -46,7 +46,7 @@ void SendServed(int fd, const KernelServiceImpl::Resolved& resolved) {
   body.reserve(fields.size() + own.ByteSizeLong() + (resolved.blob_path ? 0 : a.cubin->size() + 16));
   body.append(fields);
   own.AppendToString(&body);
-  // The bytes last and without a copy into a message first (a blob path is not always possible).
+  // The bytes, when the client cannot be given the blob path, last, in a message of their own.
   if (!resolved.blob_path) {
     v1::GetKernelResponse bytes;
     bytes.set_cubin(*a.cubin);

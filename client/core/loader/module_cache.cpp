@@ -14,9 +14,9 @@ namespace kiln::client {
 
 // Map fields serialize in key order only when asked to be deterministic.
 std::string ModuleCache::RequestIdentity(const v1::GetKernelRequest& request) {
-  // The two per-call fields are not part of what is asked for. They are set only on the copy a
-  // fetch sends (cubin_fetch.cpp), so the request is serialized as it is, without a copy of its
-  // source (a warm fetch of a 6 KB, 40-kernel source: one copy and its destruction saved).
+  // The two per-call fields are not part of what is asked for. A fetch adds them only to what it
+  // sends (cubin_fetch.cpp), so the request is serialized as it is, without a copy of its
+  // source, unless a caller set them itself.
   v1::GetKernelRequest copy;
   const v1::GetKernelRequest* identity_of = &request;
   if (!request.client_id().empty() || request.prefer_blob_path()) {
