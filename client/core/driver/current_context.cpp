@@ -68,10 +68,19 @@ StatusOr<ContextInfo> Describe(const CudaDriver& driver, CUcontext ctx, ContextR
                                            ") is not among the " + std::to_string(r.handles.size()) + " devices");
 }
 
+// The context CurrentContext found last on this thread.
+thread_local ContextInfo t_last;
+
 }  // namespace
 
+const ContextInfo* SeenCurrentContext(const CudaDriver& driver) {
+  CUcontext ctx = nullptr;
+  if (driver.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr || ctx != t_last.context) return nullptr;
+  return &t_last;
+}
+
 StatusOr<ContextInfo> CurrentContext(const CudaDriver& driver, int fallback_device) {
-  thread_local ContextInfo last;
+  ContextInfo& last = t_last;
   CUcontext ctx = nullptr;
   KILN_RETURN_IF_ERROR(driver.Check(driver.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent"));
   if (ctx != nullptr && ctx == last.context) return last;

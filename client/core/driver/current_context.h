@@ -19,4 +19,10 @@ struct ContextInfo {
 // `fallback_device` < 0 means device 0.
 StatusOr<ContextInfo> CurrentContext(const CudaDriver& driver, int fallback_device);
 
+// That hot path alone, for the op calls: the thread's current context when CurrentContext has
+// seen it before on this thread, else null (no context current, a new one, or a driver error:
+// CurrentContext then says which). No Status is built. The pointee is this thread's and changes
+// with the next CurrentContext of another context: copy it.
+const ContextInfo* SeenCurrentContext(const CudaDriver& driver);
+
 }  // namespace kiln::client
