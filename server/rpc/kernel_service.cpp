@@ -27,9 +27,9 @@ grpc::Status KernelServiceImpl::GetKernel(grpc::ServerContext* context, const v1
 }
 
 absl::StatusOr<KernelServiceImpl::Resolved> KernelServiceImpl::Resolve(const v1::GetKernelRequest& request,
-                                                                        const std::string& peer, bool local,
-                                                                        Clock::time_point deadline,
-                                                                        const std::function<bool()>& cancelled) {
+                                                                       const std::string& peer, bool local,
+                                                                       Clock::time_point deadline,
+                                                                       const std::function<bool()>& cancelled) {
   auto query = QueryFromRequest(request, peer);
   if (!query.ok()) return query.status();
   auto served = engine_->GetKernel(*query, deadline, cancelled);
@@ -38,8 +38,8 @@ absl::StatusOr<KernelServiceImpl::Resolved> KernelServiceImpl::Resolve(const v1:
   const Artifact& a = *resolved.served.artifact;
   // Only a client on this node (unix socket) can open the blob; others get the bytes. So does a
   // client whose blob was removed under the daemon (the memory cache still has its bytes).
-  resolved.blob_path =
-      request.prefer_blob_path() && local && !a.blob_path.empty() && ::access(a.blob_path.c_str(), R_OK) == 0;
+  resolved.blob_path = request.prefer_blob_path() && local && !a.blob_path.empty() &&
+                       ::access(a.blob_path.c_str(), R_OK) == 0;
   return resolved;
 }
 

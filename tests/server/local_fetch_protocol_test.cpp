@@ -2,10 +2,10 @@
 // gets the reply gRPC would give; a malformed or oversized frame gets INVALID_ARGUMENT (and the
 // daemon keeps serving); connections that say nothing, or half the magic, hold up neither
 // gRPC nor the protocol; gRPC clients on the same socket are untouched.
+#include <google/protobuf/util/message_differencer.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
-#include <google/protobuf/util/message_differencer.h>
 
 #include <chrono>
 #include <cstring>
