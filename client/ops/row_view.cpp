@@ -98,10 +98,10 @@ Status ViewAsRowsInto(const TensorView& t, const char* name, RowView* view) {
   return OkStatus();
 }
 
-Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok) {
-  if (a.empty() || b.empty()) return OkStatus();
-  if (a.end() <= b.begin() || b.end() <= a.begin()) return OkStatus();
-  if (same_is_ok && a.data == b.data && a.row_stride == b.row_stride && a.hidden == b.hidden) return OkStatus();
+bool RowsOverlap(const RowView& a, const RowView& b, bool same_is_ok) {
+  if (a.empty() || b.empty()) return false;
+  if (a.end() <= b.begin() || b.end() <= a.begin()) return false;
+  if (same_is_ok && a.data == b.data && a.row_stride == b.row_stride && a.hidden == b.hidden) return false;
   // Interleaved rows of one buffer (e.g. the two halves of [rows, 2*hidden]) share no element
   // when every row of one lies in the gap between two rows of the other.
   if (a.row_stride == b.row_stride && a.element_size == b.element_size) {
@@ -110,8 +110,13 @@ Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok) {
     const int64_t b_bytes = b.hidden * static_cast<int64_t>(b.element_size);
     int64_t offset = (static_cast<int64_t>(b.begin()) - static_cast<int64_t>(a.begin())) % stride;
     if (offset < 0) offset += stride;
-    if (offset >= a_bytes && stride - offset >= b_bytes) return OkStatus();
+    if (offset >= a_bytes && stride - offset >= b_bytes) return false;
   }
+  return true;
+}
+
+Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok) {
+  if (!RowsOverlap(a, b, same_is_ok)) return OkStatus();
   return InvalidArgument(
       std::string(a.name) + " and " + b.name + " overlap in memory (" + a.name + " " + PointerText(a.begin()) + "..." +
       PointerText(a.end()) + ", " + b.name + " " + PointerText(b.begin()) + "..." + PointerText(b.end()) + ")" +

@@ -22,6 +22,16 @@ struct RowView {
   // The bytes the view spans, [begin, end): rows of `hidden` elements, `row_stride` apart.
   uintptr_t begin() const { return reinterpret_cast<uintptr_t>(data); }
   uintptr_t end() const;
+
+  // The same view of `t`, a tensor of the layout this view was made from (PlanMemo): false
+  // when `t`'s pointer fails ViewAsRows's pointer checks (NULL for a non-empty view, not
+  // aligned to the element size), which ViewAsRows then names.
+  bool Rebind(const TensorView& t) {
+    tensor = &t;
+    data = static_cast<char*>(t.data);
+    if (data == nullptr) return empty();
+    return element_size <= 1 || (begin() & (element_size - 1)) == 0;
+  }
 };
 
 // INVALID_ARGUMENT "<name>: ..." for a tensor that is not on a CUDA device (or has a negative
@@ -51,6 +61,8 @@ Status ViewAsRowsInto(const TensorView& tensor, const char* name, RowView* view)
 // OK when the two views share no element, or are the very same view (same pointer and row
 // stride) and `same_is_ok`. Otherwise INVALID_ARGUMENT naming both.
 Status CheckNoOverlap(const RowView& a, const RowView& b, bool same_is_ok);
+// The same question without a Status: true when CheckNoOverlap would refuse them.
+bool RowsOverlap(const RowView& a, const RowView& b, bool same_is_ok);
 
 // Where a tensor's elements lie: [begin, end) bytes; empty when it has no element.
 struct ByteExtent {

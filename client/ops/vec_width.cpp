@@ -26,4 +26,11 @@ int ChooseVecWidth(size_t element_size, int64_t hidden, std::initializer_list<in
   return 1;
 }
 
+int NarrowVecWidthToPointers(int vec, size_t element_size, std::initializer_list<const void*> pointers) {
+  uintptr_t address_bits = 0;  // a power-of-two alignment every pointer has is one their OR has
+  for (const void* p : pointers) address_bits |= reinterpret_cast<uintptr_t>(p);
+  while (vec > 1 && (address_bits & (static_cast<uintptr_t>(vec) * element_size - 1)) != 0) vec /= 2;
+  return vec;
+}
+
 }  // namespace kiln::client

@@ -15,4 +15,10 @@ inline constexpr size_t kMaxVectorBytes = 16;  // one 128-bit load or store
 int ChooseVecWidth(size_t element_size, int64_t hidden, std::initializer_list<int64_t> row_strides,
                    std::initializer_list<const void*> pointers);
 
+// The pointers' part of that choice alone: the largest power of two <= `vec` such that every
+// pointer is aligned to it times element_size. ChooseVecWidth(e, h, s, p) equals
+// NarrowVecWidthToPointers(ChooseVecWidth(e, h, s, {}), e, p): a repeat call of a layout seen
+// before (PlanMemo) keeps the first part and reruns only this one.
+int NarrowVecWidthToPointers(int vec, size_t element_size, std::initializer_list<const void*> pointers);
+
 }  // namespace kiln::client

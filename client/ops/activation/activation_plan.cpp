@@ -4,6 +4,7 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/ops/plan_memo.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
 
@@ -17,10 +18,22 @@ std::string HalvedShapeText(const TensorView& input, int64_t d) {
   return s + "]";
 }
 
-StatusOr<ActivationPlan> Plan(ActivationOp op, const TensorView& out_t, const TensorView& in_t) {
-  RowView in;
-  KILN_RETURN_IF_ERROR(ViewAsRowsInto(in_t, "input", &in));
+// A call Plan accepted: its layouts, its rows, the plan, and the vector width its layout
+// allows before the pointers narrow it (PlanMemo).
+struct AcceptedCall {
+  ActivationOp op = ActivationOp::kSiluAndMul;
+  TensorLayout out_layout;
+  TensorLayout in_layout;
   RowView out;
+  RowView in;
+  ActivationPlan plan;
+  int layout_vec = 1;
+};
+
+// Every check; the rows it viewed go to `out` and `in` (for the memo).
+StatusOr<ActivationPlan> Plan(ActivationOp op, const TensorView& out_t, const TensorView& in_t, RowView& out,
+                              RowView& in) {
+  KILN_RETURN_IF_ERROR(ViewAsRowsInto(in_t, "input", &in));
   KILN_RETURN_IF_ERROR(ViewAsRowsInto(out_t, "out", &out));
 
   if (in_t.dtype != DType::kFloat16 && in_t.dtype != DType::kBFloat16)
@@ -72,7 +85,35 @@ StatusOr<ActivationPlan> Plan(ActivationOp op, const TensorView& out_t, const Te
 
 StatusOr<ActivationPlan> PlanActAndMul(ActivationOp op, const TensorView& out, const TensorView& input,
                                        const char* api) {
-  auto plan = Plan(op, out, input);
+  thread_local PlanMemo<AcceptedCall> memo;
+  AcceptedCall* seen = memo.Find(
+      [&](const AcceptedCall& c) { return c.op == op && c.in_layout.Matches(input) && c.out_layout.Matches(out); });
+  if (seen != nullptr && seen->out.Rebind(out) && seen->in.Rebind(input) &&
+      !RowsOverlap(seen->out, seen->in, /*same_is_ok=*/false)) {
+    ActivationPlan plan = seen->plan;
+    plan.out = seen->out.data;
+    plan.input = seen->in.data;
+    plan.vec = NarrowVecWidthToPointers(seen->layout_vec, seen->in.element_size, {plan.out, plan.input});
+    plan.api = api;
+    return plan;
+  }
+  RowView out_rows;
+  RowView in_rows;
+  auto plan = Plan(op, out, input, out_rows, in_rows);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  const int layout_vec = plan->rows > 0
+                             ? ChooseVecWidth(in_rows.element_size, plan->d, {plan->out_stride, plan->in_stride}, {})
+                             : 1;
+  memo.Next() = AcceptedCall{op, TensorLayout::Of(out), TensorLayout::Of(input), out_rows, in_rows, *plan, layout_vec};
+  return plan;
+}
+
+StatusOr<ActivationPlan> PlanActAndMulFully(ActivationOp op, const TensorView& out, const TensorView& input,
+                                            const char* api) {
+  RowView out_rows;
+  RowView in_rows;
+  auto plan = Plan(op, out, input, out_rows, in_rows);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;

@@ -1,10 +1,12 @@
 #include "client/ops/norm/norm_plan.h"
 
 #include <cmath>
+#include <span>
 #include <string>
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/ops/plan_memo.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
 
@@ -13,19 +15,58 @@ namespace {
 
 bool IsNormDType(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
 
-// The checks both ops share. `x` is the tensor that defines dtype, shape and device (input);
-// `y` must match it exactly (out, or residual).
-StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, const TensorView& y_t, const char* y_name,
-                        const TensorView& w_t, double eps) {
+// The rows of a norm call: x defines dtype, shape and device (input); y must match it exactly
+// (out, or residual); w is the weight.
+struct NormRows {
   RowView x;
-  KILN_RETURN_IF_ERROR(ViewAsRowsInto(x_t, x_name, &x));
   RowView y;
+  RowView w;
+};
+
+// The pairs of rows that must not overlap (the written ones against the others), the same for
+// Plan and the memo's repeat call: {a, b, same_is_ok}.
+struct OverlapRule {
+  RowView NormRows::*a;
+  RowView NormRows::*b;
+  bool same_is_ok;
+};
+constexpr OverlapRule kRmsNormOverlaps[] = {{&NormRows::y, &NormRows::x, true},  // out vs input
+                                            {&NormRows::y, &NormRows::w, false}};
+constexpr OverlapRule kFusedAddRmsNormOverlaps[] = {{&NormRows::x, &NormRows::y, false},  // input vs residual
+                                                    {&NormRows::x, &NormRows::w, false},
+                                                    {&NormRows::y, &NormRows::w, false}};
+
+std::span<const OverlapRule> OverlapRules(NormOp op) {
+  if (op == NormOp::kRmsNorm) return kRmsNormOverlaps;
+  return kFusedAddRmsNormOverlaps;
+}
+
+bool AnyOverlap(NormOp op, const NormRows& r) {
+  for (const OverlapRule& o : OverlapRules(op))
+    if (RowsOverlap(r.*o.a, r.*o.b, o.same_is_ok)) return true;
+  return false;
+}
+
+// The plan's pointers from the rows: a, b as NormPlan says.
+void BindPointers(const NormRows& r, NormPlan& plan) {
+  plan.weight = r.w.data;
+  const bool rms = plan.op == NormOp::kRmsNorm;
+  plan.a = rms ? r.y.data : r.x.data;
+  plan.b = rms ? r.x.data : r.y.data;
+}
+
+// The checks both ops share; the rows they viewed go to `r` (for the memo).
+StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, const TensorView& y_t, const char* y_name,
+                        const TensorView& w_t, double eps, NormRows& r) {
+  RowView& x = r.x;
+  KILN_RETURN_IF_ERROR(ViewAsRowsInto(x_t, x_name, &x));
+  RowView& y = r.y;
   KILN_RETURN_IF_ERROR(ViewAsRowsInto(y_t, y_name, &y));
   if (w_t.ndim != 1)
     return InvalidArgument("weight: expected a 1-D tensor [hidden] = [" + std::to_string(x.hidden) + "], found rank " +
                            std::to_string(w_t.ndim) +
                            (w_t.ndim >= 1 && w_t.ndim <= kMaxTensorDims ? " " + ShapeText(w_t) : ""));
-  RowView w;
+  RowView& w = r.w;
   KILN_RETURN_IF_ERROR(ViewAsRowsInto(w_t, "weight", &w));
 
   if (!IsNormDType(x_t.dtype))
@@ -68,14 +109,7 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, co
                              " < hidden " + std::to_string(v->hidden) +
                              "); a tensor the op writes needs a row stride of at least hidden");
   }
-  if (op == NormOp::kRmsNorm) {
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, x, /*same_is_ok=*/true));  // out vs input
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, w, false));
-  } else {
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(x, y, false));  // input vs residual
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(x, w, false));
-    KILN_RETURN_IF_ERROR(CheckNoOverlap(y, w, false));
-  }
+  for (const OverlapRule& o : OverlapRules(op)) KILN_RETURN_IF_ERROR(CheckNoOverlap(r.*o.a, r.*o.b, o.same_is_ok));
 
   NormPlan plan;
   plan.op = op;
@@ -84,21 +118,53 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, co
   plan.rows = x.rows;
   plan.hidden = x.hidden;
   plan.eps = eps_f;
-  plan.weight = w.data;
-  if (op == NormOp::kRmsNorm) {
-    plan.a = y.data;  // out
-    plan.b = x.data;  // input
-    plan.a_stride = y.row_stride;
-    plan.b_stride = x.row_stride;
-  } else {
-    plan.a = x.data;  // input
-    plan.b = y.data;  // residual
-    plan.a_stride = x.row_stride;
-    plan.b_stride = y.row_stride;
-  }
+  plan.a_stride = op == NormOp::kRmsNorm ? y.row_stride : x.row_stride;
+  plan.b_stride = op == NormOp::kRmsNorm ? x.row_stride : y.row_stride;
+  BindPointers(r, plan);
   if (plan.rows > 0)
     plan.vec = ChooseVecWidth(x.element_size, plan.hidden, {plan.a_stride, plan.b_stride},
                               {plan.a, plan.b, plan.weight});
+  return plan;
+}
+
+// A call Plan accepted: its layouts and eps, its rows, the plan, and the vector width its
+// layout allows before the pointers narrow it (PlanMemo).
+struct AcceptedCall {
+  NormOp op = NormOp::kRmsNorm;
+  double eps = 0;
+  TensorLayout x_layout;
+  TensorLayout y_layout;
+  TensorLayout w_layout;
+  NormRows rows;
+  NormPlan plan;
+  int layout_vec = 1;
+};
+
+// Plan, or the plan of a remembered call with these layouts and eps once the pointer checks
+// pass again. x, y as Plan takes them.
+StatusOr<NormPlan> PlanWithMemo(NormOp op, const TensorView& x_t, const char* x_name, const TensorView& y_t,
+                                const char* y_name, const TensorView& w_t, double eps, const char* api) {
+  thread_local PlanMemo<AcceptedCall> memo;
+  AcceptedCall* seen = memo.Find([&](const AcceptedCall& c) {
+    return c.op == op && c.eps == eps && c.x_layout.Matches(x_t) && c.y_layout.Matches(y_t) && c.w_layout.Matches(w_t);
+  });
+  if (seen != nullptr && seen->rows.x.Rebind(x_t) && seen->rows.y.Rebind(y_t) && seen->rows.w.Rebind(w_t) &&
+      !AnyOverlap(op, seen->rows)) {
+    NormPlan plan = seen->plan;
+    BindPointers(seen->rows, plan);
+    plan.vec = NarrowVecWidthToPointers(seen->layout_vec, seen->rows.x.element_size, {plan.a, plan.b, plan.weight});
+    plan.api = api;
+    return plan;
+  }
+  NormRows rows;
+  auto plan = Plan(op, x_t, x_name, y_t, y_name, w_t, eps, rows);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  const int layout_vec = plan->rows > 0
+                             ? ChooseVecWidth(rows.x.element_size, plan->hidden, {plan->a_stride, plan->b_stride}, {})
+                             : 1;
+  memo.Next() = AcceptedCall{
+      op, eps, TensorLayout::Of(x_t), TensorLayout::Of(y_t), TensorLayout::Of(w_t), rows, *plan, layout_vec};
   return plan;
 }
 
@@ -106,15 +172,21 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, co
 
 StatusOr<NormPlan> PlanRmsNorm(const TensorView& out, const TensorView& input, const TensorView& weight, double eps,
                                const char* api) {
-  auto plan = Plan(NormOp::kRmsNorm, input, "input", out, "out", weight, eps);
-  if (!plan.ok()) return plan.status().WithContext(api);
-  plan->api = api;
-  return plan;
+  return PlanWithMemo(NormOp::kRmsNorm, input, "input", out, "out", weight, eps, api);
 }
 
 StatusOr<NormPlan> PlanFusedAddRmsNorm(const TensorView& input, const TensorView& residual, const TensorView& weight,
                                        double eps, const char* api) {
-  auto plan = Plan(NormOp::kFusedAddRmsNorm, input, "input", residual, "residual", weight, eps);
+  return PlanWithMemo(NormOp::kFusedAddRmsNorm, input, "input", residual, "residual", weight, eps, api);
+}
+
+StatusOr<NormPlan> PlanNormFully(NormOp op, const TensorView& a, const TensorView& b, const TensorView& weight,
+                                 double eps, const char* api) {
+  // a, b in the order of the op's arguments: (out, input) or (input, residual).
+  const bool rms = op == NormOp::kRmsNorm;
+  NormRows rows;
+  auto plan = rms ? Plan(op, b, "input", a, "out", weight, eps, rows)
+                  : Plan(op, a, "input", b, "residual", weight, eps, rows);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;

@@ -33,10 +33,16 @@ struct NormPlan {
 };
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
-// `api` must outlive the plan (a string literal).
+// `api` must outlive the plan (a string literal). A call with the layouts and eps of one this
+// thread accepted recently reruns only the pointer checks (plan_memo.h); the answer is the same.
 StatusOr<NormPlan> PlanRmsNorm(const TensorView& out, const TensorView& input, const TensorView& weight, double eps,
                                const char* api);
 StatusOr<NormPlan> PlanFusedAddRmsNorm(const TensorView& input, const TensorView& residual, const TensorView& weight,
                                        double eps, const char* api);
+// Either op with every check run, and nothing remembered (what the tests compare the memo
+// with); `a`, `b` are the op's first two tensors in its argument order: (out, input) for
+// rms_norm, (input, residual) for fused_add_rms_norm.
+StatusOr<NormPlan> PlanNormFully(NormOp op, const TensorView& a, const TensorView& b, const TensorView& weight,
+                                 double eps, const char* api);
 
 }  // namespace kiln::client

@@ -1,0 +1,75 @@
+// PlanMemo: a thread's memo of an op's last accepted layouts, so that a repeat call does not
+// check again what it checked before. An op's validation is, but for the data pointers, a
+// function of its tensors' layouts (dtype, rank, shape, strides, device) and its scalars; a
+// call whose layouts and scalars match a remembered accepted call reruns only the checks that
+// read pointers (RowView::Rebind, RowsOverlap, the vector width) and takes the rest of the
+// plan from the memo. Any pointer check that fails sends the call through the whole validation,
+// which names the problem as it always does, so a memo changes no answer, only its cost (the
+// op-call overhead, docs/benchmarking.md; tests compare both paths on random calls).
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/tensor_view.h"
+
+namespace kiln::client {
+
+// What validation reads of a tensor besides its data pointer.
+struct TensorLayout {
+  DType dtype = DType::kFloat32;
+  int ndim = 0;
+  Device device;
+  int64_t shape[kMaxTensorDims] = {};
+  int64_t strides[kMaxTensorDims] = {};
+
+  // `t`'s layout; its rank must be 0..kMaxTensorDims (an accepted tensor's always is).
+  static TensorLayout Of(const TensorView& t) {
+    TensorLayout l;
+    l.dtype = t.dtype;
+    l.ndim = t.ndim;
+    l.device = t.device;
+    for (int d = 0; d < t.ndim; ++d) {
+      l.shape[d] = t.shape[d];
+      l.strides[d] = t.strides[d];
+    }
+    return l;
+  }
+  // True when `t` has this layout, whatever its pointer (and whatever its rank: a rank outside
+  // the range never matches, since no remembered layout has one).
+  bool Matches(const TensorView& t) const {
+    if (t.dtype != dtype || t.ndim != ndim || !(t.device == device)) return false;
+    for (int d = 0; d < ndim; ++d)
+      if (t.shape[d] != shape[d] || t.strides[d] != strides[d]) return false;
+    return true;
+  }
+};
+
+// A few remembered calls (an `Entry` each: the layouts, the scalars, what the op derived from
+// them), replaced in turn: a model interleaves calls of one op on a few shapes (Qwen3's q and k
+// norms beside the hidden-size norms), which a single entry would make miss every time.
+// Entries are plain data, so a thread_local PlanMemo needs no constructor or destructor run.
+template <typename Entry, int kSlots = 4>
+class PlanMemo {
+ public:
+  // The first remembered entry `matches` accepts, or null.
+  template <typename Match>
+  Entry* Find(Match&& matches) {
+    for (int i = 0; i < used_; ++i)
+      if (matches(entries_[i])) return &entries_[i];
+    return nullptr;
+  }
+  // The entry to fill with a newly accepted call (the oldest once all are used).
+  Entry& Next() {
+    Entry& e = entries_[next_];
+    next_ = (next_ + 1) % kSlots;
+    if (used_ < kSlots) ++used_;
+    return e;
+  }
+
+ private:
+  Entry entries_[kSlots] = {};
+  int used_ = 0;
+  int next_ = 0;
+};
+
+}  // namespace kiln::client

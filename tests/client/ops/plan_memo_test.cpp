@@ -1,0 +1,254 @@
+// The plan memo (client/ops/plan_memo.h) changes no answer: on random calls that repeat a few
+// layouts with other pointers (aligned, misaligned, NULL, overlapping the other tensors) and
+// other scalars, the activation and norm plans of a thread that remembers its calls equal, field
+// by field or error by error, the plans made with every check run. Without a GPU: the pointers
+// are fake and never dereferenced.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/ops/activation/activation_plan.h"
+#include "client/ops/norm/norm_plan.h"
+#include "client/ops/plan_memo.h"
+#include "client/ops/vec_width.h"
+
+namespace {
+
+using kiln::Device;
+using kiln::DType;
+using kiln::Status;
+using kiln::TensorView;
+using kiln::client::ActivationOp;
+using kiln::client::ActivationPlan;
+using kiln::client::NormOp;
+using kiln::client::NormPlan;
+
+constexpr uintptr_t kBase = 0x7f0000000000;  // 256-byte aligned fake device addresses
+constexpr uintptr_t kApart = uintptr_t{1} << 32;
+
+// A tensor layout to repeat: dtype, shape, strides, device; the pointer is chosen per call.
+struct Layout {
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // empty: contiguous
+  Device device = Device::CUDA(0);
+};
+
+TensorView Make(const Layout& l, void* data) {
+  TensorView t;
+  t.data = data;
+  t.dtype = l.dtype;
+  t.ndim = static_cast<int>(l.shape.size());
+  t.device = l.device;
+  int64_t stride = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    t.shape[d] = l.shape[d];
+    t.strides[d] = l.strides.empty() ? stride : l.strides[d];
+    stride *= l.shape[d];
+  }
+  return t;
+}
+
+// A pointer for tensor `slot` of a call: its own aligned address, the same with a few bytes
+// off, NULL, or an address inside another tensor's (an overlap, or an in-place call).
+void* PickPointer(std::mt19937_64& rng, int slot) {
+  const uintptr_t own = kBase + slot * kApart;
+  switch (rng() % 8) {
+    case 0: return nullptr;
+    case 1: return reinterpret_cast<void*>(own + (rng() % 16));                               // often misaligned
+    case 2: return reinterpret_cast<void*>(kBase + (rng() % 3) * kApart + 2 * (rng() % 64));  // maybe another's
+    case 3: return reinterpret_cast<void*>(own + 8);
+    default: return reinterpret_cast<void*>(own);
+  }
+}
+
+// Both answers alike: the same status, and for OK the same plan in every field.
+void RequireSame(const kiln::StatusOr<ActivationPlan>& memo, const kiln::StatusOr<ActivationPlan>& full) {
+  INFO("memo: " << memo.status().ToString() << "; full: " << full.status().ToString());
+  REQUIRE(memo.status().code() == full.status().code());
+  REQUIRE(memo.status().message() == full.status().message());
+  if (!full.ok()) return;
+  const ActivationPlan& a = *memo;
+  const ActivationPlan& b = *full;
+  CHECK(a.op == b.op);
+  CHECK(std::string(a.api) == b.api);
+  CHECK(a.dtype == b.dtype);
+  CHECK(a.device == b.device);
+  CHECK(a.rows == b.rows);
+  CHECK(a.d == b.d);
+  CHECK(a.vec == b.vec);
+  CHECK(a.out == b.out);
+  CHECK(a.input == b.input);
+  CHECK(a.out_stride == b.out_stride);
+  CHECK(a.in_stride == b.in_stride);
+}
+
+void RequireSame(const kiln::StatusOr<NormPlan>& memo, const kiln::StatusOr<NormPlan>& full) {
+  INFO("memo: " << memo.status().ToString() << "; full: " << full.status().ToString());
+  REQUIRE(memo.status().code() == full.status().code());
+  REQUIRE(memo.status().message() == full.status().message());
+  if (!full.ok()) return;
+  const NormPlan& a = *memo;
+  const NormPlan& b = *full;
+  CHECK(a.op == b.op);
+  CHECK(std::string(a.api) == b.api);
+  CHECK(a.dtype == b.dtype);
+  CHECK(a.device == b.device);
+  CHECK(a.rows == b.rows);
+  CHECK(a.hidden == b.hidden);
+  CHECK(a.vec == b.vec);
+  CHECK(a.eps == b.eps);
+  CHECK(a.a == b.a);
+  CHECK(a.b == b.b);
+  CHECK(a.weight == b.weight);
+  CHECK(a.a_stride == b.a_stride);
+  CHECK(a.b_stride == b.b_stride);
+}
+
+TEST_CASE("the activation plan memo answers every call as the whole validation does", "[client][ops][plan_memo]") {
+  // (out, input) pairs: accepted ones (dense, padded rows, 3-D, one row, no rows, odd d) and
+  // refused ones (fp32, mixed dtypes, two devices, overlapping out rows, a shape mismatch).
+  const std::vector<std::pair<Layout, Layout>> layouts = {
+      {{DType::kBFloat16, {7, 4096}}, {DType::kBFloat16, {7, 8192}}},
+      {{DType::kBFloat16, {7, 4096}, {4104, 1}}, {DType::kBFloat16, {7, 8192}, {8200, 1}}},
+      {{DType::kFloat16, {3, 5, 64}}, {DType::kFloat16, {3, 5, 128}}},
+      {{DType::kFloat16, {4095}}, {DType::kFloat16, {8190}}},
+      {{DType::kBFloat16, {0, 4096}}, {DType::kBFloat16, {0, 8192}}},
+      {{DType::kBFloat16, {16, 14336}}, {DType::kBFloat16, {16, 28672}}},
+      {{DType::kFloat16, {9, 4098}}, {DType::kFloat16, {9, 8196}}},
+      {{DType::kFloat32, {7, 4096}}, {DType::kFloat32, {7, 8192}}},
+      {{DType::kFloat16, {7, 4096}}, {DType::kBFloat16, {7, 8192}}},
+      {{DType::kBFloat16, {7, 4096}, {}, Device::CUDA(1)}, {DType::kBFloat16, {7, 8192}}},
+      {{DType::kBFloat16, {7, 64}, {32, 1}}, {DType::kBFloat16, {7, 128}}},
+      {{DType::kBFloat16, {8, 4096}}, {DType::kBFloat16, {7, 8192}}},
+  };
+  const ActivationOp ops[] = {ActivationOp::kSiluAndMul, ActivationOp::kGeluAndMul, ActivationOp::kGeluTanhAndMul};
+  const char* apis[] = {"kiln::ops::silu_and_mul", "kiln_silu_and_mul"};
+  std::mt19937_64 rng(20261205);
+  int accepted = 0;
+  for (int call = 0; call < 20000; ++call) {
+    // Phases of 5000 calls: one op on three layouts (mostly memo hits), three ops, then every
+    // layout (misses, replacements, refusals).
+    const int phase = call / 5000;
+    const auto& [out_l, in_l] = layouts[rng() % (phase < 2 ? 3 : layouts.size())];
+    const ActivationOp op = ops[phase == 0 ? 0 : rng() % 3];
+    const char* api = apis[rng() % 2];
+    const TensorView out = Make(out_l, PickPointer(rng, 0));
+    const TensorView in = Make(in_l, PickPointer(rng, 1));
+    INFO("call " << call << ": out " << out.Describe() << " at " << out.data << ", input " << in.Describe() << " at "
+                 << in.data);
+    auto full = kiln::client::PlanActAndMulFully(op, out, in, api);
+    RequireSame(kiln::client::PlanActAndMul(op, out, in, api), full);
+    accepted += full.ok();
+  }
+  CHECK(accepted > 5000);  // the memo's path was taken many times, not only the refusals
+}
+
+TEST_CASE("the norm plan memo answers every call as the whole validation does", "[client][ops][plan_memo]") {
+  // (x, y, weight): x is input; y is out (rms_norm) or residual (fused_add_rms_norm).
+  struct Triple {
+    Layout x, y, w;
+  };
+  const std::vector<Triple> layouts = {
+      {{DType::kBFloat16, {7, 4096}}, {DType::kBFloat16, {7, 4096}}, {DType::kBFloat16, {4096}}},
+      {{DType::kBFloat16, {4, 32, 128}}, {DType::kBFloat16, {4, 32, 128}}, {DType::kBFloat16, {128}}},
+      {{DType::kBFloat16, {4, 8, 128}}, {DType::kBFloat16, {4, 8, 128}}, {DType::kBFloat16, {128}}},
+      {{DType::kFloat32, {3, 4100}, {4104, 1}}, {DType::kFloat32, {3, 4100}}, {DType::kFloat32, {4100}}},
+      {{DType::kFloat16, {1, 4095}}, {DType::kFloat16, {1, 4095}}, {DType::kFloat16, {4095}}},
+      {{DType::kBFloat16, {0, 4096}}, {DType::kBFloat16, {0, 4096}}, {DType::kBFloat16, {4096}}},
+      {{DType::kBFloat16, {7, 4096}}, {DType::kFloat16, {7, 4096}}, {DType::kBFloat16, {4096}}},
+      {{DType::kBFloat16, {7, 4096}}, {DType::kBFloat16, {7, 4096}}, {DType::kBFloat16, {4096}, {}, Device::CUDA(1)}},
+      {{DType::kBFloat16, {7, 4096}}, {DType::kBFloat16, {7, 64}, {32, 1}}, {DType::kBFloat16, {4096}}},
+      {{DType::kBFloat16, {7, 4096}}, {DType::kBFloat16, {7, 4096}}, {DType::kBFloat16, {2048}}},
+  };
+  const double eps[] = {1e-6, 1e-5, 1e-6, 0.0, -1.0, std::nan(""), 1e-60};
+  const char* apis[] = {"kiln::ops::rms_norm", "kiln_rms_norm"};
+  std::mt19937_64 rng(5122026);
+  int accepted = 0;
+  for (int call = 0; call < 20000; ++call) {
+    const int phase = call / 5000;  // as in the activation case; then other eps values too
+    const Triple& l = layouts[rng() % (phase < 2 ? 3 : layouts.size())];
+    const bool rms = phase == 0 || rng() % 2 == 0;
+    const double e = eps[phase == 0 ? 0 : rng() % (phase < 2 ? 3 : std::size(eps))];
+    const char* api = apis[rng() % 2];
+    const TensorView x = Make(l.x, PickPointer(rng, 0));
+    const TensorView y = Make(l.y, PickPointer(rng, 1));
+    const TensorView w = Make(l.w, PickPointer(rng, 2));
+    INFO("call " << call << (rms ? " rms_norm" : " fused_add_rms_norm") << ", eps " << e << ": x " << x.Describe()
+                 << " at " << x.data << ", y " << y.Describe() << " at " << y.data << ", weight " << w.Describe()
+                 << " at " << w.data);
+    if (rms) {
+      auto full = kiln::client::PlanNormFully(NormOp::kRmsNorm, y, x, w, e, api);
+      RequireSame(kiln::client::PlanRmsNorm(y, x, w, e, api), full);
+      accepted += full.ok();
+    } else {
+      auto full = kiln::client::PlanNormFully(NormOp::kFusedAddRmsNorm, x, y, w, e, api);
+      RequireSame(kiln::client::PlanFusedAddRmsNorm(x, y, w, e, api), full);
+      accepted += full.ok();
+    }
+  }
+  CHECK(accepted > 5000);
+}
+
+TEST_CASE("a layout matches only the same dtype, rank, shape, strides and device", "[client][ops][plan_memo]") {
+  const TensorView t = TensorView::Strided(reinterpret_cast<void*>(kBase), DType::kBFloat16, {4, 8, 128},
+                                           {2048, 256, 1});
+  const auto layout = kiln::client::TensorLayout::Of(t);
+  TensorView other = t;
+  other.data = nullptr;
+  CHECK(layout.Matches(other));  // the pointer is not part of it
+  for (int change = 0; change < 6; ++change) {
+    TensorView u = t;
+    switch (change) {
+      case 0: u.dtype = DType::kFloat16; break;
+      case 1: u.ndim = 2; break;
+      case 2: u.shape[1] = 4; break;
+      case 3: u.strides[0] = 1024; break;
+      case 4: u.device = Device::CUDA(1); break;
+      case 5: u.ndim = -1; break;
+    }
+    INFO("change " << change);
+    CHECK_FALSE(layout.Matches(u));
+  }
+}
+
+TEST_CASE("a memo finds what it remembered and replaces the oldest entry", "[client][ops][plan_memo]") {
+  kiln::client::PlanMemo<int, 3> memo;
+  auto has = [&](int v) { return memo.Find([v](int e) { return e == v; }) != nullptr; };
+  CHECK_FALSE(has(0));  // unused entries are never offered, even when they would match
+  memo.Next() = 1;
+  memo.Next() = 2;
+  memo.Next() = 3;
+  CHECK((has(1) && has(2) && has(3)));
+  memo.Next() = 4;  // replaces 1
+  CHECK_FALSE(has(1));
+  CHECK((has(2) && has(3) && has(4)));
+}
+
+TEST_CASE("narrowing a layout's vector width to the pointers is the whole choice", "[client][vec]") {
+  std::mt19937_64 rng(7);
+  const size_t sizes[] = {1, 2, 4, 8};
+  for (int i = 0; i < 20000; ++i) {
+    const size_t es = sizes[rng() % 4];
+    const int64_t hidden = 1 + static_cast<int64_t>(rng() % 9000);
+    const int64_t s0 = hidden + static_cast<int64_t>(rng() % 17);
+    const int64_t s1 = static_cast<int64_t>(rng() % 3 == 0 ? 0 : hidden + rng() % 9);
+    auto pointer = [&]() -> const void* {
+      if (rng() % 5 == 0) return nullptr;
+      return reinterpret_cast<const void*>(kBase + (rng() % 64));
+    };
+    const void* p0 = pointer();
+    const void* p1 = pointer();
+    const void* p2 = pointer();
+    INFO("element " << es << ", hidden " << hidden << ", strides " << s0 << " " << s1 << ", pointers " << p0 << " "
+                    << p1 << " " << p2);
+    const int whole = kiln::client::ChooseVecWidth(es, hidden, {s0, s1}, {p0, p1, p2});
+    const int layout = kiln::client::ChooseVecWidth(es, hidden, {s0, s1}, {});
+    REQUIRE(kiln::client::NarrowVecWidthToPointers(layout, es, {p0, p1, p2}) == whole);
+  }
+}
+
+}  // namespace
