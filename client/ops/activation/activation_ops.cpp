@@ -5,9 +5,9 @@
 #include <climits>
 
 #include "client/core/api/invalid_argument.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
-#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/activation/activation_plan.h"
 #include "client/ops/op_table.h"
 #include "kiln/activation/activation_contract.h"
@@ -66,12 +66,7 @@ Status RunActAndMul(const ActAndMulArgs& a, const char* api, void* stream) {
     return InvalidArgument(std::string(api) + ": " + std::to_string(plan.rows) + " rows of d " +
                            std::to_string(plan.d) + " need more than 2^31-1 blocks (" + std::to_string(chunks) +
                            " per row); split the call");
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(plan.rows * chunks);
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  config.programmatic_dependent_launch = LaunchAsDependent(e);
+  const LaunchConfig config = EntryLaunchConfig(e, {static_cast<unsigned>(plan.rows * chunks)}, stream);
   activation::ActAndMulParams params = {plan.out,        plan.input,    plan.rows, static_cast<int>(plan.d),
                                         plan.out_stride, plan.in_stride};
   void* args[] = {&params};

@@ -9,9 +9,9 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
-#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/attention_args.h"
 #include "client/ops/decode/decode_call.h"
 #include "client/ops/decode/decode_plan.h"
@@ -74,12 +74,7 @@ Status RunAppendPagedKv(const AppendPagedKvArgs& a, const char* api, void* strea
   int64_t blocks = (threads + e.block - 1) / e.block;
   if (e.max_blocks > 0) blocks = std::min(blocks, e.max_blocks);
   void* args[] = {&call.params};
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(std::min<int64_t>(blocks, INT_MAX));
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  config.programmatic_dependent_launch = LaunchAsDependent(e);
+  const LaunchConfig config = EntryLaunchConfig(e, {static_cast<unsigned>(std::min<int64_t>(blocks, INT_MAX))}, stream);
   return LaunchFunction(*ready.driver, e.function, config, args, decode::kAppendPagedKvEntry,
                         &ready.launch->library->info)
       .WithContext(api);
@@ -171,24 +166,19 @@ Status RunBatchDecode(const BatchDecodeArgs& a, const char* api, void* stream) {
                                                 std::to_string(plan.schedule.chunk_tokens) + "-positions+merge"
                                           : std::string("single-pass:no-split"));
   void* args[] = {&call.params};
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(plan.schedule.num_items * plan.num_kv_heads);  // < 2^31 (plan)
-  config.block.x = decode.block;
-  config.dynamic_smem_bytes = decode.dynamic_smem;
-  config.stream = stream;
-  config.programmatic_dependent_launch = LaunchAsDependent(decode);
+  const LaunchConfig config = EntryLaunchConfig(
+      decode, {static_cast<unsigned>(plan.schedule.num_items * plan.num_kv_heads)},  // < 2^31 (plan)
+      stream);
   KILN_RETURN_IF_ERROR(LaunchFunction(*ready.driver, decode.function, config, args, decode::kBatchDecodeEntry,
                                       &ready.launch->library->info)
                            .WithContext(api));
   if (!plan.schedule.split) return OkStatus();
 
-  LaunchConfig merge_config;
-  merge_config.grid.x = static_cast<unsigned>(plan.batch);
-  merge_config.grid.y = static_cast<unsigned>((plan.num_qo_heads + merge.items_per_block - 1) / merge.items_per_block);
-  merge_config.block.x = merge.block;
-  merge_config.dynamic_smem_bytes = merge.dynamic_smem;
-  merge_config.stream = stream;
-  merge_config.programmatic_dependent_launch = LaunchAsDependent(merge);
+  const LaunchConfig merge_config = EntryLaunchConfig(
+      merge,
+      {static_cast<unsigned>(plan.batch),
+       static_cast<unsigned>((plan.num_qo_heads + merge.items_per_block - 1) / merge.items_per_block)},
+      stream);
   return LaunchFunction(*ready.driver, merge.function, merge_config, args, decode::kBatchDecodeMergeEntry,
                         &ready.launch->library->info)
       .WithContext(api);

@@ -12,6 +12,7 @@
 
 #include "client/core/api/binary_switch.h"
 #include "client/core/capi/c_status.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/gemm/grouped_gemm_ops.h"
@@ -100,13 +101,8 @@ Status LaunchGemv(const PreparedLaunch& ready, int entry, const char* name, unsi
                       " threads and " + std::to_string(e.items_per_block) + " columns per block; the kernel needs " +
                       std::to_string(moe::kGemvBlock) + " and " + std::to_string(columns) +
                       " (a kilnd of another version?)");
-  LaunchConfig config;
-  config.grid.x = blocks_x;
-  config.grid.y = blocks_y;
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  config.programmatic_dependent_launch = programmatic;
+  LaunchConfig config = EntryLaunchConfig(e, {blocks_x, blocks_y}, stream);
+  config.programmatic_dependent_launch = programmatic;  // KILN_FUSED_MOE_PDL, not KILN_PDL
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
 }

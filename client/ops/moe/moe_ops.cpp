@@ -5,6 +5,7 @@
 #include <string>
 
 #include "client/core/api/invalid_argument.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/moe/moe_launch.h"
@@ -63,11 +64,7 @@ Status RunMoeRoute(const MoeRouteCall& call, const char* api, void* stream) {
   if (blocks > INT_MAX)
     return InvalidArgument(std::string(api) + ": " + std::to_string(plan.params.tokens) + " tokens need " +
                            std::to_string(blocks) + " blocks, more than 2^31-1; split the call");
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(blocks);
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
+  const LaunchConfig config = EntryLaunchConfig(e, {static_cast<unsigned>(blocks)}, stream);
   moe::MoeRouteParams params = plan.params;
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, moe::kMoeRouteEntry, &ready.launch->library->info);
@@ -150,11 +147,7 @@ Status LaunchPermuteEntry(const PreparedLaunch& ready, int index, const char* en
   if (blocks > INT_MAX)
     return InvalidArgument(std::string(api) + ": " + entry + " needs " + std::to_string(blocks) +
                            " blocks, more than 2^31-1; split the call");
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(blocks);
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
+  const LaunchConfig config = EntryLaunchConfig(e, {static_cast<unsigned>(blocks)}, stream);
   void* args[] = {params};
   return LaunchFunction(*ready.driver, e.function, config, args, entry, &ready.launch->library->info);
 }
@@ -190,20 +183,10 @@ Status LaunchMoePermutePlan(const MoePermutePlan& plan, const char* api, void* s
   }
   if (!plan.gather || plan.gather_params.rows == 0) return OkStatus();
 
-  const EntryLaunchReady& gather = ready.launch->entry(kPermuteGather);
-  const int64_t blocks = (plan.gather_params.rows + gather.items_per_block - 1) / gather.items_per_block;
-  if (blocks > INT_MAX)
-    return InvalidArgument(std::string(api) + ": " + std::to_string(plan.gather_params.rows) + " rows need " +
-                           std::to_string(blocks) + " blocks, more than 2^31-1; split the call");
-  LaunchConfig gather_config;
-  gather_config.grid.x = static_cast<unsigned>(blocks);
-  gather_config.block.x = gather.block;
-  gather_config.dynamic_smem_bytes = gather.dynamic_smem;
-  gather_config.stream = stream;
+  const int64_t per_block = ready.launch->entry(kPermuteGather).items_per_block;
   moe::MoePermuteGatherParams gather_params = plan.gather_params;
-  void* gather_args[] = {&gather_params};
-  return LaunchFunction(*ready.driver, gather.function, gather_config, gather_args, moe::kMoePermuteGatherEntry,
-                        &ready.launch->library->info);
+  return LaunchPermuteEntry(ready, kPermuteGather, moe::kMoePermuteGatherEntry,
+                            (plan.gather_params.rows + per_block - 1) / per_block, 0, &gather_params, api, stream);
 }
 
 namespace {
@@ -254,13 +237,9 @@ Status LaunchMoeUnpermutePlan(const MoeUnpermutePlan& plan, const char* api, voi
                       std::to_string(e.block) + " threads and " + std::to_string(e.items_per_block) +
                       " units per block; the kernel needs " + std::to_string(moe::kUnpermuteBlock) + " and " +
                       std::to_string(moe::kUnpermuteBlock) + " (a kilnd of another version?)");
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(plan.params.tokens);
-  config.grid.y = plan.blocks_per_row;
-  config.block.x = plan.threads;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  config.programmatic_dependent_launch = programmatic;
+  LaunchConfig config = EntryLaunchConfig(e, {static_cast<unsigned>(plan.params.tokens), plan.blocks_per_row}, stream);
+  config.block.x = plan.threads;  // the plan's: a row of few units needs fewer threads than the hint's
+  config.programmatic_dependent_launch = programmatic;  // the caller's (fused_moe's decode path)
   moe::MoeUnpermuteParams params = plan.params;
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, moe::kMoeUnpermuteEntry, &ready.launch->library->info);

@@ -5,9 +5,9 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
-#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/norm/norm_ops.h"
 #include "client/ops/norm/norm_plan.h"
 #include "client/ops/op_table.h"
@@ -47,12 +47,7 @@ Status LaunchNorm(const NormPlan& plan, const OpKernels& kernels, const char* en
   if (grid > INT_MAX)
     return InvalidArgument(std::string(plan.api) + ": " + std::to_string(plan.rows) +
                            " rows need more than 2^31-1 blocks; split the call");
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(grid);
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  config.programmatic_dependent_launch = LaunchAsDependent(e);
+  const LaunchConfig config = EntryLaunchConfig(e, {static_cast<unsigned>(grid)}, stream);
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, entry, &ready.launch->library->info);
 }

@@ -10,6 +10,7 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/attention_args.h"
@@ -125,24 +126,20 @@ Status RunBatchPrefill(const BatchPrefillArgs& a, const char* api, void* stream)
                                 std::to_string(plan.schedule.chunk_tokens) + "-positions+merge"
                           : "tiles:" + std::to_string(plan.schedule.num_items) + "-items");
   void* args[] = {&call.params};
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(plan.schedule.num_items);  // < 2^31 (plan)
-  config.grid.y = static_cast<unsigned>(plan.num_kv_heads);        // <= 65535 (plan)
-  config.block.x = attend.block;
-  config.dynamic_smem_bytes = attend.dynamic_smem;
-  config.stream = stream;
+  const LaunchConfig config = EntryLaunchConfig(attend,
+                                                {static_cast<unsigned>(plan.schedule.num_items),  // < 2^31 (plan)
+                                                 static_cast<unsigned>(plan.num_kv_heads)},       // <= 65535 (plan)
+                                                stream);
   KILN_RETURN_IF_ERROR(LaunchFunction(*ready.driver, attend.function, config, args, prefill::kBatchPrefillEntry,
                                       &ready.launch->library->info)
                            .WithContext(api));
   if (!plan.schedule.split) return OkStatus();
 
-  LaunchConfig merge_config;
-  merge_config.grid.x = static_cast<unsigned>(plan.batch);
-  merge_config.grid.y = static_cast<unsigned>((plan.schedule.merge_max_q_len + merge.items_per_block - 1) /
-                                              merge.items_per_block);
-  merge_config.block.x = merge.block;
-  merge_config.dynamic_smem_bytes = merge.dynamic_smem;
-  merge_config.stream = stream;
+  const LaunchConfig merge_config = EntryLaunchConfig(
+      merge,
+      {static_cast<unsigned>(plan.batch),
+       static_cast<unsigned>((plan.schedule.merge_max_q_len + merge.items_per_block - 1) / merge.items_per_block)},
+      stream);
   return LaunchFunction(*ready.driver, merge.function, merge_config, args, prefill::kBatchPrefillMergeEntry,
                         &ready.launch->library->info)
       .WithContext(api);

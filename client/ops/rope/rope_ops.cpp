@@ -4,9 +4,9 @@
 #include <climits>
 
 #include "client/core/api/invalid_argument.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
-#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/op_table.h"
 #include "client/ops/rope/rope_plan.h"
 #include "kiln/ops/rope.h"
@@ -69,13 +69,9 @@ Status LaunchRope(const RopePlan& plan, const OpKernels& kernels, const char* en
     return InvalidArgument(std::string(plan.api) + ": " + std::to_string(plan.tokens) +
                            " tokens need more than 2^31-1 blocks; split the call");
   const int64_t threads_per_token = e.block / e.items_per_block;
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(grid_x);
-  config.grid.y = static_cast<unsigned>(RopeHeadGroups(plan.tokens, threads_per_token, heads));
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  config.programmatic_dependent_launch = LaunchAsDependent(e);
+  const LaunchConfig config = EntryLaunchConfig(
+      e, {static_cast<unsigned>(grid_x), static_cast<unsigned>(RopeHeadGroups(plan.tokens, threads_per_token, heads))},
+      stream);
   auto params = make_params();
   void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, entry, &ready.launch->library->info);

@@ -5,9 +5,9 @@
 #include <climits>
 
 #include "client/core/api/invalid_argument.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
-#include "client/core/loader/programmatic_launch.h"
 #include "client/ops/op_table.h"
 #include "client/ops/sampling/sampling_plan.h"
 #include "kiln/ops/sampling.h"
@@ -99,13 +99,8 @@ Status RunSample(const SampleArgs<kS>& a, const char* api, void* stream) {
   };
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunchFor(kS.kernels, spec_for, plan.device, api, &spec));
   const EntryLaunchReady& e = ready.launch->entry();
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>(plan.rows * spec.cluster);  // rows * 8 < 2^32
+  LaunchConfig config = EntryLaunchConfig(e, {static_cast<unsigned>(plan.rows * spec.cluster)}, stream);  // < 2^32
   if (spec.cluster > 1) config.cluster = {static_cast<unsigned>(spec.cluster), 1, 1};
-  config.block.x = e.block;
-  config.dynamic_smem_bytes = e.dynamic_smem;
-  config.stream = stream;
-  config.programmatic_dependent_launch = LaunchAsDependent(e);
   sampling::SamplingParams params = {plan.samples,  plan.probs,    plan.vocab,    plan.row_stride, plan.k_values,
                                      plan.k_scalar, plan.p_values, plan.p_scalar, plan.seed,       plan.offset};
   void* args[] = {&params};
