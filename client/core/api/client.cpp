@@ -42,7 +42,7 @@ ClientStats GetClientStats() {
   s.rpc_failures = c.rpc_failures.load(std::memory_order_relaxed);
   s.modules_loaded = c.modules_loaded.load(std::memory_order_relaxed);
   s.blob_path_reads = c.blob_path_reads.load(std::memory_order_relaxed);
-  s.op_fast_hits = c.op_fast_hits.load(std::memory_order_relaxed);
+  s.op_fast_hits = client::OpFastHits::Sum();
   s.op_fast_misses = c.op_fast_misses.load(std::memory_order_relaxed);
   s.embedded_fetches = c.embedded_fetches.load(std::memory_order_relaxed);
   s.local_fetches = c.local_fetches.load(std::memory_order_relaxed);

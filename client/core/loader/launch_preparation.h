@@ -47,12 +47,12 @@ StatusOr<const OpLaunch*> FindOrResolveLaunch(const CudaDriver& driver, const Op
   thread_local LaunchMemo<Spec> memo;
   const OpLaunchKey<Spec> key{ctx.context, &op, spec};
   if (const OpLaunch* launch = memo.Find(key)) {
-    Bump(Counters().op_fast_hits);
+    OpFastHits::Bump();
     return launch;
   }
   LaunchCache<Spec>& cache = LaunchCache<Spec>::Global();
   if (const OpLaunch* launch = cache.Find(key)) {
-    Bump(Counters().op_fast_hits);
+    OpFastHits::Bump();
     memo.Remember(key, launch);
     return launch;
   }

@@ -1,8 +1,11 @@
 // The process-wide counters behind kiln::GetClientStats (relaxed atomics: counts, not order).
+// op_fast_hits, bumped by every op call, is per thread (PerThreadCount): OpFastHits().
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+
+#include "client/core/rpc/per_thread_count.h"
 
 namespace kiln::client {
 
@@ -11,7 +14,6 @@ struct ClientCounters {
   std::atomic<uint64_t> rpc_failures{0};
   std::atomic<uint64_t> modules_loaded{0};
   std::atomic<uint64_t> blob_path_reads{0};
-  std::atomic<uint64_t> op_fast_hits{0};
   std::atomic<uint64_t> op_fast_misses{0};
   std::atomic<uint64_t> embedded_fetches{0};
   std::atomic<uint64_t> local_fetches{0};
@@ -23,5 +25,8 @@ inline ClientCounters& Counters() {
 }
 
 inline void Bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+
+// Op calls served from the in-process launch cache (kiln::ClientStats::op_fast_hits).
+using OpFastHits = PerThreadCount<struct OpFastHitsTag>;
 
 }  // namespace kiln::client
