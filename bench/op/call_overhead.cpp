@@ -104,9 +104,8 @@ Status AddTensor(const BenchDevice& device, OverheadCase* c, DType dtype, std::v
 StatusOr<const EntryLaunch*> UseOpModule(OverheadCase* c, int device, const OpRequest& request, const char* entry) {
   KILN_ASSIGN_OR_RETURN(auto driver, client::CudaDriver::Get());
   KILN_ASSIGN_OR_RETURN(auto ctx, client::CurrentContext(*driver, device));
-  const v1::GetKernelRequest wire = client::MakeKernelRequest(request, client::ArchForComputeCapability(ctx.cc_major,
-                                                                                                        ctx.cc_minor));
-  auto library = client::ModuleCache::Global().Find(client::ModuleCache::RequestIdentity(wire));
+  auto library = client::ModuleCache::Global().Find(
+      client::ModuleCache::OpIdentity(request, client::ArchForComputeCapability(ctx.cc_major, ctx.cc_minor)));
   if (library == nullptr)
     return Status(StatusCode::kInternal, c->op + ": the module cache has no entry for the request the op makes (" +
                                              request.name + "); has the op's request changed?");

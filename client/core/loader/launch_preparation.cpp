@@ -37,9 +37,9 @@ StatusOr<ContextInfo> ContextForDevice(const CudaDriver& driver, int device, con
 StatusOr<std::shared_ptr<const detail::LoadedLibrary>> FetchOpModule(const CudaDriver& driver, const OpRequest& op,
                                                                      const std::vector<std::string>& entries,
                                                                      const ContextInfo& ctx) {
-  auto request = MakeKernelRequest(op, ArchForComputeCapability(ctx.cc_major, ctx.cc_minor));
-  KILN_ASSIGN_OR_RETURN(auto library, ModuleCache::Global().GetOrLoad(driver, request, entries,
-                                                                      ModuleCache::RequestIdentity(request)));
+  const std::string arch = ArchForComputeCapability(ctx.cc_major, ctx.cc_minor);
+  KILN_ASSIGN_OR_RETURN(auto library, ModuleCache::Global().GetOrLoad(driver, MakeKernelRequest(op, arch), entries,
+                                                                      ModuleCache::OpIdentity(op, arch)));
   const ModuleInfo& info = library->info;
   if (!CubinRunsOn(info.arch, ctx.cc_major, ctx.cc_minor))
     return Precondition("the daemon built " + info.uri + " for " + info.arch + ", which cannot run on cuda:" +

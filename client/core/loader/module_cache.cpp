@@ -2,9 +2,6 @@
 
 #include <chrono>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
 #include "client/core/loader/loader_log.h"
 #include "client/core/loader/module_info.h"
 #include "client/core/rpc/cubin_fetch.h"
@@ -12,36 +9,28 @@
 
 namespace kiln::client {
 
-// Map fields serialize in key order only when asked to be deterministic.
-std::string ModuleCache::RequestIdentity(const v1::GetKernelRequest& request) {
-  // The two per-call fields are not part of what is asked for. A fetch adds them only to what it
-  // sends (cubin_fetch.cpp), so the request is serialized as it is, without a copy of its
-  // source, unless a caller set them itself.
-  v1::GetKernelRequest copy;
-  const v1::GetKernelRequest* identity_of = &request;
-  if (!request.client_id().empty() || request.prefer_blob_path()) {
-    copy = request;
-    copy.clear_client_id();
-    copy.clear_prefer_blob_path();
-    identity_of = &copy;
-  }
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    identity_of->SerializeToCodedStream(&coded);
-  }
-  return bytes;
+namespace {
+
+// One field of an identity: a tag, the value's length, and the value, so that no bytes moved
+// from one field into the next (or a separator inside a value) give another request's identity.
+void AppendField(std::string& id, char tag, const std::string& value) {
+  id.append(1, tag).append(std::to_string(value.size())).append(1, ':').append(value);
 }
 
+}  // namespace
+
 // An op's identity in the module cache, built without protobuf: a repeat LoadOp of a loaded
-// op costs a string and a hash lookup (requests differ from sources by the leading tag). A
-// debug compile (KILN_DEBUG_COMPILE) is another module, so it is part of the identity.
-std::string ModuleCache::OpIdentity(const OpRequest& op, const std::string& arch) {
-  std::string id = "op\n" + op.name + "\n" + arch;
-  for (const auto& [k, v] : op.params) id.append("\n").append(k).append("=").append(v);
-  if (const DebugCompile& debug = ProcessDebugCompile(); debug.any()) id.append("\ndebug ").append(debug.Describe());
+// op, or an op's first launch in a context, costs a string and a hash lookup. A debug compile
+// (KILN_DEBUG_COMPILE) is another module, so it is part of the identity.
+std::string ModuleCache::OpIdentity(const OpRequest& op, const std::string& arch, const DebugCompile& debug) {
+  std::string id = "op";
+  AppendField(id, 'a', arch);
+  AppendField(id, 'n', op.name);
+  for (const auto& [k, v] : op.params) {
+    AppendField(id, 'k', k);
+    AppendField(id, 'v', v);
+  }
+  if (debug.any()) AppendField(id, 'd', debug.Describe());
   return id;
 }
 
@@ -49,16 +38,15 @@ std::string ModuleCache::OpIdentity(const OpRequest& op, const std::string& arch
 // serialization, with its UTF-8 checks, cost a warm LoadSource of a 6 KB source ~25 000
 // instructions). Every field of SourceRequest, each with its length, so that no two sources
 // share one; the arch and a debug compile as for ops.
-std::string ModuleCache::SourceIdentity(const SourceRequest& source, const std::string& arch) {
+std::string ModuleCache::SourceIdentity(const SourceRequest& source, const std::string& arch,
+                                        const DebugCompile& debug) {
   size_t bytes = 64 + source.name.size() + source.code.size() + arch.size();
   for (const auto& e : source.entries) bytes += e.size() + 24;
   for (const auto& o : source.options) bytes += o.size() + 24;
   for (const auto& u : source.extra_units) bytes += u.name.size() + u.code.size() + 48;
   std::string id;
   id.reserve(bytes);
-  auto field = [&id](char tag, const std::string& value) {
-    id.append(1, tag).append(std::to_string(value.size())).append(1, ':').append(value);
-  };
+  auto field = [&id](char tag, const std::string& value) { AppendField(id, tag, value); };
   id.append("source");
   field('a', arch);
   field('n', source.name);
@@ -69,7 +57,7 @@ std::string ModuleCache::SourceIdentity(const SourceRequest& source, const std::
     field('u', u.name);
     field('v', u.code);
   }
-  if (const DebugCompile& debug = ProcessDebugCompile(); debug.any()) field('d', debug.Describe());
+  if (debug.any()) field('d', debug.Describe());
   return id;
 }
 

@@ -13,6 +13,7 @@
 
 #include "client/core/driver/cuda_driver.h"
 #include "client/core/loader/loaded_library.h"
+#include "client/core/rpc/debug_compile.h"
 #include "kiln/kernel.h"
 #include "kiln/v1/kernel.pb.h"
 
@@ -24,7 +25,7 @@ class ModuleCache {
 
   // The loaded module for `request` (its target arch set), fetched from the daemon through the
   // current settings and loaded on a miss. `entries` are kernels the caller will ask for.
-  // `identity` names the request (RequestIdentity, or a cheaper equivalent of the caller's);
+  // `identity` names the request (OpIdentity or SourceIdentity of what it asks for);
   // with `reuse` false the daemon is asked again and a fresh module replaces the cached one.
   StatusOr<std::shared_ptr<const detail::LoadedLibrary>> GetOrLoad(const CudaDriver& driver,
                                                                    const v1::GetKernelRequest& request,
@@ -34,13 +35,15 @@ class ModuleCache {
   // The module loaded for `identity`, or null.
   std::shared_ptr<const detail::LoadedLibrary> Find(const std::string& identity);
 
-  // Everything that identifies a request: all but who asks and how the bytes travel.
-  static std::string RequestIdentity(const v1::GetKernelRequest& request);
-  // The same for LoadOp's and LoadSource's requests, built from the API's structs without
-  // protobuf (the repeat load's cost): what is asked for, the arch, and the process's debug
-  // compile. Ops and sources never share an identity.
-  static std::string OpIdentity(const OpRequest& op, const std::string& arch);
-  static std::string SourceIdentity(const SourceRequest& source, const std::string& arch);
+  // Everything that identifies a request (all but who asks and how the bytes travel), built from
+  // the API's structs without protobuf (the repeat load's cost): what is asked for, the arch,
+  // and the debug compile (the process's, KILN_DEBUG_COMPILE, unless given), as
+  // MakeKernelRequest puts them in the request. Ops (LoadOp and every op launch) and sources
+  // never share an identity.
+  static std::string OpIdentity(const OpRequest& op, const std::string& arch,
+                                const DebugCompile& debug = ProcessDebugCompile());
+  static std::string SourceIdentity(const SourceRequest& source, const std::string& arch,
+                                    const DebugCompile& debug = ProcessDebugCompile());
 
  private:
   std::mutex mu_;

@@ -80,7 +80,7 @@ Status Verify(const v1::GetKernelResponse& reply, const std::string& bytes, cons
 }
 
 // What a fetch adds to the caller's request: who asks, and whether a blob path may stand in for
-// the bytes. Not part of what is asked for (ModuleCache::RequestIdentity leaves them out).
+// the bytes. Not part of what is asked for (ModuleCache's identities leave them out).
 v1::GetKernelRequest PerCallFields(const FetchOptions& options, bool prefer_blob_path) {
   v1::GetKernelRequest fields;
   fields.set_client_id(options.client_id);

@@ -79,10 +79,15 @@ TEST_CASE("the requests the library builds carry the debug controls, and the mod
   CHECK(src.debug().verbose_log());
 
   using kiln::client::ModuleCache;
-  CHECK(ModuleCache::RequestIdentity(plain) != ModuleCache::RequestIdentity(li));
-  CHECK(ModuleCache::RequestIdentity(li) != ModuleCache::RequestIdentity(g));
-  CHECK(ModuleCache::RequestIdentity(li) ==
-        ModuleCache::RequestIdentity(kiln::client::MakeKernelRequest(op, "sm_90", DebugCompile{.lineinfo = true})));
+  const std::string plain_id = ModuleCache::OpIdentity(op, "sm_90", DebugCompile{});
+  const std::string li_id = ModuleCache::OpIdentity(op, "sm_90", DebugCompile{.lineinfo = true});
+  const std::string g_id = ModuleCache::OpIdentity(op, "sm_90",
+                                                   DebugCompile{.device_debug = true, .verbose_log = true});
+  CHECK(plain_id != li_id);
+  CHECK(li_id != g_id);
+  CHECK(li_id == ModuleCache::OpIdentity(op, "sm_90", DebugCompile{.lineinfo = true}));
+  CHECK(ModuleCache::SourceIdentity(source, "sm_90a", DebugCompile{}) !=
+        ModuleCache::SourceIdentity(source, "sm_90a", DebugCompile{.verbose_log = true}));
 }
 
 TEST_CASE("the notice of an active KILN_DEBUG_COMPILE names the variable, the controls and the defaults",

@@ -90,6 +90,10 @@ TEST_CASE("an op's identity changes with its name, params and arch, and never eq
   CHECK(ModuleCache::OpIdentity({"layernorm", op.params}, "sm_90") != base);
   const kiln::SourceRequest named_like_op{"rmsnorm", "", {}, {}, {}};
   CHECK(ModuleCache::SourceIdentity(named_like_op, "sm_90") != base);
+  // Separators inside a value do not make it another request's params.
+  CHECK(ModuleCache::OpIdentity({"rmsnorm", {{"dtype", "bf16\nhidden=4096"}}}, "sm_90") != base);
+  CHECK(ModuleCache::OpIdentity({"rmsnorm", {{"dtype", "bf16"}, {"hidden", "4096"}}}, "sm_90") == base);
+  CHECK(ModuleCache::OpIdentity({"rmsnorm", {{"dtypebf16", ""}, {"hidden", "4096"}}}, "sm_90") != base);
 }
 
 }  // namespace
