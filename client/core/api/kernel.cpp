@@ -100,15 +100,23 @@ Status Kernel::Launch(const LaunchConfig& config, void** args) const {
   if (!library_) return client::InvalidArgument("launch of an empty kiln::Kernel (get one from kiln::Module::kernel)");
   const detail::LoadedLibrary& lib = *library_;
   const std::string& name = lib.entries[entry_].name;
-  auto ctx = client::CurrentContext(*lib.driver, device_);
-  if (!ctx.ok()) return ctx.status().WithContext("launch of " + name);
-  if (!client::CubinRunsOn(lib.info.arch, ctx->cc_major, ctx->cc_minor))
+  // The repeat launch's context: the one its thread saw last (no Status built); else the current
+  // one found, or the primary context of the module's device made current.
+  client::ContextInfo ctx;
+  if (const client::ContextInfo* seen = client::SeenCurrentContext(*lib.driver); seen != nullptr) {
+    ctx = *seen;
+  } else {
+    auto found = client::CurrentContext(*lib.driver, device_);
+    if (!found.ok()) return found.status().WithContext("launch of " + name);
+    ctx = *found;
+  }
+  if (!client::CubinRunsOn(lib.info.arch, ctx.cc_major, ctx.cc_minor))
     return Status(StatusCode::kFailedPrecondition,
                   "launch of " + name + ": " + lib.info.uri + " was built for " + lib.info.arch +
-                      ", but the current context is on cuda:" + std::to_string(ctx->device) + ", a " +
-                      client::ArchForComputeCapability(ctx->cc_major, ctx->cc_minor) +
+                      ", but the current context is on cuda:" + std::to_string(ctx.device) + ", a " +
+                      client::ArchForComputeCapability(ctx.cc_major, ctx.cc_minor) +
                       " device; load the module for that device");
-  KILN_ASSIGN_OR_RETURN(auto function, lib.Function(entry_, ctx->context, config.dynamic_smem_bytes));
+  KILN_ASSIGN_OR_RETURN(auto function, lib.Function(entry_, ctx.context, config.dynamic_smem_bytes));
   return client::LaunchFunction(*lib.driver, function, config, args, name);
 }
 
