@@ -111,6 +111,27 @@ TEST_CASE("kilnd answers the same-node protocol as it answers gRPC", "[daemon][l
     CHECK_FALSE(second.blob_path().empty());
     CHECK(proto::Crc32c(ReadFile(second.blob_path())) == second.cubin_crc32c());
   }
+  SECTION("each request on the connection is answered as itself, nothing of the one before kept") {
+    // The connection parses each request into the last one's message (local_fetch_server.cpp):
+    // a field the next request leaves out must not survive.
+    auto with_blob = RmsnormRequest("bf16");
+    with_blob.set_prefer_blob_path(true);
+    with_blob.set_client_id("first-client");
+    LocalFetchReply first = ExchangeLocalFrame(fd, with_blob.SerializeAsString(), with_blob.ByteSizeLong());
+    REQUIRE(first.code == 0);
+    v1::GetKernelResponse blob_reply;
+    REQUIRE(blob_reply.ParseFromString(first.body));
+    CHECK_FALSE(blob_reply.blob_path().empty());
+    const auto fp16 = RmsnormRequest("fp16");  // no blob path wished, another spec
+    LocalFetchReply second = ExchangeLocalFrame(fd, fp16.SerializeAsString(), fp16.ByteSizeLong());
+    REQUIRE(second.code == 0);
+    v1::GetKernelResponse bytes_reply;
+    REQUIRE(bytes_reply.ParseFromString(second.body));
+    CHECK(bytes_reply.uri() == "rmsnorm_fp16_h1024");
+    CHECK(bytes_reply.blob_path().empty());
+    CHECK_FALSE(bytes_reply.cubin().empty());
+    CHECK(proto::Crc32c(bytes_reply.cubin()) == bytes_reply.cubin_crc32c());
+  }
   SECTION("the daemon's refusal comes as its code and message") {
     LocalFetchReply bad = ExchangeLocalFrame(fd, RmsnormRequest("int3").SerializeAsString(),
                                              RmsnormRequest("int3").ByteSizeLong());
