@@ -122,6 +122,20 @@ TEST_CASE("kilnd answers the same-node protocol as it answers gRPC", "[daemon][l
     v1::GetKernelResponse blob_reply;
     REQUIRE(blob_reply.ParseFromString(first.body));
     CHECK_FALSE(blob_reply.blob_path().empty());
+    // A request larger than the connection's first arena block (64 KiB): a source whose code
+    // carries a 100 KB comment.
+    v1::GetKernelRequest large;
+    large.mutable_source()->set_name("padded");
+    large.mutable_source()->set_code("// " + std::string(100 * 1024, 'x') +
+                                     "\nextern \"C\" __global__ void padded(float* p) { p[0] = 1.0f; }\n");
+    large.mutable_source()->add_entries("padded");
+    large.mutable_target()->set_arch("sm_90");
+    LocalFetchReply big = ExchangeLocalFrame(fd, large.SerializeAsString(), large.ByteSizeLong());
+    INFO(big.body.substr(0, 300));
+    REQUIRE(big.code == 0);
+    v1::GetKernelResponse big_reply;
+    REQUIRE(big_reply.ParseFromString(big.body));
+    CHECK(big_reply.blob_path().empty());
     const auto fp16 = RmsnormRequest("fp16");  // no blob path wished, another spec
     LocalFetchReply second = ExchangeLocalFrame(fd, fp16.SerializeAsString(), fp16.ByteSizeLong());
     REQUIRE(second.code == 0);
