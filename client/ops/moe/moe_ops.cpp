@@ -238,7 +238,7 @@ Status LaunchMoeUnpermutePlan(const MoeUnpermutePlan& plan, const char* api, voi
                       " units per block; the kernel needs " + std::to_string(moe::kUnpermuteBlock) + " and " +
                       std::to_string(moe::kUnpermuteBlock) + " (a kilnd of another version?)");
   LaunchConfig config = EntryLaunchConfig(e, {static_cast<unsigned>(plan.params.tokens), plan.blocks_per_row}, stream);
-  config.block.x = plan.threads;  // the plan's: a row of few units needs fewer threads than the hint's
+  config.block.x = plan.threads;  // the plan's: the row's units split evenly over its blocks (the contract)
   config.programmatic_dependent_launch = programmatic;  // the caller's (fused_moe's decode path)
   moe::MoeUnpermuteParams params = plan.params;
   void* args[] = {&params};
