@@ -136,6 +136,16 @@ extern "C" __global__ void __launch_bounds__(512) kiln_bench_read(const uint4* _
 }
 )";
 
+// The launch of either kernel over `vectors` 16-byte vectors: 512 threads of four vectors a
+// pass, at most 8 blocks an SM of the H200's 132.
+LaunchConfig BandwidthKernelConfig(unsigned long long vectors, void* stream) {
+  LaunchConfig config;
+  config.block.x = 512;
+  config.grid.x = static_cast<unsigned>(std::min<unsigned long long>((vectors + 2047) / 2048, 132ull * 8));
+  config.stream = stream;
+  return config;
+}
+
 }  // namespace
 
 StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& timer) {
@@ -168,10 +178,7 @@ StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& ti
   if (module.ok()) {
     KILN_ASSIGN_OR_RETURN(auto kernel, module->kernel("kiln_bench_copy"));
     const unsigned long long vectors = bytes / 16;
-    LaunchConfig config;
-    config.block.x = 512;
-    config.grid.x = static_cast<unsigned>(std::min<unsigned long long>((vectors + 2047) / 2048, 132ull * 8));
-    config.stream = device.stream();
+    const LaunchConfig config = BandwidthKernelConfig(vectors, device.stream());
     const auto kernel_copy = [&](int) {
       return kernel(config, reinterpret_cast<const void*>(src.ptr()), reinterpret_cast<void*>(dst.ptr()), vectors);
     };
@@ -196,10 +203,7 @@ StatusOr<CopyBaseline> MeasureCopyBandwidth(const BenchDevice& device, Timer& ti
     KILN_ASSIGN_OR_RETURN(auto module, LoadSource(read_source));
     KILN_ASSIGN_OR_RETURN(auto kernel, module.kernel("kiln_bench_read"));
     const unsigned long long vectors = bytes / 16;
-    LaunchConfig config;
-    config.block.x = 512;
-    config.grid.x = static_cast<unsigned>(std::min<unsigned long long>((vectors + 2047) / 2048, 132ull * 8));
-    config.stream = device.stream();
+    const LaunchConfig config = BandwidthKernelConfig(vectors, device.stream());
     const auto kernel_read = [&](int) {
       return kernel(config, reinterpret_cast<const void*>(src.ptr()), reinterpret_cast<void*>(dst.ptr()), vectors);
     };
