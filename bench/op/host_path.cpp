@@ -1,10 +1,11 @@
 // kiln-host-path: calls an op N times on fake device pointers, or loads a module N times, for
 // counting the instructions Kiln's host path runs per call (bench/op/host_path.sh runs it under
 // callgrind with the no-op driver of null_cuda_driver.cpp; docs/benchmarking.md). The op shapes
-// are kiln-bench --overhead's: silu_and_mul bf16 1 x 8, rms_norm bf16 1 x 128; load_source is
+// are kiln-bench --overhead's: silu_and_mul bf16 1 x 8, rms_norm bf16 1 x 128; apply_rope is one
+// decode token of Llama-3.1-8B (q [1, 32, 128], k [1, 8, 128] bf16, int64 positions); load_source is
 // kiln-bench-service's warm fetch: a 40-kernel source (a ~100 KB sm_90a cubin) fetched,
 // verified and loaded each time (reuse_loaded off), the last 16 modules kept loaded.
-//   kiln-host-path silu_and_mul|rms_norm|load_source CALLS
+//   kiln-host-path silu_and_mul|rms_norm|apply_rope|load_source CALLS
 // Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
 // usage.
 #include <cstdint>
@@ -19,15 +20,17 @@
 #include "kiln/kernel.h"
 #include "kiln/ops/activation.h"
 #include "kiln/ops/norm.h"
+#include "kiln/ops/rope.h"
 
 int main(int argc, char** argv) {
   char* end = nullptr;
   const long calls = argc == 3 ? std::strtol(argv[2], &end, 10) : -1;
   const bool silu = argc == 3 && std::strcmp(argv[1], "silu_and_mul") == 0;
   const bool rms = argc == 3 && std::strcmp(argv[1], "rms_norm") == 0;
+  const bool rope = argc == 3 && std::strcmp(argv[1], "apply_rope") == 0;
   const bool load = argc == 3 && std::strcmp(argv[1], "load_source") == 0;
-  if ((!silu && !rms && !load) || end == argv[2] || *end != '\0' || calls < 0) {
-    std::fprintf(stderr, "usage: kiln-host-path silu_and_mul|rms_norm|load_source CALLS\n");
+  if ((!silu && !rms && !rope && !load) || end == argv[2] || *end != '\0' || calls < 0) {
+    std::fprintf(stderr, "usage: kiln-host-path silu_and_mul|rms_norm|apply_rope|load_source CALLS\n");
     return 2;
   }
   if (load) {
@@ -54,11 +57,17 @@ int main(int argc, char** argv) {
   const kiln::TensorView out = fake(0x7f0000000000, {1, silu ? 8 : 128});
   const kiln::TensorView input = fake(0x7f1000000000, {1, silu ? 16 : 128});
   const kiln::TensorView weight = fake(0x7f2000000000, {128});
+  const kiln::TensorView q = fake(0x7f3000000000, {1, 32, 128});
+  const kiln::TensorView k = fake(0x7f4000000000, {1, 8, 128});
+  const kiln::TensorView positions = kiln::TensorView::Contiguous(reinterpret_cast<void*>(0x7f5000000000),
+                                                                  kiln::DType::kInt64, {1});
+  const kiln::ops::RopeOptions rope_options;  // rotary_dim = head_dim, NeoX pairs, theta 10000
   // The first call fetches and loads the module (not what is counted: the script subtracts a
   // run of 0 calls, which makes this one too).
   for (long i = 0; i <= calls; ++i) {
-    const kiln::Status s = silu ? kiln::ops::silu_and_mul(out, input, nullptr)
-                                : kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr);
+    const kiln::Status s = silu  ? kiln::ops::silu_and_mul(out, input, nullptr)
+                           : rms ? kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr)
+                                 : kiln::ops::apply_rope(q, k, positions, rope_options, nullptr);
     if (!s.ok()) {
       std::fprintf(stderr, "kiln-host-path: call %ld: %s\n", i, s.ToString().c_str());
       return 1;

@@ -6,6 +6,7 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/ops/plan_memo.h"
 #include "client/ops/row_view.h"
 #include "client/ops/vec_width.h"
 
@@ -105,10 +106,34 @@ Status CheckRowsDisjoint(const HeadsView& v, int64_t rotary_dim) {
                          "); a tensor the op writes needs (token, head) rows that do not overlap");
 }
 
+// What a plan read of its tensors, for the memo: the rows q and k write, positions' and the
+// cache's rows, and the vector width the layouts allow before the pointers narrow it.
+struct RopeRows {
+  RowView q;
+  RowView k;
+  RowView positions;
+  RowView cache;  // apply_rope_with_cos_sin_cache only
+  int layout_vec = 1;
+};
+
+// The vector width the cache allows as well: the kernel reads it min(vec, 4) floats at a time,
+// so its pointer and row stride must allow that too.
+int NarrowVecToCache(int vec, const RowView& cache) {
+  while (vec > 1) {
+    const int64_t floats = std::min(vec, 4);
+    const bool pointer_ok = cache.begin() % static_cast<uintptr_t>(floats * 4) == 0;
+    const bool stride_ok = cache.rows <= 1 || cache.row_stride % floats == 0;
+    if (pointer_ok && stride_ok) break;
+    vec /= 2;
+  }
+  return vec;
+}
+
 // What both ops check: q, k, positions and their relations. `rotary_dim` is the resolved
-// value (options or the cache), `rotary_from` names where it came from for messages.
+// value (options or the cache), `rotary_from` names where it came from for messages. The rows
+// viewed go to `rows`.
 StatusOr<RopePlan> PlanCommon(RopeOp op, const TensorView& q_t, const TensorView& k_t, const TensorView& p_t,
-                              int64_t rotary_dim, const std::string& rotary_from, bool interleaved) {
+                              int64_t rotary_dim, const char* rotary_from, bool interleaved, RopeRows& rows) {
   KILN_ASSIGN_OR_RETURN(auto q, ViewAsHeads(q_t, "q"));
   KILN_ASSIGN_OR_RETURN(auto k, ViewAsHeads(k_t, "k"));
 
@@ -146,7 +171,7 @@ StatusOr<RopePlan> PlanCommon(RopeOp op, const TensorView& q_t, const TensorView
   KILN_RETURN_IF_ERROR(CheckSameDevice(p_t, "positions", q_t.device, "q"));
 
   if (rotary_dim % 2 != 0 || rotary_dim < 2 || rotary_dim > q.head_dim || rotary_dim > int64_t{rope::kMaxRotaryDim})
-    return InvalidArgument(rotary_from + ": expected an even value in 2.." +
+    return InvalidArgument(std::string(rotary_from) + ": expected an even value in 2.." +
                            std::to_string(std::min(q.head_dim, int64_t{rope::kMaxRotaryDim})) + " (at most head_dim " +
                            std::to_string(q.head_dim) + " and " + std::to_string(int64_t{rope::kMaxRotaryDim}) +
                            "), found " + std::to_string(rotary_dim));
@@ -178,10 +203,15 @@ StatusOr<RopePlan> PlanCommon(RopeOp op, const TensorView& q_t, const TensorView
   plan.k_head_stride = k.head_stride;
   // A stride of a dim with one entry is never stepped over, so it does not limit the vector.
   auto used = [](int64_t size, int64_t stride) { return size > 1 ? stride : 0; };
-  plan.vec = ChooseVecWidth(q.element_size, rotary_dim / 2,
-                            {used(q.tokens, q.token_stride), used(q.heads, q.head_stride),
-                             used(k.tokens, k.token_stride), used(k.heads, k.head_stride)},
-                            {q.heads > 0 ? plan.q : nullptr, k.heads > 0 ? plan.k : nullptr});
+  rows.layout_vec = ChooseVecWidth(q.element_size, rotary_dim / 2,
+                                   {used(q.tokens, q.token_stride), used(q.heads, q.head_stride),
+                                    used(k.tokens, k.token_stride), used(k.heads, k.head_stride)},
+                                   {});
+  plan.vec = NarrowVecWidthToPointers(rows.layout_vec, q.element_size,
+                                      {q.heads > 0 ? plan.q : nullptr, k.heads > 0 ? plan.k : nullptr});
+  rows.q = q_rows;
+  rows.k = k_rows;
+  rows.positions = p;
   return plan;
 }
 
@@ -190,10 +220,9 @@ Status CheckPositiveFinite(const char* name, double value) {
   return InvalidArgument(std::string(name) + ": expected a finite value > 0, found " + NumberText(value));
 }
 
-}  // namespace
-
-StatusOr<RopePlan> PlanApplyRope(const TensorView& q, const TensorView& k, const TensorView& positions,
-                                 const ops::RopeOptions& options, const char* api) {
+// apply_rope's plan with every check; its rows go to `rows`.
+StatusOr<RopePlan> PlanApplyRopeFully(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                      const ops::RopeOptions& options, const char* api, RopeRows& rows) {
   auto plan = [&]() -> StatusOr<RopePlan> {
     if (options.rotary_dim < 0)
       return InvalidArgument("rotary_dim: expected 0 (the head dim) or an even value in 2..min(head_dim, " +
@@ -202,9 +231,9 @@ StatusOr<RopePlan> PlanApplyRope(const TensorView& q, const TensorView& k, const
     // Only q's rank is needed to resolve 0; ViewAsHeads reports a bad one first.
     const int64_t head_dim = q.ndim == 3 ? q.shape[2] : 0;
     const int64_t rotary_dim = options.rotary_dim == 0 ? head_dim : options.rotary_dim;
-    const std::string from = options.rotary_dim == 0 ? "rotary_dim (0: the head dim)" : "rotary_dim";
+    const char* from = options.rotary_dim == 0 ? "rotary_dim (0: the head dim)" : "rotary_dim";
     KILN_ASSIGN_OR_RETURN(auto plan,
-                          PlanCommon(RopeOp::kApplyRope, q, k, positions, rotary_dim, from, options.interleaved));
+                          PlanCommon(RopeOp::kApplyRope, q, k, positions, rotary_dim, from, options.interleaved, rows));
     KILN_RETURN_IF_ERROR(CheckPositiveFinite("theta", options.theta));
     plan.log2_theta = std::log2(options.theta);
     if (options.llama31.has_value()) {
@@ -229,8 +258,10 @@ StatusOr<RopePlan> PlanApplyRope(const TensorView& q, const TensorView& k, const
   return plan;
 }
 
-StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const TensorView& k, const TensorView& positions,
-                                                const TensorView& cache_t, bool interleaved, const char* api) {
+// apply_rope_with_cos_sin_cache's plan with every check; its rows go to `rows`.
+StatusOr<RopePlan> PlanApplyRopeWithCosSinCacheFully(const TensorView& q, const TensorView& k,
+                                                     const TensorView& positions, const TensorView& cache_t,
+                                                     bool interleaved, const char* api, RopeRows& rows) {
   auto plan = [&]() -> StatusOr<RopePlan> {
     if (cache_t.ndim != 2)
       return InvalidArgument("cos_sin_cache: expected a 2-D tensor [max_position, rotary_dim], found rank " +
@@ -241,30 +272,149 @@ StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const Tenso
       return InvalidArgument(std::string("cos_sin_cache: dtype ") + DTypeName(cache_t.dtype) +
                              " is not supported; expected fp32");
     KILN_ASSIGN_OR_RETURN(auto plan, PlanCommon(RopeOp::kApplyRopeWithCosSinCache, q, k, positions, cache.hidden,
-                                                "cos_sin_cache: its dim 1 (rotary_dim)", interleaved));
+                                                "cos_sin_cache: its dim 1 (rotary_dim)", interleaved, rows));
     KILN_RETURN_IF_ERROR(CheckSameDevice(cache_t, "cos_sin_cache", q.device, "q"));
-    // q and k passed PlanCommon, so their views are valid.
-    for (const auto& [tensor, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}}) {
-      KILN_ASSIGN_OR_RETURN(auto view, ViewAsHeads(*tensor, name));
-      KILN_RETURN_IF_ERROR(CheckNoOverlap(WrittenRows(view, plan.rotary_dim), cache, false));
-    }
+    // The rows q and k write (PlanCommon viewed them) must not overlap the cache.
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(rows.q, cache, false));
+    KILN_RETURN_IF_ERROR(CheckNoOverlap(rows.k, cache, false));
     plan.cos_sin_cache = cache.data;
     plan.max_position = cache.rows;
     plan.cache_stride = cache.row_stride;
-    // The kernel reads the cache min(vec, 4) floats at a time: the pointer and the row stride
-    // must allow that too.
-    while (plan.vec > 1) {
-      const int64_t floats = std::min(plan.vec, 4);
-      const bool pointer_ok = reinterpret_cast<uintptr_t>(cache.data) % (floats * 4) == 0;
-      const bool stride_ok = cache.rows <= 1 || cache.row_stride % floats == 0;
-      if (pointer_ok && stride_ok) break;
-      plan.vec /= 2;
-    }
+    plan.vec = NarrowVecToCache(plan.vec, cache);
+    rows.cache = cache;
     return plan;
   }();
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;
+}
+
+// The scalars a rope plan depends on besides its tensors: apply_rope's options (the cache op:
+// interleaved alone). Doubles compare exactly; a NaN is never accepted, so never remembered.
+struct RopeScalars {
+  RopeOp op = RopeOp::kApplyRope;
+  int64_t rotary_dim = 0;
+  bool interleaved = false;
+  double theta = 0;
+  bool llama31 = false;
+  double factor = 0;
+  double low_freq_factor = 0;
+  double high_freq_factor = 0;
+  int64_t original_max_position = 0;
+  bool operator==(const RopeScalars&) const = default;
+};
+
+RopeScalars ScalarsOf(const ops::RopeOptions& o) {
+  RopeScalars s;
+  s.op = RopeOp::kApplyRope;
+  s.rotary_dim = o.rotary_dim;
+  s.interleaved = o.interleaved;
+  s.theta = o.theta;
+  s.llama31 = o.llama31.has_value();
+  if (s.llama31) {
+    s.factor = o.llama31->factor;
+    s.low_freq_factor = o.llama31->low_freq_factor;
+    s.high_freq_factor = o.llama31->high_freq_factor;
+    s.original_max_position = o.llama31->original_max_position;
+  }
+  return s;
+}
+
+// A call a rope plan accepted (PlanMemo): its scalars, layouts, rows and plan.
+struct AcceptedRopeCall {
+  RopeScalars scalars;
+  TensorLayout q_layout;
+  TensorLayout k_layout;
+  TensorLayout positions_layout;
+  TensorLayout cache_layout;  // apply_rope_with_cos_sin_cache only
+  RopeRows rows;
+  RopePlan plan;
+};
+
+thread_local PlanMemo<AcceptedRopeCall> g_rope_memo;
+
+// The remembered call's plan for these tensors of its layouts, once the checks that read
+// pointers pass again (`cache`: null for apply_rope); false when one fails.
+bool Replan(AcceptedRopeCall& c, const TensorView& q, const TensorView& k, const TensorView& positions,
+            const TensorView* cache, RopePlan* plan) {
+  RopeRows& r = c.rows;
+  if (!r.q.Rebind(q) || !r.k.Rebind(k) || !r.positions.Rebind(positions)) return false;
+  if (cache != nullptr && !r.cache.Rebind(*cache)) return false;
+  if (RowsOverlap(r.q, r.k, false) || RowsOverlap(r.q, r.positions, false) || RowsOverlap(r.k, r.positions, false))
+    return false;
+  if (cache != nullptr && (RowsOverlap(r.q, r.cache, false) || RowsOverlap(r.k, r.cache, false))) return false;
+  *plan = c.plan;
+  plan->q = q.data;
+  plan->k = k.data;
+  plan->positions = positions.data;
+  plan->vec = NarrowVecWidthToPointers(r.layout_vec, r.q.element_size,
+                                       {plan->q_heads > 0 ? plan->q : nullptr, plan->k_heads > 0 ? plan->k : nullptr});
+  if (cache != nullptr) {
+    plan->cos_sin_cache = cache->data;
+    plan->vec = NarrowVecToCache(plan->vec, r.cache);
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<RopePlan> PlanApplyRope(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                 const ops::RopeOptions& options, const char* api) {
+  const RopeScalars scalars = ScalarsOf(options);
+  AcceptedRopeCall* seen = g_rope_memo.Find([&](const AcceptedRopeCall& c) {
+    return c.scalars == scalars && c.q_layout.Matches(q) && c.k_layout.Matches(k) &&
+           c.positions_layout.Matches(positions);
+  });
+  RopePlan plan;
+  if (seen != nullptr && Replan(*seen, q, k, positions, nullptr, &plan)) {
+    plan.api = api;
+    return plan;
+  }
+  RopeRows rows;
+  auto full = PlanApplyRopeFully(q, k, positions, options, api, rows);
+  if (full.ok())
+    g_rope_memo.Next() = AcceptedRopeCall{
+        scalars, TensorLayout::Of(q), TensorLayout::Of(k), TensorLayout::Of(positions), TensorLayout{}, rows, *full};
+  return full;
+}
+
+StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                                const TensorView& cos_sin_cache, bool interleaved, const char* api) {
+  RopeScalars scalars;
+  scalars.op = RopeOp::kApplyRopeWithCosSinCache;
+  scalars.interleaved = interleaved;
+  AcceptedRopeCall* seen = g_rope_memo.Find([&](const AcceptedRopeCall& c) {
+    return c.scalars == scalars && c.q_layout.Matches(q) && c.k_layout.Matches(k) &&
+           c.positions_layout.Matches(positions) && c.cache_layout.Matches(cos_sin_cache);
+  });
+  RopePlan plan;
+  if (seen != nullptr && Replan(*seen, q, k, positions, &cos_sin_cache, &plan)) {
+    plan.api = api;
+    return plan;
+  }
+  RopeRows rows;
+  auto full = PlanApplyRopeWithCosSinCacheFully(q, k, positions, cos_sin_cache, interleaved, api, rows);
+  if (full.ok())
+    g_rope_memo.Next() = AcceptedRopeCall{scalars,
+                                          TensorLayout::Of(q),
+                                          TensorLayout::Of(k),
+                                          TensorLayout::Of(positions),
+                                          TensorLayout::Of(cos_sin_cache),
+                                          rows,
+                                          *full};
+  return full;
+}
+
+StatusOr<RopePlan> PlanRopeFully(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                 const ops::RopeOptions& options, const char* api) {
+  RopeRows rows;
+  return PlanApplyRopeFully(q, k, positions, options, api, rows);
+}
+
+StatusOr<RopePlan> PlanRopeWithCosSinCacheFully(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                                const TensorView& cos_sin_cache, bool interleaved, const char* api) {
+  RopeRows rows;
+  return PlanApplyRopeWithCosSinCacheFully(q, k, positions, cos_sin_cache, interleaved, api, rows);
 }
 
 int64_t RopeHeadGroups(int64_t tokens, int64_t threads_per_token, int64_t heads) {

@@ -52,10 +52,17 @@ struct RopePlan {
 };
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
-// `api` must outlive the plan (a string literal).
+// `api` must outlive the plan (a string literal). A call with the layouts and scalars of one
+// this thread accepted recently reruns only the pointer checks (plan_memo.h); the answer is
+// the same.
 StatusOr<RopePlan> PlanApplyRope(const TensorView& q, const TensorView& k, const TensorView& positions,
                                  const ops::RopeOptions& options, const char* api);
 StatusOr<RopePlan> PlanApplyRopeWithCosSinCache(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                                const TensorView& cos_sin_cache, bool interleaved, const char* api);
+// The same with every check run, and nothing remembered: what the tests compare the memo with.
+StatusOr<RopePlan> PlanRopeFully(const TensorView& q, const TensorView& k, const TensorView& positions,
+                                 const ops::RopeOptions& options, const char* api);
+StatusOr<RopePlan> PlanRopeWithCosSinCacheFully(const TensorView& q, const TensorView& k, const TensorView& positions,
                                                 const TensorView& cos_sin_cache, bool interleaved, const char* api);
 
 // grid.y of a launch: how many groups the q_heads + k_heads heads are split into (a thread

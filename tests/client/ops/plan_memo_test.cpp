@@ -1,6 +1,6 @@
 // The plan memo (client/ops/plan_memo.h) changes no answer: on random calls that repeat a few
 // layouts with other pointers (aligned, misaligned, NULL, overlapping the other tensors) and
-// other scalars, the activation and norm plans of a thread that remembers its calls equal, field
+// other scalars, the activation, norm and rope plans of a thread that remembers its calls equal, field
 // by field or error by error, the plans made with every check run. Without a GPU: the pointers
 // are fake and never dereferenced.
 #include <catch2/catch.hpp>
@@ -13,6 +13,7 @@
 #include "client/ops/activation/activation_plan.h"
 #include "client/ops/norm/norm_plan.h"
 #include "client/ops/plan_memo.h"
+#include "client/ops/rope/rope_plan.h"
 #include "client/ops/vec_width.h"
 
 namespace {
@@ -25,6 +26,7 @@ using kiln::client::ActivationOp;
 using kiln::client::ActivationPlan;
 using kiln::client::NormOp;
 using kiln::client::NormPlan;
+using kiln::client::RopePlan;
 
 constexpr uintptr_t kBase = 0x7f0000000000;  // 256-byte aligned fake device addresses
 constexpr uintptr_t kApart = uintptr_t{1} << 32;
@@ -191,6 +193,120 @@ TEST_CASE("the norm plan memo answers every call as the whole validation does", 
     }
   }
   CHECK(accepted > 5000);
+}
+
+void RequireSame(const kiln::StatusOr<RopePlan>& memo, const kiln::StatusOr<RopePlan>& full) {
+  INFO("memo: " << memo.status().ToString() << "; full: " << full.status().ToString());
+  REQUIRE(memo.status().code() == full.status().code());
+  REQUIRE(memo.status().message() == full.status().message());
+  if (!full.ok()) return;
+  const RopePlan& a = *memo;
+  const RopePlan& b = *full;
+  CHECK(a.op == b.op);
+  CHECK(std::string(a.api) == b.api);
+  CHECK(a.dtype == b.dtype);
+  CHECK(a.pos_dtype == b.pos_dtype);
+  CHECK(a.device == b.device);
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.q_heads == b.q_heads);
+  CHECK(a.k_heads == b.k_heads);
+  CHECK(a.head_dim == b.head_dim);
+  CHECK(a.rotary_dim == b.rotary_dim);
+  CHECK(a.interleaved == b.interleaved);
+  CHECK(a.vec == b.vec);
+  CHECK(a.q == b.q);
+  CHECK(a.k == b.k);
+  CHECK(a.positions == b.positions);
+  CHECK(a.q_token_stride == b.q_token_stride);
+  CHECK(a.q_head_stride == b.q_head_stride);
+  CHECK(a.k_token_stride == b.k_token_stride);
+  CHECK(a.k_head_stride == b.k_head_stride);
+  CHECK(a.log2_theta == b.log2_theta);
+  CHECK(a.factor == b.factor);
+  CHECK(a.low_freq_factor == b.low_freq_factor);
+  CHECK(a.high_freq_factor == b.high_freq_factor);
+  CHECK(a.original_max_position == b.original_max_position);
+  CHECK(a.cos_sin_cache == b.cos_sin_cache);
+  CHECK(a.max_position == b.max_position);
+  CHECK(a.cache_stride == b.cache_stride);
+}
+
+TEST_CASE("the rope plan memo answers every call as the whole validation does", "[client][ops][plan_memo]") {
+  // (q, k, positions, cos_sin_cache): Llama-3.1-8B decode and prefill shapes, q and k as views
+  // of one fused qkv row (token stride 6144), GPT-J with a partial rotary_dim's cache, a cache
+  // with padded rows; refused: fp32, mixed dtypes, a k on another device, int8 positions, a
+  // cache of the wrong dtype.
+  struct Quad {
+    Layout q, k, p, cache;
+  };
+  const Layout cache128{DType::kFloat32, {4096, 128}};
+  const std::vector<Quad> layouts = {
+      {{DType::kBFloat16, {1, 32, 128}}, {DType::kBFloat16, {1, 8, 128}}, {DType::kInt64, {1}}, cache128},
+      {{DType::kBFloat16, {7, 32, 128}, {6144, 128, 1}},
+       {DType::kBFloat16, {7, 8, 128}, {6144, 128, 1}},
+       {DType::kInt32, {7}},
+       cache128},
+      {{DType::kFloat16, {5, 4, 64}},
+       {DType::kFloat16, {5, 2, 64}},
+       {DType::kInt64, {5}},
+       {DType::kFloat32, {512, 32}}},
+      {{DType::kBFloat16, {0, 32, 128}}, {DType::kBFloat16, {0, 8, 128}}, {DType::kInt64, {0}}, cache128},
+      {{DType::kBFloat16, {3, 32, 128}},
+       {DType::kBFloat16, {3, 0, 128}},
+       {DType::kInt64, {3}},
+       {DType::kFloat32, {64, 128}, {130, 1}}},
+      {{DType::kFloat32, {1, 32, 128}}, {DType::kFloat32, {1, 8, 128}}, {DType::kInt64, {1}}, cache128},
+      {{DType::kBFloat16, {1, 32, 128}}, {DType::kFloat16, {1, 8, 128}}, {DType::kInt64, {1}}, cache128},
+      {{DType::kBFloat16, {1, 32, 128}},
+       {DType::kBFloat16, {1, 8, 128}, {}, Device::CUDA(1)},
+       {DType::kInt64, {1}},
+       cache128},
+      {{DType::kBFloat16, {1, 32, 128}}, {DType::kBFloat16, {1, 8, 128}}, {DType::kInt8, {1}}, cache128},
+      {{DType::kBFloat16, {1, 32, 128}},
+       {DType::kBFloat16, {1, 8, 128}},
+       {DType::kInt64, {1}},
+       {DType::kFloat16, {4096, 128}}},
+  };
+  kiln::ops::RopeOptions llama;
+  llama.theta = 500000.0;
+  llama.llama31 = kiln::ops::Llama31RopeScaling{8.0, 1.0, 4.0, 8192};
+  kiln::ops::RopeOptions neox;
+  kiln::ops::RopeOptions gptj_partial;
+  gptj_partial.interleaved = true;
+  gptj_partial.rotary_dim = 32;
+  kiln::ops::RopeOptions odd;
+  odd.rotary_dim = 31;
+  kiln::ops::RopeOptions bad_theta;
+  bad_theta.theta = -1;
+  const kiln::ops::RopeOptions options[] = {llama, neox, gptj_partial, odd, bad_theta};
+  const char* apis[] = {"kiln::ops::apply_rope", "kiln_apply_rope"};
+  std::mt19937_64 rng(20261206);
+  int accepted = 0;
+  for (int call = 0; call < 20000; ++call) {
+    const int phase = call / 5000;  // as in the activation case
+    const Quad& l = layouts[rng() % (phase < 2 ? 3 : layouts.size())];
+    const bool with_cache = phase > 0 && rng() % 2 == 0;
+    const kiln::ops::RopeOptions& o = options[phase == 0 ? 0 : rng() % (phase < 2 ? 3 : std::size(options))];
+    const bool interleaved = rng() % 2 == 0;
+    const char* api = apis[rng() % 2];
+    const TensorView q = Make(l.q, PickPointer(rng, 0));
+    const TensorView k = Make(l.k, PickPointer(rng, 1));
+    const TensorView p = Make(l.p, PickPointer(rng, 2));
+    const TensorView cache = Make(l.cache, PickPointer(rng, rng() % 4 == 0 ? 1 : 3));
+    INFO("call " << call << (with_cache ? " with a cache " + cache.Describe() : std::string(" apply_rope")) << ": q "
+                 << q.Describe() << " at " << q.data << ", k " << k.Describe() << " at " << k.data << ", positions "
+                 << p.Describe() << " at " << p.data << ", cache at " << cache.data);
+    if (with_cache) {
+      auto full = kiln::client::PlanRopeWithCosSinCacheFully(q, k, p, cache, interleaved, api);
+      RequireSame(kiln::client::PlanApplyRopeWithCosSinCache(q, k, p, cache, interleaved, api), full);
+      accepted += full.ok();
+    } else {
+      auto full = kiln::client::PlanRopeFully(q, k, p, o, api);
+      RequireSame(kiln::client::PlanApplyRope(q, k, p, o, api), full);
+      accepted += full.ok();
+    }
+  }
+  CHECK(accepted > 3000);
 }
 
 TEST_CASE("a layout matches only the same dtype, rank, shape, strides and device", "[client][ops][plan_memo]") {
