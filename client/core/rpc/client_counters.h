@@ -1,5 +1,5 @@
 // The process-wide counters behind kiln::GetClientStats (relaxed atomics: counts, not order).
-// op_fast_hits, bumped by every op call, is per thread (PerThreadCount): OpFastHits().
+// op_fast_hits, bumped by every op call, is a per-thread count instead (OpFastHits below).
 #pragma once
 
 #include <atomic>
