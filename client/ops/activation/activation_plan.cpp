@@ -18,10 +18,15 @@ std::string HalvedShapeText(const TensorView& input, int64_t d) {
   return s + "]";
 }
 
-// A call Plan accepted: its layouts, its rows, the plan, and the vector width its layout
-// allows before the pointers narrow it (PlanMemo).
+// The vector width the plan's layout allows (d and the row strides), before the pointers narrow
+// it: the first half of the choice, which a repeat layout keeps (PlanMemo).
+int LayoutVecWidth(const ActivationPlan& plan, size_t element_size) {
+  return plan.rows > 0 ? ChooseVecWidth(element_size, plan.d, {plan.out_stride, plan.in_stride}, {}) : 1;
+}
+
+// A call Plan accepted (its op is the plan's): its layouts, its rows, the plan, and
+// LayoutVecWidth of it (PlanMemo).
 struct AcceptedCall {
-  ActivationOp op = ActivationOp::kSiluAndMul;
   TensorLayout out_layout;
   TensorLayout in_layout;
   RowView out;
@@ -76,8 +81,7 @@ StatusOr<ActivationPlan> Plan(ActivationOp op, const TensorView& out_t, const Te
   plan.input = in.data;
   plan.out_stride = out.row_stride;
   plan.in_stride = in.row_stride;
-  if (plan.rows > 0)
-    plan.vec = ChooseVecWidth(in.element_size, d, {plan.out_stride, plan.in_stride}, {plan.out, plan.input});
+  plan.vec = NarrowVecWidthToPointers(LayoutVecWidth(plan, in.element_size), in.element_size, {plan.out, plan.input});
   return plan;
 }
 
@@ -86,8 +90,9 @@ StatusOr<ActivationPlan> Plan(ActivationOp op, const TensorView& out_t, const Te
 StatusOr<ActivationPlan> PlanActAndMul(ActivationOp op, const TensorView& out, const TensorView& input,
                                        const char* api) {
   thread_local PlanMemo<AcceptedCall> memo;
-  AcceptedCall* seen = memo.Find(
-      [&](const AcceptedCall& c) { return c.op == op && c.in_layout.Matches(input) && c.out_layout.Matches(out); });
+  AcceptedCall* seen = memo.Find([&](const AcceptedCall& c) {
+    return c.plan.op == op && c.in_layout.Matches(input) && c.out_layout.Matches(out);
+  });
   if (seen != nullptr && seen->out.Rebind(out) && seen->in.Rebind(input) &&
       !RowsOverlap(seen->out, seen->in, /*same_is_ok=*/false)) {
     ActivationPlan plan = seen->plan;
@@ -102,10 +107,12 @@ StatusOr<ActivationPlan> PlanActAndMul(ActivationOp op, const TensorView& out, c
   auto plan = Plan(op, out, input, out_rows, in_rows);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
-  const int layout_vec = plan->rows > 0
-                             ? ChooseVecWidth(in_rows.element_size, plan->d, {plan->out_stride, plan->in_stride}, {})
-                             : 1;
-  memo.Next() = AcceptedCall{op, TensorLayout::Of(out), TensorLayout::Of(input), out_rows, in_rows, *plan, layout_vec};
+  memo.Next() = AcceptedCall{TensorLayout::Of(out),
+                             TensorLayout::Of(input),
+                             out_rows,
+                             in_rows,
+                             *plan,
+                             LayoutVecWidth(*plan, in_rows.element_size)};
   return plan;
 }
 

@@ -55,6 +55,12 @@ void BindPointers(const NormRows& r, NormPlan& plan) {
   plan.b = rms ? r.x.data : r.y.data;
 }
 
+// The vector width the plan's layout allows (hidden and the row strides), before the pointers
+// narrow it: the first half of the choice, which a repeat layout keeps (PlanMemo).
+int LayoutVecWidth(const NormPlan& plan, size_t element_size) {
+  return plan.rows > 0 ? ChooseVecWidth(element_size, plan.hidden, {plan.a_stride, plan.b_stride}, {}) : 1;
+}
+
 // The checks both ops share; the rows they viewed go to `r` (for the memo).
 StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, const TensorView& y_t, const char* y_name,
                         const TensorView& w_t, double eps, NormRows& r) {
@@ -121,16 +127,14 @@ StatusOr<NormPlan> Plan(NormOp op, const TensorView& x_t, const char* x_name, co
   plan.a_stride = op == NormOp::kRmsNorm ? y.row_stride : x.row_stride;
   plan.b_stride = op == NormOp::kRmsNorm ? x.row_stride : y.row_stride;
   BindPointers(r, plan);
-  if (plan.rows > 0)
-    plan.vec = ChooseVecWidth(x.element_size, plan.hidden, {plan.a_stride, plan.b_stride},
-                              {plan.a, plan.b, plan.weight});
+  plan.vec = NarrowVecWidthToPointers(LayoutVecWidth(plan, x.element_size), x.element_size,
+                                      {plan.a, plan.b, plan.weight});
   return plan;
 }
 
-// A call Plan accepted: its layouts and eps, its rows, the plan, and the vector width its
-// layout allows before the pointers narrow it (PlanMemo).
+// A call Plan accepted (its op is the plan's): its layouts and eps (as given: the plan keeps it
+// as a float), its rows, the plan, and LayoutVecWidth of it (PlanMemo).
 struct AcceptedCall {
-  NormOp op = NormOp::kRmsNorm;
   double eps = 0;
   TensorLayout x_layout;
   TensorLayout y_layout;
@@ -146,7 +150,8 @@ StatusOr<NormPlan> PlanWithMemo(NormOp op, const TensorView& x_t, const char* x_
                                 const char* y_name, const TensorView& w_t, double eps, const char* api) {
   thread_local PlanMemo<AcceptedCall> memo;
   AcceptedCall* seen = memo.Find([&](const AcceptedCall& c) {
-    return c.op == op && c.eps == eps && c.x_layout.Matches(x_t) && c.y_layout.Matches(y_t) && c.w_layout.Matches(w_t);
+    return c.plan.op == op && c.eps == eps && c.x_layout.Matches(x_t) && c.y_layout.Matches(y_t) &&
+           c.w_layout.Matches(w_t);
   });
   if (seen != nullptr && seen->rows.x.Rebind(x_t) && seen->rows.y.Rebind(y_t) && seen->rows.w.Rebind(w_t) &&
       !AnyOverlap(op, seen->rows)) {
@@ -160,11 +165,13 @@ StatusOr<NormPlan> PlanWithMemo(NormOp op, const TensorView& x_t, const char* x_
   auto plan = Plan(op, x_t, x_name, y_t, y_name, w_t, eps, rows);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
-  const int layout_vec = plan->rows > 0
-                             ? ChooseVecWidth(rows.x.element_size, plan->hidden, {plan->a_stride, plan->b_stride}, {})
-                             : 1;
-  memo.Next() = AcceptedCall{
-      op, eps, TensorLayout::Of(x_t), TensorLayout::Of(y_t), TensorLayout::Of(w_t), rows, *plan, layout_vec};
+  memo.Next() = AcceptedCall{eps,
+                             TensorLayout::Of(x_t),
+                             TensorLayout::Of(y_t),
+                             TensorLayout::Of(w_t),
+                             rows,
+                             *plan,
+                             LayoutVecWidth(*plan, rows.x.element_size)};
   return plan;
 }
 
