@@ -380,6 +380,7 @@ Status CaseRunner::Time(const BackendFn& fn, const CaseSpec& spec, ResultRow* ro
   row->warmup = warmup;
   row->mechanism = timer->mechanism();
   row->kernels = run->kernels;
+  row->kernel_parts = run->kernel_parts;
   if (!run->warning.empty()) row->message += run->warning + "; ";
   return OkStatus();
 }

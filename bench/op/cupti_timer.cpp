@@ -2,6 +2,8 @@
 // the toolkit's CUPTI headers when the build finds them (KILN_BENCH_HAVE_CUPTI).
 #include "bench/op/timer.h"
 
+#include "bench/op/kernel_parts.h"
+
 #ifdef KILN_BENCH_HAVE_CUPTI
 
 #include <cupti.h>
@@ -209,6 +211,7 @@ class CuptiTimer : public Timer {
     std::vector<uint64_t> start(static_cast<size_t>(iterations), std::numeric_limits<uint64_t>::max());
     std::vector<uint64_t> end(static_cast<size_t>(iterations), 0);
     std::vector<std::string> first_call_names;
+    std::vector<std::vector<KernelSpan>> spans(static_cast<size_t>(iterations));
     for (const auto& w : work) {
       auto it = external.find(w.correlation);
       if (it == external.end() || it->second < first_id || it->second >= first_id + static_cast<uint64_t>(iterations))
@@ -216,6 +219,7 @@ class CuptiTimer : public Timer {
       const size_t i = static_cast<size_t>(it->second - first_id);
       start[i] = std::min(start[i], w.start);
       end[i] = std::max(end[i], w.end);
+      spans[i].push_back({w.name, w.start, w.end});
       if (i == 0 && std::find(first_call_names.begin(), first_call_names.end(), w.name) == first_call_names.end())
         first_call_names.push_back(w.name);
     }
@@ -239,6 +243,7 @@ class CuptiTimer : public Timer {
     }
     run.stream_us = span_ns / 1000.0 / static_cast<double>(iterations);
     for (const auto& name : first_call_names) run.kernels += (run.kernels.empty() ? "" : " ") + name;
+    run.kernel_parts = KernelParts(std::move(spans));
     return run;
   }
 

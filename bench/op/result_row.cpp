@@ -66,6 +66,7 @@ const std::vector<Column>& Columns() {
       {"pct_of_read", [](const ResultRow& r) { return Number(PercentOfRead(r), "%.1f"); }},
       {"overhead_us", [](const ResultRow& r) { return Number(TimeOr(r, r.overhead_us), "%.3f"); }},
       {"kernels", [](const ResultRow& r) { return r.kernels; }},
+      {"kernel_parts", [](const ResultRow& r) { return r.kernel_parts; }},
       {"message", [](const ResultRow& r) { return r.message; }},
       {"reproduce", [](const ResultRow& r) { return r.reproduce; }},
   };
@@ -125,6 +126,7 @@ nlohmann::json RowToJson(const ResultRow& r) {
       {"pct_of_read", JsonNumber(PercentOfRead(r))},
       {"overhead_us", JsonNumber(t ? r.overhead_us : NAN)},
       {"kernels", r.kernels},
+      {"kernel_parts", r.kernel_parts},
       {"message", r.message},
       {"reproduce", r.reproduce},
   };

@@ -45,6 +45,8 @@ struct ResultRow {
   // cuLaunchKernelEx of the same kernel.
   double overhead_us = NAN;
   std::string kernels;    // the kernels timed (CUPTI names them)
+  // For a call of several kernels: each one's median µs and the gap before it (kernel_parts.h).
+  std::string kernel_parts;
   std::string message;    // why a row failed or was skipped, and warnings
   std::string reproduce;  // the command line of this row alone
 };

@@ -32,6 +32,9 @@ struct TimedRun {
   // sequence of these calls costs on one stream. NaN where the mechanism cannot tell.
   double stream_us = NAN;
   std::string kernels;  // the kernels timed, when the mechanism names them
+  // Each kernel's median time and the gap before it, for calls of several kernels (CUPTI
+  // only; kernel_parts.h).
+  std::string kernel_parts;
   std::string warning;  // e.g. a gate that timed out (launch gaps may be in the times)
 };
 

@@ -71,6 +71,7 @@ TEST_CASE("a result row: derived bandwidth, percent of the copy bandwidth, JSON 
   CHECK(j["tflops"].is_null());
   CHECK(j["arch"] == "sm_90");
   CHECK(j["gpu"] == "NVIDIA H200");
+  CHECK(j["kernel_parts"] == "");  // one kernel: nothing to break down
   CHECK(j["reproduce"].get<std::string>().rfind("kiln-bench --routine rmsnorm", 0) == 0);
 }
 
@@ -93,19 +94,22 @@ TEST_CASE("a failed row carries no timings in any rendering", "[bench]") {
 TEST_CASE("CSV rows: one field per header column, quoted where needed", "[bench]") {
   ResultRow r = OkRow();
   r.message = "x.list:3: a \"quoted\", comma";
+  r.kernel_parts =
+      "kiln_fused_moe_gate_up 12.31 | +0.84 kiln_fused_moe_down 7.02";  // bars and signs, no quoting needed
   const auto header = SplitCsv(CsvHeader());
   const auto fields = SplitCsv(RowToCsv(r));
   REQUIRE(fields.size() == header.size());
   for (size_t i = 0; i < header.size(); ++i) {
     INFO(header[i]);
     if (header[i] == "message") CHECK(fields[i] == r.message);
+    if (header[i] == "kernel_parts") CHECK(fields[i] == r.kernel_parts);
     if (header[i] == "median_us") CHECK(fields[i] == "11.000");
     if (header[i] == "shape") CHECK(fields[i] == "rows=2048,hidden=4096");
   }
   for (const char* column :
-       {"routine", "backend",     "shape",     "dtype",       "arch",        "gpu",      "median_us",
-        "std_us",  "min_us",      "stream_us", "iterations",  "mechanism",   "l2",       "gbps",
-        "tflops",  "pct_of_copy", "read_gbps", "pct_of_read", "overhead_us", "refcheck", "reproduce"})
+       {"routine",   "backend",     "shape",       "dtype",     "arch",      "gpu",         "median_us", "std_us",
+        "min_us",    "stream_us",   "iterations",  "mechanism", "l2",        "gbps",        "tflops",    "pct_of_copy",
+        "read_gbps", "pct_of_read", "overhead_us", "refcheck",  "reproduce", "kernel_parts"})
     CHECK(std::find(header.begin(), header.end(), column) != header.end());
 }
 
