@@ -12,6 +12,7 @@
 #include "client/core/capi/c_status.h"
 #include "client/core/driver/devices.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/ops/gemm/gemm_gemv.h"
 #include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_ops.h"
 #include "client/ops/gemm/gemm_plan.h"
@@ -70,6 +71,9 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   // A bad control fails every call the same way, with or without a GPU.
   const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
   if (!controls.ok()) return controls.status().WithContext(plan.api);
+  // Small M: the GEMV kernel, unless a tactic is forced (gemm_gemv.h).
+  if (forced == nullptr && controls->Forced(gemm::kGemmOp) == nullptr && GemmTakesGemv(plan))
+    return LaunchGemmGemv(plan, stream);
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(plan.api);
   KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(**driver, plan.device));

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "client/ops/gemm/gemm_gemv.h"
 #include "client/ops/gemm/gemm_launch.h"
 #include "client/ops/gemm/gemm_ops.h"
 #include "client/ops/gemm/gemm_plan.h"
@@ -49,6 +50,7 @@ struct Case {
   double beta = 1.0;
   const kiln::gemm::GemmTactic* tactic = nullptr;  // null: the op's heuristic
   bool c_api = false;
+  bool gemv_direct = false;  // kiln::client::GemmGemv, the small-M kernel whatever the switch
 
   std::string Describe() const {
     std::string s = std::string(kiln::DTypeName(in)) + "->" + kiln::DTypeName(out) + " m=" + std::to_string(m) +
@@ -56,7 +58,7 @@ struct Case {
                     std::to_string(d_pad) + (bias ? " bias" : "") + " c_mode=" + std::to_string(c_mode) +
                     " beta=" + std::to_string(beta);
     if (tactic != nullptr) s += " tactic " + kiln::client::GemmTacticText(*tactic);
-    return s + (c_api ? " (C ABI)" : "");
+    return s + (c_api ? " (C ABI)" : "") + (gemv_direct ? " (GemmGemv)" : "");
   }
 };
 
@@ -96,6 +98,8 @@ void Run(const Case& c, std::mt19937& rng, CUstream stream) {
                                      stream);
     INFO(kiln_last_error());
     REQUIRE(rc == KILN_OK);
+  } else if (c.gemv_direct) {
+    status = kiln::client::GemmGemv(td, ta, tb, pbias, pc, beta, stream);
   } else if (c.tactic != nullptr) {
     auto plan = kiln::client::PlanGemm(td, ta, tb, pbias, pc, beta, "gpu_gemm_test");
     INFO(plan.status().ToString());
@@ -198,6 +202,69 @@ TEST_CASE("gemm writes every output dtype and adds bias and beta * c", "[gpu][ge
       }
     }
   }
+}
+
+// gemm's small-M kernel (kiln/gemm/gemv.cuh): M 1 to 4 through kiln::ops::gemm (which takes it
+// by default) and through GemmGemv, every dtype pair, N and K of one 16-byte unit up to rows of
+// many units with a partial last round of loads (K 4104 = 513 units: 4 rounds of 128 and one),
+// N not a multiple of a block's 16 columns, padded rows, bias and beta * c (c = d too).
+TEST_CASE("gemm's GEMV kernel for M <= 4 matches a float64 reference", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(20261205);
+  int run = 0;
+  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
+    for (DType out : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (int64_t m = 1; m <= kiln::gemm::kGemvMaxRows; ++m) {
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{8, 8}, {24, 72}, {1032, 4104}, {6144, 4096}}) {
+          Case c;
+          c.in = in;
+          c.out = out;
+          c.m = m;
+          c.n = n;
+          c.k = k;
+          c.gemv_direct = (run % 2) == 1;
+          c.bias = (run % 3) != 0;
+          c.c_mode = run % 4;
+          c.beta = c.c_mode == 2 ? 1.0 : -0.5;
+          c.a_pad = (run % 5 == 0) ? 8 : 0;
+          c.d_pad = (run % 3 == 1) ? 8 : 0;
+          Run(c, rng, nullptr);
+          ++run;
+        }
+      }
+    }
+  }
+  CHECK(run == 2 * 3 * 4 * 4);
+}
+
+TEST_CASE("gemm's GEMV kernel gives the same bits every call, and refuses more than 4 rows", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(5);
+  const int64_t m = 3, n = 4096, k = 14336;  // Llama-3.1-8B's down projection, three rows
+  HostTensor a = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(m * k), rng, -1.f, 1.f);
+  HostTensor b = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(n * k), rng, -1.f, 1.f);
+  DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(static_cast<size_t>(m * n) * 2);
+  da.Upload(a.bytes);
+  db.Upload(b.bytes);
+  auto ta = TensorView::Contiguous(da.data(), DType::kBFloat16, {m, k});
+  auto tb = TensorView::Contiguous(db.data(), DType::kBFloat16, {n, k});
+  auto td = TensorView::Contiguous(dd.data(), DType::kBFloat16, {m, n});
+  std::vector<uint8_t> first;
+  for (int call = 0; call < 3; ++call) {
+    dd.Poison();
+    REQUIRE(kiln::client::GemmGemv(td, ta, tb, nullptr, nullptr, 1.0, nullptr).ok());
+    KILN_CU(kiln::testing::Driver().cuStreamSynchronize(nullptr));
+    const std::vector<uint8_t> bytes = dd.Download();
+    if (call == 0) first = bytes;
+    INFO("call " << call);
+    CHECK(bytes == first);
+  }
+  DeviceBuffer da5(static_cast<size_t>(5 * k) * 2), dd5(static_cast<size_t>(5 * n) * 2);
+  auto ta5 = TensorView::Contiguous(da5.data(), DType::kBFloat16, {5, k});
+  auto td5 = TensorView::Contiguous(dd5.data(), DType::kBFloat16, {5, n});
+  const kiln::Status refused = kiln::client::GemmGemv(td5, ta5, tb, nullptr, nullptr, 1.0, nullptr);
+  CHECK(refused.code() == kiln::StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("at most 4 rows, found 5") != std::string::npos);
 }
 
 TEST_CASE("every tactic of the gemm space is correct at a small shape", "[gpu][gemm]") {

@@ -288,5 +288,42 @@ struct GemmParams {
 static_assert(sizeof(GemmParams) == 576,
               "GemmParams: 3 tensor maps, 6 pointers, 8 long longs, a float, two ints (padded to 64 bytes)");
 
+// gemm's small-M kernel (op kGemmGemvOp, its own generator; docs/kernels-gemm.md, "Small M:
+// the GEMV kernel"). For M <= kGemvMaxRows a call's time is B streaming from memory, and a tensor-core
+// tile of 64 rows would multiply mostly padding behind a pipeline built for reuse; instead each
+// warp reads kGemvColumnsPerWarp rows of B once (16-byte loads, kGemvUnroll of each row in
+// flight a lane) and multiplies them with all M rows of A: fp32 sums over K in a fixed order, a
+// warp's butterfly, then + bias and + beta * C in fp32 and one rounding to D's type, as the tile
+// kernel's epilogue. Deterministic. Entry kGemmGemvEntry (GemmGemvParams by value), block
+// kGemvThreads, grid.x = ceil(N / kGemvColumnsPerBlock) (items_per_block), no dynamic shared
+// memory; it waits for the previous kernel first (griddepcontrol), like kiln_gemm.
+constexpr const char* kGemmGemvOp = "gemm_gemv";
+constexpr const char* kGemmGemvEntry = "kiln_gemm_gemv";
+constexpr int kGemvMaxRows = 4;
+constexpr int kGemvWarps = 8;
+constexpr int kGemvThreads = 32 * kGemvWarps;
+constexpr int kGemvColumnsPerWarp = 2;
+constexpr int kGemvColumnsPerBlock = kGemvWarps * kGemvColumnsPerWarp;
+// The blocks an SM holds at once (the entry's __launch_bounds__ minimum).
+constexpr int kGemvBlocksPerSm = 3;
+
+// kiln_gemm_gemv's parameter. Strides in elements; A's and B's rows start 16-byte aligned and K
+// is a multiple of 8 (gemm's contract), D's and C's pairs aligned (even strides).
+struct GemmGemvParams {
+  void* d;           // D [m, n], rows d_row_stride apart
+  const void* a;     // A [m, k], rows a_row_stride apart
+  const void* b;     // B [n, k], rows b_row_stride apart
+  const void* c;     // C [m, n] of D's type, rows c_row_stride apart, or null
+  const void* bias;  // bias [n] of A's type, or null
+  long long m;       // 1 .. kGemvMaxRows
+  long long n;
+  long long k;
+  long long a_row_stride;
+  long long b_row_stride;
+  long long d_row_stride;
+  long long c_row_stride;
+  float beta;  // D = ... + beta * C when c is set
+};
+
 }  // namespace gemm
 }  // namespace kiln

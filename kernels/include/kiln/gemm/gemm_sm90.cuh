@@ -58,6 +58,7 @@
 #pragma once
 
 #include "kiln/common/numeric.cuh"
+#include "kiln/common/pair_io.cuh"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/gemm/hopper.cuh"
 #include "kiln/gemm/wgmma_calls.cuh"
@@ -142,33 +143,6 @@ __device__ __forceinline__ void TileOf(long long tile, long long tiles_m, long l
   const long long in_group = tile - group * per_group;
   tm = first_m + in_group % rows;
   tn = in_group / rows;
-}
-
-template <typename T>
-__device__ __forceinline__ void LoadPair(const T* p, float& a, float& b);
-template <>
-__device__ __forceinline__ void LoadPair<float>(const float* p, float& a, float& b) {
-  const float2 v = *reinterpret_cast<const float2*>(p);
-  a = v.x;
-  b = v.y;
-}
-template <typename T>
-__device__ __forceinline__ void LoadPair(const T* p, float& a, float& b) {
-  const float2 v = ToFloat2(*reinterpret_cast<const typename PairOf<T>::type*>(p));
-  a = v.x;
-  b = v.y;
-}
-
-template <typename T>
-__device__ __forceinline__ void StorePair(T* p, float a, float b);
-template <>
-__device__ __forceinline__ void StorePair<float>(float* p, float a, float b) {
-  *reinterpret_cast<float2*>(p) = make_float2(a, b);
-}
-template <typename T>
-__device__ __forceinline__ void StorePair(T* p, float a, float b) {
-  using Pair = typename PairOf<T>::type;
-  *reinterpret_cast<Pair*>(p) = FromFloat2<Pair>(a, b);
 }
 
 // Column group j (4 accumulators: rows r and r + 8, two columns each) of a consumer's 64 x kTileN

@@ -26,6 +26,7 @@
 
 #include "kiln/common/grid_dependency.cuh"
 #include "kiln/common/numeric.cuh"
+#include "kiln/common/stream_dot.cuh"
 #include "kiln/moe/moe_contract.h"
 
 namespace kiln {
@@ -114,38 +115,6 @@ __device__ __forceinline__ int FindExpertSlots(const FusedMoeGemvParams& p, Gemv
   }
   __syncthreads();
   return e;
-}
-
-// A weight load read once: not kept in L1 (PTX ISA, "ld": the .L1::no_allocate eviction
-// priority, sm_70+); the non-coherent path, as the weights do not change during the kernel.
-__device__ __forceinline__ uint4 LoadStreamed(const void* address) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address));
-  return v;
-}
-
-// acc += w . x over the 8 elements of two 16-byte units, in the order of the elements.
-template <typename T>
-__device__ __forceinline__ void Dot8(float& acc, const uint4& w, const uint4& x) {
-  using P = typename PairOf<T>::type;
-  const P* wp = reinterpret_cast<const P*>(&w);
-  const P* xp = reinterpret_cast<const P*>(&x);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float2 a = ToFloat2(wp[q]);
-    const float2 b = ToFloat2(xp[q]);
-    acc = fmaf(a.x, b.x, acc);
-    acc = fmaf(a.y, b.y, acc);
-  }
-}
-
-// The sum over the warp's lanes, in every lane (xor butterfly: the same order in every call).
-__device__ __forceinline__ float GemvWarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
 }
 
 // One pass: the warp's kGemvWeightRows weight rows `w` times the input rows of R slots.

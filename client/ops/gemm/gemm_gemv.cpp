@@ -1,0 +1,92 @@
+#include "client/ops/gemm/gemm_gemv.h"
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "client/core/api/binary_switch.h"
+#include "client/core/api/invalid_argument.h"
+#include "client/core/loader/kernel_launch.h"
+#include "client/core/loader/launch_preparation.h"
+#include "client/ops/gemm/gemm_launch.h"
+#include "kiln/gemm/gemm_contract.h"
+
+namespace kiln::client {
+namespace {
+
+// One cubin per (dtype, out_dtype); M, N and K are launch arguments.
+struct GemmGemvSpec {
+  DType dtype = DType::kBFloat16;
+  DType out_dtype = DType::kBFloat16;
+  bool operator==(const GemmGemvSpec&) const = default;
+  auto Fields() const { return std::tie(dtype, out_dtype); }
+  std::map<std::string, std::string> Params() const {
+    return {{kParamDType, DTypeName(dtype)}, {gemm::kParamOutDType, DTypeName(out_dtype)}};
+  }
+};
+
+const OpKernels kGemmGemvKernels = {gemm::kGemmGemvOp, {{{gemm::kGemmGemvEntry, gemm::kGemvThreads, true, true}}}};
+
+BinarySwitch& GemvSwitch() {
+  static BinarySwitch s("KILN_GEMM_GEMV", true,
+                        "gemm runs every M on its tensor-core tile kernel in this process (a diagnostic control; by "
+                        "default M <= 4 takes the GEMV kernel, docs/kernels-gemm.md)");
+  return s;
+}
+
+}  // namespace
+
+bool GemmTakesGemv(const GemmPlan& plan) { return plan.m >= 1 && plan.m <= gemm::kGemvMaxRows && GemvSwitch().On(); }
+
+void SetGemmGemvForTesting(int on) { GemvSwitch().SetForTesting(on < 0 ? -1 : on != 0 ? 1 : 0); }
+
+Status LaunchGemmGemv(const GemmPlan& plan, void* stream) {
+  if (plan.m == 0) return OkStatus();
+  if (plan.m > gemm::kGemvMaxRows)
+    return InvalidArgument(std::string(plan.api) + ": a: the GEMV kernel takes at most " +
+                           std::to_string(gemm::kGemvMaxRows) + " rows, found " + std::to_string(plan.m));
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
+                        PrepareOpLaunch(kGemmGemvKernels, GemmGemvSpec{plan.dtype, plan.out_dtype}, plan.device,
+                                        plan.api));
+  const EntryLaunchReady& e = ready.launch->entry();
+  // The grid comes from the contract's columns per block: a daemon whose kernels tree says
+  // otherwise would leave columns unwritten.
+  if (e.block != static_cast<unsigned>(gemm::kGemvThreads) || e.items_per_block != gemm::kGemvColumnsPerBlock)
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(plan.api) + ": the daemon's gemm_gemv kernel has a block of " + std::to_string(e.block) +
+                      " threads and " + std::to_string(e.items_per_block) + " columns per block; the contract says " +
+                      std::to_string(gemm::kGemvThreads) + " and " + std::to_string(gemm::kGemvColumnsPerBlock) +
+                      " (kernels tree and client out of step)");
+  KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
+  gemm::GemmGemvParams params{};
+  params.d = plan.d;
+  params.a = plan.a;
+  params.b = plan.b;
+  params.c = plan.c;
+  params.bias = plan.bias;
+  params.m = plan.m;
+  params.n = plan.n;
+  params.k = plan.k;
+  params.a_row_stride = plan.a_row_stride;
+  params.b_row_stride = plan.b_row_stride;
+  params.d_row_stride = plan.d_row_stride;
+  params.c_row_stride = plan.c_row_stride;
+  params.beta = plan.beta;
+  LaunchConfig config;
+  config.grid.x = static_cast<unsigned>((plan.n + gemm::kGemvColumnsPerBlock - 1) / gemm::kGemvColumnsPerBlock);
+  config.block.x = e.block;
+  config.stream = stream;
+  // The gemm family's programmatic launches (KILN_GEMM_PDL) cover this kernel too: it waits first.
+  config.programmatic_dependent_launch = GemmProgrammaticLaunch();
+  void* args[] = {&params};
+  return LaunchFunction(*driver, e.function, config, args, gemm::kGemmGemvEntry, &ready.launch->library->info);
+}
+
+Status GemmGemv(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias,
+                const TensorView* c, double beta, void* stream) {
+  constexpr const char* kApi = "kiln::client::GemmGemv";
+  KILN_ASSIGN_OR_RETURN(const GemmPlan plan, PlanGemm(d, a, b, bias, c, beta, kApi));
+  return LaunchGemmGemv(plan, stream);
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,31 @@
+// gemm's small-M path (docs/kernels-gemm.md, "Small M: the GEMV kernel"): for M <= 4
+// (gemm::kGemvMaxRows) kiln::ops::gemm launches the GEMV kernel of op gemm_gemv, which streams
+// each row of B once, instead of a tensor-core tactic whose 64-row tile would be mostly padding.
+// KILN_GEMM_GEMV=0 (a diagnostic control, read once per process) keeps every M on the tile
+// kernel, to compare the two; a tactic forced by the caller (LaunchGemmPlan, kiln::tune) or by
+// KILN_FORCE_TACTIC runs the tile kernel too.
+#pragma once
+
+#include "client/ops/gemm/gemm_plan.h"
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::client {
+
+// Whether a call of `plan` takes the GEMV kernel when no tactic is forced: M in 1..kGemvMaxRows,
+// and KILN_GEMM_GEMV not 0.
+bool GemmTakesGemv(const GemmPlan& plan);
+// 1 / 0: the GEMV path on / off as if KILN_GEMM_GEMV said so; -1: as the environment says.
+void SetGemmGemvForTesting(int on);
+
+// Launches the GEMV kernel for a validated plan with 1 <= M <= kGemvMaxRows (INVALID_ARGUMENT
+// otherwise); M = 0 launches nothing.
+Status LaunchGemmGemv(const GemmPlan& plan, void* stream);
+
+// The op gemm_gemv (kernels/traces/gemm_gemv.json; internal): gemm's arguments and checks
+// (kiln/ops/gemm.h), d = a · bᵀ (+ bias) (+ beta · c) by the GEMV kernel whatever the switch
+// says; a of more than kGemvMaxRows rows is refused.
+Status GemmGemv(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias,
+                const TensorView* c, double beta, void* stream);
+
+}  // namespace kiln::client
