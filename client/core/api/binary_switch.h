@@ -1,6 +1,6 @@
 // BinarySwitch: a process-wide on/off control from an environment variable ("0" or "1"), read
 // once, for the client's diagnostic controls (KILN_PDL, KILN_GEMM_PDL, KILN_GEMM_TMA_STORE,
-// KILN_FUSED_MOE_PDL: docs/configuration.md, docs/diagnostic-controls.md).
+// KILN_GEMM_GEMV, KILN_FUSED_MOE_PDL: docs/configuration.md, docs/diagnostic-controls.md).
 #pragma once
 
 #include <atomic>
