@@ -339,7 +339,8 @@ TEST_CASE("split-K gemm: small M, blocks without K steps, many tiles per cluster
     many.beta = 0.25;
     Run(many, rng, nullptr);
   }
-  // The heuristic's own split choices at decode sizes (what the op does by default).
+  // What the op does by default at decode sizes: the GEMV kernel at M 1, the heuristic's splits
+  // at 16 and 64.
   for (int64_t m : {1, 16, 64}) {
     Case c;
     c.m = m;
