@@ -44,7 +44,7 @@ struct ResultRow {
   // call_overhead rows (kiln-bench --overhead): median host time per call minus that of a raw
   // cuLaunchKernelEx of the same kernel.
   double overhead_us = NAN;
-  std::string kernels;    // the kernels timed (CUPTI names them)
+  std::string kernels;  // the kernels timed (CUPTI names them)
   // For a call of several kernels: each one's median µs and the gap before it (kernel_parts.h).
   std::string kernel_parts;
   std::string message;    // why a row failed or was skipped, and warnings
