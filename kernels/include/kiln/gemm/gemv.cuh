@@ -4,8 +4,9 @@
 // kGemvColumnsPerBlock + w * kGemvColumnsPerWarp, j0 + 1 (N is a multiple of 8: both or neither
 // exist) and reads their rows of B once, 16 bytes a lane at a time, kGemvUnroll units of each
 // row in flight (ld.global.nc.L1::no_allocate: B passes by, A's rows stay in L1 for the block's
-// other warps). Each lane sums its units in fp32 in K order; the warp adds the lanes by a fixed
-// butterfly; lane r writes row r's pair. The sums do not depend on timing.
+// other warps; each weight unit is widened to fp32 once for all M rows). Each lane sums its
+// units in fp32 in K order; the warp adds the lanes by a fixed butterfly; lane r writes row r's
+// pair. The sums do not depend on timing.
 #pragma once
 
 #include "kiln/common/grid_dependency.cuh"
@@ -54,11 +55,18 @@ __device__ __forceinline__ void GemvColumns(const GemmGemvParams& p, long long c
     for (int u = 0; u < kGemvUnroll; ++u) {
       const long long unit = u0 + 32 * u;
       if (unit < units) {
+        uint4 xv[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x[r] + 16 * unit));
+        for (int r = 0; r < R; ++r) xv[r] = __ldg(reinterpret_cast<const uint4*>(x[r] + 16 * unit));
+          // Each weight unit widened once for all R rows (the widening, integer work on sm_90,
+          // would otherwise cost as much as the loads bring in at R = 4: an SM takes in about one
+          // 16-byte unit a clock at full bandwidth).
 #pragma unroll
-          for (int i = 0; i < kCols; ++i) Dot8<T>(acc[i][r], wv[u][i], xv);
+        for (int i = 0; i < kCols; ++i) {
+          float wf[8];
+          Widen8<T>(wv[u][i], wf);
+#pragma unroll
+          for (int r = 0; r < R; ++r) DotWidened8<T>(acc[i][r], wf, xv[r]);
         }
       }
     }
