@@ -30,7 +30,7 @@ const OpKernels kGemmGemvKernels = {gemm::kGemmGemvOp, {{{gemm::kGemmGemvEntry, 
 BinarySwitch& GemvSwitch() {
   static BinarySwitch s("KILN_GEMM_GEMV", true,
                         "gemm runs every M on its tensor-core tile kernel in this process (a diagnostic control; by "
-                        "default M <= 4 takes the GEMV kernel, docs/kernels-gemm.md)");
+                        "default M <= 16 takes a GEMV kernel, docs/kernels-gemm.md)");
   return s;
 }
 
@@ -43,17 +43,19 @@ void SetGemmGemvForTesting(int on) { GemvSwitch().SetForTesting(on < 0 ? -1 : on
 Status LaunchGemmGemv(const GemmPlan& plan, void* stream) {
   if (plan.m == 0) return OkStatus();
   if (plan.m > gemm::kGemvMaxRows)
-    return InvalidArgument(std::string(plan.api) + ": a: the GEMV kernel takes at most " +
+    return InvalidArgument(std::string(plan.api) + ": a: the GEMV kernels take at most " +
                            std::to_string(gemm::kGemvMaxRows) + " rows, found " + std::to_string(plan.m));
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kGemmGemvKernels, GemmGemvSpec{plan.dtype, plan.out_dtype}, plan.device,
                                         plan.api));
-  const EntryLaunchReady& e = ready.launch->entry();
+  const bool mma = plan.m > gemm::kGemvScalarMaxRows;
+  const char* entry = mma ? gemm::kGemmGemvMmaEntry : gemm::kGemmGemvEntry;
+  const EntryLaunchReady& e = ready.launch->entry(mma ? 1 : 0);
   // The grid comes from the contract's columns per block: a daemon whose kernels tree says
   // otherwise would leave columns unwritten.
   if (e.block != static_cast<unsigned>(gemm::kGemvThreads) || e.items_per_block != gemm::kGemvColumnsPerBlock)
     return Status(StatusCode::kFailedPrecondition,
-                  std::string(plan.api) + ": the daemon's gemm_gemv kernel has a block of " + std::to_string(e.block) +
+                  std::string(plan.api) + ": the daemon's " + entry + " has a block of " + std::to_string(e.block) +
                       " threads and " + std::to_string(e.items_per_block) + " columns per block; the contract says " +
                       std::to_string(gemm::kGemvThreads) + " and " + std::to_string(gemm::kGemvColumnsPerBlock) +
                       " (kernels tree and client out of step)");
@@ -79,7 +81,7 @@ Status LaunchGemmGemv(const GemmPlan& plan, void* stream) {
   // The gemm family's programmatic launches (KILN_GEMM_PDL) cover this kernel too: it waits first.
   config.programmatic_dependent_launch = GemmProgrammaticLaunch();
   void* args[] = {&params};
-  return LaunchFunction(*driver, e.function, config, args, gemm::kGemmGemvEntry, &ready.launch->library->info);
+  return LaunchFunction(*driver, e.function, config, args, entry, &ready.launch->library->info);
 }
 
 Status GemmGemv(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias,

@@ -1,6 +1,7 @@
-// gemm's small-M path (docs/kernels-gemm.md, "Small M: the GEMV kernel"): for M <= 4
-// (gemm::kGemvMaxRows) kiln::ops::gemm launches the GEMV kernel of op gemm_gemv, which streams
-// each row of B once, instead of a tensor-core tactic whose 64-row tile would be mostly padding.
+// gemm's small-M path (docs/kernels-gemm.md, "Small M: the GEMV kernels"): for M <= 16
+// (gemm::kGemvMaxRows) kiln::ops::gemm launches a GEMV kernel of op gemm_gemv, which streams
+// each row of B once, instead of a tensor-core tactic whose 64-row tile would be mostly padding:
+// fp32 FMAs up to M 4 (gemm::kGemvScalarMaxRows), mma.sync above.
 // KILN_GEMM_GEMV=0 (a diagnostic control, read once per process) keeps every M on the tile
 // kernel, to compare the two; a tactic forced by the caller (LaunchGemmPlan, kiln::tune) or by
 // KILN_FORCE_TACTIC runs the tile kernel too.
@@ -18,8 +19,8 @@ bool GemmTakesGemv(const GemmPlan& plan);
 // 1 / 0: the GEMV path on / off as if KILN_GEMM_GEMV said so; -1: as the environment says.
 void SetGemmGemvForTesting(int on);
 
-// Launches the GEMV kernel for a validated plan with 1 <= M <= kGemvMaxRows (INVALID_ARGUMENT
-// otherwise); M = 0 launches nothing.
+// Launches the GEMV kernel of M for a validated plan with 1 <= M <= kGemvMaxRows
+// (INVALID_ARGUMENT otherwise); M = 0 launches nothing.
 Status LaunchGemmGemv(const GemmPlan& plan, void* stream);
 
 // The op gemm_gemv (kernels/traces/gemm_gemv.json; internal): gemm's arguments and checks

@@ -1,8 +1,9 @@
-// The generator of gemm's small-M kernel (op gemm_gemv, the gemm family; internal: kiln::ops::gemm
-// launches it for M <= 4, client/ops/gemm/gemm_gemv.h): one compilation unit
-// (kernels/src/gemm/gemv.cu) specialized on the input and output types, gemm_gemv_bf16_obf16;
-// M, N and K are launch arguments, and there is no tactic. Contract: kiln/gemm/gemm_contract.h
-// (GemmGemvParams), kiln/gemm/gemv.cuh; docs/kernels-gemm.md, "Small M: the GEMV kernel".
+// The generator of gemm's small-M kernels (op gemm_gemv, the gemm family; internal:
+// kiln::ops::gemm launches them for M <= 16, client/ops/gemm/gemm_gemv.h): one compilation unit
+// (kernels/src/gemm/gemv.cu) with both entries (fp32 FMAs up to M 4, mma.sync above),
+// specialized on the input and output types, gemm_gemv_bf16_obf16; M, N and K are launch
+// arguments, and there is no tactic. Contract: kiln/gemm/gemm_contract.h (GemmGemvParams),
+// kiln/gemm/gemv.cuh; docs/kernels-gemm.md, "Small M: the GEMV kernels".
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/gemm/gemm_tactic_params.h"
@@ -15,8 +16,9 @@ namespace {
 
 constexpr const char* kUnitPath = "src/gemm/gemv.cu";
 
-// Host memory of one compile: one short loop body in four row counts per specialization, the
-// size of fused_moe's GEMV unit; the norm family's 128 MB (measured there) covers it.
+// Host memory of one compile: two short loop bodies (four row counts, two n-tile counts) per
+// specialization, the size of fused_moe's GEMV unit; the norm family's 128 MB (measured there)
+// covers it.
 constexpr int64_t kCompileMemoryMb = 128;
 
 class GemmGemvGenerator : public OpGenerator {
@@ -24,9 +26,10 @@ class GemmGemvGenerator : public OpGenerator {
   std::string_view name() const override { return gemm::kGemmGemvOp; }
   std::string_view family() const override { return "gemm"; }
   std::string_view description() const override {
-    return "gemm for M <= 4 rows: D[M, N] = A[M, K] . B[N, K]^T (+ bias[N]) (+ beta * C[M, N]) as a GEMV that "
-           "streams each row of B once (a warp per two rows, 16-byte loads, fp32 sums in K order, a fixed warp "
-           "butterfly: deterministic), one rounding to D's type; kiln::ops::gemm launches it for small M";
+    return "gemm for M <= 16 rows: D[M, N] = A[M, K] . B[N, K]^T (+ bias[N]) (+ beta * C[M, N]) as a GEMV that "
+           "streams each row of B once in 16-byte loads, a block per 16 columns of D: up to M 4 a warp per two rows "
+           "of B with fp32 FMAs, above that mma.sync over the block's 16 rows of B, K split over the warps; fp32 "
+           "sums in a fixed order (deterministic), one rounding to D's type; kiln::ops::gemm launches it for small M";
   }
 
   std::vector<ParamInfo> params() const override {
@@ -51,10 +54,11 @@ class GemmGemvGenerator : public OpGenerator {
                      {{"KILN_GEMM_TIN", types.in->cuda_type}, {"KILN_GEMM_TOUT", types.out->cuda_type}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
-    spec.entries = {gemm::kGemmGemvEntry};
-    // items_per_block: columns of D per block (grid.x = ceil(N / items_per_block)).
+    spec.entries = {gemm::kGemmGemvEntry, gemm::kGemmGemvMmaEntry};
+    // items_per_block: columns of D per block (grid.x = ceil(N / items_per_block)), both entries.
     spec.launch = {
-        {.entry = gemm::kGemmGemvEntry, .block = gemm::kGemvThreads, .items_per_block = gemm::kGemvColumnsPerBlock}};
+        {.entry = gemm::kGemmGemvEntry, .block = gemm::kGemvThreads, .items_per_block = gemm::kGemvColumnsPerBlock},
+        {.entry = gemm::kGemmGemvMmaEntry, .block = gemm::kGemvThreads, .items_per_block = gemm::kGemvColumnsPerBlock}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }

@@ -132,7 +132,7 @@ TEST_CASE("gemm plans what the kernel takes, and accepts c = d and beta 0", "[cl
   RequireInvalid(s, "test: tactic t128x256x64s5g8 is not in the gemm tactic space");
 }
 
-TEST_CASE("gemm takes its GEMV kernel for M 1 to 4 unless KILN_GEMM_GEMV says 0", "[client][ops][gemm]") {
+TEST_CASE("gemm takes its GEMV kernels for M 1 to 16 unless KILN_GEMM_GEMV says 0", "[client][ops][gemm]") {
   const TensorView b = Matrix(kB, kBf16, 128, 64);
   auto plan_of = [&](int64_t m) {
     auto plan = kiln::client::PlanGemm(Matrix(kD, kBf16, m, 128), Matrix(kA, kBf16, m, 64), b, nullptr, nullptr, 1.0,
@@ -142,17 +142,17 @@ TEST_CASE("gemm takes its GEMV kernel for M 1 to 4 unless KILN_GEMM_GEMV says 0"
   };
   kiln::client::SetGemmGemvForTesting(1);
   CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(0)));  // nothing to launch either way
-  for (int64_t m = 1; m <= 4; ++m) CHECK(kiln::client::GemmTakesGemv(plan_of(m)));
-  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(5)));
+  for (int64_t m = 1; m <= 16; ++m) CHECK(kiln::client::GemmTakesGemv(plan_of(m)));
+  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(17)));
   CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(64)));
   kiln::client::SetGemmGemvForTesting(0);
   CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(1)));
   kiln::client::SetGemmGemvForTesting(-1);
   // The internal op refuses more rows than the kernel takes, after gemm's own checks and before
   // any driver call; M = 0 is OK and launches nothing.
-  const kiln::Status five = kiln::client::GemmGemv(Matrix(kD, kBf16, 5, 128), Matrix(kA, kBf16, 5, 64), b, nullptr,
+  const kiln::Status many = kiln::client::GemmGemv(Matrix(kD, kBf16, 17, 128), Matrix(kA, kBf16, 17, 64), b, nullptr,
                                                    nullptr, 1.0, nullptr);
-  RequireInvalid(five, "kiln::client::GemmGemv: a: the GEMV kernel takes at most 4 rows, found 5");
+  RequireInvalid(many, "kiln::client::GemmGemv: a: the GEMV kernels take at most 16 rows, found 17");
   const kiln::Status odd_n = kiln::client::GemmGemv(Matrix(kD, kBf16, 1, 12), Matrix(kA, kBf16, 1, 64),
                                                     Matrix(kB, kBf16, 12, 64), nullptr, nullptr, 1.0, nullptr);
   CHECK(odd_n.code() == StatusCode::kInvalidArgument);  // gemm's check: N a multiple of 8

@@ -288,23 +288,33 @@ struct GemmParams {
 static_assert(sizeof(GemmParams) == 576,
               "GemmParams: 3 tensor maps, 6 pointers, 8 long longs, a float, two ints (padded to 64 bytes)");
 
-// gemm's small-M kernel (op kGemmGemvOp, its own generator; docs/kernels-gemm.md, "Small M:
-// the GEMV kernel"). For M <= kGemvMaxRows a call's time is B streaming from memory, and a tensor-core
-// tile of 64 rows would multiply mostly padding behind a pipeline built for reuse; instead each
-// warp reads kGemvColumnsPerWarp rows of B once (16-byte loads, kGemvUnroll of each row in
-// flight a lane) and multiplies them with all M rows of A: fp32 sums over K in a fixed order, a
-// warp's butterfly, then + bias and + beta * C in fp32 and one rounding to D's type, as the tile
-// kernel's epilogue. Deterministic. Entry kGemmGemvEntry (GemmGemvParams by value), block
-// kGemvThreads, grid.x = ceil(N / kGemvColumnsPerBlock) (items_per_block), no dynamic shared
-// memory; it waits for the previous kernel first (griddepcontrol), like kiln_gemm.
+// gemm's small-M kernels (op kGemmGemvOp, its own generator; docs/kernels-gemm.md, "Small M:
+// the GEMV kernels"). For M <= kGemvMaxRows a call's time is B streaming from memory, and a
+// tensor-core tile of 64 rows would multiply mostly padding behind a pipeline built for reuse;
+// instead B's rows are read once, 16 bytes a lane with several units in flight, by blocks of
+// kGemvThreads that each own kGemvColumnsPerBlock columns of D:
+//   kGemmGemvEntry     M <= kGemvScalarMaxRows: a warp takes kGemvColumnsPerWarp rows of B over
+//                      all of K and multiplies them with the M rows of A in fp32 (a fixed warp
+//                      butterfly sums the lanes);
+//   kGemmGemvMmaEntry  M above that: the block's 16 rows of B are one mma.sync m16n8k16 A
+//                      operand and A's rows (8 per n-tile, zero past M) its B operand, each warp
+//                      taking an eighth of K; the warps' partial tiles are added in shared memory
+//                      in warp order.
+// Both: fp32 sums in a fixed order (deterministic), then + bias and + beta * C in fp32 and one
+// rounding to D's type, as the tile kernel's epilogue. Entries take GemmGemvParams by value;
+// grid.x = ceil(N / kGemvColumnsPerBlock) (items_per_block), block kGemvThreads; they wait for
+// the previous kernel first (griddepcontrol), like kiln_gemm.
 constexpr const char* kGemmGemvOp = "gemm_gemv";
 constexpr const char* kGemmGemvEntry = "kiln_gemm_gemv";
-constexpr int kGemvMaxRows = 4;
+constexpr const char* kGemmGemvMmaEntry = "kiln_gemm_gemv_mma";
+constexpr int kGemvMaxRows = 16;
+constexpr int kGemvScalarMaxRows = 4;
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = 32 * kGemvWarps;
-constexpr int kGemvColumnsPerWarp = 2;
+constexpr int kGemvColumnsPerWarp = 2;  // the scalar kernel's
 constexpr int kGemvColumnsPerBlock = kGemvWarps * kGemvColumnsPerWarp;
-// The blocks an SM holds at once (the entry's __launch_bounds__ minimum).
+static_assert(kGemvColumnsPerBlock == 16, "the mma kernel's block is one m16 tile of B's rows");
+// The blocks an SM holds at once (the entries' __launch_bounds__ minimum).
 constexpr int kGemvBlocksPerSm = 3;
 
 // kiln_gemm_gemv's parameter. Strides in elements; A's and B's rows start 16-byte aligned and K
@@ -315,7 +325,7 @@ struct GemmGemvParams {
   const void* b;     // B [n, k], rows b_row_stride apart
   const void* c;     // C [m, n] of D's type, rows c_row_stride apart, or null
   const void* bias;  // bias [n] of A's type, or null
-  long long m;       // 1 .. kGemvMaxRows
+  long long m;       // 1 .. kGemvScalarMaxRows (kGemmGemvEntry) or .. kGemvMaxRows (kGemmGemvMmaEntry)
   long long n;
   long long k;
   long long a_row_stride;

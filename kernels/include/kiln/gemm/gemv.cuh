@@ -13,6 +13,7 @@
 #include "kiln/common/numeric.cuh"
 #include "kiln/common/pair_io.cuh"
 #include "kiln/common/stream_dot.cuh"
+#include "kiln/decode/warp_mma.cuh"
 #include "kiln/gemm/gemm_contract.h"
 
 namespace kiln {
@@ -97,7 +98,7 @@ __device__ __forceinline__ void GemvColumns(const GemmGemvParams& p, long long c
 template <typename T, typename TOut>
 __device__ __forceinline__ void Gemv(const GemmGemvParams& p) {
   static_assert(sizeof(T) == 2, "gemm's A and B are 16-bit");
-  static_assert(kGemvMaxRows == 4, "Gemv dispatches 1 to 4 rows");
+  static_assert(kGemvScalarMaxRows == 4, "Gemv dispatches 1 to 4 rows");
   // A programmatic dependent waits for the kernels before it: it reads their A (and C) and
   // writes what they may read. The next kernel may be scheduled at once; it waits in turn.
   GridDependencyWait();
@@ -112,6 +113,126 @@ __device__ __forceinline__ void Gemv(const GemmGemvParams& p) {
     case 3: GemvColumns<T, TOut, 3>(p, col0, lane); break;
     default: GemvColumns<T, TOut, 4>(p, col0, lane); break;
   }
+}
+
+// The mma kernel (kGemmGemvMmaEntry, M up to kGemvMaxRows): block x owns B's rows j0 = 16x ..
+// j0 + 15, the A operand of mma.sync m16n8k16 (PTX ISA, "Matrix fragments for mma.m16n8k16":
+// lane (g, c) = (lane / 4, lane % 4) holds rows g and g + 8, k pairs 2c and 2c + 8), and A's
+// rows, 8 per n-tile, are its B operand (lane (g, c): row g of the tile, the same k pairs). The
+// dot product does not depend on the order of K, so instead of the fragment's k order each lane
+// loads whole 16-byte units: in step s, lane (g, c) reads unit 4s + c of rows g and g + 8 of B
+// and of row g of each A tile, and its four pairs p0..p3 feed two mmas, (p0, p1) as k pairs
+// (2c, 2c + 8) and (p2, p3) likewise: every lane of the same c maps the same physical K to the
+// same logical k, in A and B alike. Warp w takes an eighth of the steps (kGemvMmaSteps in
+// flight: 2 x 4 x 16 bytes of B a lane); the warps' 16 x 8 partial tiles meet in shared memory
+// and are added in warp order. Units past K, rows of B past N and rows of A past M read as
+// zeros.
+constexpr int kGemvMmaSteps = 4;
+
+template <int kTiles>
+struct GemvMmaShared {
+  float partial[kGemvWarps][kTiles][32][4];  // warp, n-tile, lane, fragment register
+};
+
+template <typename T, typename TOut, int kTiles>
+__device__ __forceinline__ void GemvMmaTiles(const GemmGemvParams& p, long long row0) {
+  __shared__ GemvMmaShared<kTiles> sh;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const long long es = static_cast<long long>(sizeof(T));
+  const bool b_lo = row0 + g < p.n, b_hi = row0 + g + 8 < p.n;
+  const char* b_rows[2] = {static_cast<const char*>(p.b) + (b_lo ? row0 + g : 0) * p.b_row_stride * es,
+                           static_cast<const char*>(p.b) + (b_hi ? row0 + g + 8 : 0) * p.b_row_stride * es};
+  const char* a_rows[kTiles];
+  bool a_ok[kTiles];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const long long r = 8 * t + g;
+    a_ok[t] = r < p.m;
+    a_rows[t] = static_cast<const char*>(p.a) + (a_ok[t] ? r : 0) * p.a_row_stride * es;
+  }
+  float d[kTiles][4];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) d[t][q] = 0.0f;
+
+  const long long units = p.k / 8;
+  const long long steps = (units + 3) / 4;
+  const long long per_warp = (steps + kGemvWarps - 1) / kGemvWarps;
+  const long long first = per_warp * warp;
+  const long long last = first + per_warp < steps ? first + per_warp : steps;
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  for (long long s0 = first; s0 < last; s0 += kGemvMmaSteps) {
+    uint4 lo[kGemvMmaSteps], hi[kGemvMmaSteps];
+#pragma unroll
+    for (int j = 0; j < kGemvMmaSteps; ++j) {
+      const long long unit = 4 * (s0 + j) + c;
+      const bool in = s0 + j < last && unit < units;
+      lo[j] = in && b_lo ? LoadStreamed(b_rows[0] + 16 * unit) : zero;
+      hi[j] = in && b_hi ? LoadStreamed(b_rows[1] + 16 * unit) : zero;
+    }
+#pragma unroll
+    for (int j = 0; j < kGemvMmaSteps; ++j) {
+      const long long unit = 4 * (s0 + j) + c;
+      const bool in = s0 + j < last && unit < units;
+      const unsigned first_half[4] = {lo[j].x, hi[j].x, lo[j].y, hi[j].y};
+      const unsigned second_half[4] = {lo[j].z, hi[j].z, lo[j].w, hi[j].w};
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        const uint4 x = in && a_ok[t] ? __ldg(reinterpret_cast<const uint4*>(a_rows[t] + 16 * unit)) : zero;
+        decode::Mma16x8x16<T>(d[t], first_half, x.x, x.y);
+        decode::Mma16x8x16<T>(d[t], second_half, x.z, x.w);
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) sh.partial[warp][t][lane][q] = d[t][q];
+  __syncthreads();
+
+  // Output pairs: thread i takes row r = i / 8 of D and columns j0 + 2q, j0 + 2q + 1 (q = i % 8).
+  // Fragment register q' of lane (g, c) in tile t holds D row 8t + 2c + (q' & 1), column
+  // j0 + g + 8 (q' >> 1).
+  const int i = static_cast<int>(threadIdx.x);
+  const long long r = i / 8;
+  const int q = i % 8;
+  const long long col = row0 + 2 * q;
+  if (r >= p.m || col >= p.n) return;  // n is a multiple of 8: col + 1 < n too
+  const int t = static_cast<int>(r / 8), rn = static_cast<int>(r % 8);
+  float v[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int jj = 2 * q + e;  // column within the block's 16
+    const int src_lane = 4 * (jj % 8) + rn / 2;
+    const int reg = 2 * (jj / 8) + (rn % 2);
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kGemvWarps; ++w) sum += sh.partial[w][t][src_lane][reg];
+    v[e] = sum;
+  }
+  float bias0 = 0.0f, bias1 = 0.0f;
+  if (p.bias != nullptr) LoadPair(static_cast<const T*>(p.bias) + col, bias0, bias1);
+  float v0 = v[0] + bias0, v1 = v[1] + bias1;
+  if (p.c != nullptr) {
+    float c0, c1;
+    LoadPair(static_cast<const TOut*>(p.c) + r * p.c_row_stride + col, c0, c1);
+    v0 = fmaf(p.beta, c0, v0);
+    v1 = fmaf(p.beta, c1, v1);
+  }
+  StorePair(static_cast<TOut*>(p.d) + r * p.d_row_stride + col, v0, v1);
+}
+
+template <typename T, typename TOut>
+__device__ __forceinline__ void GemvMma(const GemmGemvParams& p) {
+  static_assert(sizeof(T) == 2, "gemm's A and B are 16-bit");
+  static_assert(kGemvMaxRows == 16 && kGemvThreads >= 8 * kGemvMaxRows, "two n-tiles; a thread per output pair");
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  const long long row0 = static_cast<long long>(blockIdx.x) * kGemvColumnsPerBlock;
+  if (p.m <= 8) GemvMmaTiles<T, TOut, 1>(p, row0);
+  else GemvMmaTiles<T, TOut, 2>(p, row0);
 }
 
 }  // namespace gemm
