@@ -25,7 +25,10 @@ struct GemmGemvSpec {
   }
 };
 
-const OpKernels kGemmGemvKernels = {gemm::kGemmGemvOp, {{{gemm::kGemmGemvEntry, gemm::kGemvThreads, true, true}}}};
+// Entry 0 for M <= kGemvScalarMaxRows, entry 1 above (kiln/gemm/gemm_contract.h).
+const OpKernels kGemmGemvKernels = {gemm::kGemmGemvOp,
+                                    {{{gemm::kGemmGemvEntry, gemm::kGemvThreads, true, true},
+                                      {gemm::kGemmGemvMmaEntry, gemm::kGemvThreads, true, true}}}};
 
 BinarySwitch& GemvSwitch() {
   static BinarySwitch s("KILN_GEMM_GEMV", true,
