@@ -5,7 +5,9 @@
 // decode token of Llama-3.1-8B (q [1, 32, 128], k [1, 8, 128] bf16, int64 positions); load_source is
 // kiln-bench-service's warm fetch: a 40-kernel source (a ~100 KB sm_90a cubin) fetched,
 // verified and loaded each time (reuse_loaded off), the last 16 modules kept loaded.
-//   kiln-host-path silu_and_mul|rms_norm|apply_rope|load_source CALLS
+// gemm and gemm_m8 are Llama-3.1-8B's qkv projection at one and eight tokens (bf16 [M, 4096] x
+// [6144, 4096]): gemm's two small-M kernels (kiln/gemm/gemv.cuh), fp32 FMAs and mma.sync.
+//   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|load_source CALLS
 // Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
 // usage.
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include "bench/service/large_source.h"
 #include "kiln/kernel.h"
 #include "kiln/ops/activation.h"
+#include "kiln/ops/gemm.h"
 #include "kiln/ops/norm.h"
 #include "kiln/ops/rope.h"
 
@@ -29,8 +32,10 @@ int main(int argc, char** argv) {
   const bool rms = argc == 3 && std::strcmp(argv[1], "rms_norm") == 0;
   const bool rope = argc == 3 && std::strcmp(argv[1], "apply_rope") == 0;
   const bool load = argc == 3 && std::strcmp(argv[1], "load_source") == 0;
-  if ((!silu && !rms && !rope && !load) || end == argv[2] || *end != '\0' || calls < 0) {
-    std::fprintf(stderr, "usage: kiln-host-path silu_and_mul|rms_norm|apply_rope|load_source CALLS\n");
+  const bool gemm1 = argc == 3 && std::strcmp(argv[1], "gemm") == 0;
+  const bool gemm8 = argc == 3 && std::strcmp(argv[1], "gemm_m8") == 0;
+  if ((!silu && !rms && !rope && !load && !gemm1 && !gemm8) || end == argv[2] || *end != '\0' || calls < 0) {
+    std::fprintf(stderr, "usage: kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|load_source CALLS\n");
     return 2;
   }
   if (load) {
@@ -62,12 +67,17 @@ int main(int argc, char** argv) {
   const kiln::TensorView positions = kiln::TensorView::Contiguous(reinterpret_cast<void*>(0x7f5000000000),
                                                                   kiln::DType::kInt64, {1});
   const kiln::ops::RopeOptions rope_options;  // rotary_dim = head_dim, NeoX pairs, theta 10000
+  const int64_t gemm_m = gemm8 ? 8 : 1;
+  const kiln::TensorView gemm_a = fake(0x7f6000000000, {gemm_m, 4096});
+  const kiln::TensorView gemm_b = fake(0x7f7000000000, {6144, 4096});
+  const kiln::TensorView gemm_d = fake(0x7f8000000000, {gemm_m, 6144});
   // The first call fetches and loads the module (not what is counted: the script subtracts a
   // run of 0 calls, which makes this one too).
   for (long i = 0; i <= calls; ++i) {
-    const kiln::Status s = silu  ? kiln::ops::silu_and_mul(out, input, nullptr)
-                           : rms ? kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr)
-                                 : kiln::ops::apply_rope(q, k, positions, rope_options, nullptr);
+    const kiln::Status s = silu               ? kiln::ops::silu_and_mul(out, input, nullptr)
+                           : rms              ? kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr)
+                           : (gemm1 || gemm8) ? kiln::ops::gemm(gemm_d, gemm_a, gemm_b, nullptr, nullptr, 1.0, nullptr)
+                                              : kiln::ops::apply_rope(q, k, positions, rope_options, nullptr);
     if (!s.ok()) {
       std::fprintf(stderr, "kiln-host-path: call %ld: %s\n", i, s.ToString().c_str());
       return 1;
