@@ -21,7 +21,7 @@ command -v valgrind > /dev/null || { echo "host_path.sh: needs valgrind" >&2; ex
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export LD_LIBRARY_PATH=$drv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export KILN_MODE=embedded KILN_CACHE_DIR=$work/cache KILN_KERNELS_DIR=$PWD/kernels
+export KILN_MODE=embedded KILN_CACHE_DIR=$work/cache KILN_KERNELS_DIR=$PWD/kernels KILN_GEMM_GEMV=1
 count() {  # count OP N: instructions of a run of N calls
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1.$2" "$bin" "$1" "$2" 2>&1 |
     awk '/Collected :/ {print $4}'

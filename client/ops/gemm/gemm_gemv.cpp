@@ -31,9 +31,12 @@ const OpKernels kGemmGemvKernels = {gemm::kGemmGemvOp,
                                       {gemm::kGemmGemvMmaEntry, gemm::kGemvThreads, true, true}}}};
 
 BinarySwitch& GemvSwitch() {
-  static BinarySwitch s("KILN_GEMM_GEMV", true,
-                        "gemm runs every M on its tensor-core tile kernel in this process (a diagnostic control; by "
-                        "default M <= 16 takes a GEMV kernel, docs/kernels-gemm.md)");
+  static BinarySwitch s("KILN_GEMM_GEMV", kGemmGemvByDefault,
+                        kGemmGemvByDefault
+                            ? "gemm runs every M on its tensor-core tile kernel in this process (a diagnostic control; "
+                              "by default M <= 16 takes a GEMV kernel, docs/kernels-gemm.md)"
+                            : "gemm at M <= 16 takes the GEMV kernels in this process (off by default until they are "
+                              "measured on the H200, docs/kernels-gemm.md)");
   return s;
 }
 

@@ -213,6 +213,7 @@ TEST_CASE("gemm writes every output dtype and adds bias and beta * c", "[gpu][ge
 // rows, bias and beta * c (c = d too).
 TEST_CASE("gemm's GEMV kernels for M <= 16 match a float64 reference", "[gpu][gemm]") {
   GpuSession session = HopperSession();
+  kiln::client::SetGemmGemvForTesting(1);  // gemm takes them whatever the default
   std::mt19937 rng(20261205);
   int run = 0;
   for (DType in : {DType::kBFloat16, DType::kFloat16}) {
@@ -243,6 +244,7 @@ TEST_CASE("gemm's GEMV kernels for M <= 16 match a float64 reference", "[gpu][ge
       }
     }
   }
+  kiln::client::SetGemmGemvForTesting(-1);
   CHECK(run == 2 * 3 * 16 * 3 + 6);
 }
 
@@ -355,8 +357,8 @@ TEST_CASE("split-K gemm: small M, blocks without K steps, many tiles per cluster
     many.beta = 0.25;
     Run(many, rng, nullptr);
   }
-  // What the op does by default at decode sizes: the GEMV kernels at M 1 and 16, the heuristic's
-  // split at 64.
+  // What the op does by default at decode sizes: the heuristic's tactics (the GEMV kernels at M 1
+  // and 16 when KILN_GEMM_GEMV turns them on).
   for (int64_t m : {1, 16, 64}) {
     Case c;
     c.m = m;
