@@ -1,8 +1,10 @@
 // The generator of gemm's small-M kernels (op gemm_gemv, the gemm family; internal:
-// kiln::ops::gemm launches them for M <= 16 when KILN_GEMM_GEMV turns them on, client/ops/gemm/gemm_gemv.h): one
-// compilation unit (kernels/src/gemm/gemv.cu) with both entries (fp32 FMAs up to M 4, mma.sync above), specialized on
-// the input and output types, gemm_gemv_bf16_obf16; M, N and K are launch arguments, and there is no tactic. Contract:
-// kiln/gemm/gemm_contract.h (GemmGemvParams), kiln/gemm/gemv.cuh; docs/kernels-gemm.md, "Small M: the GEMV kernels".
+// kiln::ops::gemm launches them for M <= 16 when KILN_GEMM_GEMV turns them on,
+// client/ops/gemm/gemm_gemv.h): one compilation unit (kernels/src/gemm/gemv.cu) with both
+// entries (fp32 FMAs up to M 4, mma.sync above), specialized on the input and output types,
+// gemm_gemv_bf16_obf16; M, N and K are launch arguments, and there is no tactic. Contract:
+// kiln/gemm/gemm_contract.h (GemmGemvParams), kiln/gemm/gemv.cuh; docs/kernels-gemm.md, "Small M:
+// the GEMV kernels".
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/gemm/gemm_tactic_params.h"
