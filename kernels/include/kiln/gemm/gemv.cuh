@@ -24,6 +24,25 @@ namespace gemm {
 // bandwidth, as fused_moe's decode GEMVs measured.
 constexpr int kGemvUnroll = 4;
 
+// D[r, col .. col + 1] = the sums + bias, then beta * C fused in, one rounding: the tile
+// kernel's epilogue order.
+template <typename T, typename TOut>
+__device__ __forceinline__ void StoreGemvPair(const GemmGemvParams& p, long long r, long long col, float v0, float v1) {
+  if (p.bias != nullptr) {
+    float bias0, bias1;
+    LoadPair(static_cast<const T*>(p.bias) + col, bias0, bias1);
+    v0 += bias0;
+    v1 += bias1;
+  }
+  if (p.c != nullptr) {
+    float c0, c1;
+    LoadPair(static_cast<const TOut*>(p.c) + r * p.c_row_stride + col, c0, c1);
+    v0 = fmaf(p.beta, c0, v0);
+    v1 = fmaf(p.beta, c1, v1);
+  }
+  StorePair(static_cast<TOut*>(p.d) + r * p.d_row_stride + col, v0, v1);
+}
+
 template <typename T, typename TOut, int R>
 __device__ __forceinline__ void GemvColumns(const GemmGemvParams& p, long long col0, int lane) {
   constexpr int kCols = kGemvColumnsPerWarp;
@@ -56,12 +75,12 @@ __device__ __forceinline__ void GemvColumns(const GemmGemvParams& p, long long c
     for (int u = 0; u < kGemvUnroll; ++u) {
       const long long unit = u0 + 32 * u;
       if (unit < units) {
+        // Each weight unit widened once for all R rows (the widening, integer work on sm_90,
+        // would otherwise cost as much as the loads bring in at R = 4: an SM takes in about one
+        // 16-byte unit a clock at full bandwidth).
         uint4 xv[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) xv[r] = __ldg(reinterpret_cast<const uint4*>(x[r] + 16 * unit));
-          // Each weight unit widened once for all R rows (the widening, integer work on sm_90,
-          // would otherwise cost as much as the loads bring in at R = 4: an SM takes in about one
-          // 16-byte unit a clock at full bandwidth).
 #pragma unroll
         for (int i = 0; i < kCols; ++i) {
           float wf[8];
@@ -77,22 +96,9 @@ __device__ __forceinline__ void GemvColumns(const GemmGemvParams& p, long long c
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[i][r] = GemvWarpSum(acc[i][r]);
 
-  float bias0 = 0.0f, bias1 = 0.0f;
-  if (p.bias != nullptr && lane < R) LoadPair(static_cast<const T*>(p.bias) + col0, bias0, bias1);
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (lane != r) continue;  // lane r writes row r's two columns
-    // The tile kernel's epilogue order: the sum + bias, then beta * C fused in, one rounding.
-    float v0 = acc[0][r] + bias0;
-    float v1 = acc[1][r] + bias1;
-    if (p.c != nullptr) {
-      float c0, c1;
-      LoadPair(static_cast<const TOut*>(p.c) + r * p.c_row_stride + col0, c0, c1);
-      v0 = fmaf(p.beta, c0, v0);
-      v1 = fmaf(p.beta, c1, v1);
-    }
-    StorePair(static_cast<TOut*>(p.d) + r * p.d_row_stride + col0, v0, v1);
-  }
+  for (int r = 0; r < R; ++r)
+    if (lane == r) StoreGemvPair<T, TOut>(p, r, col0, acc[0][r], acc[1][r]);  // lane r writes row r
 }
 
 template <typename T, typename TOut>
@@ -212,16 +218,7 @@ __device__ __forceinline__ void GemvMmaTiles(const GemmGemvParams& p, long long 
     for (int w = 0; w < kGemvWarps; ++w) sum += sh.partial[w][t][src_lane][reg];
     v[e] = sum;
   }
-  float bias0 = 0.0f, bias1 = 0.0f;
-  if (p.bias != nullptr) LoadPair(static_cast<const T*>(p.bias) + col, bias0, bias1);
-  float v0 = v[0] + bias0, v1 = v[1] + bias1;
-  if (p.c != nullptr) {
-    float c0, c1;
-    LoadPair(static_cast<const TOut*>(p.c) + r * p.c_row_stride + col, c0, c1);
-    v0 = fmaf(p.beta, c0, v0);
-    v1 = fmaf(p.beta, c1, v1);
-  }
-  StorePair(static_cast<TOut*>(p.d) + r * p.d_row_stride + col, v0, v1);
+  StoreGemvPair<T, TOut>(p, r, col, v[0], v[1]);
 }
 
 template <typename T, typename TOut>
