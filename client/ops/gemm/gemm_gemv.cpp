@@ -42,7 +42,14 @@ BinarySwitch& GemvSwitch() {
 
 }  // namespace
 
-bool GemmTakesGemv(const GemmPlan& plan) { return plan.m >= 1 && plan.m <= gemm::kGemvMaxRows && GemvSwitch().On(); }
+bool GemmGemvSuits(int64_t m, int64_t n, int sms) {
+  if (m < 1 || m > gemm::kGemvMaxRows) return false;
+  if (m <= gemm::kGemvScalarMaxRows) return true;
+  const int64_t blocks = (n + gemm::kGemvColumnsPerBlock - 1) / gemm::kGemvColumnsPerBlock;
+  return blocks <= static_cast<int64_t>(gemm::kGemvBlocksPerSm) * sms;
+}
+
+bool GemmTakesGemv(const GemmPlan& plan, int sms) { return GemmGemvSuits(plan.m, plan.n, sms) && GemvSwitch().On(); }
 
 void SetGemmGemvForTesting(int on) { GemvSwitch().SetForTesting(on < 0 ? -1 : on != 0 ? 1 : 0); }
 

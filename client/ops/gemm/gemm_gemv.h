@@ -1,10 +1,9 @@
 // gemm's small-M path (docs/kernels-gemm.md, "Small M: the GEMV kernels"): for M <= 16
 // (gemm::kGemvMaxRows) kiln::ops::gemm launches a GEMV kernel of op gemm_gemv, which streams
 // each row of B once, instead of a tensor-core tactic whose 64-row tile would be mostly padding:
-// fp32 FMAs up to M 4 (gemm::kGemvScalarMaxRows), mma.sync above.
-// KILN_GEMM_GEMV (read once per process) turns the path on (1) or off (0); its default is
-// kGemmGemvByDefault. A tactic forced by the caller (LaunchGemmPlan, kiln::tune) or by
-// KILN_FORCE_TACTIC runs the tile kernel at any M.
+// fp32 FMAs at M 1 (gemm::kGemvScalarMaxRows), mma.sync above. KILN_GEMM_GEMV=0 (a diagnostic
+// control, read once per process) keeps every M on the tile kernel; a tactic forced by the caller
+// (LaunchGemmPlan, kiln::tune) or by KILN_FORCE_TACTIC runs the tile kernel at any M.
 #pragma once
 
 #include "client/ops/gemm/gemm_plan.h"
@@ -13,14 +12,18 @@
 
 namespace kiln::client {
 
-// Off until the kernels have run on the H200: they were written on 2026-12-05 while no GPU was
-// lent, and are proven only by their compiles, the no-op-driver launch and a CPU model of the
-// mma fragment mapping. The GPU tests force the path on (SetGemmGemvForTesting).
-inline constexpr bool kGemmGemvByDefault = false;
+// On by default: measured on the H200 (bench/results/2026-12-05-gemm-gemv-h200.md).
+inline constexpr bool kGemmGemvByDefault = true;
 
-// Whether a call of `plan` takes the GEMV kernel when no tactic is forced: M in 1..kGemvMaxRows,
-// and the path on (KILN_GEMM_GEMV, kGemmGemvByDefault).
-bool GemmTakesGemv(const GemmPlan& plan);
+// The shapes the GEMV kernels win on a device of `sms` multiprocessors (H200, 2026-12-05, against
+// the tile kernel's heuristic tactic): M 1 always (the fp32 kernel: 1.03-1.36x at the
+// Llama-3.1-8B layers); M 2..kGemvMaxRows while B's blocks of 16 rows fit on the SMs at once
+// (N <= 16 * kGemvBlocksPerSm * sms: qkv and o 1.22-1.31x, down even) — beyond, many short blocks
+// lose to the persistent tile kernel (gate-up, N 28672: 0.93-0.95x).
+bool GemmGemvSuits(int64_t m, int64_t n, int sms);
+// Whether a call of `plan` takes a GEMV kernel when no tactic is forced: GemmGemvSuits and the
+// path on (KILN_GEMM_GEMV, kGemmGemvByDefault).
+bool GemmTakesGemv(const GemmPlan& plan, int sms);
 // 1 / 0: the GEMV path on / off as if KILN_GEMM_GEMV said so; -1: as the environment says.
 void SetGemmGemvForTesting(int on);
 

@@ -71,12 +71,12 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   // A bad control fails every call the same way, with or without a GPU.
   const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
   if (!controls.ok()) return controls.status().WithContext(plan.api);
-  // Small M: the GEMV kernel, unless a tactic is forced (gemm_gemv.h).
-  if (forced == nullptr && controls->Forced(gemm::kGemmOp) == nullptr && GemmTakesGemv(plan))
-    return LaunchGemmGemv(plan, stream);
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(plan.api);
   KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(**driver, plan.device));
+  // Small M: a GEMV kernel where it wins, unless a tactic is forced (gemm_gemv.h).
+  if (forced == nullptr && controls->Forced(gemm::kGemmOp) == nullptr && GemmTakesGemv(plan, device->sms))
+    return LaunchGemmGemv(plan, stream);
   gemm::GemmTactic tactic{};
   if (forced != nullptr) {
     tactic = *forced;

@@ -1,10 +1,9 @@
 // The generator of gemm's small-M kernels (op gemm_gemv, the gemm family; internal:
-// kiln::ops::gemm launches them for M <= 16 when KILN_GEMM_GEMV turns them on,
-// client/ops/gemm/gemm_gemv.h): one compilation unit (kernels/src/gemm/gemv.cu) with both
-// entries (fp32 FMAs up to M 4, mma.sync above), specialized on the input and output types,
-// gemm_gemv_bf16_obf16; M, N and K are launch arguments, and there is no tactic. Contract:
-// kiln/gemm/gemm_contract.h (GemmGemvParams), kiln/gemm/gemv.cuh; docs/kernels-gemm.md, "Small M:
-// the GEMV kernels".
+// kiln::ops::gemm launches them for small M where they win, client/ops/gemm/gemm_gemv.h): one
+// compilation unit (kernels/src/gemm/gemv.cu) with both entries (fp32 FMAs at M 1, mma.sync
+// above), specialized on the input and output types, gemm_gemv_bf16_obf16; M, N and K are launch
+// arguments, and there is no tactic. Contract: kiln/gemm/gemm_contract.h (GemmGemvParams),
+// kiln/gemm/gemv.cuh; docs/kernels-gemm.md, "Small M: the GEMV kernels".
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/gemm/gemm_tactic_params.h"
@@ -28,10 +27,10 @@ class GemmGemvGenerator : public OpGenerator {
   std::string_view family() const override { return "gemm"; }
   std::string_view description() const override {
     return "gemm for M <= 16 rows: D[M, N] = A[M, K] . B[N, K]^T (+ bias[N]) (+ beta * C[M, N]) as a GEMV that "
-           "streams each row of B once in 16-byte loads, a block per 16 columns of D: up to M 4 a warp per two rows "
+           "streams each row of B once in 16-byte loads, a block per 16 columns of D: at M 1 a warp per two rows "
            "of B with fp32 FMAs, above that mma.sync over the block's 16 rows of B, K split over the warps; fp32 "
            "sums in a fixed order (deterministic), one rounding to D's type; kiln::ops::gemm launches it for small M "
-           "under KILN_GEMM_GEMV=1";
+           "where it wins";
   }
 
   std::vector<ParamInfo> params() const override {

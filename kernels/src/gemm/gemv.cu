@@ -1,6 +1,6 @@
 // The compilation unit of gemm's small-M kernel (op gemm, param kernel = gemv, entry
 // kiln_gemm_gemv). kiln_config.cuh, rendered per specialization by
-// kernels/ops/gemm/gemm_generator.cpp, chooses the input and output types; M (1 to 4), N and K
+// kernels/ops/gemm/gemm_generator.cpp, chooses the input and output types; M, N and K
 // are launch arguments. Contract: kiln/gemm/gemm_contract.h (GemmGemvParams), kiln/gemm/gemv.cuh.
 #include "kiln/gemm/gemv.cuh"
 

@@ -132,7 +132,25 @@ TEST_CASE("gemm plans what the kernel takes, and accepts c = d and beta 0", "[cl
   RequireInvalid(s, "test: tactic t128x256x64s5g8 is not in the gemm tactic space");
 }
 
-TEST_CASE("gemm takes its GEMV kernels for M 1 to 16 unless KILN_GEMM_GEMV says 0", "[client][ops][gemm]") {
+TEST_CASE("gemm takes a GEMV kernel where it won on the H200, unless KILN_GEMM_GEMV says 0", "[client][ops][gemm]") {
+  using kiln::client::GemmGemvSuits;
+  constexpr int kSms = 132;  // an H200's
+  // M 1: always (the fp32 kernel), whatever N; Llama-3.1-8B's gate-up too.
+  CHECK(GemmGemvSuits(1, 8, kSms));
+  CHECK(GemmGemvSuits(1, 28672, kSms));
+  // M 2..16: while N's blocks of 16 rows fit on the SMs at once (3 an SM: N <= 6336 here).
+  for (int64_t m = 2; m <= 16; ++m) {
+    CHECK(GemmGemvSuits(m, 6144, kSms));  // qkv
+    CHECK(GemmGemvSuits(m, 4096, kSms));  // o, down
+    CHECK(GemmGemvSuits(m, 6336, kSms));  // 396 blocks: one wave
+    CHECK_FALSE(GemmGemvSuits(m, 6344, kSms));
+    CHECK_FALSE(GemmGemvSuits(m, 28672, kSms));  // gate-up: the tile kernel
+  }
+  CHECK(GemmGemvSuits(8, 28672, 600));  // a device with more SMs holds it
+  CHECK_FALSE(GemmGemvSuits(0, 4096, kSms));
+  CHECK_FALSE(GemmGemvSuits(17, 4096, kSms));
+  CHECK_FALSE(GemmGemvSuits(64, 4096, kSms));
+
   const TensorView b = Matrix(kB, kBf16, 128, 64);
   auto plan_of = [&](int64_t m) {
     auto plan = kiln::client::PlanGemm(Matrix(kD, kBf16, m, 128), Matrix(kA, kBf16, m, 64), b, nullptr, nullptr, 1.0,
@@ -141,12 +159,11 @@ TEST_CASE("gemm takes its GEMV kernels for M 1 to 16 unless KILN_GEMM_GEMV says 
     return *plan;
   };
   kiln::client::SetGemmGemvForTesting(1);
-  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(0)));  // nothing to launch either way
-  for (int64_t m = 1; m <= 16; ++m) CHECK(kiln::client::GemmTakesGemv(plan_of(m)));
-  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(17)));
-  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(64)));
+  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(0), kSms));  // nothing to launch either way
+  for (int64_t m = 1; m <= 16; ++m) CHECK(kiln::client::GemmTakesGemv(plan_of(m), kSms));
+  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(17), kSms));
   kiln::client::SetGemmGemvForTesting(0);
-  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(1)));
+  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(1), kSms));
   kiln::client::SetGemmGemvForTesting(-1);
   // The internal op refuses more rows than the kernel takes, after gemm's own checks and before
   // any driver call; M = 0 is OK and launches nothing.

@@ -293,8 +293,8 @@ static_assert(sizeof(GemmParams) == 576,
 // tensor-core tile of 64 rows would multiply mostly padding behind a pipeline built for reuse;
 // instead B's rows are read once, 16 bytes a lane with several units in flight, by blocks of
 // kGemvThreads that each own kGemvColumnsPerBlock columns of D:
-//   kGemmGemvEntry     M <= kGemvScalarMaxRows: a warp takes kGemvColumnsPerWarp rows of B over
-//                      all of K and multiplies them with the M rows of A in fp32 (a fixed warp
+//   kGemmGemvEntry     M <= kGemvScalarMaxRows (one row): a warp takes kGemvColumnsPerWarp rows
+//                      of B over all of K and multiplies them with A's row in fp32 (a fixed warp
 //                      butterfly sums the lanes);
 //   kGemmGemvMmaEntry  M above that: the block's 16 rows of B are one mma.sync m16n8k16 A
 //                      operand and A's rows (8 per n-tile, zero past M) its B operand, each warp
@@ -308,7 +308,7 @@ constexpr const char* kGemmGemvOp = "gemm_gemv";
 constexpr const char* kGemmGemvEntry = "kiln_gemm_gemv";
 constexpr const char* kGemmGemvMmaEntry = "kiln_gemm_gemv_mma";
 constexpr int kGemvMaxRows = 16;
-constexpr int kGemvScalarMaxRows = 4;
+constexpr int kGemvScalarMaxRows = 1;
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = 32 * kGemvWarps;
 constexpr int kGemvColumnsPerWarp = 2;  // the scalar kernel's

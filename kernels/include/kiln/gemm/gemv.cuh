@@ -75,9 +75,9 @@ __device__ __forceinline__ void GemvColumns(const GemmGemvParams& p, long long c
     for (int u = 0; u < kGemvUnroll; ++u) {
       const long long unit = u0 + 32 * u;
       if (unit < units) {
-        // Each weight unit widened once for all R rows (the widening, integer work on sm_90,
-        // would otherwise cost as much as the loads bring in at R = 4: an SM takes in about one
-        // 16-byte unit a clock at full bandwidth).
+        // Each weight unit widened once for all R rows (integer work on sm_90; an SM takes in
+        // about one 16-byte unit a clock at full bandwidth, so at R = 4 even this kernel was
+        // compute-bound on the H200, and it runs one row: the mma kernel takes the rest).
         uint4 xv[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) xv[r] = __ldg(reinterpret_cast<const uint4*>(x[r] + 16 * unit));
@@ -104,7 +104,7 @@ __device__ __forceinline__ void GemvColumns(const GemmGemvParams& p, long long c
 template <typename T, typename TOut>
 __device__ __forceinline__ void Gemv(const GemmGemvParams& p) {
   static_assert(sizeof(T) == 2, "gemm's A and B are 16-bit");
-  static_assert(kGemvScalarMaxRows == 4, "Gemv dispatches 1 to 4 rows");
+  static_assert(kGemvScalarMaxRows == 1, "one row: the mma kernel takes two and more");
   // A programmatic dependent waits for the kernels before it: it reads their A (and C) and
   // writes what they may read. The next kernel may be scheduled at once; it waits in turn.
   GridDependencyWait();
@@ -113,12 +113,7 @@ __device__ __forceinline__ void Gemv(const GemmGemvParams& p) {
   const long long col0 = static_cast<long long>(blockIdx.x) * kGemvColumnsPerBlock +
                          static_cast<long long>(warp) * kGemvColumnsPerWarp;
   if (col0 >= p.n) return;  // n is even: col0 + 1 < n when col0 < n
-  switch (p.m) {
-    case 1: GemvColumns<T, TOut, 1>(p, col0, lane); break;
-    case 2: GemvColumns<T, TOut, 2>(p, col0, lane); break;
-    case 3: GemvColumns<T, TOut, 3>(p, col0, lane); break;
-    default: GemvColumns<T, TOut, 4>(p, col0, lane); break;
-  }
+  GemvColumns<T, TOut, kGemvScalarMaxRows>(p, col0, lane);
 }
 
 // The mma kernel (kGemmGemvMmaEntry, M up to kGemvMaxRows): block x owns B's rows j0 = 16x ..
