@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Instructions Kiln's host path runs per call, without a GPU (docs/benchmarking.md): the calls of
 # kiln-host-path against the no-op CUDA driver (null_cuda_driver.cpp), counted by callgrind as
-# (CALLS calls) - (0 calls) over CALLS. The ops (silu_and_mul, rms_norm, apply_rope, gemm at M 1) get their
-# kernels from the embedded engine into a fresh cache (filled by one run outside valgrind, so that
-# the counted runs only read it); load_source (a warm fetch + verify + load, 40-kernel source) asks a kilnd of the
-# build started on a fresh cache, over the same-node protocol, and counts the client's side.
+# (CALLS calls) - (0 calls) over CALLS. The ops (silu_and_mul, rms_norm, apply_rope, gemm at M 1)
+# get their kernels from the embedded engine into a fresh cache (filled by one run outside
+# valgrind, so that the counted runs only read it); load_source (a warm fetch + verify + load,
+# 40-kernel source) asks a kilnd of the build started on a fresh cache, over the same-node
+# protocol, and counts the client's side.
 # Deterministic, unlike host time on a shared machine: the measure to compare commits by;
 # kiln-bench --overhead and kiln-bench-service on the GPU machine give the microseconds. Needs
 # valgrind (apt-get install valgrind).

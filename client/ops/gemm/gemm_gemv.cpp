@@ -6,6 +6,7 @@
 
 #include "client/core/api/binary_switch.h"
 #include "client/core/api/invalid_argument.h"
+#include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
 #include "client/core/loader/launch_preparation.h"
 #include "client/ops/gemm/gemm_launch.h"
@@ -30,13 +31,11 @@ const OpKernels kGemmGemvKernels = {gemm::kGemmGemvOp,
                                     {{{gemm::kGemmGemvEntry, gemm::kGemvThreads, true, true},
                                       {gemm::kGemmGemvMmaEntry, gemm::kGemvThreads, true, true}}}};
 
+// On by default: measured on the H200 (bench/results/2026-12-05-gemm-gemv-h200.md).
 BinarySwitch& GemvSwitch() {
-  static BinarySwitch s("KILN_GEMM_GEMV", kGemmGemvByDefault,
-                        kGemmGemvByDefault
-                            ? "gemm runs every M on its tensor-core tile kernel in this process (a diagnostic control; "
-                              "by default M <= 16 takes a GEMV kernel, docs/kernels-gemm.md)"
-                            : "gemm at M <= 16 takes the GEMV kernels in this process (off by default until they are "
-                              "measured on the H200, docs/kernels-gemm.md)");
+  static BinarySwitch s("KILN_GEMM_GEMV", true,
+                        "gemm runs every M on its tensor-core tile kernel in this process (a diagnostic control; by "
+                        "default small M takes a GEMV kernel where it wins, docs/kernels-gemm.md)");
   return s;
 }
 
@@ -72,7 +71,6 @@ Status LaunchGemmGemv(const GemmPlan& plan, void* stream) {
                       " threads and " + std::to_string(e.items_per_block) + " columns per block; the contract says " +
                       std::to_string(gemm::kGemvThreads) + " and " + std::to_string(gemm::kGemvColumnsPerBlock) +
                       " (kernels tree and client out of step)");
-  KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());
   gemm::GemmGemvParams params{};
   params.d = plan.d;
   params.a = plan.a;
@@ -87,14 +85,11 @@ Status LaunchGemmGemv(const GemmPlan& plan, void* stream) {
   params.d_row_stride = plan.d_row_stride;
   params.c_row_stride = plan.c_row_stride;
   params.beta = plan.beta;
-  LaunchConfig config;
-  config.grid.x = static_cast<unsigned>((plan.n + gemm::kGemvColumnsPerBlock - 1) / gemm::kGemvColumnsPerBlock);
-  config.block.x = e.block;
-  config.stream = stream;
-  // The gemm family's programmatic launches (KILN_GEMM_PDL) cover this kernel too: it waits first.
-  config.programmatic_dependent_launch = GemmProgrammaticLaunch();
+  const unsigned blocks = static_cast<unsigned>((plan.n + gemm::kGemvColumnsPerBlock - 1) / gemm::kGemvColumnsPerBlock);
+  LaunchConfig config = EntryLaunchConfig(e, {blocks}, stream);
+  config.programmatic_dependent_launch = GemmProgrammaticLaunch();  // the gemm family's switch, not KILN_PDL
   void* args[] = {&params};
-  return LaunchFunction(*driver, e.function, config, args, entry, &ready.launch->library->info);
+  return LaunchFunction(*ready.driver, e.function, config, args, entry, &ready.launch->library->info);
 }
 
 Status GemmGemv(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView* bias,

@@ -12,9 +12,6 @@
 
 namespace kiln::client {
 
-// On by default: measured on the H200 (bench/results/2026-12-05-gemm-gemv-h200.md).
-inline constexpr bool kGemmGemvByDefault = true;
-
 // The shapes the GEMV kernels win on a device of `sms` multiprocessors (H200, 2026-12-05, against
 // the tile kernel's heuristic tactic): M 1 always (the fp32 kernel: 1.03-1.36x at the
 // Llama-3.1-8B layers); M 2..kGemvMaxRows while B's blocks of 16 rows fit on the SMs at once
@@ -22,7 +19,7 @@ inline constexpr bool kGemmGemvByDefault = true;
 // lose to the persistent tile kernel (gate-up, N 28672: 0.93-0.95x).
 bool GemmGemvSuits(int64_t m, int64_t n, int sms);
 // Whether a call of `plan` takes a GEMV kernel when no tactic is forced: GemmGemvSuits and the
-// path on (KILN_GEMM_GEMV, kGemmGemvByDefault).
+// path on (KILN_GEMM_GEMV, on unless 0).
 bool GemmTakesGemv(const GemmPlan& plan, int sms);
 // 1 / 0: the GEMV path on / off as if KILN_GEMM_GEMV said so; -1: as the environment says.
 void SetGemmGemvForTesting(int on);

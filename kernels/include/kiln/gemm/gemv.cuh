@@ -1,12 +1,13 @@
-// gemm's small-M kernel (kiln/gemm/gemm_contract.h, GemmGemvParams; docs/kernels-gemm.md,
-// "Small M: the GEMV kernel"): D[r, j] = A[r, :] . B[j, :] (+ bias[j]) (+ beta * C[r, j]) for
-// the M <= kGemvMaxRows rows of A. Warp w of block x takes the columns j0 = x *
-// kGemvColumnsPerBlock + w * kGemvColumnsPerWarp, j0 + 1 (N is a multiple of 8: both or neither
-// exist) and reads their rows of B once, 16 bytes a lane at a time, kGemvUnroll units of each
-// row in flight (ld.global.nc.L1::no_allocate: B passes by, A's rows stay in L1 for the block's
-// other warps; each weight unit is widened to fp32 once for all M rows). Each lane sums its
-// units in fp32 in K order; the warp adds the lanes by a fixed butterfly; lane r writes row r's
-// pair. The sums do not depend on timing.
+// gemm's small-M kernels (kiln/gemm/gemm_contract.h, GemmGemvParams; docs/kernels-gemm.md,
+// "Small M: the GEMV kernels"): D[r, j] = A[r, :] . B[j, :] (+ bias[j]) (+ beta * C[r, j]) for
+// the M <= kGemvMaxRows rows of A, each block owning kGemvColumnsPerBlock columns of D and
+// reading their rows of B once (ld.global.nc.L1::no_allocate: B passes by, A's rows stay in L1
+// for the block's other warps). Gemv (the fp32 kernel, one row): warp w of block x takes the
+// columns j0 = x * kGemvColumnsPerBlock + w * kGemvColumnsPerWarp and j0 + 1 (N is a multiple
+// of 8: both or neither exist), 16 bytes a lane at a time with kGemvUnroll units of each row in
+// flight; each lane sums its units in fp32 in K order and the warp adds the lanes by a fixed
+// butterfly. GemvMma (M 2 and up): below. Both write through StoreGemvPair; the sums do not
+// depend on timing.
 #pragma once
 
 #include "kiln/common/grid_dependency.cuh"
