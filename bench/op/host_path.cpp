@@ -7,7 +7,9 @@
 // verified and loaded each time (reuse_loaded off), the last 16 modules kept loaded.
 // gemm and gemm_m8 are Llama-3.1-8B's qkv projection at one and eight tokens (bf16 [M, 4096] x
 // [6144, 4096]): gemm's two small-M kernels (kiln/gemm/gemv.cuh), fp32 FMAs and mma.sync.
-//   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|load_source CALLS
+// fused_moe is Qwen3-30B-A3B's expert layer at one token (E 128, top-8, H 2048, I 768): the
+// decode path's GEMVs and the combine (two launches with KILN_FUSED_MOE_FOLD=1).
+//   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|fused_moe|load_source CALLS
 // Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
 // usage.
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include "kiln/kernel.h"
 #include "kiln/ops/activation.h"
 #include "kiln/ops/gemm.h"
+#include "kiln/ops/moe.h"
 #include "kiln/ops/norm.h"
 #include "kiln/ops/rope.h"
 
@@ -34,8 +37,10 @@ int main(int argc, char** argv) {
   const bool load = argc == 3 && std::strcmp(argv[1], "load_source") == 0;
   const bool gemm1 = argc == 3 && std::strcmp(argv[1], "gemm") == 0;
   const bool gemm8 = argc == 3 && std::strcmp(argv[1], "gemm_m8") == 0;
-  if ((!silu && !rms && !rope && !load && !gemm1 && !gemm8) || end == argv[2] || *end != '\0' || calls < 0) {
-    std::fprintf(stderr, "usage: kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|load_source CALLS\n");
+  const bool moe = argc == 3 && std::strcmp(argv[1], "fused_moe") == 0;
+  if ((!silu && !rms && !rope && !load && !gemm1 && !gemm8 && !moe) || end == argv[2] || *end != '\0' || calls < 0) {
+    std::fprintf(stderr,
+                 "usage: kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|fused_moe|load_source CALLS\n");
     return 2;
   }
   if (load) {
@@ -71,13 +76,26 @@ int main(int argc, char** argv) {
   const kiln::TensorView gemm_a = fake(0x7f6000000000, {gemm_m, 4096});
   const kiln::TensorView gemm_b = fake(0x7f7000000000, {6144, 4096});
   const kiln::TensorView gemm_d = fake(0x7f8000000000, {gemm_m, 6144});
+  const kiln::TensorView moe_x = fake(0x7f9000000000, {1, 2048});
+  const kiln::TensorView moe_w13 = fake(0x7fa000000000, {128, 1536, 2048});
+  const kiln::TensorView moe_w2 = fake(0x7fb000000000, {128, 2048, 768});
+  const kiln::TensorView moe_out = fake(0x7fc000000000, {1, 2048});
+  const kiln::TensorView moe_ids = kiln::TensorView::Contiguous(reinterpret_cast<void*>(0x7fd000000000),
+                                                                kiln::DType::kInt32, {1, 8});
+  const kiln::TensorView moe_weights = kiln::TensorView::Contiguous(reinterpret_cast<void*>(0x7fd100000000),
+                                                                    kiln::DType::kFloat32, {1, 8});
+  const kiln::TensorView moe_workspace = kiln::TensorView::Contiguous(
+      reinterpret_cast<void*>(0x7fe000000000), kiln::DType::kUInt8,
+      {kiln::ops::fused_moe_workspace_bytes(1, 8, 128, 2048, 768)});
   // The first call fetches and loads the module (not what is counted: the script subtracts a
   // run of 0 calls, which makes this one too).
   for (long i = 0; i <= calls; ++i) {
     const kiln::Status s = silu               ? kiln::ops::silu_and_mul(out, input, nullptr)
                            : rms              ? kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr)
                            : (gemm1 || gemm8) ? kiln::ops::gemm(gemm_d, gemm_a, gemm_b, nullptr, nullptr, 1.0, nullptr)
-                                              : kiln::ops::apply_rope(q, k, positions, rope_options, nullptr);
+                           : moe ? kiln::ops::fused_moe(moe_out, moe_x, moe_w13, moe_w2, moe_ids, moe_weights,
+                                                        moe_workspace, nullptr)
+                                 : kiln::ops::apply_rope(q, k, positions, rope_options, nullptr);
     if (!s.ok()) {
       std::fprintf(stderr, "kiln-host-path: call %ld: %s\n", i, s.ToString().c_str());
       return 1;

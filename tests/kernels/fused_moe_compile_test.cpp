@@ -1,4 +1,4 @@
-// Real NVRTC compiles of fused_moe's own kernels (the decode path's GEMVs): both dtypes for
+// Real NVRTC compiles of fused_moe's own kernels (the decode path's GEMVs, plain and folded): both dtypes for
 // sm_90a, with ptxas' attributes checked against the launch hints (256 threads without spills or
 // stack, the prologue's tables the only shared memory, registers that let kGemvBlocksPerSm blocks
 // share an SM); both share one PCH folder; any other target is refused (the op is sm_90a only, as
@@ -21,8 +21,8 @@ using namespace compile_test;
 void CompileAndCheck(const char* arch_name, const char* dtype) {
   const CompiledSpec compiled = GenerateAndCompile("fused_moe", {{"dtype", dtype}}, arch_name);
   const server::CompileResult& result = compiled.result;
-  REQUIRE(result.kernels.size() == 2);
-  REQUIRE(compiled.spec.launch.size() == 2);
+  REQUIRE(result.kernels.size() == 4);
+  REQUIRE(compiled.spec.launch.size() == 4);
   std::set<std::string> names;
   for (const server::KernelAttributes& k : result.kernels) {
     INFO(arch_name << " " << dtype << " " << k.name << ": registers " << k.registers << " stack " << k.stack_bytes
@@ -40,7 +40,8 @@ void CompileAndCheck(const char* arch_name, const char* dtype) {
     // threads fit an SM's 64 K registers (measured 78-80 on sm_90a with CUDA 13).
     CHECK(k.registers * moe::kGemvBlock * moe::kGemvBlocksPerSm <= 65536);
   }
-  CHECK(names == std::set<std::string>{moe::kFusedMoeGateUpEntry, moe::kFusedMoeDownEntry});
+  CHECK(names == std::set<std::string>{moe::kFusedMoeGateUpEntry, moe::kFusedMoeDownEntry,
+                                       moe::kFusedMoeGateUpFoldedEntry, moe::kFusedMoeDownFoldedEntry});
   for (const auto& launch : compiled.spec.launch) CHECK(launch.block == moe::kGemvBlock);
 }
 

@@ -24,20 +24,28 @@ TEST_CASE("the builtin registry serves fused_moe with the param dtype", "[moe]")
   CHECK(op->params()[0].choices == std::vector<std::string>{"fp16", "bf16"});
 }
 
-TEST_CASE("fused_moe URIs are readable and one per dtype, with both GEMVs and their hints", "[moe]") {
+TEST_CASE("fused_moe URIs are readable and one per dtype, with both GEMVs, their folded forms and their hints",
+          "[moe]") {
   const JitSpec spec = MustGenerate("fused_moe", {{"dtype", "bf16"}});
   CHECK(spec.uri == "fused_moe_bf16");
   CHECK(spec.params == Params{{"dtype", "bf16"}});
   REQUIRE(spec.headers.size() == 1);
   CHECK(Contains(spec.headers[0].content, "#define KILN_FUSED_MOE_T __nv_bfloat16"));
-  CHECK(spec.entries == std::vector<std::string>{"kiln_fused_moe_gate_up", "kiln_fused_moe_down"});
-  REQUIRE(spec.launch.size() == 2);
+  CHECK(spec.entries == std::vector<std::string>{"kiln_fused_moe_gate_up", "kiln_fused_moe_down",
+                                                 "kiln_fused_moe_gate_up_folded", "kiln_fused_moe_down_folded"});
+  REQUIRE(spec.launch.size() == 4);
   CHECK(spec.launch[0].entry == moe::kFusedMoeGateUpEntry);
   CHECK(spec.launch[0].block == moe::kGemvBlock);
   CHECK(spec.launch[0].items_per_block == moe::kGemvGateUpColumns);  // columns of act per block
   CHECK(spec.launch[1].entry == moe::kFusedMoeDownEntry);
   CHECK(spec.launch[1].block == moe::kGemvBlock);
   CHECK(spec.launch[1].items_per_block == moe::kGemvDownColumns);  // columns of y per block
+  // The folded forms: the same columns (the folded down GEMV's per column group).
+  CHECK(spec.launch[2].entry == moe::kFusedMoeGateUpFoldedEntry);
+  CHECK(spec.launch[2].items_per_block == moe::kGemvGateUpColumns);
+  CHECK(spec.launch[3].entry == moe::kFusedMoeDownFoldedEntry);
+  CHECK(spec.launch[3].items_per_block == moe::kGemvDownColumns);
+  for (const auto& launch : spec.launch) CHECK(launch.block == moe::kGemvBlock);
   for (const auto& launch : spec.launch) CHECK(launch.dynamic_smem == 0);
 
   const JitSpec fp16 = MustGenerate("fused_moe", {{"dtype", "fp16"}});

@@ -489,7 +489,7 @@ def test_fused_moe_mixtral_width_one_token(kilnd, dtype):
     _close(out.double(), _fused_moe_reference(x, w13, w2, ids, weights), dtype, scale=2.0)
     workspace = torch.empty(kiln.fused_moe_workspace_bytes(1, top_k, experts, hidden, inter), dtype=torch.uint8,
                             device="cuda")
-    assert workspace.numel() == 74752  # the trace example's figure
+    assert workspace.numel() == 75264  # the trace example's figure
     kiln.fused_moe(x, w13, w2, router_logits=logits, top_k=top_k, out=x, workspace=workspace)
     assert torch.equal(x.view(torch.int16), out.view(torch.int16))
 

@@ -2,9 +2,9 @@
 // from the caller's arguments and workspace (fused_moe_plan.h) as one of two paths: the grouped
 // path, five launches of kernels the library already has (moe_permute and its gather, the
 // grouped GEMM with the silu_and_mul epilogue, the grouped GEMM, moe_unpermute), or the decode
-// path, fused_moe's own two GEMVs and moe_unpermute. Its entry in the op table, the decode
-// path's launches, the KILN_FUSED_MOE_PATH and KILN_FUSED_MOE_PDL controls, and its C++ and C
-// APIs. docs/kernels-moe.md, "fused_moe".
+// path, fused_moe's own two GEMVs and moe_unpermute (or, folded, the two GEMVs alone). Its entry
+// in the op table, the decode path's launches, the KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL and
+// KILN_FUSED_MOE_FOLD controls, and its C++ and C APIs. docs/kernels-moe.md, "fused_moe".
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -49,17 +49,20 @@ struct FusedMoeCall {
   }
 };
 
-// fused_moe's own kernels, one cubin per dtype: the decode path's GEMVs (the block and the
-// columns per block are the contract's).
+// fused_moe's own kernels, one cubin per dtype: the decode path's GEMVs and their folded forms
+// (the block and the columns per block are the contract's), in the generator's entry order.
 struct FusedMoeSpec {
   DType dtype = DType::kBFloat16;
   bool operator==(const FusedMoeSpec&) const = default;
   auto Fields() const { return std::tie(dtype); }
   std::map<std::string, std::string> Params() const { return {{kParamDType, DTypeName(dtype)}}; }
 };
-const OpKernels kFusedMoeKernels = {
-    moe::kFusedMoeOp,
-    {{{moe::kFusedMoeGateUpEntry, moe::kGemvBlock, true}, {moe::kFusedMoeDownEntry, moe::kGemvBlock, true}}}};
+const OpKernels kFusedMoeKernels = {moe::kFusedMoeOp,
+                                    {{{moe::kFusedMoeGateUpEntry, moe::kGemvBlock, true},
+                                      {moe::kFusedMoeDownEntry, moe::kGemvBlock, true},
+                                      {moe::kFusedMoeGateUpFoldedEntry, moe::kGemvBlock, true},
+                                      {moe::kFusedMoeDownFoldedEntry, moe::kGemvBlock, true}}}};
+enum GemvEntry { kGateUpEntry = 0, kDownEntry = 1, kGateUpFoldedEntry = 2, kDownFoldedEntry = 3 };
 
 // -1: as KILN_FUSED_MOE_PATH says (read once); else a FusedMoePath set by the tests.
 std::atomic<int> g_path{-1};
@@ -83,16 +86,29 @@ FusedMoePath PathFromEnvironment() {
   return path;
 }
 
+BinarySwitch& FusedMoeFoldSwitch() {
+  static BinarySwitch s("KILN_FUSED_MOE_FOLD", false,
+                        "fused_moe's decode path folds the combine into its down GEMV in this process "
+                        "(docs/kernels-moe.md)");
+  return s;
+}
+
+// 0: FusedMoeDownColumnGroups decides; else the groups a test asked for.
+std::atomic<int> g_down_column_groups{0};
+
 BinarySwitch& FusedMoeProgrammaticLaunchSwitch() {
   static BinarySwitch s("KILN_FUSED_MOE_PDL", true,
                         "fused_moe's decode path launches in plain stream order in this process (docs/kernels-moe.md)");
   return s;
 }
 
-Status LaunchGemv(const PreparedLaunch& ready, int entry, const char* name, unsigned blocks_x, unsigned blocks_y,
-                  moe::FusedMoeGemvParams params, bool programmatic, const char* step, void* stream) {
+// One GEMV launch of entry `entry` (GemvEntry) with its kernel parameters `args`.
+Status LaunchGemv(const PreparedLaunch& ready, GemvEntry entry, unsigned blocks_x, unsigned blocks_y, void** args,
+                  bool programmatic, const char* step, void* stream) {
   const EntryLaunchReady& e = ready.launch->entry(entry);
-  const int64_t columns = entry == 0 ? moe::kGemvGateUpColumns : moe::kGemvDownColumns;
+  const char* name = kFusedMoeKernels.entries[entry].name;
+  const bool gate_up = entry == kGateUpEntry || entry == kGateUpFoldedEntry;
+  const int64_t columns = gate_up ? moe::kGemvGateUpColumns : moe::kGemvDownColumns;
   // The grid comes from the contract's columns; a daemon whose kernels tree says otherwise
   // serves a kernel built for another shape.
   if (e.block != static_cast<unsigned>(moe::kGemvBlock) || e.items_per_block != columns)
@@ -103,19 +119,49 @@ Status LaunchGemv(const PreparedLaunch& ready, int entry, const char* name, unsi
                       " (a kilnd of another version?)");
   LaunchConfig config = EntryLaunchConfig(e, {blocks_x, blocks_y}, stream);
   config.programmatic_dependent_launch = programmatic;  // KILN_FUSED_MOE_PDL, not KILN_PDL
-  void* args[] = {&params};
   return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
 }
 
+// The folded down GEMV's column groups on a device of `sms` SMs: a test's, else the contract's rule.
+int DownColumnGroups(const FusedMoeGemvPlan& g, int sms) {
+  const int forced = g_down_column_groups.load(std::memory_order_relaxed);
+  if (forced > 0) return forced;
+  return moe::FusedMoeDownColumnGroups(g.down_blocks, g.expert_blocks, sms);
+}
+
 // The decode path's two GEMVs; `*programmatic`: whether they (and so the combine after them) are
-// launched as programmatic dependents (KILN_FUSED_MOE_PDL; the kernels are sm_90a's, which has them).
-Status LaunchGemvs(const FusedMoeGemvPlan& g, void* stream, bool* programmatic) {
-  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
-                        PrepareOpLaunch(kFusedMoeKernels, FusedMoeSpec{g.dtype}, g.device, kFusedMoeGateUpGemvStep));
+// launched as programmatic dependents (KILN_FUSED_MOE_PDL; the kernels are sm_90a's, which has
+// them); `*folded`: whether the down GEMV combined into out (no combine launch follows).
+Status LaunchGemvs(const FusedMoeGemvPlan& g, void* stream, bool* programmatic, bool* folded) {
+  int sms = 0;
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunchFor(
+                                                        kFusedMoeKernels,
+                                                        [&](const ContextInfo& context) {
+                                                          sms = context.multiprocessors;
+                                                          return FusedMoeSpec{g.dtype};
+                                                        },
+                                                        g.device, kFusedMoeGateUpGemvStep));
   *programmatic = FusedMoeProgrammaticLaunch();
-  KILN_RETURN_IF_ERROR(LaunchGemv(ready, 0, moe::kFusedMoeGateUpEntry, g.gate_up_blocks, g.expert_blocks, g.gate_up,
+  *folded = g.foldable && FusedMoeFoldedCombine();
+  moe::FusedMoeGemvParams gate_up = g.gate_up, down = g.down;
+  if (!*folded) {
+    void* gate_up_args[] = {&gate_up};
+    KILN_RETURN_IF_ERROR(LaunchGemv(ready, kGateUpEntry, g.gate_up_blocks, g.expert_blocks, gate_up_args, *programmatic,
+                                    kFusedMoeGateUpGemvStep, stream));
+    void* down_args[] = {&down};
+    return LaunchGemv(ready, kDownEntry, g.down_blocks, g.expert_blocks, down_args, *programmatic,
+                      kFusedMoeDownGemvStep, stream);
+  }
+  moe::FusedMoeFoldParams fold = g.fold;
+  fold.column_groups = DownColumnGroups(g, sms);
+  const unsigned down_blocks = (g.down_blocks + fold.column_groups - 1) / fold.column_groups;
+  fold.arrival_count = static_cast<int>(down_blocks);
+  gate_up.slot_to_row = nullptr;  // the combine launch that reads it does not follow
+  void* gate_up_args[] = {&gate_up, &fold};
+  KILN_RETURN_IF_ERROR(LaunchGemv(ready, kGateUpFoldedEntry, g.gate_up_blocks, g.expert_blocks, gate_up_args,
                                   *programmatic, kFusedMoeGateUpGemvStep, stream));
-  return LaunchGemv(ready, 1, moe::kFusedMoeDownEntry, g.down_blocks, g.expert_blocks, g.down, *programmatic,
+  void* down_args[] = {&down, &fold};
+  return LaunchGemv(ready, kDownFoldedEntry, down_blocks, g.expert_blocks, down_args, *programmatic,
                     kFusedMoeDownGemvStep, stream);
 }
 
@@ -126,8 +172,9 @@ Status RunFusedMoe(const FusedMoeCall& call, const char* api, void* stream) {
   if (plan.tokens == 0) return OkStatus();
   // A step's error names the step; the API's name goes before it, as for any op.
   if (plan.gemv) {
-    bool programmatic = false;
-    KILN_RETURN_IF_ERROR(LaunchGemvs(plan.gemvs, stream, &programmatic).WithContext(api));
+    bool programmatic = false, folded = false;
+    KILN_RETURN_IF_ERROR(LaunchGemvs(plan.gemvs, stream, &programmatic, &folded).WithContext(api));
+    if (folded) return OkStatus();
     return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeCombineStep, stream, programmatic).WithContext(api);
   }
   KILN_RETURN_IF_ERROR(LaunchMoePermutePlan(plan.permute, kFusedMoePermuteStep, stream).WithContext(api));
@@ -182,6 +229,14 @@ FusedMoePath FusedMoePathInUse() {
 void SetFusedMoePathForTesting(int path) { g_path.store(path, std::memory_order_relaxed); }
 
 bool FusedMoeProgrammaticLaunch() { return FusedMoeProgrammaticLaunchSwitch().On(); }
+
+bool FusedMoeFoldedCombine() { return FusedMoeFoldSwitch().On(); }
+
+void SetFusedMoeFoldedCombineForTesting(int on) { FusedMoeFoldSwitch().SetForTesting(on); }
+
+void SetFusedMoeDownColumnGroupsForTesting(int groups) {
+  g_down_column_groups.store(groups, std::memory_order_relaxed);
+}
 
 void SetFusedMoeProgrammaticLaunchForTesting(int on) { FusedMoeProgrammaticLaunchSwitch().SetForTesting(on); }
 

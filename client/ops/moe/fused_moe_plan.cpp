@@ -18,6 +18,9 @@ std::string RankText(const TensorView& t) {
 
 int64_t Region(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
+static_assert(moe::kGemvDownColumns == 32,
+              "kiln::ops::fused_moe_workspace_bytes and its C macro count one arrival counter per 32 columns of H");
+
 // The rank, the dtype and the row view (device, pointer, alignment, last dim) of one argument.
 StatusOr<RowView> Checked(const TensorView& t, const char* name, int rank, const char* shape_text, DType dtype,
                           const char* dtype_text) {
@@ -35,10 +38,11 @@ bool RowsAligned16(const RowView& v) {
   return Aligned16(v.data) && (v.rows <= 1 || (v.row_stride * static_cast<int64_t>(v.element_size)) % 16 == 0);
 }
 
-// The decode path's launches: act by slot, then y by slot, read by the same combine.
+// The decode path's launches: act by slot, then y by slot, read by the same combine (or, folded,
+// combined by the down GEMV into out).
 FusedMoeGemvPlan PlanGemvs(const RowView& x, const RowView& w13, const RowView& w2, const RowView& ids,
-                           const FusedMoeWorkspace& layout, char* base, int64_t experts, int64_t intermediate,
-                           int64_t hidden, DType dtype, int device) {
+                           const RowView& weights, const RowView& out, const FusedMoeWorkspace& layout, char* base,
+                           int64_t experts, int64_t intermediate, int64_t hidden, DType dtype, int device) {
   const int64_t tokens = x.rows, top_k = ids.hidden;
   FusedMoeGemvPlan g;
   g.dtype = dtype;
@@ -76,6 +80,15 @@ FusedMoeGemvPlan PlanGemvs(const RowView& x, const RowView& w13, const RowView& 
   g.down.weight_expert_stride = hidden * w2.row_stride;
   g.down.k = static_cast<int>(intermediate);
   g.down.n = static_cast<int>(hidden);
+
+  g.foldable = RowsAligned16(out);
+  g.fold.arrivals = reinterpret_cast<unsigned*>(base + layout.arrivals);
+  g.fold.out = out.data;
+  g.fold.out_stride = out.row_stride;
+  g.fold.topk_weights = reinterpret_cast<const float*>(weights.data);
+  g.fold.weights_stride = weights.row_stride;
+  g.fold.column_groups = 1;
+  g.fold.arrival_count = static_cast<int>(g.down_blocks);
   return g;
 }
 
@@ -200,7 +213,8 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path) {
   plan.gemv = gemv_possible && (path == FusedMoePath::kGemv ||
                                 (path == FusedMoePath::kAuto && FusedMoeGemvByDefault(tokens, top_k, experts)));
   if (plan.gemv)
-    plan.gemvs = PlanGemvs(x, w13, w2, ids, layout, base, experts, intermediate, hidden, dtype, device.index);
+    plan.gemvs = PlanGemvs(x, w13, w2, ids, weights, out, layout, base, experts, intermediate, hidden, dtype,
+                           device.index);
   return plan;
 }
 
@@ -216,7 +230,8 @@ FusedMoeWorkspace FusedMoeWorkspaceOf(int64_t tokens, int64_t top_k, int64_t exp
   w.slot_to_row = w.row_to_slot + Region(4 * w.rows);
   w.permuted_x = w.slot_to_row + Region(4 * w.rows);
   w.activation = w.permuted_x + Region(2 * w.rows * hidden);
-  w.bytes = w.activation + Region(2 * w.rows * intermediate);
+  w.arrivals = w.activation + Region(2 * w.rows * intermediate);
+  w.bytes = w.arrivals + Region(4 * ((hidden + moe::kGemvDownColumns - 1) / moe::kGemvDownColumns));
   return w;
 }
 

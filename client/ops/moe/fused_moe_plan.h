@@ -55,7 +55,8 @@ struct FusedMoeArgs {
 // in this order (what kiln::ops::fused_moe_workspace_bytes adds up). `rows` is T * top_k: one row
 // per (token, choice), moe_permute's layout without padding (align 1: Kiln's grouped GEMM walks
 // partial tiles itself). The gathered rows are dead once the first GEMM has read them, so the
-// second GEMM writes the experts' outputs over them.
+// second GEMM writes the experts' outputs over them. The last region is the decode path's folded
+// combine's: one counter per kGemvDownColumns columns of H.
 struct FusedMoeWorkspace {
   int64_t rows = 0;
   int64_t expert_counts = 0;  // int32 [E]
@@ -64,6 +65,7 @@ struct FusedMoeWorkspace {
   int64_t slot_to_row = 0;    // int32 [T, top_k]
   int64_t permuted_x = 0;     // [rows, H]: the gathered x, then the experts' outputs
   int64_t activation = 0;     // [rows, I]: silu(gate) * up
+  int64_t arrivals = 0;       // uint32 [ceil(H / kGemvDownColumns)]: the folded combine's counters
   int64_t bytes = 0;          // the end of the last region
 };
 FusedMoeWorkspace FusedMoeWorkspaceOf(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
@@ -71,15 +73,21 @@ FusedMoeWorkspace FusedMoeWorkspaceOf(int64_t tokens, int64_t top_k, int64_t exp
 
 // The decode path's two launches (fused_moe's own kernels, kiln/moe/moe_contract.h): act by slot
 // into the workspace's activation region (and slot_to_row), then y by slot into its permuted_x
-// region, which the combine reads as the grouped path's expert outputs.
+// region, which the combine reads as the grouped path's expert outputs. Folded (the *_folded
+// entries with `fold`, where `foldable` and FusedMoeFoldedCombine() say so): the same two
+// launches, the down GEMV's last block at each column block writing out, and no combine launch;
+// the launch sets fold.column_groups (FusedMoeDownColumnGroups of the device's SMs) and
+// fold.arrival_count (the down grid.x it gives).
 struct FusedMoeGemvPlan {
   DType dtype = DType::kBFloat16;
   int device = 0;
   unsigned gate_up_blocks = 0;  // grid.x: ceil(I / kGemvGateUpColumns)
-  unsigned down_blocks = 0;     // grid.x: ceil(H / kGemvDownColumns)
+  unsigned down_blocks = 0;     // grid.x: ceil(H / kGemvDownColumns) (folded: divided by the column groups, up)
   unsigned expert_blocks = 0;   // grid.y: moe::FusedMoeGemvExpertBlocks(E, slots)
   moe::FusedMoeGemvParams gate_up = {};
   moe::FusedMoeGemvParams down = {};
+  bool foldable = false;  // out's rows 16-byte aligned (the folded combine's stores)
+  moe::FusedMoeFoldParams fold = {};
 };
 
 struct FusedMoePlan {
@@ -98,6 +106,16 @@ struct FusedMoePlan {
 // it: SetFusedMoePathForTesting(static_cast<int>(FusedMoePath::...)), -1 returns to the variable.
 FusedMoePath FusedMoePathInUse();
 void SetFusedMoePathForTesting(int path);
+
+// Whether the decode path folds the combine into its down GEMV (two launches instead of three,
+// the same bits): on with KILN_FUSED_MOE_FOLD=1 (read once per process; said once on stderr;
+// off by default until measured on the GPU). SetFusedMoeFoldedCombineForTesting(1 / 0) overrides
+// the environment, -1 returns to it. SetFusedMoeDownColumnGroupsForTesting(g) makes the folded
+// down GEMV take g column groups a block (1 .. moe::kMaxFoldedColumnGroups) instead of
+// moe::FusedMoeDownColumnGroups' choice; 0 returns to the rule.
+bool FusedMoeFoldedCombine();
+void SetFusedMoeFoldedCombineForTesting(int on);
+void SetFusedMoeDownColumnGroupsForTesting(int groups);
 
 // Whether the decode path's three launches are programmatic dependents (the down GEMV prefetches
 // its weights while the gate-up GEMV ends; the kernels wait with griddepcontrol.wait either way):

@@ -94,14 +94,16 @@ def fused_moe_workspace_bytes(tokens, top_k, experts, hidden, intermediate):
     """The bytes fused_moe's workspace needs (kiln::ops::fused_moe_workspace_bytes,
     KILN_FUSED_MOE_WORKSPACE_BYTES): for R = tokens * top_k rows, the 256-byte aligned regions
     expert_counts [E], m_indptr [E + 1], row_to_slot [R], slot_to_row [R] (int32), the gathered
-    rows [R, hidden] and the activations [R, intermediate] (2 bytes an element: bf16, fp16)."""
+    rows [R, hidden], the activations [R, intermediate] (2 bytes an element: bf16, fp16) and the
+    decode path's counters (uint32, one per 32 columns of hidden)."""
     def region(nbytes):
         return (nbytes + 255) // 256 * 256
 
     rows = int(tokens) * int(top_k)
     experts = int(experts)
     return (region(4 * experts) + region(4 * (experts + 1)) + region(4 * rows) + region(4 * rows) +
-            region(2 * rows * int(hidden)) + region(2 * rows * int(intermediate)))
+            region(2 * rows * int(hidden)) + region(2 * rows * int(intermediate)) +
+            region(4 * ((int(hidden) + 31) // 32)))
 
 
 _ROUTE_OPTIONS = ("correction_bias", "scoring", "renormalize", "n_group", "topk_group", "routed_scaling_factor")

@@ -27,3 +27,17 @@ extern "C" __global__ void __launch_bounds__(kiln::moe::kGemvBlock, kiln::moe::k
     kiln_fused_moe_down(const kiln::moe::FusedMoeGemvParams p) {
   kiln::moe::ExpertGemv<KILN_FUSED_MOE_T, false>(p);
 }
+
+// The folded path (a second parameter, FusedMoeFoldParams): the same gate-up GEMV, which also zeroes
+// the down GEMV's arrival counters and writes no slot_to_row; the down GEMV with column_groups
+// groups a block (grid.x = ceil(ceil(H / kGemvDownColumns) / column_groups)) whose last block
+// at each column block combines into out: two launches, no moe_unpermute.
+extern "C" __global__ void __launch_bounds__(kiln::moe::kGemvBlock, kiln::moe::kGemvBlocksPerSm)
+    kiln_fused_moe_gate_up_folded(const kiln::moe::FusedMoeGemvParams p, const kiln::moe::FusedMoeFoldParams fold) {
+  kiln::moe::ExpertGemv<KILN_FUSED_MOE_T, true, true>(p, &fold);
+}
+
+extern "C" __global__ void __launch_bounds__(kiln::moe::kGemvBlock, kiln::moe::kGemvBlocksPerSm)
+    kiln_fused_moe_down_folded(const kiln::moe::FusedMoeGemvParams p, const kiln::moe::FusedMoeFoldParams fold) {
+  kiln::moe::FoldedDownGemv<KILN_FUSED_MOE_T>(p, fold);
+}

@@ -278,7 +278,7 @@ TEST_CASE("fused_moe's call record describes its workspace as a param: a dump ne
   CHECK(r.exit_code == 0);
   const std::string log = OnlyLog(dir.path());
   INFO(log);
-  CHECK(Has(log, "kiln::ops::fused_moe(workspace=uint8[74752]"));  // the first trace example's
+  CHECK(Has(log, "kiln::ops::fused_moe(workspace=uint8[75264]"));  // the first trace example's
   CHECK(Has(log, "  input topk_weights: fp32[1, 2]"));
   CHECK_FALSE(Has(log, " workspace: uint8"));  // no tensor line: nothing to dump
 }

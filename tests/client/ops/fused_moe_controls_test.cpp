@@ -1,8 +1,7 @@
-// fused_moe's two process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped) and
-// KILN_FUSED_MOE_PDL (1, 0) read once per process, said once on stderr when they change the
-// default, a bad value reported and the default used; the testing overrides on top of them. This
-// binary is run again as a child with the variables set (the environment is read once per
-// process).
+// fused_moe's process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped),
+// KILN_FUSED_MOE_PDL (1, 0) and KILN_FUSED_MOE_FOLD (0, 1) read once per process, said once on stderr when they change
+// the default, a bad value reported and the default used; the testing overrides on top of them. This binary is run
+// again as a child with the variables set (the environment is read once per process).
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -25,10 +24,15 @@ const char* PathText(FusedMoePath path) {
 }
 
 // Run only as the child of the tests below ([.] keeps it out of a plain run): what the process's
-// variables make of the two controls, then the testing overrides on top of them.
+// variables make of the controls, then the testing overrides on top of them.
 TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   std::printf("path: %s\n", PathText(kiln::client::FusedMoePathInUse()));
   std::printf("pdl: %d\n", kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
+  std::printf("fold: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
+  kiln::client::SetFusedMoeFoldedCombineForTesting(kiln::client::FusedMoeFoldedCombine() ? 0 : 1);
+  std::printf("fold flipped: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
+  kiln::client::SetFusedMoeFoldedCombineForTesting(-1);
+  std::printf("fold back: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
   kiln::client::SetFusedMoePathForTesting(static_cast<int>(FusedMoePath::kGrouped));
   kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
   std::printf("forced: %s %d\n", PathText(kiln::client::FusedMoePathInUse()),
@@ -44,7 +48,9 @@ struct Case {
   const char* pdl;   // KILN_FUSED_MOE_PDL, null: unset
   const char* want_path;
   int want_pdl;
-  const char* said;  // on stderr, or null for nothing about either variable
+  const char* said;            // on stderr, or null for nothing about any variable
+  const char* fold = nullptr;  // KILN_FUSED_MOE_FOLD, null: unset
+  int want_fold = 0;
 };
 
 void RunChild(const Case& c) {
@@ -57,6 +63,8 @@ void RunChild(const Case& c) {
   else options.unset_env.push_back("KILN_FUSED_MOE_PATH");
   if (c.pdl != nullptr) options.set_env["KILN_FUSED_MOE_PDL"] = c.pdl;
   else options.unset_env.push_back("KILN_FUSED_MOE_PDL");
+  if (c.fold != nullptr) options.set_env["KILN_FUSED_MOE_FOLD"] = c.fold;
+  else options.unset_env.push_back("KILN_FUSED_MOE_FOLD");
   kiln::testing::Subprocess child(options);
   REQUIRE(child.Wait() == 0);
   const std::string out = child.Output();
@@ -65,6 +73,9 @@ void RunChild(const Case& c) {
   CHECK(out.find("pdl: " + std::to_string(c.want_pdl)) != std::string::npos);
   CHECK(out.find("forced: grouped 0") != std::string::npos);
   CHECK(out.find(std::string("back: ") + c.want_path + " " + std::to_string(c.want_pdl)) != std::string::npos);
+  CHECK(out.find("fold: " + std::to_string(c.want_fold) + "\n") != std::string::npos);
+  CHECK(out.find("fold flipped: " + std::to_string(1 - c.want_fold) + "\n") != std::string::npos);
+  CHECK(out.find("fold back: " + std::to_string(c.want_fold) + "\n") != std::string::npos);
   if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
   else CHECK(out.find("KILN_FUSED_MOE") == std::string::npos);
 }
@@ -91,6 +102,19 @@ TEST_CASE("KILN_FUSED_MOE_PDL: on by default, 0 turns it off and says so, a bad 
        "kiln: KILN_FUSED_MOE_PDL=0: fused_moe's decode path launches in plain stream order in this process"},
       {nullptr, "on", "auto", 1,
        "kiln: KILN_FUSED_MOE_PDL='on' is not valid: expected 0 or 1; the default (1) is used"},
+  };
+  for (const Case& c : cases) RunChild(c);
+}
+
+TEST_CASE("KILN_FUSED_MOE_FOLD: off by default, 1 folds the combine and says so, a bad value is reported",
+          "[client][ops][moe]") {
+  const Case cases[] = {
+      {nullptr, nullptr, "auto", 1, nullptr, "0", 0},
+      {nullptr, nullptr, "auto", 1,
+       "kiln: KILN_FUSED_MOE_FOLD=1: fused_moe's decode path folds the combine into its down GEMV in this process", "1",
+       1},
+      {nullptr, nullptr, "auto", 1,
+       "kiln: KILN_FUSED_MOE_FOLD='yes' is not valid: expected 0 or 1; the default (0) is used", "yes", 0},
   };
   for (const Case& c : cases) RunChild(c);
 }

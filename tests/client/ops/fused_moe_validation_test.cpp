@@ -59,8 +59,8 @@ struct Call {
 };
 
 // The default call's workspace: 256 (counts) + 256 (m_indptr) + 256 + 256 (the maps of 14 rows)
-// + 1792 (14 x 64 bf16) + 3584 (14 x 128 bf16).
-constexpr int64_t kDefaultWorkspace = 6400;
+// + 1792 (14 x 64 bf16) + 3584 (14 x 128 bf16) + 256 (2 counters: one per 32 columns of H 64).
+constexpr int64_t kDefaultWorkspace = 6656;
 static_assert(kiln::ops::fused_moe_workspace_bytes(7, 2, 8, 64, 128) == kDefaultWorkspace);
 
 TEST_CASE("fused_moe refuses an x that is not 2-D bf16 or fp16 with H a multiple of 8",
@@ -212,7 +212,7 @@ TEST_CASE("fused_moe refuses a workspace that is not 1-D uint8, too small, strid
           "[client][ops][validation][moe]") {
   Call c;
   c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {2, kDefaultWorkspace / 2});
-  RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: expected a 1-D tensor [bytes], found rank 2 [2, 3200]");
+  RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: expected a 1-D tensor [bytes], found rank 2 [2, 3328]");
   c.workspace = Contig(kWorkspaceSlot, DType::kInt32, {kDefaultWorkspace / 4});
   RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: expected dtype uint8, found int32");
   c.workspace = Contig(kWorkspaceSlot, DType::kInt8, {kDefaultWorkspace});
@@ -220,10 +220,10 @@ TEST_CASE("fused_moe refuses a workspace that is not 1-D uint8, too small, strid
   c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {kDefaultWorkspace - 1});
   RequireInvalid(
       c.Run(), "kiln::ops::fused_moe: workspace: expected at least fused_moe_workspace_bytes(T 7, top_k 2, E 8, H 64, "
-               "I 128) = 6400 bytes, found [6399]");
+               "I 128) = 6656 bytes, found [6655]");
   c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {0});
   RequireInvalid(c.Run(), "workspace: expected at least fused_moe_workspace_bytes(T 7, top_k 2, E 8, H 64, I 128) = "
-                          "6400 bytes, found [0]");
+                          "6656 bytes, found [0]");
   c.workspace = TensorView::Strided(FakeDeviceAddress(kWorkspaceSlot), DType::kUInt8, {kDefaultWorkspace}, {2});
   RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: must be contiguous (stride 1), found stride 2");
   c.workspace = TensorView::Contiguous(nullptr, DType::kUInt8, {kDefaultWorkspace});
@@ -244,9 +244,9 @@ TEST_CASE("fused_moe refuses a workspace that is not 1-D uint8, too small, strid
   RequireInvalid(c.Run(), "kiln::ops::fused_moe: workspace: expected a CUDA device tensor, found one on cpu");
   // The figure is the call's: Mixtral at one token.
   Call mixtral(1, 2, 8, 4096, 14336);
-  mixtral.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {74751});
+  mixtral.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {75263});
   RequireInvalid(mixtral.Run(), "workspace: expected at least fused_moe_workspace_bytes(T 1, top_k 2, E 8, H 4096, I "
-                                "14336) = 74752 bytes, found [74751]");
+                                "14336) = 75264 bytes, found [75263]");
   // Exactly the bytes, or more, are fine.
   for (int64_t bytes : {kDefaultWorkspace, kDefaultWorkspace + 1, int64_t{1} << 20}) {
     c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {bytes});
@@ -354,12 +354,12 @@ TEST_CASE("fused_moe refuses an out overlapping anything but x itself, and a wor
   c = Call();
   c.out = Contig(kWorkspaceSlot, DType::kBFloat16, {7, 64}, 512);
   RequireInvalid(c.Run(), "workspace and out overlap in memory");
-  // x inside the workspace's used bytes, byte for byte (6400 = 0x1900 bytes used).
+  // x inside the workspace's used bytes, byte for byte (6656 = 0x1a00 bytes used).
   c = Call();
   c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {int64_t{1} << 20});
   c.x = Contig(kWorkspaceSlot, DType::kBFloat16, {7, 64}, 6144);
   RequireInvalid(
-      c.Run(), "kiln::ops::fused_moe: workspace and x overlap in memory (workspace 0x7f0400000000...0x7f0400001900, x "
+      c.Run(), "kiln::ops::fused_moe: workspace and x overlap in memory (workspace 0x7f0400000000...0x7f0400001a00, x "
                "0x7f0400001800...0x7f0400001b80); they must be separate memory");
   // Only the bytes the layout uses count: x past them, inside a larger buffer, is not touched.
   c.x = Contig(kWorkspaceSlot, DType::kBFloat16, {7, 64}, 8192);
@@ -461,9 +461,13 @@ void CheckLayout(const FusedMoeWorkspace& w, int64_t tokens, int64_t top_k, int6
   CHECK(w.rows == rows);
   CHECK(w.bytes == kiln::ops::fused_moe_workspace_bytes(tokens, top_k, experts, hidden, inter));
   CHECK(w.bytes == KILN_FUSED_MOE_WORKSPACE_BYTES(tokens, top_k, experts, hidden, inter));
-  const std::pair<int64_t, int64_t> regions[] = {{w.expert_counts, 4 * experts},    {w.m_indptr, 4 * (experts + 1)},
-                                                 {w.row_to_slot, 4 * rows},         {w.slot_to_row, 4 * rows},
-                                                 {w.permuted_x, 2 * rows * hidden}, {w.activation, 2 * rows * inter}};
+  const std::pair<int64_t, int64_t> regions[] = {{w.expert_counts, 4 * experts},
+                                                 {w.m_indptr, 4 * (experts + 1)},
+                                                 {w.row_to_slot, 4 * rows},
+                                                 {w.slot_to_row, 4 * rows},
+                                                 {w.permuted_x, 2 * rows * hidden},
+                                                 {w.activation, 2 * rows * inter},
+                                                 {w.arrivals, 4 * ((hidden + 31) / 32)}};
   CHECK(w.expert_counts == 0);
   int64_t end = 0;
   for (const auto& [offset, bytes] : regions) {
@@ -478,15 +482,15 @@ void CheckLayout(const FusedMoeWorkspace& w, int64_t tokens, int64_t top_k, int6
 }
 
 TEST_CASE("fused_moe's workspace layout is the public size: 256-byte aligned, disjoint regions", "[client][ops][moe]") {
-  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(1, 2, 8, 4096, 14336) == 74752);
-  STATIC_REQUIRE(KILN_FUSED_MOE_WORKSPACE_BYTES(1, 2, 8, 4096, 14336) == 74752);
-  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(64, 2, 8, 4096, 14336) == 4720128);
-  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(1, 8, 128, 2048, 768) == 46848);
-  STATIC_REQUIRE(KILN_FUSED_MOE_WORKSPACE_BYTES(64, 8, 128, 2048, 768) == 2888960);
-  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(0, 8, 128, 2048, 768) == 512 + 768);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(1, 2, 8, 4096, 14336) == 75264);
+  STATIC_REQUIRE(KILN_FUSED_MOE_WORKSPACE_BYTES(1, 2, 8, 4096, 14336) == 75264);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(64, 2, 8, 4096, 14336) == 4720640);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(1, 8, 128, 2048, 768) == 47104);
+  STATIC_REQUIRE(KILN_FUSED_MOE_WORKSPACE_BYTES(64, 8, 128, 2048, 768) == 2889216);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(0, 8, 128, 2048, 768) == 512 + 768 + 256);
   // The trace's examples: kernels/traces/fused_moe.json's workspace_bytes.
-  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(4096, 2, 8, 4096, 14336) == 302055936);
-  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(4096, 8, 256, 7168, 2048) == 604244224);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(4096, 2, 8, 4096, 14336) == 302056448);
+  STATIC_REQUIRE(kiln::ops::fused_moe_workspace_bytes(4096, 8, 256, 7168, 2048) == 604245248);
   for (int64_t tokens : {0, 1, 3, 64, 1000, 4096})
     for (int64_t top_k : {1, 2, 8, 16})
       for (int64_t experts : {1, 8, 33, 128, 256})
@@ -671,6 +675,25 @@ TEST_CASE("fused_moe picks its decode path for few slots per expert and plans it
   CHECK(plan->unpermute.params.expert_out == WorkspaceAt(w.permuted_x));
   CHECK(plan->unpermute.params.slot_to_row == WorkspaceAt(w.slot_to_row));
   CHECK(plan->unpermute.params.rows == 64);
+  // The folded combine: the workspace's counters, the layer's out and weights; one column group
+  // and a counter per down block until the launch knows the device.
+  CHECK(g.foldable);
+  CHECK(g.fold.arrivals == WorkspaceAt(w.arrivals));
+  CHECK(g.fold.out == FakeDeviceAddress(kOutSlot));
+  CHECK(g.fold.out_stride == 2048);
+  CHECK(g.fold.topk_weights == FakeDeviceAddress(kWeightsSlot));
+  CHECK(g.fold.weights_stride == 8);
+  CHECK(g.fold.column_groups == 1);
+  CHECK(g.fold.arrival_count == static_cast<int>(g.down_blocks));
+  CHECK(w.bytes - w.arrivals >= 4 * static_cast<int64_t>(g.down_blocks));
+  // out rows 8 bytes off 16: the separate combine (moe_unpermute takes any unit).
+  Call odd = c;
+  odd.out = TensorView::Strided(FakeDeviceAddress(kOutSlot), DType::kBFloat16, {8, 2048}, {2052, 1});
+  plan = PlanFusedMoe(odd.Args(), "test");
+  REQUIRE(plan.ok());
+  REQUIRE(plan->gemv);
+  CHECK_FALSE(plan->gemvs.foldable);
+  CHECK(plan->gemvs.fold.out_stride == 2052);
 
   // Forced either way; the decode path cannot take x rows 8 bytes off 16, nor 1032 slots.
   plan = PlanFusedMoe(c.Args(), "test", FusedMoePath::kGrouped);
@@ -692,6 +715,20 @@ TEST_CASE("fused_moe picks its decode path for few slots per expert and plans it
   plan = PlanFusedMoe(over.Args(), "test", FusedMoePath::kGemv);
   REQUIRE(plan.ok());
   CHECK_FALSE(plan->gemv);
+}
+
+TEST_CASE("the folded down GEMV takes two column groups where that makes its grid one wave", "[client][ops][moe]") {
+  using kiln::moe::FusedMoeDownColumnGroups;
+  // H200: 132 SMs, kGemvBlocksPerSm 3 blocks each = 396 resident blocks.
+  static_assert(kiln::moe::kGemvBlocksPerSm == 3);
+  CHECK(FusedMoeDownColumnGroups(2048 / 32, 8, 132) == 2);   // Qwen3-30B-A3B at 1 token: 512 -> 256 blocks
+  CHECK(FusedMoeDownColumnGroups(4096 / 32, 2, 132) == 1);   // Mixtral at 1 token: 256 blocks fit already
+  CHECK(FusedMoeDownColumnGroups(7168 / 32, 8, 132) == 1);   // DeepSeek-V3 at 1: 1792, still 896 at two
+  CHECK(FusedMoeDownColumnGroups(2048 / 32, 64, 132) == 1);  // Qwen3 at 8 tokens: many waves either way
+  CHECK(FusedMoeDownColumnGroups(99, 4, 132) == 1);          // 396: exactly one wave
+  CHECK(FusedMoeDownColumnGroups(100, 4, 132) == 2);         // 400 -> 200
+  CHECK(FusedMoeDownColumnGroups(199, 4, 132) == 1);         // 796 -> 400: not one wave at two groups either
+  CHECK(FusedMoeDownColumnGroups(2048 / 32, 8, 78) == 1);    // 234 resident: 512 -> 256 does not fit
 }
 
 TEST_CASE("fused_moe plans padded rows of x, out and the routing", "[client][ops][moe]") {
@@ -724,20 +761,20 @@ TEST_CASE("fused_moe with no tokens is validated like any call and launches noth
   none.out = TensorView::Contiguous(nullptr, DType::kBFloat16, {0, 2048});
   none.ids = TensorView::Contiguous(nullptr, DType::kInt32, {0, 8});
   none.weights = TensorView::Contiguous(nullptr, DType::kFloat32, {0, 8});
-  CHECK(none.workspace.shape[0] == 512 + 768);  // the tables of 128 experts still have a place
-  CHECK(none.Run().ok());                       // nothing launched: no GPU needed
+  CHECK(none.workspace.shape[0] == 512 + 768 + 256);  // the tables of 128 experts and H's counters still have a place
+  CHECK(none.Run().ok());                             // nothing launched: no GPU needed
   auto plan = PlanFusedMoe(none.Args(), "test");
   INFO(plan.status().ToString());
   REQUIRE(plan.ok());
   CHECK(plan->tokens == 0);
   CHECK(plan->workspace.rows == 0);
-  CHECK(plan->workspace.bytes == 512 + 768);
+  CHECK(plan->workspace.bytes == 512 + 768 + 256);
   CHECK(plan->workspace.bytes == kiln::ops::fused_moe_workspace_bytes(0, 8, 128, 2048, 768));
   // The checks still apply.
   Call small = none;
-  small.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {1279});
+  small.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {1535});
   RequireInvalid(small.Run(), "workspace: expected at least fused_moe_workspace_bytes(T 0, top_k 8, E 128, H 2048, I "
-                              "768) = 1280 bytes, found [1279]");
+                              "768) = 1536 bytes, found [1535]");
   Call no_k = none;
   no_k.ids = TensorView::Contiguous(nullptr, DType::kInt32, {0, 0});
   RequireInvalid(no_k.Run(), "topk_ids: top_k (dim 1) must be 1 to min(E, 16) = 16, found [0, 0]");
@@ -817,7 +854,7 @@ TEST_CASE("the fused_moe C ABI checks DLTensors like the C++ API", "[client][cap
   DLCall small;
   small.workspace_shape[0] = kDefaultWorkspace - 256;
   RequireInvalidC(small.Run(), "kiln_fused_moe: workspace: expected at least fused_moe_workspace_bytes(T 7, top_k 2, E "
-                               "8, H 64, I 128) = 6400 bytes, found [6144]");
+                               "8, H 64, I 128) = 6656 bytes, found [6400]");
   DLCall host;
   host.ids.device = {kDLCPU, 0};
   RequireInvalidC(host.Run(), "kiln_fused_moe: topk_ids: expected a CUDA device tensor, found one on cpu");

@@ -15,6 +15,9 @@
 //  - in place (out == x) gives the same bits as a separate out; two calls, a second stream and
 //    the C ABI give the same bits; a CUDA graph captured once replays on new ids and new x
 //    (nothing on the host depends on them); T = 0 launches nothing; refused through the real path;
+//  - the decode path's folded combine (SetFusedMoeFoldedCombineForTesting, every column grouping)
+//    against the separate one, bit for bit, in plain stream order, in place, on a workspace the last
+//    call left, after a call with real choices and in a graph;
 //  - both paths (the grouped one and the decode path's GEMVs, forced with
 //    SetFusedMoePathForTesting) on every case of the grid and the edge cases (the decode path
 //    takes up to 1024 slots with aligned rows; beyond, or on x rows 8 bytes off 16, the call runs
@@ -465,6 +468,22 @@ struct PathScope {
   PathScope& operator=(const PathScope&) = delete;
 };
 
+// Calls in its scope fold the decode path's combine into its down GEMV (on 1, off 0) with
+// `groups` column groups a down block (0: the rule's for the device); the environment's choice
+// and the rule again after it.
+struct FoldScope {
+  FoldScope(int on, int groups) {
+    kiln::client::SetFusedMoeFoldedCombineForTesting(on);
+    kiln::client::SetFusedMoeDownColumnGroupsForTesting(groups);
+  }
+  ~FoldScope() {
+    kiln::client::SetFusedMoeFoldedCombineForTesting(-1);
+    kiln::client::SetFusedMoeDownColumnGroupsForTesting(0);
+  }
+  FoldScope(const FoldScope&) = delete;
+  FoldScope& operator=(const FoldScope&) = delete;
+};
+
 // The layer's result on each path, each checked against the reference.
 void CheckBothPaths(Layer& layer) {
   for (FusedMoePath path : kBothPaths) {
@@ -554,6 +573,51 @@ TEST_CASE("fused_moe's decode path: many passes over one expert, 1024 slots, a m
   }
 }
 
+TEST_CASE("fused_moe's folded combine gives the separate combine's bits: every column grouping, in plain stream "
+          "order, in place, after a call that left its counters",
+          "[gpu][moe][fused]") {
+  kiln::testing::GpuSession session = kiln::testing::HopperSession();
+  std::mt19937 rng(1205);
+  Case padded = Make(7, 64, 2, 256, 128, kFp16);
+  padded.out_pad = 8;  // out rows 528 bytes apart: still 16-byte stores
+  padded.x_pad = 8;
+  std::vector<Case> cases = {
+      Make(1, 128, 8, 2048, 768),                         // Qwen3-30B-A3B at one token: two groups by the rule
+      Make(3, 32, 8, 7168, 256),                          // DeepSeek-V3's H: 224 column blocks
+      Make(6, 64, 2, 136, 200, kBf16, Ids::kFewExperts),  // H 136: 5 column blocks, the last one partial
+      Make(5, 64, 8, 256, 128, kBf16, Ids::kDropped),     // dropped ids, a token with none (zeros)
+      Make(64, 8, 1, 256, 128, kBf16, Ids::kOneExpert),   // many passes over one expert
+      Make(128, 256, 8, 256, 128, kFp16),                 // 1024 slots: 128 tokens combined by one block a column
+      padded,
+  };
+  const PathScope scope(FusedMoePath::kGemv);
+  for (const Case& c : cases) {
+    Layer layer(c, rng);
+    INFO(Describe(c));
+    const Result separate = layer.Run();
+    layer.Check(separate);
+    const std::vector<uint8_t> want = layer.Rows(separate);
+    for (int groups : {0, 1, 2}) {
+      const FoldScope fold(1, groups);
+      INFO("folded, column groups " << groups << " (0: the rule's)");
+      const Result folded = layer.Run();
+      layer.Check(folded);  // also: the padding and the guard row stay poisoned
+      CHECK(layer.Rows(folded) == want);
+      kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
+      const Result ordered = layer.Run();
+      kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
+      CHECK(layer.Rows(ordered) == want);
+      // The workspace as the last call left it: every counter at its grid's height, zeroed again.
+      const Result again = layer.Run(false, nullptr, /*keep_workspace=*/true);
+      CHECK(layer.Rows(again) == want);
+    }
+    const FoldScope fold(1, 0);
+    const Result in_place = layer.Run(/*in_place=*/true);
+    layer.Check(in_place);
+    CHECK(layer.Rows(in_place) == want);
+  }
+}
+
 TEST_CASE("fused_moe in place (out == x) gives the same bits as into a separate out", "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(5);
@@ -601,14 +665,16 @@ TEST_CASE("fused_moe with every choice dropped writes zeros, right after a call 
           "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(404);
-  for (FusedMoePath path : kBothPaths) {
+  for (const auto& [path, fold] :
+       {std::pair{FusedMoePath::kGemv, 0}, {FusedMoePath::kGemv, 1}, {FusedMoePath::kGrouped, 0}}) {
     const PathScope scope(path);
+    const FoldScope folding(fold, 0);
     Case c = Make(4, 64, 8, 256, 128);
     c.poison_unused = false;  // the routing changes
     Layer layer(c, rng);
     layer.Check(layer.Run());  // real maps and expert rows in the workspace
     layer.NewRouting(Ids::kAllDropped, rng);
-    INFO(PathName(path));
+    INFO(PathName(path) << (fold ? ", folded" : ""));
     // The combine must read this call's map (all rows -1), not the last call's: on the decode
     // path the down GEMV, whose blocks all lack work, still waits for the gate-up GEMV that
     // writes it before it completes.
@@ -621,9 +687,11 @@ void ReplayInGraph();
 
 TEST_CASE("fused_moe replays in a CUDA graph on new ids and new x", "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
-  for (FusedMoePath path : kBothPaths) {
+  for (const auto& [path, fold] :
+       {std::pair{FusedMoePath::kGemv, 0}, {FusedMoePath::kGemv, 1}, {FusedMoePath::kGrouped, 0}}) {
     const PathScope scope(path);
-    INFO(PathName(path));
+    const FoldScope folding(fold, 0);
+    INFO(PathName(path) << (fold ? ", folded" : ""));
     ReplayInGraph();
   }
 }
@@ -712,7 +780,7 @@ TEST_CASE("fused_moe refuses what it cannot run through the real path", "[gpu][m
   const TensorView small = TensorView::Contiguous(ws.data, DType::kUInt8, {ws.shape[0] - 256});
   require_invalid(kiln::ops::fused_moe(o, x, a, b, i, w, small),
                   "kiln::ops::fused_moe: workspace: expected at least fused_moe_workspace_bytes(T 7, top_k 2, E 8, H "
-                  "64, I 128) = 6400 bytes, found [6144]");
+                  "64, I 128) = 6656 bytes, found [6400]");
   const TensorView shifted = TensorView::Contiguous(static_cast<char*>(x.data) + 128, x.dtype, {7, 64});
   require_invalid(kiln::ops::fused_moe(shifted, x, a, b, i, w, ws), "out and x overlap in memory");
   const TensorView nine = TensorView::Contiguous(i.data, DType::kInt32, {7, 9});

@@ -84,13 +84,15 @@
 // out[t] = sum over j of topk_weights[t, j] * expert(topk_ids[t, j])(x[t]), expert(e)(v) =
 // w2[e] . (silu(w13[e, :I] . v) * (w13[e, I:] . v)). Two paths, chosen from the shapes alone:
 // for few tokens (T * top_k <= E, at most 1024), two GEMVs over each chosen expert's slots
-// (gate and up with silu_and_mul, then down) and moe_unpermute, three launches; otherwise
+// (gate and up with silu_and_mul, then down) and moe_unpermute, three launches (two with
+// KILN_FUSED_MOE_FOLD=1: the down GEMV's last block at each column block combines); otherwise
 // moe_permute (gather x) -> grouped GEMM with w13 whose epilogue applies silu_and_mul in fp32 ->
 // grouped GEMM with w2 -> moe_unpermute, five launches (the permutation and its gather are two).
 // All on the caller's stream, no host sync, no data-dependent host work (capturable in a CUDA
 // graph). Only the experts some token chose are read from memory. The activation
 // silu(gate) * up and each expert's output row are rounded to x's dtype, as a layer of separate
-// calls stores them. T = 0: OK, nothing launched. Deterministic (no atomics).
+// calls stores them. T = 0: OK, nothing launched. Deterministic: no atomic adds of values (the
+// folded combine counts arrivals atomically; the order of its sums is fixed).
 //
 // The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_MOE_H_
@@ -147,13 +149,14 @@ KILN_API Status moe_unpermute(const TensorView& out, const TensorView& expert_ou
 
 // The bytes fused_moe's workspace must have for T tokens, top_k choices, E experts, hidden size
 // H and expert width I in a 2-byte dtype (bf16, fp16): the permutation's tables, the gathered
-// rows (reused for the experts' outputs) and the activations, each region 256-byte aligned.
+// rows (reused for the experts' outputs), the activations and the decode path's counters (one
+// per 32 columns of H), each region 256-byte aligned.
 constexpr int64_t fused_moe_workspace_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
                                             int64_t intermediate) {
   const int64_t rows = tokens * top_k;
   const auto region = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
   return region(4 * experts) + region(4 * (experts + 1)) + region(4 * rows) + region(4 * rows) +
-         region(2 * rows * hidden) + region(2 * rows * intermediate);
+         region(2 * rows * hidden) + region(2 * rows * intermediate) + region(4 * ((hidden + 31) / 32));
 }
 
 // Refused (INVALID_ARGUMENT naming the argument): other dtypes, ranks or shapes, E outside
@@ -218,7 +221,8 @@ KILN_API kiln_status kiln_moe_unpermute(DLTensor* out, const DLTensor* expert_ou
   (KILN_FUSED_MOE_REGION_(4 * (int64_t)(experts)) + KILN_FUSED_MOE_REGION_(4 * ((int64_t)(experts) + 1)) + \
    2 * KILN_FUSED_MOE_REGION_(4 * (int64_t)(tokens) * (int64_t)(top_k)) +                                  \
    KILN_FUSED_MOE_REGION_(2 * (int64_t)(tokens) * (int64_t)(top_k) * (int64_t)(hidden)) +                  \
-   KILN_FUSED_MOE_REGION_(2 * (int64_t)(tokens) * (int64_t)(top_k) * (int64_t)(intermediate)))
+   KILN_FUSED_MOE_REGION_(2 * (int64_t)(tokens) * (int64_t)(top_k) * (int64_t)(intermediate)) +            \
+   KILN_FUSED_MOE_REGION_(4 * (((int64_t)(hidden) + 31) / 32)))
 
 KILN_API kiln_status kiln_fused_moe(DLTensor* out, const DLTensor* x, const DLTensor* w13, const DLTensor* w2,
                                     const DLTensor* topk_ids, const DLTensor* topk_weights, DLTensor* workspace,

@@ -28,6 +28,7 @@
 #include "kiln/common/numeric.cuh"
 #include "kiln/common/stream_dot.cuh"
 #include "kiln/moe/moe_contract.h"
+#include "kiln/moe/moe_unpermute.cuh"
 
 namespace kiln {
 namespace moe {
@@ -202,13 +203,22 @@ constexpr int kGemvPrefetchBytes = 2048;
 // were final before the gate-up GEMV's wait returned), prefetches the start of its weight rows,
 // lets the combine be scheduled, and waits (every thread) before it reads the activations or
 // writes y.
-template <typename T, bool kGateUp>
-__device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p) {
+//
+// kZeroArrivals (gate_up of the folded path): the first block also zeroes the down GEMV's
+// arrival counters, after its wait (the previous call's down GEMV has completed) and before
+// anything can return early (a call whose ids are all dropped still needs them).
+template <typename T, bool kGateUp, bool kZeroArrivals = false>
+__device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p, const FusedMoeFoldParams* fold = nullptr) {
   static_assert(sizeof(T) == 2, "fused_moe's element types are 16-bit");
+  static_assert(kGateUp || !kZeroArrivals, "the gate-up GEMV zeroes the down GEMV's counters");
   __shared__ GemvShared sh;
   if constexpr (kGateUp) {
     GridDependencyWait();
     GridDependencyLaunchDependents();
+    if constexpr (kZeroArrivals) {
+      if (blockIdx.x == 0 && blockIdx.y == 0)
+        for (int i = static_cast<int>(threadIdx.x); i < fold->arrival_count; i += kGemvBlock) fold->arrivals[i] = 0u;
+    }
   }
   const int e = FindExpertSlots(p, sh);
   if constexpr (!kGateUp) GridDependencyLaunchDependents();
@@ -250,6 +260,119 @@ __device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p) {
     if (left >= 2) GemvPass<T, kGateUp, 2>(p, w, slots, col0, lane);
     else GemvPass<T, kGateUp, 1>(p, w, slots, col0, lane);
   }
+}
+
+// ---- The folded path's down GEMV: y, then the combine by the block that arrives last ----------
+
+// out[t, col .. col + 7] = sum over j of topk_weights[t, j] * y[t * top_k + j, col .. col + 7]
+// over the slots with an id in [0, E), in fp32 in the order of j, rounded once: moe_unpermute's
+// arithmetic (UnpermuteUnits with 16-byte units, the same fused multiply-adds in the same
+// order), so the folded and the separate combine give the same bits. y is read from L2
+// (ld.global.cg): other SMs wrote it during this grid.
+template <typename T>
+__device__ __forceinline__ void CombineUnit(const FusedMoeGemvParams& p, const FusedMoeFoldParams& f,
+                                            const GemvShared& sh, long long t, int col) {
+  float acc[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+  const char* y = static_cast<const char*>(p.out) + static_cast<long long>(col) * sizeof(T);
+  const int* ids = sh.ids + t * p.top_k;
+  const float* weights = f.topk_weights + t * f.weights_stride;
+  for (int j0 = 0; j0 < p.top_k; j0 += kUnpermuteBatch) {
+    uint4 loaded[kUnpermuteBatch];
+#pragma unroll
+    for (int k = 0; k < kUnpermuteBatch; ++k) {
+      const int j = j0 + k;
+      if (j < p.top_k && ids[j] >= 0) {
+        const long long slot = t * p.top_k + j;
+        loaded[k] = __ldcg(reinterpret_cast<const uint4*>(y + slot * p.out_stride * static_cast<long long>(sizeof(T))));
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kUnpermuteBatch; ++k) {
+      const int j = j0 + k;
+      if (j < p.top_k && ids[j] >= 0) AccumulateUnit<T, 8>(acc, __ldg(weights + j), loaded[k]);
+    }
+  }
+  uint4 result;
+  T* elems = reinterpret_cast<T*>(&result);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) elems[i] = FromFloat<T>(acc[i]);
+  char* out = static_cast<char*>(f.out) + (t * f.out_stride + col) * static_cast<long long>(sizeof(T));
+  *reinterpret_cast<uint4*>(out) = result;
+}
+
+// Every block of the grid calls it once, every thread (it has barriers), after its y stores.
+// The block's arrival at its columns (blockIdx.x) is counted once its stores are visible to the
+// whole device (each thread's fence, then the barrier, then one atomic add); the block whose add
+// makes the count gridDim.y (every expert block of those columns, with work or not) is the
+// last, fences again so that its reads come after what the count showed, and combines every
+// token's row at its columns. Which block is last depends on timing; what it computes does not.
+// (The counter pattern: CUDA C++ Programming Guide, "Memory Fence Functions".)
+template <typename T>
+__device__ __forceinline__ void CombineWhenLast(const FusedMoeGemvParams& p, const FusedMoeFoldParams& f,
+                                                const GemvShared& sh, int& last, int block_col0) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(f.arrivals + blockIdx.x, 1u) == gridDim.y - 1u;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int units = f.column_groups * (kGemvDownColumns / 8);  // 16-byte units of the block's columns
+  const long long items = p.tokens * units;
+  for (long long i = threadIdx.x; i < items; i += kGemvBlock) {
+    const long long t = i / units;
+    const int col = block_col0 + static_cast<int>(i - t * units) * 8;
+    if (col < p.n) CombineUnit<T>(p, f, sh, t, col);  // n is a multiple of 8: a unit is all in or all out
+  }
+}
+
+// kiln_fused_moe_down_folded's block: column groups blockIdx.x * column_groups .. (each
+// kGemvDownColumns wide: a warp's kGemvWeightRows rows of w2 in each) of the expert of rank
+// blockIdx.y, for every slot of the expert; then CombineWhenLast. The dependency protocol is the
+// down GEMV's (ExpertGemv): find the expert and slots, let the next kernel be scheduled, ask L2
+// for the start of every weight row of every group, wait (every thread), compute. No thread
+// returns before CombineWhenLast's barriers.
+template <typename T>
+__device__ __forceinline__ void FoldedDownGemv(const FusedMoeGemvParams& p, const FusedMoeFoldParams& f) {
+  static_assert(sizeof(T) == 2, "fused_moe's element types are 16-bit");
+  __shared__ GemvShared sh;
+  __shared__ int last;
+  const int e = FindExpertSlots(p, sh);
+  GridDependencyLaunchDependents();
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int groups = f.column_groups;
+  const int block_col0 = static_cast<int>(blockIdx.x) * groups * kGemvDownColumns;
+  const char* expert = static_cast<const char*>(p.weight) + static_cast<long long>(e >= 0 ? e : 0) *
+                                                                p.weight_expert_stride *
+                                                                static_cast<long long>(sizeof(T));
+  const long long row_bytes = p.weight_row_stride * static_cast<long long>(sizeof(T));
+  if (e >= 0) {
+    const unsigned k_bytes = static_cast<unsigned>(p.k) * sizeof(T);  // a multiple of 16
+    const unsigned prefetch = k_bytes < kGemvPrefetchBytes ? k_bytes : kGemvPrefetchBytes;
+    for (int g = 0; g < groups; ++g) {
+      const int col0 = block_col0 + g * kGemvDownColumns + warp * kGemvWeightRows;
+      if (col0 < p.n && lane < kGemvWeightRows) PrefetchRowToL2(expert + (col0 + lane) * row_bytes, prefetch);
+    }
+  }
+  GridDependencyWait();
+  if (e >= 0) {
+    const int count = sh.count;
+    for (int g = 0; g < groups; ++g) {
+      // n is a multiple of 8 and a warp's 4 columns divide 8: a warp's columns are all in or all out.
+      const int col0 = block_col0 + g * kGemvDownColumns + warp * kGemvWeightRows;
+      if (col0 >= p.n) continue;
+      const char* w[kGemvWeightRows];
+#pragma unroll
+      for (int i = 0; i < kGemvWeightRows; ++i) w[i] = expert + (col0 + i) * row_bytes;
+      for (int first = 0; first < count; first += kGemvPasses) {
+        const int* slots = sh.slots + first;
+        if (count - first >= 2) GemvPass<T, false, 2>(p, w, slots, col0, lane);
+        else GemvPass<T, false, 1>(p, w, slots, col0, lane);
+      }
+    }
+  }
+  CombineWhenLast<T>(p, f, sh, last, block_col0);
 }
 
 }  // namespace moe

@@ -182,6 +182,16 @@ constexpr const char* kFusedMoeOp = "fused_moe";
 // from memory once. block = kGemvBlock threads, no dynamic shared memory.
 constexpr const char* kFusedMoeGateUpEntry = "kiln_fused_moe_gate_up";
 constexpr const char* kFusedMoeDownEntry = "kiln_fused_moe_down";
+// The same two with the combine folded into the down GEMV (FusedMoeGemvParams' folded fields):
+//   kiln_fused_moe_gate_up_folded  act as above; zeroes arrivals[0 .. arrival_count) (no slot_to_row)
+//   kiln_fused_moe_down_folded     y as above, column_groups groups of kGemvDownColumns columns a
+//                                  block (grid.x = ceil(ceil(H / kGemvDownColumns) / column_groups));
+//                                  the block that arrives last at its columns (arrivals[blockIdx.x]
+//                                  reaching grid.y) writes out[t, those columns] = sum over j of
+//                                  topk_weights[t, j] * y[t * top_k + j, ...] for every token,
+//                                  moe_unpermute's arithmetic; no third launch.
+constexpr const char* kFusedMoeGateUpFoldedEntry = "kiln_fused_moe_gate_up_folded";
+constexpr const char* kFusedMoeDownFoldedEntry = "kiln_fused_moe_down_folded";
 constexpr int kGemvWarps = 8;
 constexpr int kGemvBlock = 32 * kGemvWarps;
 // The blocks an SM holds at once (the entries' __launch_bounds__ minimum): at most 85 registers a
@@ -198,6 +208,18 @@ constexpr int kMaxGemvSlots = 1024;
 // grid.y of both GEMVs: one block per expert that may be chosen (min(E, slots)).
 KILN_CONTRACT_FUNCTION long long FusedMoeGemvExpertBlocks(long long experts, long long slots) {
   return experts < slots ? experts : slots;
+}
+
+// The folded down GEMV's column groups a block takes: the fewest (at most
+// kMaxFoldedColumnGroups) that let every block of the grid be resident at once
+// (kGemvBlocksPerSm an SM), so that all of them prefetch their weight rows while the gate-up
+// GEMV ends; 1 where none does (a grid of many waves keeps its narrow blocks). Qwen3-30B-A3B at
+// one token: 64 column blocks x 8 experts = 512 blocks > 396 resident on 132 SMs; two groups: 256.
+constexpr int kMaxFoldedColumnGroups = 2;
+KILN_CONTRACT_FUNCTION int FusedMoeDownColumnGroups(long long column_blocks, long long expert_blocks, long long sms) {
+  for (int groups = 1; groups <= kMaxFoldedColumnGroups; ++groups)
+    if ((column_blocks + groups - 1) / groups * expert_blocks <= kGemvBlocksPerSm * sms) return groups;
+  return 1;
 }
 
 // The parameter of both GEMVs. Strides count elements between row starts; every pointer and
@@ -220,6 +242,24 @@ struct FusedMoeGemvParams {
   int top_k;
 };
 static_assert(sizeof(FusedMoeGemvParams) == 104, "FusedMoeGemvParams: 5 pointers, 6 longs, 4 ints");
+
+// The *_folded entries' second parameter (a kernel parameter of its own: one struct of 152 bytes
+// made NVRTC address the parameter through memory instead of keeping its fields in registers,
+// even in the entries that did not read the new fields; two structs keep each in registers).
+// arrivals: one counter per down block column (blockIdx.x); the gate-up GEMV zeroes the first
+// arrival_count, each down block adds one once its y is written. out: the layer's [tokens, H],
+// 16-byte aligned rows out_stride elements apart; topk_weights [tokens, top_k], rows
+// weights_stride apart.
+struct FusedMoeFoldParams {
+  unsigned* arrivals;
+  void* out;
+  const float* topk_weights;
+  long long out_stride;
+  long long weights_stride;
+  int arrival_count;  // gate-up: down's grid.x
+  int column_groups;  // down: groups of kGemvDownColumns columns a block, 1 .. kMaxFoldedColumnGroups
+};
+static_assert(sizeof(FusedMoeFoldParams) == 48, "FusedMoeFoldParams: 3 pointers, 2 longs, 2 ints");
 
 constexpr const char* kMoeUnpermuteOp = "moe_unpermute";
 constexpr const char* kMoeUnpermuteEntry = "kiln_moe_unpermute";
