@@ -76,23 +76,36 @@ StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Load(const std::string& librar
   return driver;
 }
 
-StatusOr<const CudaDriver*> CudaDriver::Get() {
+namespace {
+
+// The process-wide driver, or why there is none: loaded once, on first use.
+struct LoadedDriver {
+  const CudaDriver* driver = nullptr;
+  const Status* error = nullptr;
+};
+
+const LoadedDriver& ProcessDriver() {
   // Deliberately leaked: the process-wide driver stays loaded until exit (other libraries of
   // the process may hold handles into libcuda, and kernels may still run at exit).
   // A function-local static, not std::call_once: libstdc++'s call_once sets thread-local state
   // on every call, even once done, and this runs on every op call (the op-call overhead).
-  struct Loaded {
-    const CudaDriver* driver = nullptr;
-    const Status* error = nullptr;
-  };
-  static const Loaded loaded = [] {
-    auto result = Load(kDriverLibrary);
-    if (result.ok()) return Loaded{std::move(result).value().release(), nullptr};
-    return Loaded{nullptr, new Status(result.status())};
+  static const LoadedDriver loaded = [] {
+    auto result = CudaDriver::Load(kDriverLibrary);
+    if (result.ok()) return LoadedDriver{std::move(result).value().release(), nullptr};
+    return LoadedDriver{nullptr, new Status(result.status())};
   }();
+  return loaded;
+}
+
+}  // namespace
+
+StatusOr<const CudaDriver*> CudaDriver::Get() {
+  const LoadedDriver& loaded = ProcessDriver();
   if (loaded.driver == nullptr) return *loaded.error;
   return loaded.driver;
 }
+
+const CudaDriver* CudaDriver::GetOrNull() { return ProcessDriver().driver; }
 
 CudaDriver::~CudaDriver() {
   // Only drivers loaded explicitly (tests, doctor) get here; the process-wide one never does.

@@ -101,6 +101,10 @@ class CudaDriver {
   // kNoDriver: "no CUDA driver: libcuda.so.1 not found (dlopen: ...)", a stub library, a
   // driver older than 12.0, or cuInit failing (e.g. CUDA_ERROR_NO_DEVICE).
   static StatusOr<const CudaDriver*> Get();
+  // The same driver, or null where Get() would return an error (then call Get() for it): the op
+  // calls' hot path, which a StatusOr's construction and destruction would cost ~60 instructions
+  // a call (bench/op/host_path.sh).
+  static const CudaDriver* GetOrNull();
 
   // Loads a specific library file (tests, `kiln doctor`). Same checks as Get().
   static StatusOr<std::unique_ptr<CudaDriver>> Load(const std::string& library);

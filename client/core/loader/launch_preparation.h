@@ -79,21 +79,22 @@ struct PreparedLaunch {
 template <typename SpecFor, typename Spec = std::invoke_result_t<SpecFor, const ContextInfo&>>
 StatusOr<PreparedLaunch> PrepareOpLaunchFor(const OpKernels& op, SpecFor&& spec_for, int device, const char* api,
                                             Spec* spec_out = nullptr) {
-  auto driver = CudaDriver::Get();
-  if (!driver.ok()) return driver.status().WithContext(api);
+  // The driver without a StatusOr on the hot path; Get() says why there is none.
+  const CudaDriver* driver = CudaDriver::GetOrNull();
+  if (driver == nullptr) return CudaDriver::Get().status().WithContext(api);
   // The repeat call's context: seen before on this thread and on the call's device (no Status,
   // no StatusOr: the op-call overhead); else found, or refused, by ContextForDevice.
   ContextInfo ctx;
-  if (const ContextInfo* seen = SeenCurrentContext(**driver); seen != nullptr && seen->device == device) {
+  if (const ContextInfo* seen = SeenCurrentContext(*driver); seen != nullptr && seen->device == device) {
     ctx = *seen;
   } else {
-    KILN_ASSIGN_OR_RETURN(ctx, ContextForDevice(**driver, device, api));
+    KILN_ASSIGN_OR_RETURN(ctx, ContextForDevice(*driver, device, api));
   }
   const Spec spec = spec_for(static_cast<const ContextInfo&>(ctx));
   if (spec_out != nullptr) *spec_out = spec;
-  auto found = FindOrResolveLaunch(**driver, op, spec, ctx);
+  auto found = FindOrResolveLaunch(*driver, op, spec, ctx);
   if (!found.ok()) return found.status().WithContext(api);
-  return PreparedLaunch{*driver, ctx.context, *found};
+  return PreparedLaunch{driver, ctx.context, *found};
 }
 
 // The same for a specialization that does not depend on the device.
