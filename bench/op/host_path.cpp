@@ -5,11 +5,12 @@
 // decode token of Llama-3.1-8B (q [1, 32, 128], k [1, 8, 128] bf16, int64 positions); load_source is
 // kiln-bench-service's warm fetch: a 40-kernel source (a ~100 KB sm_90a cubin) fetched,
 // verified and loaded each time (reuse_loaded off), the last 16 modules kept loaded.
-// gemm and gemm_m8 are Llama-3.1-8B's qkv projection at one and eight tokens (bf16 [M, 4096] x
-// [6144, 4096]): gemm's two small-M kernels (kiln/gemm/gemv.cuh), fp32 FMAs and mma.sync.
+// gemm, gemm_m8 and gemm_m24 are Llama-3.1-8B's qkv projection at one, eight and 24 tokens (bf16
+// [M, 4096] x [6144, 4096]): gemm's small-M kernels (kiln/gemm/gemv.cuh), fp32 FMAs, mma.sync and
+// (with KILN_GEMM_GEMV_WIDE=1) its wide form.
 // fused_moe is Qwen3-30B-A3B's expert layer at one token (E 128, top-8, H 2048, I 768): the
 // decode path's GEMVs and the combine (two launches with KILN_FUSED_MOE_FOLD=1).
-//   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|fused_moe|load_source CALLS
+//   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fused_moe|load_source CALLS
 // Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
 // usage.
 #include <cstdint>
@@ -37,10 +38,13 @@ int main(int argc, char** argv) {
   const bool load = argc == 3 && std::strcmp(argv[1], "load_source") == 0;
   const bool gemm1 = argc == 3 && std::strcmp(argv[1], "gemm") == 0;
   const bool gemm8 = argc == 3 && std::strcmp(argv[1], "gemm_m8") == 0;
+  const bool gemm24 = argc == 3 && std::strcmp(argv[1], "gemm_m24") == 0;
   const bool moe = argc == 3 && std::strcmp(argv[1], "fused_moe") == 0;
-  if ((!silu && !rms && !rope && !load && !gemm1 && !gemm8 && !moe) || end == argv[2] || *end != '\0' || calls < 0) {
-    std::fprintf(stderr,
-                 "usage: kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|fused_moe|load_source CALLS\n");
+  if ((!silu && !rms && !rope && !load && !gemm1 && !gemm8 && !gemm24 && !moe) || end == argv[2] || *end != '\0' ||
+      calls < 0) {
+    std::fprintf(
+        stderr,
+        "usage: kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fused_moe|load_source CALLS\n");
     return 2;
   }
   if (load) {
@@ -72,7 +76,7 @@ int main(int argc, char** argv) {
   const kiln::TensorView positions = kiln::TensorView::Contiguous(reinterpret_cast<void*>(0x7f5000000000),
                                                                   kiln::DType::kInt64, {1});
   const kiln::ops::RopeOptions rope_options;  // rotary_dim = head_dim, NeoX pairs, theta 10000
-  const int64_t gemm_m = gemm8 ? 8 : 1;
+  const int64_t gemm_m = gemm24 ? 24 : gemm8 ? 8 : 1;
   const kiln::TensorView gemm_a = fake(0x7f6000000000, {gemm_m, 4096});
   const kiln::TensorView gemm_b = fake(0x7f7000000000, {6144, 4096});
   const kiln::TensorView gemm_d = fake(0x7f8000000000, {gemm_m, 6144});
@@ -90,9 +94,10 @@ int main(int argc, char** argv) {
   // The first call fetches and loads the module (not what is counted: the script subtracts a
   // run of 0 calls, which makes this one too).
   for (long i = 0; i <= calls; ++i) {
-    const kiln::Status s = silu               ? kiln::ops::silu_and_mul(out, input, nullptr)
-                           : rms              ? kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr)
-                           : (gemm1 || gemm8) ? kiln::ops::gemm(gemm_d, gemm_a, gemm_b, nullptr, nullptr, 1.0, nullptr)
+    const kiln::Status s = silu  ? kiln::ops::silu_and_mul(out, input, nullptr)
+                           : rms ? kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr)
+                           : (gemm1 || gemm8 || gemm24)
+                               ? kiln::ops::gemm(gemm_d, gemm_a, gemm_b, nullptr, nullptr, 1.0, nullptr)
                            : moe ? kiln::ops::fused_moe(moe_out, moe_x, moe_w13, moe_w2, moe_ids, moe_weights,
                                                         moe_workspace, nullptr)
                                  : kiln::ops::apply_rope(q, k, positions, rope_options, nullptr);

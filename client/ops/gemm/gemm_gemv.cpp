@@ -26,10 +26,14 @@ struct GemmGemvSpec {
   }
 };
 
-// Entry 0 for M <= kGemvScalarMaxRows, entry 1 above (kiln/gemm/gemm_contract.h).
+// Entry 0 for M <= kGemvScalarMaxRows, entry 1 up to kGemvMaxRows, entry 2 (the wide mma
+// kernel) up to kGemvWideMaxRows (kiln/gemm/gemm_contract.h).
 const OpKernels kGemmGemvKernels = {gemm::kGemmGemvOp,
                                     {{{gemm::kGemmGemvEntry, gemm::kGemvThreads, true, true},
-                                      {gemm::kGemmGemvMmaEntry, gemm::kGemvThreads, true, true}}}};
+                                      {gemm::kGemmGemvMmaEntry, gemm::kGemvThreads, true, true},
+                                      {gemm::kGemmGemvMmaWideEntry, gemm::kGemvThreads, true, true}}}};
+
+int GemvEntryFor(int64_t m) { return m <= gemm::kGemvScalarMaxRows ? 0 : m <= gemm::kGemvMaxRows ? 1 : 2; }
 
 // On by default: measured on the H200 (bench/results/2026-12-05-gemm-gemv-h200.md).
 BinarySwitch& GemvSwitch() {
@@ -39,30 +43,43 @@ BinarySwitch& GemvSwitch() {
   return s;
 }
 
+// Off by default: the wide kernel is built and tested, not yet measured against the tile kernel.
+BinarySwitch& GemvWideSwitch() {
+  static BinarySwitch s("KILN_GEMM_GEMV_WIDE", false,
+                        "gemm at M 17 to 32 takes the wide GEMV kernel where N's blocks fit on the SMs in this process "
+                        "(a diagnostic control; by default those M run the tile kernel, docs/kernels-gemm.md)");
+  return s;
+}
+
 }  // namespace
 
-bool GemmGemvSuits(int64_t m, int64_t n, int sms) {
-  if (m < 1 || m > gemm::kGemvMaxRows) return false;
+bool GemmGemvSuits(int64_t m, int64_t n, int sms, int64_t max_rows) {
+  if (m < 1 || m > max_rows || m > gemm::kGemvWideMaxRows) return false;
   if (m <= gemm::kGemvScalarMaxRows) return true;
   const int64_t blocks = (n + gemm::kGemvColumnsPerBlock - 1) / gemm::kGemvColumnsPerBlock;
   return blocks <= static_cast<int64_t>(gemm::kGemvBlocksPerSm) * sms;
 }
 
-bool GemmTakesGemv(const GemmPlan& plan, int sms) { return GemmGemvSuits(plan.m, plan.n, sms) && GemvSwitch().On(); }
+bool GemmTakesGemv(const GemmPlan& plan, int sms) {
+  const int64_t max_rows = GemvWideSwitch().On() ? gemm::kGemvWideMaxRows : gemm::kGemvMaxRows;
+  return GemmGemvSuits(plan.m, plan.n, sms, max_rows) && GemvSwitch().On();
+}
 
 void SetGemmGemvForTesting(int on) { GemvSwitch().SetForTesting(on < 0 ? -1 : on != 0 ? 1 : 0); }
 
+void SetGemmGemvWideForTesting(int on) { GemvWideSwitch().SetForTesting(on < 0 ? -1 : on != 0 ? 1 : 0); }
+
 Status LaunchGemmGemv(const GemmPlan& plan, void* stream) {
   if (plan.m == 0) return OkStatus();
-  if (plan.m > gemm::kGemvMaxRows)
+  if (plan.m > gemm::kGemvWideMaxRows)
     return InvalidArgument(std::string(plan.api) + ": a: the GEMV kernels take at most " +
-                           std::to_string(gemm::kGemvMaxRows) + " rows, found " + std::to_string(plan.m));
+                           std::to_string(gemm::kGemvWideMaxRows) + " rows, found " + std::to_string(plan.m));
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kGemmGemvKernels, GemmGemvSpec{plan.dtype, plan.out_dtype}, plan.device,
                                         plan.api));
-  const bool mma = plan.m > gemm::kGemvScalarMaxRows;
-  const char* entry = mma ? gemm::kGemmGemvMmaEntry : gemm::kGemmGemvEntry;
-  const EntryLaunchReady& e = ready.launch->entry(mma ? 1 : 0);
+  const int index = GemvEntryFor(plan.m);
+  const char* entry = kGemmGemvKernels.entries[index].name;
+  const EntryLaunchReady& e = ready.launch->entry(index);
   // The grid comes from the contract's columns per block: a daemon whose kernels tree says
   // otherwise would leave columns unwritten.
   if (e.block != static_cast<unsigned>(gemm::kGemvThreads) || e.items_per_block != gemm::kGemvColumnsPerBlock)

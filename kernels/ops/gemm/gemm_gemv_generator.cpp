@@ -1,8 +1,8 @@
 // The generator of gemm's small-M kernels (op gemm_gemv, the gemm family; internal:
 // kiln::ops::gemm launches them for small M where they win, client/ops/gemm/gemm_gemv.h): one
-// compilation unit (kernels/src/gemm/gemv.cu) with both entries (fp32 FMAs at M 1, mma.sync
-// above), specialized on the input and output types, gemm_gemv_bf16_obf16; M, N and K are launch
-// arguments, and there is no tactic. Contract: kiln/gemm/gemm_contract.h (GemmGemvParams),
+// compilation unit (kernels/src/gemm/gemv.cu) with three entries (fp32 FMAs at M 1, mma.sync
+// above, its four-tile form for M 17 to 32), specialized on the input and output types, gemm_gemv_bf16_obf16; M, N and
+// K are launch arguments, and there is no tactic. Contract: kiln/gemm/gemm_contract.h (GemmGemvParams),
 // kiln/gemm/gemv.cuh; docs/kernels-gemm.md, "Small M: the GEMV kernels".
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
@@ -26,9 +26,10 @@ class GemmGemvGenerator : public OpGenerator {
   std::string_view name() const override { return gemm::kGemmGemvOp; }
   std::string_view family() const override { return "gemm"; }
   std::string_view description() const override {
-    return "gemm for M <= 16 rows: D[M, N] = A[M, K] . B[N, K]^T (+ bias[N]) (+ beta * C[M, N]) as a GEMV that "
+    return "gemm for M <= 32 rows: D[M, N] = A[M, K] . B[N, K]^T (+ bias[N]) (+ beta * C[M, N]) as a GEMV that "
            "streams each row of B once in 16-byte loads, a block per 16 columns of D: at M 1 a warp per two rows "
-           "of B with fp32 FMAs, above that mma.sync over the block's 16 rows of B, K split over the warps; fp32 "
+           "of B with fp32 FMAs, above that mma.sync over the block's 16 rows of B, K split over the warps (a wide "
+           "form with four n-tiles for M 17-32); fp32 "
            "sums in a fixed order (deterministic), one rounding to D's type; kiln::ops::gemm launches it for small M "
            "where it wins";
   }
@@ -55,11 +56,14 @@ class GemmGemvGenerator : public OpGenerator {
                      {{"KILN_GEMM_TIN", types.in->cuda_type}, {"KILN_GEMM_TOUT", types.out->cuda_type}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
-    spec.entries = {gemm::kGemmGemvEntry, gemm::kGemmGemvMmaEntry};
-    // items_per_block: columns of D per block (grid.x = ceil(N / items_per_block)), both entries.
+    spec.entries = {gemm::kGemmGemvEntry, gemm::kGemmGemvMmaEntry, gemm::kGemmGemvMmaWideEntry};
+    // items_per_block: columns of D per block (grid.x = ceil(N / items_per_block)), every entry.
     spec.launch = {
         {.entry = gemm::kGemmGemvEntry, .block = gemm::kGemvThreads, .items_per_block = gemm::kGemvColumnsPerBlock},
-        {.entry = gemm::kGemmGemvMmaEntry, .block = gemm::kGemvThreads, .items_per_block = gemm::kGemvColumnsPerBlock}};
+        {.entry = gemm::kGemmGemvMmaEntry, .block = gemm::kGemvThreads, .items_per_block = gemm::kGemvColumnsPerBlock},
+        {.entry = gemm::kGemmGemvMmaWideEntry,
+         .block = gemm::kGemvThreads,
+         .items_per_block = gemm::kGemvColumnsPerBlock}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }

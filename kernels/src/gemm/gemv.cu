@@ -25,3 +25,8 @@ extern "C" __global__ void __launch_bounds__(kiln::gemm::kGemvThreads, kiln::gem
     kiln_gemm_gemv_mma(const kiln::gemm::GemmGemvParams p) {
   kiln::gemm::GemvMma<KILN_GEMM_TIN, KILN_GEMM_TOUT>(p);
 }
+
+extern "C" __global__ void __launch_bounds__(kiln::gemm::kGemvThreads, kiln::gemm::kGemvBlocksPerSm)
+    kiln_gemm_gemv_mma_wide(const kiln::gemm::GemmGemvParams p) {
+  kiln::gemm::GemvMmaWide<KILN_GEMM_TIN, KILN_GEMM_TOUT>(p);
+}

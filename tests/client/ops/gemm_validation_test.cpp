@@ -150,6 +150,13 @@ TEST_CASE("gemm takes a GEMV kernel where it won on the H200, unless KILN_GEMM_G
   CHECK_FALSE(GemmGemvSuits(0, 4096, kSms));
   CHECK_FALSE(GemmGemvSuits(17, 4096, kSms));
   CHECK_FALSE(GemmGemvSuits(64, 4096, kSms));
+  // M 17..32 with the wide kernel allowed: the same fit rule; never past 32.
+  for (int64_t m = 17; m <= 32; ++m) {
+    CHECK(GemmGemvSuits(m, 6144, kSms, kiln::gemm::kGemvWideMaxRows));
+    CHECK_FALSE(GemmGemvSuits(m, 6344, kSms, kiln::gemm::kGemvWideMaxRows));
+  }
+  CHECK_FALSE(GemmGemvSuits(33, 4096, kSms, kiln::gemm::kGemvWideMaxRows));
+  CHECK_FALSE(GemmGemvSuits(33, 4096, kSms, 64));  // the kernels' own limit
 
   const TensorView b = Matrix(kB, kBf16, 128, 64);
   auto plan_of = [&](int64_t m) {
@@ -161,15 +168,23 @@ TEST_CASE("gemm takes a GEMV kernel where it won on the H200, unless KILN_GEMM_G
   kiln::client::SetGemmGemvForTesting(1);
   CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(0), kSms));  // nothing to launch either way
   for (int64_t m = 1; m <= 16; ++m) CHECK(kiln::client::GemmTakesGemv(plan_of(m), kSms));
+  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(17), kSms));  // the wide kernel is off by default
+  kiln::client::SetGemmGemvWideForTesting(1);
+  for (int64_t m = 17; m <= 32; ++m) CHECK(kiln::client::GemmTakesGemv(plan_of(m), kSms));
+  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(33), kSms));
+  kiln::client::SetGemmGemvWideForTesting(-1);
   CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(17), kSms));
   kiln::client::SetGemmGemvForTesting(0);
   CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(1), kSms));
+  kiln::client::SetGemmGemvWideForTesting(1);
+  CHECK_FALSE(kiln::client::GemmTakesGemv(plan_of(20), kSms));  // KILN_GEMM_GEMV=0 wins
+  kiln::client::SetGemmGemvWideForTesting(-1);
   kiln::client::SetGemmGemvForTesting(-1);
   // The internal op refuses more rows than the kernel takes, after gemm's own checks and before
   // any driver call; M = 0 is OK and launches nothing.
-  const kiln::Status many = kiln::client::GemmGemv(Matrix(kD, kBf16, 17, 128), Matrix(kA, kBf16, 17, 64), b, nullptr,
+  const kiln::Status many = kiln::client::GemmGemv(Matrix(kD, kBf16, 33, 128), Matrix(kA, kBf16, 33, 64), b, nullptr,
                                                    nullptr, 1.0, nullptr);
-  RequireInvalid(many, "kiln::client::GemmGemv: a: the GEMV kernels take at most 16 rows, found 17");
+  RequireInvalid(many, "kiln::client::GemmGemv: a: the GEMV kernels take at most 32 rows, found 33");
   const kiln::Status odd_n = kiln::client::GemmGemv(Matrix(kD, kBf16, 1, 12), Matrix(kA, kBf16, 1, 64),
                                                     Matrix(kB, kBf16, 12, 64), nullptr, nullptr, 1.0, nullptr);
   CHECK(odd_n.code() == StatusCode::kInvalidArgument);  // gemm's check: N a multiple of 8

@@ -248,11 +248,50 @@ TEST_CASE("gemm's GEMV kernels for M <= 16 match a float64 reference", "[gpu][ge
   CHECK(run == 2 * 3 * 16 * 3 + 6);
 }
 
-TEST_CASE("gemm's GEMV kernels give the same bits every call, and refuse more than 16 rows", "[gpu][gemm]") {
+// The wide mma kernel (M 17 to 32: four n-tiles, the rows past M zero) through kiln::ops::gemm
+// with KILN_GEMM_GEMV_WIDE's switch on and through GemmGemv, the same grid of shapes at every M
+// of its range and every dtype pair (one model width per edge: M 17, 24, 25, 32).
+TEST_CASE("gemm's wide GEMV kernel for M 17 to 32 matches a float64 reference", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  kiln::client::SetGemmGemvForTesting(1);
+  kiln::client::SetGemmGemvWideForTesting(1);
+  std::mt19937 rng(20261206);
+  int run = 0;
+  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
+    for (DType out : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (int64_t m = kiln::gemm::kGemvMaxRows + 1; m <= kiln::gemm::kGemvWideMaxRows; ++m) {
+        std::vector<std::pair<int64_t, int64_t>> shapes = {{8, 8}, {24, 72}, {1032, 4104}};
+        if (in == DType::kBFloat16 && out == DType::kBFloat16 && (m == 17 || m == 24 || m == 25 || m == 32))
+          shapes.push_back({6144, 4096});
+        for (auto [n, k] : shapes) {
+          Case c;
+          c.in = in;
+          c.out = out;
+          c.m = m;
+          c.n = n;
+          c.k = k;
+          c.gemv_direct = (run % 2) == 1;
+          c.bias = (run % 3) != 0;
+          c.c_mode = run % 4;
+          c.beta = c.c_mode == 2 ? 1.0 : -0.5;
+          c.a_pad = (run % 5 == 0) ? 8 : 0;
+          c.d_pad = (run % 3 == 1) ? 8 : 0;
+          Run(c, rng, nullptr);
+          ++run;
+        }
+      }
+    }
+  }
+  kiln::client::SetGemmGemvWideForTesting(-1);
+  kiln::client::SetGemmGemvForTesting(-1);
+  CHECK(run == 2 * 3 * 16 * 3 + 4);
+}
+
+TEST_CASE("gemm's GEMV kernels give the same bits every call, and refuse more than 32 rows", "[gpu][gemm]") {
   GpuSession session = HopperSession();
   std::mt19937 rng(5);
-  for (const int64_t m : {3, 13}) {     // one row count per kernel
-    const int64_t n = 4096, k = 14336;  // Llama-3.1-8B's down projection
+  for (const int64_t m : {3, 13, 29}) {  // one row count per mma kernel
+    const int64_t n = 4096, k = 14336;   // Llama-3.1-8B's down projection
     HostTensor a = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(m * k), rng, -1.f, 1.f);
     HostTensor b = kiln::testing::RandomTensor(DType::kBFloat16, static_cast<size_t>(n * k), rng, -1.f, 1.f);
     DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(static_cast<size_t>(m * n) * 2);
@@ -273,16 +312,16 @@ TEST_CASE("gemm's GEMV kernels give the same bits every call, and refuse more th
     }
   }
   const int64_t n = 4096, k = 14336;
-  DeviceBuffer da17(static_cast<size_t>(17 * k) * 2), db(static_cast<size_t>(n * k) * 2),
-      dd17(static_cast<size_t>(17 * n) * 2);
-  auto ta17 = TensorView::Contiguous(da17.data(), DType::kBFloat16, {17, k});
+  DeviceBuffer da33(static_cast<size_t>(33 * k) * 2), db(static_cast<size_t>(n * k) * 2),
+      dd33(static_cast<size_t>(33 * n) * 2);
+  auto ta33 = TensorView::Contiguous(da33.data(), DType::kBFloat16, {33, k});
   auto tb = TensorView::Contiguous(db.data(), DType::kBFloat16, {n, k});
-  auto td17 = TensorView::Contiguous(dd17.data(), DType::kBFloat16, {17, n});
-  dd17.Poison();
-  const kiln::Status refused = kiln::client::GemmGemv(td17, ta17, tb, nullptr, nullptr, 1.0, nullptr);
+  auto td33 = TensorView::Contiguous(dd33.data(), DType::kBFloat16, {33, n});
+  dd33.Poison();
+  const kiln::Status refused = kiln::client::GemmGemv(td33, ta33, tb, nullptr, nullptr, 1.0, nullptr);
   CHECK(refused.code() == kiln::StatusCode::kInvalidArgument);
-  CHECK(refused.message().find("at most 16 rows, found 17") != std::string::npos);
-  CHECK(dd17.Download() == std::vector<uint8_t>(dd17.Download().size(), 0xFF));  // nothing written
+  CHECK(refused.message().find("at most 32 rows, found 33") != std::string::npos);
+  CHECK(dd33.Download() == std::vector<uint8_t>(dd33.Download().size(), 0xFF));  // nothing written
 }
 
 TEST_CASE("every tactic of the gemm space is correct at a small shape", "[gpu][gemm]") {

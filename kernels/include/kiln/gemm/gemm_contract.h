@@ -296,10 +296,13 @@ static_assert(sizeof(GemmParams) == 576,
 //   kGemmGemvEntry     M <= kGemvScalarMaxRows (one row): a warp takes kGemvColumnsPerWarp rows
 //                      of B over all of K and multiplies them with A's row in fp32 (a fixed warp
 //                      butterfly sums the lanes);
-//   kGemmGemvMmaEntry  M above that: the block's 16 rows of B are one mma.sync m16n8k16 A
-//                      operand and A's rows (8 per n-tile, zero past M) its B operand, each warp
-//                      taking an eighth of K; the warps' partial tiles are added in shared memory
-//                      in warp order.
+//   kGemmGemvMmaEntry  M above that, up to kGemvMaxRows: the block's 16 rows of B are one
+//                      mma.sync m16n8k16 A operand and A's rows (8 per n-tile, zero past M) its B
+//                      operand, each warp taking an eighth of K; the warps' partial tiles are
+//                      added in shared memory in warp order;
+//   kGemmGemvMmaWideEntry  M above kGemvMaxRows, up to kGemvWideMaxRows: the same with four
+//                      n-tiles and kGemvWideSteps steps of B in flight a lane (the registers of
+//                      kGemvBlocksPerSm blocks an SM hold no more without spills).
 // Both: fp32 sums in a fixed order (deterministic), then + bias and + beta * C in fp32 and one
 // rounding to D's type, as the tile kernel's epilogue. Entries take GemmGemvParams by value;
 // grid.x = ceil(N / kGemvColumnsPerBlock) (items_per_block), block kGemvThreads; they wait for
@@ -307,7 +310,10 @@ static_assert(sizeof(GemmParams) == 576,
 constexpr const char* kGemmGemvOp = "gemm_gemv";
 constexpr const char* kGemmGemvEntry = "kiln_gemm_gemv";
 constexpr const char* kGemmGemvMmaEntry = "kiln_gemm_gemv_mma";
+constexpr const char* kGemmGemvMmaWideEntry = "kiln_gemm_gemv_mma_wide";
 constexpr int kGemvMaxRows = 16;
+constexpr int kGemvWideMaxRows = 32;
+constexpr int kGemvWideSteps = 2;
 constexpr int kGemvScalarMaxRows = 1;
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = 32 * kGemvWarps;
@@ -325,7 +331,8 @@ struct GemmGemvParams {
   const void* b;     // B [n, k], rows b_row_stride apart
   const void* c;     // C [m, n] of D's type, rows c_row_stride apart, or null
   const void* bias;  // bias [n] of A's type, or null
-  long long m;       // 1 .. kGemvScalarMaxRows (kGemmGemvEntry) or .. kGemvMaxRows (kGemmGemvMmaEntry)
+  long long
+      m;  // 1 .. kGemvScalarMaxRows (kGemmGemvEntry), .. kGemvMaxRows (kGemmGemvMmaEntry), .. kGemvWideMaxRows (wide)
   long long n;
   long long k;
   long long a_row_stride;

@@ -126,7 +126,7 @@ __device__ __forceinline__ void Gemv(const GemmGemvParams& p) {
 // and of row g of each A tile, and its four pairs p0..p3 feed two mmas, (p0, p1) as k pairs
 // (2c, 2c + 8) and (p2, p3) likewise: every lane of the same c maps the same physical K to the
 // same logical k, in A and B alike. Warp w takes an eighth of the steps (kGemvMmaSteps in
-// flight: 2 x 4 x 16 bytes of B a lane); the warps' 16 x 8 partial tiles meet in shared memory
+// flight, kSteps: 2 x 4 x 16 bytes of B a lane); the warps' 16 x 8 partial tiles meet in shared memory
 // and are added in warp order. Units past K, rows of B past N and rows of A past M read as
 // zeros.
 constexpr int kGemvMmaSteps = 4;
@@ -136,7 +136,7 @@ struct GemvMmaShared {
   float partial[kGemvWarps][kTiles][32][4];  // warp, n-tile, lane, fragment register
 };
 
-template <typename T, typename TOut, int kTiles>
+template <typename T, typename TOut, int kTiles, int kSteps = kGemvMmaSteps>
 __device__ __forceinline__ void GemvMmaTiles(const GemmGemvParams& p, long long row0) {
   __shared__ GemvMmaShared<kTiles> sh;
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
@@ -165,17 +165,17 @@ __device__ __forceinline__ void GemvMmaTiles(const GemmGemvParams& p, long long 
   const long long first = per_warp * warp;
   const long long last = first + per_warp < steps ? first + per_warp : steps;
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  for (long long s0 = first; s0 < last; s0 += kGemvMmaSteps) {
-    uint4 lo[kGemvMmaSteps], hi[kGemvMmaSteps];
+  for (long long s0 = first; s0 < last; s0 += kSteps) {
+    uint4 lo[kSteps], hi[kSteps];
 #pragma unroll
-    for (int j = 0; j < kGemvMmaSteps; ++j) {
+    for (int j = 0; j < kSteps; ++j) {
       const long long unit = 4 * (s0 + j) + c;
       const bool in = s0 + j < last && unit < units;
       lo[j] = in && b_lo ? LoadStreamed(b_rows[0] + 16 * unit) : zero;
       hi[j] = in && b_hi ? LoadStreamed(b_rows[1] + 16 * unit) : zero;
     }
 #pragma unroll
-    for (int j = 0; j < kGemvMmaSteps; ++j) {
+    for (int j = 0; j < kSteps; ++j) {
       const long long unit = 4 * (s0 + j) + c;
       const bool in = s0 + j < last && unit < units;
       const unsigned first_half[4] = {lo[j].x, hi[j].x, lo[j].y, hi[j].y};
@@ -226,6 +226,20 @@ __device__ __forceinline__ void GemvMma(const GemmGemvParams& p) {
   const long long row0 = static_cast<long long>(blockIdx.x) * kGemvColumnsPerBlock;
   if (p.m <= 8) GemvMmaTiles<T, TOut, 1>(p, row0);
   else GemvMmaTiles<T, TOut, 2>(p, row0);
+}
+
+// The wide kernel (kGemmGemvMmaWideEntry, M kGemvMaxRows + 1 .. kGemvWideMaxRows): four n-tiles
+// whatever M (the tiles past M multiply zeros: the mmas are far from the time B takes to stream
+// at these sizes) and kGemvWideSteps steps of B in flight a lane (four steps and four tiles
+// spilled at kGemvBlocksPerSm blocks an SM; two do not). A thread per output pair as above: 8 x
+// 32 = kGemvThreads.
+template <typename T, typename TOut>
+__device__ __forceinline__ void GemvMmaWide(const GemmGemvParams& p) {
+  static_assert(sizeof(T) == 2, "gemm's A and B are 16-bit");
+  static_assert(kGemvWideMaxRows == 32 && kGemvThreads >= 8 * kGemvWideMaxRows, "four n-tiles; a thread per pair");
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  GemvMmaTiles<T, TOut, 4, kGemvWideSteps>(p, static_cast<long long>(blockIdx.x) * kGemvColumnsPerBlock);
 }
 
 }  // namespace gemm
