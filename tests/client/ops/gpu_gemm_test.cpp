@@ -204,26 +204,21 @@ TEST_CASE("gemm writes every output dtype and adds bias and beta * c", "[gpu][ge
   }
 }
 
-// gemm's small-M kernels (kiln/gemm/gemv.cuh): M 1 to 16 (the fp32 kernel up to 4, the mma.sync
-// kernel above: one n-tile up to 8, two above, rows past M in each) through kiln::ops::gemm
-// (which takes them by default) and through GemmGemv, every dtype pair, N and K of one 16-byte
-// unit up to rows of many units with a partial last round of loads (K 4104 = 513 units: 4
-// rounds of 128 and one; for the mma kernel 129 steps of 32, 17 a warp, the last warp's 10 and a
-// lane group of 3), N not a multiple of a block's 16 columns (the mma tile's rows past N), padded
-// rows, bias and beta * c (c = d too).
-TEST_CASE("gemm's GEMV kernels for M <= 16 match a float64 reference", "[gpu][gemm]") {
-  GpuSession session = HopperSession();
-  kiln::client::SetGemmGemvForTesting(1);  // gemm takes them whatever the default
-  std::mt19937 rng(20261205);
+// The GEMV grid at M m_first..m_last: every dtype pair, N and K of one 16-byte unit up to rows of
+// many units with a partial last round of loads (K 4104 = 513 units: 4 rounds of 128 and one; for
+// the mma kernels 129 steps of 32, 17 a warp, the last warp's 10 and a lane group of 3), N not a
+// multiple of a block's 16 columns (the mma tile's rows past N), padded rows, bias and beta * c
+// (c = d too), through kiln::ops::gemm and GemmGemv in turn; Llama-3.1-8B's qkv width at the M
+// of `model_rows` (bf16 only: the CPU reference of the others would take minutes). Returns the
+// cases run.
+int RunGemvGrid(int64_t m_first, int64_t m_last, std::initializer_list<int64_t> model_rows, std::mt19937& rng) {
   int run = 0;
   for (DType in : {DType::kBFloat16, DType::kFloat16}) {
     for (DType out : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
-      for (int64_t m = 1; m <= kiln::gemm::kGemvMaxRows; ++m) {
+      for (int64_t m = m_first; m <= m_last; ++m) {
         std::vector<std::pair<int64_t, int64_t>> shapes = {{8, 8}, {24, 72}, {1032, 4104}};
-        // A model's width at the kernels' edges (M 1, 4, 5, 8, 9, 16), bf16 only: the CPU
-        // reference of the others would take minutes.
         if (in == DType::kBFloat16 && out == DType::kBFloat16 &&
-            (m == 1 || m == 4 || m == 5 || m == 8 || m == 9 || m == 16))
+            std::find(model_rows.begin(), model_rows.end(), m) != model_rows.end())
           shapes.push_back({6144, 4096});
         for (auto [n, k] : shapes) {
           Case c;
@@ -244,44 +239,30 @@ TEST_CASE("gemm's GEMV kernels for M <= 16 match a float64 reference", "[gpu][ge
       }
     }
   }
+  return run;
+}
+
+// gemm's small-M kernels (kiln/gemm/gemv.cuh): M 1 to 16 (the fp32 kernel at 1, the mma.sync
+// kernel above: one n-tile up to 8, two above, rows past M in each), at the kernels' edges M 1, 4,
+// 5, 8, 9 and 16 also at a model's width.
+TEST_CASE("gemm's GEMV kernels for M <= 16 match a float64 reference", "[gpu][gemm]") {
+  GpuSession session = HopperSession();
+  kiln::client::SetGemmGemvForTesting(1);  // gemm takes them whatever the default
+  std::mt19937 rng(20261205);
+  const int run = RunGemvGrid(1, kiln::gemm::kGemvMaxRows, {1, 4, 5, 8, 9, 16}, rng);
   kiln::client::SetGemmGemvForTesting(-1);
   CHECK(run == 2 * 3 * 16 * 3 + 6);
 }
 
 // The wide mma kernel (M 17 to 32: four n-tiles, the rows past M zero) through kiln::ops::gemm
-// with KILN_GEMM_GEMV_WIDE's switch on and through GemmGemv, the same grid of shapes at every M
-// of its range and every dtype pair (one model width per edge: M 17, 24, 25, 32).
+// with KILN_GEMM_GEMV_WIDE's switch on and through GemmGemv, at every M of its range (a model's
+// width at M 17, 24, 25 and 32).
 TEST_CASE("gemm's wide GEMV kernel for M 17 to 32 matches a float64 reference", "[gpu][gemm]") {
   GpuSession session = HopperSession();
   kiln::client::SetGemmGemvForTesting(1);
   kiln::client::SetGemmGemvWideForTesting(1);
   std::mt19937 rng(20261206);
-  int run = 0;
-  for (DType in : {DType::kBFloat16, DType::kFloat16}) {
-    for (DType out : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
-      for (int64_t m = kiln::gemm::kGemvMaxRows + 1; m <= kiln::gemm::kGemvWideMaxRows; ++m) {
-        std::vector<std::pair<int64_t, int64_t>> shapes = {{8, 8}, {24, 72}, {1032, 4104}};
-        if (in == DType::kBFloat16 && out == DType::kBFloat16 && (m == 17 || m == 24 || m == 25 || m == 32))
-          shapes.push_back({6144, 4096});
-        for (auto [n, k] : shapes) {
-          Case c;
-          c.in = in;
-          c.out = out;
-          c.m = m;
-          c.n = n;
-          c.k = k;
-          c.gemv_direct = (run % 2) == 1;
-          c.bias = (run % 3) != 0;
-          c.c_mode = run % 4;
-          c.beta = c.c_mode == 2 ? 1.0 : -0.5;
-          c.a_pad = (run % 5 == 0) ? 8 : 0;
-          c.d_pad = (run % 3 == 1) ? 8 : 0;
-          Run(c, rng, nullptr);
-          ++run;
-        }
-      }
-    }
-  }
+  const int run = RunGemvGrid(kiln::gemm::kGemvMaxRows + 1, kiln::gemm::kGemvWideMaxRows, {17, 24, 25, 32}, rng);
   kiln::client::SetGemmGemvWideForTesting(-1);
   kiln::client::SetGemmGemvForTesting(-1);
   CHECK(run == 2 * 3 * 16 * 3 + 4);

@@ -237,8 +237,7 @@ template <typename T, typename TOut>
 __device__ __forceinline__ void GemvMmaWide(const GemmGemvParams& p) {
   static_assert(sizeof(T) == 2, "gemm's A and B are 16-bit");
   static_assert(kGemvWideMaxRows == 32 && kGemvThreads >= 8 * kGemvWideMaxRows, "four n-tiles; a thread per pair");
-  GridDependencyWait();
-  GridDependencyLaunchDependents();
+  GridDependencyBegin();  // as the other entries: wait for the kernels before, then release the next
   GemvMmaTiles<T, TOut, 4, kGemvWideSteps>(p, static_cast<long long>(blockIdx.x) * kGemvColumnsPerBlock);
 }
 
