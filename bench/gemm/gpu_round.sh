@@ -12,7 +12,9 @@
 # Python package, built into /tmp/kiln-py by `bash bench/python_gpu.sh site` (it needs .gpu/python
 # from `bash bench/python_gpu.sh prepare BUILD_DIR`, made beside the bundle, and the bundle's
 # libkiln_client) and run with the machine's Python (KILN_GPU_PYTHON). Logs and JSON go to $OUT.
-#   bash bench/gemm/gpu_round.sh [tests|bench|fp8|all]
+# `small-m`: bench/gemm/small_m.list (M 1-32) by default, with KILN_GEMM_GEMV_WIDE=1 (the wide GEMV
+# kernel at M 17-32) and with KILN_GEMM_GEMV=0 (the tile kernel), side by side (not part of all).
+#   bash bench/gemm/gpu_round.sh [tests|bench|fp8|small-m|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -48,6 +50,36 @@ if [[ $what == fp8 ]]; then
     cat "$OUT/fp8-compare-torch.log"
   fi
   stop_kilnd
+fi
+
+if [[ $what == small-m ]]; then
+  dir=$(mktemp -d)
+  start_kilnd "$dir" "$OUT/kilnd-small-m.log"
+  for variant in default wide tile; do
+    case $variant in
+      default) env_args=() ;;
+      wide) env_args=(KILN_GEMM_GEMV_WIDE=1) ;;
+      tile) env_args=(KILN_GEMM_GEMV=0) ;;
+    esac
+    env "${env_args[@]}" timeout 200 kiln-bench --list bench/gemm/small_m.list --out "$OUT/gemm-small-m-$variant.json" \
+      > "$OUT/gemm-small-m-$variant.log" 2>&1
+    echo "kiln-bench small_m.list, $variant: rc=$?"
+  done
+  stop_kilnd
+  "$py" - "$OUT" <<'PY' || true
+import json, sys
+out = sys.argv[1]
+rows = {}
+for variant in ("default", "wide", "tile"):
+    for row in json.load(open(f"{out}/gemm-small-m-{variant}.json"))["rows"]:
+        if row.get("backend") == "kiln" and row.get("status") == "ok":
+            rows.setdefault(row.get("label") or row.get("shape"), {})[variant] = (row["median_us"], row["pct_of_copy"])
+print(f"{'case':30}" + "".join(f" {v + ' us':>12} {'%copy':>6}" for v in ("default", "wide", "tile")))
+for case, v in rows.items():
+    cells = "".join(f" {v.get(k, (float('nan'),) * 2)[0]:12.2f} {v.get(k, (float('nan'),) * 2)[1]:6.1f}"
+                    for k in ("default", "wide", "tile"))
+    print(f"{case:30}{cells}")
+PY
 fi
 
 if [[ $what == bench || $what == all ]]; then
