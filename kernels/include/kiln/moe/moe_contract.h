@@ -171,7 +171,8 @@ static_assert(sizeof(MoePermuteGatherParams) == 80, "MoePermuteGatherParams: 4 p
 constexpr const char* kFusedMoeOp = "fused_moe";
 
 // fused_moe's params: dtype (bf16 or fp16: x's, the weights' and out's type). Everything else
-// is a launch argument. Its two entries, in stream order, then moe_unpermute's:
+// is a launch argument. Its two GEMV entries, in stream order, then moe_unpermute's (or their
+// folded forms below, without it):
 //   kiln_fused_moe_gate_up  act[s, c] = silu(w13[e, c] . in(s)) * (w13[e, c + I] . in(s)), c < I
 //   kiln_fused_moe_down     y[s, h] = w2[e, h] . act[s], h < H
 // for every slot s = t * top_k + j whose id e = topk_ids[t, j] lies in [0, E); in(s) is x's row t.
@@ -182,7 +183,7 @@ constexpr const char* kFusedMoeOp = "fused_moe";
 // from memory once. block = kGemvBlock threads, no dynamic shared memory.
 constexpr const char* kFusedMoeGateUpEntry = "kiln_fused_moe_gate_up";
 constexpr const char* kFusedMoeDownEntry = "kiln_fused_moe_down";
-// The same two with the combine folded into the down GEMV (FusedMoeGemvParams' folded fields):
+// The same two with the combine folded into the down GEMV (a second parameter, FusedMoeFoldParams):
 //   kiln_fused_moe_gate_up_folded  act as above; zeroes arrivals[0 .. arrival_count) (no slot_to_row)
 //   kiln_fused_moe_down_folded     y as above, column_groups groups of kGemvDownColumns columns a
 //                                  block (grid.x = ceil(ceil(H / kGemvDownColumns) / column_groups));
