@@ -331,8 +331,9 @@ struct GemmGemvParams {
   const void* b;     // B [n, k], rows b_row_stride apart
   const void* c;     // C [m, n] of D's type, rows c_row_stride apart, or null
   const void* bias;  // bias [n] of A's type, or null
-  long long
-      m;  // 1 .. kGemvScalarMaxRows (kGemmGemvEntry), .. kGemvMaxRows (kGemmGemvMmaEntry), .. kGemvWideMaxRows (wide)
+  // m: 1 .. kGemvScalarMaxRows (kGemmGemvEntry), .. kGemvMaxRows (kGemmGemvMmaEntry), ..
+  // kGemvWideMaxRows (kGemmGemvMmaWideEntry).
+  long long m;
   long long n;
   long long k;
   long long a_row_stride;

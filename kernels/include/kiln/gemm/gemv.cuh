@@ -1,13 +1,13 @@
 // gemm's small-M kernels (kiln/gemm/gemm_contract.h, GemmGemvParams; docs/kernels-gemm.md,
 // "Small M: the GEMV kernels"): D[r, j] = A[r, :] . B[j, :] (+ bias[j]) (+ beta * C[r, j]) for
-// the M <= kGemvMaxRows rows of A, each block owning kGemvColumnsPerBlock columns of D and
+// the M <= kGemvWideMaxRows rows of A, each block owning kGemvColumnsPerBlock columns of D and
 // reading their rows of B once (ld.global.nc.L1::no_allocate: B passes by, A's rows stay in L1
 // for the block's other warps). Gemv (the fp32 kernel, one row): warp w of block x takes the
 // columns j0 = x * kGemvColumnsPerBlock + w * kGemvColumnsPerWarp and j0 + 1 (N is a multiple
 // of 8: both or neither exist), 16 bytes a lane at a time with kGemvUnroll units of each row in
 // flight; each lane sums its units in fp32 in K order and the warp adds the lanes by a fixed
-// butterfly. GemvMma (M 2 and up): below. Both write through StoreGemvPair; the sums do not
-// depend on timing.
+// butterfly. GemvMma (M 2 to 16) and GemvMmaWide (17 to 32): below. All write through
+// StoreGemvPair; the sums do not depend on timing.
 #pragma once
 
 #include "kiln/common/grid_dependency.cuh"

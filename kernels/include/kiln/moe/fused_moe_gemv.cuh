@@ -193,6 +193,27 @@ __device__ __forceinline__ void PrefetchRowToL2(const void* row, unsigned bytes)
 // kGemvBlocksPerSm), half of the H200's L2.
 constexpr int kGemvPrefetchBytes = 2048;
 
+// How much of each of its w2 rows a down block asks L2 for: the row (a multiple of 16 bytes), at
+// most kGemvPrefetchBytes.
+template <typename T>
+__device__ __forceinline__ unsigned DownPrefetchBytes(const FusedMoeGemvParams& p) {
+  const unsigned row_bytes = static_cast<unsigned>(p.k) * sizeof(T);
+  return row_bytes < kGemvPrefetchBytes ? row_bytes : kGemvPrefetchBytes;
+}
+
+// Every slot of the block's expert (sh.slots[0 .. sh.count)) times the warp's weight rows `w`,
+// kGemvPasses slots a pass.
+template <typename T, bool kGateUp>
+__device__ __forceinline__ void ExpertPasses(const FusedMoeGemvParams& p, const GemvShared& sh,
+                                             const char* const (&w)[kGemvWeightRows], int col0, int lane) {
+  const int count = sh.count;
+  for (int first = 0; first < count; first += kGemvPasses) {
+    const int* slots = sh.slots + first;
+    if (count - first >= 2) GemvPass<T, kGateUp, 2>(p, w, slots, col0, lane);
+    else GemvPass<T, kGateUp, 1>(p, w, slots, col0, lane);
+  }
+}
+
 // The block (columns blockIdx.x * kColumns .., expert of rank blockIdx.y): a warp's columns, for
 // every slot of the expert, kGemvPasses at a time.
 //
@@ -241,8 +262,7 @@ __device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p, const Fu
   }
   if constexpr (!kGateUp) {
     if (works) {
-      const unsigned row_bytes = static_cast<unsigned>(p.k) * sizeof(T);  // a multiple of 16
-      const unsigned prefetch = row_bytes < kGemvPrefetchBytes ? row_bytes : kGemvPrefetchBytes;
+      const unsigned prefetch = DownPrefetchBytes<T>(p);
 #pragma unroll
       for (int i = 0; i < kGemvWeightRows; ++i)
         if (lane == i) PrefetchRowToL2(w[i], prefetch);
@@ -253,13 +273,7 @@ __device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p, const Fu
     GridDependencyWait();
   }
   if (!works) return;
-  const int count = sh.count;
-  for (int first = 0; first < count; first += kGemvPasses) {
-    const int left = count - first;
-    const int* slots = sh.slots + first;
-    if (left >= 2) GemvPass<T, kGateUp, 2>(p, w, slots, col0, lane);
-    else GemvPass<T, kGateUp, 1>(p, w, slots, col0, lane);
-  }
+  ExpertPasses<T, kGateUp>(p, sh, w, col0, lane);
 }
 
 // ---- The folded path's down GEMV: y, then the combine by the block that arrives last ----------
@@ -348,8 +362,7 @@ __device__ __forceinline__ void FoldedDownGemv(const FusedMoeGemvParams& p, cons
                                                                 static_cast<long long>(sizeof(T));
   const long long row_bytes = p.weight_row_stride * static_cast<long long>(sizeof(T));
   if (e >= 0) {
-    const unsigned k_bytes = static_cast<unsigned>(p.k) * sizeof(T);  // a multiple of 16
-    const unsigned prefetch = k_bytes < kGemvPrefetchBytes ? k_bytes : kGemvPrefetchBytes;
+    const unsigned prefetch = DownPrefetchBytes<T>(p);
     for (int g = 0; g < groups; ++g) {
       const int col0 = block_col0 + g * kGemvDownColumns + warp * kGemvWeightRows;
       if (col0 < p.n && lane < kGemvWeightRows) PrefetchRowToL2(expert + (col0 + lane) * row_bytes, prefetch);
@@ -357,7 +370,6 @@ __device__ __forceinline__ void FoldedDownGemv(const FusedMoeGemvParams& p, cons
   }
   GridDependencyWait();
   if (e >= 0) {
-    const int count = sh.count;
     for (int g = 0; g < groups; ++g) {
       // n is a multiple of 8 and a warp's 4 columns divide 8: a warp's columns are all in or all out.
       const int col0 = block_col0 + g * kGemvDownColumns + warp * kGemvWeightRows;
@@ -365,11 +377,7 @@ __device__ __forceinline__ void FoldedDownGemv(const FusedMoeGemvParams& p, cons
       const char* w[kGemvWeightRows];
 #pragma unroll
       for (int i = 0; i < kGemvWeightRows; ++i) w[i] = expert + (col0 + i) * row_bytes;
-      for (int first = 0; first < count; first += kGemvPasses) {
-        const int* slots = sh.slots + first;
-        if (count - first >= 2) GemvPass<T, false, 2>(p, w, slots, col0, lane);
-        else GemvPass<T, false, 1>(p, w, slots, col0, lane);
-      }
+      ExpertPasses<T, false>(p, sh, w, col0, lane);
     }
   }
   CombineWhenLast<T>(p, f, sh, last, block_col0);
