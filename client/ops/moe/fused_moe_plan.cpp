@@ -4,6 +4,7 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/ops/plan_memo.h"
 #include "client/ops/row_view.h"
 #include "kiln/moe/moe_contract.h"
 
@@ -92,7 +93,38 @@ FusedMoeGemvPlan PlanGemvs(const RowView& x, const RowView& w13, const RowView& 
   return g;
 }
 
-StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path) {
+// A call Plan accepted on the decode path (PlanMemo, plan_memo.h): its layouts and path, the
+// rows it viewed, the byte spans of its tensors (ExtentOf's, a function of the layout) and what
+// the decode path's plan takes from them. The grouped path is not remembered: a prefill call's
+// GPU time dwarfs its planning.
+struct AcceptedDecodeCall {
+  FusedMoePath path = FusedMoePath::kAuto;
+  TensorLayout layouts[7];  // kArgumentCount, in ArgumentsOf's order
+  RowView rows[6];          // x, w13, w2, topk_ids, topk_weights, out
+  int64_t spans[6] = {};    // their ExtentOf lengths in bytes
+  FusedMoeWorkspace workspace;
+  int64_t experts = 0;
+  int64_t intermediate = 0;
+  int64_t hidden = 0;
+  DType dtype = DType::kBFloat16;
+  int device = 0;
+  MoeUnpermutePlan unpermute;  // the combine; its pointers are the remembered call's
+};
+enum Argument { kX, kW13, kW2, kIds, kWeights, kOut, kWorkspace, kArgumentCount };
+
+// The arguments in the order of AcceptedDecodeCall's arrays.
+void ArgumentsOf(const FusedMoeArgs& a, const TensorView* (&t)[kArgumentCount]) {
+  t[kX] = a.x;
+  t[kW13] = a.w13;
+  t[kW2] = a.w2;
+  t[kIds] = a.topk_ids;
+  t[kWeights] = a.topk_weights;
+  t[kOut] = a.out;
+  t[kWorkspace] = a.workspace;
+}
+
+// Every check; a decode-path plan also fills *accepted (for the memo).
+StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path, AcceptedDecodeCall* accepted) {
   if (a.out == nullptr || a.x == nullptr || a.w13 == nullptr || a.w2 == nullptr || a.topk_ids == nullptr ||
       a.topk_weights == nullptr || a.workspace == nullptr)
     return Status(StatusCode::kInternal, "PlanFusedMoe: every argument must be given");
@@ -212,10 +244,85 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path) {
                              RowsAligned16(w2);
   plan.gemv = gemv_possible && (path == FusedMoePath::kGemv ||
                                 (path == FusedMoePath::kAuto && FusedMoeGemvByDefault(tokens, top_k, experts)));
-  if (plan.gemv)
+  if (plan.gemv) {
     plan.gemvs = PlanGemvs(x, w13, w2, ids, weights, out, layout, base, experts, intermediate, hidden, dtype,
                            device.index);
+    AcceptedDecodeCall& c = *accepted;
+    c.path = path;
+    const TensorView* t[kArgumentCount];
+    ArgumentsOf(a, t);
+    for (int i = 0; i < kArgumentCount; ++i) c.layouts[i] = TensorLayout::Of(*t[i]);
+    const RowView* rows[] = {&x, &w13, &w2, &ids, &weights, &out};
+    for (int i = 0; i < kWorkspace; ++i) {
+      c.rows[i] = *rows[i];
+      const ByteExtent e = ExtentOf(*t[i]);
+      c.spans[i] = static_cast<int64_t>(e.end - e.begin);
+    }
+    c.workspace = layout;
+    c.experts = experts;
+    c.intermediate = intermediate;
+    c.hidden = hidden;
+    c.dtype = dtype;
+    c.device = device.index;
+    c.unpermute = plan.unpermute;
+  }
   return plan;
+}
+
+// A call with a remembered decode-path call's layouts and path, and pointers of its own: the
+// checks of Plan that read pointers, then the decode path's plan for these pointers. Every other
+// check of Plan reads only the layouts, which matched. False when a pointer check would refuse
+// (or might: the combine's access width changed): the whole validation then answers.
+//   Plan's pointer checks, and where they are here: ViewAsRows of the six tensors (Rebind); the
+// workspace's pointer (NULL, 256-byte alignment); out against x (in place allowed) and the four
+// others; the workspace's bytes against all six; the decode path's 16-byte rows of x, w13 and w2,
+// which imply the grouped GEMMs' TMA checks of w13 and w2. The steps' own overlap checks are of
+// workspace regions (disjoint by construction) and of out against topk_weights and the
+// workspace, checked here. So the grouped path's steps, not launched on this path, are not
+// planned again: the plan leaves permute, gate_up and down empty.
+bool PlanFromMemo(AcceptedDecodeCall& c, const FusedMoeArgs& a, FusedMoePlan* plan) {
+  const TensorView* t[kArgumentCount];
+  ArgumentsOf(a, t);
+  RowView& x = c.rows[kX];
+  RowView& w13 = c.rows[kW13];
+  RowView& w2 = c.rows[kW2];
+  RowView& out = c.rows[kOut];
+  for (int i = 0; i < kWorkspace; ++i)
+    if (!c.rows[i].Rebind(*t[i])) return false;
+  const uintptr_t ws = reinterpret_cast<uintptr_t>(a.workspace->data);
+  if (ws == 0 || ws % 256 != 0) return false;
+  if (RowsOverlap(out, x, /*same_is_ok=*/true)) return false;
+  for (int i : {kW13, kW2, kIds, kWeights})
+    if (RowsOverlap(out, c.rows[i], false)) return false;
+  const uintptr_t ws_end = ws + static_cast<uintptr_t>(c.workspace.bytes);
+  for (int i = 0; i < kWorkspace; ++i) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(t[i]->data);
+    if (c.spans[i] > 0 && begin < ws_end && ws < begin + static_cast<uintptr_t>(c.spans[i])) return false;
+  }
+  if (!RowsAligned16(x) || !RowsAligned16(w13) || !RowsAligned16(w2)) return false;
+
+  char* base = reinterpret_cast<char*>(ws);
+  // The combine: its access width reads out's and the expert rows' pointers (WidestUnit, as
+  // PlanMoeUnpermute); the same width gives the same threads and blocks, so only the pointers move.
+  moe::MoeUnpermuteParams u = c.unpermute.params;
+  u.out = out.data;
+  u.expert_out = base + c.workspace.permuted_x;
+  u.slot_to_row = reinterpret_cast<const int*>(base + c.workspace.slot_to_row);
+  u.topk_weights = reinterpret_cast<const float*>(c.rows[kWeights].data);
+  const int64_t row_bytes = static_cast<int64_t>(u.units) * u.unit_bytes;
+  if (WidestUnit({static_cast<uint64_t>(row_bytes), static_cast<uint64_t>(u.out_stride_bytes),
+                  static_cast<uint64_t>(u.expert_stride_bytes), reinterpret_cast<uintptr_t>(u.out),
+                  reinterpret_cast<uintptr_t>(u.expert_out)}) != u.unit_bytes)
+    return false;
+
+  plan->tokens = x.rows;
+  plan->workspace = c.workspace;
+  plan->gemv = true;
+  plan->gemvs = PlanGemvs(x, w13, w2, c.rows[kIds], c.rows[kWeights], out, c.workspace, base, c.experts, c.intermediate,
+                          c.hidden, c.dtype, c.device);
+  plan->unpermute = c.unpermute;
+  plan->unpermute.params = u;
+  return true;
 }
 
 }  // namespace
@@ -244,7 +351,31 @@ bool FusedMoeGemvByDefault(int64_t tokens, int64_t top_k, int64_t experts) {
 }
 
 StatusOr<FusedMoePlan> PlanFusedMoe(const FusedMoeArgs& args, const char* api, FusedMoePath path) {
-  auto plan = Plan(args, path);
+  const TensorView* t[kArgumentCount];
+  ArgumentsOf(args, t);
+  bool given = true;
+  for (const TensorView* v : t) given = given && v != nullptr;
+  thread_local PlanMemo<AcceptedDecodeCall> memo;
+  if (given) {
+    AcceptedDecodeCall* seen = memo.Find([&](const AcceptedDecodeCall& c) {
+      if (c.path != path) return false;
+      for (int i = 0; i < kArgumentCount; ++i)
+        if (!c.layouts[i].Matches(*t[i])) return false;
+      return true;
+    });
+    FusedMoePlan plan;
+    if (seen != nullptr && PlanFromMemo(*seen, args, &plan)) return plan;
+  }
+  AcceptedDecodeCall accepted;
+  auto plan = Plan(args, path, &accepted);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  if (plan->gemv) memo.Next() = accepted;
+  return plan;
+}
+
+StatusOr<FusedMoePlan> PlanFusedMoeFully(const FusedMoeArgs& args, const char* api, FusedMoePath path) {
+  AcceptedDecodeCall accepted;
+  auto plan = Plan(args, path, &accepted);
   if (!plan.ok()) return plan.status().WithContext(api);
   return plan;
 }

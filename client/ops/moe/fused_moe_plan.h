@@ -94,6 +94,7 @@ struct FusedMoePlan {
   int64_t tokens = 0;  // T = 0: nothing to launch
   FusedMoeWorkspace workspace;
   bool gemv = false;  // the decode path: `gemvs`, then `unpermute`; else the grouped path
+  // The grouped path's steps (empty in a decode-path plan from the memo: PlanFusedMoe).
   MoePermutePlan permute;
   GroupedGemmPlan gate_up;  // silu_and_mul: [rows, H] . w13 -> [rows, I]
   GroupedGemmPlan down;     // [rows, I] . w2 -> [rows, H]
@@ -127,7 +128,15 @@ void SetFusedMoeProgrammaticLaunchForTesting(int on);
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem. Every
 // argument is checked the same way whichever path `path` (or kAuto's rule) picks; kGemv where
-// the decode path cannot take the call runs the grouped path.
+// the decode path cannot take the call runs the grouped path. A call with the layouts and path
+// of a decode-path call the thread accepted recently reruns only the checks that read pointers
+// (plan_memo.h; a decode step calls fused_moe once a layer with one set of layouts): the answer
+// is the same, but its plan leaves the grouped path's steps (permute, gate_up, down), which that
+// path does not launch, empty.
 StatusOr<FusedMoePlan> PlanFusedMoe(const FusedMoeArgs& args, const char* api, FusedMoePath path = FusedMoePath::kAuto);
+// The same with every check run and every step planned, nothing remembered: what the tests
+// compare the memo with.
+StatusOr<FusedMoePlan> PlanFusedMoeFully(const FusedMoeArgs& args, const char* api,
+                                         FusedMoePath path = FusedMoePath::kAuto);
 
 }  // namespace kiln::client

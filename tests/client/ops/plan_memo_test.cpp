@@ -1,20 +1,23 @@
 // The plan memo (client/ops/plan_memo.h) changes no answer: on random calls that repeat a few
 // layouts with other pointers (aligned, misaligned, NULL, overlapping the other tensors) and
-// other scalars, the activation, norm and rope plans of a thread that remembers its calls equal, field
-// by field or error by error, the plans made with every check run. Without a GPU: the pointers
+// other scalars, the activation, norm, rope and fused_moe plans of a thread that remembers its calls
+// equal, field by field or error by error, the plans made with every check run. Without a GPU: the pointers
 // are fake and never dereferenced.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "client/ops/activation/activation_plan.h"
+#include "client/ops/moe/fused_moe_plan.h"
 #include "client/ops/norm/norm_plan.h"
 #include "client/ops/plan_memo.h"
 #include "client/ops/rope/rope_plan.h"
 #include "client/ops/vec_width.h"
+#include "kiln/ops/moe.h"
 
 namespace {
 
@@ -307,6 +310,124 @@ TEST_CASE("the rope plan memo answers every call as the whole validation does", 
     }
   }
   CHECK(accepted > 3000);
+}
+
+// The fused_moe plans' fields the call launches: on the decode path the GEMVs and the combine
+// (the memo leaves the grouped steps, not launched there, empty), on the grouped path every step
+// (never from the memo).
+void RequireSame(const kiln::StatusOr<kiln::client::FusedMoePlan>& memo,
+                 const kiln::StatusOr<kiln::client::FusedMoePlan>& full) {
+  if (!SameStatus(memo, full)) return;
+  const kiln::client::FusedMoePlan& a = *memo;
+  const kiln::client::FusedMoePlan& b = *full;
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.workspace.bytes == b.workspace.bytes);
+  CHECK(a.workspace.arrivals == b.workspace.arrivals);
+  REQUIRE(a.gemv == b.gemv);
+  if (!a.gemv) {
+    CHECK(std::memcmp(&a.permute.params, &b.permute.params, sizeof(a.permute.params)) == 0);
+    CHECK(a.gate_up.a == b.gate_up.a);
+    CHECK(a.gate_up.b == b.gate_up.b);
+    CHECK(a.down.b == b.down.b);
+    CHECK(a.down.d == b.down.d);
+  } else {
+    const kiln::client::FusedMoeGemvPlan& g = a.gemvs;
+    const kiln::client::FusedMoeGemvPlan& h = b.gemvs;
+    CHECK(g.dtype == h.dtype);
+    CHECK(g.device == h.device);
+    CHECK(g.gate_up_blocks == h.gate_up_blocks);
+    CHECK(g.down_blocks == h.down_blocks);
+    CHECK(g.expert_blocks == h.expert_blocks);
+    CHECK(std::memcmp(&g.gate_up, &h.gate_up, sizeof(g.gate_up)) == 0);
+    CHECK(std::memcmp(&g.down, &h.down, sizeof(g.down)) == 0);
+    CHECK(g.foldable == h.foldable);
+    CHECK(std::memcmp(&g.fold, &h.fold, sizeof(g.fold)) == 0);
+  }
+  CHECK(a.unpermute.dtype == b.unpermute.dtype);
+  CHECK(a.unpermute.device == b.unpermute.device);
+  CHECK(a.unpermute.threads == b.unpermute.threads);
+  CHECK(a.unpermute.blocks_per_row == b.unpermute.blocks_per_row);
+  CHECK(std::memcmp(&a.unpermute.params, &b.unpermute.params, sizeof(a.unpermute.params)) == 0);
+}
+
+TEST_CASE("the fused_moe plan memo answers every call as the whole validation does", "[client][ops][plan_memo][moe]") {
+  // (out, x, w13, w2, topk_ids, topk_weights) at small decode shapes, the workspace sized for
+  // them: dense, padded rows of x and out, a T that takes the grouped path by default, fp16;
+  // refused: a w2 of the wrong I, fp32 weights, ids on another device.
+  struct Call {
+    int64_t tokens, top_k, experts, hidden, intermediate;
+    int64_t x_stride = 0, out_stride = 0;  // 0: contiguous
+    DType dtype = DType::kBFloat16;
+    int64_t w2_intermediate = 0;  // 0: intermediate
+    DType weights_dtype = DType::kFloat32;
+    Device ids_device = Device::CUDA(0);
+  };
+  const std::vector<Call> calls = {
+      {1, 2, 8, 64, 32},
+      {3, 2, 8, 64, 32, 72, 80},
+      {2, 4, 16, 128, 48, 0, 0, DType::kFloat16},
+      {9, 2, 8, 64, 32},  // 18 slots > 8 experts: the grouped path by default
+      {1, 2, 8, 64, 32, 0, 0, DType::kBFloat16, 40},
+      {1, 2, 8, 64, 32, 0, 0, DType::kBFloat16, 0, DType::kFloat16},
+      {1, 2, 8, 64, 32, 0, 0, DType::kBFloat16, 0, DType::kFloat32, Device::CUDA(1)},
+  };
+  const kiln::client::FusedMoePath paths[] = {kiln::client::FusedMoePath::kAuto, kiln::client::FusedMoePath::kGemv,
+                                              kiln::client::FusedMoePath::kGrouped};
+  const char* apis[] = {"kiln::ops::fused_moe", "kiln_fused_moe"};
+  // A pointer for argument `slot` (0 x, 1 w13, 2 w2, 3 ids, 4 weights, 5 out, 6 workspace): its
+  // own, a few bytes off (16-byte rows lost, sometimes the element alignment too), NULL, inside
+  // another argument's bytes, or, for out, x's own (in place).
+  auto pick = [](std::mt19937_64& rng, int slot) -> void* {
+    const uintptr_t own = kBase + slot * kApart;
+    switch (rng() % 24) {
+      case 0: return nullptr;
+      case 1: return reinterpret_cast<void*>(own + (rng() % 16));
+      case 2: return reinterpret_cast<void*>(own + 64 * (1 + rng() % 4));  // 16-byte aligned, not 256
+      case 3: return reinterpret_cast<void*>(kBase + (rng() % 7) * kApart + 16 * (rng() % 8));
+      case 4: return reinterpret_cast<void*>(slot == 5 ? kBase : own);
+      default: return reinterpret_cast<void*>(own);
+    }
+  };
+  std::mt19937_64 rng(20261207);
+  int accepted = 0, decode = 0;
+  for (int n = 0; n < 20000; ++n) {
+    // Phases of 5000 calls: the first two layouts on the default path (mostly memo hits), then
+    // every path, then every layout.
+    const int phase = n / 5000;
+    const Call& c = calls[rng() % (phase < 2 ? 2 : calls.size())];
+    const kiln::client::FusedMoePath path = paths[phase == 0 ? 0 : rng() % 3];
+    const int64_t i2 = c.w2_intermediate > 0 ? c.w2_intermediate : c.intermediate;
+    const Layout x_l{
+        c.dtype, {c.tokens, c.hidden}, c.x_stride > 0 ? std::vector<int64_t>{c.x_stride, 1} : std::vector<int64_t>{}};
+    const Layout out_l{c.dtype,
+                       {c.tokens, c.hidden},
+                       c.out_stride > 0 ? std::vector<int64_t>{c.out_stride, 1} : std::vector<int64_t>{}};
+    const Layout w13_l{c.dtype, {c.experts, 2 * c.intermediate, c.hidden}};
+    const Layout w2_l{c.dtype, {c.experts, c.hidden, i2}};
+    const Layout ids_l{DType::kInt32, {c.tokens, c.top_k}, {}, c.ids_device};
+    const Layout weights_l{c.weights_dtype, {c.tokens, c.top_k}};
+    const Layout ws_l{DType::kUInt8,
+                      {kiln::ops::fused_moe_workspace_bytes(c.tokens, c.top_k, c.experts, c.hidden, c.intermediate)}};
+    const TensorView x = Make(x_l, pick(rng, 0));
+    const TensorView w13 = Make(w13_l, pick(rng, 1));
+    const TensorView w2 = Make(w2_l, pick(rng, 2));
+    const TensorView ids = Make(ids_l, pick(rng, 3));
+    const TensorView weights = Make(weights_l, pick(rng, 4));
+    const TensorView out = Make(out_l, pick(rng, 5));
+    const TensorView ws = Make(ws_l, pick(rng, 6));
+    kiln::client::FusedMoeArgs args{&out, &x, &w13, &w2, &ids, &weights, &ws};
+    const char* api = apis[rng() % 2];
+    INFO("call " << n << ", path " << static_cast<int>(path) << ": x " << x.Describe() << " at " << x.data
+                 << ", w13 at " << w13.data << ", w2 " << w2.Describe() << " at " << w2.data << ", ids at " << ids.data
+                 << ", weights at " << weights.data << ", out " << out.Describe() << " at " << out.data
+                 << ", workspace at " << ws.data);
+    auto full = kiln::client::PlanFusedMoeFully(args, api, path);
+    RequireSame(kiln::client::PlanFusedMoe(args, api, path), full);
+    accepted += full.ok();
+    decode += full.ok() && full->gemv;
+  }
+  CHECK(decode > 3000);  // the memo's path was taken many times
+  CHECK(accepted > decode);
 }
 
 TEST_CASE("a layout matches only the same dtype, rank, shape, strides and device", "[client][ops][plan_memo]") {
