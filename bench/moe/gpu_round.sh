@@ -11,8 +11,9 @@
 # KILN_FUSED_MOE_PATH=gemv (programmatic launches on and off) and =grouped, PATH_ROUNDS times
 # (default 1), alternating: the evidence for the default rule and for KILN_FUSED_MOE_PDL
 # (PATH_VARIANTS: words of a path, gemv or grouped, with -nopdl (KILN_FUSED_MOE_PDL=0) and/or -fold
-# (KILN_FUSED_MOE_FOLD=1) appended; default "gemv grouped gemv-nopdl"; "gemv gemv-fold" for
-# the folded combine). `permute`: moe_permute across its
+# (KILN_FUSED_MOE_FOLD=1) appended, then -g1 or -g2 forcing the folded down GEMV's column groups
+# (KILN_FUSED_MOE_DOWN_COLUMN_GROUPS); default "gemv grouped gemv-nopdl"; "gemv gemv-fold
+# gemv-fold-g1" for the folded combine). `permute`: moe_permute across its
 # single-block/multi-block threshold and up to 131k slots (bench/moe/permute_sizes.list).
 #   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|all]
 set -u
@@ -42,14 +43,17 @@ if [[ $what == bench || $what == measure || $what == all ]]; then
 fi
 
 if [[ $what == paths || $what == all ]]; then
-  # variant = KILN_FUSED_MOE_PATH[-nopdl][-fold]; rounds alternate the variants (PATH_ROUNDS, default 1).
+  # variant = KILN_FUSED_MOE_PATH[-nopdl][-fold[-g1|-g2]]; rounds alternate the variants (PATH_ROUNDS, default 1).
   read -r -a variants <<< "${PATH_VARIANTS:-gemv grouped gemv-nopdl}"
   for round in $(seq "${PATH_ROUNDS:-1}"); do
     for variant in "${variants[@]}"; do
-      pdl=1 fold=0
+      pdl=1 fold=0 groups=auto
       [[ $variant == *-nopdl* ]] && pdl=0
       [[ $variant == *-fold* ]] && fold=1
-      KILN_FUSED_MOE_PATH=${variant%%-*} KILN_FUSED_MOE_PDL=$pdl KILN_FUSED_MOE_FOLD=$fold timeout 200 kiln-bench \
+      [[ $variant == *-g1* ]] && groups=1
+      [[ $variant == *-g2* ]] && groups=2
+      KILN_FUSED_MOE_PATH=${variant%%-*} KILN_FUSED_MOE_PDL=$pdl KILN_FUSED_MOE_FOLD=$fold \
+        KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=$groups timeout 200 kiln-bench \
         --list bench/moe/decode_paths.list --out "$OUT/fused-moe-$variant-$round.json" \
         > "$OUT/fused-moe-$variant-$round.log" 2>&1
       echo "kiln-bench fused_moe decode cases, $variant, round $round: rc=$?"

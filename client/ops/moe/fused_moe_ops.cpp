@@ -3,11 +3,13 @@
 // path, five launches of kernels the library already has (moe_permute and its gather, the
 // grouped GEMM with the silu_and_mul epilogue, the grouped GEMM, moe_unpermute), or the decode
 // path, fused_moe's own two GEMVs and moe_unpermute (or, folded, the two GEMVs alone). Its entry
-// in the op table, the decode path's launches, the KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL and
-// KILN_FUSED_MOE_FOLD controls, and its C++ and C APIs. docs/kernels-moe.md, "fused_moe".
+// in the op table, the decode path's launches, the KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL,
+// KILN_FUSED_MOE_FOLD and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS controls, and its C++ and C APIs. docs/kernels-moe.md,
+// "fused_moe".
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "client/core/api/binary_switch.h"
@@ -96,6 +98,30 @@ BinarySwitch& FusedMoeFoldSwitch() {
 // 0: FusedMoeDownColumnGroups decides; else the groups a test asked for.
 std::atomic<int> g_down_column_groups{0};
 
+// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (a diagnostic control, read once): the folded down GEMV's
+// column groups a block, 1 .. moe::kMaxFoldedColumnGroups; 0 (unset or auto): the rule.
+int DownColumnGroupsFromEnvironment() {
+  static const int groups = [] {
+    const char* text = std::getenv("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS");
+    if (text == nullptr || std::strcmp(text, "auto") == 0) return 0;
+    char* end = nullptr;
+    const long n = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && n >= 1 && n <= moe::kMaxFoldedColumnGroups) {
+      std::fprintf(stderr,
+                   "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=%ld: fused_moe's folded down GEMV takes %ld column "
+                   "group(s) a block in this process (docs/kernels-moe.md)\n",
+                   n, n);
+      return static_cast<int>(n);
+    }
+    std::fprintf(stderr,
+                 "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS='%.64s' is not valid: expected auto or 1 to %d; auto is "
+                 "used\n",
+                 text, moe::kMaxFoldedColumnGroups);
+    return 0;
+  }();
+  return groups;
+}
+
 BinarySwitch& FusedMoeProgrammaticLaunchSwitch() {
   static BinarySwitch s("KILN_FUSED_MOE_PDL", true,
                         "fused_moe's decode path launches in plain stream order in this process (docs/kernels-moe.md)");
@@ -122,13 +148,6 @@ Status LaunchGemv(const PreparedLaunch& ready, GemvEntry entry, unsigned blocks_
   return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
 }
 
-// The folded down GEMV's column groups on a device of `sms` SMs: a test's, else the contract's rule.
-int DownColumnGroups(const FusedMoeGemvPlan& g, int sms) {
-  const int forced = g_down_column_groups.load(std::memory_order_relaxed);
-  if (forced > 0) return forced;
-  return moe::FusedMoeDownColumnGroups(g.down_blocks, g.expert_blocks, sms);
-}
-
 // The decode path's two GEMVs; `*programmatic`: whether they (and so the combine after them) are
 // launched as programmatic dependents (KILN_FUSED_MOE_PDL; the kernels are sm_90a's, which has
 // them); `*folded`: whether the down GEMV combined into out (no combine launch follows).
@@ -153,7 +172,7 @@ Status LaunchGemvs(const FusedMoeGemvPlan& g, void* stream, bool* programmatic, 
                       kFusedMoeDownGemvStep, stream);
   }
   moe::FusedMoeFoldParams fold = g.fold;
-  fold.column_groups = DownColumnGroups(g, sms);
+  fold.column_groups = FusedMoeDownColumnGroupsFor(g.down_blocks, g.expert_blocks, sms);
   const unsigned down_blocks = (g.down_blocks + fold.column_groups - 1) / fold.column_groups;
   fold.arrival_count = static_cast<int>(down_blocks);
   gate_up.slot_to_row = nullptr;  // the combine launch that reads it does not follow
@@ -233,6 +252,14 @@ bool FusedMoeProgrammaticLaunch() { return FusedMoeProgrammaticLaunchSwitch().On
 bool FusedMoeFoldedCombine() { return FusedMoeFoldSwitch().On(); }
 
 void SetFusedMoeFoldedCombineForTesting(int on) { FusedMoeFoldSwitch().SetForTesting(on); }
+
+int FusedMoeDownColumnGroupsFor(int64_t column_blocks, int64_t expert_blocks, int sms) {
+  const int forced = g_down_column_groups.load(std::memory_order_relaxed);
+  if (forced > 0) return forced;
+  const int chosen = DownColumnGroupsFromEnvironment();
+  if (chosen > 0) return chosen;
+  return moe::FusedMoeDownColumnGroups(column_blocks, expert_blocks, sms);
+}
 
 void SetFusedMoeDownColumnGroupsForTesting(int groups) {
   g_down_column_groups.store(groups, std::memory_order_relaxed);

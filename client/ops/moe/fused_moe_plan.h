@@ -110,13 +110,17 @@ void SetFusedMoePathForTesting(int path);
 
 // Whether the decode path folds the combine into its down GEMV (two launches instead of three,
 // the same bits): on with KILN_FUSED_MOE_FOLD=1 (read once per process; said once on stderr;
-// off by default until measured on the GPU). SetFusedMoeFoldedCombineForTesting(1 / 0) overrides
+// off by default: slower on an H100, docs/kernels-moe.md). SetFusedMoeFoldedCombineForTesting(1 / 0) overrides
 // the environment, -1 returns to it. SetFusedMoeDownColumnGroupsForTesting(g) makes the folded
 // down GEMV take g column groups a block (1 .. moe::kMaxFoldedColumnGroups) instead of
-// moe::FusedMoeDownColumnGroups' choice; 0 returns to the rule.
+// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS' (a diagnostic control, read once) or, unset,
+// moe::FusedMoeDownColumnGroups' choice; 0 returns to those.
 bool FusedMoeFoldedCombine();
 void SetFusedMoeFoldedCombineForTesting(int on);
 void SetFusedMoeDownColumnGroupsForTesting(int groups);
+// The folded down GEMV's column groups a block, for `column_blocks` (ceil(H / 32)) by
+// `expert_blocks` on a device of `sms` SMs, as the launch takes them (the order above).
+int FusedMoeDownColumnGroupsFor(int64_t column_blocks, int64_t expert_blocks, int sms);
 
 // Whether the decode path's three launches are programmatic dependents (the down GEMV prefetches
 // its weights while the gate-up GEMV ends; the kernels wait with griddepcontrol.wait either way):

@@ -1,6 +1,7 @@
 // fused_moe's process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped),
-// KILN_FUSED_MOE_PDL (1, 0) and KILN_FUSED_MOE_FOLD (0, 1) read once per process, said once on stderr when they change
-// the default, a bad value reported and the default used; the testing overrides on top of them. This binary is run
+// KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1) and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) read once
+// per process, said once on stderr when they change the default, a bad value reported and the default used; the
+// testing overrides on top of them. This binary is run
 // again as a child with the variables set (the environment is read once per process).
 #include <catch2/catch.hpp>
 
@@ -33,6 +34,12 @@ TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   std::printf("fold flipped: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
   kiln::client::SetFusedMoeFoldedCombineForTesting(-1);
   std::printf("fold back: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
+  // Qwen3-30B-A3B at one token on 132 SMs (the rule: 2) and Mixtral at one (128 column blocks x 2: 1).
+  std::printf("groups: %d %d\n", kiln::client::FusedMoeDownColumnGroupsFor(64, 8, 132),
+              kiln::client::FusedMoeDownColumnGroupsFor(128, 2, 132));
+  kiln::client::SetFusedMoeDownColumnGroupsForTesting(2);
+  std::printf("groups forced: %d\n", kiln::client::FusedMoeDownColumnGroupsFor(128, 2, 132));
+  kiln::client::SetFusedMoeDownColumnGroupsForTesting(0);
   kiln::client::SetFusedMoePathForTesting(static_cast<int>(FusedMoePath::kGrouped));
   kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
   std::printf("forced: %s %d\n", PathText(kiln::client::FusedMoePathInUse()),
@@ -51,6 +58,8 @@ struct Case {
   const char* said;            // on stderr, or null for nothing about any variable
   const char* fold = nullptr;  // KILN_FUSED_MOE_FOLD, null: unset
   int want_fold = 0;
+  const char* groups = nullptr;  // KILN_FUSED_MOE_DOWN_COLUMN_GROUPS, null: unset
+  const char* want_groups = "2 1";
 };
 
 void RunChild(const Case& c) {
@@ -65,6 +74,8 @@ void RunChild(const Case& c) {
   else options.unset_env.push_back("KILN_FUSED_MOE_PDL");
   if (c.fold != nullptr) options.set_env["KILN_FUSED_MOE_FOLD"] = c.fold;
   else options.unset_env.push_back("KILN_FUSED_MOE_FOLD");
+  if (c.groups != nullptr) options.set_env["KILN_FUSED_MOE_DOWN_COLUMN_GROUPS"] = c.groups;
+  else options.unset_env.push_back("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS");
   kiln::testing::Subprocess child(options);
   REQUIRE(child.Wait() == 0);
   const std::string out = child.Output();
@@ -76,6 +87,8 @@ void RunChild(const Case& c) {
   CHECK(out.find("fold: " + std::to_string(c.want_fold) + "\n") != std::string::npos);
   CHECK(out.find("fold flipped: " + std::to_string(1 - c.want_fold) + "\n") != std::string::npos);
   CHECK(out.find("fold back: " + std::to_string(c.want_fold) + "\n") != std::string::npos);
+  CHECK(out.find(std::string("groups: ") + c.want_groups + "\n") != std::string::npos);
+  CHECK(out.find("groups forced: 2\n") != std::string::npos);
   if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
   else CHECK(out.find("KILN_FUSED_MOE") == std::string::npos);
 }
@@ -115,6 +128,22 @@ TEST_CASE("KILN_FUSED_MOE_FOLD: off by default, 1 folds the combine and says so,
        1},
       {nullptr, nullptr, "auto", 1,
        "kiln: KILN_FUSED_MOE_FOLD='yes' is not valid: expected 0 or 1; the default (0) is used", "yes", 0},
+  };
+  for (const Case& c : cases) RunChild(c);
+}
+
+TEST_CASE("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS: the rule by default, 1 or 2 forces the folded down GEMV's groups and "
+          "says so, a bad value is reported",
+          "[client][ops][moe]") {
+  const Case cases[] = {
+      {nullptr, nullptr, "auto", 1, nullptr, nullptr, 0, "auto", "2 1"},
+      {nullptr, nullptr, "auto", 1,
+       "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=1: fused_moe's folded down GEMV takes 1 column group(s) a block",
+       nullptr, 0, "1", "1 1"},
+      {nullptr, nullptr, "auto", 1, "KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=2", nullptr, 0, "2", "2 2"},
+      {nullptr, nullptr, "auto", 1,
+       "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS='3' is not valid: expected auto or 1 to 2; auto is used", nullptr, 0,
+       "3", "2 1"},
   };
   for (const Case& c : cases) RunChild(c);
 }
