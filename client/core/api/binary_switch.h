@@ -1,6 +1,7 @@
 // BinarySwitch: a process-wide on/off control from an environment variable ("0" or "1"), read
 // once, for the client's diagnostic controls (KILN_PDL, KILN_GEMM_PDL, KILN_GEMM_TMA_STORE,
-// KILN_GEMM_GEMV, KILN_FUSED_MOE_PDL: docs/configuration.md, docs/diagnostic-controls.md).
+// KILN_GEMM_GEMV, KILN_FUSED_MOE_PDL: docs/configuration.md, docs/diagnostic-controls.md). An
+// `auto`-or-number control: AutoNumberControl (auto_number_control.h).
 #pragma once
 
 #include <atomic>

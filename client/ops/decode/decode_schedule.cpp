@@ -1,12 +1,10 @@
 #include "client/ops/decode/decode_schedule.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <queue>
 
+#include "client/core/api/auto_number_control.h"
 #include "kiln/decode/decode_contract.h"
 
 namespace kiln::client {
@@ -158,18 +156,8 @@ DecodeSchedule ScheduleBatchDecode(const std::vector<int64_t>& kv_len, int64_t w
 }
 
 int64_t DecodeChunkFromEnvironment() {
-  static const int64_t value = [] {
-    const char* text = std::getenv("KILN_DECODE_CHUNK");
-    if (text == nullptr || std::strcmp(text, "auto") == 0) return int64_t{0};
-    char* end = nullptr;
-    const long long n = std::strtoll(text, &end, 10);
-    if (end != text && *end == '\0' && n >= kDecodeTileTokens && n <= (1 << 20)) return static_cast<int64_t>(n);
-    std::fprintf(stderr,
-                 "kiln: KILN_DECODE_CHUNK='%.64s' is not valid: expected auto or a number of positions from 64 to "
-                 "1048576; auto is used\n",
-                 text);
-    return int64_t{0};
-  }();
+  static const int64_t value = AutoNumberFromEnvironment(
+      {"KILN_DECODE_CHUNK", kDecodeTileTokens, 1 << 20, "auto or a number of positions from 64 to 1048576"});
   return value;
 }
 

@@ -9,9 +9,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
+#include "client/core/api/auto_number_control.h"
 #include "client/core/api/binary_switch.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/entry_launch_config.h"
@@ -100,24 +100,17 @@ std::atomic<int> g_down_column_groups{0};
 
 // KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (a diagnostic control, read once): the folded down GEMV's
 // column groups a block, 1 .. moe::kMaxFoldedColumnGroups; 0 (unset or auto): the rule.
+static_assert(moe::kMaxFoldedColumnGroups == 2, "KILN_FUSED_MOE_DOWN_COLUMN_GROUPS' refusal says 1 to 2");
 int DownColumnGroupsFromEnvironment() {
   static const int groups = [] {
-    const char* text = std::getenv("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS");
-    if (text == nullptr || std::strcmp(text, "auto") == 0) return 0;
-    char* end = nullptr;
-    const long n = std::strtol(text, &end, 10);
-    if (end != text && *end == '\0' && n >= 1 && n <= moe::kMaxFoldedColumnGroups) {
+    const int n = static_cast<int>(AutoNumberFromEnvironment(
+        {"KILN_FUSED_MOE_DOWN_COLUMN_GROUPS", 1, moe::kMaxFoldedColumnGroups, "auto or 1 to 2"}));
+    if (n > 0)
       std::fprintf(stderr,
-                   "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=%ld: fused_moe's folded down GEMV takes %ld column "
+                   "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=%d: fused_moe's folded down GEMV takes %d column "
                    "group(s) a block in this process (docs/kernels-moe.md)\n",
                    n, n);
-      return static_cast<int>(n);
-    }
-    std::fprintf(stderr,
-                 "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS='%.64s' is not valid: expected auto or 1 to %d; auto is "
-                 "used\n",
-                 text, moe::kMaxFoldedColumnGroups);
-    return 0;
+    return n;
   }();
   return groups;
 }

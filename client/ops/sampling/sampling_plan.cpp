@@ -2,11 +2,9 @@
 
 #include <atomic>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
+#include "client/core/api/auto_number_control.h"
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
 #include "client/ops/row_view.h"
@@ -138,16 +136,8 @@ void SetSamplingClusterForTesting(int forced) { forced_cluster.store(forced, std
 int SamplingClusterFromEnvironment() {
   const int forced = forced_cluster.load(std::memory_order_relaxed);
   if (forced >= 0) return forced;
-  static const int value = [] {
-    const char* text = std::getenv("KILN_SAMPLING_CLUSTER");
-    if (text == nullptr || std::strcmp(text, "auto") == 0) return 0;
-    for (const char* allowed : {"1", "2", "4", "8"}) {
-      if (std::strcmp(text, allowed) == 0) return std::atoi(text);
-    }
-    std::fprintf(stderr,
-                 "kiln: KILN_SAMPLING_CLUSTER='%.64s' is not valid: expected auto, 1, 2, 4 or 8; auto is used\n", text);
-    return 0;
-  }();
+  static const int value = static_cast<int>(
+      AutoNumberFromEnvironment({"KILN_SAMPLING_CLUSTER", 1, 8, "auto, 1, 2, 4 or 8", true}));
   return value;
 }
 
