@@ -94,33 +94,35 @@ void SetGemmProgrammaticLaunchForTesting(int on) {
   GemmProgrammaticLaunchSwitch().SetForTesting(on < 0 ? -1 : on != 0 ? 1 : 0);
 }
 
-Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic, DType out_dtype, void* d, int64_t m,
-                        int64_t n, int64_t d_row_stride, bool with_c, gemm::GemmParams* params) {
+Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic, const GemmOutput& out,
+                        gemm::GemmParams* params) {
   params->d_store = 0;
   if (!GemmTmaStoreAllowed()) return OkStatus();
-  const int64_t element_bytes = static_cast<int64_t>(DTypeSize(out_dtype));
-  const bool suits = !with_c && m > 0 &&
-                     gemm::GemmHasStoreStaging(tactic.tile_m, tactic.tile_n, tactic.stages, tactic.split_k,
-                                               /*grouped=*/false, tactic.multicast) &&
-                     reinterpret_cast<uintptr_t>(d) % 16 == 0 && (d_row_stride * element_bytes) % 16 == 0;
+  const int element_bytes = static_cast<int>(DTypeSize(out.dtype));
+  const int out_tile_n = out.silu_and_mul ? tactic.tile_n / 2 : tactic.tile_n;
+  const bool suits = !out.with_c && out.m > 0 &&
+                     gemm::GemmHasStoreStaging(tactic.tile_m, tactic.tile_n, tactic.stages, tactic.split_k, out.grouped,
+                                               tactic.multicast) &&
+                     gemm::GemmStagedStoresFit(out_tile_n, element_bytes, out.grouped, out.fp8_inputs) &&
+                     reinterpret_cast<uintptr_t>(out.d) % 16 == 0 && (out.row_stride * element_bytes) % 16 == 0;
   if (!suits) return OkStatus();
-  const CUtensorMapDataType type = out_dtype == DType::kFloat32    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                                   : out_dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+  const CUtensorMapDataType type = out.dtype == DType::kFloat32    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : out.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(n), static_cast<cuuint64_t>(m)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(d_row_stride * element_bytes)};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(out.n), static_cast<cuuint64_t>(out.m)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(out.row_stride * element_bytes)};
   // One box is 128-byte rows of the staging buffer, swizzled as the kernel writes them
   // (StagingOffset in gemm_sm90.cuh); a chunk of the epilogue is several boxes.
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(gemm::GemmStoreBoxColumns(static_cast<int>(element_bytes))),
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(gemm::GemmStoreBoxColumns(element_bytes)),
                              static_cast<cuuint32_t>(gemm::kRowsPerConsumer)};
   const cuuint32_t element_strides[2] = {1, 1};
   CUtensorMap map;
-  const CUresult r = driver.cuTensorMapEncodeTiled(&map, type, 2, d, dims, strides, box, element_strides,
+  const CUresult r = driver.cuTensorMapEncodeTiled(&map, type, 2, out.d, dims, strides, box, element_strides,
                                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                                    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    return Status(StatusCode::kCudaError, "cuTensorMapEncodeTiled of d [" + std::to_string(m) + ", " +
-                                              std::to_string(n) + "]: " + driver.ErrorText(r));
+    return Status(StatusCode::kCudaError, "cuTensorMapEncodeTiled of d [" + std::to_string(out.m) + ", " +
+                                              std::to_string(out.n) + "]: " + driver.ErrorText(r));
   std::memcpy(&params->d_map, &map, sizeof map);
   params->d_store = 1;
   return OkStatus();

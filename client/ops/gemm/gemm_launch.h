@@ -46,15 +46,29 @@ struct GemmOperands {
 Status EncodeGemmOperands(const CudaDriver& driver, const GemmOperands& operands, const gemm::GemmTactic& tactic,
                           gemm::GemmParams* params);
 
-// The TMA-store epilogue of a dense product, when `tactic` has its staging buffers
-// (gemm::GemmHasStoreStaging), no beta * C is added (`with_c` false) and D suits TMA (16-byte
-// aligned, rows a multiple of 16 bytes apart): D's tensor map in params->d_map and d_store 1.
-// Otherwise, or under KILN_GEMM_TMA_STORE=0 (GemmTmaStoreAllowed, a diagnostic control read once
-// per process), d_store 0 (the consumers store D themselves). Only an encoding failure is an
-// error.
+// What the kernel writes: D [m, n] (n: D's columns; with the silu_and_mul epilogue half of
+// B's rows per group), dense or grouped (rows of all groups), with or without beta * C.
+struct GemmOutput {
+  DType dtype;
+  void* d;
+  int64_t m;
+  int64_t n;
+  int64_t row_stride;
+  bool with_c = false;
+  bool grouped = false;
+  bool silu_and_mul = false;
+  bool fp8_inputs = false;  // fp8_gemm's kernels
+};
+// The TMA-store epilogue, when `tactic` has its staging buffers (gemm::GemmHasStoreStaging), the
+// kernel stores through them (gemm::GemmStagedStoresFit), no beta * C is added and D
+// suits TMA (16-byte aligned, rows a multiple of 16 bytes apart): D's tensor map in
+// params->d_map and d_store 1. Otherwise, or under KILN_GEMM_TMA_STORE=0 (GemmTmaStoreAllowed, a
+// diagnostic control read once per process), d_store 0 (the consumers store D themselves).
+// Grouped, the kernel stores through the map only a consumer's rows inside one group. Only an
+// encoding failure is an error.
 bool GemmTmaStoreAllowed();
-Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic, DType out_dtype, void* d, int64_t m,
-                        int64_t n, int64_t d_row_stride, bool with_c, gemm::GemmParams* params);
+Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic, const GemmOutput& out,
+                        gemm::GemmParams* params);
 
 // How many persistent blocks a dense product (gemm, fp8_gemm) of M x N launches with `tactic`:
 // one cluster of split_k blocks per tile (a block per tile without a split; with multicast a

@@ -103,8 +103,9 @@ constexpr int kMaxGroupM = 16;
 // The version of the tactic space and of what a tactic means to the kernel: a tuning result
 // (kiln::tune) is reused only under the version it was measured with. 2: split_k added; 3:
 // multicast added; 4: the TMA-store epilogue (the same tactics, other timings); 5: its staging
-// swizzled (other timings), tile_n 192 added.
-constexpr int kGemmTacticSpaceVersion = 5;
+// swizzled (other timings), tile_n 192 added; 6: the grouped kernels' TMA-store epilogue (their
+// tactics, other timings).
+constexpr int kGemmTacticSpaceVersion = 6;
 // Blocks per cluster that split K (1: no split). 8 is the largest portable cluster.
 constexpr int kSplitKChoices[] = {1, 2, 4, 8};
 // Blocks of a cluster that share B's tile through TMA multicast (1: none). gemm only, not with
@@ -138,15 +139,17 @@ KILN_CONTRACT_FUNCTION int GemmBaseSmemBytes(int tile_m, int tile_n, int stages,
 // writes its 64 rows of D, converted, into a staging buffer of this many bytes, a chunk of
 // columns at a time, and one thread has TMA store the chunk while the warp-group goes on to the
 // next tile. A tactic has the buffers when they fit beside its stages (never at the cost of a
-// stage) and it neither splits K nor walks groups (a TMA box would cross a group's rows); the
-// launch uses them when D suits TMA and no beta * C is added.
+// stage) and it does not split K; the launch uses them when D suits TMA and no beta * C is
+// added. Grouped, a consumer stores through them only when its 64 rows all belong to the tile's
+// group (a box must not cross into the next group's rows, which another tile writes): the
+// interior tiles of a group; its last, partial one stores from registers.
 constexpr int kStoreStagingBytes = 16 * 1024;
 KILN_CONTRACT_FUNCTION bool GemmHasStoreStaging(int tile_m, int tile_n, int stages, int split_k, bool grouped,
                                                 int multicast) {
-  return split_k == 1 && !grouped &&
-         GemmBaseSmemBytes(tile_m, tile_n, stages, split_k, grouped, multicast) +
-                 GemmConsumers(tile_m) * kStoreStagingBytes <=
-             kMaxSmemBytes;
+  (void)grouped;  // the group table is counted in the base bytes
+  return split_k == 1 && GemmBaseSmemBytes(tile_m, tile_n, stages, split_k, grouped, multicast) +
+                                 GemmConsumers(tile_m) * kStoreStagingBytes <=
+                             kMaxSmemBytes;
 }
 // Columns of one staged chunk: 16 KiB of the output type, at most the tile's width. A chunk is
 // stored as boxes of kStoreBoxBytes-wide rows (GemmStoreBoxColumns x 64 rows, D's tensor map):
@@ -160,6 +163,14 @@ KILN_CONTRACT_FUNCTION int GemmStoreChunkColumns(int tile_n, int out_bytes) {
   return columns;
 }
 KILN_CONTRACT_FUNCTION int GemmStoreBoxColumns(int out_bytes) { return kStoreBoxBytes / out_bytes; }
+// Whether a kernel that has the staging buffers stores through them: a tile's out_tile_n
+// columns of D (tile_n, or tile_n / 2 with the silu_and_mul epilogue) must be whole boxes (a box
+// past the tile's last column would overwrite the next tile's columns with whatever the staging
+// buffer holds there); not the grouped fp8 kernels, whose staged path spills registers beside
+// the fp8 block accumulators and the group lookup (28 bytes at 128 x 256).
+KILN_CONTRACT_FUNCTION bool GemmStagedStoresFit(int out_tile_n, int out_bytes, bool grouped, bool fp8) {
+  return out_tile_n % GemmStoreBoxColumns(out_bytes) == 0 && !(grouped && fp8);
+}
 KILN_CONTRACT_FUNCTION int GemmSmemBytes(int tile_m, int tile_n, int stages, int split_k, bool grouped = false,
                                          int multicast = 1) {
   return GemmBaseSmemBytes(tile_m, tile_n, stages, split_k, grouped, multicast) +

@@ -106,9 +106,13 @@ struct GemmShape {
   static constexpr int kBytesBPart = kBytesB / kMulticast;  // the part of B's tile a block loads
   static constexpr int kAccumulators = kTileN / 2;          // fp32 registers of a consumer thread
   static constexpr int kColumnGroups = kTileN / 8;          // 4 accumulators each: the epilogue's unit
-  // The TMA-store epilogue's staging buffers (one per consumer) and the columns of a chunk.
+  // The TMA-store epilogue's staging buffers (one per consumer), whether the epilogue stores
+  // through them (GemmStagedStoresFit: not silu_and_mul's 32- or 96-column tiles, not grouped
+  // fp8), and the columns of a chunk.
   static constexpr bool kStoreStaging = GemmHasStoreStaging(kTileM, kTileN, kStages, kSplitK, kGrouped, kMulticast_);
-  static constexpr int kChunkColumns = GemmStoreChunkColumns(kTileN, static_cast<int>(sizeof(TOut_)));
+  static constexpr bool kStagedStores = kStoreStaging &&
+                                        GemmStagedStoresFit(kOutTileN, static_cast<int>(sizeof(TOut_)), kGrouped, kFp8);
+  static constexpr int kChunkColumns = GemmStoreChunkColumns(kOutTileN, static_cast<int>(sizeof(TOut_)));
 
   static_assert(sizeof(TIn) == 2 || sizeof(TIn) == 1, "A and B are 16-bit (bf16, fp16) or fp8 (e4m3)");
   static_assert(kTileM == 64 || kTileM == 128, "tile_m is 64 or 128 (64 rows per consumer warp-group)");
@@ -122,7 +126,6 @@ struct GemmShape {
   static_assert(kEpilogue_ == kPlainEpilogue || (kSiluAndMul && kGrouped && !kFp8),
                 "silu_and_mul is an epilogue of the 16-bit grouped gemm");
   static_assert(!kSiluAndMul || (kTileN / 2) % 8 == 0, "each half of B's tile starts on a swizzle atom");
-  static_assert(!kSiluAndMul || !kStoreStaging, "silu_and_mul stores from registers (the staged path has no gate)");
   static_assert(kBytesBPart % 1024 == 0, "each block's part of B starts on a swizzle atom");
   static_assert(kMaxGroups % 32 == 0, "the group table is built by one warp, kMaxGroups / 32 groups a lane");
   static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK, kGrouped, kMulticast) <= kMaxSmemBytes,
@@ -250,21 +253,25 @@ __device__ __forceinline__ int StagingOffset(int row, int column) {
 
 // A consumer's whole fragment to D through its staging buffer and TMA stores (the tactic has
 // the buffers and the launch set d_store): per chunk of kChunkColumns columns, the warp-group
-// waits until its previous stores have read the buffer, writes the chunk (plus bias, converted),
-// makes it visible to the async proxy, and its first thread has TMA store the chunk's boxes and
-// commits. The warp-group then goes on to the next tile while the stores run; rows past M and
-// columns past N are clipped by TMA.
+// waits until its previous stores have read the buffer, writes the chunk (plus bias, converted;
+// silu_and_mul: silu(gate) * up, as SiluAndMulEpilogue computes it), makes it visible to the
+// async proxy, and its first thread has TMA store the chunk's boxes and commits. The warp-group
+// then goes on to the next tile while the stores run; rows past M and columns past D's are
+// clipped by TMA (grouped, the caller stores this way only 64 rows inside the tile's group).
 template <class S>
 __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float (&acc)[S::kAccumulators],
                                                unsigned char* staging, long long row0, long long col0, int consumer) {
   using TOut = typename S::TOut;
   using TBias = typename S::TBias;
-  constexpr int kChunks = S::kTileN / S::kChunkColumns;
+  constexpr int kChunks = S::kOutTileN / S::kChunkColumns;
   constexpr int kGroupsPerChunk = S::kChunkColumns / 8;
+  constexpr int kHalfGroups = S::kColumnGroups / 2;  // silu_and_mul: the up columns' offset in groups
   constexpr int kBoxColumns = GemmStoreBoxColumns(static_cast<int>(sizeof(TOut)));
   constexpr int kBoxes = S::kChunkColumns / kBoxColumns;
-  static_assert(S::kChunkColumns % kBoxColumns == 0, "a chunk is whole boxes");
-  if (row0 >= p.m) return;  // a multicast pair's tile past M: nothing to store
+  static_assert(S::kChunkColumns % kBoxColumns == 0 && S::kOutTileN % S::kChunkColumns == 0,
+                "a tile is whole chunks, a chunk whole boxes");
+  const long long n_out = S::kSiluAndMul ? p.n / 2 : p.n;  // D's columns
+  if (row0 >= p.m) return;                                 // a multicast pair's tile past M: nothing to store
   const int t = static_cast<int>(threadIdx.x % 128);
   const bool leader = t == 0;
   const int row = 16 * (t / 32) + (t % 32) / 4;  // this thread's row (h = 0) in the 64
@@ -273,21 +280,32 @@ __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float 
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const long long chunk_col = col0 + c * S::kChunkColumns;
-    if (chunk_col >= p.n) break;  // uniform: the rest of the tile is past N
+    if (chunk_col >= n_out) break;  // uniform: the rest of the tile is past D's columns
     if (leader) BulkWaitRead<0>();
     NamedBarrierSync(1 + consumer, 128);
 #pragma unroll
     for (int jj = 0; jj < kGroupsPerChunk; ++jj) {
       const int j = c * kGroupsPerChunk + jj;
       float bias0 = 0.0f, bias1 = 0.0f;
-      if (bias != nullptr) {
+      if (!S::kSiluAndMul && bias != nullptr) {
         const long long col = chunk_col + 8 * jj + pair;
         if (col < p.n) LoadPair(bias + col, bias0, bias1);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        float v[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float x = acc[4 * j + 2 * h + e];
+          if constexpr (S::kSiluAndMul) {
+            const float up = acc[4 * (j + kHalfGroups) + 2 * h + e];
+            v[e] = __fdividef(x, 1.0f + __expf(-x)) * up;
+          } else {
+            v[e] = x + (e == 0 ? bias0 : bias1);
+          }
+        }
         TOut* slot = reinterpret_cast<TOut*>(staging + StagingOffset<S>(row + 8 * h, 8 * jj + pair));
-        StorePair(slot, acc[4 * j + 2 * h] + bias0, acc[4 * j + 2 * h + 1] + bias1);
+        StorePair(slot, v[0], v[1]);
       }
     }
     FenceProxyAsyncShared();
@@ -296,7 +314,7 @@ __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float 
 #pragma unroll
       for (int b = 0; b < kBoxes; ++b) {
         const long long box_col = chunk_col + b * kBoxColumns;
-        if (box_col < p.n)
+        if (box_col < n_out)
           TmaStore2d(&p.d_map, staging + b * kRowsPerConsumer * kStoreBoxBytes, static_cast<int>(box_col),
                      static_cast<int>(row0));
       }
@@ -628,16 +646,21 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     if (previous >= 0) release(previous);
     const long long row0 = rows.a + consumer * kRowsPerConsumer;
     if constexpr (!kSplit) {
-      if constexpr (S::kStoreStaging) {
-        if (p.d_store != 0) {
-          detail::StagedEpilogue<S>(p, acc, staging + consumer * kStoreStagingBytes, row0, tn * S::kTileN, consumer);
+      // Staged when the launch set d_store and, grouped, this consumer's 64 rows are all the
+      // group's (every tile of a group but its last, partial one); else from registers.
+      bool staged = false;
+      if constexpr (S::kStagedStores) {
+        if (p.d_store != 0 && (!S::kGrouped || row0 + kRowsPerConsumer <= rows.d_end)) {
+          detail::StagedEpilogue<S>(p, acc, staging + consumer * kStoreStagingBytes, row0, tn * S::kOutTileN, consumer);
+          staged = true;
+        }
+      }
+      if (!staged) {
+        if constexpr (S::kSiluAndMul) {
+          detail::SiluAndMulEpilogue<S>(p, acc, row0, tn * S::kOutTileN, rows.d_end);
         } else {
           detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
         }
-      } else if constexpr (S::kSiluAndMul) {
-        detail::SiluAndMulEpilogue<S>(p, acc, row0, tn * S::kOutTileN, rows.d_end);
-      } else {
-        detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);
       }
     } else {
       // A block with no K steps (K shorter than the cluster) adds zeros.
@@ -687,7 +710,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     if (tiles_done > 0) ClusterBarrierWait(drained, (tiles_done - 1) & 1);
   }
   // TMA-store epilogue: this warp-group's last stores have written D before the block ends.
-  if constexpr (S::kStoreStaging) {
+  if constexpr (S::kStagedStores) {
     if (p.d_store != 0 && threadIdx.x % 128 == 0) BulkWait<0>();
   }
   // Multicast: the other block's consumers arrive on this block's `empty` barriers up to their
