@@ -39,8 +39,8 @@ TEST_CASE("tuning buckets name the op's shape and the stores accept them", "[cli
   CHECK(GroupedTuningBucket(DType::kBFloat16, DType::kBFloat16, 128, 257, 1536, 2048) ==
         "bf16.obf16.e128.m512.n1536.k2048");
   CHECK(GroupedTuningBucket(DType::kFloat8E4M3, DType::kBFloat16, 1, 1, 8, 16) == "fp8_e4m3.obf16.e1.m1.n8.k16");
-  for (const std::string bucket : {GemmTuningBucket(DType::kFloat8E4M3, DType::kBFloat16, 1, 8, 16),
-                                   GroupedTuningBucket(DType::kFloat16, DType::kFloat32, 256, 100000, 8, 8)})
+  for (const std::string& bucket : {GemmTuningBucket(DType::kFloat8E4M3, DType::kBFloat16, 1, 8, 16),
+                                    GroupedTuningBucket(DType::kFloat16, DType::kFloat32, 256, 100000, 8, 8)})
     CHECK(kiln::proto::BucketProblem("bucket", bucket).empty());
 }
 
