@@ -225,8 +225,10 @@ TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for s
         CHECK(spec->launch[0].dynamic_smem ==
               gemm::GemmBaseSmemBytes(tile_m, tile_n, stages, 1, false, 1) + (gemm::kMaxGroups + 1) * 4 +
                   (staging ? gemm::GemmConsumers(tile_m) * gemm::kStoreStagingBytes : 0));
-        // fused_moe's prefill tile has the buffers at its most stages (128 x 128 at 7 has not).
+        // fused_moe's prefill tile has the buffers at its most stages (128 x 128 at 7 has not); the
+        // grouped fp8 kernels do not store through them (their staged path spilled).
         if (tile_m == 128 && tile_n == 256) CHECK(staging);
+        CHECK(gemm::GemmStagedStoresFit(tile_n, 2, /*grouped=*/true, fp8) == !fp8);
         CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, tile_n, stages, 1, /*grouped=*/true));
         CHECK(spec->launch[0].dynamic_smem <= gemm::kMaxSmemBytes);
         // Every tile compiles at its most stages in one layout of each type; the other at two.
@@ -282,6 +284,9 @@ TEST_CASE("grouped_gemm's silu_and_mul epilogue: every tile generates, the URI n
         CHECK(spec->uri == std::string(op) + "_bf16_obf16_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
                                "x64s" + std::to_string(stages) + "g8_silu_and_mul");
         CHECK(spec->params.at("epilogue") == "silu_and_mul");
+        // silu_and_mul's tile makes tile_n / 2 columns of D: staged only when they are whole
+        // 64-column boxes of a 16-bit D (128 and 256 wide; 64 and 192 store from registers).
+        CHECK(gemm::GemmStagedStoresFit(tile_n / 2, 2, true, false) == (tile_n == 128 || tile_n == 256));
         // The same shared memory as the plain kernel: the stage holds tile_n rows of B either way.
         CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, tile_n, stages, 1, /*grouped=*/true));
         // The plain kernel's URI does not change, and its spec says epilogue none.

@@ -369,6 +369,8 @@ gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int
   return chosen;
 }
 
+bool GroupedGemmStoresThroughTma(int64_t rows_per_group) { return rows_per_group >= kGroupedTmaStoreMinRows; }
+
 int GemmClusterSlots(int sms, int split_k) {
   if (sms < 1) sms = 1;
   if (split_k <= 2) return std::max(1, sms / split_k);

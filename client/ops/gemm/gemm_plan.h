@@ -88,6 +88,14 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
 // relative throughput, as gemm's), the most stages, raster groups of 8; never a split.
 gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms);
 
+// Whether a grouped product stores D through TMA by default (where the tactic has the staging
+// buffers): from kGroupedTmaStoreMinRows rows a group on. Measured on the H100 (2026-12-05,
+// bench/results/2026-12-05-grouped-tma-store.md): 3-4 % faster at Mixtral-8x7B's 1024 rows a
+// group (w13, w2, fused_moe prefill), 25 % slower at Qwen3-30B-A3B's 256 (w13, K 2048), where
+// each group's weights are read for few rows and the stores queue in the TMA unit behind them.
+constexpr int64_t kGroupedTmaStoreMinRows = 512;
+bool GroupedGemmStoresThroughTma(int64_t rows_per_group);
+
 // What kiln::tune times for a shape: the heuristic's choice first, then every tile and split
 // that suits the shape (a split only where the tiles do not fill the SMs, each block with at
 // least 4 K steps) at its most stages and group_m 8, in the heuristic's order, then for M > 64

@@ -140,17 +140,22 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   params.b_scales = plan.b_scales;
   params.a_scale_stride = plan.a_scale_stride;
   params.b_scale_stride = plan.b_scale_stride;
-  // D as rows of all groups (masked: E * M_max rows), n / 2 columns with silu_and_mul.
-  KILN_RETURN_IF_ERROR(EncodeGemmOutput(**driver, tactic,
-                                        {.dtype = plan.out_dtype,
-                                         .d = plan.d,
-                                         .m = plan.rows,
-                                         .n = plan.silu_and_mul ? plan.n / 2 : plan.n,
-                                         .row_stride = plan.d_row_stride,
-                                         .grouped = true,
-                                         .silu_and_mul = plan.silu_and_mul,
-                                         .fp8_inputs = plan.dtype == DType::kFloat8E4M3},
-                                        &params));
+  // D as rows of all groups (masked: E * M_max rows), n / 2 columns with silu_and_mul; through
+  // TMA where the plan says so (by default from kGroupedTmaStoreMinRows rows a group).
+  const bool tma_store = plan.stores == GroupedGemmPlan::Stores::kByRows
+                             ? GroupedGemmStoresThroughTma(RowsPerGroup(plan))
+                             : plan.stores == GroupedGemmPlan::Stores::kThroughTma;
+  if (tma_store)
+    KILN_RETURN_IF_ERROR(EncodeGemmOutput(**driver, tactic,
+                                          {.dtype = plan.out_dtype,
+                                           .d = plan.d,
+                                           .m = plan.rows,
+                                           .n = plan.silu_and_mul ? plan.n / 2 : plan.n,
+                                           .row_stride = plan.d_row_stride,
+                                           .grouped = true,
+                                           .silu_and_mul = plan.silu_and_mul,
+                                           .fp8_inputs = plan.dtype == DType::kFloat8E4M3},
+                                          &params));
 
   // Persistent blocks, one per SM: how many tiles the groups have is known only on the device
   // (blocks without a tile return at once).

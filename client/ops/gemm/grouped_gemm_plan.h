@@ -28,6 +28,10 @@ struct GroupedGemmPlan {
   // The silu_and_mul epilogue (gemm::kSiluAndMulEpilogue; contiguous 16-bit only): b's n rows per
   // group are [gate; up] and d has n / 2 columns, silu(gate) * up.
   bool silu_and_mul = false;
+  // How the kernel stores D: by the rows a group has (GroupedGemmStoresThroughTma, gemm_plan.h),
+  // or forced either way (the tests, which cover both stores on small groups).
+  enum class Stores { kByRows, kThroughTma, kFromRegisters };
+  Stores stores = Stores::kByRows;
   const void* a = nullptr;              // [rows, k]
   const void* b = nullptr;              // [E * n, k]
   void* d = nullptr;                    // [rows, n]

@@ -4,7 +4,8 @@
 // groups of one row, groups of more rows than a tile, N and K that no tile (or scale block)
 // divides, 1 to 256 groups, every tile forced, masked counts of 0 and M_max, rows outside the
 // groups untouched, tables out of range clamped (no write outside d), the C ABI; the contiguous
-// layout's silu_and_mul epilogue (fused_moe's gate-and-up GEMM, every tile). Fresh random
+// layout's silu_and_mul epilogue (fused_moe's gate-and-up GEMM, every tile); forced tiles store
+// through TMA where they can (the interior of a group), the default by the groups' rows. Fresh random
 // data (and scales) each case, d poisoned (NaN) before each launch. Tolerance as
 // gpu_gemm_test.cpp's (fp8: as gpu_fp8_gemm_test.cpp's, 2^-12 of the block terms' magnitude).
 #include <catch2/catch.hpp>
@@ -130,6 +131,7 @@ void Run(const Case& c, std::mt19937& rng) {
     auto plan = kiln::client::PlanGroupedGemmSiluAndMul(td, ta, tb, tt, "test");
     INFO(plan.status().ToString());
     REQUIRE(plan.ok());
+    if (c.tactic != nullptr) plan->stores = kiln::client::GroupedGemmPlan::Stores::kThroughTma;
     status = c.tactic != nullptr ? kiln::client::LaunchGroupedGemmPlan(*plan, *c.tactic, nullptr)
                                  : kiln::client::LaunchGroupedGemmPlanOfCall(*plan, nullptr);
   } else if (c.c_api) {
@@ -151,6 +153,10 @@ void Run(const Case& c, std::mt19937& rng) {
                                 : kiln::client::PlanGroupedGemm(td, ta, tb, tt, "test"));
     INFO(plan.status().ToString());
     REQUIRE(plan.ok());
+    // A forced tile stores through TMA where it has the staging buffers, whatever the groups'
+    // rows (the default does from kGroupedTmaStoreMinRows a group): a consumer's whole 64 rows
+    // in a group through TMA, a partial tile's from registers, in one launch.
+    plan->stores = kiln::client::GroupedGemmPlan::Stores::kThroughTma;
     status = kiln::client::LaunchGroupedGemmPlan(*plan, *c.tactic, nullptr);
   } else if (fp8) {
     status = c.masked ? kiln::ops::grouped_fp8_gemm_masked(td, ta, tb, tsa, tsb, tt)
