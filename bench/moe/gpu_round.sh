@@ -15,7 +15,11 @@
 # (KILN_FUSED_MOE_DOWN_COLUMN_GROUPS); default "gemv grouped gemv-nopdl"; "gemv gemv-fold
 # gemv-fold-g1" for the folded combine). `permute`: moe_permute across its
 # single-block/multi-block threshold and up to 131k slots (bench/moe/permute_sizes.list).
-#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|all]
+# `prefill`: the prefill layers and their grouped GEMMs (bench/moe/prefill_grouped.list) with the
+# grouped TMA stores as the rule has them and with KILN_GEMM_TMA_STORE=0, PATH_ROUNDS times
+# alternating, the dense GEMMs of equal FLOPs, then (where ncu is installed) Nsight Compute's
+# view of Qwen3-30B-A3B's two grouped GEMMs: DRAM and tensor-pipe throughput, stalls.
+#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|prefill|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -77,6 +81,45 @@ for case, v in rows.items():
         cells += f" {statistics.mean(g[0] for g in got):15.1f} {statistics.mean(g[1] for g in got):6.1f}"
     print(f"{case:28}{cells}")
 PY
+fi
+
+if [[ $what == prefill ]]; then
+  for round in $(seq "${PATH_ROUNDS:-1}"); do
+    for store in 1 0; do
+      KILN_GEMM_TMA_STORE=$store timeout 120 kiln-bench --list bench/moe/prefill_grouped.list \
+        --out "$OUT/prefill-store$store-$round.json" > "$OUT/prefill-store$store-$round.log" 2>&1
+      echo "kiln-bench prefill_grouped.list, KILN_GEMM_TMA_STORE=$store, round $round: rc=$?"
+    done
+  done
+  timeout 120 kiln-bench --list bench/moe/dense_equal_flops.list --out "$OUT/prefill-dense.json" \
+    > "$OUT/prefill-dense.log" 2>&1
+  echo "kiln-bench dense_equal_flops.list rc=$?"
+  "$py" - "$OUT" <<'PY' || true
+import glob, json, statistics, sys
+out = sys.argv[1]
+rows = {}
+for kind in ("store1", "store0", "dense"):
+    for name in sorted(glob.glob(f"{out}/prefill-{kind}*.json")):
+        for row in json.load(open(name))["rows"]:
+            if row.get("backend") == "kiln" and row.get("status") == "ok":
+                rows.setdefault(row.get("label") or row.get("shape"), {}).setdefault(kind, []).append(row["median_us"])
+for case, v in rows.items():
+    print(f"{case:36}" + "".join(f"  {k}: " + " / ".join(f"{m:.1f}" for m in v[k]) + " us" for k in v))
+PY
+  if command -v ncu > /dev/null; then
+    for shape in "t=32768,e=128,n=1536,k=2048,indptr_len=129" "t=32768,e=128,n=2048,k=768,indptr_len=129"; do
+      log=$OUT/ncu-grouped-${shape%%,indptr*}.log
+      timeout 200 ncu --kernel-name "regex:^kiln_grouped_gemm" --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
+        kiln-bench --routine grouped_gemm --shapes "$shape" --dtype bf16 --backends kiln --iters 5 --warmup 2 \
+        > "$log" 2>&1
+      echo "ncu grouped_gemm $shape rc=$?"
+      grep -E "Duration|Throughput|dram__bytes|hmma|Stall" "$log" | head -30
+    done
+  else
+    echo "ncu: not installed here, the profile is skipped"
+  fi
 fi
 
 if [[ $what == permute || $what == all ]]; then
