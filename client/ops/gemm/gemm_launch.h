@@ -57,7 +57,7 @@ struct GemmOutput {
   bool with_c = false;
   bool grouped = false;
   bool silu_and_mul = false;
-  bool fp8_inputs = false;  // fp8_gemm's kernels
+  bool fp8_inputs = false;  // e4m3 A and B: fp8_gemm and the grouped fp8 ops
 };
 // The TMA-store epilogue, when `tactic` has its staging buffers (gemm::GemmHasStoreStaging), the
 // kernel stores through them (gemm::GemmStagedStoresFit), no beta * C is added and D

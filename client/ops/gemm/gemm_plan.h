@@ -90,9 +90,10 @@ gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int
 
 // Whether a grouped product stores D through TMA by default (where the tactic has the staging
 // buffers): from kGroupedTmaStoreMinRows rows a group on. Measured on the H100 (2026-12-05,
-// bench/results/2026-12-05-grouped-tma-store.md): 3-4 % faster at Mixtral-8x7B's 1024 rows a
-// group (w13, w2, fused_moe prefill), 25 % slower at Qwen3-30B-A3B's 256 (w13, K 2048), where
-// each group's weights are read for few rows and the stores queue in the TMA unit behind them.
+// bench/results/2026-12-05-grouped-tma-store.md): 2.8-4.0 % faster at Mixtral-8x7B's 1024 rows
+// a group (w13, w2, fused_moe prefill), 24 % slower at Qwen3-30B-A3B's 256 (w13, K 2048), where
+// each group's weights serve few rows (the stores, we think, queue in the TMA unit behind the
+// weights' loads; not profiled).
 constexpr int64_t kGroupedTmaStoreMinRows = 512;
 bool GroupedGemmStoresThroughTma(int64_t rows_per_group);
 
