@@ -2,10 +2,11 @@
 // (gemm::kGemvMaxRows) kiln::ops::gemm launches a GEMV kernel of op gemm_gemv, which streams
 // each row of B once, instead of a tensor-core tactic whose 64-row tile would be mostly padding:
 // fp32 FMAs at M 1 (gemm::kGemvScalarMaxRows), mma.sync above, and a wide mma.sync kernel for M 17
-// to 32 (gemm::kGemvWideMaxRows) that kiln::ops::gemm takes only with KILN_GEMM_GEMV_WIDE=1 (measured
-// on an H100: 3-4 % faster at some shapes, 34 % slower at Llama's down projection). KILN_GEMM_GEMV=0 (a diagnostic
-// control, read once per process) keeps every M on the tile kernel; a tactic forced by the caller (LaunchGemmPlan,
-// kiln::tune) or by KILN_FORCE_TACTIC runs the tile kernel at any M.
+// to 32 (gemm::kGemvWideMaxRows) that kiln::ops::gemm takes only with KILN_GEMM_GEMV_WIDE=1
+// (measured on an H100: 3-4 % faster at some shapes, 34 % slower at Llama's down projection).
+// KILN_GEMM_GEMV=0 (a diagnostic control, read once per process) keeps every M on the tile
+// kernel; a tactic forced by the caller (LaunchGemmPlan, kiln::tune) or by KILN_FORCE_TACTIC runs
+// the tile kernel at any M.
 #pragma once
 
 #include "client/ops/gemm/gemm_plan.h"

@@ -4,8 +4,8 @@
 // grouped GEMM with the silu_and_mul epilogue, the grouped GEMM, moe_unpermute), or the decode
 // path, fused_moe's own two GEMVs and moe_unpermute (or, folded, the two GEMVs alone). Its entry
 // in the op table, the decode path's launches, the KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL,
-// KILN_FUSED_MOE_FOLD and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS controls, and its C++ and C APIs. docs/kernels-moe.md,
-// "fused_moe".
+// KILN_FUSED_MOE_FOLD and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS controls, and its C++ and C APIs.
+// docs/kernels-moe.md, "fused_moe".
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>

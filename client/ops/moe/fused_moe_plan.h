@@ -110,8 +110,8 @@ void SetFusedMoePathForTesting(int path);
 
 // Whether the decode path folds the combine into its down GEMV (two launches instead of three,
 // the same bits): on with KILN_FUSED_MOE_FOLD=1 (read once per process; said once on stderr;
-// off by default: slower on an H100, docs/kernels-moe.md). SetFusedMoeFoldedCombineForTesting(1 / 0) overrides
-// the environment, -1 returns to it. SetFusedMoeDownColumnGroupsForTesting(g) makes the folded
+// off by default: slower on an H100, docs/kernels-moe.md). SetFusedMoeFoldedCombineForTesting(1
+// / 0) overrides the environment, -1 returns to it. SetFusedMoeDownColumnGroupsForTesting(g) makes the folded
 // down GEMV take g column groups a block (1 .. moe::kMaxFoldedColumnGroups) instead of
 // KILN_FUSED_MOE_DOWN_COLUMN_GROUPS' (a diagnostic control, read once) or, unset,
 // moe::FusedMoeDownColumnGroups' choice; 0 returns to those.

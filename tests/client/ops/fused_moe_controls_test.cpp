@@ -1,8 +1,8 @@
 // fused_moe's process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped),
 // KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1) and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) read once
 // per process, said once on stderr when they change the default, a bad value reported and the default used; the
-// testing overrides on top of them. This binary is run
-// again as a child with the variables set (the environment is read once per process).
+// testing overrides on top of them. This binary is run again as a child with the variables set (the environment is
+// read once per process).
 #include <catch2/catch.hpp>
 
 #include <cstdio>

@@ -146,7 +146,6 @@ KILN_CONTRACT_FUNCTION int GemmBaseSmemBytes(int tile_m, int tile_n, int stages,
 constexpr int kStoreStagingBytes = 16 * 1024;
 KILN_CONTRACT_FUNCTION bool GemmHasStoreStaging(int tile_m, int tile_n, int stages, int split_k, bool grouped,
                                                 int multicast) {
-  (void)grouped;  // the group table is counted in the base bytes
   return split_k == 1 && GemmBaseSmemBytes(tile_m, tile_n, stages, split_k, grouped, multicast) +
                                  GemmConsumers(tile_m) * kStoreStagingBytes <=
                              kMaxSmemBytes;

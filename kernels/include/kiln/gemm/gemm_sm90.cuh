@@ -57,6 +57,7 @@
 // fp32, rounded once, with no pass over an intermediate [rows, n] tensor.
 #pragma once
 
+#include "kiln/activation/act_and_mul.cuh"
 #include "kiln/common/numeric.cuh"
 #include "kiln/common/pair_io.cuh"
 #include "kiln/gemm/gemm_contract.h"
@@ -225,12 +226,8 @@ __device__ __forceinline__ void SiluAndMulEpilogue(const GemmParams& p, const fl
       if (row >= row_end) continue;
       float v[2];
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        // silu(x) = x / (1 + exp(-x)): activation::Silu's formula (kiln/activation/act_and_mul.cuh).
-        const float gate = acc[4 * j + 2 * h + e];
-        const float up = acc[4 * (j + kHalfGroups) + 2 * h + e];
-        v[e] = __fdividef(gate, 1.0f + __expf(-gate)) * up;
-      }
+      for (int e = 0; e < 2; ++e)
+        v[e] = activation::Silu::Apply(acc[4 * j + 2 * h + e]) * acc[4 * (j + kHalfGroups) + 2 * h + e];
       StorePair(d + row * p.d_row_stride + col, v[0], v[1]);
     }
   }
@@ -298,8 +295,7 @@ __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float 
         for (int e = 0; e < 2; ++e) {
           const float x = acc[4 * j + 2 * h + e];
           if constexpr (S::kSiluAndMul) {
-            const float up = acc[4 * (j + kHalfGroups) + 2 * h + e];
-            v[e] = __fdividef(x, 1.0f + __expf(-x)) * up;
+            v[e] = activation::Silu::Apply(x) * acc[4 * (j + kHalfGroups) + 2 * h + e];
           } else {
             v[e] = x + (e == 0 ? bias0 : bias1);
           }
