@@ -88,14 +88,8 @@ Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, vo
   params.a_scale_stride = plan.a_scale_stride;
   params.b_scale_stride = plan.b_scale_stride;
   // The TMA-store epilogue where the tactic has the staging and D suits it (fp8_gemm adds no c).
-  KILN_RETURN_IF_ERROR(EncodeGemmOutput(**driver, tactic,
-                                        {.dtype = plan.out_dtype,
-                                         .d = plan.d,
-                                         .m = plan.m,
-                                         .n = plan.n,
-                                         .row_stride = plan.d_row_stride,
-                                         .fp8_inputs = true},
-                                        &params));
+  KILN_RETURN_IF_ERROR(
+      EncodeGemmOutput(**driver, tactic, DenseGemmOutput(plan, /*with_c=*/false, /*fp8_inputs=*/true), &params));
 
   KILN_ASSIGN_OR_RETURN(const long long blocks,
                         PersistentGemmBlocks(**driver, ready, tactic, plan.m, plan.n, device->sms, plan.api));

@@ -67,6 +67,17 @@ struct GemmOutput {
 // Grouped, the kernel stores through the map only a consumer's rows inside one group. Only an
 // encoding failure is an error.
 bool GemmTmaStoreAllowed();
+// D of a dense product's plan (GemmPlan, Fp8GemmPlan: out_dtype, d, m, n, d_row_stride).
+template <class Plan>
+GemmOutput DenseGemmOutput(const Plan& plan, bool with_c, bool fp8_inputs) {
+  return {.dtype = plan.out_dtype,
+          .d = plan.d,
+          .m = plan.m,
+          .n = plan.n,
+          .row_stride = plan.d_row_stride,
+          .with_c = with_c,
+          .fp8_inputs = fp8_inputs};
+}
 Status EncodeGemmOutput(const CudaDriver& driver, const gemm::GemmTactic& tactic, const GemmOutput& out,
                         gemm::GemmParams* params);
 

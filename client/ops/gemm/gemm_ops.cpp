@@ -104,14 +104,8 @@ Status LaunchGemm(const GemmPlan& plan, const gemm::GemmTactic* forced, void* st
   params.d_row_stride = plan.d_row_stride;
   params.c_row_stride = plan.c_row_stride;
   params.beta = plan.beta;
-  KILN_RETURN_IF_ERROR(EncodeGemmOutput(**driver, tactic,
-                                        {.dtype = plan.out_dtype,
-                                         .d = plan.d,
-                                         .m = plan.m,
-                                         .n = plan.n,
-                                         .row_stride = plan.d_row_stride,
-                                         .with_c = plan.c != nullptr},
-                                        &params));
+  KILN_RETURN_IF_ERROR(EncodeGemmOutput(
+      **driver, tactic, DenseGemmOutput(plan, /*with_c=*/plan.c != nullptr, /*fp8_inputs=*/false), &params));
 
   KILN_ASSIGN_OR_RETURN(const long long blocks,
                         PersistentGemmBlocks(**driver, ready, tactic, plan.m, plan.n, device->sms, plan.api));
