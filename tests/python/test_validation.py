@@ -5,6 +5,7 @@ device (fake_dlpack.py): the checks run before the driver is touched, so no GPU 
 import array
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -426,3 +427,62 @@ def test_fused_moe_workspace_bytes_is_the_c_headers():
 def test_fused_moe_refuses_unknown_keywords():
     with pytest.raises(TypeError, match="kiln.fused_moe\\(\\) got an unexpected keyword argument 'scorring'"):
         _fused_moe(topk_ids=None, topk_weights=None, router_logits=cuda((4, 8), "fp32"), top_k=2, scorring="sigmoid")
+
+
+def _fused_moe_fp8(**replace):
+    """kiln.fused_moe_fp8 on fake tensors (T 4, H 256, E 8, I 128, top_k 2), every argument given and
+    valid unless `replace` says otherwise."""
+    t = {"x": cuda((4, 256), "bf16"), "w13": cuda((8, 256, 256), "fp8_e4m3"), "w13_scales": cuda((8, 2, 2), "fp32"),
+         "w2": cuda((8, 256, 128), "fp8_e4m3"), "w2_scales": cuda((8, 2, 1), "fp32"),
+         "topk_ids": cuda((4, 2), "int32"), "topk_weights": cuda((4, 2), "fp32"), "out": cuda((4, 256), "bf16"),
+         "workspace": cuda((kiln.fused_moe_fp8_workspace_bytes(4, 2, 8, 256, 128),), "uint8")}
+    t.update(replace)
+    return kiln.fused_moe_fp8(t.pop("x"), t.pop("w13"), t.pop("w13_scales"), t.pop("w2"), t.pop("w2_scales"), **t)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: _fused_moe_fp8(w13=cuda((8, 256, 256), "bf16")),
+     "kiln_fused_moe_fp8: w13: expected dtype fp8_e4m3, found bf16"),
+    (lambda: _fused_moe_fp8(x=cuda((4, 256), "fp16"), out=cuda((4, 256), "fp16")),
+     "kiln_fused_moe_fp8: x: expected dtype bf16, found fp16"),
+    (lambda: _fused_moe_fp8(w13_scales=cuda((8, 2, 1), "fp32")),
+     re.escape("kiln_fused_moe_fp8: w13_scales: expected shape [8, 2, 2] (one per 128 x 128 block of w13[e]), "
+               "found [8, 2, 1]")),
+    (lambda: _fused_moe_fp8(w2_scales=cuda((8, 2, 1), "fp16")),
+     "kiln_fused_moe_fp8: w2_scales: expected dtype fp32, found fp16"),
+    (lambda: _fused_moe_fp8(x=cuda((4, 264), "bf16"), out=cuda((4, 264), "bf16")),
+     "kiln_fused_moe_fp8: x: H \\(dim 1\\) must be a positive multiple of 16"),
+    (lambda: _fused_moe_fp8(workspace=cuda((256,), "uint8")),
+     "kiln_fused_moe_fp8: workspace: expected at least fused_moe_fp8_workspace_bytes\\(T 4, top_k 2, E 8, H 256, I 128\\)"),
+    (lambda: _fused_moe_fp8(topk_ids=None),
+     "kiln.fused_moe_fp8: topk_ids: give topk_ids and topk_weights"),
+])
+def test_fused_moe_fp8_refuses_bad_arguments(call, message):
+    with pytest.raises(kiln.InvalidArgument, match=message):
+        call()
+
+
+def test_fused_moe_fp8_valid_arguments_reach_the_driver():
+    with pytest.raises(kiln.NoDriver, match="fused_moe_fp8: .*no CUDA driver"):
+        _fused_moe_fp8()
+    x = cuda((4, 256), "bf16")
+    with pytest.raises(kiln.NoDriver, match="fused_moe_fp8: .*no CUDA driver"):
+        _fused_moe_fp8(x=x, out=x)
+
+
+def test_fused_moe_fp8_workspace_bytes_is_the_c_headers():
+    """kiln.fused_moe_fp8_workspace_bytes (Python) and KILN_FUSED_MOE_FP8_WORKSPACE_BYTES (the C header)
+    agree, and give the trace examples' workspace_bytes."""
+    from kiln import _native
+    for tokens in (0, 1, 3, 64, 4096):
+        for top_k, experts in ((1, 1), (2, 8), (8, 128), (8, 256)):
+            for hidden, inter in ((16, 16), (256, 128), (2048, 768), (7168, 2048), (272, 208), (4096, 14336)):
+                args = (tokens, top_k, experts, hidden, inter)
+                assert kiln.fused_moe_fp8_workspace_bytes(*args) == _native.fused_moe_fp8_workspace_bytes(*args), args
+    with open(os.path.join(_build_info.CHECKOUT, "kernels", "traces", "fused_moe_fp8.json")) as f:
+        examples = json.load(f)["examples"]
+    assert examples
+    for example in examples:
+        a = example["axes"]
+        assert kiln.fused_moe_fp8_workspace_bytes(a["tokens"], a["top_k"], a["experts"], a["hidden"],
+                                                  a["intermediate"]) == a["workspace_bytes"], example["name"]

@@ -1,7 +1,7 @@
 // Routine "fused_moe" (kiln::ops::fused_moe): a whole expert layer on routed tokens, out[t] =
 // sum over j of topk_weights[t, j] * w2[e] . (silu(w13[e, :I] . x[t]) * (w13[e, I:] . x[t])),
 // e = topk_ids[t, j]. The ids are drawn like a router's, top_k distinct experts per token, from a
-// fixed seed drawn from the shape (RoutedIds), so Describe knows which experts are chosen: the
+// fixed seed drawn from the shape (FusedMoeRoutedIds), so Describe knows which experts are chosen: the
 // bytes are those of the experts actually selected (the decode target is a share of the copy
 // bandwidth on them) plus the activations; footprint likewise. Weights are uniform in
 // +-sqrt(3 / fan_in) (unit-variance products), x in [-1, 1], topk_weights in [0, 1].
@@ -26,6 +26,26 @@
 #include "kiln/ops/moe.h"
 
 namespace kiln::bench {
+
+// top_k distinct experts per token, uniformly drawn, from a seed drawn from the shape (fused_moe_fp8's
+// routine routes the same way).
+std::vector<int> FusedMoeRoutedIds(int64_t tokens, int64_t top_k, int64_t experts) {
+  std::mt19937_64 rng(0x6675736564 + static_cast<uint64_t>(tokens) * 977 + static_cast<uint64_t>(experts) * 31 +
+                      static_cast<uint64_t>(top_k));
+  std::vector<int> pool(static_cast<size_t>(experts));
+  std::vector<int> ids;
+  ids.reserve(static_cast<size_t>(tokens * top_k));
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    for (int64_t j = 0; j < top_k; ++j) {
+      std::uniform_int_distribution<int64_t> pick(j, experts - 1);
+      std::swap(pool[static_cast<size_t>(j)], pool[static_cast<size_t>(pick(rng))]);
+      ids.push_back(pool[static_cast<size_t>(j)]);
+    }
+  }
+  return ids;
+}
+
 namespace {
 
 enum : size_t { kOut = 0, kX, kW13, kW2, kIds, kWeights, kWorkspace };
@@ -84,24 +104,6 @@ extern "C" __global__ void kiln_bench_ref_fused_moe_out(T* out, const T* act, co
   if (lane == 0) out[t * hidden + h] = FromF<T>(acc);
 }
 )";
-
-// top_k distinct experts per token, uniformly drawn, from a seed drawn from the shape.
-std::vector<int> RoutedIds(int64_t tokens, int64_t top_k, int64_t experts) {
-  std::mt19937_64 rng(0x6675736564 + static_cast<uint64_t>(tokens) * 977 + static_cast<uint64_t>(experts) * 31 +
-                      static_cast<uint64_t>(top_k));
-  std::vector<int> pool(static_cast<size_t>(experts));
-  std::vector<int> ids;
-  ids.reserve(static_cast<size_t>(tokens * top_k));
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::iota(pool.begin(), pool.end(), 0);
-    for (int64_t j = 0; j < top_k; ++j) {
-      std::uniform_int_distribution<int64_t> pick(j, experts - 1);
-      std::swap(pool[static_cast<size_t>(j)], pool[static_cast<size_t>(pick(rng))]);
-      ids.push_back(pool[static_cast<size_t>(j)]);
-    }
-  }
-  return ids;
-}
 
 // v rounded to the case's dtype (to nearest even, as the kernels' stores round).
 double RoundTo(double v, DType dtype) {
@@ -162,7 +164,7 @@ class FusedMoeRoutine : public Routine {
     TensorSpec workspace{"workspace", DType::kUInt8, {ws}, TensorRole::kInput};
     workspace.routine_fills = true;  // scratch: its contents do not matter
     spec.tensors = {{"out", dtype, {tokens, hidden}, TensorRole::kOutput}, x, w13, w2, ids, weights, workspace};
-    const std::vector<int> routed = RoutedIds(tokens, top_k, experts);
+    const std::vector<int> routed = FusedMoeRoutedIds(tokens, top_k, experts);
     const double selected = static_cast<double>(std::set<int>(routed.begin(), routed.end()).size());
     const double rows = static_cast<double>(tokens * top_k);
     const double elem = static_cast<double>(DTypeSize(dtype));
@@ -178,8 +180,8 @@ class FusedMoeRoutine : public Routine {
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
                     std::vector<HostTensor>* tensors) const override {
-    const std::vector<int> routed = RoutedIds(AxisValue(shape, "tokens"), AxisValue(shape, "top_k"),
-                                              AxisValue(shape, "experts"));
+    const std::vector<int> routed = FusedMoeRoutedIds(AxisValue(shape, "tokens"), AxisValue(shape, "top_k"),
+                                                      AxisValue(shape, "experts"));
     HostTensor& ids = (*tensors)[kIds];
     for (size_t s = 0; s < routed.size(); ++s) ids.Set(s, routed[s]);
     return OkStatus();

@@ -4,6 +4,7 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/ops/moe/moe_layer_checks.h"
 #include "client/ops/plan_memo.h"
 #include "client/ops/row_view.h"
 #include "kiln/moe/moe_contract.h"
@@ -13,24 +14,10 @@ namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
-std::string RankText(const TensorView& t) {
-  return Str(t.ndim) + (t.ndim >= 1 && t.ndim <= kMaxTensorDims ? " " + ShapeText(t) : "");
-}
-
 int64_t Region(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 static_assert(moe::kGemvDownColumns == 32,
               "kiln::ops::fused_moe_workspace_bytes and its C macro count one arrival counter per 32 columns of H");
-
-// The rank, the dtype and the row view (device, pointer, alignment, last dim) of one argument.
-StatusOr<RowView> Checked(const TensorView& t, const char* name, int rank, const char* shape_text, DType dtype,
-                          const char* dtype_text) {
-  if (t.ndim != rank)
-    return InvalidArgument(name, "expected a " + Str(rank) + "-D tensor " + shape_text + ", found rank " + RankText(t));
-  if (t.dtype != dtype)
-    return InvalidArgument(name, std::string("expected dtype ") + dtype_text + ", found " + DTypeName(t.dtype));
-  return ViewAsRows(t, name);
-}
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -129,18 +116,17 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path, AcceptedDe
       a.topk_weights == nullptr || a.workspace == nullptr)
     return Status(StatusCode::kInternal, "PlanFusedMoe: every argument must be given");
   const TensorView& x_t = *a.x;
-  if (x_t.ndim != 2) return InvalidArgument("x", "expected a 2-D tensor [T, H], found rank " + RankText(x_t));
+  if (x_t.ndim != 2) return InvalidArgument("x", "expected a 2-D tensor [T, H], found rank " + MoeRankText(x_t));
   if (x_t.dtype != DType::kBFloat16 && x_t.dtype != DType::kFloat16)
     return InvalidArgument("x", std::string("expected dtype bf16 or fp16, found ") + DTypeName(x_t.dtype));
   const DType dtype = x_t.dtype;
-  const char* dtype_text = DTypeName(dtype);
   KILN_ASSIGN_OR_RETURN(const RowView x, ViewAsRows(x_t, "x"));
   const int64_t tokens = x_t.shape[0], hidden = x_t.shape[1];
   if (hidden < 1 || hidden % 8 != 0)
     return InvalidArgument("x", "H (dim 1) must be a positive multiple of 8 (16-byte rows for TMA), found " +
                                     ShapeText(x_t));
 
-  KILN_ASSIGN_OR_RETURN(const RowView w13, Checked(*a.w13, "w13", 3, "[E, 2I, H]", dtype, dtype_text));
+  KILN_ASSIGN_OR_RETURN(const RowView w13, CheckedMoeArg(*a.w13, "w13", 3, "[E, 2I, H]", dtype));
   const int64_t experts = a.w13->shape[0], gate_up = a.w13->shape[1];
   if (experts < 1 || experts > moe::kMaxExperts)
     return InvalidArgument("w13",
@@ -154,46 +140,22 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path, AcceptedDe
                            "expected shape [E, 2I, " + Str(hidden) + "] (H = x's dim 1), found " + ShapeText(*a.w13));
   const int64_t intermediate = gate_up / 2;
 
-  KILN_ASSIGN_OR_RETURN(const RowView w2, Checked(*a.w2, "w2", 3, "[E, H, I]", dtype, dtype_text));
+  KILN_ASSIGN_OR_RETURN(const RowView w2, CheckedMoeArg(*a.w2, "w2", 3, "[E, H, I]", dtype));
   if (a.w2->shape[0] != experts || a.w2->shape[1] != hidden || a.w2->shape[2] != intermediate)
     return InvalidArgument("w2", "expected shape [" + Str(experts) + ", " + Str(hidden) + ", " + Str(intermediate) +
                                      "] (w13's E, x's H, w13's I), found " + ShapeText(*a.w2));
 
-  KILN_ASSIGN_OR_RETURN(const RowView ids, Checked(*a.topk_ids, "topk_ids", 2, "[T, top_k]", DType::kInt32, "int32"));
-  const int64_t top_k = a.topk_ids->shape[1];
-  if (a.topk_ids->shape[0] != tokens)
-    return InvalidArgument("topk_ids",
-                           "expected " + Str(tokens) + " rows (x's T), found shape " + ShapeText(*a.topk_ids));
-  if (top_k < 1 || top_k > moe::kMaxTopK || top_k > experts)
-    return InvalidArgument("topk_ids", "top_k (dim 1) must be 1 to min(E, " + Str(moe::kMaxTopK) +
-                                           ") = " + Str(experts < moe::kMaxTopK ? experts : moe::kMaxTopK) +
-                                           ", found " + ShapeText(*a.topk_ids));
-  KILN_ASSIGN_OR_RETURN(const RowView weights,
-                        Checked(*a.topk_weights, "topk_weights", 2, "[T, top_k]", DType::kFloat32, "fp32"));
-  if (a.topk_weights->shape[0] != tokens || a.topk_weights->shape[1] != top_k)
-    return InvalidArgument("topk_weights", "expected shape " + ShapeText(*a.topk_ids) + " (topk_ids'), found " +
-                                               ShapeText(*a.topk_weights));
-  KILN_ASSIGN_OR_RETURN(const RowView out, Checked(*a.out, "out", 2, "[T, H]", dtype, dtype_text));
-  if (a.out->shape[0] != tokens || a.out->shape[1] != hidden)
-    return InvalidArgument("out", "expected shape " + ShapeText(x_t) + " (x's), found " + ShapeText(*a.out));
+  KILN_ASSIGN_OR_RETURN(const MoeLayerRows checked,
+                        CheckMoeLayerRows(*a.topk_ids, *a.topk_weights, *a.out, x_t, experts, dtype));
+  const RowView &ids = checked.ids, &weights = checked.weights, &out = checked.out;
+  const int64_t top_k = checked.top_k;
 
   const TensorView& ws_t = *a.workspace;
   const FusedMoeWorkspace layout = FusedMoeWorkspaceOf(tokens, top_k, experts, hidden, intermediate);
-  if (ws_t.ndim != 1)
-    return InvalidArgument("workspace", "expected a 1-D tensor [bytes], found rank " + RankText(ws_t));
-  if (ws_t.dtype != DType::kUInt8)
-    return InvalidArgument("workspace", std::string("expected dtype uint8, found ") + DTypeName(ws_t.dtype));
-  KILN_RETURN_IF_ERROR(CheckCudaTensor(ws_t, "workspace"));
-  if (ws_t.shape[0] < layout.bytes)
-    return InvalidArgument("workspace", "expected at least fused_moe_workspace_bytes(T " + Str(tokens) + ", top_k " +
-                                            Str(top_k) + ", E " + Str(experts) + ", H " + Str(hidden) + ", I " +
-                                            Str(intermediate) + ") = " + Str(layout.bytes) + " bytes, found " +
-                                            ShapeText(ws_t));
-  if (ws_t.shape[0] > 1 && ws_t.strides[0] != 1)
-    return InvalidArgument("workspace", "must be contiguous (stride 1), found stride " + Str(ws_t.strides[0]));
-  if (ws_t.data == nullptr) return InvalidArgument("workspace", "data pointer is NULL");
-  if (reinterpret_cast<uintptr_t>(ws_t.data) % 256 != 0)
-    return InvalidArgument("workspace", "data pointer " + PointerText(ws_t.data) + " is not 256-byte aligned");
+  KILN_RETURN_IF_ERROR(CheckMoeWorkspace(ws_t, layout.bytes,
+                                         "fused_moe_workspace_bytes(T " + Str(tokens) + ", top_k " + Str(top_k) +
+                                             ", E " + Str(experts) + ", H " + Str(hidden) + ", I " + Str(intermediate) +
+                                             ")"));
 
   for (const auto& [t, name] : {std::pair{a.w13, "w13"},
                                 {a.w2, "w2"},

@@ -23,7 +23,7 @@ from . import comm
 from .activation import gelu_and_mul, gelu_tanh_and_mul, silu_and_mul
 from .decode import BatchDecodePlan, append_paged_kv, batch_decode
 from .gemm import fp8_gemm, gemm, grouped_fp8_gemm, grouped_fp8_gemm_masked, grouped_gemm, grouped_gemm_masked
-from .moe import fused_moe, fused_moe_workspace_bytes, moe_permute, moe_permute_rows, moe_route, moe_unpermute
+from .moe import fused_moe, fused_moe_fp8, fused_moe_fp8_workspace_bytes, fused_moe_workspace_bytes, moe_permute, moe_permute_rows, moe_route, moe_unpermute
 from .norm import fused_add_rms_norm, rms_norm
 from .prefill import BatchPrefillPlan, batch_prefill_paged, batch_prefill_ragged
 from .rope import Llama31RopeScaling, apply_rope, apply_rope_with_cos_sin_cache
@@ -98,7 +98,7 @@ __all__ = [
     "BatchPrefillPlan", "batch_prefill_ragged", "batch_prefill_paged", "top_k_sampling", "top_p_sampling",
     "top_k_top_p_sampling", "min_p_sampling", "argmax", "gemm", "grouped_gemm", "grouped_gemm_masked", "fp8_gemm",
     "grouped_fp8_gemm", "grouped_fp8_gemm_masked", "moe_route", "moe_permute", "moe_permute_rows",
-    "moe_unpermute", "fused_moe", "fused_moe_workspace_bytes",
+    "moe_unpermute", "fused_moe", "fused_moe_workspace_bytes", "fused_moe_fp8", "fused_moe_fp8_workspace_bytes",
     # collectives (kiln.comm.Communicator)
     "comm",
 ]

@@ -4,7 +4,7 @@ choices as the contiguous grouped layout of grouped_gemm (m_indptr, the row map 
 with an optional gather of the tokens' rows; moe_unpermute, the combine of the experts' output
 rows back into one weighted row per token; fused_moe, a whole expert layer on routed tokens (the
 permutation, the two grouped GEMMs with silu_and_mul between them, the combine, over one
-workspace). Outputs (and fused_moe's workspace) are allocated when omitted (torch tensors
+workspace); fused_moe_fp8, the same on block-scaled fp8 experts. Outputs (and fused_moe's workspace) are allocated when omitted (torch tensors
 only)."""
 from . import _native
 from ._errors import InvalidArgument
@@ -115,21 +115,9 @@ def _dim(t, i):
     return int(shape[i]) if len(shape) > i else 0
 
 
-def fused_moe(x, w13, w2, topk_ids=None, topk_weights=None, *, router_logits=None, top_k=None, out=None,
-              workspace=None, stream=None, **route_options):
-    """out [T, H]: a whole MoE layer, out[t] = sum over j of topk_weights[t, j] * w2[e] .
-    (silu(w13[e, :I] . x[t]) * (w13[e, I:] . x[t])), e = topk_ids[t, j]; ids outside [0, E) are
-    dropped. x [T, H] bf16/fp16 (H a multiple of 8); w13 [E, 2I, H] of x's dtype, each expert's I
-    gate rows then its I up rows (I a multiple of 8, E <= 256); w2 [E, H, I]. The choices are
-    topk_ids [T, top_k] int32 and topk_weights [T, top_k] fp32 (moe_route's outputs), or
-    router_logits [T, E] with top_k, routed here by moe_route first with route_options (scoring,
-    renormalize, n_group, topk_group, routed_scaling_factor, correction_bias: moe_route's), not
-    both. The activation and each expert's output row are rounded to x's dtype, the combine is
-    in fp32 in the order of j (deterministic). out may be x itself (in place); allocated as
-    [T, H] of x's dtype when omitted. workspace: uint8 scratch of at least
-    fused_moe_workspace_bytes(T, top_k, E, H, I) bytes, 256-byte aligned, allocated when
-    omitted (give one to reuse it, or inside a CUDA-graph capture)."""
-    api = "kiln.fused_moe"
+def _choices(api, topk_ids, topk_weights, router_logits, top_k, stream, route_options):
+    """(topk_ids, topk_weights) of a fused layer's call: the given choices, or router_logits routed
+    here by moe_route with route_options; each misuse refused naming the argument."""
     unknown = [name for name in route_options if name not in _ROUTE_OPTIONS]
     if unknown:
         raise TypeError(f"{api}() got an unexpected keyword argument {unknown[0]!r} (routing options: "
@@ -152,6 +140,25 @@ def fused_moe(x, w13, w2, topk_ids=None, topk_weights=None, *, router_logits=Non
         if top_k is not None and int(top_k) != _dim(topk_ids, 1):
             raise InvalidArgument(f"{api}: top_k: {int(top_k)} is not topk_ids' dim 1 ({_dim(topk_ids, 1)}); "
                                   f"leave it out with given choices", 1)
+    return topk_ids, topk_weights
+
+
+def fused_moe(x, w13, w2, topk_ids=None, topk_weights=None, *, router_logits=None, top_k=None, out=None,
+              workspace=None, stream=None, **route_options):
+    """out [T, H]: a whole MoE layer, out[t] = sum over j of topk_weights[t, j] * w2[e] .
+    (silu(w13[e, :I] . x[t]) * (w13[e, I:] . x[t])), e = topk_ids[t, j]; ids outside [0, E) are
+    dropped. x [T, H] bf16/fp16 (H a multiple of 8); w13 [E, 2I, H] of x's dtype, each expert's I
+    gate rows then its I up rows (I a multiple of 8, E <= 256); w2 [E, H, I]. The choices are
+    topk_ids [T, top_k] int32 and topk_weights [T, top_k] fp32 (moe_route's outputs), or
+    router_logits [T, E] with top_k, routed here by moe_route first with route_options (scoring,
+    renormalize, n_group, topk_group, routed_scaling_factor, correction_bias: moe_route's), not
+    both. The activation and each expert's output row are rounded to x's dtype, the combine is
+    in fp32 in the order of j (deterministic). out may be x itself (in place); allocated as
+    [T, H] of x's dtype when omitted. workspace: uint8 scratch of at least
+    fused_moe_workspace_bytes(T, top_k, E, H, I) bytes, 256-byte aligned, allocated when
+    omitted (give one to reuse it, or inside a CUDA-graph capture)."""
+    api = "kiln.fused_moe"
+    topk_ids, topk_weights = _choices(api, topk_ids, topk_weights, router_logits, top_k, stream, route_options)
     if out is None:
         out = allocate(api, "out", x, shape=(_dim(x, 0), _dim(x, 1)))
     if workspace is None:
@@ -159,4 +166,47 @@ def fused_moe(x, w13, w2, topk_ids=None, topk_weights=None, *, router_logits=Non
                                            _dim(w13, 1) // 2)
         workspace = allocate(api, "workspace", x, shape=(nbytes,), dtype="uint8")
     _native.fused_moe(out, x, w13, w2, topk_ids, topk_weights, workspace, stream_of(stream, x))
+    return out
+
+
+def fused_moe_fp8_workspace_bytes(tokens, top_k, experts, hidden, intermediate):
+    """The bytes fused_moe_fp8's workspace needs (kiln::ops::fused_moe_fp8_workspace_bytes,
+    KILN_FUSED_MOE_FP8_WORKSPACE_BYTES): for R = tokens * top_k rows, the 256-byte aligned regions
+    expert_counts [E], m_indptr [E + 1], row_to_slot [R], slot_to_row [R] (int32); one region for
+    the quantized gathered rows [R, hidden] (1 byte), their fp32 scales [R, ceil(hidden / 128)] and
+    the first GEMM's bf16 rows [R, 2 * intermediate], which the second GEMM's bf16 rows [R, hidden]
+    later overwrite (the larger of the two); the quantized activations [R, intermediate] and their
+    scales [R, ceil(intermediate / 128)]."""
+    def region(nbytes):
+        return (nbytes + 255) // 256 * 256
+
+    rows = int(tokens) * int(top_k)
+    experts, hidden, inter = int(experts), int(hidden), int(intermediate)
+    first = region(rows * hidden) + region(4 * rows * ((hidden + 127) // 128)) + region(4 * rows * inter)
+    shared = max(first, region(2 * rows * hidden))
+    return (region(4 * experts) + region(4 * (experts + 1)) + region(4 * rows) + region(4 * rows) + shared +
+            region(rows * inter) + region(4 * rows * ((inter + 127) // 128)))
+
+
+def fused_moe_fp8(x, w13, w13_scales, w2, w2_scales, topk_ids=None, topk_weights=None, *, router_logits=None,
+                  top_k=None, out=None, workspace=None, stream=None, **route_options):
+    """out [T, H] bf16: fused_moe on block-scaled fp8 experts (DeepSeek-V3's recipe). x [T, H] bf16
+    (H a multiple of 16); w13 [E, 2I, H] and w2 [E, H, I] e4m3 (torch.float8_e4m3fn; I a multiple of
+    16) with fp32 scales per 128 x 128 block, w13_scales [E, ceil(2I / 128), ceil(H / 128)] and
+    w2_scales [E, ceil(H / 128), ceil(I / 128)]. x's routed rows and silu(gate) * up are quantized
+    to e4m3 per 128 columns (scale max|v| / 448) before each grouped fp8 GEMM; the GEMMs' rows are
+    bf16, the combine fp32 in the order of j (deterministic). The choices as fused_moe's (topk_ids
+    and topk_weights, or router_logits and top_k with route_options). out may be x itself;
+    workspace: uint8 scratch of at least fused_moe_fp8_workspace_bytes(T, top_k, E, H, I) bytes,
+    256-byte aligned, allocated when omitted. sm_90a GPUs only."""
+    api = "kiln.fused_moe_fp8"
+    topk_ids, topk_weights = _choices(api, topk_ids, topk_weights, router_logits, top_k, stream, route_options)
+    if out is None:
+        out = allocate(api, "out", x, shape=(_dim(x, 0), _dim(x, 1)))
+    if workspace is None:
+        nbytes = fused_moe_fp8_workspace_bytes(_dim(x, 0), _dim(topk_ids, 1), _dim(w13, 0), _dim(x, 1),
+                                               _dim(w13, 1) // 2)
+        workspace = allocate(api, "workspace", x, shape=(nbytes,), dtype="uint8")
+    _native.fused_moe_fp8(out, x, w13, w13_scales, w2, w2_scales, topk_ids, topk_weights, workspace,
+                          stream_of(stream, x))
     return out

@@ -692,6 +692,29 @@ PyObject* FusedMoeWorkspaceBytes(PyObject*, PyObject* const* a, Py_ssize_t n) {
   return PyLong_FromLongLong(KILN_FUSED_MOE_WORKSPACE_BYTES(v[0], v[1], v[2], v[3], v[4]));
 }
 
+// fused_moe_fp8(out, x, w13, w13_scales, w2, w2_scales, topk_ids, topk_weights, workspace, stream)
+PyObject* FusedMoeFp8(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  TensorArg out, x, w13, w13_scales, w2, w2_scales, ids, weights, workspace;
+  void* stream;
+  if (!ArgCount("fused_moe_fp8", n, 10) || !out.Set(a[0], "out", false) || !x.Set(a[1], "x", false) ||
+      !w13.Set(a[2], "w13", false) || !w13_scales.Set(a[3], "w13_scales", false) || !w2.Set(a[4], "w2", false) ||
+      !w2_scales.Set(a[5], "w2_scales", false) || !ids.Set(a[6], "topk_ids", false) ||
+      !weights.Set(a[7], "topk_weights", false) || !workspace.Set(a[8], "workspace", false) || !Stream(a[9], &stream))
+    return nullptr;
+  KILN_CALL(kiln_fused_moe_fp8(out.get(), x.get(), w13.get(), w13_scales.get(), w2.get(), w2_scales.get(), ids.get(),
+                               weights.get(), workspace.get(), stream));
+}
+
+// fused_moe_fp8_workspace_bytes(tokens, top_k, experts, hidden, intermediate): the C header's
+// KILN_FUSED_MOE_FP8_WORKSPACE_BYTES (compared with the Python function by the tests).
+PyObject* FusedMoeFp8WorkspaceBytes(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  int64_t v[5];
+  if (!ArgCount("fused_moe_fp8_workspace_bytes", n, 5)) return nullptr;
+  for (int i = 0; i < 5; ++i)
+    if (!Int64(a[i], &v[i])) return nullptr;
+  return PyLong_FromLongLong(KILN_FUSED_MOE_FP8_WORKSPACE_BYTES(v[0], v[1], v[2], v[3], v[4]));
+}
+
 // ---- gemm ------------------------------------------------------------------------------------
 
 // gemm(d, a, b, bias, c, beta, stream)
@@ -1014,6 +1037,8 @@ PyMethodDef kMethods[] = {{"_set_error_classes", SetErrorClasses, METH_O, nullpt
                           FASTCALL("moe_unpermute", MoeUnpermute),
                           FASTCALL("fused_moe", FusedMoe),
                           FASTCALL("fused_moe_workspace_bytes", FusedMoeWorkspaceBytes),
+                          FASTCALL("fused_moe_fp8", FusedMoeFp8),
+                          FASTCALL("fused_moe_fp8_workspace_bytes", FusedMoeFp8WorkspaceBytes),
                           FASTCALL("gemm", Gemm),
                           FASTCALL("grouped_gemm", GroupedGemm<kiln_grouped_gemm>),
                           FASTCALL("grouped_gemm_masked", GroupedGemm<kiln_grouped_gemm_masked>),

@@ -1,7 +1,7 @@
 // kiln::ops mixture of experts on the GPU: moe_route, the router's choice of experts per token;
 // moe_permute, those choices as the contiguous grouped layout of grouped_gemm; moe_unpermute,
 // the combine of the experts' output rows back into one row per token; fused_moe, a whole
-// expert layer on routed tokens. Part of kiln/ops.h
+// expert layer on routed tokens; fused_moe_fp8, the same on block-scaled fp8 experts. Part of kiln/ops.h
 // (devices, contexts and streams as described there); docs/kernels-moe.md.
 //
 // ---- moe_route ----
@@ -94,6 +94,27 @@
 // calls stores them. T = 0: OK, nothing launched. Deterministic: no atomic adds of values (the
 // folded combine counts arrivals atomically; the order of its sums is fixed).
 //
+// ---- fused_moe_fp8 ----
+//
+// fused_moe on block-scaled fp8 experts (DeepSeek-V3's recipe, as grouped_fp8_gemm takes it):
+//   x             [T, H]      bf16; H a multiple of 16 (16-byte fp8 rows for TMA)
+//   w13           [E, 2I, H]  fp8_e4m3: gate rows then up rows; I a multiple of 16; 1 <= E <= 256
+//   w13_scales    [E, ceil(2I / 128), ceil(H / 128)]  fp32: one per 128 x 128 block of w13[e]
+//   w2            [E, H, I]   fp8_e4m3
+//   w2_scales     [E, ceil(H / 128), ceil(I / 128)]   fp32
+//   topk_ids, topk_weights    as fused_moe's
+//   workspace     [bytes]     uint8, at least fused_moe_fp8_workspace_bytes(T, top_k, E, H, I),
+//                             256-byte aligned; scratch
+//   out           [T, H]      bf16, written; may be x itself, else no overlap
+// Each routed row of x is quantized to e4m3 per 128 columns (scale = max|v| / 448, at least
+// 1e-10 / 448), multiplied with w13 by grouped_fp8_gemm (bf16 rows), silu(gate) * up is computed
+// in fp32 from those rows and quantized the same way, multiplied with w2 (bf16 rows), and
+// moe_unpermute weights and sums each token's rows in fp32: six launches on the caller's stream
+// (moe_permute, the gather-and-quantize, the two GEMMs with the silu-and-quantize between, the
+// combine), no host sync (capturable in a CUDA graph), only the chosen experts' weights read,
+// deterministic. Every T runs this path (no GEMV path for fp8 weights yet). T = 0: OK, nothing
+// launched.
+//
 // The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_MOE_H_
 #define KILN_OPS_MOE_H_
@@ -166,6 +187,30 @@ KILN_API Status fused_moe(const TensorView& out, const TensorView& x, const Tens
                           const TensorView& topk_ids, const TensorView& topk_weights, const TensorView& workspace,
                           void* stream = nullptr);
 
+// The bytes fused_moe_fp8's workspace must have: the permutation's tables, then one region that
+// holds the quantized gathered rows, their scales and the w13 GEMM's bf16 rows [rows, 2I] and
+// later, over them, the w2 GEMM's bf16 rows [rows, H], then the quantized activations and their
+// scales (rows = T * top_k), each region 256-byte aligned.
+constexpr int64_t fused_moe_fp8_workspace_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
+                                                int64_t intermediate) {
+  const int64_t rows = tokens * top_k;
+  const auto region = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  const int64_t first = region(rows * hidden) + region(4 * rows * ((hidden + 127) / 128)) +
+                        region(2 * rows * 2 * intermediate);
+  const int64_t shared = first > region(2 * rows * hidden) ? first : region(2 * rows * hidden);
+  return region(4 * experts) + region(4 * (experts + 1)) + region(4 * rows) + region(4 * rows) + shared +
+         region(rows * intermediate) + region(4 * rows * ((intermediate + 127) / 128));
+}
+
+// Refused (INVALID_ARGUMENT naming the argument): other dtypes, ranks or shapes (the scales'
+// included), E outside 1..256, top_k outside 1..min(E, 16), H or I not a multiple of 16, a
+// workspace smaller than fused_moe_fp8_workspace_bytes(...) or misaligned, out overlapping anything
+// but x itself, a GPU other than sm_90a (the GEMMs' kernels).
+KILN_API Status fused_moe_fp8(const TensorView& out, const TensorView& x, const TensorView& w13,
+                              const TensorView& w13_scales, const TensorView& w2, const TensorView& w2_scales,
+                              const TensorView& topk_ids, const TensorView& topk_weights, const TensorView& workspace,
+                              void* stream = nullptr);
+
 }  // namespace kiln::ops
 
 extern "C" {
@@ -227,6 +272,31 @@ KILN_API kiln_status kiln_moe_unpermute(DLTensor* out, const DLTensor* expert_ou
 KILN_API kiln_status kiln_fused_moe(DLTensor* out, const DLTensor* x, const DLTensor* w13, const DLTensor* w2,
                                     const DLTensor* topk_ids, const DLTensor* topk_weights, DLTensor* workspace,
                                     void* stream);
+
+/* kiln_fused_moe_fp8: kiln_fused_moe on block-scaled fp8 experts: x [T, H] bf16 (H a multiple of
+ * 16), w13 [E, 2I, H] and w2 [E, H, I] fp8_e4m3 (I a multiple of 16) with fp32 w13_scales [E,
+ * ceil(2I/128), ceil(H/128)] and w2_scales [E, ceil(H/128), ceil(I/128)], topk_ids/topk_weights as
+ * kiln_fused_moe's -> out [T, H] bf16 (may be x itself). Activations quantized to e4m3 per token and
+ * 128 columns. workspace: uint8 [bytes], bytes >= KILN_FUSED_MOE_FP8_WORKSPACE_BYTES(T, top_k, E, H,
+ * I), 256-byte aligned. No host sync (capturable in a CUDA graph). */
+#define KILN_FUSED_MOE_FP8_FIRST_(rows, hidden, intermediate)                                                  \
+  (KILN_FUSED_MOE_REGION_((rows) * (hidden)) + KILN_FUSED_MOE_REGION_(4 * (rows) * (((hidden) + 127) / 128)) + \
+   KILN_FUSED_MOE_REGION_(4 * (rows) * (intermediate)))
+#define KILN_FUSED_MOE_FP8_SHARED_(rows, hidden, intermediate)                                           \
+  (KILN_FUSED_MOE_FP8_FIRST_(rows, hidden, intermediate) > KILN_FUSED_MOE_REGION_(2 * (rows) * (hidden)) \
+       ? KILN_FUSED_MOE_FP8_FIRST_(rows, hidden, intermediate)                                           \
+       : KILN_FUSED_MOE_REGION_(2 * (rows) * (hidden)))
+#define KILN_FUSED_MOE_FP8_WORKSPACE_BYTES(tokens, top_k, experts, hidden, intermediate)                          \
+  (KILN_FUSED_MOE_REGION_(4 * (int64_t)(experts)) + KILN_FUSED_MOE_REGION_(4 * ((int64_t)(experts) + 1)) +        \
+   2 * KILN_FUSED_MOE_REGION_(4 * (int64_t)(tokens) * (int64_t)(top_k)) +                                         \
+   KILN_FUSED_MOE_FP8_SHARED_((int64_t)(tokens) * (int64_t)(top_k), (int64_t)(hidden), (int64_t)(intermediate)) + \
+   KILN_FUSED_MOE_REGION_((int64_t)(tokens) * (int64_t)(top_k) * (int64_t)(intermediate)) +                       \
+   KILN_FUSED_MOE_REGION_(4 * (int64_t)(tokens) * (int64_t)(top_k) * ((((int64_t)(intermediate)) + 127) / 128)))
+
+KILN_API kiln_status kiln_fused_moe_fp8(DLTensor* out, const DLTensor* x, const DLTensor* w13,
+                                        const DLTensor* w13_scales, const DLTensor* w2, const DLTensor* w2_scales,
+                                        const DLTensor* topk_ids, const DLTensor* topk_weights, DLTensor* workspace,
+                                        void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -8,6 +8,8 @@
 //   moe_unpermute the combine: expert_out [R, H] (the grouped GEMM's output rows in that layout)
 //               -> out [T, H], each token's rows weighted by topk_weights and summed in fp32
 //   fused_moe   the whole layer; its own kernels are the decode path's GEMVs (below)
+//   fused_moe_fp8 the whole layer on block-scaled fp8 experts; its own kernels quantize the
+//               activations (below)
 //
 // moe_route's params: dtype (fp32, fp16, bf16: logits' type), scoring ("softmax" or "sigmoid": the scores
 // the experts are ranked by), max_experts (32, 64, 128 or 256: the E range one kernel holds,
@@ -261,6 +263,54 @@ struct FusedMoeFoldParams {
   int column_groups;  // down: groups of kGemvDownColumns columns a block, 1 .. kMaxFoldedColumnGroups
 };
 static_assert(sizeof(FusedMoeFoldParams) == 48, "FusedMoeFoldParams: 3 pointers, 2 longs, 2 ints");
+
+// fused_moe_fp8: fused_moe on block-scaled fp8 experts (DeepSeek-V3's recipe: e4m3 weights with
+// an fp32 scale per 128 x 128 block, activations quantized per token and 128 columns). Its steps:
+// moe_permute (no gather) -> kiln_fused_moe_fp8_quantize (gather x's rows into the grouped layout,
+// quantized) -> grouped_fp8_gemm with w13 (bf16 gate and up rows) ->
+// kiln_fused_moe_fp8_silu_and_mul_quantize (silu(gate) * up in fp32, quantized) ->
+// grouped_fp8_gemm with w2 (bf16 rows) -> moe_unpermute. Its own generator builds the two
+// quantizing kernels; the name is also its trace definition's and its kiln-bench routine's.
+constexpr const char* kFusedMoeFp8Op = "fused_moe_fp8";
+
+// fused_moe_fp8's params: dtype (bf16: x's and out's type; grouped_fp8_gemm writes bf16 or fp32).
+// Its two entries, one warp per row of the grouped layout, kFp8QuantWarps rows a block
+// (items_per_block = kFp8QuantWarps: rows), grid.x = ceil(rows / items_per_block), block
+// kFp8QuantBlock threads, no dynamic shared memory; rows from m_indptr[experts] on are not written:
+//   kiln_fused_moe_fp8_quantize                v = x[row_to_slot[r] / top_k, :]
+//   kiln_fused_moe_fp8_silu_and_mul_quantize   v = silu(in[r, :I]) * in[r, I:] in fp32
+// then per group g of kFp8QuantGroup columns: scale[r, g] = max(amax |v| over the group,
+// kFp8MinAmax) / kFp8E4M3Max (an IEEE division in fp32), q[r, c] = e4m3(v[c] / scale[r, g])
+// rounded to nearest even, saturated to +-448 (cvt.rn.satfinite). A lower bound on amax keeps an
+// all-zero group's scale finite and its codes zero (DeepSeek-V3's and vLLM's quantizers do the same).
+constexpr const char* kFusedMoeFp8QuantizeEntry = "kiln_fused_moe_fp8_quantize";
+constexpr const char* kFusedMoeFp8SiluAndMulQuantizeEntry = "kiln_fused_moe_fp8_silu_and_mul_quantize";
+constexpr int kFp8QuantWarps = 8;
+constexpr int kFp8QuantBlock = 32 * kFp8QuantWarps;
+// Columns per activation scale: grouped_fp8_gemm's a_scales block (gemm::kFp8ScaleBlock).
+constexpr int kFp8QuantGroup = 128;
+constexpr float kFp8E4M3Max = 448.0f;
+constexpr float kFp8MinAmax = 1e-10f;
+
+// The parameter of both quantizing entries. q's and scales' rows are the grouped layout's (r <
+// rows); `in`'s are x's tokens (quantize: row r reads token row_to_slot[r] / top_k, a row without
+// a slot (-1) is zeros) or the w13 GEMM's bf16 rows [gate (columns) | up (columns)] (silu).
+struct FusedMoeFp8QuantParams {
+  void* q;                 // [rows, columns] e4m3, rows q_stride bytes apart
+  float* scales;           // [rows, ceil(columns / kFp8QuantGroup)], rows scale_stride apart
+  const void* in;          // rows in_stride elements apart, 16-byte aligned
+  const int* row_to_slot;  // quantize: moe_permute's [rows]; silu: null
+  const int* m_indptr;     // [experts + 1]: rows from m_indptr[experts] on are not written
+  long long rows;          // the grid's rows
+  long long in_stride;
+  long long q_stride;
+  long long scale_stride;
+  int columns;  // H (quantize) or I (silu): a multiple of 8
+  int top_k;    // quantize: slot s is token s / top_k
+  int experts;
+  int reserved;  // 0
+};
+static_assert(sizeof(FusedMoeFp8QuantParams) == 88, "FusedMoeFp8QuantParams: 5 pointers, 4 longs, 4 ints");
 
 constexpr const char* kMoeUnpermuteOp = "moe_unpermute";
 constexpr const char* kMoeUnpermuteEntry = "kiln_moe_unpermute";

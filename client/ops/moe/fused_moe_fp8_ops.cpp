@@ -1,0 +1,168 @@
+// The moe family's fused_moe_fp8 (kiln/ops/moe.h): a whole expert layer on block-scaled fp8
+// experts, planned from the caller's arguments and workspace (fused_moe_fp8_plan.h) as six launches
+// on the caller's stream: moe_permute's tables, fused_moe_fp8's gather-and-quantize, the w13
+// grouped_fp8_gemm, fused_moe_fp8's silu-and-quantize, the w2 grouped_fp8_gemm and moe_unpermute.
+// Its entry in the op table, its launches and its C++ and C APIs. docs/kernels-moe.md, "fp8 experts".
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "client/core/capi/c_status.h"
+#include "client/core/loader/entry_launch_config.h"
+#include "client/core/loader/kernel_launch.h"
+#include "client/core/loader/launch_preparation.h"
+#include "client/ops/gemm/grouped_gemm_ops.h"
+#include "client/ops/moe/fused_moe_fp8_plan.h"
+#include "client/ops/moe/moe_launch.h"
+#include "client/ops/op_table.h"
+#include "kiln/moe/moe_contract.h"
+#include "kiln/ops/moe.h"
+
+namespace kiln::client {
+namespace {
+
+static_assert(ops::fused_moe_fp8_workspace_bytes(4096, 8, 256, 7168, 2048) ==
+                      KILN_FUSED_MOE_FP8_WORKSPACE_BYTES(4096, 8, 256, 7168, 2048) &&
+                  ops::fused_moe_fp8_workspace_bytes(1, 8, 128, 2048, 768) ==
+                      KILN_FUSED_MOE_FP8_WORKSPACE_BYTES(1, 8, 128, 2048, 768) &&
+                  ops::fused_moe_fp8_workspace_bytes(3, 1, 33, 4096, 16) ==
+                      KILN_FUSED_MOE_FP8_WORKSPACE_BYTES(3, 1, 33, 4096, 16),
+              "the C macro is the C++ function");
+
+struct FusedMoeFp8Call {
+  FusedMoeFp8Args a;
+  // The workspace is a param, not a tensor, as fused_moe's: its contents are scratch.
+  static void Visit(const FusedMoeFp8Call& c, TraceWriter& v) {
+    v.Out("out", c.a.out)
+        .In("x", c.a.x)
+        .In("w13", c.a.w13)
+        .In("w13_scales", c.a.w13_scales)
+        .In("w2", c.a.w2)
+        .In("w2_scales", c.a.w2_scales)
+        .In("topk_ids", c.a.topk_ids)
+        .In("topk_weights", c.a.topk_weights);
+    if (c.a.workspace != nullptr) v.Param("workspace", c.a.workspace->Describe());
+  }
+};
+
+// fused_moe_fp8's own kernels, one cubin (bf16 activations), in the generator's entry order.
+struct FusedMoeFp8Spec {
+  DType dtype = DType::kBFloat16;
+  bool operator==(const FusedMoeFp8Spec&) const = default;
+  auto Fields() const { return std::tie(dtype); }
+  std::map<std::string, std::string> Params() const { return {{kParamDType, DTypeName(dtype)}}; }
+};
+const OpKernels kFusedMoeFp8Kernels = {moe::kFusedMoeFp8Op,
+                                       {{{moe::kFusedMoeFp8QuantizeEntry, moe::kFp8QuantBlock, true},
+                                         {moe::kFusedMoeFp8SiluAndMulQuantizeEntry, moe::kFp8QuantBlock, true}}}};
+enum QuantizeEntry { kQuantizeEntry = 0, kSiluAndMulQuantizeEntry = 1 };
+
+// One launch of a quantizing entry: a warp per row, the contract's rows a block.
+Status LaunchQuantize(const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry, int device, const char* step,
+                      void* stream) {
+  if (q.blocks == 0) return OkStatus();
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
+                        PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, device, step));
+  const EntryLaunchReady& e = ready.launch->entry(entry);
+  const char* name = kFusedMoeFp8Kernels.entries[entry].name;
+  // A warp per row: a daemon whose kernels tree says otherwise serves a kernel built for another grid.
+  if (e.block != static_cast<unsigned>(moe::kFp8QuantBlock) || e.items_per_block != moe::kFp8QuantWarps)
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(step) + ": the daemon's launch hint for " + name + " is " + std::to_string(e.block) +
+                      " threads and " + std::to_string(e.items_per_block) + " rows per block; the kernel needs " +
+                      std::to_string(moe::kFp8QuantBlock) + " and " + std::to_string(moe::kFp8QuantWarps) +
+                      " (a kilnd of another version?)");
+  moe::FusedMoeFp8QuantParams params = q.params;
+  void* args[] = {&params};
+  return LaunchFunction(*ready.driver, e.function, EntryLaunchConfig(e, {q.blocks}, stream), args, name,
+                        &ready.launch->library->info);
+}
+
+// A validated call -> its steps in stream order on the caller's stream.
+Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const FusedMoeFp8Plan plan, PlanFusedMoeFp8(call.a, api));
+  if (plan.tokens == 0) return OkStatus();
+  KILN_RETURN_IF_ERROR(LaunchMoePermutePlan(plan.permute, kFusedMoeFp8PermuteStep, stream).WithContext(api));
+  KILN_RETURN_IF_ERROR(
+      LaunchQuantize(plan.quantize, kQuantizeEntry, plan.device, kFusedMoeFp8QuantizeStep, stream).WithContext(api));
+  KILN_RETURN_IF_ERROR(LaunchGroupedGemmPlanOfCall(plan.gate_up, stream).WithContext(api));
+  KILN_RETURN_IF_ERROR(
+      LaunchQuantize(plan.silu, kSiluAndMulQuantizeEntry, plan.device, kFusedMoeFp8SiluStep, stream).WithContext(api));
+  KILN_RETURN_IF_ERROR(LaunchGroupedGemmPlanOfCall(plan.down, stream).WithContext(api));
+  return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream).WithContext(api);
+}
+
+// The bytes a recorded call's workspace needs, from the shapes of its other tensors; 256 (the
+// alignment) when their ranks are wrong, which the plan then refuses naming the tensor.
+int64_t RecordedWorkspaceBytes(const FusedMoeFp8Args& a) {
+  if (a.x->ndim != 2 || a.w13->ndim != 3 || a.topk_ids->ndim != 2) return 256;
+  const int64_t bytes = ops::fused_moe_fp8_workspace_bytes(a.x->shape[0], a.topk_ids->shape[1], a.w13->shape[0],
+                                                           a.x->shape[1], a.w13->shape[1] / 2);
+  return bytes > 0 ? bytes : 256;
+}
+
+// Replay and tests: the tensors by name; the workspace is the arguments' own when they have one
+// (a trace example), else fresh scratch.
+Status InvokeFusedMoeFp8(const OpDescriptor& op, NamedArgs& named, void* stream) {
+  FusedMoeFp8Call call;
+  ArgReader r(named);
+  r.Out("out", call.a.out).In("x", call.a.x).In("w13", call.a.w13).In("w13_scales", call.a.w13_scales);
+  r.In("w2", call.a.w2).In("w2_scales", call.a.w2_scales);
+  r.In("topk_ids", call.a.topk_ids).In("topk_weights", call.a.topk_weights);
+  KILN_RETURN_IF_ERROR(r.status());
+  TensorView scratch;
+  call.a.workspace = named.Tensor("workspace");
+  if (call.a.workspace == nullptr) {
+    const int64_t bytes = RecordedWorkspaceBytes(call.a);
+    KILN_ASSIGN_OR_RETURN(void* memory, named.Scratch(static_cast<size_t>(bytes)));
+    scratch = TensorView::Contiguous(memory, DType::kUInt8, {bytes}, Device::CUDA(named.device()));
+    call.a.workspace = &scratch;
+  }
+  return CallOp(op, op.cpp_api, call, stream, RunFusedMoeFp8);
+}
+
+const OpDescriptor kFusedMoeFp8 = {.name = "fused_moe_fp8",
+                                   .op = moe::kFusedMoeFp8Op,
+                                   .family = "moe",
+                                   .cpp_api = "kiln::ops::fused_moe_fp8",
+                                   .c_api = "kiln_fused_moe_fp8",
+                                   .invoke = InvokeFusedMoeFp8};
+KILN_REGISTER_OP(kFusedMoeFp8);
+
+}  // namespace
+}  // namespace kiln::client
+
+namespace kiln::ops {
+
+Status fused_moe_fp8(const TensorView& out, const TensorView& x, const TensorView& w13, const TensorView& w13_scales,
+                     const TensorView& w2, const TensorView& w2_scales, const TensorView& topk_ids,
+                     const TensorView& topk_weights, const TensorView& workspace, void* stream) {
+  using namespace client;
+  const FusedMoeFp8Call call{{&out, &x, &w13, &w13_scales, &w2, &w2_scales, &topk_ids, &topk_weights, &workspace}};
+  return CallOp(kFusedMoeFp8, kFusedMoeFp8.cpp_api, call, stream, RunFusedMoeFp8);
+}
+
+}  // namespace kiln::ops
+
+extern "C" {
+
+kiln_status kiln_fused_moe_fp8(DLTensor* out, const DLTensor* x, const DLTensor* w13, const DLTensor* w13_scales,
+                               const DLTensor* w2, const DLTensor* w2_scales, const DLTensor* topk_ids,
+                               const DLTensor* topk_weights, DLTensor* workspace, void* stream) {
+  using namespace kiln::client;
+  return CallOpC(kFusedMoeFp8, stream, RunFusedMoeFp8, [&](CTensors& t) {
+    FusedMoeFp8Call call;
+    call.a.out = t.Tensor(out, "out");
+    call.a.x = t.Tensor(x, "x");
+    call.a.w13 = t.Tensor(w13, "w13");
+    call.a.w13_scales = t.Tensor(w13_scales, "w13_scales");
+    call.a.w2 = t.Tensor(w2, "w2");
+    call.a.w2_scales = t.Tensor(w2_scales, "w2_scales");
+    call.a.topk_ids = t.Tensor(topk_ids, "topk_ids");
+    call.a.topk_weights = t.Tensor(topk_weights, "topk_weights");
+    call.a.workspace = t.Tensor(workspace, "workspace");
+    return call;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,187 @@
+#include "client/ops/moe/fused_moe_fp8_plan.h"
+
+#include <string>
+#include <utility>
+
+#include "client/core/api/invalid_argument.h"
+#include "client/core/api/message_text.h"
+#include "client/ops/moe/moe_layer_checks.h"
+#include "client/ops/row_view.h"
+#include "kiln/gemm/gemm_contract.h"
+#include "kiln/ops/moe.h"
+
+namespace kiln::client {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+int64_t Region(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// A weight's scales: [E, ceil(rows / 128), ceil(columns / 128)] fp32, the weight's 128 x 128 blocks.
+Status CheckScales(const TensorView& t, const char* name, const char* weight, int64_t experts, int64_t rows,
+                   int64_t columns) {
+  const int64_t rb = gemm::Fp8ScaleBlocks(rows), cb = gemm::Fp8ScaleBlocks(columns);
+  const std::string want = "[" + Str(experts) + ", " + Str(rb) + ", " + Str(cb) + "] (one per 128 x 128 block of " +
+                           weight + ")";
+  KILN_ASSIGN_OR_RETURN(const RowView v, CheckedMoeArg(t, name, 3, want, DType::kFloat32));
+  (void)v;
+  if (t.shape[0] != experts || t.shape[1] != rb || t.shape[2] != cb)
+    return InvalidArgument(name, "expected shape " + want + ", found " + ShapeText(t));
+  return OkStatus();
+}
+
+moe::FusedMoeFp8QuantParams QuantParams(void* q, float* scales, const void* in, int64_t in_stride, int64_t rows,
+                                        int64_t columns, const int* row_to_slot, const int* m_indptr, int64_t top_k,
+                                        int64_t experts) {
+  moe::FusedMoeFp8QuantParams p = {};
+  p.q = q;
+  p.scales = scales;
+  p.in = in;
+  p.row_to_slot = row_to_slot;
+  p.m_indptr = m_indptr;
+  p.rows = rows;
+  p.in_stride = in_stride;
+  p.q_stride = columns;
+  p.scale_stride = gemm::Fp8ScaleBlocks(columns);
+  p.columns = static_cast<int>(columns);
+  p.top_k = static_cast<int>(top_k);
+  p.experts = static_cast<int>(experts);
+  return p;
+}
+
+unsigned QuantBlocks(int64_t rows) {
+  return static_cast<unsigned>((rows + moe::kFp8QuantWarps - 1) / moe::kFp8QuantWarps);
+}
+
+StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a) {
+  const TensorView* all[] = {a.out,       a.x,        a.w13,          a.w13_scales, a.w2,
+                             a.w2_scales, a.topk_ids, a.topk_weights, a.workspace};
+  for (const TensorView* t : all)
+    if (t == nullptr) return Status(StatusCode::kInternal, "PlanFusedMoeFp8: every argument must be given");
+  const TensorView& x_t = *a.x;
+  KILN_ASSIGN_OR_RETURN(const RowView x, CheckedMoeArg(x_t, "x", 2, "[T, H]", DType::kBFloat16));
+  const int64_t tokens = x_t.shape[0], hidden = x_t.shape[1];
+  if (hidden < 16 || hidden % 16 != 0)
+    return InvalidArgument("x", "H (dim 1) must be a positive multiple of 16 (16-byte e4m3 rows for TMA), found " +
+                                    ShapeText(x_t));
+
+  KILN_ASSIGN_OR_RETURN(const RowView w13, CheckedMoeArg(*a.w13, "w13", 3, "[E, 2I, H]", DType::kFloat8E4M3));
+  const int64_t experts = a.w13->shape[0], gate_up = a.w13->shape[1];
+  if (experts < 1 || experts > moe::kMaxExperts)
+    return InvalidArgument("w13",
+                           "E (dim 0) must be 1 to " + Str(moe::kMaxExperts) + ", found shape " + ShapeText(*a.w13));
+  if (gate_up < 32 || gate_up % 32 != 0)
+    return InvalidArgument("w13", "dim 1 is the gate rows then the up rows, 2I with I a positive multiple of 16 "
+                                  "(16-byte e4m3 rows of the down GEMM's input), found shape " +
+                                      ShapeText(*a.w13));
+  if (a.w13->shape[2] != hidden)
+    return InvalidArgument("w13",
+                           "expected shape [E, 2I, " + Str(hidden) + "] (H = x's dim 1), found " + ShapeText(*a.w13));
+  const int64_t intermediate = gate_up / 2;
+  KILN_RETURN_IF_ERROR(CheckScales(*a.w13_scales, "w13_scales", "w13[e]", experts, gate_up, hidden));
+
+  KILN_ASSIGN_OR_RETURN(const RowView w2, CheckedMoeArg(*a.w2, "w2", 3, "[E, H, I]", DType::kFloat8E4M3));
+  if (a.w2->shape[0] != experts || a.w2->shape[1] != hidden || a.w2->shape[2] != intermediate)
+    return InvalidArgument("w2", "expected shape [" + Str(experts) + ", " + Str(hidden) + ", " + Str(intermediate) +
+                                     "] (w13's E, x's H, w13's I), found " + ShapeText(*a.w2));
+  KILN_RETURN_IF_ERROR(CheckScales(*a.w2_scales, "w2_scales", "w2[e]", experts, hidden, intermediate));
+
+  KILN_ASSIGN_OR_RETURN(const MoeLayerRows checked,
+                        CheckMoeLayerRows(*a.topk_ids, *a.topk_weights, *a.out, x_t, experts, DType::kBFloat16));
+  const RowView &ids = checked.ids, &weights = checked.weights, &out = checked.out;
+  const int64_t top_k = checked.top_k;
+
+  const TensorView& ws_t = *a.workspace;
+  const FusedMoeFp8Workspace layout = FusedMoeFp8WorkspaceOf(tokens, top_k, experts, hidden, intermediate);
+  KILN_RETURN_IF_ERROR(CheckMoeWorkspace(ws_t, layout.bytes,
+                                         "fused_moe_fp8_workspace_bytes(T " + Str(tokens) + ", top_k " + Str(top_k) +
+                                             ", E " + Str(experts) + ", H " + Str(hidden) + ", I " + Str(intermediate) +
+                                             ")"));
+
+  const std::pair<const TensorView*, const char*> others[] = {
+      {a.w13, "w13"},           {a.w13_scales, "w13_scales"},     {a.w2, "w2"},   {a.w2_scales, "w2_scales"},
+      {a.topk_ids, "topk_ids"}, {a.topk_weights, "topk_weights"}, {a.out, "out"}, {a.workspace, "workspace"}};
+  for (const auto& [t, name] : others) KILN_RETURN_IF_ERROR(CheckSameDevice(*t, name, x_t.device, "x"));
+  // out is written last, from the workspace alone: it may be x itself (x was quantized into the
+  // workspace first), nothing else. The workspace is written from the first launch on.
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(out, x, /*same_is_ok=*/true));
+  for (const RowView* other : {&w13, &w2, &ids, &weights}) KILN_RETURN_IF_ERROR(CheckNoOverlap(out, *other, false));
+  KILN_RETURN_IF_ERROR(CheckDisjoint(*a.out, "out", *a.w13_scales, "w13_scales"));
+  KILN_RETURN_IF_ERROR(CheckDisjoint(*a.out, "out", *a.w2_scales, "w2_scales"));
+  const TensorView used = TensorView::Contiguous(ws_t.data, DType::kUInt8, {layout.bytes}, ws_t.device);
+  for (const auto& [t, name] : others)
+    if (t != a.workspace) KILN_RETURN_IF_ERROR(CheckDisjoint(used, "workspace", *t, name));
+  KILN_RETURN_IF_ERROR(CheckDisjoint(used, "workspace", x_t, "x"));
+
+  FusedMoeFp8Plan plan;
+  plan.tokens = tokens;
+  plan.device = x_t.device.index;
+  plan.workspace = layout;
+  char* base = static_cast<char*>(ws_t.data);
+  const Device device = x_t.device;
+  const int64_t rows = layout.rows;
+  const int64_t kb_h = gemm::Fp8ScaleBlocks(hidden), kb_i = gemm::Fp8ScaleBlocks(intermediate);
+  const auto view = [&](int64_t offset, DType dtype, int64_t columns) {
+    return TensorView::Contiguous(base + offset, dtype, {rows, columns}, device);
+  };
+  const TensorView counts_v = TensorView::Contiguous(base + layout.expert_counts, DType::kInt32, {experts}, device);
+  const TensorView indptr_v = TensorView::Contiguous(base + layout.m_indptr, DType::kInt32, {experts + 1}, device);
+  const TensorView row_to_slot_v = TensorView::Contiguous(base + layout.row_to_slot, DType::kInt32, {rows}, device);
+  const TensorView slot_to_row_v = TensorView::Contiguous(base + layout.slot_to_row, DType::kInt32, {tokens, top_k},
+                                                          device);
+  const TensorView x_q_v = view(layout.x_q, DType::kFloat8E4M3, hidden);
+  const TensorView x_scales_v = view(layout.x_scales, DType::kFloat32, kb_h);
+  const TensorView gate_up_v = view(layout.gate_up, DType::kBFloat16, gate_up);
+  const TensorView act_q_v = view(layout.act_q, DType::kFloat8E4M3, intermediate);
+  const TensorView act_scales_v = view(layout.act_scales, DType::kFloat32, kb_i);
+  const TensorView expert_out_v = view(layout.expert_out, DType::kBFloat16, hidden);
+  const int* row_to_slot = reinterpret_cast<const int*>(row_to_slot_v.data);
+  const int* m_indptr = reinterpret_cast<const int*>(indptr_v.data);
+
+  KILN_ASSIGN_OR_RETURN(plan.permute, PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v, nullptr,
+                                                      a.topk_ids, nullptr, /*align=*/1},
+                                                     kFusedMoeFp8PermuteStep));
+  plan.quantize.blocks = QuantBlocks(rows);
+  plan.quantize.params = QuantParams(x_q_v.data, static_cast<float*>(x_scales_v.data), x.data, x.row_stride, rows,
+                                     hidden, row_to_slot, m_indptr, top_k, experts);
+  KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8Gemm(gate_up_v, x_q_v, *a.w13, x_scales_v, *a.w13_scales, indptr_v,
+                                                         kFusedMoeFp8GateUpStep));
+  plan.silu.blocks = QuantBlocks(rows);
+  plan.silu.params = QuantParams(act_q_v.data, static_cast<float*>(act_scales_v.data), gate_up_v.data, gate_up, rows,
+                                 intermediate, nullptr, m_indptr, top_k, experts);
+  KILN_ASSIGN_OR_RETURN(plan.down, PlanGroupedFp8Gemm(expert_out_v, act_q_v, *a.w2, act_scales_v, *a.w2_scales,
+                                                      indptr_v, kFusedMoeFp8DownStep));
+  KILN_ASSIGN_OR_RETURN(plan.unpermute, PlanMoeUnpermute({a.out, &expert_out_v, &slot_to_row_v, a.topk_weights},
+                                                         kFusedMoeFp8CombineStep));
+  return plan;
+}
+
+}  // namespace
+
+FusedMoeFp8Workspace FusedMoeFp8WorkspaceOf(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
+                                            int64_t intermediate) {
+  FusedMoeFp8Workspace w;
+  w.rows = tokens * top_k;
+  w.expert_counts = 0;
+  w.m_indptr = w.expert_counts + Region(4 * experts);
+  w.row_to_slot = w.m_indptr + Region(4 * (experts + 1));
+  w.slot_to_row = w.row_to_slot + Region(4 * w.rows);
+  w.x_q = w.slot_to_row + Region(4 * w.rows);
+  w.x_scales = w.x_q + Region(w.rows * hidden);
+  w.gate_up = w.x_scales + Region(4 * w.rows * gemm::Fp8ScaleBlocks(hidden));
+  w.expert_out = w.x_q;
+  const int64_t shared_end = w.gate_up + Region(2 * w.rows * 2 * intermediate);
+  const int64_t out_end = w.expert_out + Region(2 * w.rows * hidden);
+  w.act_q = shared_end > out_end ? shared_end : out_end;
+  w.act_scales = w.act_q + Region(w.rows * intermediate);
+  w.bytes = w.act_scales + Region(4 * w.rows * gemm::Fp8ScaleBlocks(intermediate));
+  return w;
+}
+
+StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api) {
+  auto plan = Plan(args);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  return plan;
+}
+
+}  // namespace kiln::client

@@ -1,0 +1,85 @@
+// FusedMoeFp8Plan: the arguments of fused_moe_fp8 (kiln/ops/moe.h) validated and turned into its
+// six steps: moe_permute (the tables, no gather), the gather-and-quantize (fused_moe_fp8's own
+// kernel), grouped_fp8_gemm with w13 into bf16 rows, the silu-and-quantize (its other kernel),
+// grouped_fp8_gemm with w2 into bf16 rows, and moe_unpermute. The intermediate tensors are views of
+// the caller's workspace (FusedMoeFp8Workspace). Pure: no driver call, so every check runs, and is
+// tested, without a GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "client/ops/gemm/grouped_gemm_plan.h"
+#include "client/ops/moe/moe_plan.h"
+#include "kiln/moe/moe_contract.h"
+#include "kiln/status.h"
+#include "kiln/tensor_view.h"
+
+namespace kiln::client {
+
+// The steps' names, as their plans' messages (and launch errors) begin: string literals, since a
+// plan keeps its api pointer.
+inline constexpr const char* kFusedMoeFp8PermuteStep = "fused_moe_fp8: the permutation (moe_permute of topk_ids)";
+inline constexpr const char* kFusedMoeFp8QuantizeStep =
+    "fused_moe_fp8: the gather of x quantized to e4m3 (kiln_fused_moe_fp8_quantize)";
+inline constexpr const char* kFusedMoeFp8GateUpStep = "fused_moe_fp8: the gate-and-up GEMM (grouped_fp8_gemm, b = w13)";
+inline constexpr const char* kFusedMoeFp8SiluStep =
+    "fused_moe_fp8: silu(gate) * up quantized to e4m3 (kiln_fused_moe_fp8_silu_and_mul_quantize)";
+inline constexpr const char* kFusedMoeFp8DownStep = "fused_moe_fp8: the down GEMM (grouped_fp8_gemm, b = w2)";
+inline constexpr const char* kFusedMoeFp8CombineStep = "fused_moe_fp8: the combine (moe_unpermute into out)";
+
+// The arguments as the API receives them.
+struct FusedMoeFp8Args {
+  const TensorView* out = nullptr;
+  const TensorView* x = nullptr;
+  const TensorView* w13 = nullptr;
+  const TensorView* w13_scales = nullptr;
+  const TensorView* w2 = nullptr;
+  const TensorView* w2_scales = nullptr;
+  const TensorView* topk_ids = nullptr;
+  const TensorView* topk_weights = nullptr;
+  const TensorView* workspace = nullptr;
+};
+
+// Where the intermediate tensors lie in the workspace: byte offsets of 256-byte aligned regions, in
+// the order kiln::ops::fused_moe_fp8_workspace_bytes adds them up. rows = T * top_k (moe_permute's
+// layout with align 1). x_q, x_scales and gate_up are dead once the silu-and-quantize has read
+// gate_up, so the down GEMM writes its rows (expert_out) from x_q's offset on, over them.
+struct FusedMoeFp8Workspace {
+  int64_t rows = 0;
+  int64_t expert_counts = 0;  // int32 [E]
+  int64_t m_indptr = 0;       // int32 [E + 1]
+  int64_t row_to_slot = 0;    // int32 [rows]
+  int64_t slot_to_row = 0;    // int32 [T, top_k]
+  int64_t x_q = 0;            // e4m3 [rows, H]: the gathered x
+  int64_t x_scales = 0;       // fp32 [rows, ceil(H / 128)]
+  int64_t gate_up = 0;        // bf16 [rows, 2I]: the w13 GEMM's rows
+  int64_t expert_out = 0;     // bf16 [rows, H]: the w2 GEMM's rows, at x_q's offset
+  int64_t act_q = 0;          // e4m3 [rows, I]: silu(gate) * up
+  int64_t act_scales = 0;     // fp32 [rows, ceil(I / 128)]
+  int64_t bytes = 0;          // the end of the last region
+};
+FusedMoeFp8Workspace FusedMoeFp8WorkspaceOf(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden,
+                                            int64_t intermediate);
+
+// One launch of a quantizing kernel: grid.x = blocks of kFp8QuantBlock threads.
+struct FusedMoeFp8QuantizePlan {
+  unsigned blocks = 0;
+  moe::FusedMoeFp8QuantParams params = {};
+};
+
+struct FusedMoeFp8Plan {
+  int64_t tokens = 0;  // T = 0: nothing to launch
+  int device = 0;
+  FusedMoeFp8Workspace workspace;
+  MoePermutePlan permute;            // the tables only
+  FusedMoeFp8QuantizePlan quantize;  // x -> x_q, x_scales
+  GroupedGemmPlan gate_up;           // x_q . w13 -> gate_up [rows, 2I] bf16
+  FusedMoeFp8QuantizePlan silu;      // gate_up -> act_q, act_scales
+  GroupedGemmPlan down;              // act_q . w2 -> expert_out [rows, H] bf16
+  MoeUnpermutePlan unpermute;
+};
+
+// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
+StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api);
+
+}  // namespace kiln::client

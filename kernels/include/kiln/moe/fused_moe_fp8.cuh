@@ -1,0 +1,91 @@
+// The device code of fused_moe_fp8's own kernels (kiln/moe/moe_contract.h, FusedMoeFp8QuantParams;
+// docs/kernels-moe.md, "fp8 experts"): the two places where the layer's activations become the
+// block-scaled e4m3 that grouped_fp8_gemm multiplies.
+//
+//   quantize                 v = x[row_to_slot[r] / top_k, :]             (the gather of moe_permute)
+//   silu_and_mul_quantize    v = silu(in[r, :I]) * in[r, I:]              (fp32, not rounded first)
+//
+// then, per 128 columns of the row: scale = max(amax, kFp8MinAmax) / 448 and q = e4m3(v / scale).
+//
+// One warp per row. A lane takes 8 consecutive columns (16 bytes of bf16) a step, so a step of the
+// warp covers 256 columns: lanes 0-15 one scale group, lanes 16-31 the next. The group's amax is a
+// butterfly over its 16 lanes (the same order every time: deterministic), then each lane converts
+// its 8 values with 4 cvt.rn.satfinite.e4m3x2.f32 and stores 8 bytes; the group's first lane
+// stores the scale. The division is IEEE (not a multiply by the reciprocal), so the host reference
+// reproduces every code. Rows from m_indptr[experts] on (and the row_to_slot -1 padding rows, which
+// fused_moe_fp8's layout has none of) are the GEMM's business: not written, or written as zeros.
+#pragma once
+
+#include "kiln/activation/act_and_mul.cuh"
+#include "kiln/common/numeric.cuh"
+#include "kiln/moe/moe_contract.h"
+
+namespace kiln {
+namespace moe {
+
+static_assert(kFp8QuantGroup == 16 * 8, "a scale group is 16 lanes of 8 columns");
+
+// Two fp32 values to two e4m3 codes, `low` in the low byte (PTX ISA, cvt: the first source
+// goes to the upper half of the result).
+__device__ __forceinline__ unsigned short ToE4m3x2(float low, float high) {
+  unsigned short packed;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(high), "f"(low));
+  return packed;
+}
+
+// 8 bf16 (or fp16) of a 16-byte load, widened.
+template <typename T>
+__device__ __forceinline__ void Widen8(const uint4& raw, float (&v)[8]) {
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = ToFloat(e[i]);
+}
+
+template <typename T, bool kSiluAndMul>
+__device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const long long row = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
+  if (row >= p.rows || row >= p.m_indptr[p.experts]) return;  // warp-uniform
+  const T* in = nullptr;
+  if (kSiluAndMul) {
+    in = static_cast<const T*>(p.in) + row * p.in_stride;
+  } else {
+    const int slot = p.row_to_slot[row];
+    if (slot >= 0) in = static_cast<const T*>(p.in) + static_cast<long long>(slot / p.top_k) * p.in_stride;
+  }
+  unsigned char* q = static_cast<unsigned char*>(p.q) + row * p.q_stride;
+  float* scales = p.scales + row * p.scale_stride;
+  // Every lane runs every step (the butterfly needs the whole half-warp); a lane past the row's
+  // end contributes zeros and stores nothing.
+  for (int base = 0; base < p.columns; base += 32 * 8) {
+    const int c = base + lane * 8;
+    const bool inside = c < p.columns;
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (inside && in != nullptr) {
+      Widen8<T>(__ldg(reinterpret_cast<const uint4*>(in + c)), v);
+      if (kSiluAndMul) {
+        float up[8];
+        Widen8<T>(__ldg(reinterpret_cast<const uint4*>(in + p.columns + c)), up);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = activation::Silu::Apply(v[i]) * up[i];
+      }
+    }
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+    for (int offset = 8; offset >= 1; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    const float scale = fmaxf(amax, kFp8MinAmax) / kFp8E4M3Max;
+    if (!inside) continue;
+    uint2 codes;
+    codes.x = static_cast<unsigned>(ToE4m3x2(v[0] / scale, v[1] / scale)) |
+              (static_cast<unsigned>(ToE4m3x2(v[2] / scale, v[3] / scale)) << 16);
+    codes.y = static_cast<unsigned>(ToE4m3x2(v[4] / scale, v[5] / scale)) |
+              (static_cast<unsigned>(ToE4m3x2(v[6] / scale, v[7] / scale)) << 16);
+    *reinterpret_cast<uint2*>(q + c) = codes;
+    if ((lane & 15) == 0) scales[c / kFp8QuantGroup] = scale;
+  }
+}
+
+}  // namespace moe
+}  // namespace kiln

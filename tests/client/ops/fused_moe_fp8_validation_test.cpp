@@ -1,0 +1,171 @@
+// fused_moe_fp8 (kiln/ops/moe.h) refuses every bad argument before touching the driver, naming it;
+// an accepted call plans the workspace layout (FusedMoeFp8WorkspaceOf, the public
+// fused_moe_fp8_workspace_bytes and KILN_FUSED_MOE_FP8_WORKSPACE_BYTES: the down GEMM's rows over the
+// regions dead by then, never over the activations it reads) and its six steps over views of it. No
+// GPU: the pointers are fake and never dereferenced (the generic refusals of every op, a dtype the
+// definition does not allow, a null, host or misaligned pointer, are every_op_validation_test's).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "client/ops/moe/fused_moe_fp8_plan.h"
+#include "kiln/ops/moe.h"
+#include "tests/support/fake_device.h"
+
+namespace {
+
+using kiln::DType;
+using kiln::TensorView;
+using kiln::client::FusedMoeFp8Args;
+using kiln::client::FusedMoeFp8WorkspaceOf;
+using kiln::client::PlanFusedMoeFp8;
+using kiln::testing::FakeDeviceAddress;
+
+enum Slot {
+  kXSlot = 0,
+  kOutSlot = 1,
+  kIdsSlot = 2,
+  kWeightsSlot = 3,
+  kWorkspaceSlot = 4,
+  kScalesSlot = 5,
+  kW2Slot = 8,
+  kW13Slot = 16
+};
+
+TensorView Contig(int slot, DType dtype, std::initializer_list<int64_t> shape, uintptr_t offset = 0) {
+  return TensorView::Contiguous(FakeDeviceAddress(slot, offset), dtype, shape);
+}
+
+int64_t Blocks(int64_t n) { return (n + 127) / 128; }
+
+struct Call {
+  TensorView out, x, w13, w13_scales, w2, w2_scales, ids, weights, workspace;
+  Call(int64_t tokens = 7, int64_t top_k = 2, int64_t experts = 8, int64_t hidden = 272, int64_t inter = 208) {
+    x = Contig(kXSlot, DType::kBFloat16, {tokens, hidden});
+    out = Contig(kOutSlot, DType::kBFloat16, {tokens, hidden});
+    w13 = Contig(kW13Slot, DType::kFloat8E4M3, {experts, 2 * inter, hidden});
+    w13_scales = Contig(kScalesSlot, DType::kFloat32, {experts, Blocks(2 * inter), Blocks(hidden)});
+    w2 = Contig(kW2Slot, DType::kFloat8E4M3, {experts, hidden, inter});
+    w2_scales = Contig(kScalesSlot, DType::kFloat32, {experts, Blocks(hidden), Blocks(inter)}, 1 << 20);
+    ids = Contig(kIdsSlot, DType::kInt32, {tokens, top_k});
+    weights = Contig(kWeightsSlot, DType::kFloat32, {tokens, top_k});
+    workspace = Contig(kWorkspaceSlot, DType::kUInt8,
+                       {kiln::ops::fused_moe_fp8_workspace_bytes(tokens, top_k, experts, hidden, inter)});
+  }
+  FusedMoeFp8Args Args() const { return {&out, &x, &w13, &w13_scales, &w2, &w2_scales, &ids, &weights, &workspace}; }
+  std::string Refusal() const {
+    auto plan = PlanFusedMoeFp8(Args(), "kiln::ops::fused_moe_fp8");
+    REQUIRE(!plan.ok());
+    CHECK(plan.status().code() == kiln::StatusCode::kInvalidArgument);
+    return plan.status().message();
+  }
+};
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_CASE("fused_moe_fp8's workspace: regions in order, the down GEMM's rows over dead ones only",
+          "[client][ops][validation][moe]") {
+  for (const auto& [t, k, e, h, i] : {std::tuple{7, 2, 8, 272, 208},
+                                      {4096, 8, 256, 7168, 2048},
+                                      {1, 8, 128, 2048, 768},
+                                      {3, 1, 1, 16, 16},
+                                      {64, 8, 8, 4096, 14336}}) {
+    INFO("T " << t << " top_k " << k << " E " << e << " H " << h << " I " << i);
+    const auto w = FusedMoeFp8WorkspaceOf(t, k, e, h, i);
+    const int64_t rows = int64_t{t} * k;
+    CHECK(w.bytes == kiln::ops::fused_moe_fp8_workspace_bytes(t, k, e, h, i));
+    CHECK(w.bytes == KILN_FUSED_MOE_FP8_WORKSPACE_BYTES(t, k, e, h, i));
+    for (int64_t offset :
+         {w.m_indptr, w.row_to_slot, w.slot_to_row, w.x_q, w.x_scales, w.gate_up, w.act_q, w.act_scales})
+      CHECK(offset % 256 == 0);
+    CHECK(w.x_q >= w.slot_to_row + 4 * rows);
+    CHECK(w.x_scales >= w.x_q + rows * h);
+    CHECK(w.gate_up >= w.x_scales + 4 * rows * Blocks(h));
+    CHECK(w.expert_out == w.x_q);
+    // The activations the down GEMM reads lie past both what it writes and gate_up.
+    CHECK(w.act_q >= w.expert_out + 2 * rows * h);
+    CHECK(w.act_q >= w.gate_up + 2 * rows * 2 * i);
+    CHECK(w.act_scales >= w.act_q + rows * i);
+    CHECK(w.bytes >= w.act_scales + 4 * rows * Blocks(i));
+  }
+}
+
+TEST_CASE("fused_moe_fp8 plans its six steps over the workspace", "[client][ops][validation][moe]") {
+  const Call c;
+  auto plan = PlanFusedMoeFp8(c.Args(), "kiln::ops::fused_moe_fp8");
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  const char* base = static_cast<const char*>(c.workspace.data);
+  const auto& w = plan->workspace;
+  CHECK(plan->permute.gather == false);
+  CHECK(plan->quantize.params.q == base + w.x_q);
+  CHECK(plan->quantize.params.columns == 272);
+  CHECK(plan->quantize.params.scale_stride == 3);
+  CHECK(plan->quantize.params.row_to_slot == reinterpret_cast<const int*>(base + w.row_to_slot));
+  CHECK(plan->quantize.blocks == 2);  // 14 rows, 8 a block
+  CHECK(plan->gate_up.dtype == DType::kFloat8E4M3);
+  CHECK(plan->gate_up.out_dtype == DType::kBFloat16);
+  CHECK(plan->gate_up.n == 416);
+  CHECK(plan->gate_up.d == base + w.gate_up);
+  CHECK(plan->silu.params.in == base + w.gate_up);
+  CHECK(plan->silu.params.in_stride == 416);
+  CHECK(plan->silu.params.columns == 208);
+  CHECK(plan->silu.params.row_to_slot == nullptr);
+  CHECK(plan->down.a == base + w.act_q);
+  CHECK(plan->down.d == base + w.expert_out);
+  CHECK(plan->down.k == 208);
+  CHECK(plan->unpermute.params.expert_out == base + w.expert_out);
+}
+
+TEST_CASE("fused_moe_fp8 refuses what its steps cannot take, naming the argument", "[client][ops][validation][moe]") {
+  {
+    Call c;
+    c.x = Contig(kXSlot, DType::kBFloat16, {7, 264});
+    c.out = Contig(kOutSlot, DType::kBFloat16, {7, 264});
+    CHECK(Contains(c.Refusal(), "x: H (dim 1) must be a positive multiple of 16"));
+  }
+  {
+    Call c;
+    c.w13 = Contig(kW13Slot, DType::kBFloat16, {8, 416, 272});
+    CHECK(Contains(c.Refusal(), "w13: expected dtype fp8_e4m3, found bf16"));
+  }
+  {
+    Call c;
+    c.w13 = Contig(kW13Slot, DType::kFloat8E4M3, {8, 400, 272});  // I 200: not a multiple of 16
+    CHECK(Contains(c.Refusal(), "w13: dim 1 is the gate rows then the up rows, 2I with I a positive multiple of 16"));
+  }
+  {
+    Call c;
+    c.w13_scales = Contig(kScalesSlot, DType::kFloat32, {8, 3, 3});
+    CHECK(Contains(c.Refusal(), "w13_scales: expected shape [8, 4, 3] (one per 128 x 128 block of w13[e]), found "
+                                "[8, 3, 3]"));
+  }
+  {
+    Call c;
+    c.w2_scales = Contig(kScalesSlot, DType::kFloat32, {8, 3}, 1 << 20);
+    CHECK(Contains(c.Refusal(), "w2_scales: expected a 3-D tensor [8, 3, 2]"));
+  }
+  {
+    Call c;
+    c.w2 = Contig(kW2Slot, DType::kFloat8E4M3, {8, 272, 200});
+    CHECK(Contains(c.Refusal(), "w2: expected shape [8, 272, 208] (w13's E, x's H, w13's I), found [8, 272, 200]"));
+  }
+  {
+    Call c;
+    c.out = Contig(kScalesSlot, DType::kBFloat16, {7, 272});  // over w13_scales
+    CHECK(Contains(c.Refusal(), "overlap"));
+  }
+  {
+    Call c;
+    c.workspace = Contig(kWorkspaceSlot, DType::kUInt8, {c.workspace.shape[0] - 256});
+    CHECK(Contains(c.Refusal(), "workspace: expected at least fused_moe_fp8_workspace_bytes(T 7, top_k 2, E 8, H 272, "
+                                "I 208)"));
+  }
+  {
+    Call c;
+    c.out = Contig(kOutSlot, DType::kFloat16, {7, 272});
+    CHECK(Contains(c.Refusal(), "out: expected dtype bf16, found fp16"));
+  }
+}
+
+}  // namespace
