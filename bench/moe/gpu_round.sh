@@ -18,8 +18,11 @@
 # `prefill`: the prefill layers and their grouped GEMMs (bench/moe/prefill_grouped.list) with the
 # grouped TMA stores as the rule has them and with KILN_GEMM_TMA_STORE=0, PATH_ROUNDS times
 # alternating, the dense GEMMs of equal FLOPs, then (where ncu is installed) Nsight Compute's
-# view of Qwen3-30B-A3B's two grouped GEMMs: DRAM and tensor-pipe throughput, stalls.
-#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|prefill|all]
+# view of Qwen3-30B-A3B's two grouped GEMMs: DRAM and tensor-pipe throughput, stalls. `fp8`:
+# fused_moe_fp8's GPU tests, kiln-bench --check at its check shapes, then its trace examples
+# (Qwen3-30B-A3B-FP8, DeepSeek-V3) beside fused_moe's bf16 rows of the same layers and the dense
+# fp8 GEMMs of equal FLOPs (bench/moe/dense_fp8_equal_flops.list).
+#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|prefill|fp8|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -120,6 +123,21 @@ PY
   else
     echo "ncu: not installed here, the profile is skipped"
   fi
+fi
+
+if [[ $what == fp8 ]]; then
+  timeout 240 kiln_client_tests "[moe][fp8]" -d yes > "$OUT/moe-fp8-tests.log" 2>&1
+  echo "kiln_client_tests [moe][fp8] rc=$?"
+  grep -E "^[0-9.]+ s: |test cases|FAILED|  act|  out|  expert_out|codes differ" "$OUT/moe-fp8-tests.log" | head -40
+  timeout 120 kiln-bench --check --only fused_moe_fp8 > "$OUT/moe-fp8-check.log" 2>&1
+  echo "kiln-bench --check --only fused_moe_fp8 rc=$?"
+  grep -E "FAIL|^#" "$OUT/moe-fp8-check.log"
+  kiln-bench --generate-list kernels/traces | grep -E "^fused_moe_fp8" > "$dir/fp8.list"
+  kiln-bench --generate-list kernels/traces | grep -E "^fused_moe " | grep -E "qwen3|deepseek" >> "$dir/fp8.list"
+  grep -v "^#" bench/moe/dense_fp8_equal_flops.list >> "$dir/fp8.list"
+  timeout 400 kiln-bench --list "$dir/fp8.list" --out "$OUT/moe-fp8.json" > "$OUT/moe-fp8.log" 2>&1
+  echo "kiln-bench fused_moe_fp8 and bf16 rows rc=$?"
+  cut -c1-260 "$OUT/moe-fp8.log"
 fi
 
 if [[ $what == permute || $what == all ]]; then

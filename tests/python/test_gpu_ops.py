@@ -494,6 +494,77 @@ def test_fused_moe_mixtral_width_one_token(kilnd, dtype):
     assert torch.equal(x.view(torch.int16), out.view(torch.int16))
 
 
+def _quantized_rows(v):
+    """v [R, C] as fused_moe_fp8 quantizes a row: per 128 columns scale = max(amax, 1e-10) / 448, e4m3
+    codes rounded to nearest even (saturated); the values the codes stand for, in float64."""
+    torch = _torch()
+    rows, cols = v.shape
+    g = torch.nn.functional.pad(v.float(), (0, (-cols) % 128)).view(rows, -1, 128)
+    scale = g.abs().amax(dim=2).clamp(min=1e-10) / 448.0
+    q = (g / scale[:, :, None]).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return (q.double() * scale.double()[:, :, None]).view(rows, -1)[:, :cols]
+
+
+def _block_dequantized(w, s):
+    """An e4m3 weight [rows, cols] times its fp32 scale per 128 x 128 block, in float64."""
+    rows, cols = w.shape
+    return w.double() * s.double().repeat_interleave(128, dim=0)[:rows].repeat_interleave(128, dim=1)[:, :cols]
+
+
+def _fused_moe_fp8_reference(x, w13, w13_s, w2, w2_s, ids, weights):
+    """kernels/traces/fused_moe_fp8.json's reference: x's rows and silu(gate) * up quantized as the op
+    does, the products in float64, gate, up and each expert's row rounded to bf16."""
+    torch = _torch()
+    experts, inter = w13.shape[0], w13.shape[1] // 2
+    out = torch.zeros(x.shape, dtype=torch.float64, device=x.device)
+    idx = ids.long()
+    for e in torch.unique(idx[(idx >= 0) & (idx < experts)]).tolist():
+        tok, j = torch.nonzero(idx == e, as_tuple=True)
+        h = (_quantized_rows(x[tok]) @ _block_dequantized(w13[e], w13_s[e]).t()).to(torch.bfloat16).float()
+        act = torch.nn.functional.silu(h[:, :inter]) * h[:, inter:]
+        y = (_quantized_rows(act) @ _block_dequantized(w2[e], w2_s[e]).t()).to(torch.bfloat16).double()
+        out.index_add_(0, tok, y * weights[tok, j].double()[:, None])
+    return out
+
+
+@requires_sm90a
+@pytest.mark.parametrize("tokens,experts,top_k,hidden,inter", [
+    (1, 8, 2, 256, 128), (5, 64, 6, 272, 208), (300, 256, 8, 512, 256), (0, 8, 2, 256, 128)])
+def test_fused_moe_fp8_matches_the_quantized_float64_layer(kilnd, tokens, experts, top_k, hidden, inter):
+    """route -> fused_moe_fp8 (a dropped choice on every fifth token) against the float64 layer that
+    quantizes as the op does. The fp8 GEMM's in-block sums move gate and up by up to 3e-4 of their
+    terms and so about 1 % of the activation codes to a neighbour: the bound allows 3 % of out's RMS
+    on top of bf16's roundings (a wrong scale block or expert is off by the order of the values).
+    In place with a given workspace: the same bits."""
+    torch = _torch()
+    g = _gen(33)
+    x = ref.uniform((tokens, hidden), torch.bfloat16, g)
+
+    def weight(rows, cols, fan_in):
+        codes = (torch.rand((experts, rows, cols), device="cuda", generator=g) * 2 - 1).to(torch.float8_e4m3fn)
+        blocks = (experts, (rows + 127) // 128, (cols + 127) // 128)
+        scales = (1.5 + 3.0 * torch.rand(blocks, device="cuda", generator=g)) / math.sqrt(fan_in)
+        return codes, scales
+
+    w13, w13_s = weight(2 * inter, hidden, hidden)
+    w2, w2_s = weight(hidden, inter, inter)
+    logits = torch.randn((tokens, experts), device="cuda", generator=g)
+    ids, weights = kiln.moe_route(logits, top_k)
+    ids[::5, -1] = -1
+    out = kiln.fused_moe_fp8(x, w13, w13_s, w2, w2_s, ids, weights)
+    assert out.dtype == torch.bfloat16 and tuple(out.shape) == (tokens, hidden)
+    if tokens == 0:
+        return
+    want = _fused_moe_fp8_reference(x, w13, w13_s, w2, w2_s, ids, weights)
+    rms = want.pow(2).mean().sqrt().item()
+    torch.testing.assert_close(out.double(), want, atol=0.03 * rms, rtol=2 * 1.6e-2)
+    workspace = torch.full((kiln.fused_moe_fp8_workspace_bytes(tokens, top_k, experts, hidden, inter),), 0xA5,
+                           dtype=torch.uint8, device="cuda")
+    inplace = x.clone()
+    kiln.fused_moe_fp8(inplace, w13, w13_s, w2, w2_s, ids, weights, out=inplace, workspace=workspace)
+    assert torch.equal(inplace.view(torch.int16), out.view(torch.int16))
+
+
 # ---- gemm ----------------------------------------------------------------------------------------
 
 
