@@ -9,8 +9,11 @@
 // [M, 4096] x [6144, 4096]): gemm's small-M kernels (kiln/gemm/gemv.cuh), fp32 FMAs, mma.sync and
 // (with KILN_GEMM_GEMV_WIDE=1) its wide form.
 // fused_moe is Qwen3-30B-A3B's expert layer at one token (E 128, top-8, H 2048, I 768): the
-// decode path's GEMVs and the combine (two launches with KILN_FUSED_MOE_FOLD=1).
-//   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fused_moe|load_source CALLS
+// decode path's GEMVs and the combine (two launches with KILN_FUSED_MOE_FOLD=1). fused_moe_fp8 is
+// the same layer on block-scaled fp8 experts: with KILN_FUSED_MOE_PATH=gemv its decode path's five
+// launches (x quantized, the two fp8 GEMVs with the silu-and-quantize between, the combine), with
+// =grouped (and, until the decode path is the default, unset) its grouped path's six.
+//   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fused_moe|fused_moe_fp8|load_source CALLS
 // Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
 // usage.
 #include <cstdint>
@@ -40,11 +43,12 @@ int main(int argc, char** argv) {
   const bool gemm8 = argc == 3 && std::strcmp(argv[1], "gemm_m8") == 0;
   const bool gemm24 = argc == 3 && std::strcmp(argv[1], "gemm_m24") == 0;
   const bool moe = argc == 3 && std::strcmp(argv[1], "fused_moe") == 0;
-  if ((!silu && !rms && !rope && !load && !gemm1 && !gemm8 && !gemm24 && !moe) || end == argv[2] || *end != '\0' ||
-      calls < 0) {
-    std::fprintf(
-        stderr,
-        "usage: kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fused_moe|load_source CALLS\n");
+  const bool moe_fp8 = argc == 3 && std::strcmp(argv[1], "fused_moe_fp8") == 0;
+  if ((!silu && !rms && !rope && !load && !gemm1 && !gemm8 && !gemm24 && !moe && !moe_fp8) || end == argv[2] ||
+      *end != '\0' || calls < 0) {
+    std::fprintf(stderr,
+                 "usage: kiln-host-path "
+                 "silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fused_moe|fused_moe_fp8|load_source CALLS\n");
     return 2;
   }
   if (load) {
@@ -91,16 +95,27 @@ int main(int argc, char** argv) {
   const kiln::TensorView moe_workspace = kiln::TensorView::Contiguous(
       reinterpret_cast<void*>(0x7fe000000000), kiln::DType::kUInt8,
       {kiln::ops::fused_moe_workspace_bytes(1, 8, 128, 2048, 768)});
+  // fused_moe_fp8's weights (e4m3), their block scales and its workspace.
+  auto typed = [](uintptr_t address, kiln::DType dtype, std::initializer_list<int64_t> shape) {
+    return kiln::TensorView::Contiguous(reinterpret_cast<void*>(address), dtype, shape);
+  };
+  const kiln::TensorView fp8_w13 = typed(0x7fa000000000, kiln::DType::kFloat8E4M3, {128, 1536, 2048});
+  const kiln::TensorView fp8_w13_scales = typed(0x7fa800000000, kiln::DType::kFloat32, {128, 12, 16});
+  const kiln::TensorView fp8_w2 = typed(0x7fb000000000, kiln::DType::kFloat8E4M3, {128, 2048, 768});
+  const kiln::TensorView fp8_w2_scales = typed(0x7fb800000000, kiln::DType::kFloat32, {128, 16, 6});
+  const kiln::TensorView fp8_workspace = typed(0x7fe000000000, kiln::DType::kUInt8,
+                                               {kiln::ops::fused_moe_fp8_workspace_bytes(1, 8, 128, 2048, 768)});
   // The first call fetches and loads the module (not what is counted: the script subtracts a
   // run of 0 calls, which makes this one too).
   for (long i = 0; i <= calls; ++i) {
-    const kiln::Status s = silu  ? kiln::ops::silu_and_mul(out, input, nullptr)
-                           : rms ? kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr)
-                           : (gemm1 || gemm8 || gemm24)
-                               ? kiln::ops::gemm(gemm_d, gemm_a, gemm_b, nullptr, nullptr, 1.0, nullptr)
-                           : moe ? kiln::ops::fused_moe(moe_out, moe_x, moe_w13, moe_w2, moe_ids, moe_weights,
-                                                        moe_workspace, nullptr)
-                                 : kiln::ops::apply_rope(q, k, positions, rope_options, nullptr);
+    const kiln::Status s =
+        silu                         ? kiln::ops::silu_and_mul(out, input, nullptr)
+        : rms                        ? kiln::ops::rms_norm(out, input, weight, 1e-6, nullptr)
+        : (gemm1 || gemm8 || gemm24) ? kiln::ops::gemm(gemm_d, gemm_a, gemm_b, nullptr, nullptr, 1.0, nullptr)
+        : moe     ? kiln::ops::fused_moe(moe_out, moe_x, moe_w13, moe_w2, moe_ids, moe_weights, moe_workspace, nullptr)
+        : moe_fp8 ? kiln::ops::fused_moe_fp8(moe_out, moe_x, fp8_w13, fp8_w13_scales, fp8_w2, fp8_w2_scales, moe_ids,
+                                             moe_weights, fp8_workspace, nullptr)
+                  : kiln::ops::apply_rope(q, k, positions, rope_options, nullptr);
     if (!s.ok()) {
       std::fprintf(stderr, "kiln-host-path: call %ld: %s\n", i, s.ToString().c_str());
       return 1;

@@ -1,8 +1,8 @@
-// Real NVRTC compiles of fused_moe_fp8's own kernels (the gather-and-quantize and the
-// silu-and-quantize): bf16 for sm_90a, with ptxas' attributes checked against the launch hints (a
-// warp a row, kFp8QuantBlock threads, no spills, no stack, no shared memory); any other target is
-// refused (the op's GEMMs are sm_90a only). The GPU checks results
-// (tests/client/ops/gpu_fused_moe_fp8_test.cpp).
+// Real NVRTC compiles of fused_moe_fp8's own kernels (the gather-and-quantize, the
+// silu-and-quantize and the decode path's two GEMVs): bf16 for sm_90a, with ptxas' attributes
+// checked against the launch hints (a warp a row or kGemvBlock threads, no spills, no stack, the
+// GEMVs' registers within kFp8GemvBlocksPerSm blocks an SM); any other target is refused (the op's GEMMs are sm_90a
+// only). The GPU checks results (tests/client/ops/gpu_fused_moe_fp8_test.cpp).
 #include <catch2/catch.hpp>
 #include <set>
 #include <string>
@@ -17,11 +17,12 @@ namespace {
 
 using namespace compile_test;
 
-TEST_CASE("fused_moe_fp8's quantizers compile for sm_90a without spills, a warp a row", "[moe][compile]") {
+TEST_CASE("fused_moe_fp8's quantizers and decode GEMVs compile for sm_90a without spills", "[moe][compile]") {
   const CompiledSpec compiled = GenerateAndCompile("fused_moe_fp8", {{"dtype", "bf16"}}, "sm_90a");
   const server::CompileResult& result = compiled.result;
   CHECK(compiled.spec.uri == "fused_moe_fp8_bf16");
-  REQUIRE(result.kernels.size() == 2);
+  REQUIRE(result.kernels.size() == 4);
+  const std::set<std::string> gemvs = {moe::kFusedMoeFp8GateUpEntry, moe::kFusedMoeFp8DownEntry};
   std::set<std::string> names;
   for (const server::KernelAttributes& k : result.kernels) {
     INFO(k.name << ": registers " << k.registers << " stack " << k.stack_bytes << " spills " << k.spill_store_bytes
@@ -30,13 +31,24 @@ TEST_CASE("fused_moe_fp8's quantizers compile for sm_90a without spills, a warp 
     CHECK(k.stack_bytes == 0);
     CHECK(k.spill_store_bytes == 0);
     CHECK(k.spill_load_bytes == 0);
-    CHECK(k.static_shared_bytes == 0);
-    CHECK(k.max_threads_per_block >= moe::kFp8QuantBlock);
+    if (gemvs.count(k.name) != 0) {
+      // kFp8GemvBlocksPerSm blocks an SM: the registers of kGemvBlock threads each.
+      CHECK(k.max_threads_per_block >= moe::kGemvBlock);
+      CHECK(k.registers * moe::kGemvBlock * moe::kFp8GemvBlocksPerSm <= 65536);
+      CHECK(k.static_shared_bytes > 0);  // the prologue's slots and the k halves' totals
+    } else {
+      CHECK(k.static_shared_bytes == 0);
+      CHECK(k.max_threads_per_block >= moe::kFp8QuantBlock);
+    }
   }
-  CHECK(names == std::set<std::string>{moe::kFusedMoeFp8QuantizeEntry, moe::kFusedMoeFp8SiluAndMulQuantizeEntry});
+  CHECK(names == std::set<std::string>{moe::kFusedMoeFp8QuantizeEntry, moe::kFusedMoeFp8SiluAndMulQuantizeEntry,
+                                       moe::kFusedMoeFp8GateUpEntry, moe::kFusedMoeFp8DownEntry});
+  REQUIRE(compiled.spec.launch.size() == 4);
   for (const auto& launch : compiled.spec.launch) {
-    CHECK(launch.block == moe::kFp8QuantBlock);
-    CHECK(launch.items_per_block == moe::kFp8QuantWarps);
+    INFO(launch.entry);
+    const bool gemv = gemvs.count(launch.entry) != 0;
+    CHECK(launch.block == (gemv ? moe::kGemvBlock : moe::kFp8QuantBlock));
+    CHECK(launch.items_per_block == (gemv ? moe::kFp8GemvColumns : moe::kFp8QuantWarps));
   }
 }
 

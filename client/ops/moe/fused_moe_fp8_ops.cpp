@@ -1,7 +1,9 @@
 // The moe family's fused_moe_fp8 (kiln/ops/moe.h): a whole expert layer on block-scaled fp8
-// experts, planned from the caller's arguments and workspace (fused_moe_fp8_plan.h) as six launches
-// on the caller's stream: moe_permute's tables, fused_moe_fp8's gather-and-quantize, the w13
-// grouped_fp8_gemm, fused_moe_fp8's silu-and-quantize, the w2 grouped_fp8_gemm and moe_unpermute.
+// experts, planned from the caller's arguments and workspace (fused_moe_fp8_plan.h) as launches on
+// the caller's stream: on the grouped path moe_permute's tables, fused_moe_fp8's gather-and-quantize,
+// the w13 grouped_fp8_gemm, fused_moe_fp8's silu-and-quantize, the w2 grouped_fp8_gemm and
+// moe_unpermute; on the decode path x's quantization by token, fused_moe_fp8's two GEMVs with the
+// silu-and-quantize between them, and moe_unpermute.
 // Its entry in the op table, its launches and its C++ and C APIs. docs/kernels-moe.md, "fp8 experts".
 #include <map>
 #include <string>
@@ -54,8 +56,34 @@ struct FusedMoeFp8Spec {
 };
 const OpKernels kFusedMoeFp8Kernels = {moe::kFusedMoeFp8Op,
                                        {{{moe::kFusedMoeFp8QuantizeEntry, moe::kFp8QuantBlock, true},
-                                         {moe::kFusedMoeFp8SiluAndMulQuantizeEntry, moe::kFp8QuantBlock, true}}}};
+                                         {moe::kFusedMoeFp8SiluAndMulQuantizeEntry, moe::kFp8QuantBlock, true},
+                                         {moe::kFusedMoeFp8GateUpEntry, moe::kGemvBlock, true},
+                                         {moe::kFusedMoeFp8DownEntry, moe::kGemvBlock, true}}}};
 enum QuantizeEntry { kQuantizeEntry = 0, kSiluAndMulQuantizeEntry = 1 };
+enum GemvEntry { kGateUpEntry = 2, kDownEntry = 3 };
+
+// One decode GEMV launch: kGemvBlock threads, kFp8GemvColumns weight rows a block.
+Status LaunchGemv(const FusedMoeFp8GemvPlan& g, GemvEntry entry, int device, const char* step, void* stream) {
+  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
+                        PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, device, step));
+  const EntryLaunchReady& e = ready.launch->entry(entry);
+  const char* name = kFusedMoeFp8Kernels.entries[entry].name;
+  // The grid comes from the contract's rows a block: a daemon whose kernels tree says otherwise
+  // serves a kernel built for another shape.
+  if (e.block != static_cast<unsigned>(moe::kGemvBlock) || e.items_per_block != moe::kFp8GemvColumns)
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(step) + ": the daemon's launch hint for " + name + " is " + std::to_string(e.block) +
+                      " threads and " + std::to_string(e.items_per_block) + " rows per block; the kernel needs " +
+                      std::to_string(moe::kGemvBlock) + " and " + std::to_string(moe::kFp8GemvColumns) +
+                      " (a kilnd of another version?)");
+  const bool gate_up = entry == kGateUpEntry;
+  moe::FusedMoeGemvParams params = gate_up ? g.gate_up : g.down;
+  moe::FusedMoeFp8GemvScales scales = gate_up ? g.gate_up_scales : g.down_scales;
+  void* args[] = {&params, &scales};
+  const unsigned blocks = gate_up ? g.gate_up_blocks : g.down_blocks;
+  return LaunchFunction(*ready.driver, e.function, EntryLaunchConfig(e, {blocks, g.expert_blocks}, stream), args, name,
+                        &ready.launch->library->info);
+}
 
 // One launch of a quantizing entry: a warp per row, the contract's rows a block.
 Status LaunchQuantize(const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry, int device, const char* step,
@@ -80,8 +108,21 @@ Status LaunchQuantize(const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry, int
 
 // A validated call -> its steps in stream order on the caller's stream.
 Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream) {
-  KILN_ASSIGN_OR_RETURN(const FusedMoeFp8Plan plan, PlanFusedMoeFp8(call.a, api));
+  KILN_ASSIGN_OR_RETURN(const FusedMoeFp8Plan plan, PlanFusedMoeFp8(call.a, api, FusedMoePathInUse()));
   if (plan.tokens == 0) return OkStatus();
+  if (plan.gemv) {
+    // The decode path, in plain stream order: each kernel reads what the one before wrote (the
+    // entries do not declare waits_first: the quantizers do not wait on griddepcontrol).
+    KILN_RETURN_IF_ERROR(
+        LaunchQuantize(plan.quantize, kQuantizeEntry, plan.device, kFusedMoeFp8QuantizeStep, stream).WithContext(api));
+    KILN_RETURN_IF_ERROR(
+        LaunchGemv(plan.gemvs, kGateUpEntry, plan.device, kFusedMoeFp8GateUpGemvStep, stream).WithContext(api));
+    KILN_RETURN_IF_ERROR(LaunchQuantize(plan.silu, kSiluAndMulQuantizeEntry, plan.device, kFusedMoeFp8SiluStep, stream)
+                             .WithContext(api));
+    KILN_RETURN_IF_ERROR(
+        LaunchGemv(plan.gemvs, kDownEntry, plan.device, kFusedMoeFp8DownGemvStep, stream).WithContext(api));
+    return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream).WithContext(api);
+  }
   KILN_RETURN_IF_ERROR(LaunchMoePermutePlan(plan.permute, kFusedMoeFp8PermuteStep, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(
       LaunchQuantize(plan.quantize, kQuantizeEntry, plan.device, kFusedMoeFp8QuantizeStep, stream).WithContext(api));

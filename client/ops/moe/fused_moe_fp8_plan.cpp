@@ -53,7 +53,49 @@ unsigned QuantBlocks(int64_t rows) {
   return static_cast<unsigned>((rows + moe::kFp8QuantWarps - 1) / moe::kFp8QuantWarps);
 }
 
-StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a) {
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// 16-byte loads of every row of the view: its pointer and its row stride in bytes.
+bool RowsAligned16(const RowView& v) {
+  return Aligned16(v.data) && (v.rows <= 1 || (v.row_stride * static_cast<int64_t>(v.element_size)) % 16 == 0);
+}
+
+// One decode GEMV: `weight` [E, n, k] e4m3 with its scales `scales` [E, ceil(n / 128), ceil(k /
+// 128)] times `in` (e4m3 codes, rows in_stride bytes apart, scales in_scales) into `out` (bf16,
+// out_stride elements apart), by slot.
+struct GemvOperands {
+  const RowView* weight;
+  const RowView* scales;
+  int64_t n;
+  int64_t k;
+  const void* in;
+  int64_t in_stride;
+  const float* in_scales;
+  void* out;
+  int64_t out_stride;
+};
+void PlanGemv(const GemvOperands& o, const moe::FusedMoeGemvParams& common, moe::FusedMoeGemvParams* p,
+              moe::FusedMoeFp8GemvScales* sc) {
+  *p = common;
+  p->out = o.out;
+  p->out_stride = o.out_stride;
+  p->in = o.in;
+  p->in_stride = o.in_stride;
+  p->weight = o.weight->data;
+  p->weight_row_stride = o.weight->row_stride;  // e4m3: bytes
+  p->weight_expert_stride = o.n * o.weight->row_stride;
+  p->k = static_cast<int>(o.k);
+  p->n = static_cast<int>(o.n);
+  *sc = {};
+  sc->in_scales = o.in_scales;
+  sc->in_scale_stride = gemm::Fp8ScaleBlocks(o.k);
+  sc->weight_scales = reinterpret_cast<const float*>(o.scales->data);
+  const int64_t scale_row_stride = o.scales->rows > 1 ? o.scales->row_stride : gemm::Fp8ScaleBlocks(o.k);
+  sc->weight_scale_row_stride = static_cast<int>(scale_row_stride);
+  sc->weight_scale_expert_stride = gemm::Fp8ScaleBlocks(o.n) * scale_row_stride;
+}
+
+StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path) {
   const TensorView* all[] = {a.out,       a.x,        a.w13,          a.w13_scales, a.w2,
                              a.w2_scales, a.topk_ids, a.topk_weights, a.workspace};
   for (const TensorView* t : all)
@@ -64,6 +106,9 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a) {
   if (hidden < 16 || hidden % 16 != 0)
     return InvalidArgument("x", "H (dim 1) must be a positive multiple of 16 (16-byte e4m3 rows for TMA), found " +
                                     ShapeText(x_t));
+  if (!RowsAligned16(x))
+    return InvalidArgument("x", "rows must start 16-byte aligned (the quantizer's 16-byte loads): data pointer " +
+                                    PointerText(x.data) + ", row stride " + Str(x.row_stride) + " elements");
 
   KILN_ASSIGN_OR_RETURN(const RowView w13, CheckedMoeArg(*a.w13, "w13", 3, "[E, 2I, H]", DType::kFloat8E4M3));
   const int64_t experts = a.w13->shape[0], gate_up = a.w13->shape[1];
@@ -153,6 +198,37 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a) {
                                                       indptr_v, kFusedMoeFp8DownStep));
   KILN_ASSIGN_OR_RETURN(plan.unpermute, PlanMoeUnpermute({a.out, &expert_out_v, &slot_to_row_v, a.topk_weights},
                                                          kFusedMoeFp8CombineStep));
+
+  // The decode path: the same regions, by token (x_q, x_scales) or by slot (the rest; rows = slots).
+  const bool gemv_possible = rows <= moe::kMaxGemvSlots;
+  plan.gemv = gemv_possible && path != FusedMoePath::kGrouped &&
+              (path == FusedMoePath::kGemv || FusedMoeFp8GemvByDefault(tokens, top_k, experts));
+  if (!plan.gemv) return plan;
+  plan.quantize.blocks = QuantBlocks(tokens);
+  plan.quantize.params = QuantParams(x_q_v.data, static_cast<float*>(x_scales_v.data), x.data, x.row_stride, tokens,
+                                     hidden, nullptr, nullptr, top_k, experts);
+  int* slot_to_row = static_cast<int*>(slot_to_row_v.data);
+  plan.silu.params = QuantParams(act_q_v.data, static_cast<float*>(act_scales_v.data), gate_up_v.data, gate_up, rows,
+                                 intermediate, slot_to_row, nullptr, top_k, experts);
+  KILN_ASSIGN_OR_RETURN(const RowView s13, ViewAsRows(*a.w13_scales, "w13_scales"));
+  KILN_ASSIGN_OR_RETURN(const RowView s2, ViewAsRows(*a.w2_scales, "w2_scales"));
+  FusedMoeFp8GemvPlan& g = plan.gemvs;
+  g.gate_up_blocks = static_cast<unsigned>((gate_up + moe::kFp8GemvColumns - 1) / moe::kFp8GemvColumns);
+  g.down_blocks = static_cast<unsigned>((hidden + moe::kFp8GemvColumns - 1) / moe::kFp8GemvColumns);
+  g.expert_blocks = static_cast<unsigned>(moe::FusedMoeGemvExpertBlocks(experts, rows));
+  moe::FusedMoeGemvParams common = {};
+  common.topk_ids = reinterpret_cast<const int*>(ids.data);
+  common.tokens = tokens;
+  common.ids_stride = ids.row_stride;
+  common.experts = static_cast<int>(experts);
+  common.top_k = static_cast<int>(top_k);
+  PlanGemv({&w13, &s13, gate_up, hidden, x_q_v.data, hidden, static_cast<const float*>(x_scales_v.data), gate_up_v.data,
+            gate_up},
+           common, &g.gate_up, &g.gate_up_scales);
+  g.gate_up.slot_to_row = slot_to_row;  // the first block writes it (s, or -1) for the silu and the combine
+  PlanGemv({&w2, &s2, hidden, intermediate, act_q_v.data, intermediate, static_cast<const float*>(act_scales_v.data),
+            expert_out_v.data, hidden},
+           common, &g.down, &g.down_scales);
   return plan;
 }
 
@@ -178,8 +254,22 @@ FusedMoeFp8Workspace FusedMoeFp8WorkspaceOf(int64_t tokens, int64_t top_k, int64
   return w;
 }
 
-StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api) {
-  auto plan = Plan(args);
+// The decode path was written without a GPU (2026-12-05): until its GPU test
+// (tests/client/ops/gpu_fused_moe_fp8_test.cpp, which forces both paths) has passed, calls stay on
+// the grouped path, which has (H100, 2026-12-05), and only KILN_FUSED_MOE_PATH=gemv runs it.
+constexpr bool kFp8DecodePathByDefault = false;
+
+bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts) {
+  const int64_t slots = tokens * top_k;
+  return slots <= 4 * experts && slots <= moe::kMaxGemvSlots;
+}
+
+bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts) {
+  return kFp8DecodePathByDefault && FusedMoeFp8GemvSuits(tokens, top_k, experts);
+}
+
+StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api, FusedMoePath path) {
+  auto plan = Plan(args, path);
   if (!plan.ok()) return plan.status().WithContext(api);
   return plan;
 }

@@ -1,7 +1,9 @@
-// FusedMoeFp8Plan: the arguments of fused_moe_fp8 (kiln/ops/moe.h) validated and turned into its
-// six steps: moe_permute (the tables, no gather), the gather-and-quantize (fused_moe_fp8's own
-// kernel), grouped_fp8_gemm with w13 into bf16 rows, the silu-and-quantize (its other kernel),
-// grouped_fp8_gemm with w2 into bf16 rows, and moe_unpermute. The intermediate tensors are views of
+// FusedMoeFp8Plan: the arguments of fused_moe_fp8 (kiln/ops/moe.h) validated and turned into the
+// steps of one of two paths. The grouped path's six: moe_permute (the tables, no gather), the
+// gather-and-quantize (fused_moe_fp8's own kernel), grouped_fp8_gemm with w13 into bf16 rows, the
+// silu-and-quantize (its other kernel), grouped_fp8_gemm with w2 into bf16 rows, and moe_unpermute.
+// The decode path's five: x quantized by token, the gate-up GEMV by slot, the silu-and-quantize by
+// slot, the down GEMV by slot, and moe_unpermute. The intermediate tensors are views of
 // the caller's workspace (FusedMoeFp8Workspace). Pure: no driver call, so every check runs, and is
 // tested, without a GPU.
 #pragma once
@@ -9,6 +11,7 @@
 #include <cstdint>
 
 #include "client/ops/gemm/grouped_gemm_plan.h"
+#include "client/ops/moe/fused_moe_plan.h"
 #include "client/ops/moe/moe_plan.h"
 #include "kiln/moe/moe_contract.h"
 #include "kiln/status.h"
@@ -26,6 +29,9 @@ inline constexpr const char* kFusedMoeFp8SiluStep =
     "fused_moe_fp8: silu(gate) * up quantized to e4m3 (kiln_fused_moe_fp8_silu_and_mul_quantize)";
 inline constexpr const char* kFusedMoeFp8DownStep = "fused_moe_fp8: the down GEMM (grouped_fp8_gemm, b = w2)";
 inline constexpr const char* kFusedMoeFp8CombineStep = "fused_moe_fp8: the combine (moe_unpermute into out)";
+inline constexpr const char* kFusedMoeFp8GateUpGemvStep =
+    "fused_moe_fp8: the gate-and-up GEMV (kiln_fused_moe_fp8_gate_up, w13)";
+inline constexpr const char* kFusedMoeFp8DownGemvStep = "fused_moe_fp8: the down GEMV (kiln_fused_moe_fp8_down, w2)";
 
 // The arguments as the API receives them.
 struct FusedMoeFp8Args {
@@ -67,19 +73,49 @@ struct FusedMoeFp8QuantizePlan {
   moe::FusedMoeFp8QuantParams params = {};
 };
 
+// The decode path's two GEMVs (fused_moe_fp8's own kernels, kiln/moe/moe_contract.h): w13's rows
+// by slot into gate_up, then w2's by slot into expert_out, which the combine reads as the grouped
+// path's rows (slot_to_row is s or -1).
+struct FusedMoeFp8GemvPlan {
+  unsigned gate_up_blocks = 0;  // grid.x: ceil(2I / kFp8GemvColumns)
+  unsigned down_blocks = 0;     // grid.x: ceil(H / kFp8GemvColumns)
+  unsigned expert_blocks = 0;   // grid.y: moe::FusedMoeGemvExpertBlocks(E, slots)
+  moe::FusedMoeGemvParams gate_up = {};
+  moe::FusedMoeFp8GemvScales gate_up_scales = {};
+  moe::FusedMoeGemvParams down = {};
+  moe::FusedMoeFp8GemvScales down_scales = {};
+};
+
 struct FusedMoeFp8Plan {
   int64_t tokens = 0;  // T = 0: nothing to launch
   int device = 0;
+  // The decode path: quantize (x by token), gemvs.gate_up, silu (by slot), gemvs.down, unpermute;
+  // else the grouped path's six steps. The grouped steps are planned either way (their checks are
+  // the call's), launched only on the grouped path.
+  bool gemv = false;
   FusedMoeFp8Workspace workspace;
   MoePermutePlan permute;            // the tables only
-  FusedMoeFp8QuantizePlan quantize;  // x -> x_q, x_scales
+  FusedMoeFp8QuantizePlan quantize;  // x -> x_q, x_scales (grouped: rows gathered; decode: by token)
   GroupedGemmPlan gate_up;           // x_q . w13 -> gate_up [rows, 2I] bf16
   FusedMoeFp8QuantizePlan silu;      // gate_up -> act_q, act_scales
   GroupedGemmPlan down;              // act_q . w2 -> expert_out [rows, H] bf16
+  FusedMoeFp8GemvPlan gemvs;         // the decode path's products
   MoeUnpermutePlan unpermute;
 };
 
-// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
-StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api);
+// Where the decode path should run: T x top_k <= 4 E (about four slots an expert; a GEMV pass
+// takes eight, so few experts need a second pass over their weights) and at most
+// moe::kMaxGemvSlots slots. A first guess from the decode path's design, to be replaced by the
+// measured crossover (docs/kernels-moe.md, "The fp8 decode path").
+bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts);
+// The default choice (kAuto): FusedMoeFp8GemvSuits once the decode path has passed its GPU test;
+// until then false (the grouped path), and KILN_FUSED_MOE_PATH=gemv runs the decode path.
+bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts);
+
+// INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem. `path`
+// as fused_moe's (FusedMoePath, fused_moe_plan.h: KILN_FUSED_MOE_PATH serves both layers); every
+// argument is checked the same way whichever path runs.
+StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api,
+                                          FusedMoePath path = FusedMoePath::kAuto);
 
 }  // namespace kiln::client

@@ -76,8 +76,8 @@ FusedMoePath PathFromEnvironment() {
     const std::string value(text);
     if (value == "gemv" || value == "grouped") {
       std::fprintf(stderr,
-                   "kiln: KILN_FUSED_MOE_PATH=%s: fused_moe runs its %s path wherever it can in this process "
-                   "(docs/kernels-moe.md)\n",
+                   "kiln: KILN_FUSED_MOE_PATH=%s: fused_moe and fused_moe_fp8 run their %s path wherever they can "
+                   "in this process (docs/kernels-moe.md)\n",
                    text, value == "gemv" ? "decode (GEMV)" : "grouped");
       return value == "gemv" ? FusedMoePath::kGemv : FusedMoePath::kGrouped;
     }

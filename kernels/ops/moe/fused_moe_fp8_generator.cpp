@@ -1,6 +1,7 @@
 // The generator of fused_moe_fp8 (the moe family): its own kernels, the two that quantize the
-// layer's activations to block-scaled e4m3 (the gathered tokens; silu(gate) * up), one compilation
-// unit (kernels/src/moe/fused_moe_fp8.cu) specialized on the activations' element type; rows,
+// layer's activations to block-scaled e4m3 (the gathered tokens; silu(gate) * up) and the decode
+// path's two GEMVs on the e4m3 experts (fp8 tensor-core MMAs over each chosen expert's slots), one
+// compilation unit (kernels/src/moe/fused_moe_fp8.cu) specialized on the activations' element type; rows,
 // H, I and top_k are launch arguments, so one cubin serves every model. The layer's other steps
 // are moe_permute's, grouped_fp8_gemm's and moe_unpermute's kernels (the trace definition's
 // composed_of). Contract: kiln/moe/moe_contract.h, docs/kernels-moe.md.
@@ -18,8 +19,8 @@ namespace {
 constexpr DTypeInfo kDTypes[] = {kBf16Info};
 constexpr const char* kUnitPath = "src/moe/fused_moe_fp8.cu";
 
-// Host memory of one compile: two short elementwise bodies, below fused_moe's unit; the norm
-// family's 128 MB (measured there, ptxas in process) covers it.
+// Host memory of one compile: two short elementwise bodies and two GEMVs, about fused_moe's unit
+// (its figure: 128 MB, ptxas in process).
 constexpr int64_t kCompileMemoryMb = 128;
 
 class FusedMoeFp8Generator : public OpGenerator {
@@ -32,7 +33,8 @@ class FusedMoeFp8Generator : public OpGenerator {
            "fp32 "
            "scale per row and 128 columns (max |v| / 448, an IEEE division, round to nearest even, saturated); one "
            "warp "
-           "a row, deterministic. grouped_fp8_gemm multiplies what they write";
+           "a row, deterministic. grouped_fp8_gemm multiplies what they write; at decode, two GEMVs over each chosen "
+           "expert's slots multiply it instead (fp8 MMAs, each 128-column k block promoted into fp32)";
   }
 
   std::vector<ParamInfo> params() const override {
@@ -56,13 +58,17 @@ class FusedMoeFp8Generator : public OpGenerator {
                                         {{"KILN_FUSED_MOE_FP8_T", dtype.cuda_type}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
-    spec.entries = {moe::kFusedMoeFp8QuantizeEntry, moe::kFusedMoeFp8SiluAndMulQuantizeEntry};
-    // items_per_block: rows per block (grid.x = ceil(rows / items_per_block)).
+    spec.entries = {moe::kFusedMoeFp8QuantizeEntry, moe::kFusedMoeFp8SiluAndMulQuantizeEntry,
+                    moe::kFusedMoeFp8GateUpEntry, moe::kFusedMoeFp8DownEntry};
+    // items_per_block: rows per block (grid.x = ceil(rows / items_per_block)): the quantizers'
+    // activation rows, the GEMVs' weight rows.
     spec.launch = {
         {.entry = moe::kFusedMoeFp8QuantizeEntry, .block = moe::kFp8QuantBlock, .items_per_block = moe::kFp8QuantWarps},
         {.entry = moe::kFusedMoeFp8SiluAndMulQuantizeEntry,
          .block = moe::kFp8QuantBlock,
-         .items_per_block = moe::kFp8QuantWarps}};
+         .items_per_block = moe::kFp8QuantWarps},
+        {.entry = moe::kFusedMoeFp8GateUpEntry, .block = moe::kGemvBlock, .items_per_block = moe::kFp8GemvColumns},
+        {.entry = moe::kFusedMoeFp8DownEntry, .block = moe::kGemvBlock, .items_per_block = moe::kFp8GemvColumns}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }

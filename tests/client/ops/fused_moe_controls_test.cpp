@@ -99,8 +99,10 @@ TEST_CASE("KILN_FUSED_MOE_PATH: auto by default, gemv or grouped forces a path a
       {nullptr, nullptr, "auto", 1, nullptr},
       {"auto", nullptr, "auto", 1, nullptr},
       {"gemv", nullptr, "gemv", 1,
-       "kiln: KILN_FUSED_MOE_PATH=gemv: fused_moe runs its decode (GEMV) path wherever it can in this process"},
-      {"grouped", nullptr, "grouped", 1, "kiln: KILN_FUSED_MOE_PATH=grouped: fused_moe runs its grouped path"},
+       "kiln: KILN_FUSED_MOE_PATH=gemv: fused_moe and fused_moe_fp8 run their decode (GEMV) path wherever they can "
+       "in this process"},
+      {"grouped", nullptr, "grouped", 1,
+       "kiln: KILN_FUSED_MOE_PATH=grouped: fused_moe and fused_moe_fp8 run their grouped path"},
       {"GEMV", nullptr, "auto", 1,
        "kiln: KILN_FUSED_MOE_PATH='GEMV' is not valid: expected auto, gemv or grouped; auto is used"},
   };

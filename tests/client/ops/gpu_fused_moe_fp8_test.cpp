@@ -18,6 +18,9 @@
 // groups of 16 and 80 columns, a w13 block across the gate and up rows); few experts chosen (the
 // others' weights and scales NaN), one expert for all, dropped ids, padded x and out rows;
 // random scales over 2^-3..2^3 per block (a block's scale misplaced is an order-1 error).
+// Every case runs on both paths (SetFusedMoePathForTesting: the decode path's GEMVs where it takes
+// the call, then the grouped GEMMs); the decode path leaves the same regions by slot, so the same
+// step checks apply (its gate and up come from fp8 MMAs promoted every 128 columns, as the GEMM's).
 // Also: in place, two calls, the C ABI and a CUDA graph on new routings give the same bits (or
 // check against the reference); T = 0 launches nothing; refusals through the real path.
 #include <catch2/catch.hpp>
@@ -484,6 +487,32 @@ Case Make(int64_t tokens, int64_t experts, int64_t top_k, int64_t hidden, int64_
   return c;
 }
 
+using kiln::client::FusedMoePath;
+constexpr FusedMoePath kBothPaths[] = {FusedMoePath::kGemv, FusedMoePath::kGrouped};
+
+const char* PathName(FusedMoePath path) {
+  return path == FusedMoePath::kGemv ? "decode path (GEMVs) where it can" : "grouped path";
+}
+
+// Calls in its scope ask for `path` (fused_moe_fp8 shares fused_moe's control); the environment's
+// choice again after it.
+struct PathScope {
+  explicit PathScope(FusedMoePath path) { kiln::client::SetFusedMoePathForTesting(static_cast<int>(path)); }
+  ~PathScope() { kiln::client::SetFusedMoePathForTesting(-1); }
+  PathScope(const PathScope&) = delete;
+  PathScope& operator=(const PathScope&) = delete;
+};
+
+// The layer's result on each path, each checked step by step: the decode path leaves the same
+// regions by slot (slot_to_row s) that the grouped path leaves by permuted row.
+void CheckBothPaths(Layer& layer) {
+  for (FusedMoePath path : kBothPaths) {
+    const PathScope scope(path);
+    INFO(PathName(path));
+    layer.Check(layer.Run());
+  }
+}
+
 TEST_CASE("fused_moe_fp8 matches the quantized float64 layer step by step", "[gpu][moe][fused][fp8]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(20261205);
@@ -496,14 +525,18 @@ TEST_CASE("fused_moe_fp8 matches the quantized float64 layer step by step", "[gp
       c.out_pad = n % 5 == 2 ? 8 : 0;
       ++n;
       Layer layer(c, rng);
-      layer.Check(layer.Run());
+      CheckBothPaths(layer);
     }
   }
+  // The decode path's edges: more than one pass of 8 slots over an expert (one expert for all),
+  // dropped ids (rows the silu skips), few experts (the others NaN), K in one k half only (H and I
+  // below 128: the second half of the warps has no k block).
   for (const Case& c : {Make(200, 64, 8, 256, 128, Ids::kFewExperts), Make(500, 128, 1, 256, 128, Ids::kOneExpert),
                         Make(300, 8, 8, 256, 128, Ids::kOneExpert), Make(333, 256, 8, 256, 128, Ids::kDropped),
-                        Make(2048, 128, 8, 512, 384)}) {
+                        Make(2048, 128, 8, 512, 384), Make(20, 8, 2, 256, 128, Ids::kOneExpert),
+                        Make(16, 32, 4, 256, 128, Ids::kDropped), Make(5, 16, 2, 96, 48), Make(64, 128, 8, 448, 128)}) {
     Layer layer(c, rng);
-    layer.Check(layer.Run());
+    CheckBothPaths(layer);
   }
 }
 
@@ -513,11 +546,15 @@ TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI: the same bits", "[g
   Case c = Make(100, 64, 8, 272, 208);
   c.x_pad = 16;
   Layer layer(c, rng);
-  const std::vector<uint16_t> first = layer.Run();
-  layer.Check(first);
-  CHECK(layer.Run() == first);
-  CHECK(layer.RunC() == first);
-  CHECK(layer.Run(/*in_place=*/true) == first);
+  for (FusedMoePath path : kBothPaths) {
+    const PathScope scope(path);
+    INFO(PathName(path));
+    const std::vector<uint16_t> first = layer.Run();
+    layer.Check(first);
+    CHECK(layer.Run() == first);
+    CHECK(layer.RunC() == first);
+    CHECK(layer.Run(/*in_place=*/true) == first);
+  }
 }
 
 TEST_CASE("fused_moe_fp8 replays in a CUDA graph on new ids and new x", "[gpu][moe][fused][fp8]") {
@@ -527,29 +564,34 @@ TEST_CASE("fused_moe_fp8 replays in a CUDA graph on new ids and new x", "[gpu][m
   Case c = Make(64, 128, 8, 256, 128);
   c.poison_unused = false;
   Layer layer(c, rng);
-  layer.Check(layer.Run());  // loads the kernels outside the capture
-  CUstream stream = nullptr;
-  KILN_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  KILN_CU(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
-  const kiln::Status captured = layer.Call(layer.out(), stream);
-  CUgraph graph = nullptr;
-  KILN_CU(d.cuStreamEndCapture(stream, &graph));
-  INFO(captured.ToString());
-  REQUIRE(captured.ok());
-  CUgraphExec exec = nullptr;
-  KILN_CU(d.cuGraphInstantiateWithFlags(&exec, graph, 0));
-  for (Ids kind : {Ids::kRouter, Ids::kFewExperts, Ids::kOneExpert, Ids::kDropped}) {
-    INFO("replay with ids " << IdsName(kind));
-    layer.NewRouting(kind, rng);
-    layer.NewX(rng);
-    layer.Prepare();
-    KILN_CU(d.cuGraphLaunch(exec, stream));
-    KILN_CU(d.cuStreamSynchronize(stream));
-    layer.Check(layer.Read(false));
+  // 512 slots = 4 E: the decode path can take it.
+  for (FusedMoePath path : kBothPaths) {
+    const PathScope scope(path);
+    INFO(PathName(path));
+    layer.Check(layer.Run());  // loads the kernels outside the capture
+    CUstream stream = nullptr;
+    KILN_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    KILN_CU(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+    const kiln::Status captured = layer.Call(layer.out(), stream);
+    CUgraph graph = nullptr;
+    KILN_CU(d.cuStreamEndCapture(stream, &graph));
+    INFO(captured.ToString());
+    REQUIRE(captured.ok());
+    CUgraphExec exec = nullptr;
+    KILN_CU(d.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    for (Ids kind : {Ids::kRouter, Ids::kFewExperts, Ids::kOneExpert, Ids::kDropped}) {
+      INFO("replay with ids " << IdsName(kind));
+      layer.NewRouting(kind, rng);
+      layer.NewX(rng);
+      layer.Prepare();
+      KILN_CU(d.cuGraphLaunch(exec, stream));
+      KILN_CU(d.cuStreamSynchronize(stream));
+      layer.Check(layer.Read(false));
+    }
+    KILN_CU(d.cuGraphExecDestroy(exec));
+    KILN_CU(d.cuGraphDestroy(graph));
+    KILN_CU(d.cuStreamDestroy(stream));
   }
-  KILN_CU(d.cuGraphExecDestroy(exec));
-  KILN_CU(d.cuGraphDestroy(graph));
-  KILN_CU(d.cuStreamDestroy(stream));
 }
 
 TEST_CASE("fused_moe_fp8 with no tokens launches nothing, and refuses bad arguments through the real path",

@@ -107,13 +107,15 @@
 //                             256-byte aligned; scratch
 //   out           [T, H]      bf16, written; may be x itself, else no overlap
 // Each routed row of x is quantized to e4m3 per 128 columns (scale = max|v| / 448, at least
-// 1e-10 / 448), multiplied with w13 by grouped_fp8_gemm (bf16 rows), silu(gate) * up is computed
-// in fp32 from those rows and quantized the same way, multiplied with w2 (bf16 rows), and
-// moe_unpermute weights and sums each token's rows in fp32: six launches on the caller's stream
-// (moe_permute, the gather-and-quantize, the two GEMMs with the silu-and-quantize between, the
-// combine), no host sync (capturable in a CUDA graph), only the chosen experts' weights read,
-// deterministic. Every T runs this path (no GEMV path for fp8 weights yet). T = 0: OK, nothing
-// launched.
+// 1e-10 / 448), multiplied with w13 (bf16 rows), silu(gate) * up is computed in fp32 from those
+// rows and quantized the same way, multiplied with w2 (bf16 rows), and moe_unpermute weights and
+// sums each token's rows in fp32. Two paths compute it (the same quantization; only the order of
+// the products' sums differs): six launches (moe_permute, the gather-and-quantize, two
+// grouped_fp8_gemm with the silu-and-quantize between, the combine), or a decode path of five
+// (x quantized by token, two GEMVs on fp8 tensor cores over each chosen expert's slots with the
+// silu-and-quantize between, the combine) for few tokens once it has passed its GPU test
+// (docs/kernels-moe.md, "The fp8 decode path"). Either: no host sync (capturable in a CUDA graph),
+// only the chosen experts' weights read, deterministic. T = 0: OK, nothing launched.
 //
 // The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
 #ifndef KILN_OPS_MOE_H_
@@ -203,9 +205,9 @@ constexpr int64_t fused_moe_fp8_workspace_bytes(int64_t tokens, int64_t top_k, i
 }
 
 // Refused (INVALID_ARGUMENT naming the argument): other dtypes, ranks or shapes (the scales'
-// included), E outside 1..256, top_k outside 1..min(E, 16), H or I not a multiple of 16, a
-// workspace smaller than fused_moe_fp8_workspace_bytes(...) or misaligned, out overlapping anything
-// but x itself, a GPU other than sm_90a (the GEMMs' kernels).
+// included), E outside 1..256, top_k outside 1..min(E, 16), H or I not a multiple of 16, x's rows
+// not 16-byte aligned, a workspace smaller than fused_moe_fp8_workspace_bytes(...) or misaligned,
+// out overlapping anything but x itself, a GPU other than sm_90a (the kernels').
 KILN_API Status fused_moe_fp8(const TensorView& out, const TensorView& x, const TensorView& w13,
                               const TensorView& w13_scales, const TensorView& w2, const TensorView& w2_scales,
                               const TensorView& topk_ids, const TensorView& topk_weights, const TensorView& workspace,

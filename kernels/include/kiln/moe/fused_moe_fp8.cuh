@@ -6,6 +6,8 @@
 //   silu_and_mul_quantize    v = silu(in[r, :I]) * in[r, I:]              (fp32, not rounded first)
 //
 // then, per 128 columns of the row: scale = max(amax, kFp8MinAmax) / 448 and q = e4m3(v / scale).
+// The decode path uses both by token (quantize: row r is x's row r) and by slot (silu: a row whose
+// slot_to_row entry is -1 is skipped); kiln/moe/fused_moe_fp8_gemv.cuh multiplies what they write.
 //
 // One warp per row. A lane takes 8 consecutive columns (16 bytes of bf16) a step, so a step of the
 // warp covers 256 columns: lanes 0-15 one scale group, lanes 16-31 the next. The group's amax is a
@@ -45,10 +47,14 @@ template <typename T, bool kSiluAndMul>
 __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const long long row = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
-  if (row >= p.rows || row >= p.m_indptr[p.experts]) return;  // warp-uniform
+  if (row >= p.rows || (p.m_indptr != nullptr && row >= p.m_indptr[p.experts])) return;  // warp-uniform
   const T* in = nullptr;
   if (kSiluAndMul) {
+    // The decode path's rows are slots: a dropped id's gate and up were never written.
+    if (p.row_to_slot != nullptr && p.row_to_slot[row] < 0) return;
     in = static_cast<const T*>(p.in) + row * p.in_stride;
+  } else if (p.row_to_slot == nullptr) {
+    in = static_cast<const T*>(p.in) + row * p.in_stride;  // the decode path: x by token
   } else {
     const int slot = p.row_to_slot[row];
     if (slot >= 0) in = static_cast<const T*>(p.in) + static_cast<long long>(slot / p.top_k) * p.in_stride;

@@ -294,13 +294,16 @@ constexpr float kFp8MinAmax = 1e-10f;
 
 // The parameter of both quantizing entries. q's and scales' rows are the grouped layout's (r <
 // rows); `in`'s are x's tokens (quantize: row r reads token row_to_slot[r] / top_k, a row without
-// a slot (-1) is zeros) or the w13 GEMM's bf16 rows [gate (columns) | up (columns)] (silu).
+// a slot (-1) is zeros) or the w13 GEMM's bf16 rows [gate (columns) | up (columns)] (silu). The
+// decode path's forms: quantize with row_to_slot null reads token r (x by token, rows = T); silu
+// with row_to_slot given (the gate-up GEMV's slot_to_row) skips a row whose entry is -1 (a
+// dropped id: its gate and up rows were never written); m_indptr null bounds nothing but rows.
 struct FusedMoeFp8QuantParams {
   void* q;                 // [rows, columns] e4m3, rows q_stride bytes apart
   float* scales;           // [rows, ceil(columns / kFp8QuantGroup)], rows scale_stride apart
   const void* in;          // rows in_stride elements apart, 16-byte aligned
-  const int* row_to_slot;  // quantize: moe_permute's [rows]; silu: null
-  const int* m_indptr;     // [experts + 1]: rows from m_indptr[experts] on are not written
+  const int* row_to_slot;  // quantize: moe_permute's [rows] or null; silu: null or slot_to_row
+  const int* m_indptr;     // [experts + 1] or null: rows from m_indptr[experts] on are not written
   long long rows;          // the grid's rows
   long long in_stride;
   long long q_stride;
@@ -311,6 +314,38 @@ struct FusedMoeFp8QuantParams {
   int reserved;  // 0
 };
 static_assert(sizeof(FusedMoeFp8QuantParams) == 88, "FusedMoeFp8QuantParams: 5 pointers, 4 longs, 4 ints");
+
+// fused_moe_fp8's decode path (docs/kernels-moe.md, "fp8 experts", "The decode path"): five launches,
+// no permutation: kiln_fused_moe_fp8_quantize of x by token -> kiln_fused_moe_fp8_gate_up (w13's
+// 2I rows by slot, bf16) -> kiln_fused_moe_fp8_silu_and_mul_quantize by slot -> kiln_fused_moe_fp8_down
+// (y by slot, bf16) -> moe_unpermute by slot_to_row. The GEMVs, for every slot s = t * top_k + j with
+// a valid id e = topk_ids[t, j]:
+//   out[s, c] = sum over k blocks b of weight_scales[e, c / 128, b] * in_scales[in row, b] *
+//               (weight[e, c, :] . in[in row, :] over block b)      in row: t (gate_up) or s (down)
+// with fp8 tensor-core MMAs, each 128-column k block summed apart and then promoted into fp32; out
+// rounded once to bf16. FusedMoeGemvParams as fused_moe's decode path, but for e4m3: `in` and
+// `weight` are codes and their strides count bytes (in_stride, weight_row_stride,
+// weight_expert_stride); out's count bf16; k is a multiple of 16, n of 16. A block is kGemvBlock
+// threads (fused_moe's prologue), kFp8GemvColumns weight rows (items_per_block: grid.x = ceil(n /
+// kFp8GemvColumns)) of one chosen expert (grid.y = FusedMoeGemvExpertBlocks), no dynamic shared
+// memory; gate_up's first block writes slot_to_row (s, or -1 for a dropped id).
+constexpr const char* kFusedMoeFp8GateUpEntry = "kiln_fused_moe_fp8_gate_up";
+constexpr const char* kFusedMoeFp8DownEntry = "kiln_fused_moe_fp8_down";
+constexpr int kFp8GemvColumns = 64;
+// The blocks an SM holds at once (the entries' __launch_bounds__ minimum): two operand sets of a
+// k block in registers (one loading while the other multiplies) need more than fused_moe's 85.
+constexpr int kFp8GemvBlocksPerSm = 2;
+
+// The decode GEMVs' second parameter: the scales of `in` and of the weights.
+struct FusedMoeFp8GemvScales {
+  const float* in_scales;                // [in rows, ceil(k / 128)], rows in_scale_stride apart
+  const float* weight_scales;            // [experts, ceil(n / 128), ceil(k / 128)]
+  long long in_scale_stride;             // floats between in rows' scales
+  long long weight_scale_expert_stride;  // floats between experts' scales: ceil(n / 128) * ceil(k / 128)
+  int weight_scale_row_stride;           // ceil(k / 128)
+  int reserved;                          // 0
+};
+static_assert(sizeof(FusedMoeFp8GemvScales) == 40, "FusedMoeFp8GemvScales: 2 pointers, 2 longs, 2 ints");
 
 constexpr const char* kMoeUnpermuteOp = "moe_unpermute";
 constexpr const char* kMoeUnpermuteEntry = "kiln_moe_unpermute";

@@ -1,0 +1,201 @@
+// The device code of fused_moe_fp8's decode path (kiln/moe/moe_contract.h, FusedMoeFp8GemvScales;
+// docs/kernels-moe.md, "fp8 experts", "The decode path"): the expert products of a layer on
+// block-scaled e4m3 weights as GEMVs over the slots of each chosen expert, with the activations
+// quantized as on the grouped path (so both paths compute DeepSeek-V3's W8A8 recipe):
+//
+//   gate_up  out[s, c] = sum over k blocks b of w13_scale[e, c / 128, b] * in_scale[s / top_k, b] *
+//                        (w13[e, c, k] . in[s / top_k, k] over the block's k)      c < 2I
+//   down     out[s, h] = the same with w2, in and in_scale by slot                  h < H
+//
+// out is bf16 by slot (the gate and up rows the silu-and-quantize kernel reads, then y for the
+// combine), rounded once. The products are fp8 tensor-core MMAs (PTX ISA, "Warp-level matrix
+// multiply-accumulate instructions", mma.sync.aligned.m16n8k32 with .e4m3 A and B and .f32
+// accumulators, sm_89+; "Matrix fragments for mma.m16n8k32"): A is 16 weight rows, B the input
+// rows of up to 8 slots (the columns), so a pass over the weights serves 8 slots of the expert
+// and the weight bytes go to the MMA as loaded, with no conversion to floats. Each 128-column k
+// block is summed in a fresh accumulator and then added, scaled, into fp32 totals: the grouped
+// fp8 GEMM's promotion interval, so the two paths' errors are alike.
+//
+// The k order inside a k32 MMA is free as long as A and B agree: thread t of a lane quad loads
+// the 16 bytes at k = 16 t of a 64-byte step of its weight rows and of its slot's input row, and
+// feeds words 0-1 to the step's first MMA and words 2-3 to its second (the fragment's k 4t..4t+3
+// and 16+4t..16+4t+3 are then actual k 16t..16t+7 and 16t+8..16t+15). A step is half a k block,
+// so a k block is two steps, four MMAs.
+//
+// A block (kGemvBlock threads, FindExpertSlots' prologue) takes one chosen expert (blockIdx.y-th
+// in id order) and kFp8GemvColumns = 64 weight rows (blockIdx.x): warp w takes rows 16 (w % 4)
+// .. + 15 and half w / 4 of the k blocks; the second half's totals meet the first's in shared
+// memory (a fixed order: deterministic). Weight loads are ld.global.nc.L1::no_allocate (read
+// once), one k block ahead of the MMAs. A further pass of 8 slots reads the rows again (from L2
+// where they are still there); fused_moe_fp8's path rule keeps such calls few.
+#pragma once
+
+#include "kiln/common/grid_dependency.cuh"
+#include "kiln/common/numeric.cuh"
+#include "kiln/common/stream_dot.cuh"
+#include "kiln/moe/fused_moe_gemv.cuh"
+#include "kiln/moe/moe_contract.h"
+
+namespace kiln {
+namespace moe {
+
+constexpr int kFp8GemvRowsPerWarp = 16;  // the MMA's m
+constexpr int kFp8GemvSlotsPerPass = 8;  // the MMA's n
+constexpr int kFp8GemvKSplit = kGemvWarps * kFp8GemvRowsPerWarp / kFp8GemvColumns;
+static_assert(kFp8GemvKSplit == 2, "two warps a row group: one per half of the k blocks");
+static_assert(kFp8QuantGroup == 128, "a k block is two 64-byte steps");
+
+// D = A . B + C for one m16n8k32 e4m3 MMA.
+__device__ __forceinline__ void MmaE4m3(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                        unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+// One k block's operands of a thread: its two weight rows' and its slot's 16 bytes of each step,
+// and the input scales of the two slots its accumulators hold.
+struct Fp8GemvBlockLoad {
+  uint4 w_lo[2];  // row g, steps 0 and 1
+  uint4 w_hi[2];  // row g + 8
+  uint4 x[2];     // slot g's input row
+  float x_scale[2];
+  float w_scale;
+};
+
+// Where a thread's loads come from, fixed for a pass.
+struct Fp8GemvSources {
+  const unsigned char* w_lo;  // row g of the warp's rows, at byte 16 t
+  const unsigned char* w_hi;  // row g + 8
+  const unsigned char* x;     // slot g's input row at byte 16 t (null: no slot, zeros)
+  const float* x_scales[2];   // slots 2t, 2t + 1's input scale rows (null: no slot)
+  const float* w_scales;      // the warp's rows' scale row: [ceil(k / 128)]
+  int k;                      // bytes of a row
+  int t;                      // the lane's place in its quad
+};
+
+__device__ __forceinline__ void LoadFp8Block(const Fp8GemvSources& src, int kb, Fp8GemvBlockLoad& l) {
+#pragma unroll
+  for (int step = 0; step < 2; ++step) {
+    const int byte = kb * kFp8QuantGroup + step * 64 + 16 * src.t;
+    const bool inside = byte < src.k;  // k is a multiple of 16: a thread's 16 bytes are all in or all out
+    l.w_lo[step] = inside ? LoadStreamed(src.w_lo + kb * kFp8QuantGroup + step * 64) : make_uint4(0, 0, 0, 0);
+    l.w_hi[step] = inside ? LoadStreamed(src.w_hi + kb * kFp8QuantGroup + step * 64) : make_uint4(0, 0, 0, 0);
+    l.x[step] = inside && src.x != nullptr
+                    ? __ldg(reinterpret_cast<const uint4*>(src.x + kb * kFp8QuantGroup + step * 64))
+                    : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int e = 0; e < 2; ++e) l.x_scale[e] = src.x_scales[e] != nullptr ? __ldg(src.x_scales[e] + kb) : 0.0f;
+  l.w_scale = __ldg(src.w_scales + kb);
+}
+
+// total += (the k block's four MMAs) * w_scale * x_scale of each accumulator's slot.
+__device__ __forceinline__ void AddFp8Block(const Fp8GemvBlockLoad& l, float (&total)[4]) {
+  float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int step = 0; step < 2; ++step) {
+    const uint4 lo = l.w_lo[step], hi = l.w_hi[step], x = l.x[step];
+    MmaE4m3(block, lo.x, hi.x, lo.y, hi.y, x.x, x.y);
+    MmaE4m3(block, lo.z, hi.z, lo.w, hi.w, x.z, x.w);
+  }
+  // Accumulator q: row g (q < 2) or g + 8, slot 2t + (q & 1).
+#pragma unroll
+  for (int q = 0; q < 4; ++q) total[q] = fmaf(block[q], l.w_scale * l.x_scale[q & 1], total[q]);
+}
+
+// Shared memory of a block: the expert and its slots, and the second k half's totals.
+struct Fp8GemvShared {
+  GemvShared slots;
+  float half_totals[kGemvWarps / kFp8GemvKSplit][32][4];
+};
+
+// The block (rows blockIdx.x * kFp8GemvColumns .., expert of rank blockIdx.y): every slot of the
+// expert, kFp8GemvSlotsPerPass a pass. kByToken: slot s reads input row s / top_k (gate_up: x
+// quantized by token), else row s (down: the activations by slot). T: out's element type.
+//
+// fused_moe_fp8 launches the decode path in plain stream order (its quantizers do not wait on
+// griddepcontrol); the GEMVs already wait (a no-op in plain stream order) before they read
+// anything and then let the next kernel be scheduled, so they are correct launched either way.
+template <typename T, bool kByToken>
+__device__ __forceinline__ void Fp8ExpertGemv(const FusedMoeGemvParams& p, const FusedMoeFp8GemvScales& sc) {
+  static_assert(sizeof(T) == 2, "out is bf16");
+  __shared__ Fp8GemvShared sh;
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  const int e = FindExpertSlots(p, sh.slots);
+  if (e < 0) return;  // block-uniform
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  constexpr int kGroups = kGemvWarps / kFp8GemvKSplit;
+  const int group = warp % kGroups, half = warp / kGroups;
+  const int g = lane >> 2, t = lane & 3;
+  const int row0 = static_cast<int>(blockIdx.x) * kFp8GemvColumns + group * kFp8GemvRowsPerWarp;
+  // n is a multiple of 16: a warp's 16 rows are all in or all out. Every warp reaches the
+  // barriers below: a warp without rows skips only its loads and MMAs.
+  const bool rows_in = row0 < p.n;
+  const unsigned char* expert = static_cast<const unsigned char*>(p.weight) + e * p.weight_expert_stride;
+  const int k_blocks = (p.k + kFp8QuantGroup - 1) / kFp8QuantGroup;
+  const int kb_split = (k_blocks + 1) / 2;
+  const int kb_begin = half == 0 ? 0 : kb_split, kb_end = half == 0 ? kb_split : k_blocks;
+  Fp8GemvSources src;
+  src.w_lo = expert + static_cast<long long>(rows_in ? row0 + g : 0) * p.weight_row_stride + 16 * t;
+  src.w_hi = src.w_lo + 8 * p.weight_row_stride;
+  src.w_scales = sc.weight_scales + e * sc.weight_scale_expert_stride +
+                 static_cast<long long>(row0 / kFp8QuantGroup) * sc.weight_scale_row_stride;
+  src.k = p.k;
+  src.t = t;
+  const unsigned char* in = static_cast<const unsigned char*>(p.in);
+  const int count = sh.slots.count;
+  for (int first = 0; first < count; first += kFp8GemvSlotsPerPass) {
+    auto input_row = [&](int j) -> long long {  // slot first + j's input row, -1 past the expert's slots
+      if (first + j >= count) return -1;
+      const int s = sh.slots.slots[first + j];
+      return kByToken ? s / p.top_k : s;
+    };
+    const long long row_g = input_row(g);
+    src.x = row_g >= 0 ? in + row_g * p.in_stride + 16 * t : nullptr;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const long long r = input_row(2 * t + q);
+      src.x_scales[q] = r >= 0 ? sc.in_scales + r * sc.in_scale_stride : nullptr;
+    }
+    float total[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (rows_in && kb_begin < kb_end) {
+      // Two buffers taking turns, each loaded a k block before its MMAs.
+      Fp8GemvBlockLoad a, b;
+      LoadFp8Block(src, kb_begin, a);
+#pragma unroll 1
+      for (int kb = kb_begin; kb < kb_end; kb += 2) {
+        if (kb + 1 < kb_end) LoadFp8Block(src, kb + 1, b);
+        AddFp8Block(a, total);
+        if (kb + 1 >= kb_end) break;
+        if (kb + 2 < kb_end) LoadFp8Block(src, kb + 2, a);
+        AddFp8Block(b, total);
+      }
+    }
+    // The second half's totals join the first's: first half + second half, always in that order.
+    if (half == 1) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) sh.half_totals[group][lane][q] = total[q];
+    }
+    __syncthreads();
+    if (half == 0 && rows_in) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int j = 2 * t + (q & 1);
+        if (first + j >= count) continue;
+        const float v = total[q] + sh.half_totals[group][lane][q];
+        const long long slot = sh.slots.slots[first + j];
+        T* out = static_cast<T*>(p.out) + slot * p.out_stride + row0 + g + 8 * (q >> 1);
+        *out = FromFloat<T>(v);
+      }
+    }
+    __syncthreads();  // half_totals is rewritten by the next pass
+  }
+}
+
+}  // namespace moe
+}  // namespace kiln
