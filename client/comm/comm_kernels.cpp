@@ -34,9 +34,11 @@ struct AddRmsNormSpec {
   }
 };
 
-const OpKernels kAllReduceKernels = {::kiln::comm::kAllReduceOp,
-                                     {{{::kiln::comm::kOneShotEntry, 32}, {::kiln::comm::kTwoShotEntry, 32}}}};
-const OpKernels kAddRmsNormKernels = {::kiln::comm::kAllReduceAddRmsNormOp, {{{::kiln::comm::kAddRmsNormEntry, 32}}}};
+const OpKernels kAllReduceKernels = {
+    ::kiln::comm::kAllReduceOp,
+    {{{.name = ::kiln::comm::kOneShotEntry, .min_block = 32}, {.name = ::kiln::comm::kTwoShotEntry, .min_block = 32}}}};
+const OpKernels kAddRmsNormKernels = {::kiln::comm::kAllReduceAddRmsNormOp,
+                                      {{{.name = ::kiln::comm::kAddRmsNormEntry, .min_block = 32}}}};
 
 // Every entry's grid must fit the flag slots of a rank (kMaxBlocks), which the kernels index by
 // block: a daemon that prescribes more is refused before anything launches.

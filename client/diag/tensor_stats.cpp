@@ -28,7 +28,8 @@ struct StatsSpec {
   std::map<std::string, std::string> Params() const { return {{kParamDType, DTypeName(dtype)}}; }
 };
 
-const OpKernels kStatsKernels = {::kiln::diag::kTensorStatsOp, {{{::kiln::diag::kTensorStatsEntry, 32}}}};
+const OpKernels kStatsKernels = {::kiln::diag::kTensorStatsOp,
+                                 {{{.name = ::kiln::diag::kTensorStatsEntry, .min_block = 32}}}};
 
 // numel and the span of addresses a view covers stay below these, so that no index, offset or
 // byte address of the kernel (64-bit, signed) can overflow.

@@ -25,6 +25,8 @@ namespace kiln::client {
 // entries its launches use, in the order the op indexes them (OpLaunch::entries).
 struct OpKernels {
   static constexpr int kMaxEntries = 6;
+  // Written with designated initializers ({.name = ..., .min_block = 256, .waits_first = true}):
+  // two positional booleans read easily as each other.
   struct Entry {
     const char* name = nullptr;
     int min_block = 1;                  // the smallest block the op's launch accepts

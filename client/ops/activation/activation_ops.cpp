@@ -32,15 +32,23 @@ struct Activation {
   const char* entry;
   OpKernels kernels;
 };
-const Activation kSilu = {ActivationOp::kSiluAndMul,
-                          activation::kSiluAndMulEntry,
-                          {activation::kSiluAndMulOp, {{{activation::kSiluAndMulEntry, 1, true, true}}}}};
-const Activation kGelu = {ActivationOp::kGeluAndMul,
-                          activation::kGeluAndMulEntry,
-                          {activation::kGeluAndMulOp, {{{activation::kGeluAndMulEntry, 1, true, true}}}}};
+const Activation kSilu = {
+    ActivationOp::kSiluAndMul,
+    activation::kSiluAndMulEntry,
+    {activation::kSiluAndMulOp,
+     {{{.name = activation::kSiluAndMulEntry, .min_block = 1, .uses_items_per_block = true, .waits_first = true}}}}};
+const Activation kGelu = {
+    ActivationOp::kGeluAndMul,
+    activation::kGeluAndMulEntry,
+    {activation::kGeluAndMulOp,
+     {{{.name = activation::kGeluAndMulEntry, .min_block = 1, .uses_items_per_block = true, .waits_first = true}}}}};
 const Activation kGeluTanh = {ActivationOp::kGeluTanhAndMul,
                               activation::kGeluTanhAndMulEntry,
-                              {activation::kGeluTanhAndMulOp, {{{activation::kGeluTanhAndMulEntry, 1, true, true}}}}};
+                              {activation::kGeluTanhAndMulOp,
+                               {{{.name = activation::kGeluTanhAndMulEntry,
+                                  .min_block = 1,
+                                  .uses_items_per_block = true,
+                                  .waits_first = true}}}}};
 
 struct ActAndMulArgs {
   const TensorView* out = nullptr;

@@ -41,7 +41,8 @@ struct AppendSpec {
   }
 };
 
-const OpKernels kAppendKernels = {decode::kAppendPagedKvOp, {{{decode::kAppendPagedKvEntry, 32, false, true}}}};
+const OpKernels kAppendKernels = {decode::kAppendPagedKvOp,
+                                  {{{.name = decode::kAppendPagedKvEntry, .min_block = 32, .waits_first = true}}}};
 
 struct AppendPagedKvArgs {
   const TensorView* k_cache = nullptr;
@@ -110,7 +111,8 @@ struct DecodeSpec {
 // Entry 0 attends, entry 1 merges split chunks (query heads per merge block: items_per_block).
 const OpKernels kDecodeKernels = {
     decode::kBatchDecodeOp,
-    {{{decode::kBatchDecodeEntry, 32, false, true}, {decode::kBatchDecodeMergeEntry, 32, true, true}}}};
+    {{{.name = decode::kBatchDecodeEntry, .min_block = 32, .waits_first = true},
+      {.name = decode::kBatchDecodeMergeEntry, .min_block = 32, .uses_items_per_block = true, .waits_first = true}}}};
 
 struct BatchDecodeArgs {
   const ops::BatchDecodePlan* plan = nullptr;

@@ -39,7 +39,8 @@ struct Fp8GemmSpec {
   }
 };
 
-const OpKernels kFp8GemmKernels = {gemm::kFp8GemmOp, {{{gemm::kFp8GemmEntry, 256, true}}}};
+const OpKernels kFp8GemmKernels = {gemm::kFp8GemmOp,
+                                   {{{.name = gemm::kFp8GemmEntry, .min_block = 256, .uses_items_per_block = true}}}};
 
 // The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked).
 StatusOr<ChosenGemmTactic> Fp8TacticFor(const Fp8GemmPlan& plan, const GemmDeviceFacts& device, bool skip_tuned) {

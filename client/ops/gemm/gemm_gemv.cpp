@@ -29,9 +29,18 @@ struct GemmGemvSpec {
 // Entry 0 for M <= kGemvScalarMaxRows, entry 1 up to kGemvMaxRows, entry 2 (the wide mma
 // kernel) up to kGemvWideMaxRows (kiln/gemm/gemm_contract.h).
 const OpKernels kGemmGemvKernels = {gemm::kGemmGemvOp,
-                                    {{{gemm::kGemmGemvEntry, gemm::kGemvThreads, true, true},
-                                      {gemm::kGemmGemvMmaEntry, gemm::kGemvThreads, true, true},
-                                      {gemm::kGemmGemvMmaWideEntry, gemm::kGemvThreads, true, true}}}};
+                                    {{{.name = gemm::kGemmGemvEntry,
+                                       .min_block = gemm::kGemvThreads,
+                                       .uses_items_per_block = true,
+                                       .waits_first = true},
+                                      {.name = gemm::kGemmGemvMmaEntry,
+                                       .min_block = gemm::kGemvThreads,
+                                       .uses_items_per_block = true,
+                                       .waits_first = true},
+                                      {.name = gemm::kGemmGemvMmaWideEntry,
+                                       .min_block = gemm::kGemvThreads,
+                                       .uses_items_per_block = true,
+                                       .waits_first = true}}}};
 
 int GemvEntryFor(int64_t m) { return m <= gemm::kGemvScalarMaxRows ? 0 : m <= gemm::kGemvMaxRows ? 1 : 2; }
 

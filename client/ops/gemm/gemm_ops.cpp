@@ -49,7 +49,8 @@ struct GemmSpec {
   }
 };
 
-const OpKernels kGemmKernels = {gemm::kGemmOp, {{{gemm::kGemmEntry, 256, true}}}};
+const OpKernels kGemmKernels = {gemm::kGemmOp,
+                                {{{.name = gemm::kGemmEntry, .min_block = 256, .uses_items_per_block = true}}}};
 
 // The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked), gemm's
 // question: its bucket, ChooseGemmTactic and RankGemmTactics.

@@ -47,10 +47,15 @@ struct GroupedGemmSpec {
   }
 };
 
-const OpKernels kContiguousKernels = {gemm::kGroupedGemmOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
-const OpKernels kMaskedKernels = {gemm::kGroupedGemmMaskedOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
-const OpKernels kFp8ContiguousKernels = {gemm::kGroupedFp8GemmOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
-const OpKernels kFp8MaskedKernels = {gemm::kGroupedFp8GemmMaskedOp, {{{gemm::kGroupedGemmEntry, 256, true}}}};
+const OpKernels kContiguousKernels = {
+    gemm::kGroupedGemmOp, {{{.name = gemm::kGroupedGemmEntry, .min_block = 256, .uses_items_per_block = true}}}};
+const OpKernels kMaskedKernels = {
+    gemm::kGroupedGemmMaskedOp, {{{.name = gemm::kGroupedGemmEntry, .min_block = 256, .uses_items_per_block = true}}}};
+const OpKernels kFp8ContiguousKernels = {
+    gemm::kGroupedFp8GemmOp, {{{.name = gemm::kGroupedGemmEntry, .min_block = 256, .uses_items_per_block = true}}}};
+const OpKernels kFp8MaskedKernels = {
+    gemm::kGroupedFp8GemmMaskedOp,
+    {{{.name = gemm::kGroupedGemmEntry, .min_block = 256, .uses_items_per_block = true}}}};
 
 const OpKernels& KernelsOf(const GroupedGemmPlan& plan) {
   if (plan.dtype == DType::kFloat8E4M3) return plan.masked ? kFp8MaskedKernels : kFp8ContiguousKernels;

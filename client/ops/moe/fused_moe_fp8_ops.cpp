@@ -54,11 +54,14 @@ struct FusedMoeFp8Spec {
   auto Fields() const { return std::tie(dtype); }
   std::map<std::string, std::string> Params() const { return {{kParamDType, DTypeName(dtype)}}; }
 };
-const OpKernels kFusedMoeFp8Kernels = {moe::kFusedMoeFp8Op,
-                                       {{{moe::kFusedMoeFp8QuantizeEntry, moe::kFp8QuantBlock, true},
-                                         {moe::kFusedMoeFp8SiluAndMulQuantizeEntry, moe::kFp8QuantBlock, true},
-                                         {moe::kFusedMoeFp8GateUpEntry, moe::kGemvBlock, true},
-                                         {moe::kFusedMoeFp8DownEntry, moe::kGemvBlock, true}}}};
+const OpKernels kFusedMoeFp8Kernels = {
+    moe::kFusedMoeFp8Op,
+    {{{.name = moe::kFusedMoeFp8QuantizeEntry, .min_block = moe::kFp8QuantBlock, .uses_items_per_block = true},
+      {.name = moe::kFusedMoeFp8SiluAndMulQuantizeEntry,
+       .min_block = moe::kFp8QuantBlock,
+       .uses_items_per_block = true},
+      {.name = moe::kFusedMoeFp8GateUpEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true},
+      {.name = moe::kFusedMoeFp8DownEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true}}}};
 enum QuantizeEntry { kQuantizeEntry = 0, kSiluAndMulQuantizeEntry = 1 };
 enum GemvEntry { kGateUpEntry = 2, kDownEntry = 3 };
 

@@ -59,11 +59,12 @@ struct FusedMoeSpec {
   auto Fields() const { return std::tie(dtype); }
   std::map<std::string, std::string> Params() const { return {{kParamDType, DTypeName(dtype)}}; }
 };
-const OpKernels kFusedMoeKernels = {moe::kFusedMoeOp,
-                                    {{{moe::kFusedMoeGateUpEntry, moe::kGemvBlock, true},
-                                      {moe::kFusedMoeDownEntry, moe::kGemvBlock, true},
-                                      {moe::kFusedMoeGateUpFoldedEntry, moe::kGemvBlock, true},
-                                      {moe::kFusedMoeDownFoldedEntry, moe::kGemvBlock, true}}}};
+const OpKernels kFusedMoeKernels = {
+    moe::kFusedMoeOp,
+    {{{.name = moe::kFusedMoeGateUpEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true},
+      {.name = moe::kFusedMoeDownEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true},
+      {.name = moe::kFusedMoeGateUpFoldedEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true},
+      {.name = moe::kFusedMoeDownFoldedEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true}}}};
 enum GemvEntry { kGateUpEntry = 0, kDownEntry = 1, kGateUpFoldedEntry = 2, kDownFoldedEntry = 3 };
 
 // -1: as KILN_FUSED_MOE_PATH says (read once); else a FusedMoePath set by the tests.

@@ -32,7 +32,7 @@ struct MoeRouteSpec {
   }
 };
 
-const OpKernels kMoeRouteKernels = {moe::kMoeRouteOp, {{{moe::kMoeRouteEntry}}}};
+const OpKernels kMoeRouteKernels = {moe::kMoeRouteOp, {{{.name = moe::kMoeRouteEntry}}}};
 
 // The arguments in API order; the options as the call record names them (the C ABI's names).
 struct MoeRouteCall {
@@ -96,12 +96,13 @@ struct MoePermuteSpec {
 // is a block's threads); the gather and the inversion divide their rows by items_per_block.
 // Entries in the order LaunchMoePermutePlan indexes them.
 enum MoePermuteEntryIndex { kPermuteSingle, kPermuteGather, kPermuteCount, kPermuteRank, kPermuteInvert };
-const OpKernels kMoePermuteKernels = {moe::kMoePermuteOp,
-                                      {{{moe::kMoePermuteEntry, moe::kPermuteBlock, false},
-                                        {moe::kMoePermuteGatherEntry, 32, true},
-                                        {moe::kMoePermuteCountEntry, moe::kPermuteBlock, false},
-                                        {moe::kMoePermuteRankEntry, moe::kPermuteBlock, false},
-                                        {moe::kMoePermuteInvertEntry, 32, true}}}};
+const OpKernels kMoePermuteKernels = {
+    moe::kMoePermuteOp,
+    {{{.name = moe::kMoePermuteEntry, .min_block = moe::kPermuteBlock},
+      {.name = moe::kMoePermuteGatherEntry, .min_block = 32, .uses_items_per_block = true},
+      {.name = moe::kMoePermuteCountEntry, .min_block = moe::kPermuteBlock},
+      {.name = moe::kMoePermuteRankEntry, .min_block = moe::kPermuteBlock},
+      {.name = moe::kMoePermuteInvertEntry, .min_block = 32, .uses_items_per_block = true}}}};
 
 struct MoePermuteCall {
   MoePermuteArgs a;
@@ -203,7 +204,8 @@ struct MoeUnpermuteSpec {
 
 // The block is the plan's (at least one warp: the first top_k <= 16 threads load the indices);
 // the hint's items_per_block must be the contract's units per block.
-const OpKernels kMoeUnpermuteKernels = {moe::kMoeUnpermuteOp, {{{moe::kMoeUnpermuteEntry, 32, true}}}};
+const OpKernels kMoeUnpermuteKernels = {
+    moe::kMoeUnpermuteOp, {{{.name = moe::kMoeUnpermuteEntry, .min_block = 32, .uses_items_per_block = true}}}};
 
 struct MoeUnpermuteCall {
   MoeUnpermuteArgs a;

@@ -31,8 +31,12 @@ struct NormSpec {
   }
 };
 
-const OpKernels kRmsNormKernels = {norm::kRmsNormOp, {{{norm::kRmsNormEntry, 1, true, true}}}};
-const OpKernels kFusedAddRmsNormKernels = {norm::kFusedAddRmsNormOp, {{{norm::kFusedAddRmsNormEntry, 1, true, true}}}};
+const OpKernels kRmsNormKernels = {
+    norm::kRmsNormOp,
+    {{{.name = norm::kRmsNormEntry, .min_block = 1, .uses_items_per_block = true, .waits_first = true}}}};
+const OpKernels kFusedAddRmsNormKernels = {
+    norm::kFusedAddRmsNormOp,
+    {{{.name = norm::kFusedAddRmsNormEntry, .min_block = 1, .uses_items_per_block = true, .waits_first = true}}}};
 
 // A validated call → the specialization's launch in the caller's context → one launch on the
 // caller's stream: grid.x = ceil(rows / rows per block) (the contract's launch rule).

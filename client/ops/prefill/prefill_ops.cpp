@@ -52,10 +52,14 @@ struct PrefillSpec {
 };
 
 // Entry 0 attends, entry 1 merges split chunks (query positions per merge block: items_per_block).
-const OpKernels kRaggedKernels = {prefill::kBatchPrefillRaggedOp,
-                                  {{{prefill::kBatchPrefillEntry, 32}, {prefill::kBatchPrefillMergeEntry, 32, true}}}};
-const OpKernels kPagedKernels = {prefill::kBatchPrefillPagedOp,
-                                 {{{prefill::kBatchPrefillEntry, 32}, {prefill::kBatchPrefillMergeEntry, 32, true}}}};
+const OpKernels kRaggedKernels = {
+    prefill::kBatchPrefillRaggedOp,
+    {{{.name = prefill::kBatchPrefillEntry, .min_block = 32},
+      {.name = prefill::kBatchPrefillMergeEntry, .min_block = 32, .uses_items_per_block = true}}}};
+const OpKernels kPagedKernels = {
+    prefill::kBatchPrefillPagedOp,
+    {{{.name = prefill::kBatchPrefillEntry, .min_block = 32},
+      {.name = prefill::kBatchPrefillMergeEntry, .min_block = 32, .uses_items_per_block = true}}}};
 
 // One call of either op; kv_indices and kv_last_page_len null when ragged.
 struct BatchPrefillArgs {

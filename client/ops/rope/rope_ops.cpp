@@ -34,9 +34,14 @@ struct RopeSpec {
   }
 };
 
-const OpKernels kApplyRopeKernels = {rope::kApplyRopeOp, {{{rope::kApplyRopeEntry, 1, true, true}}}};
+const OpKernels kApplyRopeKernels = {
+    rope::kApplyRopeOp,
+    {{{.name = rope::kApplyRopeEntry, .min_block = 1, .uses_items_per_block = true, .waits_first = true}}}};
 const OpKernels kApplyRopeWithCacheKernels = {rope::kApplyRopeWithCosSinCacheOp,
-                                              {{{rope::kApplyRopeWithCosSinCacheEntry, 1, true, true}}}};
+                                              {{{.name = rope::kApplyRopeWithCosSinCacheEntry,
+                                                 .min_block = 1,
+                                                 .uses_items_per_block = true,
+                                                 .waits_first = true}}}};
 
 // The parameters both ops start with (kiln/rope/rope_contract.h), from the plan.
 template <typename Params>

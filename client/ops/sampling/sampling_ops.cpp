@@ -39,27 +39,29 @@ struct Sampler {
 };
 const Sampler kTopK = {SamplingOp::kTopK,
                        sampling::kTopKEntry,
-                       {sampling::kTopKOp, {{{sampling::kTopKEntry, 1, false, true}}}},
+                       {sampling::kTopKOp, {{{.name = sampling::kTopKEntry, .min_block = 1, .waits_first = true}}}},
                        true,
                        nullptr};
 const Sampler kTopP = {SamplingOp::kTopP,
                        sampling::kTopPEntry,
-                       {sampling::kTopPOp, {{{sampling::kTopPEntry, 1, false, true}}}},
+                       {sampling::kTopPOp, {{{.name = sampling::kTopPEntry, .min_block = 1, .waits_first = true}}}},
                        false,
                        "top_p"};
 const Sampler kTopKTopP = {SamplingOp::kTopKTopP,
                            sampling::kTopKTopPEntry,
-                           {sampling::kTopKTopPOp, {{{sampling::kTopKTopPEntry, 1, false, true}}}},
+                           {sampling::kTopKTopPOp,
+                            {{{.name = sampling::kTopKTopPEntry, .min_block = 1, .waits_first = true}}}},
                            true,
                            "top_p"};
 const Sampler kMinP = {SamplingOp::kMinP,
                        sampling::kMinPEntry,
-                       {sampling::kMinPOp, {{{sampling::kMinPEntry, 1, false, true}}}},
+                       {sampling::kMinPOp, {{{.name = sampling::kMinPEntry, .min_block = 1, .waits_first = true}}}},
                        false,
                        "min_p"};
 const Sampler kArgmax = {SamplingOp::kArgmax,
                          sampling::kArgmaxEntry,
-                         {sampling::kArgmaxOp, {{{sampling::kArgmaxEntry, 1, false, true}}}},
+                         {sampling::kArgmaxOp,
+                          {{{.name = sampling::kArgmaxEntry, .min_block = 1, .waits_first = true}}}},
                          false,
                          nullptr};
 
