@@ -3,7 +3,8 @@
 // the caller's stream: on the grouped path moe_permute's tables, fused_moe_fp8's gather-and-quantize,
 // the w13 grouped_fp8_gemm, fused_moe_fp8's silu-and-quantize, the w2 grouped_fp8_gemm and
 // moe_unpermute; on the decode path x's quantization by token, fused_moe_fp8's two GEMVs with the
-// silu-and-quantize between them, and moe_unpermute.
+// silu-and-quantize between them, and moe_unpermute, as programmatic dependents (fused_moe's
+// controls: KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL).
 // Its entry in the op table, its launches and its C++ and C APIs. docs/kernels-moe.md, "fp8 experts".
 #include <map>
 #include <string>
@@ -65,8 +66,10 @@ const OpKernels kFusedMoeFp8Kernels = {
 enum QuantizeEntry { kQuantizeEntry = 0, kSiluAndMulQuantizeEntry = 1 };
 enum GemvEntry { kGateUpEntry = 2, kDownEntry = 3 };
 
-// One decode GEMV launch: kGemvBlock threads, kFp8GemvColumns weight rows a block.
-Status LaunchGemv(const FusedMoeFp8GemvPlan& g, GemvEntry entry, int device, const char* step, void* stream) {
+// One decode GEMV launch: kGemvBlock threads, kFp8GemvColumns weight rows a block; `programmatic`
+// as LaunchQuantize's.
+Status LaunchGemv(const FusedMoeFp8GemvPlan& g, GemvEntry entry, int device, const char* step, void* stream,
+                  bool programmatic) {
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, device, step));
   const EntryLaunchReady& e = ready.launch->entry(entry);
@@ -84,13 +87,15 @@ Status LaunchGemv(const FusedMoeFp8GemvPlan& g, GemvEntry entry, int device, con
   moe::FusedMoeFp8GemvScales scales = gate_up ? g.gate_up_scales : g.down_scales;
   void* args[] = {&params, &scales};
   const unsigned blocks = gate_up ? g.gate_up_blocks : g.down_blocks;
-  return LaunchFunction(*ready.driver, e.function, EntryLaunchConfig(e, {blocks, g.expert_blocks}, stream), args, name,
-                        &ready.launch->library->info);
+  LaunchConfig config = EntryLaunchConfig(e, {blocks, g.expert_blocks}, stream);
+  config.programmatic_dependent_launch = programmatic;
+  return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
 }
 
-// One launch of a quantizing entry: a warp per row, the contract's rows a block.
-Status LaunchQuantize(const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry, int device, const char* step,
-                      void* stream) {
+// One launch of a quantizing entry: a warp per row, the contract's rows a block; `programmatic`:
+// as a programmatic dependent of the kernel before it (the kernel waits first).
+Status LaunchQuantize(const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry, int device, const char* step, void* stream,
+                      bool programmatic = false) {
   if (q.blocks == 0) return OkStatus();
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, device, step));
@@ -105,8 +110,9 @@ Status LaunchQuantize(const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry, int
                       " (a kilnd of another version?)");
   moe::FusedMoeFp8QuantParams params = q.params;
   void* args[] = {&params};
-  return LaunchFunction(*ready.driver, e.function, EntryLaunchConfig(e, {q.blocks}, stream), args, name,
-                        &ready.launch->library->info);
+  LaunchConfig config = EntryLaunchConfig(e, {q.blocks}, stream);
+  config.programmatic_dependent_launch = programmatic;  // the decode path's (KILN_FUSED_MOE_PDL), not the entry's
+  return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
 }
 
 // A validated call -> its steps in stream order on the caller's stream.
@@ -114,17 +120,24 @@ Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream
   KILN_ASSIGN_OR_RETURN(const FusedMoeFp8Plan plan, PlanFusedMoeFp8(call.a, api, FusedMoePathInUse()));
   if (plan.tokens == 0) return OkStatus();
   if (plan.gemv) {
-    // The decode path, in plain stream order: each kernel reads what the one before wrote (the
-    // entries do not declare waits_first: the quantizers do not wait on griddepcontrol).
+    // The decode path: each kernel reads what the one before wrote and waits for it first
+    // (griddepcontrol), so they launch as programmatic dependents unless KILN_FUSED_MOE_PDL=0 (the
+    // control of fused_moe's decode path too), the combine included: a kernel's blocks are
+    // scheduled while the one before ends. The kernels are sm_90a's, which has griddepcontrol.
+    // (The grouped path's launches stay in plain stream order.)
+    const bool programmatic = FusedMoeProgrammaticLaunch();
     KILN_RETURN_IF_ERROR(
-        LaunchQuantize(plan.quantize, kQuantizeEntry, plan.device, kFusedMoeFp8QuantizeStep, stream).WithContext(api));
+        LaunchQuantize(plan.quantize, kQuantizeEntry, plan.device, kFusedMoeFp8QuantizeStep, stream, programmatic)
+            .WithContext(api));
     KILN_RETURN_IF_ERROR(
-        LaunchGemv(plan.gemvs, kGateUpEntry, plan.device, kFusedMoeFp8GateUpGemvStep, stream).WithContext(api));
-    KILN_RETURN_IF_ERROR(LaunchQuantize(plan.silu, kSiluAndMulQuantizeEntry, plan.device, kFusedMoeFp8SiluStep, stream)
+        LaunchGemv(plan.gemvs, kGateUpEntry, plan.device, kFusedMoeFp8GateUpGemvStep, stream, programmatic)
+            .WithContext(api));
+    KILN_RETURN_IF_ERROR(
+        LaunchQuantize(plan.silu, kSiluAndMulQuantizeEntry, plan.device, kFusedMoeFp8SiluStep, stream, programmatic)
+            .WithContext(api));
+    KILN_RETURN_IF_ERROR(LaunchGemv(plan.gemvs, kDownEntry, plan.device, kFusedMoeFp8DownGemvStep, stream, programmatic)
                              .WithContext(api));
-    KILN_RETURN_IF_ERROR(
-        LaunchGemv(plan.gemvs, kDownEntry, plan.device, kFusedMoeFp8DownGemvStep, stream).WithContext(api));
-    return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream).WithContext(api);
+    return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream, programmatic).WithContext(api);
   }
   KILN_RETURN_IF_ERROR(LaunchMoePermutePlan(plan.permute, kFusedMoeFp8PermuteStep, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(

@@ -118,7 +118,8 @@ int DownColumnGroupsFromEnvironment() {
 
 BinarySwitch& FusedMoeProgrammaticLaunchSwitch() {
   static BinarySwitch s("KILN_FUSED_MOE_PDL", true,
-                        "fused_moe's decode path launches in plain stream order in this process (docs/kernels-moe.md)");
+                        "fused_moe's and fused_moe_fp8's decode paths launch in plain stream order in this process "
+                        "(docs/kernels-moe.md)");
   return s;
 }
 

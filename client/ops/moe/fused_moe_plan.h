@@ -123,7 +123,8 @@ void SetFusedMoeDownColumnGroupsForTesting(int groups);
 int FusedMoeDownColumnGroupsFor(int64_t column_blocks, int64_t expert_blocks, int sms);
 
 // Whether the decode path's three launches are programmatic dependents (the down GEMV prefetches
-// its weights while the gate-up GEMV ends; the kernels wait with griddepcontrol.wait either way):
+// its weights while the gate-up GEMV ends; the kernels wait with griddepcontrol.wait either way),
+// and fused_moe_fp8's decode path's five:
 // on unless KILN_FUSED_MOE_PDL=0 (read once per process; said once on stderr; another value is
 // reported and ignored). SetFusedMoeProgrammaticLaunchForTesting(1 / 0) overrides the
 // environment, -1 returns to it.

@@ -114,7 +114,8 @@ TEST_CASE("KILN_FUSED_MOE_PDL: on by default, 0 turns it off and says so, a bad 
   const Case cases[] = {
       {nullptr, "1", "auto", 1, nullptr},
       {nullptr, "0", "auto", 0,
-       "kiln: KILN_FUSED_MOE_PDL=0: fused_moe's decode path launches in plain stream order in this process"},
+       "kiln: KILN_FUSED_MOE_PDL=0: fused_moe's and fused_moe_fp8's decode paths launch in plain stream order in "
+       "this process"},
       {nullptr, "on", "auto", 1,
        "kiln: KILN_FUSED_MOE_PDL='on' is not valid: expected 0 or 1; the default (1) is used"},
   };

@@ -540,7 +540,8 @@ TEST_CASE("fused_moe_fp8 matches the quantized float64 layer step by step", "[gp
   }
 }
 
-TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI: the same bits", "[gpu][moe][fused][fp8]") {
+TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI, with and without programmatic launches: the same bits",
+          "[gpu][moe][fused][fp8]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(7);
   Case c = Make(100, 64, 8, 272, 208);
@@ -554,6 +555,11 @@ TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI: the same bits", "[g
     CHECK(layer.Run() == first);
     CHECK(layer.RunC() == first);
     CHECK(layer.Run(/*in_place=*/true) == first);
+    // The decode path's launches as programmatic dependents (the default) and in plain order.
+    kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
+    const std::vector<uint16_t> plain = layer.Run();
+    kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
+    CHECK(plain == first);
   }
 }
 

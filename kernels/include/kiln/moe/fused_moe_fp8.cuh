@@ -19,6 +19,7 @@
 #pragma once
 
 #include "kiln/activation/act_and_mul.cuh"
+#include "kiln/common/grid_dependency.cuh"
 #include "kiln/common/numeric.cuh"
 #include "kiln/moe/moe_contract.h"
 
@@ -43,8 +44,13 @@ __device__ __forceinline__ void Widen8(const uint4& raw, float (&v)[8]) {
   for (int i = 0; i < 8; ++i) v[i] = ToFloat(e[i]);
 }
 
+// It waits for the kernel before it (griddepcontrol.wait: a no-op in plain stream order) before
+// its first global access, then lets the next kernel be scheduled, so the decode path launches it
+// as a programmatic dependent; the grouped path launches it in plain stream order.
 template <typename T, bool kSiluAndMul>
 __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const long long row = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
   if (row >= p.rows || (p.m_indptr != nullptr && row >= p.m_indptr[p.experts])) return;  // warp-uniform

@@ -117,9 +117,9 @@ struct Fp8GemvShared {
 // expert, kFp8GemvSlotsPerPass a pass. kByToken: slot s reads input row s / top_k (gate_up: x
 // quantized by token), else row s (down: the activations by slot). T: out's element type.
 //
-// fused_moe_fp8 launches the decode path in plain stream order (its quantizers do not wait on
-// griddepcontrol); the GEMVs already wait (a no-op in plain stream order) before they read
-// anything and then let the next kernel be scheduled, so they are correct launched either way.
+// Programmatic dependent launch (the decode path's five launches are programmatic dependents
+// with KILN_PDL on): both GEMVs wait (griddepcontrol.wait, a no-op in plain stream order) before
+// they read anything, then let the next kernel be scheduled; correct launched either way.
 template <typename T, bool kByToken>
 __device__ __forceinline__ void Fp8ExpertGemv(const FusedMoeGemvParams& p, const FusedMoeFp8GemvScales& sc) {
   static_assert(sizeof(T) == 2, "out is bf16");
