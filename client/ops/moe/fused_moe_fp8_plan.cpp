@@ -53,13 +53,6 @@ unsigned QuantBlocks(int64_t rows) {
   return static_cast<unsigned>((rows + moe::kFp8QuantWarps - 1) / moe::kFp8QuantWarps);
 }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// 16-byte loads of every row of the view: its pointer and its row stride in bytes.
-bool RowsAligned16(const RowView& v) {
-  return Aligned16(v.data) && (v.rows <= 1 || (v.row_stride * static_cast<int64_t>(v.element_size)) % 16 == 0);
-}
-
 // One decode GEMV: `weight` [E, n, k] e4m3 with its scales `scales` [E, ceil(n / 128), ceil(k /
 // 128)] times `in` (e4m3 codes, rows in_stride bytes apart, scales in_scales) into `out` (bf16,
 // out_stride elements apart), by slot.
@@ -106,7 +99,7 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path) {
   if (hidden < 16 || hidden % 16 != 0)
     return InvalidArgument("x", "H (dim 1) must be a positive multiple of 16 (16-byte e4m3 rows for TMA), found " +
                                     ShapeText(x_t));
-  if (!RowsAligned16(x))
+  if (!MoeRowsAligned16(x))
     return InvalidArgument("x", "rows must start 16-byte aligned (the quantizer's 16-byte loads): data pointer " +
                                     PointerText(x.data) + ", row stride " + Str(x.row_stride) + " elements");
 

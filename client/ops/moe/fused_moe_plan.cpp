@@ -19,13 +19,6 @@ int64_t Region(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 static_assert(moe::kGemvDownColumns == 32,
               "kiln::ops::fused_moe_workspace_bytes and its C macro count one arrival counter per 32 columns of H");
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// 16-byte loads of every row of the view: its pointer and its row stride in bytes.
-bool RowsAligned16(const RowView& v) {
-  return Aligned16(v.data) && (v.rows <= 1 || (v.row_stride * static_cast<int64_t>(v.element_size)) % 16 == 0);
-}
-
 // The decode path's launches: act by slot, then y by slot, read by the same combine (or, folded,
 // combined by the down GEMV into out).
 FusedMoeGemvPlan PlanGemvs(const RowView& x, const RowView& w13, const RowView& w2, const RowView& ids,
@@ -69,7 +62,7 @@ FusedMoeGemvPlan PlanGemvs(const RowView& x, const RowView& w13, const RowView& 
   g.down.k = static_cast<int>(intermediate);
   g.down.n = static_cast<int>(hidden);
 
-  g.foldable = RowsAligned16(out);
+  g.foldable = MoeRowsAligned16(out);
   g.fold.arrivals = reinterpret_cast<unsigned*>(base + layout.arrivals);
   g.fold.out = out.data;
   g.fold.out_stride = out.row_stride;
@@ -202,8 +195,8 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path, AcceptedDe
   KILN_ASSIGN_OR_RETURN(plan.unpermute,
                         PlanMoeUnpermute({a.out, &permuted_v, &slot_to_row_v, a.topk_weights}, kFusedMoeCombineStep));
 
-  const bool gemv_possible = FusedMoeGemvSlotsFit(tokens, top_k) && RowsAligned16(x) && RowsAligned16(w13) &&
-                             RowsAligned16(w2);
+  const bool gemv_possible = FusedMoeGemvSlotsFit(tokens, top_k) && MoeRowsAligned16(x) && MoeRowsAligned16(w13) &&
+                             MoeRowsAligned16(w2);
   plan.gemv = gemv_possible && (path == FusedMoePath::kGemv ||
                                 (path == FusedMoePath::kAuto && FusedMoeGemvByDefault(tokens, top_k, experts)));
   if (plan.gemv) {
@@ -261,7 +254,7 @@ bool PlanFromMemo(AcceptedDecodeCall& c, const FusedMoeArgs& a, FusedMoePlan* pl
     const uintptr_t begin = reinterpret_cast<uintptr_t>(t[i]->data);
     if (c.spans[i] > 0 && begin < ws_end && ws < begin + static_cast<uintptr_t>(c.spans[i])) return false;
   }
-  if (!RowsAligned16(x) || !RowsAligned16(w13) || !RowsAligned16(w2)) return false;
+  if (!MoeRowsAligned16(x) || !MoeRowsAligned16(w13) || !MoeRowsAligned16(w2)) return false;
 
   char* base = reinterpret_cast<char*>(ws);
   // The combine: its access width reads out's and the expert rows' pointers (WidestUnit, as

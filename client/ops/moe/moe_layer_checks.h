@@ -31,6 +31,14 @@ struct MoeLayerRows {
 StatusOr<MoeLayerRows> CheckMoeLayerRows(const TensorView& topk_ids, const TensorView& topk_weights,
                                          const TensorView& out, const TensorView& x, int64_t experts, DType out_dtype);
 
+// Whether every row of the view can be read with 16-byte loads: its pointer and its row stride in
+// bytes are multiples of 16 (the layers' GEMVs and quantizers). Inline: fused_moe's plan memo
+// reruns it on every decode call.
+inline bool MoeRowsAligned16(const RowView& v) {
+  return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 &&
+         (v.rows <= 1 || (v.row_stride * static_cast<int64_t>(v.element_size)) % 16 == 0);
+}
+
 // A 1-D contiguous uint8 workspace of at least `bytes` on a CUDA device, 256-byte aligned;
 // `size_call` names the public function that gives the size ("fused_moe_workspace_bytes(T 7, ...)").
 Status CheckMoeWorkspace(const TensorView& workspace, int64_t bytes, const std::string& size_call);
