@@ -117,4 +117,11 @@ const TensorView* CTensors::Tensor(const DLTensor* t, const char* name) {
   return &views_[static_cast<size_t>(count_++)];
 }
 
+StatusOr<const TensorView*> ReplayWorkspace(NamedArgs& named, int64_t bytes, TensorView* scratch) {
+  if (const TensorView* own = named.Tensor("workspace"); own != nullptr) return own;
+  KILN_ASSIGN_OR_RETURN(void* memory, named.Scratch(static_cast<size_t>(bytes)));
+  *scratch = TensorView::Contiguous(memory, DType::kUInt8, {bytes}, Device::CUDA(named.device()));
+  return scratch;
+}
+
 }  // namespace kiln::client

@@ -44,6 +44,11 @@ class NamedArgs {
   virtual void Note(std::string note) {}
 };
 
+// A replayed call's byte workspace (a param, not a tensor, in the records of the ops whose
+// workspace is scratch: fused_moe, fused_moe_fp8): the arguments' own "workspace" tensor when they
+// have one (a trace example), else `bytes` of fresh scratch on the call's device, viewed in *scratch.
+StatusOr<const TensorView*> ReplayWorkspace(NamedArgs& named, int64_t bytes, TensorView* scratch);
+
 class TraceWriter {
  public:
   explicit TraceWriter(diag::OpCall& call) : call_(call) {}

@@ -215,13 +215,7 @@ Status InvokeFusedMoe(const OpDescriptor& op, NamedArgs& named, void* stream) {
   r.In("topk_ids", call.a.topk_ids).In("topk_weights", call.a.topk_weights);
   KILN_RETURN_IF_ERROR(r.status());
   TensorView scratch;
-  call.a.workspace = named.Tensor("workspace");
-  if (call.a.workspace == nullptr) {
-    const int64_t bytes = RecordedWorkspaceBytes(call.a);
-    KILN_ASSIGN_OR_RETURN(void* memory, named.Scratch(static_cast<size_t>(bytes)));
-    scratch = TensorView::Contiguous(memory, DType::kUInt8, {bytes}, Device::CUDA(named.device()));
-    call.a.workspace = &scratch;
-  }
+  KILN_ASSIGN_OR_RETURN(call.a.workspace, ReplayWorkspace(named, RecordedWorkspaceBytes(call.a), &scratch));
   return CallOp(op, op.cpp_api, call, stream, RunFusedMoe);
 }
 

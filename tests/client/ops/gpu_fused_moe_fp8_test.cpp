@@ -39,6 +39,7 @@
 #include "client/ops/moe/fused_moe_fp8_plan.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/moe.h"
+#include "tests/client/ops/fused_moe_test_paths.h"
 #include "tests/client/ops/moe_test_routing.h"
 #include "tests/support/gpu_harness.h"
 
@@ -488,30 +489,10 @@ Case Make(int64_t tokens, int64_t experts, int64_t top_k, int64_t hidden, int64_
 }
 
 using kiln::client::FusedMoePath;
-constexpr FusedMoePath kBothPaths[] = {FusedMoePath::kGemv, FusedMoePath::kGrouped};
-
-const char* PathName(FusedMoePath path) {
-  return path == FusedMoePath::kGemv ? "decode path (GEMVs) where it can" : "grouped path";
-}
-
-// Calls in its scope ask for `path` (fused_moe_fp8 shares fused_moe's control); the environment's
-// choice again after it.
-struct PathScope {
-  explicit PathScope(FusedMoePath path) { kiln::client::SetFusedMoePathForTesting(static_cast<int>(path)); }
-  ~PathScope() { kiln::client::SetFusedMoePathForTesting(-1); }
-  PathScope(const PathScope&) = delete;
-  PathScope& operator=(const PathScope&) = delete;
-};
-
-// The layer's result on each path, each checked step by step: the decode path leaves the same
-// regions by slot (slot_to_row s) that the grouped path leaves by permuted row.
-void CheckBothPaths(Layer& layer) {
-  for (FusedMoePath path : kBothPaths) {
-    const PathScope scope(path);
-    INFO(PathName(path));
-    layer.Check(layer.Run());
-  }
-}
+using kiln::testing::CheckBothPaths;
+using kiln::testing::kBothPaths;
+using kiln::testing::PathName;
+using kiln::testing::PathScope;
 
 TEST_CASE("fused_moe_fp8 matches the quantized float64 layer step by step", "[gpu][moe][fused][fp8]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();

@@ -41,6 +41,7 @@
 #include "client/ops/moe/fused_moe_plan.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/moe.h"
+#include "tests/client/ops/fused_moe_test_paths.h"
 #include "tests/client/ops/moe_test_routing.h"
 #include "tests/support/gpu_harness.h"
 
@@ -412,19 +413,10 @@ constexpr DType kBf16 = DType::kBFloat16;
 constexpr DType kFp16 = DType::kFloat16;
 
 using kiln::client::FusedMoePath;
-constexpr FusedMoePath kBothPaths[] = {FusedMoePath::kGemv, FusedMoePath::kGrouped};
-
-const char* PathName(FusedMoePath path) {
-  return path == FusedMoePath::kGemv ? "decode path (GEMVs) where it can" : "grouped path";
-}
-
-// Calls in its scope ask for `path`; the environment's choice again after it.
-struct PathScope {
-  explicit PathScope(FusedMoePath path) { kiln::client::SetFusedMoePathForTesting(static_cast<int>(path)); }
-  ~PathScope() { kiln::client::SetFusedMoePathForTesting(-1); }
-  PathScope(const PathScope&) = delete;
-  PathScope& operator=(const PathScope&) = delete;
-};
+using kiln::testing::CheckBothPaths;
+using kiln::testing::kBothPaths;
+using kiln::testing::PathName;
+using kiln::testing::PathScope;
 
 // Calls in its scope fold the decode path's combine into its down GEMV (on 1, off 0) with
 // `groups` column groups a down block (0: the rule's for the device); the environment's choice
@@ -441,15 +433,6 @@ struct FoldScope {
   FoldScope(const FoldScope&) = delete;
   FoldScope& operator=(const FoldScope&) = delete;
 };
-
-// The layer's result on each path, each checked against the reference.
-void CheckBothPaths(Layer& layer) {
-  for (FusedMoePath path : kBothPaths) {
-    const PathScope scope(path);
-    INFO(PathName(path));
-    layer.Check(layer.Run());
-  }
-}
 
 TEST_CASE("fused_moe matches the float64 reference over tokens, experts, top_k and dtypes", "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
