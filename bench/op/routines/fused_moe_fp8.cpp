@@ -157,7 +157,8 @@ class FusedMoeFp8Routine : public Routine {
   }
   std::vector<DType> dtypes() const override { return {DType::kBFloat16}; }
   std::vector<BackendInfo> backends() const override {
-    return {{"kiln", "the op through kiln::ops (6 launches: the activations quantized to e4m3 before each GEMM)"},
+    return {{"kiln", "the op through kiln::ops (the grouped path's 6 launches, or with KILN_FUSED_MOE_PATH=gemv the "
+                     "decode path's 5; the activations quantized to e4m3 before each product)"},
             {"reference", "one warp per activation element, then one per output element, fp32, the op's "
                           "quantization (the refcheck baseline)"}};
   }
