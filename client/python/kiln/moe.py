@@ -4,8 +4,8 @@ choices as the contiguous grouped layout of grouped_gemm (m_indptr, the row map 
 with an optional gather of the tokens' rows; moe_unpermute, the combine of the experts' output
 rows back into one weighted row per token; fused_moe, a whole expert layer on routed tokens (the
 permutation, the two grouped GEMMs with silu_and_mul between them, the combine, over one
-workspace); fused_moe_fp8, the same on block-scaled fp8 experts. Outputs (and fused_moe's workspace) are allocated when omitted (torch tensors
-only)."""
+workspace); fused_moe_fp8, the same on block-scaled fp8 experts. Outputs (and the layers'
+workspaces) are allocated when omitted (torch tensors only)."""
 from . import _native
 from ._errors import InvalidArgument
 from ._framework import allocate, stream_of
@@ -194,8 +194,9 @@ def fused_moe_fp8(x, w13, w13_scales, w2, w2_scales, topk_ids=None, topk_weights
     (H a multiple of 16); w13 [E, 2I, H] and w2 [E, H, I] e4m3 (torch.float8_e4m3fn; I a multiple of
     16) with fp32 scales per 128 x 128 block, w13_scales [E, ceil(2I / 128), ceil(H / 128)] and
     w2_scales [E, ceil(H / 128), ceil(I / 128)]. x's routed rows and silu(gate) * up are quantized
-    to e4m3 per 128 columns (scale max|v| / 448) before each grouped fp8 GEMM; the GEMMs' rows are
-    bf16, the combine fp32 in the order of j (deterministic). The choices as fused_moe's (topk_ids
+    to e4m3 per 128 columns (scale max|v| / 448) before each product (grouped fp8 GEMMs; a decode
+    path of fp8 GEMVs for few tokens, KILN_FUSED_MOE_PATH=gemv until it is the default); the
+    products' rows are bf16, the combine fp32 in the order of j (deterministic). The choices as fused_moe's (topk_ids
     and topk_weights, or router_logits and top_k with route_options). out may be x itself;
     workspace: uint8 scratch of at least fused_moe_fp8_workspace_bytes(T, top_k, E, H, I) bytes,
     256-byte aligned, allocated when omitted. sm_90a GPUs only."""
