@@ -21,9 +21,11 @@
 # view of Qwen3-30B-A3B's two grouped GEMMs: DRAM and tensor-pipe throughput, stalls. `fp8`:
 # fused_moe_fp8's GPU tests, kiln-bench --check at its check shapes, then its trace examples
 # (Qwen3-30B-A3B-FP8, DeepSeek-V3) beside fused_moe's bf16 rows of the same layers and the dense
-# fp8 GEMMs of equal FLOPs (bench/moe/dense_fp8_equal_flops.list), then its decode sizes
-# (bench/moe/fp8_decode_paths.list) on each path (KILN_FUSED_MOE_PATH=gemv and =grouped).
-#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|prefill|fp8|all]
+# fp8 GEMMs of equal FLOPs (bench/moe/dense_fp8_equal_flops.list). `fp8-paths` (a device call
+# of its own): fused_moe_fp8's decode sizes (bench/moe/fp8_decode_paths.list) on each path
+# (KILN_FUSED_MOE_PATH=gemv, with and without KILN_FUSED_MOE_FP8_PREFETCH=4, and =grouped;
+# FP8_PATH_VARIANTS).
+#   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|prefill|fp8|fp8-paths|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -139,14 +141,22 @@ if [[ $what == fp8 ]]; then
   timeout 400 kiln-bench --list "$dir/fp8.list" --out "$OUT/moe-fp8.json" > "$OUT/moe-fp8.log" 2>&1
   echo "kiln-bench fused_moe_fp8 and bf16 rows rc=$?"
   cut -c1-260 "$OUT/moe-fp8.log"
+fi
+
+if [[ $what == fp8-paths ]]; then
   # The two paths at decode sizes, alternating (PATH_ROUNDS, default 1): the evidence for
-  # FusedMoeFp8GemvByDefault.
+  # FusedMoeFp8GemvByDefault. FP8_PATH_VARIANTS: words of a path, gemv or grouped, with -pN
+  # appended for KILN_FUSED_MOE_FP8_PREFETCH=N (the decode GEMVs' L2 prefetching).
+  read -r -a fp8_variants <<< "${FP8_PATH_VARIANTS:-gemv gemv-p4 grouped}"
   for round in $(seq "${PATH_ROUNDS:-1}"); do
-    for path in gemv grouped; do
-      KILN_FUSED_MOE_PATH=$path timeout 300 kiln-bench --list bench/moe/fp8_decode_paths.list \
-        --out "$OUT/moe-fp8-paths-$path-$round.json" > "$OUT/moe-fp8-paths-$path-$round.log" 2>&1
-      echo "kiln-bench fp8 decode sizes, KILN_FUSED_MOE_PATH=$path, round $round: rc=$?"
-      cut -c1-200 "$OUT/moe-fp8-paths-$path-$round.log" | grep -v "^kiln: KILN_FUSED_MOE_PATH"
+    for variant in "${fp8_variants[@]}"; do
+      prefetch=auto
+      [[ $variant == *-p* ]] && prefetch=${variant##*-p}
+      KILN_FUSED_MOE_PATH=${variant%%-*} KILN_FUSED_MOE_FP8_PREFETCH=$prefetch timeout 200 \
+        kiln-bench --list bench/moe/fp8_decode_paths.list --out "$OUT/moe-fp8-paths-$variant-$round.json" \
+        > "$OUT/moe-fp8-paths-$variant-$round.log" 2>&1
+      echo "kiln-bench fp8 decode sizes, $variant, round $round: rc=$?"
+      cut -c1-200 "$OUT/moe-fp8-paths-$variant-$round.log" | grep -v "^kiln: KILN_FUSED_MOE_"
     done
   done
 fi

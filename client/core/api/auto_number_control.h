@@ -1,6 +1,7 @@
 // AutoNumberControl: a diagnostic control whose value is `auto` (or unset: the library decides)
 // or a whole number in a range (KILN_DECODE_CHUNK, KILN_SAMPLING_CLUSTER,
-// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS: docs/configuration.md, docs/diagnostic-controls.md); the
+// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS, KILN_FUSED_MOE_FP8_PREFETCH: docs/configuration.md,
+// docs/diagnostic-controls.md); the
 // sibling of BinarySwitch (binary_switch.h) for on/off controls. Callers read it once per process
 // (a function-local static) and keep their own test overrides.
 #pragma once

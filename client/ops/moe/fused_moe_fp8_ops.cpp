@@ -6,10 +6,14 @@
 // silu-and-quantize between them, and moe_unpermute, as programmatic dependents (fused_moe's
 // controls: KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL).
 // Its entry in the op table, its launches and its C++ and C APIs. docs/kernels-moe.md, "fp8 experts".
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
 
+#include "client/core/api/auto_number_control.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
@@ -66,10 +70,27 @@ const OpKernels kFusedMoeFp8Kernels = {
 enum QuantizeEntry { kQuantizeEntry = 0, kSiluAndMulQuantizeEntry = 1 };
 enum GemvEntry { kGateUpEntry = 2, kDownEntry = 3 };
 
+// -1: as KILN_FUSED_MOE_FP8_PREFETCH says (read once); else the blocks a test asked for.
+std::atomic<int> g_prefetch_blocks{-1};
+
+int PrefetchBlocksFromEnvironment() {
+  static const int blocks = [] {
+    const int n = static_cast<int>(AutoNumberFromEnvironment(
+        {"KILN_FUSED_MOE_FP8_PREFETCH", 1, moe::kMaxFp8GemvPrefetchBlocks, "auto or 1 to 8"}));
+    if (n > 0)
+      std::fprintf(stderr,
+                   "kiln: KILN_FUSED_MOE_FP8_PREFETCH=%d: fused_moe_fp8's decode GEMVs ask L2 for their weight rows %d "
+                   "k block(s) ahead in this process (docs/kernels-moe.md)\n",
+                   n, n);
+    return n;
+  }();
+  return blocks;
+}
+
 // One decode GEMV launch: kGemvBlock threads, kFp8GemvColumns weight rows a block; `programmatic`
-// as LaunchQuantize's.
+// as LaunchQuantize's; `prefetch_blocks` FusedMoeFp8PrefetchBlocks().
 Status LaunchGemv(const FusedMoeFp8GemvPlan& g, GemvEntry entry, int device, const char* step, void* stream,
-                  bool programmatic) {
+                  bool programmatic, int prefetch_blocks) {
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, device, step));
   const EntryLaunchReady& e = ready.launch->entry(entry);
@@ -85,6 +106,7 @@ Status LaunchGemv(const FusedMoeFp8GemvPlan& g, GemvEntry entry, int device, con
   const bool gate_up = entry == kGateUpEntry;
   moe::FusedMoeGemvParams params = gate_up ? g.gate_up : g.down;
   moe::FusedMoeFp8GemvScales scales = gate_up ? g.gate_up_scales : g.down_scales;
+  scales.prefetch_blocks = prefetch_blocks;
   void* args[] = {&params, &scales};
   const unsigned blocks = gate_up ? g.gate_up_blocks : g.down_blocks;
   LaunchConfig config = EntryLaunchConfig(e, {blocks, g.expert_blocks}, stream);
@@ -126,17 +148,19 @@ Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream
     // scheduled while the one before ends. The kernels are sm_90a's, which has griddepcontrol.
     // (The grouped path's launches stay in plain stream order.)
     const bool programmatic = FusedMoeProgrammaticLaunch();
+    const int prefetch = FusedMoeFp8PrefetchBlocks();
     KILN_RETURN_IF_ERROR(
         LaunchQuantize(plan.quantize, kQuantizeEntry, plan.device, kFusedMoeFp8QuantizeStep, stream, programmatic)
             .WithContext(api));
     KILN_RETURN_IF_ERROR(
-        LaunchGemv(plan.gemvs, kGateUpEntry, plan.device, kFusedMoeFp8GateUpGemvStep, stream, programmatic)
+        LaunchGemv(plan.gemvs, kGateUpEntry, plan.device, kFusedMoeFp8GateUpGemvStep, stream, programmatic, prefetch)
             .WithContext(api));
     KILN_RETURN_IF_ERROR(
         LaunchQuantize(plan.silu, kSiluAndMulQuantizeEntry, plan.device, kFusedMoeFp8SiluStep, stream, programmatic)
             .WithContext(api));
-    KILN_RETURN_IF_ERROR(LaunchGemv(plan.gemvs, kDownEntry, plan.device, kFusedMoeFp8DownGemvStep, stream, programmatic)
-                             .WithContext(api));
+    KILN_RETURN_IF_ERROR(
+        LaunchGemv(plan.gemvs, kDownEntry, plan.device, kFusedMoeFp8DownGemvStep, stream, programmatic, prefetch)
+            .WithContext(api));
     return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream, programmatic).WithContext(api);
   }
   KILN_RETURN_IF_ERROR(LaunchMoePermutePlan(plan.permute, kFusedMoeFp8PermuteStep, stream).WithContext(api));
@@ -181,6 +205,17 @@ const OpDescriptor kFusedMoeFp8 = {.name = "fused_moe_fp8",
 KILN_REGISTER_OP(kFusedMoeFp8);
 
 }  // namespace
+
+int FusedMoeFp8PrefetchBlocks() {
+  const int set = g_prefetch_blocks.load(std::memory_order_relaxed);
+  return set >= 0 ? set : PrefetchBlocksFromEnvironment();
+}
+
+void SetFusedMoeFp8PrefetchBlocksForTesting(int blocks) {
+  g_prefetch_blocks.store(blocks < 0 ? -1 : std::min(blocks, moe::kMaxFp8GemvPrefetchBlocks),
+                          std::memory_order_relaxed);
+}
+
 }  // namespace kiln::client
 
 namespace kiln::ops {

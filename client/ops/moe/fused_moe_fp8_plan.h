@@ -112,6 +112,14 @@ bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts);
 // until then false (the grouped path), and KILN_FUSED_MOE_PATH=gemv runs the decode path.
 bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts);
 
+// How many k blocks ahead of their register loads the decode GEMVs ask L2 for their weight rows
+// (FusedMoeFp8GemvScales::prefetch_blocks): 0 (none) unless KILN_FUSED_MOE_FP8_PREFETCH=1..8 (a
+// diagnostic control to measure it with; read once per process, said once on stderr; another
+// value is reported and auto used). SetFusedMoeFp8PrefetchBlocksForTesting(n >= 0) overrides the
+// environment, -1 returns to it.
+int FusedMoeFp8PrefetchBlocks();
+void SetFusedMoeFp8PrefetchBlocksForTesting(int blocks);
+
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem. `path`
 // as fused_moe's (FusedMoePath, fused_moe_plan.h: KILN_FUSED_MOE_PATH serves both layers); every
 // argument is checked the same way whichever path runs.

@@ -1,5 +1,6 @@
 // fused_moe's process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped),
-// KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1) and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) read once
+// KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1), KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) and
+// fused_moe_fp8's KILN_FUSED_MOE_FP8_PREFETCH (auto, 1..8) read once
 // per process, said once on stderr when they change the default, a bad value reported and the default used; the
 // testing overrides on top of them. This binary is run again as a child with the variables set (the environment is
 // read once per process).
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "client/ops/moe/fused_moe_fp8_plan.h"
 #include "client/ops/moe/fused_moe_plan.h"
 #include "tests/support/subprocess.h"
 
@@ -28,6 +30,11 @@ const char* PathText(FusedMoePath path) {
 // variables make of the controls, then the testing overrides on top of them.
 TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   std::printf("path: %s\n", PathText(kiln::client::FusedMoePathInUse()));
+  std::printf("fp8 prefetch: %d\n", kiln::client::FusedMoeFp8PrefetchBlocks());
+  kiln::client::SetFusedMoeFp8PrefetchBlocksForTesting(3);
+  std::printf("fp8 prefetch forced: %d\n", kiln::client::FusedMoeFp8PrefetchBlocks());
+  kiln::client::SetFusedMoeFp8PrefetchBlocksForTesting(-1);
+  std::printf("fp8 prefetch back: %d\n", kiln::client::FusedMoeFp8PrefetchBlocks());
   std::printf("pdl: %d\n", kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
   std::printf("fold: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
   kiln::client::SetFusedMoeFoldedCombineForTesting(kiln::client::FusedMoeFoldedCombine() ? 0 : 1);
@@ -60,6 +67,8 @@ struct Case {
   int want_fold = 0;
   const char* groups = nullptr;  // KILN_FUSED_MOE_DOWN_COLUMN_GROUPS, null: unset
   const char* want_groups = "2 1";
+  const char* prefetch = nullptr;  // KILN_FUSED_MOE_FP8_PREFETCH, null: unset
+  int want_prefetch = 0;
 };
 
 void RunChild(const Case& c) {
@@ -76,6 +85,8 @@ void RunChild(const Case& c) {
   else options.unset_env.push_back("KILN_FUSED_MOE_FOLD");
   if (c.groups != nullptr) options.set_env["KILN_FUSED_MOE_DOWN_COLUMN_GROUPS"] = c.groups;
   else options.unset_env.push_back("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS");
+  if (c.prefetch != nullptr) options.set_env["KILN_FUSED_MOE_FP8_PREFETCH"] = c.prefetch;
+  else options.unset_env.push_back("KILN_FUSED_MOE_FP8_PREFETCH");
   kiln::testing::Subprocess child(options);
   REQUIRE(child.Wait() == 0);
   const std::string out = child.Output();
@@ -89,6 +100,9 @@ void RunChild(const Case& c) {
   CHECK(out.find("fold back: " + std::to_string(c.want_fold) + "\n") != std::string::npos);
   CHECK(out.find(std::string("groups: ") + c.want_groups + "\n") != std::string::npos);
   CHECK(out.find("groups forced: 2\n") != std::string::npos);
+  CHECK(out.find("fp8 prefetch: " + std::to_string(c.want_prefetch) + "\n") != std::string::npos);
+  CHECK(out.find("fp8 prefetch forced: 3\n") != std::string::npos);
+  CHECK(out.find("fp8 prefetch back: " + std::to_string(c.want_prefetch) + "\n") != std::string::npos);
   if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
   else CHECK(out.find("KILN_FUSED_MOE") == std::string::npos);
 }
@@ -147,6 +161,22 @@ TEST_CASE("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS: the rule by default, 1 or 2 forces
       {nullptr, nullptr, "auto", 1,
        "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS='3' is not valid: expected auto or 1 to 2; auto is used", nullptr, 0,
        "3", "2 1"},
+  };
+  for (const Case& c : cases) RunChild(c);
+}
+
+TEST_CASE("KILN_FUSED_MOE_FP8_PREFETCH: none by default, 1 to 8 asks L2 that many k blocks ahead and says so, a bad "
+          "value is reported",
+          "[client][ops][moe]") {
+  const Case cases[] = {
+      {nullptr, nullptr, "auto", 1, nullptr, nullptr, 0, nullptr, "2 1", "auto", 0},
+      {nullptr, nullptr, "auto", 1,
+       "kiln: KILN_FUSED_MOE_FP8_PREFETCH=4: fused_moe_fp8's decode GEMVs ask L2 for their weight rows 4 k block(s) "
+       "ahead in this process",
+       nullptr, 0, nullptr, "2 1", "4", 4},
+      {nullptr, nullptr, "auto", 1,
+       "kiln: KILN_FUSED_MOE_FP8_PREFETCH='9' is not valid: expected auto or 1 to 8; auto is used", nullptr, 0, nullptr,
+       "2 1", "9", 0},
   };
   for (const Case& c : cases) RunChild(c);
 }

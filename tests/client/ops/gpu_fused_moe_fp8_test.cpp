@@ -521,7 +521,8 @@ TEST_CASE("fused_moe_fp8 matches the quantized float64 layer step by step", "[gp
   }
 }
 
-TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI, with and without programmatic launches: the same bits",
+TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI, with and without programmatic launches and L2 "
+          "prefetching: the same bits",
           "[gpu][moe][fused][fp8]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(7);
@@ -541,6 +542,14 @@ TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI, with and without pr
     const std::vector<uint16_t> plain = layer.Run();
     kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
     CHECK(plain == first);
+    // The decode GEMVs' L2 prefetching (KILN_FUSED_MOE_FP8_PREFETCH) moves no bit.
+    for (int blocks : {1, 4, 8}) {
+      kiln::client::SetFusedMoeFp8PrefetchBlocksForTesting(blocks);
+      const std::vector<uint16_t> prefetched = layer.Run();
+      kiln::client::SetFusedMoeFp8PrefetchBlocksForTesting(-1);
+      INFO("prefetch " << blocks);
+      CHECK(prefetched == first);
+    }
   }
 }
 

@@ -75,7 +75,18 @@ struct Fp8GemvSources {
   const float* w_scales;      // the warp's rows' scale row: [ceil(k / 128)]
   int k;                      // bytes of a row
   int t;                      // the lane's place in its quad
+  int prefetch;               // k blocks ahead asked of L2 (FusedMoeFp8GemvScales::prefetch_blocks)
 };
+
+// Lane 0 of each quad asks L2 for k block kb of its two weight rows (the part of the block inside
+// the row; w_lo and w_hi are the rows' starts for that lane), nothing when kb is at or past `end`.
+__device__ __forceinline__ void PrefetchFp8Block(const Fp8GemvSources& src, int kb, int end) {
+  if (src.t != 0 || kb >= end) return;
+  const int begin = kb * kFp8QuantGroup;
+  const unsigned bytes = static_cast<unsigned>(min(kFp8QuantGroup, src.k - begin));  // a multiple of 16
+  PrefetchRowToL2(src.w_lo + begin, bytes);
+  PrefetchRowToL2(src.w_hi + begin, bytes);
+}
 
 __device__ __forceinline__ void LoadFp8Block(const Fp8GemvSources& src, int kb, Fp8GemvBlockLoad& l) {
 #pragma unroll
@@ -147,6 +158,7 @@ __device__ __forceinline__ void Fp8ExpertGemv(const FusedMoeGemvParams& p, const
                  static_cast<long long>(row0 / kFp8QuantGroup) * sc.weight_scale_row_stride;
   src.k = p.k;
   src.t = t;
+  src.prefetch = sc.prefetch_blocks;
   const unsigned char* in = static_cast<const unsigned char*>(p.in);
   const int count = sh.slots.count;
   for (int first = 0; first < count; first += kFp8GemvSlotsPerPass) {
@@ -166,13 +178,18 @@ __device__ __forceinline__ void Fp8ExpertGemv(const FusedMoeGemvParams& p, const
     if (rows_in && kb_begin < kb_end) {
       // Two buffers taking turns, each loaded a k block before its MMAs.
       Fp8GemvBlockLoad a, b;
+      // With prefetching: the loads of block L ask L2 for block L + prefetch; blocks kb_begin + 2
+      // .. kb_begin + prefetch are asked for first (kb_begin and kb_begin + 1 are loaded at once).
+      for (int ahead = 2; ahead <= src.prefetch; ++ahead) PrefetchFp8Block(src, kb_begin + ahead, kb_end);
       LoadFp8Block(src, kb_begin, a);
 #pragma unroll 1
       for (int kb = kb_begin; kb < kb_end; kb += 2) {
         if (kb + 1 < kb_end) LoadFp8Block(src, kb + 1, b);
+        if (src.prefetch > 0) PrefetchFp8Block(src, kb + 1 + src.prefetch, kb_end);
         AddFp8Block(a, total);
         if (kb + 1 >= kb_end) break;
         if (kb + 2 < kb_end) LoadFp8Block(src, kb + 2, a);
+        if (src.prefetch > 0) PrefetchFp8Block(src, kb + 2 + src.prefetch, kb_end);
         AddFp8Block(b, total);
       }
     }

@@ -335,6 +335,8 @@ constexpr int kFp8GemvColumns = 64;
 // The blocks an SM holds at once (the entries' __launch_bounds__ minimum): two operand sets of a
 // k block in registers (one loading while the other multiplies) need more than fused_moe's 85.
 constexpr int kFp8GemvBlocksPerSm = 2;
+// The most k blocks ahead the GEMVs ask L2 for (FusedMoeFp8GemvScales::prefetch_blocks).
+constexpr int kMaxFp8GemvPrefetchBlocks = 8;
 
 // The decode GEMVs' second parameter: the scales of `in` and of the weights.
 struct FusedMoeFp8GemvScales {
@@ -343,7 +345,9 @@ struct FusedMoeFp8GemvScales {
   long long in_scale_stride;             // floats between in rows' scales
   long long weight_scale_expert_stride;  // floats between experts' scales: ceil(n / 128) * ceil(k / 128)
   int weight_scale_row_stride;           // ceil(k / 128)
-  int reserved;                          // 0
+  // How many k blocks ahead of its register loads each weight row's blocks are asked of L2
+  // (cp.async.bulk.prefetch.L2; KILN_FUSED_MOE_FP8_PREFETCH, a diagnostic control): 0, none.
+  int prefetch_blocks;
 };
 static_assert(sizeof(FusedMoeFp8GemvScales) == 40, "FusedMoeFp8GemvScales: 2 pointers, 2 longs, 2 ints");
 
