@@ -1,5 +1,5 @@
 // The device code of fused_moe_fp8's decode path (kiln/moe/moe_contract.h, FusedMoeFp8GemvScales;
-// docs/kernels-moe.md, "fp8 experts", "The decode path"): the expert products of a layer on
+// docs/kernels-moe.md, "The fp8 decode path"): the expert products of a layer on
 // block-scaled e4m3 weights as GEMVs over the slots of each chosen expert, with the activations
 // quantized as on the grouped path (so both paths compute DeepSeek-V3's W8A8 recipe):
 //
@@ -26,8 +26,9 @@
 // in id order) and kFp8GemvColumns = 64 weight rows (blockIdx.x): warp w takes rows 16 (w % 4)
 // .. + 15 and half w / 4 of the k blocks; the second half's totals meet the first's in shared
 // memory (a fixed order: deterministic). Weight loads are ld.global.nc.L1::no_allocate (read
-// once), one k block ahead of the MMAs. A further pass of 8 slots reads the rows again (from L2
-// where they are still there); fused_moe_fp8's path rule keeps such calls few.
+// once), one k block ahead of the MMAs (and, with prefetch_blocks, asked of L2 that many blocks
+// ahead). A further pass of 8 slots reads the rows again (from L2 where they are still there);
+// fused_moe_fp8's path rule keeps such calls few.
 #pragma once
 
 #include "kiln/common/grid_dependency.cuh"
@@ -129,8 +130,8 @@ struct Fp8GemvShared {
 // quantized by token), else row s (down: the activations by slot). T: out's element type.
 //
 // Programmatic dependent launch (the decode path's five launches are programmatic dependents
-// with KILN_PDL on): both GEMVs wait (griddepcontrol.wait, a no-op in plain stream order) before
-// they read anything, then let the next kernel be scheduled; correct launched either way.
+// unless KILN_FUSED_MOE_PDL=0): both GEMVs wait (griddepcontrol.wait, a no-op in plain stream
+// order) before they read anything, then let the next kernel be scheduled; correct either way.
 template <typename T, bool kByToken>
 __device__ __forceinline__ void Fp8ExpertGemv(const FusedMoeGemvParams& p, const FusedMoeFp8GemvScales& sc) {
   static_assert(sizeof(T) == 2, "out is bf16");
