@@ -16,6 +16,28 @@ void CheckCuda(CUresult result, const char* what) {
   FAIL(what << " failed: " << Driver().ErrorText(result));
 }
 
+CapturedCall::CapturedCall(const std::function<Status(CUstream stream)>& call) {
+  const client::CudaDriver& d = Driver();
+  KILN_CU(d.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+  KILN_CU(d.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED));
+  status_ = call(stream_);
+  KILN_CU(d.cuStreamEndCapture(stream_, &graph_));
+  if (status_.ok()) KILN_CU(d.cuGraphInstantiateWithFlags(&exec_, graph_, 0));
+}
+
+CapturedCall::~CapturedCall() {
+  const client::CudaDriver& d = Driver();
+  if (exec_ != nullptr) KILN_CU(d.cuGraphExecDestroy(exec_));
+  if (graph_ != nullptr) KILN_CU(d.cuGraphDestroy(graph_));
+  if (stream_ != nullptr) KILN_CU(d.cuStreamDestroy(stream_));
+}
+
+void CapturedCall::Replay() const {
+  const client::CudaDriver& d = Driver();
+  KILN_CU(d.cuGraphLaunch(exec_, stream_));
+  KILN_CU(d.cuStreamSynchronize(stream_));
+}
+
 const client::CudaDriver& Driver() {
   auto driver = client::CudaDriver::Get();
   if (!driver.ok()) FAIL(driver.status().message());

@@ -8,6 +8,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -27,6 +28,25 @@ void CheckCuda(CUresult result, const char* what);
 #define KILN_CU(expr) ::kiln::testing::CheckCuda((expr), #expr)
 
 const client::CudaDriver& Driver();
+
+// One call captured into a CUDA graph on a stream of its own, instantiated, and replayed there;
+// the stream and graphs live as long as the object. status() is what the call returned while
+// captured (no graph is instantiated unless it is OK).
+class CapturedCall {
+ public:
+  explicit CapturedCall(const std::function<Status(CUstream stream)>& call);
+  ~CapturedCall();
+  CapturedCall(const CapturedCall&) = delete;
+  CapturedCall& operator=(const CapturedCall&) = delete;
+  const Status& status() const { return status_; }
+  void Replay() const;  // launches the graph and waits for it
+
+ private:
+  CUstream stream_ = nullptr;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+  Status status_;
+};
 
 class GpuSession {
  public:

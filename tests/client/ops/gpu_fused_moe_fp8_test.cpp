@@ -555,7 +555,6 @@ TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI, with and without pr
 
 TEST_CASE("fused_moe_fp8 replays in a CUDA graph on new ids and new x", "[gpu][moe][fused][fp8]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
-  const auto& d = Cuda();
   std::mt19937 rng(11);
   Case c = Make(64, 128, 8, 256, 128);
   c.poison_unused = false;
@@ -565,28 +564,17 @@ TEST_CASE("fused_moe_fp8 replays in a CUDA graph on new ids and new x", "[gpu][m
     const PathScope scope(path);
     INFO(PathName(path));
     layer.Check(layer.Run());  // loads the kernels outside the capture
-    CUstream stream = nullptr;
-    KILN_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    KILN_CU(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
-    const kiln::Status captured = layer.Call(layer.out(), stream);
-    CUgraph graph = nullptr;
-    KILN_CU(d.cuStreamEndCapture(stream, &graph));
-    INFO(captured.ToString());
-    REQUIRE(captured.ok());
-    CUgraphExec exec = nullptr;
-    KILN_CU(d.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    const kiln::testing::CapturedCall graph([&](CUstream stream) { return layer.Call(layer.out(), stream); });
+    INFO(graph.status().ToString());
+    REQUIRE(graph.status().ok());
     for (Ids kind : {Ids::kRouter, Ids::kFewExperts, Ids::kOneExpert, Ids::kDropped}) {
       INFO("replay with ids " << IdsName(kind));
       layer.NewRouting(kind, rng);
       layer.NewX(rng);
       layer.Prepare();
-      KILN_CU(d.cuGraphLaunch(exec, stream));
-      KILN_CU(d.cuStreamSynchronize(stream));
+      graph.Replay();
       layer.Check(layer.Read(false));
     }
-    KILN_CU(d.cuGraphExecDestroy(exec));
-    KILN_CU(d.cuGraphDestroy(graph));
-    KILN_CU(d.cuStreamDestroy(stream));
   }
 }
 

@@ -638,38 +638,27 @@ TEST_CASE("fused_moe replays in a CUDA graph on new ids and new x", "[gpu][moe][
 }
 
 void ReplayInGraph() {
-  const auto& d = Cuda();
   std::mt19937 rng(11);
   Case c = Make(64, 128, 8, 256, 128, kBf16);
   c.poison_unused = false;  // every expert has weights: the routing changes
   c.x_pad = 8;
   Layer layer(c, rng);
   layer.Check(layer.Run());  // loads the kernels outside the capture
-  CUstream stream = nullptr;
-  KILN_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   const TensorView o = layer.out(), x = layer.x(), a = layer.w13(), b = layer.w2(), i = layer.ids(),
                    w = layer.weights(), ws = layer.workspace();
-  KILN_CU(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
-  const kiln::Status captured = kiln::ops::fused_moe(o, x, a, b, i, w, ws, stream);
-  CUgraph graph = nullptr;
-  KILN_CU(d.cuStreamEndCapture(stream, &graph));
-  INFO(captured.ToString());
-  REQUIRE(captured.ok());
-  CUgraphExec exec = nullptr;
-  KILN_CU(d.cuGraphInstantiateWithFlags(&exec, graph, 0));
+  const kiln::testing::CapturedCall graph(
+      [&](CUstream stream) { return kiln::ops::fused_moe(o, x, a, b, i, w, ws, stream); });
+  INFO(graph.status().ToString());
+  REQUIRE(graph.status().ok());
   // Other routings, other groups: the plan depends on the shapes alone.
   for (Ids kind : {Ids::kRouter, Ids::kFewExperts, Ids::kOneExpert, Ids::kDropped}) {
     INFO("replay with ids " << IdsName(kind));
     layer.NewRouting(kind, rng);
     layer.NewX(rng);
     layer.Prepare();
-    KILN_CU(d.cuGraphLaunch(exec, stream));
-    KILN_CU(d.cuStreamSynchronize(stream));
+    graph.Replay();
     layer.Check(layer.Read(false));
   }
-  KILN_CU(d.cuGraphExecDestroy(exec));
-  KILN_CU(d.cuGraphDestroy(graph));
-  KILN_CU(d.cuStreamDestroy(stream));
 }
 
 TEST_CASE("fused_moe with no tokens launches nothing and writes nothing", "[gpu][moe][fused]") {

@@ -484,34 +484,24 @@ TEST_CASE("moe_permute is deterministic and the C ABI gives the same bits", "[gp
 
 TEST_CASE("moe_permute replays in a CUDA graph on new ids", "[gpu][client][ops][moe][permute]") {
   kiln::testing::GpuSession session;
-  const auto& d = kiln::testing::Driver();
   std::mt19937 rng(11);
   Case c{512, 128, 8, 64};
   c.hidden = 256;
   Permuted permuted(c, MakeIds(Ids::kDistinct, c.tokens, c.top_k, c.experts, rng), rng);
   permuted.Check(permuted.Run());  // loads the module outside the capture
-  CUstream stream = nullptr;
-  KILN_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   const TensorView counts = permuted.counts(), indptr = permuted.indptr(), r2s = permuted.row_to_slot();
   const TensorView s2r = permuted.slot_to_row(), ids = permuted.ids(), x = permuted.x(), out = permuted.permuted_x();
-  KILN_CU(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
-  const kiln::Status captured = kiln::ops::moe_permute(counts, indptr, r2s, s2r, &out, ids, &x, c.align, stream);
-  CUgraph graph = nullptr;
-  KILN_CU(d.cuStreamEndCapture(stream, &graph));
-  INFO(captured.ToString());
-  REQUIRE(captured.ok());
-  CUgraphExec exec = nullptr;
-  KILN_CU(d.cuGraphInstantiateWithFlags(&exec, graph, 0));
+  const kiln::testing::CapturedCall graph([&](CUstream stream) {
+    return kiln::ops::moe_permute(counts, indptr, r2s, s2r, &out, ids, &x, c.align, stream);
+  });
+  INFO(graph.status().ToString());
+  REQUIRE(graph.status().ok());
   for (Ids kind : {Ids::kFewExperts, Ids::kOneExpert, Ids::kOutOfRange}) {
     permuted.Upload(MakeIds(kind, c.tokens, c.top_k, c.experts, rng));
     permuted.Poison();
-    KILN_CU(d.cuGraphLaunch(exec, stream));
-    KILN_CU(d.cuStreamSynchronize(stream));
+    graph.Replay();
     permuted.Check(permuted.Read());
   }
-  KILN_CU(d.cuGraphExecDestroy(exec));
-  KILN_CU(d.cuGraphDestroy(graph));
-  KILN_CU(d.cuStreamDestroy(stream));
 }
 
 TEST_CASE("moe_permute refuses what it cannot permute through the real path", "[gpu][client][ops][moe][permute]") {

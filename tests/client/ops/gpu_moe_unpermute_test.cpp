@@ -340,32 +340,21 @@ TEST_CASE("moe_unpermute is deterministic and the C ABI and a second stream give
 
 TEST_CASE("moe_unpermute replays in a CUDA graph on new data", "[gpu][client][ops][moe][unpermute]") {
   kiln::testing::GpuSession session;
-  const auto& d = kiln::testing::Driver();
   std::mt19937 rng(11);
   Case c{512, 8, 2048, DType::kBFloat16, 0, 8};
   Combine combine(c, rng);
   combine.Check(combine.Run());  // loads the module outside the capture
-  CUstream stream = nullptr;
-  KILN_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   const TensorView o = combine.out(), e = combine.expert_out(), s = combine.slot_to_row(), w = combine.topk_weights();
-  KILN_CU(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
-  const kiln::Status captured = kiln::ops::moe_unpermute(o, e, s, w, stream);
-  CUgraph graph = nullptr;
-  KILN_CU(d.cuStreamEndCapture(stream, &graph));
-  INFO(captured.ToString());
-  REQUIRE(captured.ok());
-  CUgraphExec exec = nullptr;
-  KILN_CU(d.cuGraphInstantiateWithFlags(&exec, graph, 0));
+  const kiln::testing::CapturedCall graph(
+      [&](CUstream stream) { return kiln::ops::moe_unpermute(o, e, s, w, stream); });
+  INFO(graph.status().ToString());
+  REQUIRE(graph.status().ok());
   for (int round = 0; round < 3; ++round) {
     combine.NewData(rng);
     combine.Poison();
-    KILN_CU(d.cuGraphLaunch(exec, stream));
-    KILN_CU(d.cuStreamSynchronize(stream));
+    graph.Replay();
     combine.Check(combine.Read());
   }
-  KILN_CU(d.cuGraphExecDestroy(exec));
-  KILN_CU(d.cuGraphDestroy(graph));
-  KILN_CU(d.cuStreamDestroy(stream));
 }
 
 TEST_CASE("moe_unpermute with no tokens writes nothing", "[gpu][client][ops][moe][unpermute]") {
