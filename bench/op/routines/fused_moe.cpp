@@ -19,6 +19,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "bench/op/routines/fused_moe_layer.h"
 #include "bench/op/routines/hopper_only.h"
 #include "client/core/api/float16.h"
 #include "client/core/api/invalid_argument.h"
@@ -27,8 +28,6 @@
 
 namespace kiln::bench {
 
-// top_k distinct experts per token, uniformly drawn, from a seed drawn from the shape (fused_moe_fp8's
-// routine routes the same way).
 std::vector<int> FusedMoeRoutedIds(int64_t tokens, int64_t top_k, int64_t experts) {
   std::mt19937_64 rng(0x6675736564 + static_cast<uint64_t>(tokens) * 977 + static_cast<uint64_t>(experts) * 31 +
                       static_cast<uint64_t>(top_k));
@@ -44,6 +43,40 @@ std::vector<int> FusedMoeRoutedIds(int64_t tokens, int64_t top_k, int64_t expert
     }
   }
   return ids;
+}
+
+void FillFusedMoeIds(const ShapeAxes& shape, HostTensor* ids) {
+  const std::vector<int> routed = FusedMoeRoutedIds(AxisValue(shape, "tokens"), AxisValue(shape, "top_k"),
+                                                    AxisValue(shape, "experts"));
+  for (size_t s = 0; s < routed.size(); ++s) ids->Set(s, routed[s]);
+}
+
+Status CheckFusedMoeAxes(std::string_view routine, const ShapeAxes& shape, int64_t multiple, int64_t need) {
+  const int64_t tokens = AxisValue(shape, "tokens"), top_k = AxisValue(shape, "top_k");
+  const int64_t experts = AxisValue(shape, "experts"), hidden = AxisValue(shape, "hidden");
+  const int64_t inter = AxisValue(shape, "intermediate"), gate_up = AxisValue(shape, "gate_up");
+  const int64_t ws = AxisValue(shape, "workspace_bytes");
+  const std::string where = std::string(routine) + ": ";
+  if (experts < 1 || experts > moe::kMaxExperts || top_k < 1 || top_k > std::min<int64_t>(experts, moe::kMaxTopK))
+    return client::InvalidArgument(where + "experts must be 1.." + std::to_string(moe::kMaxExperts) +
+                                   " and top_k 1..min(experts, " + std::to_string(moe::kMaxTopK) + ")");
+  if (tokens < 1 || hidden < multiple || hidden % multiple != 0 || inter < multiple || inter % multiple != 0 ||
+      gate_up != 2 * inter)
+    return client::InvalidArgument(where + "tokens >= 1, hidden and intermediate positive multiples of " +
+                                   std::to_string(multiple) + ", gate_up = 2 * intermediate");
+  if (ws < need)
+    return client::InvalidArgument(where + "workspace_bytes " + std::to_string(ws) + " is below the " +
+                                   std::to_string(need) + " the case needs");
+  return OkStatus();
+}
+
+LaunchConfig FusedMoeReferenceGrid(long long columns, long long rows, CUstream stream) {
+  LaunchConfig config;
+  config.block.x = 256;
+  config.grid.x = static_cast<unsigned>((columns + 7) / 8);
+  config.grid.y = static_cast<unsigned>(rows);
+  config.stream = stream;
+  return config;
 }
 
 namespace {
@@ -133,17 +166,8 @@ class FusedMoeRoutine : public Routine {
     const int64_t experts = AxisValue(shape, "experts"), hidden = AxisValue(shape, "hidden");
     const int64_t inter = AxisValue(shape, "intermediate"), gate_up = AxisValue(shape, "gate_up");
     const int64_t ws = AxisValue(shape, "workspace_bytes");
-    const std::string where = std::string(name()) + ": ";
-    if (experts < 1 || experts > moe::kMaxExperts || top_k < 1 || top_k > std::min<int64_t>(experts, moe::kMaxTopK))
-      return client::InvalidArgument(where + "experts must be 1.." + std::to_string(moe::kMaxExperts) +
-                                     " and top_k 1..min(experts, " + std::to_string(moe::kMaxTopK) + ")");
-    if (tokens < 1 || hidden < 8 || hidden % 8 != 0 || inter < 8 || inter % 8 != 0 || gate_up != 2 * inter)
-      return client::InvalidArgument(where + "tokens >= 1, hidden and intermediate positive multiples of 8, "
-                                             "gate_up = 2 * intermediate");
-    const int64_t need = ops::fused_moe_workspace_bytes(tokens, top_k, experts, hidden, inter);
-    if (ws < need)
-      return client::InvalidArgument(where + "workspace_bytes " + std::to_string(ws) + " is below the " +
-                                     std::to_string(need) + " the case needs");
+    KILN_RETURN_IF_ERROR(
+        CheckFusedMoeAxes(name(), shape, 8, ops::fused_moe_workspace_bytes(tokens, top_k, experts, hidden, inter)));
     CaseSpec spec;
     spec.axes = shape;
     const double h = static_cast<double>(hidden), i = static_cast<double>(inter);
@@ -180,10 +204,7 @@ class FusedMoeRoutine : public Routine {
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
                     std::vector<HostTensor>* tensors) const override {
-    const std::vector<int> routed = FusedMoeRoutedIds(AxisValue(shape, "tokens"), AxisValue(shape, "top_k"),
-                                                      AxisValue(shape, "experts"));
-    HostTensor& ids = (*tensors)[kIds];
-    for (size_t s = 0; s < routed.size(); ++s) ids.Set(s, routed[s]);
+    FillFusedMoeIds(shape, &(*tensors)[kIds]);
     return OkStatus();
   }
 
@@ -251,20 +272,10 @@ class FusedMoeRoutine : public Routine {
       return BackendFn(
           [act_kernel, out_kernel, tokens, hidden, inter, top_k, experts](const TensorSet& t, CUstream stream) {
             const long long slots = tokens * top_k;
-            LaunchConfig act_config;  // 8 warps a block, a warp per element
-            act_config.block.x = 256;
-            act_config.grid.x = static_cast<unsigned>((inter + 7) / 8);
-            act_config.grid.y = static_cast<unsigned>(slots);
-            act_config.stream = stream;
-            KILN_RETURN_IF_ERROR(act_kernel(act_config, t[kWorkspace].data, t[kX].data, t[kW13].data, t[kIds].data,
-                                            slots, top_k, experts, hidden, inter));
-            LaunchConfig out_config;
-            out_config.block.x = 256;
-            out_config.grid.x = static_cast<unsigned>((hidden + 7) / 8);
-            out_config.grid.y = static_cast<unsigned>(tokens);
-            out_config.stream = stream;
-            return out_kernel(out_config, t[kOut].data, t[kWorkspace].data, t[kW2].data, t[kIds].data, t[kWeights].data,
-                              tokens, top_k, experts, hidden, inter);
+            KILN_RETURN_IF_ERROR(act_kernel(FusedMoeReferenceGrid(inter, slots, stream), t[kWorkspace].data, t[kX].data,
+                                            t[kW13].data, t[kIds].data, slots, top_k, experts, hidden, inter));
+            return out_kernel(FusedMoeReferenceGrid(hidden, tokens, stream), t[kOut].data, t[kWorkspace].data,
+                              t[kW2].data, t[kIds].data, t[kWeights].data, tokens, top_k, experts, hidden, inter);
           });
     }
     return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");

@@ -1,8 +1,8 @@
 // Routine "fused_moe_fp8" (kiln::ops::fused_moe_fp8): fused_moe on block-scaled fp8 experts. The
-// ids are fused_moe's (RoutedIds: the same fixed seed from the shape, so Describe knows which experts
-// are chosen and the bytes are those of the experts actually selected). Weight codes uniform in
-// [-1, 1] with a scale per 128 x 128 block in [1.5, 4.5] / sqrt(fan-in) (products of order 1), x
-// in [-1, 1], topk_weights in [0, 1].
+// ids are fused_moe's (FusedMoeRoutedIds, fused_moe_layer.h: the same fixed seed from the shape,
+// so Describe knows which experts are chosen and the bytes are those of the experts actually
+// selected). Weight codes uniform in [-1, 1] with a scale per 128 x 128 block in [1.5, 4.5] /
+// sqrt(fan-in) (products of order 1), x in [-1, 1], topk_weights in [0, 1].
 //
 // The references quantize as the op does: x's rows and silu(gate) * up per 128 columns with scale
 // max(amax, 1e-10) / 448 and e4m3 codes rounded to nearest even; gate and up, and each expert's
@@ -17,6 +17,7 @@
 
 #include "bench/op/reference_kernel.h"
 #include "bench/op/routine.h"
+#include "bench/op/routines/fused_moe_layer.h"
 #include "bench/op/routines/hopper_only.h"
 #include "client/core/api/float16.h"
 #include "client/core/api/invalid_argument.h"
@@ -24,9 +25,6 @@
 #include "kiln/ops/moe.h"
 
 namespace kiln::bench {
-
-// fused_moe's routing (bench/op/routines/fused_moe.cpp).
-std::vector<int> FusedMoeRoutedIds(int64_t tokens, int64_t top_k, int64_t experts);
 
 namespace {
 
@@ -167,20 +165,11 @@ class FusedMoeFp8Routine : public Routine {
     const int64_t experts = AxisValue(shape, "experts"), hidden = AxisValue(shape, "hidden");
     const int64_t inter = AxisValue(shape, "intermediate"), gate_up = AxisValue(shape, "gate_up");
     const int64_t ws = AxisValue(shape, "workspace_bytes");
-    const std::string where = std::string(name()) + ": ";
-    if (experts < 1 || experts > moe::kMaxExperts || top_k < 1 || top_k > std::min<int64_t>(experts, moe::kMaxTopK))
-      return client::InvalidArgument(where + "experts must be 1.." + std::to_string(moe::kMaxExperts) +
-                                     " and top_k 1..min(experts, " + std::to_string(moe::kMaxTopK) + ")");
-    if (tokens < 1 || hidden < 16 || hidden % 16 != 0 || inter < 16 || inter % 16 != 0 || gate_up != 2 * inter)
-      return client::InvalidArgument(where + "tokens >= 1, hidden and intermediate positive multiples of 16, "
-                                             "gate_up = 2 * intermediate");
+    KILN_RETURN_IF_ERROR(CheckFusedMoeAxes(name(), shape, 16,
+                                           ops::fused_moe_fp8_workspace_bytes(tokens, top_k, experts, hidden, inter)));
     if (AxisValue(shape, "hidden_blocks") != Blocks(hidden) || AxisValue(shape, "gate_up_blocks") != Blocks(gate_up) ||
         AxisValue(shape, "intermediate_blocks") != Blocks(inter))
-      return client::InvalidArgument(where + "the *_blocks axes must be ceil(axis / 128)");
-    const int64_t need = ops::fused_moe_fp8_workspace_bytes(tokens, top_k, experts, hidden, inter);
-    if (ws < need)
-      return client::InvalidArgument(where + "workspace_bytes " + std::to_string(ws) + " is below the " +
-                                     std::to_string(need) + " the case needs");
+      return client::InvalidArgument(std::string(name()) + ": the *_blocks axes must be ceil(axis / 128)");
     CaseSpec spec;
     spec.axes = shape;
     const double h = static_cast<double>(hidden), i = static_cast<double>(inter);
@@ -223,10 +212,7 @@ class FusedMoeFp8Routine : public Routine {
 
   Status FillInputs(const CaseSpec& spec, const ShapeAxes& shape, std::mt19937_64& rng,
                     std::vector<HostTensor>* tensors) const override {
-    const std::vector<int> routed = FusedMoeRoutedIds(AxisValue(shape, "tokens"), AxisValue(shape, "top_k"),
-                                                      AxisValue(shape, "experts"));
-    HostTensor& ids = (*tensors)[kIds];
-    for (size_t s = 0; s < routed.size(); ++s) ids.Set(s, routed[s]);
+    FillFusedMoeIds(shape, &(*tensors)[kIds]);
     return OkStatus();
   }
 
@@ -302,24 +288,15 @@ class FusedMoeFp8Routine : public Routine {
       const int experts = static_cast<int>(AxisValue(shape, "experts"));
       // The fp32 activations [slots, I] in the workspace (scratch for the reference): 4 * rows * I
       // bytes, within the op's smallest workspace (its first region holds [rows, 2I] bf16).
-      return BackendFn(
-          [act_kernel, out_kernel, tokens, hidden, inter, top_k, experts](const TensorSet& t, CUstream stream) {
-            const long long slots = tokens * top_k;
-            LaunchConfig act_config;
-            act_config.block.x = 256;
-            act_config.grid.x = static_cast<unsigned>((inter + 7) / 8);
-            act_config.grid.y = static_cast<unsigned>(slots);
-            act_config.stream = stream;
-            KILN_RETURN_IF_ERROR(act_kernel(act_config, t[kWorkspace].data, t[kX].data, t[kW13].data,
-                                            t[kW13Scales].data, t[kIds].data, slots, top_k, experts, hidden, inter));
-            LaunchConfig out_config;
-            out_config.block.x = 256;
-            out_config.grid.x = static_cast<unsigned>((hidden + 7) / 8);
-            out_config.grid.y = static_cast<unsigned>(tokens);
-            out_config.stream = stream;
-            return out_kernel(out_config, t[kOut].data, t[kWorkspace].data, t[kW2].data, t[kW2Scales].data,
-                              t[kIds].data, t[kWeights].data, tokens, top_k, experts, hidden, inter);
-          });
+      return BackendFn([act_kernel, out_kernel, tokens, hidden, inter, top_k, experts](const TensorSet& t,
+                                                                                       CUstream stream) {
+        const long long slots = tokens * top_k;
+        KILN_RETURN_IF_ERROR(act_kernel(FusedMoeReferenceGrid(inter, slots, stream), t[kWorkspace].data, t[kX].data,
+                                        t[kW13].data, t[kW13Scales].data, t[kIds].data, slots, top_k, experts, hidden,
+                                        inter));
+        return out_kernel(FusedMoeReferenceGrid(hidden, tokens, stream), t[kOut].data, t[kWorkspace].data, t[kW2].data,
+                          t[kW2Scales].data, t[kIds].data, t[kWeights].data, tokens, top_k, experts, hidden, inter);
+      });
     }
     return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");
   }
