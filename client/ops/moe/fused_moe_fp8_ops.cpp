@@ -87,60 +87,57 @@ int PrefetchBlocksFromEnvironment() {
   return blocks;
 }
 
-// One decode GEMV launch: kGemvBlock threads, kFp8GemvColumns weight rows a block; `programmatic`
-// as LaunchQuantize's; `prefetch_blocks` FusedMoeFp8PrefetchBlocks().
-Status LaunchGemv(const FusedMoeFp8GemvPlan& g, GemvEntry entry, int device, const char* step, void* stream,
-                  bool programmatic, int prefetch_blocks) {
-  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
-                        PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, device, step));
+// One launch of entry `entry` of the op's module, prepared once per call: its launch hint must be
+// the contract's (`block` threads, `items` rows a block), else the daemon serves a kernel built for
+// another grid and the launch is refused. `programmatic`: as a programmatic dependent of the kernel
+// before it (every entry waits first; the decode path's choice, KILN_FUSED_MOE_PDL, not the
+// entry's).
+Status LaunchEntry(const PreparedLaunch& ready, int entry, unsigned block, int64_t items, Dim3 grid, void** args,
+                   bool programmatic, const char* step, void* stream) {
   const EntryLaunchReady& e = ready.launch->entry(entry);
   const char* name = kFusedMoeFp8Kernels.entries[entry].name;
-  // The grid comes from the contract's rows a block: a daemon whose kernels tree says otherwise
-  // serves a kernel built for another shape.
-  if (e.block != static_cast<unsigned>(moe::kGemvBlock) || e.items_per_block != moe::kFp8GemvColumns)
+  if (e.block != block || e.items_per_block != items)
     return Status(StatusCode::kFailedPrecondition,
                   std::string(step) + ": the daemon's launch hint for " + name + " is " + std::to_string(e.block) +
                       " threads and " + std::to_string(e.items_per_block) + " rows per block; the kernel needs " +
-                      std::to_string(moe::kGemvBlock) + " and " + std::to_string(moe::kFp8GemvColumns) +
-                      " (a kilnd of another version?)");
+                      std::to_string(block) + " and " + std::to_string(items) + " (a kilnd of another version?)");
+  LaunchConfig config = EntryLaunchConfig(e, grid, stream);
+  config.programmatic_dependent_launch = programmatic;
+  return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
+}
+
+// One launch of a quantizing entry: a warp per row, the contract's rows a block.
+Status LaunchQuantize(const PreparedLaunch& ready, const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry,
+                      const char* step, void* stream, bool programmatic = false) {
+  if (q.blocks == 0) return OkStatus();
+  moe::FusedMoeFp8QuantParams params = q.params;
+  void* args[] = {&params};
+  return LaunchEntry(ready, entry, moe::kFp8QuantBlock, moe::kFp8QuantWarps, {q.blocks}, args, programmatic, step,
+                     stream);
+}
+
+// One decode GEMV launch: kGemvBlock threads, kFp8GemvColumns weight rows a block, an expert
+// block per chosen expert; `prefetch_blocks` FusedMoeFp8PrefetchBlocks().
+Status LaunchGemv(const PreparedLaunch& ready, const FusedMoeFp8GemvPlan& g, GemvEntry entry, const char* step,
+                  void* stream, bool programmatic, int prefetch_blocks) {
   const bool gate_up = entry == kGateUpEntry;
   moe::FusedMoeGemvParams params = gate_up ? g.gate_up : g.down;
   moe::FusedMoeFp8GemvScales scales = gate_up ? g.gate_up_scales : g.down_scales;
   scales.prefetch_blocks = prefetch_blocks;
   void* args[] = {&params, &scales};
-  const unsigned blocks = gate_up ? g.gate_up_blocks : g.down_blocks;
-  LaunchConfig config = EntryLaunchConfig(e, {blocks, g.expert_blocks}, stream);
-  config.programmatic_dependent_launch = programmatic;
-  return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
-}
-
-// One launch of a quantizing entry: a warp per row, the contract's rows a block; `programmatic`:
-// as a programmatic dependent of the kernel before it (the kernel waits first).
-Status LaunchQuantize(const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry, int device, const char* step, void* stream,
-                      bool programmatic = false) {
-  if (q.blocks == 0) return OkStatus();
-  KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
-                        PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, device, step));
-  const EntryLaunchReady& e = ready.launch->entry(entry);
-  const char* name = kFusedMoeFp8Kernels.entries[entry].name;
-  // A warp per row: a daemon whose kernels tree says otherwise serves a kernel built for another grid.
-  if (e.block != static_cast<unsigned>(moe::kFp8QuantBlock) || e.items_per_block != moe::kFp8QuantWarps)
-    return Status(StatusCode::kFailedPrecondition,
-                  std::string(step) + ": the daemon's launch hint for " + name + " is " + std::to_string(e.block) +
-                      " threads and " + std::to_string(e.items_per_block) + " rows per block; the kernel needs " +
-                      std::to_string(moe::kFp8QuantBlock) + " and " + std::to_string(moe::kFp8QuantWarps) +
-                      " (a kilnd of another version?)");
-  moe::FusedMoeFp8QuantParams params = q.params;
-  void* args[] = {&params};
-  LaunchConfig config = EntryLaunchConfig(e, {q.blocks}, stream);
-  config.programmatic_dependent_launch = programmatic;  // the decode path's (KILN_FUSED_MOE_PDL), not the entry's
-  return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
+  return LaunchEntry(ready, entry, moe::kGemvBlock, moe::kFp8GemvColumns,
+                     {gate_up ? g.gate_up_blocks : g.down_blocks, g.expert_blocks}, args, programmatic, step, stream);
 }
 
 // A validated call -> its steps in stream order on the caller's stream.
 Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream) {
   KILN_ASSIGN_OR_RETURN(const FusedMoeFp8Plan plan, PlanFusedMoeFp8(call.a, api, FusedMoePathInUse()));
   if (plan.tokens == 0) return OkStatus();
+  // The op's own kernels are one module: prepared once for the call's launches.
+  StatusOr<PreparedLaunch> prepared = PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, plan.device,
+                                                      kFusedMoeFp8QuantizeStep);
+  if (!prepared.ok()) return prepared.status().WithContext(api);
+  const PreparedLaunch& ready = *prepared;
   if (plan.gemv) {
     // The decode path: each kernel reads what the one before wrote and waits for it first
     // (griddepcontrol), so they launch as programmatic dependents unless KILN_FUSED_MOE_PDL=0 (the
@@ -150,25 +147,25 @@ Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream
     const bool programmatic = FusedMoeProgrammaticLaunch();
     const int prefetch = FusedMoeFp8PrefetchBlocks();
     KILN_RETURN_IF_ERROR(
-        LaunchQuantize(plan.quantize, kQuantizeEntry, plan.device, kFusedMoeFp8QuantizeStep, stream, programmatic)
+        LaunchQuantize(ready, plan.quantize, kQuantizeEntry, kFusedMoeFp8QuantizeStep, stream, programmatic)
             .WithContext(api));
     KILN_RETURN_IF_ERROR(
-        LaunchGemv(plan.gemvs, kGateUpEntry, plan.device, kFusedMoeFp8GateUpGemvStep, stream, programmatic, prefetch)
+        LaunchGemv(ready, plan.gemvs, kGateUpEntry, kFusedMoeFp8GateUpGemvStep, stream, programmatic, prefetch)
             .WithContext(api));
     KILN_RETURN_IF_ERROR(
-        LaunchQuantize(plan.silu, kSiluAndMulQuantizeEntry, plan.device, kFusedMoeFp8SiluStep, stream, programmatic)
+        LaunchQuantize(ready, plan.silu, kSiluAndMulQuantizeEntry, kFusedMoeFp8SiluStep, stream, programmatic)
             .WithContext(api));
     KILN_RETURN_IF_ERROR(
-        LaunchGemv(plan.gemvs, kDownEntry, plan.device, kFusedMoeFp8DownGemvStep, stream, programmatic, prefetch)
+        LaunchGemv(ready, plan.gemvs, kDownEntry, kFusedMoeFp8DownGemvStep, stream, programmatic, prefetch)
             .WithContext(api));
     return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream, programmatic).WithContext(api);
   }
   KILN_RETURN_IF_ERROR(LaunchMoePermutePlan(plan.permute, kFusedMoeFp8PermuteStep, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(
-      LaunchQuantize(plan.quantize, kQuantizeEntry, plan.device, kFusedMoeFp8QuantizeStep, stream).WithContext(api));
+      LaunchQuantize(ready, plan.quantize, kQuantizeEntry, kFusedMoeFp8QuantizeStep, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(LaunchGroupedGemmPlanOfCall(plan.gate_up, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(
-      LaunchQuantize(plan.silu, kSiluAndMulQuantizeEntry, plan.device, kFusedMoeFp8SiluStep, stream).WithContext(api));
+      LaunchQuantize(ready, plan.silu, kSiluAndMulQuantizeEntry, kFusedMoeFp8SiluStep, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(LaunchGroupedGemmPlanOfCall(plan.down, stream).WithContext(api));
   return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream).WithContext(api);
 }
