@@ -12,7 +12,7 @@
 // decode path's GEMVs and the combine (two launches with KILN_FUSED_MOE_FOLD=1). fused_moe_fp8 is
 // the same layer on block-scaled fp8 experts: with KILN_FUSED_MOE_PATH=gemv its decode path's five
 // launches (x quantized, the two fp8 GEMVs with the silu-and-quantize between, the combine), with
-// =grouped (and, until the decode path is the default, unset) its grouped path's six.
+// =grouped its grouped path's six (unset: the decode path, the default at one token).
 //   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fused_moe|fused_moe_fp8|load_source CALLS
 // Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
 // usage.

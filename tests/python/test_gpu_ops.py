@@ -533,8 +533,9 @@ def _fused_moe_fp8_reference(x, w13, w13_s, w2, w2_s, ids, weights):
 def test_fused_moe_fp8_matches_the_quantized_float64_layer(kilnd, tokens, experts, top_k, hidden, inter):
     """route -> fused_moe_fp8 (a dropped choice on every fifth token) against the float64 layer that
     quantizes as the op does. The fp8 GEMM's in-block sums move gate and up by up to 3e-4 of their
-    terms and so about 1 % of the activation codes to a neighbour: the bound allows 3 % of out's RMS
-    on top of bf16's roundings (a wrong scale block or expert is off by the order of the values).
+    terms and so about 1 % of the activation codes to a neighbour: the bounds allow out 5 % from the
+    layer in norm and 25 % of its RMS at worst (a wrong scale block or expert is off by the order of
+    the values).
     In place with a given workspace: the same bits."""
     torch = _torch()
     g = _gen(33)
@@ -556,8 +557,13 @@ def test_fused_moe_fp8_matches_the_quantized_float64_layer(kilnd, tokens, expert
     if tokens == 0:
         return
     want = _fused_moe_fp8_reference(x, w13, w13_s, w2, w2_s, ids, weights)
-    rms = want.pow(2).mean().sqrt().item()
-    torch.testing.assert_close(out.double(), want, atol=0.03 * rms, rtol=2 * 1.6e-2)
+    # Whole-tensor bounds, not per element: one activation code moved to its neighbour moves each
+    # of its expert's output columns by up to 1/14 of the largest activation times w2, a few % of a
+    # small element; about 20 such moves land on each element of out.
+    err = out.double() - want
+    relative = (err.norm() / want.norm()).item()
+    worst = (err.abs().max() / want.pow(2).mean().sqrt()).item()
+    assert relative < 0.05 and worst < 0.25, f"|out - want| / |want| = {relative:.4f}, max |out - want| / RMS = {worst:.4f}"
     workspace = torch.full((kiln.fused_moe_fp8_workspace_bytes(tokens, top_k, experts, hidden, inter),), 0xA5,
                            dtype=torch.uint8, device="cuda")
     inplace = x.clone()

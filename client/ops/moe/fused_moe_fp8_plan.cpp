@@ -6,6 +6,7 @@
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
 #include "client/ops/moe/moe_layer_checks.h"
+#include "client/ops/plan_memo.h"
 #include "client/ops/row_view.h"
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/ops/moe.h"
@@ -88,7 +89,79 @@ void PlanGemv(const GemvOperands& o, const moe::FusedMoeGemvParams& common, moe:
   sc->weight_scale_expert_stride = gemm::Fp8ScaleBlocks(o.n) * scale_row_stride;
 }
 
-StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path) {
+// The operands of a call, in the order of AcceptedDecodeCall's arrays.
+enum Argument { kX, kW13, kW13Scales, kW2, kW2Scales, kIds, kWeights, kOut, kWorkspace, kArgumentCount };
+
+void ArgumentsOf(const FusedMoeFp8Args& a, const TensorView* (&t)[kArgumentCount]) {
+  t[kX] = a.x;
+  t[kW13] = a.w13;
+  t[kW13Scales] = a.w13_scales;
+  t[kW2] = a.w2;
+  t[kW2Scales] = a.w2_scales;
+  t[kIds] = a.topk_ids;
+  t[kWeights] = a.topk_weights;
+  t[kOut] = a.out;
+  t[kWorkspace] = a.workspace;
+}
+
+// The decode path's first four steps (the combine is moe_unpermute's plan) from the call's rows
+// (`rows`, by Argument; the workspace's bytes at `base`): the same regions as the grouped path's,
+// by token (x_q, x_scales) or by slot (the rest; rows = slots). Reads pointers, checks nothing.
+struct DecodeSizes {
+  int64_t top_k, experts, hidden, intermediate;
+};
+void PlanDecodeSteps(const RowView (&rows)[kWorkspace], const FusedMoeFp8Workspace& layout, char* base,
+                     const DecodeSizes& size, FusedMoeFp8Plan* plan) {
+  const RowView& x = rows[kX];
+  const int64_t tokens = x.rows, slots = layout.rows, top_k = size.top_k, experts = size.experts;
+  const int64_t hidden = size.hidden, intermediate = size.intermediate, gate_up = 2 * intermediate;
+  void* x_q = base + layout.x_q;
+  float* x_scales = reinterpret_cast<float*>(base + layout.x_scales);
+  void* gate_up_rows = base + layout.gate_up;
+  void* act_q = base + layout.act_q;
+  float* act_scales = reinterpret_cast<float*>(base + layout.act_scales);
+  int* slot_to_row = reinterpret_cast<int*>(base + layout.slot_to_row);
+  plan->quantize.blocks = QuantBlocks(tokens);
+  plan->quantize.params = QuantParams(x_q, x_scales, x.data, x.row_stride, tokens, hidden, nullptr,
+                                      nullptr, top_k, experts);
+  plan->silu.blocks = QuantBlocks(slots);
+  plan->silu.params = QuantParams(act_q, act_scales, gate_up_rows, gate_up, slots, intermediate, slot_to_row, nullptr,
+                                  top_k, experts);
+  FusedMoeFp8GemvPlan& g = plan->gemvs;
+  g.gate_up_blocks = static_cast<unsigned>((gate_up + moe::kFp8GemvColumns - 1) / moe::kFp8GemvColumns);
+  g.down_blocks = static_cast<unsigned>((hidden + moe::kFp8GemvColumns - 1) / moe::kFp8GemvColumns);
+  g.expert_blocks = static_cast<unsigned>(moe::FusedMoeGemvExpertBlocks(experts, slots));
+  moe::FusedMoeGemvParams common = {};
+  common.topk_ids = reinterpret_cast<const int*>(rows[kIds].data);
+  common.tokens = tokens;
+  common.ids_stride = rows[kIds].row_stride;
+  common.experts = static_cast<int>(experts);
+  common.top_k = static_cast<int>(top_k);
+  PlanGemv({&rows[kW13], &rows[kW13Scales], gate_up, hidden, x_q, hidden, x_scales, gate_up_rows, gate_up}, common,
+           &g.gate_up, &g.gate_up_scales);
+  g.gate_up.slot_to_row = slot_to_row;  // the first block writes it (s, or -1) for the silu and the combine
+  PlanGemv({&rows[kW2], &rows[kW2Scales], hidden, intermediate, act_q, intermediate, act_scales,
+            base + layout.expert_out, hidden},
+           common, &g.down, &g.down_scales);
+}
+
+// A call Plan accepted on the decode path (PlanMemo, plan_memo.h): its layouts and path, the rows
+// it viewed, the byte spans of its tensors (ExtentOf's, a function of the layout), its sizes and
+// the combine's plan (its pointers the remembered call's). The grouped path is not remembered: a
+// prefill call's GPU time dwarfs its planning.
+struct AcceptedDecodeCall {
+  FusedMoePath path = FusedMoePath::kAuto;
+  TensorLayout layouts[kArgumentCount];
+  RowView rows[kWorkspace];
+  int64_t spans[kWorkspace] = {};
+  FusedMoeFp8Workspace workspace;
+  DecodeSizes size = {};
+  int device = 0;
+  MoeUnpermutePlan unpermute;
+};
+
+// Every check; a decode-path plan also fills *accepted (for the memo).
+StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, AcceptedDecodeCall* accepted) {
   const TensorView* all[] = {a.out,       a.x,        a.w13,          a.w13_scales, a.w2,
                              a.w2_scales, a.topk_ids, a.topk_weights, a.workspace};
   for (const TensorView* t : all)
@@ -192,37 +265,92 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path) {
   KILN_ASSIGN_OR_RETURN(plan.unpermute, PlanMoeUnpermute({a.out, &expert_out_v, &slot_to_row_v, a.topk_weights},
                                                          kFusedMoeFp8CombineStep));
 
-  // The decode path: the same regions, by token (x_q, x_scales) or by slot (the rest; rows = slots).
   const bool gemv_possible = rows <= moe::kMaxGemvSlots;
   plan.gemv = gemv_possible && path != FusedMoePath::kGrouped &&
-              (path == FusedMoePath::kGemv || FusedMoeFp8GemvByDefault(tokens, top_k, experts));
+              (path == FusedMoePath::kGemv || FusedMoeFp8GemvByDefault(tokens, top_k, experts, hidden, intermediate));
   if (!plan.gemv) return plan;
-  plan.quantize.blocks = QuantBlocks(tokens);
-  plan.quantize.params = QuantParams(x_q_v.data, static_cast<float*>(x_scales_v.data), x.data, x.row_stride, tokens,
-                                     hidden, nullptr, nullptr, top_k, experts);
-  int* slot_to_row = static_cast<int*>(slot_to_row_v.data);
-  plan.silu.params = QuantParams(act_q_v.data, static_cast<float*>(act_scales_v.data), gate_up_v.data, gate_up, rows,
-                                 intermediate, slot_to_row, nullptr, top_k, experts);
-  KILN_ASSIGN_OR_RETURN(const RowView s13, ViewAsRows(*a.w13_scales, "w13_scales"));
-  KILN_ASSIGN_OR_RETURN(const RowView s2, ViewAsRows(*a.w2_scales, "w2_scales"));
-  FusedMoeFp8GemvPlan& g = plan.gemvs;
-  g.gate_up_blocks = static_cast<unsigned>((gate_up + moe::kFp8GemvColumns - 1) / moe::kFp8GemvColumns);
-  g.down_blocks = static_cast<unsigned>((hidden + moe::kFp8GemvColumns - 1) / moe::kFp8GemvColumns);
-  g.expert_blocks = static_cast<unsigned>(moe::FusedMoeGemvExpertBlocks(experts, rows));
-  moe::FusedMoeGemvParams common = {};
-  common.topk_ids = reinterpret_cast<const int*>(ids.data);
-  common.tokens = tokens;
-  common.ids_stride = ids.row_stride;
-  common.experts = static_cast<int>(experts);
-  common.top_k = static_cast<int>(top_k);
-  PlanGemv({&w13, &s13, gate_up, hidden, x_q_v.data, hidden, static_cast<const float*>(x_scales_v.data), gate_up_v.data,
-            gate_up},
-           common, &g.gate_up, &g.gate_up_scales);
-  g.gate_up.slot_to_row = slot_to_row;  // the first block writes it (s, or -1) for the silu and the combine
-  PlanGemv({&w2, &s2, hidden, intermediate, act_q_v.data, intermediate, static_cast<const float*>(act_scales_v.data),
-            expert_out_v.data, hidden},
-           common, &g.down, &g.down_scales);
+  AcceptedDecodeCall& c = *accepted;
+  KILN_ASSIGN_OR_RETURN(c.rows[kW13Scales], ViewAsRows(*a.w13_scales, "w13_scales"));
+  KILN_ASSIGN_OR_RETURN(c.rows[kW2Scales], ViewAsRows(*a.w2_scales, "w2_scales"));
+  c.rows[kX] = x;
+  c.rows[kW13] = w13;
+  c.rows[kW2] = w2;
+  c.rows[kIds] = ids;
+  c.rows[kWeights] = weights;
+  c.rows[kOut] = out;
+  c.size = {top_k, experts, hidden, intermediate};
+  PlanDecodeSteps(c.rows, layout, base, c.size, &plan);
+  c.path = path;
+  const TensorView* t[kArgumentCount];
+  ArgumentsOf(a, t);
+  for (int k = 0; k < kArgumentCount; ++k) c.layouts[k] = TensorLayout::Of(*t[k]);
+  for (int k = 0; k < kWorkspace; ++k) {
+    const ByteExtent e = ExtentOf(*t[k]);
+    c.spans[k] = static_cast<int64_t>(e.end - e.begin);
+  }
+  c.workspace = layout;
+  c.device = device.index;
+  c.unpermute = plan.unpermute;
   return plan;
+}
+
+// A call with a remembered decode-path call's layouts and path, and pointers of its own: the
+// checks of Plan that read pointers, then the decode path's plan for these pointers. Every other
+// check of Plan reads only the layouts, which matched. False when a pointer check would refuse
+// (or might: the combine's access width changed): the whole validation then answers.
+//   Plan's pointer checks, and where they are here: ViewAsRows of the eight tensors (Rebind); x's
+// 16-byte rows; the workspace's pointer (NULL, 256-byte alignment); out against x (in place
+// allowed), w13, w2, topk_ids and topk_weights, and the two scales' bytes; the workspace's bytes
+// against all eight; the grouped GEMMs' TMA alignment of w13 and w2 (16 bytes; their row strides
+// are the layouts'). The steps' own overlap checks are of workspace regions (disjoint by
+// construction) or of one of those pairs. So the grouped path's steps, not launched on this path,
+// are not planned again: the plan leaves permute, gate_up and down empty.
+bool PlanFromMemo(AcceptedDecodeCall& c, const FusedMoeFp8Args& a, FusedMoeFp8Plan* plan) {
+  const TensorView* t[kArgumentCount];
+  ArgumentsOf(a, t);
+  for (int k = 0; k < kWorkspace; ++k)
+    if (!c.rows[k].Rebind(*t[k])) return false;
+  const RowView& x = c.rows[kX];
+  const RowView& out = c.rows[kOut];
+  if (!MoeRowsAligned16(x)) return false;
+  if (c.rows[kW13].begin() % 16 != 0 || c.rows[kW2].begin() % 16 != 0) return false;
+  const uintptr_t ws = reinterpret_cast<uintptr_t>(a.workspace->data);
+  if (ws == 0 || ws % 256 != 0) return false;
+  if (RowsOverlap(out, x, /*same_is_ok=*/true)) return false;
+  for (int k : {kW13, kW2, kIds, kWeights})
+    if (RowsOverlap(out, c.rows[k], false)) return false;
+  const auto bytes_meet = [&](int k, uintptr_t begin, uintptr_t end) {
+    const uintptr_t other = reinterpret_cast<uintptr_t>(t[k]->data);
+    return c.spans[k] > 0 && begin < end && other < end && begin < other + static_cast<uintptr_t>(c.spans[k]);
+  };
+  const uintptr_t out_begin = reinterpret_cast<uintptr_t>(t[kOut]->data);
+  const uintptr_t out_end = out_begin + static_cast<uintptr_t>(c.spans[kOut]);
+  if (bytes_meet(kW13Scales, out_begin, out_end) || bytes_meet(kW2Scales, out_begin, out_end)) return false;
+  for (int k = 0; k < kWorkspace; ++k)
+    if (bytes_meet(k, ws, ws + static_cast<uintptr_t>(c.workspace.bytes))) return false;
+
+  char* base = reinterpret_cast<char*>(ws);
+  // The combine: its access width reads out's and the expert rows' pointers (WidestUnit, as
+  // PlanMoeUnpermute); the same width gives the same threads and blocks, so only the pointers move.
+  moe::MoeUnpermuteParams u = c.unpermute.params;
+  u.out = out.data;
+  u.expert_out = base + c.workspace.expert_out;
+  u.slot_to_row = reinterpret_cast<const int*>(base + c.workspace.slot_to_row);
+  u.topk_weights = reinterpret_cast<const float*>(c.rows[kWeights].data);
+  const int64_t row_bytes = static_cast<int64_t>(u.units) * u.unit_bytes;
+  if (WidestUnit({static_cast<uint64_t>(row_bytes), static_cast<uint64_t>(u.out_stride_bytes),
+                  static_cast<uint64_t>(u.expert_stride_bytes), reinterpret_cast<uintptr_t>(u.out),
+                  reinterpret_cast<uintptr_t>(u.expert_out)}) != u.unit_bytes)
+    return false;
+
+  plan->tokens = x.rows;
+  plan->device = c.device;
+  plan->workspace = c.workspace;
+  plan->gemv = true;
+  PlanDecodeSteps(c.rows, c.workspace, base, c.size, plan);
+  plan->unpermute = c.unpermute;
+  plan->unpermute.params = u;
+  return true;
 }
 
 }  // namespace
@@ -247,22 +375,56 @@ FusedMoeFp8Workspace FusedMoeFp8WorkspaceOf(int64_t tokens, int64_t top_k, int64
   return w;
 }
 
-// The decode path was written without a GPU (2026-12-05): until its GPU test
-// (tests/client/ops/gpu_fused_moe_fp8_test.cpp, which forces both paths) has passed, calls stay on
-// the grouped path, which has (H100, 2026-12-05), and only KILN_FUSED_MOE_PATH=gemv runs it.
-constexpr bool kFp8DecodePathByDefault = false;
+// The crossover, measured (H100, bench/moe/gpu_round.sh fp8-paths and the DeepSeek-V3 and Mixtral
+// rows of bench/results/2026-12-05-fused-moe-fp8-decode-h100.md):
+//  - Qwen3-30B-A3B-FP8 (E 128, top_k 8, 4.7 MB an expert): the decode path ahead through T 32
+//    (237 against 261 us), even at T 64 = 4 E slots (266 against 269), behind at T 96 (302 against
+//    280): the slot limit.
+//  - DeepSeek-V3 (E 256, 44 MB an expert): ahead at T 1 (165 against 187 us), behind at T 32 (2452
+//    against 2386) and T 128 (4107 against 3743), where the grouped GEMMs stream the weights at
+//    97-98 % of a copy's bandwidth and the GEMVs at 89-95 %: the byte limit. T 2-31 unmeasured.
+//  - Mixtral-8x7B (E 8, 176 MB an expert): ahead at every T it takes (1-16; 557 against 573 us at
+//    16, 1.4 GB read).
+constexpr int64_t kFp8GemvMaxSlotsPerExpert = 4;
+constexpr int64_t kFp8GemvMaxWeightBytes = int64_t{2} << 30;
 
-bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts) {
+bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate) {
   const int64_t slots = tokens * top_k;
-  return slots <= 4 * experts && slots <= moe::kMaxGemvSlots;
+  const int64_t experts_read = slots < experts ? slots : experts;
+  return slots <= kFp8GemvMaxSlotsPerExpert * experts && slots <= moe::kMaxGemvSlots &&
+         experts_read * 3 * hidden * intermediate <= kFp8GemvMaxWeightBytes;
 }
 
-bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts) {
-  return kFp8DecodePathByDefault && FusedMoeFp8GemvSuits(tokens, top_k, experts);
+bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate) {
+  return FusedMoeFp8GemvSuits(tokens, top_k, experts, hidden, intermediate);
 }
 
 StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api, FusedMoePath path) {
-  auto plan = Plan(args, path);
+  const TensorView* t[kArgumentCount];
+  ArgumentsOf(args, t);
+  bool given = true;
+  for (const TensorView* v : t) given = given && v != nullptr;
+  thread_local PlanMemo<AcceptedDecodeCall> memo;
+  if (given) {
+    AcceptedDecodeCall* seen = memo.Find([&](const AcceptedDecodeCall& c) {
+      if (c.path != path) return false;
+      for (int k = 0; k < kArgumentCount; ++k)
+        if (!c.layouts[k].Matches(*t[k])) return false;
+      return true;
+    });
+    FusedMoeFp8Plan plan;
+    if (seen != nullptr && PlanFromMemo(*seen, args, &plan)) return plan;
+  }
+  AcceptedDecodeCall accepted;
+  auto plan = Plan(args, path, &accepted);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  if (plan->gemv) memo.Next() = accepted;
+  return plan;
+}
+
+StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8Fully(const FusedMoeFp8Args& args, const char* api, FusedMoePath path) {
+  AcceptedDecodeCall accepted;
+  auto plan = Plan(args, path, &accepted);
   if (!plan.ok()) return plan.status().WithContext(api);
   return plan;
 }

@@ -104,13 +104,13 @@ struct FusedMoeFp8Plan {
 };
 
 // Where the decode path should run: T x top_k <= 4 E (about four slots an expert; a GEMV pass
-// takes eight, so few experts need a second pass over their weights) and at most
-// moe::kMaxGemvSlots slots. A first guess from the decode path's design, to be replaced by the
-// measured crossover (docs/kernels-moe.md, "The fp8 decode path").
-bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts);
-// The default choice (kAuto): FusedMoeFp8GemvSuits once the decode path has passed its GPU test;
-// until then false (the grouped path), and KILN_FUSED_MOE_PATH=gemv runs the decode path.
-bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts);
+// takes eight, so few experts need a second pass over their weights), at most moe::kMaxGemvSlots
+// slots, and at most 2 GiB of expert weights read (min(T x top_k, E) experts of 3 H I bytes), past
+// which the grouped GEMMs stream them faster. Measured on an H100 (fused_moe_fp8_plan.cpp;
+// docs/kernels-moe.md, "The fp8 decode path").
+bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate);
+// The default choice (kAuto): FusedMoeFp8GemvSuits (KILN_FUSED_MOE_PATH forces either path).
+bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate);
 
 // How many k blocks ahead of their register loads the decode GEMVs ask L2 for their weight rows
 // (FusedMoeFp8GemvScales::prefetch_blocks): 0 (none) unless KILN_FUSED_MOE_FP8_PREFETCH=1..8 (a
@@ -122,8 +122,15 @@ void SetFusedMoeFp8PrefetchBlocksForTesting(int blocks);
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem. `path`
 // as fused_moe's (FusedMoePath, fused_moe_plan.h: KILN_FUSED_MOE_PATH serves both layers); every
-// argument is checked the same way whichever path runs.
+// argument is checked the same way whichever path runs. A call with the layouts and path of a
+// decode-path call the thread accepted recently reruns only the checks that read pointers
+// (plan_memo.h, as PlanFusedMoe): the answer is the same, but its plan leaves the grouped path's
+// steps (permute, gate_up, down), which that path does not launch, empty.
 StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api,
                                           FusedMoePath path = FusedMoePath::kAuto);
+// The same with every check run and every step planned, nothing remembered: what the tests
+// compare the memo with.
+StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8Fully(const FusedMoeFp8Args& args, const char* api,
+                                               FusedMoePath path = FusedMoePath::kAuto);
 
 }  // namespace kiln::client

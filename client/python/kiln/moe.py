@@ -195,7 +195,7 @@ def fused_moe_fp8(x, w13, w13_scales, w2, w2_scales, topk_ids=None, topk_weights
     16) with fp32 scales per 128 x 128 block, w13_scales [E, ceil(2I / 128), ceil(H / 128)] and
     w2_scales [E, ceil(H / 128), ceil(I / 128)]. x's routed rows and silu(gate) * up are quantized
     to e4m3 per 128 columns (scale max|v| / 448) before each product (grouped fp8 GEMMs; a decode
-    path of fp8 GEMVs for few tokens, KILN_FUSED_MOE_PATH=gemv until it is the default); the
+    path of fp8 GEMVs for few tokens, docs/kernels-moe.md "The fp8 decode path"); the
     products' rows are bf16, the combine fp32 in the order of j (deterministic). The choices as fused_moe's (topk_ids
     and topk_weights, or router_logits and top_k with route_options). out may be x itself;
     workspace: uint8 scratch of at least fused_moe_fp8_workspace_bytes(T, top_k, E, H, I) bytes,

@@ -181,22 +181,33 @@ TEST_CASE("fused_moe_fp8 plans the decode path's five steps by token and by slot
   }
 }
 
-TEST_CASE("fused_moe_fp8's path rule: the decode path up to four slots an expert and 1024 slots, once proven",
+TEST_CASE("fused_moe_fp8's path rule: the decode path up to four slots an expert, 1024 slots and 2 GiB of weights",
           "[client][ops][validation][moe]") {
   using kiln::client::FusedMoeFp8GemvByDefault;
   using kiln::client::FusedMoeFp8GemvSuits;
-  CHECK(FusedMoeFp8GemvSuits(1, 8, 128));     // Qwen3-30B-A3B-FP8, one token
-  CHECK(FusedMoeFp8GemvSuits(64, 8, 128));    // 512 slots = 4 E
-  CHECK(!FusedMoeFp8GemvSuits(65, 8, 128));   // 520
-  CHECK(FusedMoeFp8GemvSuits(128, 8, 256));   // DeepSeek-V3: 1024 slots
-  CHECK(!FusedMoeFp8GemvSuits(129, 8, 256));  // past 1024 slots
-  CHECK(FusedMoeFp8GemvSuits(16, 2, 8));      // Mixtral: 32 slots
-  CHECK(!FusedMoeFp8GemvSuits(17, 2, 8));
-  // Not yet by default: the decode path has not passed its GPU test (fused_moe_fp8_plan.cpp).
-  CHECK(!FusedMoeFp8GemvByDefault(1, 8, 128));
+  CHECK(FusedMoeFp8GemvSuits(1, 8, 128, 2048, 768));     // Qwen3-30B-A3B-FP8, one token
+  CHECK(FusedMoeFp8GemvSuits(64, 8, 128, 2048, 768));    // 512 slots = 4 E
+  CHECK(!FusedMoeFp8GemvSuits(65, 8, 128, 2048, 768));   // 520
+  CHECK(FusedMoeFp8GemvSuits(128, 8, 256, 64, 64));      // 1024 slots, small experts
+  CHECK(!FusedMoeFp8GemvSuits(129, 8, 256, 64, 64));     // past 1024 slots
+  CHECK(FusedMoeFp8GemvSuits(16, 2, 8, 4096, 14336));    // Mixtral: 32 slots, 1.4 GB
+  CHECK(!FusedMoeFp8GemvSuits(17, 2, 8, 4096, 14336));
+  CHECK(FusedMoeFp8GemvSuits(1, 8, 256, 7168, 2048));    // DeepSeek-V3: 8 experts, 352 MB
+  CHECK(FusedMoeFp8GemvSuits(4, 8, 256, 7168, 2048));    // 32 experts, 1.41 GB
+  CHECK(!FusedMoeFp8GemvSuits(8, 8, 256, 7168, 2048));   // 64 experts, 2.82 GB
+  CHECK(!FusedMoeFp8GemvSuits(32, 8, 256, 7168, 2048));  // measured behind the grouped path
+  // By default where it suits.
+  CHECK(FusedMoeFp8GemvByDefault(1, 8, 128, 2048, 768));
+  CHECK(!FusedMoeFp8GemvByDefault(65, 8, 128, 2048, 768));
   {
     const Call c;
     auto plan = PlanFusedMoeFp8(c.Args(), "kiln::ops::fused_moe_fp8");
+    REQUIRE(plan.ok());
+    CHECK(plan->gemv);
+  }
+  {
+    const Call wide(300, 8, 64, 272, 208);  // 2400 slots
+    auto plan = PlanFusedMoeFp8(wide.Args(), "kiln::ops::fused_moe_fp8");
     REQUIRE(plan.ok());
     CHECK(!plan->gemv);
   }

@@ -9,7 +9,7 @@
 //    rounded to bf16 where the w13 GEMM stores them. The two sides' gate and up differ by the fp8
 //    GEMM's in-block sums (about 14 bits: up to 3e-4 of the terms' magnitude measured) and a bf16
 //    ulp, so each activation and scale is checked within what that moves it by (plus one e4m3
-//    step), and at most 1 code in 20 may differ (0.6-1.1 % measured on an H100);
+//    step), and at most 1 code in 20 may differ (0.6-1.1 % measured on an H100, on both paths);
 //  - the experts' rows (expert_out in the workspace) against float64 products of the device's own
 //    act_q and the dequantized w2, within bf16's rounding and the GEMM's error;
 //  - out against the combine of the device's own expert rows (fp32 sums in the order of j);
@@ -461,7 +461,9 @@ class Layer {
       }
     if (off_layer > 0) note(std::to_string(off_layer) + " elements of out off the float64 layer");
     if (far > 0) note(std::to_string(far) + " activation codes more than one code from the reference's");
-    if (flipped * 500 > codes)
+    // The header's rate: 1 in 20 (0.6-1.1 % seen on an H100, both paths). Rounding by truncation
+    // instead of to nearest even would flip about half.
+    if (flipped * 20 > codes)
       note(std::to_string(flipped) + " of " + std::to_string(codes) + " activation codes flipped");
     std::string joined;
     for (const auto& p : problems) joined += "\n  " + p;
@@ -521,8 +523,10 @@ TEST_CASE("fused_moe_fp8 matches the quantized float64 layer step by step", "[gp
   }
 }
 
-TEST_CASE("fused_moe_fp8 in place, twice, through the C ABI, with and without programmatic launches and L2 "
-          "prefetching: the same bits",
+// (Catch2 indents a failure's header after its name's first ": ", and aborts when that passes
+// the console's width: keep the colon early.)
+TEST_CASE("fused_moe_fp8 gives the same bits in place, twice, through the C ABI, with and without "
+          "programmatic launches and with L2 prefetching",
           "[gpu][moe][fused][fp8]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(7);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "client/ops/activation/activation_plan.h"
+#include "client/ops/moe/fused_moe_fp8_plan.h"
 #include "client/ops/moe/fused_moe_plan.h"
 #include "client/ops/norm/norm_plan.h"
 #include "client/ops/plan_memo.h"
@@ -423,6 +424,136 @@ TEST_CASE("the fused_moe plan memo answers every call as the whole validation do
                  << ", workspace at " << ws.data);
     auto full = kiln::client::PlanFusedMoeFully(args, api, path);
     RequireSame(kiln::client::PlanFusedMoe(args, api, path), full);
+    accepted += full.ok();
+    decode += full.ok() && full->gemv;
+  }
+  CHECK(decode > 3000);  // the memo's path was taken many times
+  CHECK(accepted > decode);
+}
+
+// The fused_moe_fp8 plans' fields the call launches, as RequireSame of fused_moe's: on the decode
+// path its four steps and the combine, on the grouped path every step (never from the memo).
+void RequireSame(const kiln::StatusOr<kiln::client::FusedMoeFp8Plan>& memo,
+                 const kiln::StatusOr<kiln::client::FusedMoeFp8Plan>& full) {
+  if (!SameStatus(memo, full)) return;
+  const kiln::client::FusedMoeFp8Plan& a = *memo;
+  const kiln::client::FusedMoeFp8Plan& b = *full;
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.device == b.device);
+  CHECK(std::memcmp(&a.workspace, &b.workspace, sizeof(a.workspace)) == 0);
+  REQUIRE(a.gemv == b.gemv);
+  if (!a.gemv) {
+    CHECK(std::memcmp(&a.permute.params, &b.permute.params, sizeof(a.permute.params)) == 0);
+    CHECK(a.gate_up.b == b.gate_up.b);
+    CHECK(a.gate_up.b_scales == b.gate_up.b_scales);
+    CHECK(a.down.b == b.down.b);
+    CHECK(a.down.b_scales == b.down.b_scales);
+  } else {
+    const kiln::client::FusedMoeFp8GemvPlan& g = a.gemvs;
+    const kiln::client::FusedMoeFp8GemvPlan& h = b.gemvs;
+    CHECK(g.gate_up_blocks == h.gate_up_blocks);
+    CHECK(g.down_blocks == h.down_blocks);
+    CHECK(g.expert_blocks == h.expert_blocks);
+    CHECK(std::memcmp(&g.gate_up, &h.gate_up, sizeof(g.gate_up)) == 0);
+    CHECK(std::memcmp(&g.gate_up_scales, &h.gate_up_scales, sizeof(g.gate_up_scales)) == 0);
+    CHECK(std::memcmp(&g.down, &h.down, sizeof(g.down)) == 0);
+    CHECK(std::memcmp(&g.down_scales, &h.down_scales, sizeof(g.down_scales)) == 0);
+  }
+  for (const auto& [q, r] : {std::pair{&a.quantize, &b.quantize}, std::pair{&a.silu, &b.silu}}) {
+    CHECK(q->blocks == r->blocks);
+    CHECK(std::memcmp(&q->params, &r->params, sizeof(q->params)) == 0);
+  }
+  CHECK(a.unpermute.dtype == b.unpermute.dtype);
+  CHECK(a.unpermute.device == b.unpermute.device);
+  CHECK(a.unpermute.threads == b.unpermute.threads);
+  CHECK(a.unpermute.blocks_per_row == b.unpermute.blocks_per_row);
+  CHECK(std::memcmp(&a.unpermute.params, &b.unpermute.params, sizeof(a.unpermute.params)) == 0);
+}
+
+TEST_CASE("the fused_moe_fp8 plan memo answers every call as the whole validation does",
+          "[client][ops][plan_memo][moe]") {
+  // (out, x, w13, w13_scales, w2, w2_scales, topk_ids, topk_weights, workspace) at small decode
+  // shapes: dense, padded rows of x and out, a T that takes the grouped path by default; refused:
+  // a w2 of the wrong I, w13_scales of the wrong shape, fp16 weights, ids on another device, x
+  // rows 8 bytes off 16.
+  struct Call {
+    int64_t tokens, top_k, experts, hidden, intermediate;
+    int64_t x_stride = 0, out_stride = 0;  // 0: contiguous
+    int64_t w2_intermediate = 0;           // 0: intermediate
+    int64_t w13_scale_columns = 0;         // 0: ceil(H / 128)
+    DType weights_dtype = DType::kFloat32;
+    Device ids_device = Device::CUDA(0);
+  };
+  const std::vector<Call> calls = {
+      {1, 2, 8, 64, 32},
+      {3, 2, 8, 256, 48, 264, 272},
+      {2, 4, 16, 144, 160},
+      {20, 2, 8, 64, 32},  // 40 slots > 4 E: the grouped path by default
+      {1, 2, 8, 64, 32, 0, 0, 48},
+      {1, 2, 8, 64, 32, 0, 0, 0, 2},
+      {1, 2, 8, 64, 32, 0, 0, 0, 0, DType::kFloat16},
+      {1, 2, 8, 64, 32, 0, 0, 0, 0, DType::kFloat32, Device::CUDA(1)},
+      {2, 2, 8, 64, 32, 68},
+  };
+  const kiln::client::FusedMoePath paths[] = {kiln::client::FusedMoePath::kAuto, kiln::client::FusedMoePath::kGemv,
+                                              kiln::client::FusedMoePath::kGrouped};
+  const char* apis[] = {"kiln::ops::fused_moe_fp8", "kiln_fused_moe_fp8"};
+  // A pointer for argument `slot` (0 x, 1 w13, 2 w13_scales, 3 w2, 4 w2_scales, 5 ids, 6 weights,
+  // 7 out, 8 workspace): its own, a few bytes off, 16-byte aligned but not 256, NULL, inside another
+  // argument's bytes, or, for out, x's own (in place).
+  auto pick = [](std::mt19937_64& rng, int slot) -> void* {
+    const uintptr_t own = kBase + slot * kApart;
+    switch (rng() % 28) {
+      case 0: return nullptr;
+      case 1: return reinterpret_cast<void*>(own + (rng() % 16));
+      case 2: return reinterpret_cast<void*>(own + 64 * (1 + rng() % 4));
+      case 3: return reinterpret_cast<void*>(kBase + (rng() % 9) * kApart + 16 * (rng() % 8));
+      case 4: return reinterpret_cast<void*>(slot == 7 ? kBase : own);
+      default: return reinterpret_cast<void*>(own);
+    }
+  };
+  auto blocks = [](int64_t n) { return (n + 127) / 128; };
+  std::mt19937_64 rng(20261205);
+  int accepted = 0, decode = 0;
+  for (int n = 0; n < 20000; ++n) {
+    // Phases of 5000 calls: the first two layouts on the default path (mostly memo hits), then
+    // every path, then every layout.
+    const int phase = n / 5000;
+    const Call& c = calls[rng() % (phase < 2 ? 2 : calls.size())];
+    const kiln::client::FusedMoePath path = paths[phase == 0 ? 0 : rng() % 3];
+    const int64_t i2 = c.w2_intermediate > 0 ? c.w2_intermediate : c.intermediate;
+    const int64_t e = c.experts, h = c.hidden, i = c.intermediate;
+    const Layout x_l{DType::kBFloat16,
+                     {c.tokens, h},
+                     c.x_stride > 0 ? std::vector<int64_t>{c.x_stride, 1} : std::vector<int64_t>{}};
+    const Layout out_l{DType::kBFloat16,
+                       {c.tokens, h},
+                       c.out_stride > 0 ? std::vector<int64_t>{c.out_stride, 1} : std::vector<int64_t>{}};
+    const Layout w13_l{DType::kFloat8E4M3, {e, 2 * i, h}};
+    const Layout s13_l{DType::kFloat32, {e, blocks(2 * i), c.w13_scale_columns > 0 ? c.w13_scale_columns : blocks(h)}};
+    const Layout w2_l{DType::kFloat8E4M3, {e, h, i2}};
+    const Layout s2_l{DType::kFloat32, {e, blocks(h), blocks(i2)}};
+    const Layout ids_l{DType::kInt32, {c.tokens, c.top_k}, {}, c.ids_device};
+    const Layout weights_l{c.weights_dtype, {c.tokens, c.top_k}};
+    const Layout ws_l{DType::kUInt8, {kiln::ops::fused_moe_fp8_workspace_bytes(c.tokens, c.top_k, e, h, i)}};
+    const TensorView x = Make(x_l, pick(rng, 0));
+    const TensorView w13 = Make(w13_l, pick(rng, 1));
+    const TensorView s13 = Make(s13_l, pick(rng, 2));
+    const TensorView w2 = Make(w2_l, pick(rng, 3));
+    const TensorView s2 = Make(s2_l, pick(rng, 4));
+    const TensorView ids = Make(ids_l, pick(rng, 5));
+    const TensorView weights = Make(weights_l, pick(rng, 6));
+    const TensorView out = Make(out_l, pick(rng, 7));
+    const TensorView ws = Make(ws_l, pick(rng, 8));
+    kiln::client::FusedMoeFp8Args args{&out, &x, &w13, &s13, &w2, &s2, &ids, &weights, &ws};
+    const char* api = apis[rng() % 2];
+    INFO("call " << n << ", path " << static_cast<int>(path) << ": x " << x.Describe() << " at " << x.data
+                 << ", w13 at " << w13.data << ", w13_scales " << s13.Describe() << " at " << s13.data << ", w2 "
+                 << w2.Describe() << " at " << w2.data << ", w2_scales at " << s2.data << ", ids at " << ids.data
+                 << ", weights at " << weights.data << ", out " << out.Describe() << " at " << out.data
+                 << ", workspace at " << ws.data);
+    auto full = kiln::client::PlanFusedMoeFp8Fully(args, api, path);
+    RequireSame(kiln::client::PlanFusedMoeFp8(args, api, path), full);
     accepted += full.ok();
     decode += full.ok() && full->gemv;
   }

@@ -113,8 +113,8 @@
 // the products' sums differs): six launches (moe_permute, the gather-and-quantize, two
 // grouped_fp8_gemm with the silu-and-quantize between, the combine), or a decode path of five
 // (x quantized by token, two GEMVs on fp8 tensor cores over each chosen expert's slots with the
-// silu-and-quantize between, the combine) for few tokens once it has passed its GPU test
-// (docs/kernels-moe.md, "The fp8 decode path"). Either: no host sync (capturable in a CUDA graph),
+// silu-and-quantize between, the combine) for few tokens (docs/kernels-moe.md, "The fp8 decode
+// path"). Either: no host sync (capturable in a CUDA graph),
 // only the chosen experts' weights read, deterministic. T = 0: OK, nothing launched.
 //
 // The C functions below are the same ops for C callers: DLTensor in, kiln_status out.
