@@ -72,4 +72,20 @@ class PlanMemo {
   int next_ = 0;
 };
 
+// The remembered entry whose `path` and `layouts` (TensorLayout[N]) match a call's choice `path`
+// and tensors `t`, or null (also when a tensor is missing: the whole validation names it): the
+// lookup of the plans that remember a call by all its tensors' layouts and one choice (fused_moe's
+// and fused_moe_fp8's decode paths).
+template <typename Entry, int kSlots, int N, typename Choice>
+Entry* FindByPathAndLayouts(PlanMemo<Entry, kSlots>& memo, const TensorView* const (&t)[N], Choice path) {
+  for (const TensorView* v : t)
+    if (v == nullptr) return nullptr;
+  return memo.Find([&](const Entry& e) {
+    if (e.path != path) return false;
+    for (int i = 0; i < N; ++i)
+      if (!e.layouts[i].Matches(*t[i])) return false;
+    return true;
+  });
+}
+
 }  // namespace kiln::client

@@ -155,8 +155,9 @@ class FusedMoeFp8Routine : public Routine {
   }
   std::vector<DType> dtypes() const override { return {DType::kBFloat16}; }
   std::vector<BackendInfo> backends() const override {
-    return {{"kiln", "the op through kiln::ops (the decode path's 5 launches for few tokens, else the grouped "
-                     "path's 6; KILN_FUSED_MOE_PATH forces one; the activations quantized to e4m3 before each product)"},
+    return {{"kiln",
+             "the op through kiln::ops (the decode path's 5 launches for few tokens, else the grouped "
+             "path's 6; KILN_FUSED_MOE_PATH forces one; the activations quantized to e4m3 before each product)"},
             {"reference", "one warp per activation element, then one per output element, fp32, the op's "
                           "quantization (the refcheck baseline)"}};
   }

@@ -122,8 +122,8 @@ void PlanDecodeSteps(const RowView (&rows)[kWorkspace], const FusedMoeFp8Workspa
   float* act_scales = reinterpret_cast<float*>(base + layout.act_scales);
   int* slot_to_row = reinterpret_cast<int*>(base + layout.slot_to_row);
   plan->quantize.blocks = QuantBlocks(tokens);
-  plan->quantize.params = QuantParams(x_q, x_scales, x.data, x.row_stride, tokens, hidden, nullptr,
-                                      nullptr, top_k, experts);
+  plan->quantize.params = QuantParams(x_q, x_scales, x.data, x.row_stride, tokens, hidden, nullptr, nullptr, top_k,
+                                      experts);
   plan->silu.blocks = QuantBlocks(slots);
   plan->silu.params = QuantParams(act_q, act_scales, gate_up_rows, gate_up, slots, intermediate, slot_to_row, nullptr,
                                   top_k, experts);
@@ -162,8 +162,8 @@ struct AcceptedDecodeCall {
 
 // Every check; a decode-path plan also fills *accepted (for the memo).
 StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, AcceptedDecodeCall* accepted) {
-  const TensorView* all[] = {a.out,       a.x,        a.w13,          a.w13_scales, a.w2,
-                             a.w2_scales, a.topk_ids, a.topk_weights, a.workspace};
+  const TensorView* all[kArgumentCount];
+  ArgumentsOf(a, all);
   for (const TensorView* t : all)
     if (t == nullptr) return Status(StatusCode::kInternal, "PlanFusedMoeFp8: every argument must be given");
   const TensorView& x_t = *a.x;
@@ -281,11 +281,9 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
   c.size = {top_k, experts, hidden, intermediate};
   PlanDecodeSteps(c.rows, layout, base, c.size, &plan);
   c.path = path;
-  const TensorView* t[kArgumentCount];
-  ArgumentsOf(a, t);
-  for (int k = 0; k < kArgumentCount; ++k) c.layouts[k] = TensorLayout::Of(*t[k]);
+  for (int k = 0; k < kArgumentCount; ++k) c.layouts[k] = TensorLayout::Of(*all[k]);
   for (int k = 0; k < kWorkspace; ++k) {
-    const ByteExtent e = ExtentOf(*t[k]);
+    const ByteExtent e = ExtentOf(*all[k]);
     c.spans[k] = static_cast<int64_t>(e.end - e.begin);
   }
   c.workspace = layout;
@@ -402,18 +400,10 @@ bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts, in
 StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api, FusedMoePath path) {
   const TensorView* t[kArgumentCount];
   ArgumentsOf(args, t);
-  bool given = true;
-  for (const TensorView* v : t) given = given && v != nullptr;
   thread_local PlanMemo<AcceptedDecodeCall> memo;
-  if (given) {
-    AcceptedDecodeCall* seen = memo.Find([&](const AcceptedDecodeCall& c) {
-      if (c.path != path) return false;
-      for (int k = 0; k < kArgumentCount; ++k)
-        if (!c.layouts[k].Matches(*t[k])) return false;
-      return true;
-    });
+  if (AcceptedDecodeCall* seen = FindByPathAndLayouts(memo, t, path)) {
     FusedMoeFp8Plan plan;
-    if (seen != nullptr && PlanFromMemo(*seen, args, &plan)) return plan;
+    if (PlanFromMemo(*seen, args, &plan)) return plan;
   }
   AcceptedDecodeCall accepted;
   auto plan = Plan(args, path, &accepted);

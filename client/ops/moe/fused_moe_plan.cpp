@@ -308,18 +308,10 @@ bool FusedMoeGemvByDefault(int64_t tokens, int64_t top_k, int64_t experts) {
 StatusOr<FusedMoePlan> PlanFusedMoe(const FusedMoeArgs& args, const char* api, FusedMoePath path) {
   const TensorView* t[kArgumentCount];
   ArgumentsOf(args, t);
-  bool given = true;
-  for (const TensorView* v : t) given = given && v != nullptr;
   thread_local PlanMemo<AcceptedDecodeCall> memo;
-  if (given) {
-    AcceptedDecodeCall* seen = memo.Find([&](const AcceptedDecodeCall& c) {
-      if (c.path != path) return false;
-      for (int i = 0; i < kArgumentCount; ++i)
-        if (!c.layouts[i].Matches(*t[i])) return false;
-      return true;
-    });
+  if (AcceptedDecodeCall* seen = FindByPathAndLayouts(memo, t, path)) {
     FusedMoePlan plan;
-    if (seen != nullptr && PlanFromMemo(*seen, args, &plan)) return plan;
+    if (PlanFromMemo(*seen, args, &plan)) return plan;
   }
   AcceptedDecodeCall accepted;
   auto plan = Plan(args, path, &accepted);

@@ -185,12 +185,12 @@ TEST_CASE("fused_moe_fp8's path rule: the decode path up to four slots an expert
           "[client][ops][validation][moe]") {
   using kiln::client::FusedMoeFp8GemvByDefault;
   using kiln::client::FusedMoeFp8GemvSuits;
-  CHECK(FusedMoeFp8GemvSuits(1, 8, 128, 2048, 768));     // Qwen3-30B-A3B-FP8, one token
-  CHECK(FusedMoeFp8GemvSuits(64, 8, 128, 2048, 768));    // 512 slots = 4 E
-  CHECK(!FusedMoeFp8GemvSuits(65, 8, 128, 2048, 768));   // 520
-  CHECK(FusedMoeFp8GemvSuits(128, 8, 256, 64, 64));      // 1024 slots, small experts
-  CHECK(!FusedMoeFp8GemvSuits(129, 8, 256, 64, 64));     // past 1024 slots
-  CHECK(FusedMoeFp8GemvSuits(16, 2, 8, 4096, 14336));    // Mixtral: 32 slots, 1.4 GB
+  CHECK(FusedMoeFp8GemvSuits(1, 8, 128, 2048, 768));    // Qwen3-30B-A3B-FP8, one token
+  CHECK(FusedMoeFp8GemvSuits(64, 8, 128, 2048, 768));   // 512 slots = 4 E
+  CHECK(!FusedMoeFp8GemvSuits(65, 8, 128, 2048, 768));  // 520
+  CHECK(FusedMoeFp8GemvSuits(128, 8, 256, 64, 64));     // 1024 slots, small experts
+  CHECK(!FusedMoeFp8GemvSuits(129, 8, 256, 64, 64));    // past 1024 slots
+  CHECK(FusedMoeFp8GemvSuits(16, 2, 8, 4096, 14336));   // Mixtral: 32 slots, 1.4 GB
   CHECK(!FusedMoeFp8GemvSuits(17, 2, 8, 4096, 14336));
   CHECK(FusedMoeFp8GemvSuits(1, 8, 256, 7168, 2048));    // DeepSeek-V3: 8 experts, 352 MB
   CHECK(FusedMoeFp8GemvSuits(4, 8, 256, 7168, 2048));    // 32 experts, 1.41 GB

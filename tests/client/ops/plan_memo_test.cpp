@@ -313,6 +313,30 @@ TEST_CASE("the rope plan memo answers every call as the whole validation does", 
   CHECK(accepted > 3000);
 }
 
+// The fused MoE layers' combines (moe_unpermute's plan), field by field.
+void RequireSameCombine(const kiln::client::MoeUnpermutePlan& a, const kiln::client::MoeUnpermutePlan& b) {
+  CHECK(a.dtype == b.dtype);
+  CHECK(a.device == b.device);
+  CHECK(a.threads == b.threads);
+  CHECK(a.blocks_per_row == b.blocks_per_row);
+  CHECK(std::memcmp(&a.params, &b.params, sizeof(a.params)) == 0);
+}
+
+// A pointer for argument `slot` of a fused MoE layer's `slots` arguments: its own, a few bytes
+// off (16-byte rows lost, sometimes the element alignment too), 16-byte aligned but not 256, NULL,
+// inside another argument's bytes, or, for out (`out_slot`), x's own (slot 0: in place).
+void* PickLayerPointer(std::mt19937_64& rng, int slot, int slots, int out_slot) {
+  const uintptr_t own = kBase + slot * kApart;
+  switch (rng() % (3 * slots)) {
+    case 0: return nullptr;
+    case 1: return reinterpret_cast<void*>(own + (rng() % 16));
+    case 2: return reinterpret_cast<void*>(own + 64 * (1 + rng() % 4));
+    case 3: return reinterpret_cast<void*>(kBase + (rng() % slots) * kApart + 16 * (rng() % 8));
+    case 4: return reinterpret_cast<void*>(slot == out_slot ? kBase : own);
+    default: return reinterpret_cast<void*>(own);
+  }
+}
+
 // The fused_moe plans' fields the call launches: on the decode path the GEMVs and the combine
 // (the memo leaves the grouped steps, not launched there, empty), on the grouped path every step
 // (never from the memo).
@@ -344,11 +368,7 @@ void RequireSame(const kiln::StatusOr<kiln::client::FusedMoePlan>& memo,
     CHECK(g.foldable == h.foldable);
     CHECK(std::memcmp(&g.fold, &h.fold, sizeof(g.fold)) == 0);
   }
-  CHECK(a.unpermute.dtype == b.unpermute.dtype);
-  CHECK(a.unpermute.device == b.unpermute.device);
-  CHECK(a.unpermute.threads == b.unpermute.threads);
-  CHECK(a.unpermute.blocks_per_row == b.unpermute.blocks_per_row);
-  CHECK(std::memcmp(&a.unpermute.params, &b.unpermute.params, sizeof(a.unpermute.params)) == 0);
+  RequireSameCombine(a.unpermute, b.unpermute);
 }
 
 TEST_CASE("the fused_moe plan memo answers every call as the whole validation does", "[client][ops][plan_memo][moe]") {
@@ -375,20 +395,8 @@ TEST_CASE("the fused_moe plan memo answers every call as the whole validation do
   const kiln::client::FusedMoePath paths[] = {kiln::client::FusedMoePath::kAuto, kiln::client::FusedMoePath::kGemv,
                                               kiln::client::FusedMoePath::kGrouped};
   const char* apis[] = {"kiln::ops::fused_moe", "kiln_fused_moe"};
-  // A pointer for argument `slot` (0 x, 1 w13, 2 w2, 3 ids, 4 weights, 5 out, 6 workspace): its
-  // own, a few bytes off (16-byte rows lost, sometimes the element alignment too), NULL, inside
-  // another argument's bytes, or, for out, x's own (in place).
-  auto pick = [](std::mt19937_64& rng, int slot) -> void* {
-    const uintptr_t own = kBase + slot * kApart;
-    switch (rng() % 24) {
-      case 0: return nullptr;
-      case 1: return reinterpret_cast<void*>(own + (rng() % 16));
-      case 2: return reinterpret_cast<void*>(own + 64 * (1 + rng() % 4));  // 16-byte aligned, not 256
-      case 3: return reinterpret_cast<void*>(kBase + (rng() % 7) * kApart + 16 * (rng() % 8));
-      case 4: return reinterpret_cast<void*>(slot == 5 ? kBase : own);
-      default: return reinterpret_cast<void*>(own);
-    }
-  };
+  // Argument slots: 0 x, 1 w13, 2 w2, 3 ids, 4 weights, 5 out, 6 workspace.
+  auto pick = [](std::mt19937_64& rng, int slot) { return PickLayerPointer(rng, slot, 7, 5); };
   std::mt19937_64 rng(20261207);
   int accepted = 0, decode = 0;
   for (int n = 0; n < 20000; ++n) {
@@ -463,11 +471,7 @@ void RequireSame(const kiln::StatusOr<kiln::client::FusedMoeFp8Plan>& memo,
     CHECK(q->blocks == r->blocks);
     CHECK(std::memcmp(&q->params, &r->params, sizeof(q->params)) == 0);
   }
-  CHECK(a.unpermute.dtype == b.unpermute.dtype);
-  CHECK(a.unpermute.device == b.unpermute.device);
-  CHECK(a.unpermute.threads == b.unpermute.threads);
-  CHECK(a.unpermute.blocks_per_row == b.unpermute.blocks_per_row);
-  CHECK(std::memcmp(&a.unpermute.params, &b.unpermute.params, sizeof(a.unpermute.params)) == 0);
+  RequireSameCombine(a.unpermute, b.unpermute);
 }
 
 TEST_CASE("the fused_moe_fp8 plan memo answers every call as the whole validation does",
@@ -498,20 +502,8 @@ TEST_CASE("the fused_moe_fp8 plan memo answers every call as the whole validatio
   const kiln::client::FusedMoePath paths[] = {kiln::client::FusedMoePath::kAuto, kiln::client::FusedMoePath::kGemv,
                                               kiln::client::FusedMoePath::kGrouped};
   const char* apis[] = {"kiln::ops::fused_moe_fp8", "kiln_fused_moe_fp8"};
-  // A pointer for argument `slot` (0 x, 1 w13, 2 w13_scales, 3 w2, 4 w2_scales, 5 ids, 6 weights,
-  // 7 out, 8 workspace): its own, a few bytes off, 16-byte aligned but not 256, NULL, inside another
-  // argument's bytes, or, for out, x's own (in place).
-  auto pick = [](std::mt19937_64& rng, int slot) -> void* {
-    const uintptr_t own = kBase + slot * kApart;
-    switch (rng() % 28) {
-      case 0: return nullptr;
-      case 1: return reinterpret_cast<void*>(own + (rng() % 16));
-      case 2: return reinterpret_cast<void*>(own + 64 * (1 + rng() % 4));
-      case 3: return reinterpret_cast<void*>(kBase + (rng() % 9) * kApart + 16 * (rng() % 8));
-      case 4: return reinterpret_cast<void*>(slot == 7 ? kBase : own);
-      default: return reinterpret_cast<void*>(own);
-    }
-  };
+  // Argument slots: 0 x, 1 w13, 2 w13_scales, 3 w2, 4 w2_scales, 5 ids, 6 weights, 7 out, 8 workspace.
+  auto pick = [](std::mt19937_64& rng, int slot) { return PickLayerPointer(rng, slot, 9, 7); };
   auto blocks = [](int64_t n) { return (n + 127) / 128; };
   std::mt19937_64 rng(20261205);
   int accepted = 0, decode = 0;
@@ -523,9 +515,8 @@ TEST_CASE("the fused_moe_fp8 plan memo answers every call as the whole validatio
     const kiln::client::FusedMoePath path = paths[phase == 0 ? 0 : rng() % 3];
     const int64_t i2 = c.w2_intermediate > 0 ? c.w2_intermediate : c.intermediate;
     const int64_t e = c.experts, h = c.hidden, i = c.intermediate;
-    const Layout x_l{DType::kBFloat16,
-                     {c.tokens, h},
-                     c.x_stride > 0 ? std::vector<int64_t>{c.x_stride, 1} : std::vector<int64_t>{}};
+    const Layout x_l{
+        DType::kBFloat16, {c.tokens, h}, c.x_stride > 0 ? std::vector<int64_t>{c.x_stride, 1} : std::vector<int64_t>{}};
     const Layout out_l{DType::kBFloat16,
                        {c.tokens, h},
                        c.out_stride > 0 ? std::vector<int64_t>{c.out_stride, 1} : std::vector<int64_t>{}};
