@@ -5,7 +5,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include "client/ops/moe/fused_moe_plan.h"
+#include "tests/client/ops/moe_test_routing.h"
+#include "tests/support/gpu_harness.h"
 
 namespace kiln::testing {
 
@@ -31,6 +35,20 @@ void CheckBothPaths(Layer& layer) {
     const PathScope scope(path);
     INFO(PathName(path));
     layer.Check(layer.Run());
+  }
+}
+
+// `graph`, a captured call of `layer`, replayed on each kind of routing with a new x, each result
+// checked by Layer::Check: the plan depends on the shapes alone, not on the ids.
+template <class Layer>
+void ReplayOnEveryRouting(Layer& layer, const CapturedCall& graph, std::mt19937& rng) {
+  for (Ids kind : {Ids::kRouter, Ids::kFewExperts, Ids::kOneExpert, Ids::kDropped}) {
+    INFO("replay with ids " << IdsName(kind));
+    layer.NewRouting(kind, rng);
+    layer.NewX(rng);
+    layer.Prepare();
+    graph.Replay();
+    layer.Check(layer.Read(false));
   }
 }
 

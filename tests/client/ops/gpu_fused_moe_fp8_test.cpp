@@ -571,14 +571,7 @@ TEST_CASE("fused_moe_fp8 replays in a CUDA graph on new ids and new x", "[gpu][m
     const kiln::testing::CapturedCall graph([&](CUstream stream) { return layer.Call(layer.out(), stream); });
     INFO(graph.status().ToString());
     REQUIRE(graph.status().ok());
-    for (Ids kind : {Ids::kRouter, Ids::kFewExperts, Ids::kOneExpert, Ids::kDropped}) {
-      INFO("replay with ids " << IdsName(kind));
-      layer.NewRouting(kind, rng);
-      layer.NewX(rng);
-      layer.Prepare();
-      graph.Replay();
-      layer.Check(layer.Read(false));
-    }
+    kiln::testing::ReplayOnEveryRouting(layer, graph, rng);
   }
 }
 

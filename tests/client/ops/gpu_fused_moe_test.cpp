@@ -650,15 +650,7 @@ void ReplayInGraph() {
       [&](CUstream stream) { return kiln::ops::fused_moe(o, x, a, b, i, w, ws, stream); });
   INFO(graph.status().ToString());
   REQUIRE(graph.status().ok());
-  // Other routings, other groups: the plan depends on the shapes alone.
-  for (Ids kind : {Ids::kRouter, Ids::kFewExperts, Ids::kOneExpert, Ids::kDropped}) {
-    INFO("replay with ids " << IdsName(kind));
-    layer.NewRouting(kind, rng);
-    layer.NewX(rng);
-    layer.Prepare();
-    graph.Replay();
-    layer.Check(layer.Read(false));
-  }
+  kiln::testing::ReplayOnEveryRouting(layer, graph, rng);  // other routings, other groups
 }
 
 TEST_CASE("fused_moe with no tokens launches nothing and writes nothing", "[gpu][moe][fused]") {
