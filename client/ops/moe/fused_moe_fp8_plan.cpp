@@ -1,5 +1,7 @@
 #include "client/ops/moe/fused_moe_fp8_plan.h"
 
+#include <algorithm>
+#include <climits>
 #include <string>
 #include <utility>
 
@@ -50,8 +52,13 @@ moe::FusedMoeFp8QuantParams QuantParams(void* q, float* scales, const void* in, 
   return p;
 }
 
-unsigned QuantBlocks(int64_t rows) {
-  return static_cast<unsigned>((rows + moe::kFp8QuantWarps - 1) / moe::kFp8QuantWarps);
+// Within the grid's limit: Plan refuses larger calls (QuantGridFits) before any step is planned.
+unsigned QuantBlocks(int64_t rows, int64_t columns) {
+  return static_cast<unsigned>(moe::FusedMoeFp8QuantBlocks(rows, columns));
+}
+
+bool QuantGridFits(int64_t rows, int64_t hidden, int64_t intermediate) {
+  return moe::FusedMoeFp8QuantBlocks(rows, std::max(hidden, intermediate)) <= INT_MAX;
 }
 
 // One decode GEMV: `weight` [E, n, k] e4m3 with its scales `scales` [E, ceil(n / 128), ceil(k /
@@ -121,10 +128,10 @@ void PlanDecodeSteps(const RowView (&rows)[kWorkspace], const FusedMoeFp8Workspa
   void* act_q = base + layout.act_q;
   float* act_scales = reinterpret_cast<float*>(base + layout.act_scales);
   int* slot_to_row = reinterpret_cast<int*>(base + layout.slot_to_row);
-  plan->quantize.blocks = QuantBlocks(tokens);
+  plan->quantize.blocks = QuantBlocks(tokens, hidden);
   plan->quantize.params = QuantParams(x_q, x_scales, x.data, x.row_stride, tokens, hidden, nullptr, nullptr, top_k,
                                       experts);
-  plan->silu.blocks = QuantBlocks(slots);
+  plan->silu.blocks = QuantBlocks(slots, intermediate);
   plan->silu.params = QuantParams(act_q, act_scales, gate_up_rows, gate_up, slots, intermediate, slot_to_row, nullptr,
                                   top_k, experts);
   FusedMoeFp8GemvPlan& g = plan->gemvs;
@@ -201,6 +208,12 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
                         CheckMoeLayerRows(*a.topk_ids, *a.topk_weights, *a.out, x_t, experts, DType::kBFloat16));
   const RowView &ids = checked.ids, &weights = checked.weights, &out = checked.out;
   const int64_t top_k = checked.top_k;
+  if (!QuantGridFits(tokens * top_k, hidden, intermediate))
+    return InvalidArgument("topk_ids", "T " + Str(tokens) + " x top_k " + Str(top_k) + " rows of up to " +
+                                           Str(std::max(hidden, intermediate)) +
+                                           " columns exceed the quantizing kernels' grid (2^31 - 1 blocks of " +
+                                           Str(moe::kFp8QuantWarps) + " x " + Str(moe::kFp8QuantColumnsPerWarp) +
+                                           " columns); split the call");
 
   const TensorView& ws_t = *a.workspace;
   const FusedMoeFp8Workspace layout = FusedMoeFp8WorkspaceOf(tokens, top_k, experts, hidden, intermediate);
@@ -252,12 +265,12 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
   KILN_ASSIGN_OR_RETURN(plan.permute, PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v, nullptr,
                                                       a.topk_ids, nullptr, /*align=*/1},
                                                      kFusedMoeFp8PermuteStep));
-  plan.quantize.blocks = QuantBlocks(rows);
+  plan.quantize.blocks = QuantBlocks(rows, hidden);
   plan.quantize.params = QuantParams(x_q_v.data, static_cast<float*>(x_scales_v.data), x.data, x.row_stride, rows,
                                      hidden, row_to_slot, m_indptr, top_k, experts);
   KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8Gemm(gate_up_v, x_q_v, *a.w13, x_scales_v, *a.w13_scales, indptr_v,
                                                          kFusedMoeFp8GateUpStep));
-  plan.silu.blocks = QuantBlocks(rows);
+  plan.silu.blocks = QuantBlocks(rows, intermediate);
   plan.silu.params = QuantParams(act_q_v.data, static_cast<float*>(act_scales_v.data), gate_up_v.data, gate_up, rows,
                                  intermediate, nullptr, m_indptr, top_k, experts);
   KILN_ASSIGN_OR_RETURN(plan.down, PlanGroupedFp8Gemm(expert_out_v, act_q_v, *a.w2, act_scales_v, *a.w2_scales,

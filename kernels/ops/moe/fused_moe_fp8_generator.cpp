@@ -60,8 +60,8 @@ class FusedMoeFp8Generator : public OpGenerator {
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {moe::kFusedMoeFp8QuantizeEntry, moe::kFusedMoeFp8SiluAndMulQuantizeEntry,
                     moe::kFusedMoeFp8GateUpEntry, moe::kFusedMoeFp8DownEntry};
-    // items_per_block: rows per block (grid.x = ceil(rows / items_per_block)): the quantizers'
-    // activation rows, the GEMVs' weight rows.
+    // items_per_block (grid.x = ceil(items / items_per_block)): the quantizers' warps, each 256
+    // columns of an activation row (moe::FusedMoeFp8QuantBlocks); the GEMVs' weight rows.
     spec.launch = {
         {.entry = moe::kFusedMoeFp8QuantizeEntry, .block = moe::kFp8QuantBlock, .items_per_block = moe::kFp8QuantWarps},
         {.entry = moe::kFusedMoeFp8SiluAndMulQuantizeEntry,

@@ -9,13 +9,16 @@
 // The decode path uses both by token (quantize: row r is x's row r) and by slot (silu: a row whose
 // slot_to_row entry is -1 is skipped); kiln/moe/fused_moe_fp8_gemv.cuh multiplies what they write.
 //
-// One warp per row. A lane takes 8 consecutive columns (16 bytes of bf16) a step, so a step of the
-// warp covers 256 columns: lanes 0-15 one scale group, lanes 16-31 the next. The group's amax is a
-// butterfly over its 16 lanes (the same order every time: deterministic), then each lane converts
-// its 8 values with 4 cvt.rn.satfinite.e4m3x2.f32 and stores 8 bytes; the group's first lane
-// stores the scale. The division is IEEE (not a multiply by the reciprocal), so the host reference
-// reproduces every code. Rows from m_indptr[experts] on (and the row_to_slot -1 padding rows, which
-// fused_moe_fp8's layout has none of) are the GEMM's business: not written, or written as zeros.
+// One warp per 256 columns of a row (kFp8QuantColumnsPerWarp: two scale groups), so that a row's
+// chunks run side by side: a warp walking a whole row chained one load's latency per 256 columns,
+// which at one token (the decode path) or a few slots made these kernels the longest step of the
+// layer (Mixtral's silu over I 14336: 56 steps). A lane takes 8 consecutive columns (16 bytes of
+// bf16): lanes 0-15 one scale group, lanes 16-31 the next. The group's amax is a butterfly over its
+// 16 lanes (the same order every time: deterministic), then each lane converts its 8 values with 4
+// cvt.rn.satfinite.e4m3x2.f32 and stores 8 bytes; the group's first lane stores the scale. The division is IEEE (not a
+// multiply by the reciprocal), so the host reference reproduces every code. Rows from m_indptr[experts] on (and the
+// row_to_slot -1 padding rows, which fused_moe_fp8's layout has none of) are the GEMM's business: not written, or
+// written as zeros.
 #pragma once
 
 #include "kiln/activation/act_and_mul.cuh"
@@ -27,6 +30,7 @@ namespace kiln {
 namespace moe {
 
 static_assert(kFp8QuantGroup == 16 * 8, "a scale group is 16 lanes of 8 columns");
+static_assert(kFp8QuantColumnsPerWarp == 2 * kFp8QuantGroup, "a warp is two scale groups");
 
 // Two fp32 values to two e4m3 codes, `low` in the low byte (PTX ISA, cvt: the first source
 // goes to the upper half of the result).
@@ -52,7 +56,10 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  const long long row = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
+  // This warp's item: (row, chunk) in row-major order, chunks = ceil(columns / 256) a row.
+  const long long chunks = (p.columns + kFp8QuantColumnsPerWarp - 1) / kFp8QuantColumnsPerWarp;
+  const long long item = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
+  const long long row = item / chunks;
   if (row >= p.rows || (p.m_indptr != nullptr && row >= p.m_indptr[p.experts])) return;  // warp-uniform
   const T* in = nullptr;
   if (kSiluAndMul) {
@@ -67,36 +74,34 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   }
   unsigned char* q = static_cast<unsigned char*>(p.q) + row * p.q_stride;
   float* scales = p.scales + row * p.scale_stride;
-  // Every lane runs every step (the butterfly needs the whole half-warp); a lane past the row's
-  // end contributes zeros and stores nothing.
-  for (int base = 0; base < p.columns; base += 32 * 8) {
-    const int c = base + lane * 8;
-    const bool inside = c < p.columns;
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (inside && in != nullptr) {
-      Widen8<T>(__ldg(reinterpret_cast<const uint4*>(in + c)), v);
-      if (kSiluAndMul) {
-        float up[8];
-        Widen8<T>(__ldg(reinterpret_cast<const uint4*>(in + p.columns + c)), up);
+  // Every lane runs the butterfly (it needs the whole half-warp); a lane past the row's end
+  // contributes zeros and stores nothing.
+  const int c = static_cast<int>(item - row * chunks) * kFp8QuantColumnsPerWarp + lane * 8;
+  const bool inside = c < p.columns;
+  float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (inside && in != nullptr) {
+    Widen8<T>(__ldg(reinterpret_cast<const uint4*>(in + c)), v);
+    if (kSiluAndMul) {
+      float up[8];
+      Widen8<T>(__ldg(reinterpret_cast<const uint4*>(in + p.columns + c)), up);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = activation::Silu::Apply(v[i]) * up[i];
-      }
+      for (int i = 0; i < 8; ++i) v[i] = activation::Silu::Apply(v[i]) * up[i];
     }
-    float amax = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
-#pragma unroll
-    for (int offset = 8; offset >= 1; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    const float scale = fmaxf(amax, kFp8MinAmax) / kFp8E4M3Max;
-    if (!inside) continue;
-    uint2 codes;
-    codes.x = static_cast<unsigned>(ToE4m3x2(v[0] / scale, v[1] / scale)) |
-              (static_cast<unsigned>(ToE4m3x2(v[2] / scale, v[3] / scale)) << 16);
-    codes.y = static_cast<unsigned>(ToE4m3x2(v[4] / scale, v[5] / scale)) |
-              (static_cast<unsigned>(ToE4m3x2(v[6] / scale, v[7] / scale)) << 16);
-    *reinterpret_cast<uint2*>(q + c) = codes;
-    if ((lane & 15) == 0) scales[c / kFp8QuantGroup] = scale;
   }
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+  for (int offset = 8; offset >= 1; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  const float scale = fmaxf(amax, kFp8MinAmax) / kFp8E4M3Max;
+  if (!inside) return;
+  uint2 codes;
+  codes.x = static_cast<unsigned>(ToE4m3x2(v[0] / scale, v[1] / scale)) |
+            (static_cast<unsigned>(ToE4m3x2(v[2] / scale, v[3] / scale)) << 16);
+  codes.y = static_cast<unsigned>(ToE4m3x2(v[4] / scale, v[5] / scale)) |
+            (static_cast<unsigned>(ToE4m3x2(v[6] / scale, v[7] / scale)) << 16);
+  *reinterpret_cast<uint2*>(q + c) = codes;
+  if ((lane & 15) == 0) scales[c / kFp8QuantGroup] = scale;
 }
 
 }  // namespace moe

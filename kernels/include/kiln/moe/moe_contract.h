@@ -274,9 +274,11 @@ static_assert(sizeof(FusedMoeFoldParams) == 48, "FusedMoeFoldParams: 3 pointers,
 constexpr const char* kFusedMoeFp8Op = "fused_moe_fp8";
 
 // fused_moe_fp8's params: dtype (bf16: x's and out's type; grouped_fp8_gemm writes bf16 or fp32).
-// Its two entries, one warp per row of the grouped layout, kFp8QuantWarps rows a block
-// (items_per_block = kFp8QuantWarps: rows), grid.x = ceil(rows / items_per_block), block
-// kFp8QuantBlock threads, no dynamic shared memory; rows from m_indptr[experts] on are not written:
+// Its two entries, one warp per item: kFp8QuantColumnsPerWarp columns of one row of the grouped
+// layout, items row-major (row r's chunk j is item r * ceil(columns / kFp8QuantColumnsPerWarp) + j),
+// kFp8QuantWarps items a block (items_per_block = kFp8QuantWarps), grid.x = ceil(items /
+// items_per_block) = FusedMoeFp8QuantBlocks, block kFp8QuantBlock threads, no dynamic shared
+// memory; rows from m_indptr[experts] on are not written:
 //   kiln_fused_moe_fp8_quantize                v = x[row_to_slot[r] / top_k, :]
 //   kiln_fused_moe_fp8_silu_and_mul_quantize   v = silu(in[r, :I]) * in[r, I:] in fp32
 // then per group g of kFp8QuantGroup columns: scale[r, g] = max(amax |v| over the group,
@@ -289,6 +291,14 @@ constexpr int kFp8QuantWarps = 8;
 constexpr int kFp8QuantBlock = 32 * kFp8QuantWarps;
 // Columns per activation scale: grouped_fp8_gemm's a_scales block (gemm::kFp8ScaleBlock).
 constexpr int kFp8QuantGroup = 128;
+// Columns per warp: two scale groups, 8 columns (16 bytes of bf16) a lane.
+constexpr int kFp8QuantColumnsPerWarp = 2 * kFp8QuantGroup;
+// The quantizing entries' grid.x for `rows` rows of `columns` columns (int64: the caller refuses
+// a count past 2^31 - 1, the grid's limit).
+KILN_CONTRACT_FUNCTION long long FusedMoeFp8QuantBlocks(long long rows, long long columns) {
+  const long long chunks = (columns + kFp8QuantColumnsPerWarp - 1) / kFp8QuantColumnsPerWarp;
+  return (rows * chunks + kFp8QuantWarps - 1) / kFp8QuantWarps;
+}
 constexpr float kFp8E4M3Max = 448.0f;
 constexpr float kFp8MinAmax = 1e-10f;
 
