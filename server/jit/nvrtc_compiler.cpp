@@ -171,12 +171,32 @@ absl::Status ToolchainFailure(const CompileRequest& request, const std::string& 
 
 struct UnitOutput {
   bool compiled = false;
-  std::string binary;  // cubin (direct) or LTO-IR
+  std::string binary;  // cubin (direct), LTO-IR or PTX text
   std::string log;
 };
 
+// What NVRTC hands back for a unit: a cubin (the direct path), LTO-IR (the link path) or PTX
+// (CompilePtx).
+enum class UnitProduct { kCubin, kLtoIr, kPtx };
+
+struct ProductGetters {
+  nvrtcResult (*size)(nvrtcProgram, size_t*);
+  nvrtcResult (*get)(nvrtcProgram, char*);
+  const char* name;
+};
+
+ProductGetters GettersOf(UnitProduct product) {
+  switch (product) {
+    case UnitProduct::kLtoIr: return {nvrtcGetLTOIRSize, nvrtcGetLTOIR, "nvrtcGetLTOIR"};
+    case UnitProduct::kPtx: return {nvrtcGetPTXSize, nvrtcGetPTX, "nvrtcGetPTX"};
+    case UnitProduct::kCubin: break;
+  }
+  return {nvrtcGetCUBINSize, nvrtcGetCUBIN, "nvrtcGetCUBIN"};
+}
+
 absl::StatusOr<UnitOutput> CompileUnit(const CompileRequest& request, const kernels::SourceFile& unit,
-                                       const Headers& headers, const std::vector<std::string>& options, bool lto) {
+                                       const Headers& headers, const std::vector<std::string>& options,
+                                       UnitProduct product) {
   Program program;
   nvrtcResult result = nvrtcCreateProgram(program.out(), unit.content.c_str(), unit.name.c_str(),
                                           static_cast<int>(headers.names.size()), headers.contents.data(),
@@ -198,15 +218,17 @@ absl::StatusOr<UnitOutput> CompileUnit(const CompileRequest& request, const kern
   if (result != NVRTC_SUCCESS) {
     return ToolchainFailure(request, "nvrtcCompileProgram", nvrtcGetErrorString(result), out.log);
   }
+  const ProductGetters getters = GettersOf(product);
   size_t size = 0;
-  result = lto ? nvrtcGetLTOIRSize(program.get(), &size) : nvrtcGetCUBINSize(program.get(), &size);
+  result = getters.size(program.get(), &size);
   if (result == NVRTC_SUCCESS) {
     out.binary.resize(size);
-    result = lto ? nvrtcGetLTOIR(program.get(), out.binary.data()) : nvrtcGetCUBIN(program.get(), out.binary.data());
+    result = getters.get(program.get(), out.binary.data());
   }
   if (result != NVRTC_SUCCESS || size == 0) {
-    return ToolchainFailure(request, lto ? "nvrtcGetLTOIR" : "nvrtcGetCUBIN", nvrtcGetErrorString(result), out.log);
+    return ToolchainFailure(request, getters.name, nvrtcGetErrorString(result), out.log);
   }
+  if (product == UnitProduct::kPtx && out.binary.back() == '\0') out.binary.pop_back();  // the size counts the NUL
   out.compiled = true;
   return out;
 }
@@ -289,7 +311,8 @@ absl::StatusOr<CompileResult> NvrtcCompiler::Compile(const CompileRequest& reque
         unit_options.push_back("--pch-messages=false");  // logs stay alike with and without PCH
       }
     }
-    KILN_ABSL_ASSIGN_OR_RETURN(UnitOutput out, CompileUnit(request, unit, headers, unit_options, lto));
+    KILN_ABSL_ASSIGN_OR_RETURN(UnitOutput out, CompileUnit(request, unit, headers, unit_options,
+                                                           lto ? UnitProduct::kLtoIr : UnitProduct::kCubin));
     if (spec.units.size() > 1 && !out.log.empty()) absl::StrAppend(&log, "--- NVRTC ", unit.name, " ---\n");
     absl::StrAppend(&log, out.log);
     if (!out.compiled) return CompileFailure(request, "NVRTC", absl::StrCat("could not compile ", unit.name), log);
@@ -376,6 +399,31 @@ absl::StatusOr<CompileResult> NvrtcCompiler::Compile(const CompileRequest& reque
   }
   result.log = request.verbose_log ? std::move(log) : WithoutPtxasInfo(log);
   return result;
+}
+
+absl::StatusOr<std::vector<std::string>> NvrtcCompiler::CompilePtx(const CompileRequest& request) const {
+  if (request.spec == nullptr) return absl::InvalidArgumentError("compile request without a spec");
+  const kernels::JitSpec& spec = *request.spec;
+  if (spec.units.empty() || request.arch.cc == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("spec ", spec.uri, " has no unit or no target arch"));
+  }
+  // The cubin's options with the virtual target of the same arch (sm_90a -> compute_90a), no
+  // ptxas report (ptxas does not run), and separate compilation for a spec that links units.
+  std::vector<std::string> options;
+  for (std::string& option : NvrtcOptions(request, options_, /*lto=*/false)) {
+    if (option == "--ptxas-options=-v") continue;
+    if (option.rfind("--gpu-architecture=sm_", 0) == 0) option = "--gpu-architecture=compute_" + option.substr(22);
+    options.push_back(std::move(option));
+  }
+  if (UsesLinkPath(spec)) options.push_back("-rdc=true");
+  const Headers headers = CollectHeaders(spec, request.tree);
+  std::vector<std::string> ptx;
+  for (const kernels::SourceFile& unit : spec.units) {
+    KILN_ABSL_ASSIGN_OR_RETURN(UnitOutput out, CompileUnit(request, unit, headers, options, UnitProduct::kPtx));
+    if (!out.compiled) return CompileFailure(request, "NVRTC", absl::StrCat("could not compile ", unit.name), out.log);
+    ptx.push_back(std::move(out.binary));
+  }
+  return ptx;
 }
 
 std::optional<std::string> CompileLog(const absl::Status& status) {

@@ -58,6 +58,11 @@ class NvrtcCompiler {
   // not about the code is INTERNAL.
   absl::StatusOr<CompileResult> Compile(const CompileRequest& request) const;
 
+  // Each unit's PTX for the request's arch as a virtual target (sm_90a -> compute_90a), with the
+  // options Compile uses (-rdc=true where the spec links units): what the device code's own
+  // checks read (tests/kernels/programmatic_wait_test.cpp). Not cached and never served.
+  absl::StatusOr<std::vector<std::string>> CompilePtx(const CompileRequest& request) const;
+
   // The options that define the output (what goes into the cache key, in order): the spec's
   // options, then the extra options, then "-dlto" when the spec takes the LTO path. Never
   // include paths, PCH or diagnostics-only options (--ptxas-options=-v).

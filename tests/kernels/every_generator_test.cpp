@@ -186,5 +186,130 @@ TEST_CASE("every generator's smallest spec compiles for each of its arch familie
   }
 }
 
+// The PTX body of `.entry name(`: from its line to the next line that is a lone "}" (PTX ends a
+// function there; nested blocks are indented). Empty when the entry is not in `ptx`.
+std::string EntryBody(const std::string& ptx, const std::string& name) {
+  const size_t begin = ptx.find(".entry " + name + "(");
+  if (begin == std::string::npos) return "";
+  const size_t end = ptx.find("\n}\n", begin);
+  return ptx.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// The first instruction of `body` that may touch global memory: a load, store, atomic or
+// reduction in the global or the generic state space (a generic address may be global), or an
+// asynchronous copy (cp.async, TMA, L2 prefetch); "" when there is none. `end` bounds the search.
+std::string FirstGlobalAccess(const std::string& body, size_t end) {
+  size_t line_begin = 0;
+  while (line_begin < end) {
+    size_t line_end = body.find('\n', line_begin);
+    if (line_end == std::string::npos) line_end = body.size();
+    std::string line = body.substr(line_begin, line_end - line_begin);
+    line_begin = line_end + 1;
+    size_t at = line.find_first_not_of(" \t");
+    if (at == std::string::npos) continue;
+    if (line[at] == '@') at = line.find_first_of(" \t", at);  // a predicate guard: the opcode follows
+    if (at == std::string::npos) continue;
+    at = line.find_first_not_of(" \t", at);
+    if (at == std::string::npos) continue;
+    const std::string instruction = line.substr(at, line.find_first_of(" \t;", at) - at);
+    const std::string op = instruction.substr(0, instruction.find('.'));
+    if (op == "cp") return instruction;
+    if (op != "ld" && op != "st" && op != "atom" && op != "red") continue;
+    const std::string space = instruction.substr(op.size());
+    if (space.starts_with(".param") || space.starts_with(".shared") || space.starts_with(".local") ||
+        space.starts_with(".const"))
+      continue;
+    return instruction;
+  }
+  return "";
+}
+
+// Entries of sm_90 specs that never launch as programmatic dependents: their launch sites
+// (comm_kernels.cpp, prefill_ops.cpp, moe_ops.cpp's route and permute, tensor_stats.cpp) use
+// plain stream order, so the kernels need no griddepcontrol.wait. A launch site that makes one
+// of them a dependent must first give the kernel its wait (kiln/common/grid_dependency.cuh) and
+// take it off this list.
+const std::set<std::string> kLaunchedInStreamOrder = {
+    "kiln_all_reduce_add_rmsnorm", "kiln_all_reduce_one_shot", "kiln_all_reduce_two_shot", "kiln_batch_prefill",
+    "kiln_batch_prefill_merge",    "kiln_moe_permute",         "kiln_moe_permute_count",   "kiln_moe_permute_gather",
+    "kiln_moe_permute_invert",     "kiln_moe_permute_rank",    "kiln_moe_route",           "kiln_tensor_stats"};
+
+// Entries that touch global memory before their wait on purpose (kiln/moe/fused_moe_gemv.cuh):
+// fused_moe's down GEMVs read the routing ids (final before the gate-up GEMV's own wait
+// returned, and that GEMV runs before them) and ask L2 for their weight rows while the gate-up
+// GEMV ends. Every other entry waits before its first global access.
+const std::set<std::string> kEarlyAccessByDesign = {"kiln_fused_moe_down", "kiln_fused_moe_down_folded"};
+
+// Every generator's smallest spec, and the smallest spec with each value of each of its choice
+// params (dtype, scoring, a variant that has entries of its own), where the generator takes it
+// with the other params smallest.
+std::vector<JitSpec> SmallestSpecsOfEveryChoice() {
+  std::vector<JitSpec> specs;
+  for (const auto& op : OpRegistry::Builtin().all()) {
+    const std::string name(op->name());
+    const Params smallest = SmallestParams(*op);
+    specs.push_back(generator_test::MustGenerate(name, smallest));
+    for (const ParamInfo& p : op->params()) {
+      if (p.kind != ParamInfo::Kind::kChoice) continue;
+      for (const std::string& choice : p.choices) {
+        Params params = smallest;
+        params[p.name] = choice;
+        auto spec = generator_test::Generate(name, params);
+        if (spec.ok()) specs.push_back(*std::move(spec));
+      }
+    }
+  }
+  return specs;
+}
+
+// A kernel launched with programmatic stream serialization may start before the kernel it
+// depends on has finished; only griddepcontrol.wait makes that kernel's writes visible. So every
+// entry that may launch that way (client/core/loader/programmatic_launch.h, the gemm and fused
+// MoE launch sites) must wait, and before anything reads or writes global memory. Read from each
+// generator's smallest spec compiled to PTX for sm_90a: the GPU tests compare PDL on and off, but
+// a missing wait is a race that a test may never lose.
+TEST_CASE("every sm_90 entry waits on griddepcontrol before touching global memory, but the listed ones",
+          "[kernels][registry][compile]") {
+  std::set<std::string> without_wait, early_access, seen, uris;
+  for (const JitSpec& spec : SmallestSpecsOfEveryChoice()) {
+    if (!uris.insert(spec.uri).second) continue;
+    auto arch = ResolveArch(GpuArch{90, 'a'}, spec.arch_families, spec.uri);
+    if (!arch.ok()) continue;  // not a Hopper spec: nothing launches it as a dependent
+    INFO(spec.uri);
+    server::CompileRequest request{&spec, compile_test::Tree().get(), *arch, {}, false, ""};
+    auto ptx = compile_test::Compiler().CompilePtx(request);
+    INFO(ptx.status().ToString());
+    REQUIRE(ptx.ok());
+    for (const std::string& entry : spec.entries) {
+      INFO(entry);
+      std::string body;
+      for (const std::string& unit : *ptx)
+        if (body.empty()) body = EntryBody(unit, entry);
+      REQUIRE_FALSE(body.empty());
+      seen.insert(entry);
+      const size_t wait = body.find("griddepcontrol.wait");
+      if (wait == std::string::npos) {
+        without_wait.insert(entry);
+        CHECK(kLaunchedInStreamOrder.count(entry) == 1);
+        continue;
+      }
+      const std::string access = FirstGlobalAccess(body, wait);
+      INFO("first global access before the wait: " << access);
+      if (!access.empty()) early_access.insert(entry);
+      CHECK((access.empty() || kEarlyAccessByDesign.count(entry) == 1));
+    }
+  }
+  // The lists say what is true: every listed entry exists and still is as listed.
+  for (const std::string& entry : kLaunchedInStreamOrder) {
+    INFO(entry);
+    CHECK(seen.count(entry) == 1);
+    CHECK(without_wait.count(entry) == 1);
+  }
+  for (const std::string& entry : kEarlyAccessByDesign) {
+    INFO(entry);
+    CHECK(early_access.count(entry) == 1);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::kernels

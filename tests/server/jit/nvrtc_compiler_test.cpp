@@ -217,6 +217,35 @@ TEST_CASE("bad requests are refused before NVRTC runs", "[compiler]") {
         absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("CompilePtx gives each unit's PTX for the arch's virtual target, and refuses what Compile refuses",
+          "[compiler]") {
+  JitSpec spec = RawSpec({{"main.cu", R"(extern "C" __device__ float twice(float x);
+extern "C" __global__ void apply(float* p) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  p[threadIdx.x] = twice(p[threadIdx.x]);
+}
+)"},
+                          {"helper.cu", "extern \"C\" __device__ float twice(float x) { return 2.0f * x; }\n"}},
+                         {"apply"});
+  auto ptx = Compiler().CompilePtx(CompileRequest{&spec, nullptr, Arch("sm_90a"), {}, false, ""});
+  INFO(ptx.status().ToString());
+  REQUIRE(ptx.ok());
+  REQUIRE(ptx->size() == 2);  // one a unit, separately compiled (the other's function is extern)
+  CHECK(Contains((*ptx)[0], ".target sm_90a"));
+  CHECK(Contains((*ptx)[0], ".entry apply("));
+  CHECK(Contains((*ptx)[0], "griddepcontrol.wait;"));
+  CHECK(Contains((*ptx)[1], "twice("));
+  CHECK_FALSE(Contains((*ptx)[1], ".entry"));
+  CHECK((*ptx)[0].find('\0') == std::string::npos);
+
+  JitSpec bad = RawSpec({{"bad.cu", "extern \"C\" __global__ void k() { undefined_name(); }\n"}}, {"k"});
+  auto refused = Compiler().CompilePtx(CompileRequest{&bad, nullptr, Arch("sm_90a"), {}, false, ""});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Contains(CompileLog(refused.status()).value_or(""), "undefined_name"));
+  CHECK(Compiler().CompilePtx(CompileRequest{}).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("KeyOptions: the spec's options then the extra ones, never paths or PCH", "[compiler]") {
   JitSpec spec = RawSpec({{"k.cu", "extern \"C\" __global__ void k() {}\n"}}, {"k"});
   spec.nvrtc_options = {"-std=c++17", "-DX=1"};
