@@ -15,10 +15,10 @@
 // layer (Mixtral's silu over I 14336: 56 steps). A lane takes 8 consecutive columns (16 bytes of
 // bf16): lanes 0-15 one scale group, lanes 16-31 the next. The group's amax is a butterfly over its
 // 16 lanes (the same order every time: deterministic), then each lane converts its 8 values with 4
-// cvt.rn.satfinite.e4m3x2.f32 and stores 8 bytes; the group's first lane stores the scale. The division is IEEE (not a
-// multiply by the reciprocal), so the host reference reproduces every code. Rows from m_indptr[experts] on (and the
-// row_to_slot -1 padding rows, which fused_moe_fp8's layout has none of) are the GEMM's business: not written, or
-// written as zeros.
+// cvt.rn.satfinite.e4m3x2.f32 and stores 8 bytes; the group's first lane stores the scale. The
+// division is IEEE (not a multiply by the reciprocal), so the host reference reproduces every code.
+// Rows from m_indptr[experts] on (and the row_to_slot -1 padding rows, which fused_moe_fp8's layout
+// has none of) are the GEMM's business: not written, or written as zeros.
 #pragma once
 
 #include "kiln/activation/act_and_mul.cuh"
