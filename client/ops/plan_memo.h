@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kiln/status.h"
 #include "kiln/tensor_view.h"
 
 namespace kiln::client {
@@ -86,6 +87,24 @@ Entry* FindByPathAndLayouts(PlanMemo<Entry, kSlots>& memo, const TensorView* con
       if (!e.layouts[i].Matches(*t[i])) return false;
     return true;
   });
+}
+
+// The plan of a layer that remembers its decode-path calls by their layouts and path (fused_moe's
+// and fused_moe_fp8's): a remembered call's plan rebuilt by `from_memo(entry, &plan)` when its
+// pointer checks pass, else the whole validation `fully(&entry)` (errors named under `api`), whose
+// accepted decode-path call is remembered. The grouped path is never remembered.
+template <typename Plan, typename Entry, int kSlots, int N, typename Choice, typename FromMemo, typename Fully>
+StatusOr<Plan> PlanDecodeCallWithMemo(PlanMemo<Entry, kSlots>& memo, const TensorView* const (&t)[N], Choice path,
+                                      const char* api, FromMemo&& from_memo, Fully&& fully) {
+  if (Entry* seen = FindByPathAndLayouts(memo, t, path)) {
+    Plan plan;
+    if (from_memo(*seen, &plan)) return plan;
+  }
+  Entry accepted;
+  StatusOr<Plan> plan = fully(&accepted);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  if (plan->gemv) memo.Next() = accepted;
+  return plan;
 }
 
 }  // namespace kiln::client

@@ -414,15 +414,10 @@ StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const cha
   const TensorView* t[kArgumentCount];
   ArgumentsOf(args, t);
   thread_local PlanMemo<AcceptedDecodeCall> memo;
-  if (AcceptedDecodeCall* seen = FindByPathAndLayouts(memo, t, path)) {
-    FusedMoeFp8Plan plan;
-    if (PlanFromMemo(*seen, args, &plan)) return plan;
-  }
-  AcceptedDecodeCall accepted;
-  auto plan = Plan(args, path, &accepted);
-  if (!plan.ok()) return plan.status().WithContext(api);
-  if (plan->gemv) memo.Next() = accepted;
-  return plan;
+  return PlanDecodeCallWithMemo<FusedMoeFp8Plan>(
+      memo, t, path, api,
+      [&](AcceptedDecodeCall& seen, FusedMoeFp8Plan* plan) { return PlanFromMemo(seen, args, plan); },
+      [&](AcceptedDecodeCall* accepted) { return Plan(args, path, accepted); });
 }
 
 StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8Fully(const FusedMoeFp8Args& args, const char* api, FusedMoePath path) {

@@ -309,15 +309,9 @@ StatusOr<FusedMoePlan> PlanFusedMoe(const FusedMoeArgs& args, const char* api, F
   const TensorView* t[kArgumentCount];
   ArgumentsOf(args, t);
   thread_local PlanMemo<AcceptedDecodeCall> memo;
-  if (AcceptedDecodeCall* seen = FindByPathAndLayouts(memo, t, path)) {
-    FusedMoePlan plan;
-    if (PlanFromMemo(*seen, args, &plan)) return plan;
-  }
-  AcceptedDecodeCall accepted;
-  auto plan = Plan(args, path, &accepted);
-  if (!plan.ok()) return plan.status().WithContext(api);
-  if (plan->gemv) memo.Next() = accepted;
-  return plan;
+  return PlanDecodeCallWithMemo<FusedMoePlan>(
+      memo, t, path, api, [&](AcceptedDecodeCall& seen, FusedMoePlan* plan) { return PlanFromMemo(seen, args, plan); },
+      [&](AcceptedDecodeCall* accepted) { return Plan(args, path, accepted); });
 }
 
 StatusOr<FusedMoePlan> PlanFusedMoeFully(const FusedMoeArgs& args, const char* api, FusedMoePath path) {
