@@ -280,7 +280,7 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
 
   const bool gemv_possible = rows <= moe::kMaxGemvSlots;
   plan.gemv = gemv_possible && path != FusedMoePath::kGrouped &&
-              (path == FusedMoePath::kGemv || FusedMoeFp8GemvByDefault(tokens, top_k, experts, hidden, intermediate));
+              (path == FusedMoePath::kGemv || FusedMoeFp8GemvSuits(tokens, top_k, experts, hidden, intermediate));
   if (!plan.gemv) return plan;
   AcceptedDecodeCall& c = *accepted;
   KILN_ASSIGN_OR_RETURN(c.rows[kW13Scales], ViewAsRows(*a.w13_scales, "w13_scales"));
@@ -404,10 +404,6 @@ bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts, int64_
   const int64_t experts_read = slots < experts ? slots : experts;
   return slots <= kFp8GemvMaxSlotsPerExpert * experts && slots <= moe::kMaxGemvSlots &&
          experts_read * 3 * hidden * intermediate <= kFp8GemvMaxWeightBytes;
-}
-
-bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate) {
-  return FusedMoeFp8GemvSuits(tokens, top_k, experts, hidden, intermediate);
 }
 
 StatusOr<FusedMoeFp8Plan> PlanFusedMoeFp8(const FusedMoeFp8Args& args, const char* api, FusedMoePath path) {

@@ -108,9 +108,8 @@ struct FusedMoeFp8Plan {
 // slots, and at most 2 GiB of expert weights read (min(T x top_k, E) experts of 3 H I bytes), past
 // which the grouped GEMMs stream them faster. Measured on an H100 (fused_moe_fp8_plan.cpp;
 // docs/kernels-moe.md, "The fp8 decode path").
+// The default choice (kAuto); KILN_FUSED_MOE_PATH forces either path.
 bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate);
-// The default choice (kAuto): FusedMoeFp8GemvSuits (KILN_FUSED_MOE_PATH forces either path).
-bool FusedMoeFp8GemvByDefault(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate);
 
 // How many k blocks ahead of their register loads the decode GEMVs ask L2 for their weight rows
 // (FusedMoeFp8GemvScales::prefetch_blocks): 0 (none) unless KILN_FUSED_MOE_FP8_PREFETCH=1..8 (a

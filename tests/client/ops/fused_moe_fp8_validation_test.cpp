@@ -185,7 +185,6 @@ TEST_CASE("fused_moe_fp8 plans the decode path's five steps by token and by slot
 
 TEST_CASE("fused_moe_fp8's path rule: the decode path up to four slots an expert, 1024 slots and 2 GiB of weights",
           "[client][ops][validation][moe]") {
-  using kiln::client::FusedMoeFp8GemvByDefault;
   using kiln::client::FusedMoeFp8GemvSuits;
   CHECK(FusedMoeFp8GemvSuits(1, 8, 128, 2048, 768));    // Qwen3-30B-A3B-FP8, one token
   CHECK(FusedMoeFp8GemvSuits(64, 8, 128, 2048, 768));   // 512 slots = 4 E
@@ -198,9 +197,9 @@ TEST_CASE("fused_moe_fp8's path rule: the decode path up to four slots an expert
   CHECK(FusedMoeFp8GemvSuits(4, 8, 256, 7168, 2048));    // 32 experts, 1.41 GB
   CHECK(!FusedMoeFp8GemvSuits(8, 8, 256, 7168, 2048));   // 64 experts, 2.82 GB
   CHECK(!FusedMoeFp8GemvSuits(32, 8, 256, 7168, 2048));  // measured behind the grouped path
-  // By default where it suits.
-  CHECK(FusedMoeFp8GemvByDefault(1, 8, 128, 2048, 768));
-  CHECK(!FusedMoeFp8GemvByDefault(65, 8, 128, 2048, 768));
+  // The rule is the default (kAuto): the plans below follow it.
+  CHECK(FusedMoeFp8GemvSuits(1, 8, 128, 2048, 768));
+  CHECK(!FusedMoeFp8GemvSuits(65, 8, 128, 2048, 768));
   {
     const Call c;
     auto plan = PlanFusedMoeFp8(c.Args(), "kiln::ops::fused_moe_fp8");
