@@ -73,6 +73,14 @@ class PlanMemo {
   int next_ = 0;
 };
 
+// Whether `span` bytes from `data` (a tensor's ExtentOf length, remembered from its layout) meet
+// the bytes [begin, end): CheckDisjoint's question, without the message, for a memo's pointer
+// checks. An empty span meets nothing.
+inline bool SpanMeets(const void* data, int64_t span, uintptr_t begin, uintptr_t end) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(data);
+  return span > 0 && begin < end && at < end && begin < at + static_cast<uintptr_t>(span);
+}
+
 // The remembered entry whose `path` and `layouts` (TensorLayout[N]) match a call's choice `path`
 // and tensors `t`, or null (also when a tensor is missing: the whole validation names it): the
 // lookup of the plans that remember a call by all its tensors' layouts and one choice (fused_moe's

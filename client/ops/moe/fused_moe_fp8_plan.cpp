@@ -330,15 +330,14 @@ bool PlanFromMemo(AcceptedDecodeCall& c, const FusedMoeFp8Args& a, FusedMoeFp8Pl
   if (RowsOverlap(out, x, /*same_is_ok=*/true)) return false;
   for (int k : {kW13, kW2, kIds, kWeights})
     if (RowsOverlap(out, c.rows[k], false)) return false;
-  const auto bytes_meet = [&](int k, uintptr_t begin, uintptr_t end) {
-    const uintptr_t other = reinterpret_cast<uintptr_t>(t[k]->data);
-    return c.spans[k] > 0 && begin < end && other < end && begin < other + static_cast<uintptr_t>(c.spans[k]);
+  const auto meets = [&](int k, uintptr_t begin, uintptr_t end) {
+    return SpanMeets(t[k]->data, c.spans[k], begin, end);
   };
   const uintptr_t out_begin = reinterpret_cast<uintptr_t>(t[kOut]->data);
   const uintptr_t out_end = out_begin + static_cast<uintptr_t>(c.spans[kOut]);
-  if (bytes_meet(kW13Scales, out_begin, out_end) || bytes_meet(kW2Scales, out_begin, out_end)) return false;
+  if (meets(kW13Scales, out_begin, out_end) || meets(kW2Scales, out_begin, out_end)) return false;
   for (int k = 0; k < kWorkspace; ++k)
-    if (bytes_meet(k, ws, ws + static_cast<uintptr_t>(c.workspace.bytes))) return false;
+    if (meets(k, ws, ws + static_cast<uintptr_t>(c.workspace.bytes))) return false;
 
   char* base = reinterpret_cast<char*>(ws);
   // The combine: its access width reads out's and the expert rows' pointers (WidestUnit, as

@@ -250,10 +250,8 @@ bool PlanFromMemo(AcceptedDecodeCall& c, const FusedMoeArgs& a, FusedMoePlan* pl
   for (int i : {kW13, kW2, kIds, kWeights})
     if (RowsOverlap(out, c.rows[i], false)) return false;
   const uintptr_t ws_end = ws + static_cast<uintptr_t>(c.workspace.bytes);
-  for (int i = 0; i < kWorkspace; ++i) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(t[i]->data);
-    if (c.spans[i] > 0 && begin < ws_end && ws < begin + static_cast<uintptr_t>(c.spans[i])) return false;
-  }
+  for (int i = 0; i < kWorkspace; ++i)
+    if (SpanMeets(t[i]->data, c.spans[i], ws, ws_end)) return false;
   if (!MoeRowsAligned16(x) || !MoeRowsAligned16(w13) || !MoeRowsAligned16(w2)) return false;
 
   char* base = reinterpret_cast<char*>(ws);
