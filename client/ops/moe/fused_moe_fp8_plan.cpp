@@ -340,17 +340,11 @@ bool PlanFromMemo(AcceptedDecodeCall& c, const FusedMoeFp8Args& a, FusedMoeFp8Pl
     if (meets(k, ws, ws + static_cast<uintptr_t>(c.workspace.bytes))) return false;
 
   char* base = reinterpret_cast<char*>(ws);
-  // The combine: its access width reads out's and the expert rows' pointers (WidestUnit, as
-  // PlanMoeUnpermute); the same width gives the same threads and blocks, so only the pointers move.
-  moe::MoeUnpermuteParams u = c.unpermute.params;
-  u.out = out.data;
-  u.expert_out = base + c.workspace.expert_out;
-  u.slot_to_row = reinterpret_cast<const int*>(base + c.workspace.slot_to_row);
-  u.topk_weights = reinterpret_cast<const float*>(c.rows[kWeights].data);
-  const int64_t row_bytes = static_cast<int64_t>(u.units) * u.unit_bytes;
-  if (WidestUnit({static_cast<uint64_t>(row_bytes), static_cast<uint64_t>(u.out_stride_bytes),
-                  static_cast<uint64_t>(u.expert_stride_bytes), reinterpret_cast<uintptr_t>(u.out),
-                  reinterpret_cast<uintptr_t>(u.expert_out)}) != u.unit_bytes)
+  // The combine over this call's pointers (its access width reads out's and the expert rows').
+  MoeUnpermutePlan unpermute = c.unpermute;
+  if (!RebindMoeUnpermute(&unpermute, out.data, base + c.workspace.expert_out,
+                          reinterpret_cast<const int*>(base + c.workspace.slot_to_row),
+                          reinterpret_cast<const float*>(c.rows[kWeights].data)))
     return false;
 
   plan->tokens = x.rows;
@@ -358,8 +352,7 @@ bool PlanFromMemo(AcceptedDecodeCall& c, const FusedMoeFp8Args& a, FusedMoeFp8Pl
   plan->workspace = c.workspace;
   plan->gemv = true;
   PlanDecodeSteps(c.rows, c.workspace, base, c.size, plan);
-  plan->unpermute = c.unpermute;
-  plan->unpermute.params = u;
+  plan->unpermute = unpermute;
   return true;
 }
 

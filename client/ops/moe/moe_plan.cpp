@@ -389,6 +389,21 @@ StatusOr<MoePermutePlan> PlanMoePermute(const MoePermuteArgs& args, const char* 
   return plan;
 }
 
+bool RebindMoeUnpermute(MoeUnpermutePlan* plan, void* out, const void* expert_out, const int* slot_to_row,
+                        const float* topk_weights) {
+  moe::MoeUnpermuteParams& u = plan->params;
+  const int64_t row_bytes = static_cast<int64_t>(u.units) * u.unit_bytes;
+  if (WidestUnit({static_cast<uint64_t>(row_bytes), static_cast<uint64_t>(u.out_stride_bytes),
+                  static_cast<uint64_t>(u.expert_stride_bytes), reinterpret_cast<uintptr_t>(out),
+                  reinterpret_cast<uintptr_t>(expert_out)}) != u.unit_bytes)
+    return false;
+  u.out = out;
+  u.expert_out = expert_out;
+  u.slot_to_row = slot_to_row;
+  u.topk_weights = topk_weights;
+  return true;
+}
+
 StatusOr<MoeUnpermutePlan> PlanMoeUnpermute(const MoeUnpermuteArgs& args, const char* api) {
   auto plan = PlanUnpermute(args);
   if (!plan.ok()) return plan.status().WithContext(api);

@@ -82,6 +82,13 @@ struct MoeUnpermutePlan {
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
 StatusOr<MoeUnpermutePlan> PlanMoeUnpermute(const MoeUnpermuteArgs& args, const char* api);
 
+// A remembered combine (a plan PlanMoeUnpermute made) over new pointers, as the fused MoE layers'
+// plan memos rebuild it: false when the access width PlanMoeUnpermute would choose for them
+// (WidestUnit over the rows' bytes, strides and the two row pointers) differs from the remembered
+// one, and the whole validation must answer; the same width keeps the threads and blocks.
+bool RebindMoeUnpermute(MoeUnpermutePlan* plan, void* out, const void* expert_out, const int* slot_to_row,
+                        const float* topk_weights);
+
 // The smallest max_experts specialization that holds `experts` (1..kMaxExperts).
 int MaxExpertsFor(int64_t experts);
 
