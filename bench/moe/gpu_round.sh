@@ -24,7 +24,7 @@
 # fp8 GEMMs of equal FLOPs (bench/moe/dense_fp8_equal_flops.list). `fp8-paths` (a device call
 # of its own): fused_moe_fp8's decode sizes (bench/moe/fp8_decode_paths.list) on each path
 # (KILN_FUSED_MOE_PATH=gemv, with and without KILN_FUSED_MOE_FP8_PREFETCH=4, and =grouped;
-# FP8_PATH_VARIANTS).
+# FP8_PATH_VARIANTS, which also take KILN_FUSED_MOE_FP8_K_PARTS).
 #   bash bench/moe/gpu_round.sh [tests|bench|torch|measure (bench and torch)|paths|permute|prefill|fp8|fp8-paths|all]
 set -u
 what=${1:-all}
@@ -152,15 +152,19 @@ fi
 if [[ $what == fp8-paths ]]; then
   # The two paths at decode sizes, alternating (PATH_ROUNDS, default 1): the evidence for
   # FusedMoeFp8GemvSuits. Each row's timing is capped at 0.4 s (the reference's rows are slow; the
-  # first H100 round's three variants did not fit one device call at the default 2 s). FP8_PATH_VARIANTS: words of a path, gemv or grouped, with -pN
-  # appended for KILN_FUSED_MOE_FP8_PREFETCH=N (the decode GEMVs' L2 prefetching).
+  # first H100 round's three variants did not fit one device call at the default 2 s).
+  # FP8_PATH_VARIANTS: words of a path, gemv or grouped, with -pN appended for
+  # KILN_FUSED_MOE_FP8_PREFETCH=N (the decode GEMVs' L2 prefetching) and/or -kN for
+  # KILN_FUSED_MOE_FP8_K_PARTS=N (the warps sharing a row group's k blocks: 2, 4 or 8).
+  # FP8_PATH_LIST: another list of its rows (default bench/moe/fp8_decode_paths.list).
   read -r -a fp8_variants <<< "${FP8_PATH_VARIANTS:-gemv gemv-p4 grouped}"
   for round in $(seq "${PATH_ROUNDS:-1}"); do
     for variant in "${fp8_variants[@]}"; do
-      prefetch=auto
-      [[ $variant == *-p* ]] && prefetch=${variant##*-p}
-      KILN_FUSED_MOE_PATH=${variant%%-*} KILN_FUSED_MOE_FP8_PREFETCH=$prefetch timeout 170 \
-        kiln-bench --max-seconds 0.4 --list bench/moe/fp8_decode_paths.list \
+      prefetch=auto k_parts=auto
+      [[ $variant =~ -p([0-9]+) ]] && prefetch=${BASH_REMATCH[1]}
+      [[ $variant =~ -k([0-9]+) ]] && k_parts=${BASH_REMATCH[1]}
+      KILN_FUSED_MOE_PATH=${variant%%-*} KILN_FUSED_MOE_FP8_PREFETCH=$prefetch KILN_FUSED_MOE_FP8_K_PARTS=$k_parts timeout 170 \
+        kiln-bench --max-seconds 0.4 --list "${FP8_PATH_LIST:-bench/moe/fp8_decode_paths.list}" \
         --out "$OUT/moe-fp8-paths-$variant-$round.json" > "$OUT/moe-fp8-paths-$variant-$round.log" 2>&1
       echo "kiln-bench fp8 decode sizes, $variant, round $round: rc=$?"
       grep -v "^kiln: KILN_FUSED_MOE_" "$OUT/moe-fp8-paths-$variant-$round.log" | grep -E "^(#|fused_moe_fp8 +kiln|error)" | shorten_shapes

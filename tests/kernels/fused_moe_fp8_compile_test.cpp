@@ -35,7 +35,7 @@ TEST_CASE("fused_moe_fp8's quantizers and decode GEMVs compile for sm_90a withou
       // kFp8GemvBlocksPerSm blocks an SM: the registers of kGemvBlock threads each.
       CHECK(k.max_threads_per_block >= moe::kGemvBlock);
       CHECK(k.registers * moe::kGemvBlock * moe::kFp8GemvBlocksPerSm <= 65536);
-      CHECK(k.static_shared_bytes > 0);  // the prologue's slots and the k halves' totals
+      CHECK(k.static_shared_bytes > 0);  // the prologue's slots and the k parts' totals
     } else {
       CHECK(k.static_shared_bytes == 0);
       CHECK(k.max_threads_per_block >= moe::kFp8QuantBlock);

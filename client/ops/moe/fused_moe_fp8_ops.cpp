@@ -87,6 +87,24 @@ int PrefetchBlocksFromEnvironment() {
   return blocks;
 }
 
+// 0: as KILN_FUSED_MOE_FP8_K_PARTS says (read once); else the parts a test asked for.
+std::atomic<int> g_k_parts{0};
+
+int KPartsFromEnvironment() {
+  static const int parts = [] {
+    const int n = static_cast<int>(AutoNumberFromEnvironment({"KILN_FUSED_MOE_FP8_K_PARTS", moe::kFp8GemvMinKParts,
+                                                              moe::kFp8GemvMaxKParts, "auto, 2, 4 or 8",
+                                                              /*powers_of_two=*/true}));
+    if (n > 0)
+      std::fprintf(stderr,
+                   "kiln: KILN_FUSED_MOE_FP8_K_PARTS=%d: fused_moe_fp8's decode GEMVs split each row group's k "
+                   "blocks over %d warps in this process (docs/kernels-moe.md)\n",
+                   n, n);
+    return n;
+  }();
+  return parts;
+}
+
 // One launch of entry `entry` of the op's module, prepared once per call: its launch hint must be
 // the contract's (`block` threads, `items` rows a block), else the daemon serves a kernel built for
 // another grid and the launch is refused. `programmatic`: as a programmatic dependent of the kernel
@@ -116,17 +134,21 @@ Status LaunchQuantize(const PreparedLaunch& ready, const FusedMoeFp8QuantizePlan
                      stream);
 }
 
-// One decode GEMV launch: kGemvBlock threads, kFp8GemvColumns weight rows a block, an expert
-// block per chosen expert; `prefetch_blocks` FusedMoeFp8PrefetchBlocks().
+// One decode GEMV launch: kGemvBlock threads, FusedMoeFp8GemvRows(k parts) weight rows a block
+// (the parts FusedMoeFp8GemvKPartsFor's on a device of `sms` SMs), an expert block per chosen
+// expert; `prefetch_blocks` FusedMoeFp8PrefetchBlocks(). The launch hint is the widest block's.
 Status LaunchGemv(const PreparedLaunch& ready, const FusedMoeFp8GemvPlan& g, GemvEntry entry, const char* step,
-                  void* stream, bool programmatic, int prefetch_blocks) {
+                  void* stream, bool programmatic, int prefetch_blocks, int sms) {
   const bool gate_up = entry == kGateUpEntry;
   moe::FusedMoeGemvParams params = gate_up ? g.gate_up : g.down;
   moe::FusedMoeFp8GemvScales scales = gate_up ? g.gate_up_scales : g.down_scales;
   scales.prefetch_blocks = prefetch_blocks;
+  scales.k_parts = FusedMoeFp8GemvKPartsFor(params.n, g.expert_blocks, sms);
+  const int rows = moe::FusedMoeFp8GemvRows(scales.k_parts);
+  const auto row_blocks = static_cast<unsigned>((params.n + rows - 1) / rows);
   void* args[] = {&params, &scales};
-  return LaunchEntry(ready, entry, moe::kGemvBlock, moe::kFp8GemvColumns,
-                     {gate_up ? g.gate_up_blocks : g.down_blocks, g.expert_blocks}, args, programmatic, step, stream);
+  return LaunchEntry(ready, entry, moe::kGemvBlock, moe::kFp8GemvColumns, {row_blocks, g.expert_blocks}, args,
+                     programmatic, step, stream);
 }
 
 // A validated call -> its steps in stream order on the caller's stream.
@@ -134,8 +156,14 @@ Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream
   KILN_ASSIGN_OR_RETURN(const FusedMoeFp8Plan plan, PlanFusedMoeFp8(call.a, api, FusedMoePathInUse()));
   if (plan.tokens == 0) return OkStatus();
   // The op's own kernels are one module: prepared once for the call's launches.
-  StatusOr<PreparedLaunch> prepared = PrepareOpLaunch(kFusedMoeFp8Kernels, FusedMoeFp8Spec{}, plan.device,
-                                                      kFusedMoeFp8QuantizeStep);
+  int sms = 0;  // the decode GEMVs' k parts follow the device's SMs
+  StatusOr<PreparedLaunch> prepared = PrepareOpLaunchFor(
+      kFusedMoeFp8Kernels,
+      [&](const ContextInfo& context) {
+        sms = context.multiprocessors;
+        return FusedMoeFp8Spec{};
+      },
+      plan.device, kFusedMoeFp8QuantizeStep);
   if (!prepared.ok()) return prepared.status().WithContext(api);
   const PreparedLaunch& ready = *prepared;
   if (plan.gemv) {
@@ -150,13 +178,13 @@ Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream
         LaunchQuantize(ready, plan.quantize, kQuantizeEntry, kFusedMoeFp8QuantizeStep, stream, programmatic)
             .WithContext(api));
     KILN_RETURN_IF_ERROR(
-        LaunchGemv(ready, plan.gemvs, kGateUpEntry, kFusedMoeFp8GateUpGemvStep, stream, programmatic, prefetch)
+        LaunchGemv(ready, plan.gemvs, kGateUpEntry, kFusedMoeFp8GateUpGemvStep, stream, programmatic, prefetch, sms)
             .WithContext(api));
     KILN_RETURN_IF_ERROR(
         LaunchQuantize(ready, plan.silu, kSiluAndMulQuantizeEntry, kFusedMoeFp8SiluStep, stream, programmatic)
             .WithContext(api));
     KILN_RETURN_IF_ERROR(
-        LaunchGemv(ready, plan.gemvs, kDownEntry, kFusedMoeFp8DownGemvStep, stream, programmatic, prefetch)
+        LaunchGemv(ready, plan.gemvs, kDownEntry, kFusedMoeFp8DownGemvStep, stream, programmatic, prefetch, sms)
             .WithContext(api));
     return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream, programmatic).WithContext(api);
   }
@@ -211,6 +239,19 @@ int FusedMoeFp8PrefetchBlocks() {
 void SetFusedMoeFp8PrefetchBlocksForTesting(int blocks) {
   g_prefetch_blocks.store(blocks < 0 ? -1 : std::min(blocks, moe::kMaxFp8GemvPrefetchBlocks),
                           std::memory_order_relaxed);
+}
+
+int FusedMoeFp8GemvKPartsFor(int64_t rows, int64_t expert_blocks, int sms) {
+  const int forced = g_k_parts.load(std::memory_order_relaxed);
+  if (forced > 0) return forced;
+  const int chosen = KPartsFromEnvironment();
+  if (chosen > 0) return chosen;
+  return moe::FusedMoeFp8GemvKParts(rows, expert_blocks, sms);
+}
+
+void SetFusedMoeFp8GemvKPartsForTesting(int parts) {
+  const bool valid = parts == 2 || parts == 4 || parts == 8;
+  g_k_parts.store(valid ? parts : 0, std::memory_order_relaxed);
 }
 
 }  // namespace kiln::client

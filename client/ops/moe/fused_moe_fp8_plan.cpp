@@ -135,8 +135,6 @@ void PlanDecodeSteps(const RowView (&rows)[kWorkspace], const FusedMoeFp8Workspa
   plan->silu.params = QuantParams(act_q, act_scales, gate_up_rows, gate_up, slots, intermediate, slot_to_row, nullptr,
                                   top_k, experts);
   FusedMoeFp8GemvPlan& g = plan->gemvs;
-  g.gate_up_blocks = static_cast<unsigned>((gate_up + moe::kFp8GemvColumns - 1) / moe::kFp8GemvColumns);
-  g.down_blocks = static_cast<unsigned>((hidden + moe::kFp8GemvColumns - 1) / moe::kFp8GemvColumns);
   g.expert_blocks = static_cast<unsigned>(moe::FusedMoeGemvExpertBlocks(experts, slots));
   moe::FusedMoeGemvParams common = {};
   common.topk_ids = reinterpret_cast<const int*>(rows[kIds].data);

@@ -77,9 +77,9 @@ struct FusedMoeFp8QuantizePlan {
 // by slot into gate_up, then w2's by slot into expert_out, which the combine reads as the grouped
 // path's rows (slot_to_row is s or -1).
 struct FusedMoeFp8GemvPlan {
-  unsigned gate_up_blocks = 0;  // grid.x: ceil(2I / kFp8GemvColumns)
-  unsigned down_blocks = 0;     // grid.x: ceil(H / kFp8GemvColumns)
-  unsigned expert_blocks = 0;   // grid.y: moe::FusedMoeGemvExpertBlocks(E, slots)
+  // grid.x is the launch's: ceil(n / moe::FusedMoeFp8GemvRows(k parts)), the parts chosen for the
+  // device's SMs (FusedMoeFp8GemvKPartsFor).
+  unsigned expert_blocks = 0;  // grid.y: moe::FusedMoeGemvExpertBlocks(E, slots)
   moe::FusedMoeGemvParams gate_up = {};
   moe::FusedMoeFp8GemvScales gate_up_scales = {};
   moe::FusedMoeGemvParams down = {};
@@ -118,6 +118,14 @@ bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts, int64_
 // environment, -1 returns to it.
 int FusedMoeFp8PrefetchBlocks();
 void SetFusedMoeFp8PrefetchBlocksForTesting(int blocks);
+
+// The warps that share each group of 16 weight rows of a decode GEMV over `rows` (its n) by
+// `expert_blocks` on a device of `sms` SMs (FusedMoeFp8GemvScales::k_parts): 2, 4 or 8, as
+// SetFusedMoeFp8GemvKPartsForTesting(2 / 4 / 8) or KILN_FUSED_MOE_FP8_K_PARTS (a diagnostic
+// control: read once per process, said once on stderr; another value is reported and auto used)
+// force it, else moe::FusedMoeFp8GemvKParts' choice. Another value in the setter returns to those.
+int FusedMoeFp8GemvKPartsFor(int64_t rows, int64_t expert_blocks, int sms);
+void SetFusedMoeFp8GemvKPartsForTesting(int parts);
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem. `path`
 // as fused_moe's (FusedMoePath, fused_moe_plan.h: KILN_FUSED_MOE_PATH serves both layers); every

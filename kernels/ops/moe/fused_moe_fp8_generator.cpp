@@ -60,7 +60,8 @@ class FusedMoeFp8Generator : public OpGenerator {
     spec.entries = {moe::kFusedMoeFp8QuantizeEntry, moe::kFusedMoeFp8SiluAndMulQuantizeEntry,
                     moe::kFusedMoeFp8GateUpEntry, moe::kFusedMoeFp8DownEntry};
     // items_per_block (grid.x = ceil(items / items_per_block)): the quantizers' warps, each 256
-    // columns of an activation row (moe::FusedMoeFp8QuantBlocks); the GEMVs' weight rows.
+    // columns of an activation row (moe::FusedMoeFp8QuantBlocks); the GEMVs' widest block's weight
+    // rows (their launch divides n by moe::FusedMoeFp8GemvRows(k parts): 64, 32 or 16).
     spec.launch = {
         {.entry = moe::kFusedMoeFp8QuantizeEntry, .block = moe::kFp8QuantBlock, .items_per_block = moe::kFp8QuantWarps},
         {.entry = moe::kFusedMoeFp8SiluAndMulQuantizeEntry,

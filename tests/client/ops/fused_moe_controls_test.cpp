@@ -1,6 +1,6 @@
 // fused_moe's process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped),
 // KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1), KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) and
-// fused_moe_fp8's KILN_FUSED_MOE_FP8_PREFETCH (auto, 1..8) read once
+// fused_moe_fp8's KILN_FUSED_MOE_FP8_PREFETCH (auto, 1..8) and KILN_FUSED_MOE_FP8_K_PARTS (auto, 2, 4, 8) read once
 // per process, said once on stderr when they change the default, a bad value reported and the default used; the
 // testing overrides on top of them. This binary is run again as a child with the variables set (the environment is
 // read once per process).
@@ -35,6 +35,13 @@ TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   std::printf("fp8 prefetch forced: %d\n", kiln::client::FusedMoeFp8PrefetchBlocks());
   kiln::client::SetFusedMoeFp8PrefetchBlocksForTesting(-1);
   std::printf("fp8 prefetch back: %d\n", kiln::client::FusedMoeFp8PrefetchBlocks());
+  // Mixtral-8x7B's down GEMV at one token (4096 rows x 2 experts, the rule: 4) and Qwen3-30B-A3B's
+  // gate-up (1536 x 8: 2), on 132 SMs.
+  std::printf("fp8 k parts: %d %d\n", kiln::client::FusedMoeFp8GemvKPartsFor(4096, 2, 132),
+              kiln::client::FusedMoeFp8GemvKPartsFor(1536, 8, 132));
+  kiln::client::SetFusedMoeFp8GemvKPartsForTesting(8);
+  std::printf("fp8 k parts forced: %d\n", kiln::client::FusedMoeFp8GemvKPartsFor(1536, 8, 132));
+  kiln::client::SetFusedMoeFp8GemvKPartsForTesting(0);
   std::printf("pdl: %d\n", kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
   std::printf("fold: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
   kiln::client::SetFusedMoeFoldedCombineForTesting(kiln::client::FusedMoeFoldedCombine() ? 0 : 1);
@@ -69,6 +76,8 @@ struct Case {
   const char* want_groups = "2 1";
   const char* prefetch = nullptr;  // KILN_FUSED_MOE_FP8_PREFETCH, null: unset
   int want_prefetch = 0;
+  const char* k_parts = nullptr;  // KILN_FUSED_MOE_FP8_K_PARTS, null: unset
+  const char* want_k_parts = "4 2";
 };
 
 void RunChild(const Case& c) {
@@ -87,6 +96,8 @@ void RunChild(const Case& c) {
   else options.unset_env.push_back("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS");
   if (c.prefetch != nullptr) options.set_env["KILN_FUSED_MOE_FP8_PREFETCH"] = c.prefetch;
   else options.unset_env.push_back("KILN_FUSED_MOE_FP8_PREFETCH");
+  if (c.k_parts != nullptr) options.set_env["KILN_FUSED_MOE_FP8_K_PARTS"] = c.k_parts;
+  else options.unset_env.push_back("KILN_FUSED_MOE_FP8_K_PARTS");
   kiln::testing::Subprocess child(options);
   REQUIRE(child.Wait() == 0);
   const std::string out = child.Output();
@@ -103,6 +114,8 @@ void RunChild(const Case& c) {
   CHECK(out.find("fp8 prefetch: " + std::to_string(c.want_prefetch) + "\n") != std::string::npos);
   CHECK(out.find("fp8 prefetch forced: 3\n") != std::string::npos);
   CHECK(out.find("fp8 prefetch back: " + std::to_string(c.want_prefetch) + "\n") != std::string::npos);
+  CHECK(out.find(std::string("fp8 k parts: ") + c.want_k_parts + "\n") != std::string::npos);
+  CHECK(out.find("fp8 k parts forced: 8\n") != std::string::npos);
   if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
   else CHECK(out.find("KILN_FUSED_MOE") == std::string::npos);
 }
@@ -179,6 +192,25 @@ TEST_CASE("KILN_FUSED_MOE_FP8_PREFETCH: none by default, 1 to 8 asks L2 that man
        "2 1", "9", 0},
   };
   for (const Case& c : cases) RunChild(c);
+}
+
+TEST_CASE("KILN_FUSED_MOE_FP8_K_PARTS: the rule's by default, 2, 4 or 8 forces the decode GEMVs' k parts and says so, "
+          "a bad value is reported",
+          "[client][ops][moe]") {
+  Case forced = {nullptr, nullptr, "auto", 1,
+                 "kiln: KILN_FUSED_MOE_FP8_K_PARTS=2: fused_moe_fp8's decode GEMVs split each row group's k blocks "
+                 "over 2 warps in this process"};
+  forced.k_parts = "2";
+  forced.want_k_parts = "2 2";
+  Case auto_parts = {nullptr, nullptr, "auto", 1, nullptr};
+  auto_parts.k_parts = "auto";
+  Case bad = {nullptr, nullptr, "auto", 1,
+              "kiln: KILN_FUSED_MOE_FP8_K_PARTS='6' is not valid: expected auto, 2, 4 or 8; auto is used"};
+  bad.k_parts = "6";
+  Case too_many = {nullptr, nullptr, "auto", 1,
+                   "kiln: KILN_FUSED_MOE_FP8_K_PARTS='16' is not valid: expected auto, 2, 4 or 8; auto is used"};
+  too_many.k_parts = "16";
+  for (const Case& c : {forced, auto_parts, bad, too_many}) RunChild(c);
 }
 
 }  // namespace

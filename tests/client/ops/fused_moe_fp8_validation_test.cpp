@@ -138,9 +138,7 @@ TEST_CASE("fused_moe_fp8 plans the decode path's five steps by token and by slot
     CHECK(q.params.in == c.x.data);
     CHECK(q.params.q == base + w.x_q);
     const auto& g = plan->gemvs;
-    CHECK(g.gate_up_blocks == 7);  // 416 rows of w13, 64 a block
-    CHECK(g.down_blocks == 5);     // 272 rows of w2
-    CHECK(g.expert_blocks == 8);   // min(E, 14 slots)
+    CHECK(g.expert_blocks == 8);  // min(E, 14 slots)
     CHECK(g.gate_up.in == base + w.x_q);
     CHECK(g.gate_up.in_stride == 272);
     CHECK(g.gate_up.out == base + w.gate_up);
@@ -223,6 +221,26 @@ TEST_CASE("fused_moe_fp8's path rule: the decode path up to four slots an expert
   auto grouped = PlanFusedMoeFp8(small.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
   REQUIRE(grouped.ok());
   CHECK(!grouped->gemv);
+}
+
+TEST_CASE("fused_moe_fp8's decode GEMVs split k over more warps where their grid would leave SMs without a block",
+          "[client][ops][validation][moe]") {
+  using kiln::moe::FusedMoeFp8GemvKParts;
+  using kiln::moe::FusedMoeFp8GemvRows;
+  CHECK(FusedMoeFp8GemvRows(2) == 64);
+  CHECK(FusedMoeFp8GemvRows(4) == 32);
+  CHECK(FusedMoeFp8GemvRows(8) == 16);
+  // 132 SMs (an H100 or H200).
+  CHECK(FusedMoeFp8GemvKParts(1536, 8, 132) == 2);   // Qwen3-30B-A3B-FP8 gate-up, one token: 192 blocks
+  CHECK(FusedMoeFp8GemvKParts(2048, 8, 132) == 2);   // its down: 256
+  CHECK(FusedMoeFp8GemvKParts(28672, 2, 132) == 2);  // Mixtral gate-up, one token: 896
+  CHECK(FusedMoeFp8GemvKParts(4096, 2, 132) == 4);   // Mixtral down: 128 at 2 parts, 256 at 4
+  CHECK(FusedMoeFp8GemvKParts(4096, 8, 132) == 2);   // Mixtral down, eight experts: 512
+  CHECK(FusedMoeFp8GemvKParts(4224, 2, 132) == 2);   // 66 row blocks x 2: exactly one block an SM
+  CHECK(FusedMoeFp8GemvKParts(4160, 2, 132) == 4);   // 65 x 2 = 130: two SMs short
+  CHECK(FusedMoeFp8GemvKParts(1024, 2, 132) == 8);   // 128 at 8 parts, still short: the most parts
+  CHECK(FusedMoeFp8GemvKParts(272, 8, 132) == 8);    // the tests' small layers
+  CHECK(FusedMoeFp8GemvKParts(272, 8, 20) == 2);     // on a 20-SM part: 5 x 8 = 40 blocks
 }
 
 TEST_CASE("fused_moe_fp8 refuses what its steps cannot take, naming the argument", "[client][ops][validation][moe]") {

@@ -526,7 +526,7 @@ TEST_CASE("fused_moe_fp8 matches the quantized float64 layer step by step", "[gp
 // (Catch2 indents a failure's header after its name's first ": ", and aborts when that passes
 // the console's width: keep the colon early.)
 TEST_CASE("fused_moe_fp8 gives the same bits in place, twice, through the C ABI, with and without "
-          "programmatic launches and with L2 prefetching",
+          "programmatic launches, with L2 prefetching and at every k split",
           "[gpu][moe][fused][fp8]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(7);
@@ -553,6 +553,19 @@ TEST_CASE("fused_moe_fp8 gives the same bits in place, twice, through the C ABI,
       kiln::client::SetFusedMoeFp8PrefetchBlocksForTesting(-1);
       INFO("prefetch " << blocks);
       CHECK(prefetched == first);
+    }
+    // The decode GEMVs' k parts (KILN_FUSED_MOE_FP8_K_PARTS; the rule picks 8 for this small layer on
+    // a big GPU): each sums the k blocks in another order, so each is checked against the float64
+    // layer and for repeatability; the grouped path does not read them.
+    for (int parts : {2, 4, 8}) {
+      kiln::client::SetFusedMoeFp8GemvKPartsForTesting(parts);
+      const std::vector<uint16_t> split = layer.Run();
+      const std::vector<uint16_t> again = layer.Run();
+      kiln::client::SetFusedMoeFp8GemvKPartsForTesting(0);
+      INFO("k parts " << parts);
+      layer.Check(split);
+      CHECK(again == split);
+      if (path == FusedMoePath::kGrouped) CHECK(split == first);
     }
   }
 }

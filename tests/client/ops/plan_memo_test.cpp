@@ -459,8 +459,6 @@ void RequireSame(const kiln::StatusOr<kiln::client::FusedMoeFp8Plan>& memo,
   } else {
     const kiln::client::FusedMoeFp8GemvPlan& g = a.gemvs;
     const kiln::client::FusedMoeFp8GemvPlan& h = b.gemvs;
-    CHECK(g.gate_up_blocks == h.gate_up_blocks);
-    CHECK(g.down_blocks == h.down_blocks);
     CHECK(g.expert_blocks == h.expert_blocks);
     CHECK(std::memcmp(&g.gate_up, &h.gate_up, sizeof(g.gate_up)) == 0);
     CHECK(std::memcmp(&g.gate_up_scales, &h.gate_up_scales, sizeof(g.gate_up_scales)) == 0);

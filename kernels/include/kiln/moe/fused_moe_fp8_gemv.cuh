@@ -23,9 +23,10 @@
 // so a k block is two steps, four MMAs.
 //
 // A block (kGemvBlock threads, FindExpertSlots' prologue) takes one chosen expert (blockIdx.y-th
-// in id order) and kFp8GemvColumns = 64 weight rows (blockIdx.x): warp w takes rows 16 (w % 4)
-// .. + 15 and half w / 4 of the k blocks; the second half's totals meet the first's in shared
-// memory (a fixed order: deterministic). Weight loads are ld.global.nc.L1::no_allocate (read
+// in id order) and FusedMoeFp8GemvRows(P) weight rows (blockIdx.x), P = k_parts (2, 4 or 8): with
+// G = 8 / P row groups, warp w takes rows 16 (w % G) .. + 15 and part w / G of the k blocks; the
+// other parts' totals meet part 0's in shared memory, added in part order (a fixed order:
+// deterministic for a given P). Weight loads are ld.global.nc.L1::no_allocate (read
 // once), one k block ahead of the MMAs (and, with prefetch_blocks, asked of L2 that many blocks
 // ahead). A further pass of 8 slots reads the rows again (from L2 where they are still there);
 // fused_moe_fp8's path rule keeps such calls few.
@@ -42,8 +43,8 @@ namespace moe {
 
 constexpr int kFp8GemvRowsPerWarp = 16;  // the MMA's m
 constexpr int kFp8GemvSlotsPerPass = 8;  // the MMA's n
-constexpr int kFp8GemvKSplit = kGemvWarps * kFp8GemvRowsPerWarp / kFp8GemvColumns;
-static_assert(kFp8GemvKSplit == 2, "two warps a row group: one per half of the k blocks");
+static_assert(FusedMoeFp8GemvRows(kFp8GemvMinKParts) == kFp8GemvColumns, "the widest block is the entries' hint");
+static_assert(FusedMoeFp8GemvRows(kFp8GemvMaxKParts) == kFp8GemvRowsPerWarp, "at most 8 parts: one row group");
 static_assert(kFp8QuantGroup == 128, "a k block is two 64-byte steps");
 
 // D = A . B + C for one m16n8k32 e4m3 MMA.
@@ -119,13 +120,14 @@ __device__ __forceinline__ void AddFp8Block(const Fp8GemvBlockLoad& l, float (&t
   for (int q = 0; q < 4; ++q) total[q] = fmaf(block[q], l.w_scale * l.x_scale[q & 1], total[q]);
 }
 
-// Shared memory of a block: the expert and its slots, and the second k half's totals.
+// Shared memory of a block: the expert and its slots, and each warp's totals (part 0's warps add
+// the other parts').
 struct Fp8GemvShared {
   GemvShared slots;
-  float half_totals[kGemvWarps / kFp8GemvKSplit][32][4];
+  float part_totals[kGemvWarps][32][4];
 };
 
-// The block (rows blockIdx.x * kFp8GemvColumns .., expert of rank blockIdx.y): every slot of the
+// The block (rows blockIdx.x * FusedMoeFp8GemvRows(k_parts) .., expert of rank blockIdx.y): every slot of the
 // expert, kFp8GemvSlotsPerPass a pass. kByToken: slot s reads input row s / top_k (gate_up: x
 // quantized by token), else row s (down: the activations by slot). T: out's element type.
 //
@@ -141,17 +143,18 @@ __device__ __forceinline__ void Fp8ExpertGemv(const FusedMoeGemvParams& p, const
   const int e = FindExpertSlots(p, sh.slots);
   if (e < 0) return;  // block-uniform
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  constexpr int kGroups = kGemvWarps / kFp8GemvKSplit;
-  const int group = warp % kGroups, half = warp / kGroups;
+  const int parts = sc.k_parts;  // 2, 4 or 8 (host-checked)
+  const int groups = kGemvWarps / parts;
+  const int group = warp % groups, part = warp / groups;
   const int g = lane >> 2, t = lane & 3;
-  const int row0 = static_cast<int>(blockIdx.x) * kFp8GemvColumns + group * kFp8GemvRowsPerWarp;
+  const int row0 = static_cast<int>(blockIdx.x) * (groups * kFp8GemvRowsPerWarp) + group * kFp8GemvRowsPerWarp;
   // n is a multiple of 16: a warp's 16 rows are all in or all out. Every warp reaches the
   // barriers below: a warp without rows skips only its loads and MMAs.
   const bool rows_in = row0 < p.n;
   const unsigned char* expert = static_cast<const unsigned char*>(p.weight) + e * p.weight_expert_stride;
   const int k_blocks = (p.k + kFp8QuantGroup - 1) / kFp8QuantGroup;
-  const int kb_split = (k_blocks + 1) / 2;
-  const int kb_begin = half == 0 ? 0 : kb_split, kb_end = half == 0 ? kb_split : k_blocks;
+  const int kb_share = (k_blocks + parts - 1) / parts;
+  const int kb_begin = min(part * kb_share, k_blocks), kb_end = min(kb_begin + kb_share, k_blocks);
   Fp8GemvSources src;
   src.w_lo = expert + static_cast<long long>(rows_in ? row0 + g : 0) * p.weight_row_stride + 16 * t;
   src.w_hi = src.w_lo + 8 * p.weight_row_stride;
@@ -194,24 +197,25 @@ __device__ __forceinline__ void Fp8ExpertGemv(const FusedMoeGemvParams& p, const
         AddFp8Block(b, total);
       }
     }
-    // The second half's totals join the first's: first half + second half, always in that order.
-    if (half == 1) {
+    // The other parts' totals join part 0's: part 0 + part 1 + ..., always in that order.
+    if (part > 0) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) sh.half_totals[group][lane][q] = total[q];
+      for (int q = 0; q < 4; ++q) sh.part_totals[warp][lane][q] = total[q];
     }
     __syncthreads();
-    if (half == 0 && rows_in) {
+    if (part == 0 && rows_in) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int j = 2 * t + (q & 1);
         if (first + j >= count) continue;
-        const float v = total[q] + sh.half_totals[group][lane][q];
+        float v = total[q];
+        for (int other = 1; other < parts; ++other) v += sh.part_totals[group + other * groups][lane][q];
         const long long slot = sh.slots.slots[first + j];
         T* out = static_cast<T*>(p.out) + slot * p.out_stride + row0 + g + 8 * (q >> 1);
         *out = FromFloat<T>(v);
       }
     }
-    __syncthreads();  // half_totals is rewritten by the next pass
+    __syncthreads();  // part_totals is rewritten by the next pass
   }
 }
 

@@ -336,15 +336,33 @@ static_assert(sizeof(FusedMoeFp8QuantParams) == 88, "FusedMoeFp8QuantParams: 5 p
 // rounded once to bf16. FusedMoeGemvParams as fused_moe's decode path, but for e4m3: `in` and
 // `weight` are codes and their strides count bytes (in_stride, weight_row_stride,
 // weight_expert_stride); out's count bf16; k is a multiple of 16, n of 16. A block is kGemvBlock
-// threads (fused_moe's prologue), kFp8GemvColumns weight rows (items_per_block: grid.x = ceil(n /
-// kFp8GemvColumns)) of one chosen expert (grid.y = FusedMoeGemvExpertBlocks), no dynamic shared
-// memory; gate_up's first block writes slot_to_row (s, or -1 for a dropped id).
+// threads (fused_moe's prologue) over FusedMoeFp8GemvRows(k_parts) weight rows (grid.x = ceil(n /
+// those rows); at most kFp8GemvColumns, the entries' items_per_block) of one chosen expert (grid.y
+// = FusedMoeGemvExpertBlocks), no dynamic shared memory; gate_up's first block writes slot_to_row
+// (s, or -1 for a dropped id).
 constexpr const char* kFusedMoeFp8GateUpEntry = "kiln_fused_moe_fp8_gate_up";
 constexpr const char* kFusedMoeFp8DownEntry = "kiln_fused_moe_fp8_down";
 constexpr int kFp8GemvColumns = 64;
 // The blocks an SM holds at once (the entries' __launch_bounds__ minimum): two operand sets of a
 // k block in registers (one loading while the other multiplies) need more than fused_moe's 85.
 constexpr int kFp8GemvBlocksPerSm = 2;
+// A block's warps take 16 weight rows each (the MMA's m); k_parts warps share a group of 16 rows,
+// each summing its share of the k blocks (FusedMoeFp8GemvScales::k_parts: 2, 4 or 8), so that a
+// block takes 8 / k_parts row groups: 64, 32 or 16 rows. More parts, more blocks: a GEMV whose grid
+// would leave SMs idle (Mixtral's down at one token: 64 row blocks x 2 experts on 132 SMs) spreads
+// its weight bytes over more of them, each warp streaming fewer k blocks.
+constexpr int kFp8GemvMinKParts = 2;
+constexpr int kFp8GemvMaxKParts = 8;
+KILN_CONTRACT_FUNCTION int FusedMoeFp8GemvRows(int k_parts) { return kGemvWarps / k_parts * 16; }
+// The fewest parts whose grid gives every SM a block (`rows` = n, `expert_blocks` = grid.y, on
+// `sms` SMs); the most parts where none does.
+KILN_CONTRACT_FUNCTION int FusedMoeFp8GemvKParts(long long rows, long long expert_blocks, long long sms) {
+  for (int parts = kFp8GemvMinKParts; parts < kFp8GemvMaxKParts; parts *= 2) {
+    const long long block_rows = FusedMoeFp8GemvRows(parts);
+    if ((rows + block_rows - 1) / block_rows * expert_blocks >= sms) return parts;
+  }
+  return kFp8GemvMaxKParts;
+}
 // The most k blocks ahead the GEMVs ask L2 for (FusedMoeFp8GemvScales::prefetch_blocks).
 constexpr int kMaxFp8GemvPrefetchBlocks = 8;
 
@@ -358,8 +376,11 @@ struct FusedMoeFp8GemvScales {
   // How many k blocks ahead of its register loads each weight row's blocks are asked of L2
   // (cp.async.bulk.prefetch.L2; KILN_FUSED_MOE_FP8_PREFETCH, a diagnostic control): 0, none.
   int prefetch_blocks;
+  // Warps that share a group of 16 weight rows, each over its share of the k blocks: 2, 4 or 8
+  // (FusedMoeFp8GemvKParts, or KILN_FUSED_MOE_FP8_K_PARTS); the block's rows FusedMoeFp8GemvRows.
+  int k_parts;
 };
-static_assert(sizeof(FusedMoeFp8GemvScales) == 40, "FusedMoeFp8GemvScales: 2 pointers, 2 longs, 2 ints");
+static_assert(sizeof(FusedMoeFp8GemvScales) == 48, "FusedMoeFp8GemvScales: 2 pointers, 2 longs, 3 ints");
 
 constexpr const char* kMoeUnpermuteOp = "moe_unpermute";
 constexpr const char* kMoeUnpermuteEntry = "kiln_moe_unpermute";
