@@ -7,7 +7,7 @@
 # DeepSeek-V3) with the dense GEMMs of equal FLOPs (bench/moe/dense_equal_flops.list), and
 # bench/compare_torch.py for fused_moe against the PyTorch layers (and FlashInfer's fused MoE
 # where its wheel is installed: PYTHONPATH extended by KILN_FLASHINFER_SITE). Logs and JSON go to
-# $OUT. `paths`: fused_moe's decode-size cases (bench/moe/decode_paths.list) under
+# $OUT. `paths`: fused_moe's decode-size cases (bench/moe/decode_paths.list, or PATH_LIST) under
 # KILN_FUSED_MOE_PATH=gemv (programmatic launches on and off) and =grouped, PATH_ROUNDS times
 # (default 1), alternating: the evidence for the default rule and for KILN_FUSED_MOE_PDL
 # (PATH_VARIANTS: words of a path, gemv or grouped, with -nopdl (KILN_FUSED_MOE_PDL=0) and/or -fold
@@ -70,7 +70,7 @@ if [[ $what == paths || $what == all ]]; then
       [[ $variant == *-g2* ]] && groups=2
       KILN_FUSED_MOE_PATH=${variant%%-*} KILN_FUSED_MOE_PDL=$pdl KILN_FUSED_MOE_FOLD=$fold \
         KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=$groups timeout 200 kiln-bench \
-        --list bench/moe/decode_paths.list --out "$OUT/fused-moe-$variant-$round.json" \
+        --list "${PATH_LIST:-bench/moe/decode_paths.list}" --out "$OUT/fused-moe-$variant-$round.json" \
         > "$OUT/fused-moe-$variant-$round.log" 2>&1
       echo "kiln-bench fused_moe decode cases, $variant, round $round: rc=$?"
     done
