@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace kiln::client {
 
@@ -28,6 +29,25 @@ int64_t ParseAutoNumberControl(const AutoNumberControl& c, const char* text) {
 
 int64_t AutoNumberFromEnvironment(const AutoNumberControl& c) {
   return ParseAutoNumberControl(c, std::getenv(c.variable));
+}
+
+int64_t AutoNumberSetting::Value() const {
+  const int64_t forced = forced_.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced;
+  const int64_t read = read_.load(std::memory_order_acquire);
+  if (read >= 0) return read;
+  const int64_t value = AutoNumberFromEnvironment(control_);
+  // Two threads may both read the environment the first time; only the first says anything.
+  int64_t expected = -1;
+  if (!read_.compare_exchange_strong(expected, value, std::memory_order_acq_rel)) return expected;
+  if (value > 0) {
+    std::string note = note_;
+    const std::string number = std::to_string(value);
+    for (size_t at = note.find("{}"); at != std::string::npos; at = note.find("{}", at + number.size()))
+      note.replace(at, 2, number);
+    std::fprintf(stderr, "kiln: %s=%lld: %s\n", control_.variable, static_cast<long long>(value), note.c_str());
+  }
+  return value;
 }
 
 }  // namespace kiln::client

@@ -1,11 +1,13 @@
 // AutoNumberControl: a diagnostic control whose value is `auto` (or unset: the library decides)
 // or a whole number in a range (KILN_DECODE_CHUNK, KILN_SAMPLING_CLUSTER,
-// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS, KILN_FUSED_MOE_FP8_PREFETCH: docs/configuration.md,
-// docs/diagnostic-controls.md); the
-// sibling of BinarySwitch (binary_switch.h) for on/off controls. Callers read it once per process
-// (a function-local static) and keep their own test overrides.
+// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS, KILN_FUSED_MOE_FP8_PREFETCH, KILN_FUSED_MOE_FP8_K_PARTS:
+// docs/configuration.md, docs/diagnostic-controls.md); the sibling of BinarySwitch
+// (binary_switch.h) for on/off controls. AutoNumberSetting reads one once per process, says a
+// number once on stderr and takes a test override; the bare parse serves callers that keep
+// their own.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace kiln::client {
@@ -26,5 +28,26 @@ int64_t ParseAutoNumberControl(const AutoNumberControl& control, const char* tex
 
 // ParseAutoNumberControl of the variable's value in this process's environment.
 int64_t AutoNumberFromEnvironment(const AutoNumberControl& control);
+
+// An AutoNumberControl read once per process, which tests may override. Value(): the forced
+// number, else the environment's (read on the first call; a number is said once on stderr as
+// "kiln: VAR=N: <note>", each "{}" of the note replaced by N; an invalid value is reported and
+// auto used), else 0 (auto: the caller's rule decides).
+class AutoNumberSetting {
+ public:
+  constexpr AutoNumberSetting(AutoNumberControl control, const char* note) : control_(control), note_(note) {}
+  AutoNumberSetting(const AutoNumberSetting&) = delete;
+  AutoNumberSetting& operator=(const AutoNumberSetting&) = delete;
+
+  int64_t Value() const;
+  // n >= 0: forced to n (0: auto); n < 0: as the environment says again.
+  void SetForTesting(int64_t n) { forced_.store(n, std::memory_order_relaxed); }
+
+ private:
+  AutoNumberControl control_;
+  const char* note_;
+  std::atomic<int64_t> forced_{-1};
+  mutable std::atomic<int64_t> read_{-1};  // the environment's answer once read
+};
 
 }  // namespace kiln::client

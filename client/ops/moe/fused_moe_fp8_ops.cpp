@@ -7,8 +7,6 @@
 // controls: KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL).
 // Its entry in the op table, its launches and its C++ and C APIs. docs/kernels-moe.md, "fp8 experts".
 #include <algorithm>
-#include <atomic>
-#include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
@@ -70,40 +68,15 @@ const OpKernels kFusedMoeFp8Kernels = {
 enum QuantizeEntry { kQuantizeEntry = 0, kSiluAndMulQuantizeEntry = 1 };
 enum GemvEntry { kGateUpEntry = 2, kDownEntry = 3 };
 
-// -1: as KILN_FUSED_MOE_FP8_PREFETCH says (read once); else the blocks a test asked for.
-std::atomic<int> g_prefetch_blocks{-1};
-
-int PrefetchBlocksFromEnvironment() {
-  static const int blocks = [] {
-    const int n = static_cast<int>(AutoNumberFromEnvironment(
-        {"KILN_FUSED_MOE_FP8_PREFETCH", 1, moe::kMaxFp8GemvPrefetchBlocks, "auto or 1 to 8"}));
-    if (n > 0)
-      std::fprintf(stderr,
-                   "kiln: KILN_FUSED_MOE_FP8_PREFETCH=%d: fused_moe_fp8's decode GEMVs ask L2 for their weight rows %d "
-                   "k block(s) ahead in this process (docs/kernels-moe.md)\n",
-                   n, n);
-    return n;
-  }();
-  return blocks;
-}
-
-// 0: as KILN_FUSED_MOE_FP8_K_PARTS says (read once); else the parts a test asked for.
-std::atomic<int> g_k_parts{0};
-
-int KPartsFromEnvironment() {
-  static const int parts = [] {
-    const int n = static_cast<int>(AutoNumberFromEnvironment({"KILN_FUSED_MOE_FP8_K_PARTS", moe::kFp8GemvMinKParts,
-                                                              moe::kFp8GemvMaxKParts, "auto, 2, 4 or 8",
-                                                              /*powers_of_two=*/true}));
-    if (n > 0)
-      std::fprintf(stderr,
-                   "kiln: KILN_FUSED_MOE_FP8_K_PARTS=%d: fused_moe_fp8's decode GEMVs split each row group's k "
-                   "blocks over %d warps in this process (docs/kernels-moe.md)\n",
-                   n, n);
-    return n;
-  }();
-  return parts;
-}
+// KILN_FUSED_MOE_FP8_PREFETCH and KILN_FUSED_MOE_FP8_K_PARTS (diagnostic controls, read once).
+constinit AutoNumberSetting g_prefetch_blocks(
+    {"KILN_FUSED_MOE_FP8_PREFETCH", 1, moe::kMaxFp8GemvPrefetchBlocks, "auto or 1 to 8"},
+    "fused_moe_fp8's decode GEMVs ask L2 for their weight rows {} k block(s) ahead in this process "
+    "(docs/kernels-moe.md)");
+constinit AutoNumberSetting g_k_parts({"KILN_FUSED_MOE_FP8_K_PARTS", moe::kFp8GemvMinKParts, moe::kFp8GemvMaxKParts,
+                                       "auto, 2, 4 or 8", /*powers_of_two=*/true},
+                                      "fused_moe_fp8's decode GEMVs split each row group's k blocks over {} warps in "
+                                      "this process (docs/kernels-moe.md)");
 
 // One launch of entry `entry` of the op's module, prepared once per call: its launch hint must be
 // the contract's (`block` threads, `items` rows a block), else the daemon serves a kernel built for
@@ -231,27 +204,20 @@ KILN_REGISTER_OP(kFusedMoeFp8);
 
 }  // namespace
 
-int FusedMoeFp8PrefetchBlocks() {
-  const int set = g_prefetch_blocks.load(std::memory_order_relaxed);
-  return set >= 0 ? set : PrefetchBlocksFromEnvironment();
-}
+int FusedMoeFp8PrefetchBlocks() { return static_cast<int>(g_prefetch_blocks.Value()); }
 
 void SetFusedMoeFp8PrefetchBlocksForTesting(int blocks) {
-  g_prefetch_blocks.store(blocks < 0 ? -1 : std::min(blocks, moe::kMaxFp8GemvPrefetchBlocks),
-                          std::memory_order_relaxed);
+  g_prefetch_blocks.SetForTesting(blocks < 0 ? -1 : std::min(blocks, moe::kMaxFp8GemvPrefetchBlocks));
 }
 
 int FusedMoeFp8GemvKPartsFor(int64_t rows, int64_t expert_blocks, int sms) {
-  const int forced = g_k_parts.load(std::memory_order_relaxed);
-  if (forced > 0) return forced;
-  const int chosen = KPartsFromEnvironment();
-  if (chosen > 0) return chosen;
+  if (const int64_t parts = g_k_parts.Value(); parts > 0) return static_cast<int>(parts);
   return moe::FusedMoeFp8GemvKParts(rows, expert_blocks, sms);
 }
 
 void SetFusedMoeFp8GemvKPartsForTesting(int parts) {
   const bool valid = parts == 2 || parts == 4 || parts == 8;
-  g_k_parts.store(valid ? parts : 0, std::memory_order_relaxed);
+  g_k_parts.SetForTesting(valid ? parts : -1);
 }
 
 }  // namespace kiln::client

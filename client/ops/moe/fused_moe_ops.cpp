@@ -96,25 +96,12 @@ BinarySwitch& FusedMoeFoldSwitch() {
   return s;
 }
 
-// 0: FusedMoeDownColumnGroups decides; else the groups a test asked for.
-std::atomic<int> g_down_column_groups{0};
-
 // KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (a diagnostic control, read once): the folded down GEMV's
 // column groups a block, 1 .. moe::kMaxFoldedColumnGroups; 0 (unset or auto): the rule.
 static_assert(moe::kMaxFoldedColumnGroups == 2, "KILN_FUSED_MOE_DOWN_COLUMN_GROUPS' refusal says 1 to 2");
-int DownColumnGroupsFromEnvironment() {
-  static const int groups = [] {
-    const int n = static_cast<int>(AutoNumberFromEnvironment(
-        {"KILN_FUSED_MOE_DOWN_COLUMN_GROUPS", 1, moe::kMaxFoldedColumnGroups, "auto or 1 to 2"}));
-    if (n > 0)
-      std::fprintf(stderr,
-                   "kiln: KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=%d: fused_moe's folded down GEMV takes %d column "
-                   "group(s) a block in this process (docs/kernels-moe.md)\n",
-                   n, n);
-    return n;
-  }();
-  return groups;
-}
+constinit AutoNumberSetting g_down_column_groups(
+    {"KILN_FUSED_MOE_DOWN_COLUMN_GROUPS", 1, moe::kMaxFoldedColumnGroups, "auto or 1 to 2"},
+    "fused_moe's folded down GEMV takes {} column group(s) a block in this process (docs/kernels-moe.md)");
 
 BinarySwitch& FusedMoeProgrammaticLaunchSwitch() {
   static BinarySwitch s("KILN_FUSED_MOE_PDL", true,
@@ -243,16 +230,11 @@ bool FusedMoeFoldedCombine() { return FusedMoeFoldSwitch().On(); }
 void SetFusedMoeFoldedCombineForTesting(int on) { FusedMoeFoldSwitch().SetForTesting(on); }
 
 int FusedMoeDownColumnGroupsFor(int64_t column_blocks, int64_t expert_blocks, int sms) {
-  const int forced = g_down_column_groups.load(std::memory_order_relaxed);
-  if (forced > 0) return forced;
-  const int chosen = DownColumnGroupsFromEnvironment();
-  if (chosen > 0) return chosen;
+  if (const int64_t groups = g_down_column_groups.Value(); groups > 0) return static_cast<int>(groups);
   return moe::FusedMoeDownColumnGroups(column_blocks, expert_blocks, sms);
 }
 
-void SetFusedMoeDownColumnGroupsForTesting(int groups) {
-  g_down_column_groups.store(groups, std::memory_order_relaxed);
-}
+void SetFusedMoeDownColumnGroupsForTesting(int groups) { g_down_column_groups.SetForTesting(groups > 0 ? groups : -1); }
 
 void SetFusedMoeProgrammaticLaunchForTesting(int on) { FusedMoeProgrammaticLaunchSwitch().SetForTesting(on); }
 

@@ -1,7 +1,8 @@
 // AutoNumberControl's parse (client/core/api/auto_number_control.h), the one behind
-// KILN_DECODE_CHUNK, KILN_SAMPLING_CLUSTER and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS: auto, unset,
-// numbers in and out of the range, powers of two, and what is not a plain number. The refusals'
-// stderr lines are checked in a child (tests/support/subprocess.h).
+// KILN_DECODE_CHUNK, KILN_SAMPLING_CLUSTER and fused_moe's and fused_moe_fp8's numeric controls:
+// auto, unset, numbers in and out of the range, powers of two, and what is not a plain number; and
+// AutoNumberSetting (read once, said once, the test override). The stderr lines are checked in a
+// child (tests/support/subprocess.h).
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -52,6 +53,53 @@ TEST_CASE("an auto-or-number control names a refused value and what it expected 
   CHECK(out.find("kiln: KILN_TEST_CLUSTER='3' is not valid: expected auto, 1, 2, 4 or 8; auto is used\n") !=
         std::string::npos);
   CHECK(out.find("KILN_TEST_CLUSTER='4'") == std::string::npos);
+}
+
+// Run only as the child of the test below, with KILN_TEST_SETTING set by it: a setting read
+// twice (said once), forced and returned to the environment.
+TEST_CASE("child: auto-or-number setting", "[.auto-number-setting-child]") {
+  static kiln::client::AutoNumberSetting setting(kCluster, "not said: the variable is unset");
+  kiln::client::AutoNumberSetting other({"KILN_TEST_SETTING", 1, 8, "auto or 1 to 8"}, "takes {}, {} again");
+  std::printf("first: %lld\n", static_cast<long long>(other.Value()));
+  std::printf("second: %lld\n", static_cast<long long>(other.Value()));
+  other.SetForTesting(0);
+  std::printf("forced auto: %lld\n", static_cast<long long>(other.Value()));
+  other.SetForTesting(7);
+  std::printf("forced: %lld\n", static_cast<long long>(other.Value()));
+  other.SetForTesting(-1);
+  std::printf("back: %lld\n", static_cast<long long>(other.Value()));
+  std::printf("unset: %lld\n", static_cast<long long>(setting.Value()));
+}
+
+TEST_CASE("an auto-or-number setting reads its variable once, says a number once with it in the note, and takes "
+          "a test override",
+          "[client][controls]") {
+  for (const char* value : {"5", "9"}) {
+    kiln::testing::SubprocessOptions options;
+    options.argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "child: auto-or-number setting"};
+    options.set_env["KILN_TEST_SETTING"] = value;
+    options.unset_env.push_back("KILN_TEST_CLUSTER");
+    kiln::testing::Subprocess child(options);
+    REQUIRE(child.Wait() == 0);
+    const std::string out = child.Output();
+    INFO(out);
+    const std::string want = std::string(value) == "5" ? "5" : "0";
+    CHECK(out.find("first: " + want + "\n") != std::string::npos);
+    CHECK(out.find("second: " + want + "\n") != std::string::npos);
+    CHECK(out.find("forced auto: 0\n") != std::string::npos);
+    CHECK(out.find("forced: 7\n") != std::string::npos);
+    CHECK(out.find("back: " + want + "\n") != std::string::npos);
+    CHECK(out.find("unset: 0\n") != std::string::npos);
+    if (want == "5") {
+      const std::string said = "kiln: KILN_TEST_SETTING=5: takes 5, 5 again\n";
+      CHECK(out.find(said) != std::string::npos);
+      CHECK(out.find(said, out.find(said) + 1) == std::string::npos);  // once
+    } else {
+      CHECK(out.find("kiln: KILN_TEST_SETTING='9' is not valid: expected auto or 1 to 8; auto is used\n") !=
+            std::string::npos);
+    }
+    CHECK(out.find("KILN_TEST_CLUSTER") == std::string::npos);
+  }
 }
 
 }  // namespace
