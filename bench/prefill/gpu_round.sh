@@ -7,7 +7,10 @@
 # `bash bench/python_gpu.sh site` (it needs .gpu/python from `bash bench/python_gpu.sh prepare
 # BUILD_DIR`, made beside the bundle, and the bundle's libkiln_client), run with the machine's
 # Python (KILN_GPU_PYTHON, default /opt/torch/.venv/bin/python). Logs and JSON go to $OUT.
-#   bash bench/prefill/gpu_round.sh [tests|bench|all]
+# `tma`: the ragged rows the Hopper kernel serves (head_dim 64 and 128) with its TMA producer
+# (KILN_PREFILL_TMA_KV=1, the default) and with cp.async (=0), TMA_ROUNDS times (default 1)
+# alternating, in one kilnd: the evidence for the default.
+#   bash bench/prefill/gpu_round.sh [tests|bench|tma|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -36,5 +39,20 @@ if [[ $what == bench || $what == all ]]; then
     echo "compare_torch not run: bash bench/python_gpu.sh site failed:"
     cat "$OUT/python-site.log"
   fi
+  stop_kilnd
+fi
+
+if [[ $what == tma ]]; then
+  dir=$(mktemp -d)
+  start_kilnd "$dir" "$OUT/kilnd-prefill-tma.log"
+  grep -E "^batch_prefill_ragged .*head_dim=(64|128)," bench/prefill/prefill.list > "$dir/tma.list"
+  for round in $(seq "${TMA_ROUNDS:-1}"); do
+    for tma in 1 0; do
+      KILN_PREFILL_TMA_KV=$tma timeout 240 kiln-bench --list "$dir/tma.list" \
+        --out "$OUT/prefill-tma$tma-round$round.json" > "$OUT/prefill-tma$tma-round$round.log" 2>&1
+      echo "KILN_PREFILL_TMA_KV=$tma round $round rc=$?"
+      grep -vE "^#|^$" "$OUT/prefill-tma$tma-round$round.log" | cut -c1-230
+    done
+  done
   stop_kilnd
 fi

@@ -17,6 +17,7 @@
 #include "client/ops/op_table.h"
 #include "client/ops/prefill/prefill_call.h"
 #include "client/ops/prefill/prefill_plan.h"
+#include "client/ops/prefill/prefill_tensor_maps.h"
 #include "kiln/ops/prefill.h"
 #include "kiln/prefill/prefill_contract.h"
 
@@ -122,13 +123,17 @@ Status RunBatchPrefill(const BatchPrefillArgs& a, const char* api, void* stream)
                         PrepareOpLaunch(a.paged ? kPagedKernels : kRaggedKernels, spec, plan.device, api));
   const EntryLaunchReady& attend = ready.launch->entry(0);
   const EntryLaunchReady& merge = ready.launch->entry(1);
+  const bool tma_kv = PrefillUsesTmaKv(a.paged, spec.tile_rows, call.params);
+  if (tma_kv)
+    KILN_RETURN_IF_ERROR(EncodePrefillKvMaps(*ready.driver, plan.dtype, spec.head_dim, &call.params).WithContext(api));
 
   // The schedule is this op's tactic: the call log and dumps name it.
   if (KILN_UNLIKELY(diag::Level() != 0) && diag::InTracedCall())
-    diag::NoteBackend(plan.schedule.split
-                          ? "split-kv:" + std::to_string(plan.schedule.num_items) + "-items-chunks-of-" +
-                                std::to_string(plan.schedule.chunk_tokens) + "-positions+merge"
-                          : "tiles:" + std::to_string(plan.schedule.num_items) + "-items");
+    diag::NoteBackend((plan.schedule.split
+                           ? "split-kv:" + std::to_string(plan.schedule.num_items) + "-items-chunks-of-" +
+                                 std::to_string(plan.schedule.chunk_tokens) + "-positions+merge"
+                           : "tiles:" + std::to_string(plan.schedule.num_items) + "-items") +
+                      (tma_kv ? "+tma-kv" : ""));
   void* args[] = {&call.params};
   const LaunchConfig config = EntryLaunchConfig(attend,
                                                 {static_cast<unsigned>(plan.schedule.num_items),  // < 2^31 (plan)

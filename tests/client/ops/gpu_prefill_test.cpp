@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "client/ops/prefill/prefill_plan.h"
+#include "client/ops/prefill/prefill_tensor_maps.h"
 #include "kiln/ops/prefill.h"
 #include "tests/support/gpu_harness.h"
 
@@ -287,7 +288,11 @@ struct Layout {
   bool strided = false;      // q rows of a fused-qkv-wide buffer (the rest NaN); out and lse padded
   bool fused = false;        // ragged, q_len == kv_len: q, k and v views into one [tokens, qo + 2 kv, dim] buffer
   bool interleaved = false;  // paged: page p of K, then page p of V (page stride two pages)
+  bool nan_tail = false;     // ragged, not fused: k and v have kNanTailRows rows of NaN past total_kv
 };
+// A K/V tile of the Hopper kernel: a tile that crosses the last request's kv_len would reach
+// into them, were it loaded whole.
+constexpr int64_t kNanTailRows = 128;
 
 // The inputs on the device in one layout. Paged: pages go to requests in a random order from a
 // pool with 3 spare pages; every slot no request owns is NaN.
@@ -339,10 +344,16 @@ DeviceInputs Upload(const PrefillCase& c, const Problem& p, const Layout& layout
       in.q = TensorView::Contiguous(in.q_buf->data(), p.dtype, {p.total_q(), qo, dim});
     }
     if (c.page == 0) {
-      in.k_buf = upload(p.k.bytes);
-      in.v_buf = upload(p.v.bytes);
-      in.k = TensorView::Contiguous(in.k_buf->data(), p.dtype, {p.total_kv(), kv, dim});
-      in.v = TensorView::Contiguous(in.v_buf->data(), p.dtype, {p.total_kv(), kv, dim});
+      const int64_t tail = layout.nan_tail ? kNanTailRows : 0;
+      auto with_tail = [&](const std::vector<uint8_t>& bytes) {
+        std::vector<uint8_t> host = bytes;
+        host.resize(static_cast<size_t>((p.total_kv() + tail) * kv * dim * es), 0xFF);  // 0xFFFF: NaN
+        return host;
+      };
+      in.k_buf = upload(with_tail(p.k.bytes));
+      in.v_buf = upload(with_tail(p.v.bytes));
+      in.k = TensorView::Contiguous(in.k_buf->data(), p.dtype, {p.total_kv() + tail, kv, dim});
+      in.v = TensorView::Contiguous(in.v_buf->data(), p.dtype, {p.total_kv() + tail, kv, dim});
     }
   }
   in.qo_indptr = UploadInts(p.qo_indptr);
@@ -763,6 +774,49 @@ TEST_CASE("batch_prefill_ragged and batch_prefill_paged agree bit for bit on the
     REQUIRE(a.lse.size() == b.lse.size());
     CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size()) == 0);
     CHECK(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size()) == 0);
+  }
+}
+
+// The Hopper kernel loads ragged K/V tiles with TMA by default (KILN_PREFILL_TMA_KV) and with
+// cp.async when told not to; the tile that crosses a request's kv_len is copied with cp.async
+// either way, zeros past it. Both producers feed the same consumers, so the outputs must agree
+// bit for bit; NaN rows past the last request would reach its outputs were that tile loaded
+// whole (a masked logit gives P = 0, and 0 x NaN is NaN).
+TEST_CASE("ragged K/V through TMA and through cp.async: the same bits, nothing read past kv_len",
+          "[gpu][client][prefill]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(90);
+  struct Restore {
+    ~Restore() { kiln::client::SetPrefillTmaKvForTesting(-1); }
+  } restore;
+  // kv lengths on and off the 128-position tile: 300 (edge 256..383), 1000 over 1000, 128, 7,
+  // the last request ending mid-tile (its edge tile would reach the NaN rows); and a split
+  // batch (two requests of few row tiles over long KV; 40 queries keep the 128-row tiles).
+  const std::vector<Request> mixed = {{13, 300}, {1000, 1000}, {128, 128}, {0, 0}, {7, 7}, {200, 333}};
+  const std::vector<Request> split = {{40, 20077}, {3, 9001}};
+  // bf16 d128 g4 causal, non-causal, fp16 d128 g2 causal soft cap, bf16 d64 g2 non-causal.
+  for (const PrefillCase& c : {kRagged[0], kRagged[1], kRagged[8], kRagged[9]}) {
+    const int64_t kv = KvHeadsFor(c), qo = kv * c.group;
+    for (const bool with_split : {false, true}) {
+      const Problem p = MakeProblem(c.dtype, qo, kv, c.dim, with_split ? split : mixed, rng,
+                                    with_split ? StripedValue : nullptr);
+      const PrefillOptions o = OptionsFor(c, 0, with_split ? -1 : 250);
+      auto plan = MakePlan(c, p, o);
+      INFO(plan.status().ToString());
+      REQUIRE(plan.ok());
+      const RunOptions r = {.options = o,
+                            .layout = {.nan_tail = true},
+                            .expect_split = with_split ? 1 : 0,
+                            .expect_tile_rows = 128,
+                            .tolerance = with_split ? LongTolerance(c.dtype) : Tolerance{0, 0}};
+      kiln::client::SetPrefillTmaKvForTesting(1);
+      const RunResult tma = RunWithPlan(c, p, *plan, r, rng);
+      kiln::client::SetPrefillTmaKvForTesting(0);
+      const RunResult copies = RunWithPlan(c, p, *plan, r, rng);
+      REQUIRE(tma.out.size() == copies.out.size());
+      CHECK(std::memcmp(tma.out.data(), copies.out.data(), tma.out.size()) == 0);
+      CHECK(std::memcmp(tma.lse.data(), copies.lse.data(), tma.lse.size()) == 0);
+    }
   }
 }
 

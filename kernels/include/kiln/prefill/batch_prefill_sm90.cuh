@@ -8,16 +8,16 @@
 // kv head (row r: query r / kGroup, head kv_head * kGroup + r % kGroup). blockIdx.x is walked
 // backwards (item = gridDim.x - 1 - blockIdx.x) so the heaviest row tiles start first.
 //   - warpgroup 0, the producer (setmaxnreg.dec to kProducerRegs = 56), loads the Q tile once,
-//     then K and V tiles of kTileKv = 128 positions into a ring of kStages (2) stages, all with
-//     16-byte cp.async (zero-filled past kv_len or for invalid pages) whose completion arrives
-//     on mbarriers (cp.async.mbarrier.arrive.noinc; 128 arrivals a phase): q_full, k_full[s],
-//     v_full[s]. It waits on k_empty[s] / v_empty[s] (one arrival per consumer warp, 8) before
-//     it overwrites a stage. Paged: the producers OR their invalid-page flags (bar.red.or,
-//     named barrier 1) and thread 0 publishes the stage's flag with one more (release) arrival
-//     on k_full. Pages smaller than a tile: producer thread i looks up the page of the tile's
-//     position i one tile ahead (its load in flight while the current tile is copied) and
-//     stages it in shared memory (kStages x 128 ids), so each row's copy reads its page there
-//     and K and V share one lookup per position; the same bar.red.or makes the ids visible.
+//     then K and V tiles of kTileKv = 128 positions into a ring of kStages (2) stages. Ragged
+//     with kv_tma (the host's default): TMA, one warp (ProduceKvTma; the tile that crosses
+//     kv_len by cp.async). Otherwise all with 16-byte cp.async (zero-filled past kv_len or for
+//     invalid pages) whose completion arrives on mbarriers (cp.async.mbarrier.arrive.noinc; 128
+//     arrivals a phase): q_full, k_full[s], v_full[s]. It waits on k_empty[s] / v_empty[s] (one
+//     arrival per consumer warp, 8) before it overwrites a stage. Paged: the producers OR their invalid-page flags
+//     (bar.red.or, named barrier 1) and thread 0 publishes the stage's flag with one more (release) arrival on k_full.
+//     Pages smaller than a tile: producer thread i looks up the page of the tile's position i one tile ahead (its load
+//     in flight while the current tile is copied) and stages it in shared memory (kStages x 128 ids), so each row's
+//     copy reads its page there and K and V share one lookup per position; the same bar.red.or makes the ids visible.
 //   - warpgroups 1 and 2, the consumers (setmaxnreg.inc to kConsumerRegs = 224), own 64 rows
 //     each:
 //       S[64 x 128] = Q K^T      wgmma SS m64n128k16, Q and K K-major, 128-byte swizzled
@@ -370,6 +370,66 @@ __device__ __forceinline__ void IssuePV(float (&o)[S::kORegs], const unsigned (&
   }
 }
 
+// The ragged producer with TMA (kv_tma): warp 0 alone walks the tiles, its lane 0 issuing one
+// TMA load per 64-column block of a K or V tile (3-D maps: column, kv head, row) that completes
+// the tile's bytes on the stage's full barrier. TMA fills only rows past the tensor with zeros,
+// so the tile that crosses kv_len (a block's last, EdgeTile) is copied as the cp.async producer
+// does, zeros past kv_len, by the warp's 32 threads standing in for 128; they wait for their
+// copies and lane 0 then arrives, and the consumers fence that tile for the async proxy. Another
+// request's rows never reach the tile, not even as masked values (a NaN there would leak
+// through P = 0). Warps 1-3 only copied Q: they end once those copies have landed.
+__device__ __forceinline__ bool EdgeTile(const KvSource& kv, int tile_start) { return tile_start + kTileKv > kv.len; }
+
+template <class S>
+__device__ __forceinline__ void ProduceKvTma(const KilnBatchPrefillParams& p, Barriers* bars, const KvSource& kv,
+                                             int kv_head, int first_tile, int num_tiles, unsigned char* smem,
+                                             int ptid) {
+  if (ptid >= 32) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    return;
+  }
+  const int lane = ptid;
+  if (lane == 0) {
+    gemm::TmaPrefetchDescriptor(&p.k_map);
+    gemm::TmaPrefetchDescriptor(&p.v_map);
+  }
+  // K's stages, then V's, after the Q tile (the kernel's layout).
+  unsigned char* const k_tiles = smem + S::kQBytes;
+  unsigned char* const v_tiles = k_tiles + S::kStages * S::kKvBytes;
+  auto load = [&](const prefill::KilnPrefillTensorMap& map, const void* base, long long stride_token,
+                  long long stride_head, unsigned long long* full, unsigned char* tile, int tile_start) {
+    if (!EdgeTile(kv, tile_start)) {
+      if (lane == 0) {
+        gemm::BarrierArriveExpectTx(full, S::kKvBytes);
+        const int row = static_cast<int>(kv.begin + tile_start);  // < total_kv <= INT_MAX (the host's check)
+#pragma unroll
+        for (int block = 0; block < S::kHeadDim / prefill::kPrefillTmaBoxColumns; ++block)
+          gemm::TmaLoad3d(tile + block * S::kColBlockBytes, &map, full, block * prefill::kPrefillTmaBoxColumns, kv_head,
+                          row);
+      }
+      return;
+    }
+    const unsigned dst = SmemAddress(tile);
+#pragma unroll 1
+    for (int part = 0; part < 4; ++part)
+      LoadKvTile<S>(p, base, stride_token, stride_head, kv, kv_head, tile_start, dst, lane + 32 * part, nullptr);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncwarp();
+    if (lane == 0) BarrierArrive(full);
+  };
+  for (int t = 0; t < num_tiles; ++t) {
+    const int stage = t % S::kStages;
+    const unsigned phase = (t / S::kStages) & 1;
+    const int tile_start = first_tile + t * kTileKv;
+    BarrierWait(&bars->k_empty[stage], phase ^ 1);
+    load(p.k_map, p.k, p.k_stride_token, p.k_stride_head, &bars->k_full[stage], k_tiles + stage * S::kKvBytes,
+         tile_start);
+    BarrierWait(&bars->v_empty[stage], phase ^ 1);
+    load(p.v_map, p.v, p.v_stride_token, p.v_stride_head, &bars->v_full[stage], v_tiles + stage * S::kKvBytes,
+         tile_start);
+  }
+}
+
 }  // namespace detail
 
 template <class S>
@@ -401,11 +461,14 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   detail::Barriers* bars = reinterpret_cast<detail::Barriers*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes);
   int* page_ids = reinterpret_cast<int*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes + S::kBarrierBytes);
 
+  // Ragged K/V through TMA (the host encoded k_map and v_map): one producer thread arrives on a
+  // stage's full barrier, with the tile's bytes as the expected transactions.
+  const bool kv_tma = !S::kPaged && p.kv_tma != 0;
   if (threadIdx.x == 0) {
     detail::BarrierInit(&bars->q_full, 128);
     for (int s = 0; s < kStages; ++s) {
-      detail::BarrierInit(&bars->k_full[s], 128 + (S::kPaged ? 1 : 0));
-      detail::BarrierInit(&bars->v_full[s], 128);
+      detail::BarrierInit(&bars->k_full[s], kv_tma ? 1 : 128 + (S::kPaged ? 1 : 0));
+      detail::BarrierInit(&bars->v_full[s], kv_tma ? 1 : 128);
       detail::BarrierInit(&bars->k_empty[s], kConsumers * 4);
       detail::BarrierInit(&bars->v_empty[s], kConsumers * 4);
     }
@@ -433,6 +496,10 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
         detail::CpAsync16(q_smem + detail::TileOffset(row, chunk_q), src, valid);
       }
       detail::CpAsyncArriveNoinc(&bars->q_full);
+    }
+    if (kv_tma) {
+      detail::ProduceKvTma<S>(p, bars, kv, kv_head, first_tile, num_tiles, smem, ptid);
+      return;
     }
     // kPageTable: the page-table entry of position first_tile + t * kTileKv + ptid, loaded one
     // tile ahead and checked only when it is staged, so the load is in flight meanwhile.
@@ -510,13 +577,22 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   float alpha[2];
 
   detail::BarrierWait(&bars->q_full, 0);
+  // Q came through cp.async (the generic proxy): one fence before any wgmma reads it. K/V tiles
+  // need one each when cp.async wrote them: every tile without kv_tma, the edge tile with it.
+  detail::FenceProxyAsync();
+  const int first_fenced_tile = !kv_tma                                                        ? 0
+                                : detail::EdgeTile(kv, first_tile + (num_tiles - 1) * kTileKv) ? num_tiles - 1
+                                                                                               : num_tiles;
+  auto fence_kv = [&](int t) {
+    if (t >= first_fenced_tile) detail::FenceProxyAsync();
+  };
 
   // Waits for tile t's K and issues S = Q K^T (one wgmma group).
   auto qk_softmax_issue = [&](int t) {
     const int stage = t % kStages;
     const unsigned phase = (t / kStages) & 1;
     detail::BarrierWait(&bars->k_full[stage], phase);
-    detail::FenceProxyAsync();
+    fence_kv(t);
     gemm::FenceAccumulators(s);
     gemm::WgmmaFence();
     detail::IssueQK<S>(s, q_desc, detail::Descriptor(k_smem + stage * S::kKvBytes, 16, 1024));
@@ -530,7 +606,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
     const int v_stage = (t - 1) % kStages;
     detail::BarrierWait(&bars->k_full[k_stage], (t / kStages) & 1);
     detail::BarrierWait(&bars->v_full[v_stage], ((t - 1) / kStages) & 1);
-    detail::FenceProxyAsync();
+    fence_kv(t);  // tile t - 1 is never the edge tile (only a block's last tile can be)
     gemm::FenceAccumulators(s);
     gemm::FenceAccumulators(o);
     gemm::WgmmaFence();
@@ -557,7 +633,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
     const int stage = t % kStages;
     const unsigned phase = (t / kStages) & 1;
     detail::BarrierWait(&bars->v_full[stage], phase);
-    detail::FenceProxyAsync();
+    fence_kv(t);
     gemm::FenceAccumulators(o);
     gemm::WgmmaFence();
     detail::IssuePV<S>(o, pf, detail::Descriptor(v_smem + stage * S::kKvBytes, v_lbo, v_sbo));

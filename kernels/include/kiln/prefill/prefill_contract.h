@@ -140,7 +140,21 @@ struct KilnPrefillSchedule {
 };
 static_assert(sizeof(KilnPrefillSchedule) == 3108, "KilnPrefillSchedule is 3108 bytes");
 
+// A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded on the host with
+// cuTensorMapEncodeTiled and read by TMA from the kernel's parameter space (__grid_constant__).
+struct alignas(64) KilnPrefillTensorMap {
+  unsigned long long opaque[16];
+};
+static_assert(sizeof(KilnPrefillTensorMap) == 128, "KilnPrefillTensorMap: a CUtensorMap");
+
+// The Hopper kernel's ragged K and V through TMA (kv_tma 1): k_map and v_map are 3-D maps of
+// [rows][num_kv_heads][head_dim] with the tensors' strides, box kPrefillTmaBoxColumns x 1 x
+// kSm90TileKv (one 64-column block of a K/V tile, 128-byte rows) in the 128-byte swizzle.
+constexpr int kPrefillTmaBoxColumns = 64;
+
 struct KilnBatchPrefillParams {
+  KilnPrefillTensorMap k_map;                   // kv_tma 1: ragged k (above); else unused
+  KilnPrefillTensorMap v_map;                   // kv_tma 1: ragged v
   void* out;                                    // [total_q, num_qo_heads, head_dim] of T
   float* lse;                                   // [total_q, num_qo_heads], natural log; null: not written
   const void* q;                                // [total_q, num_qo_heads, head_dim] of T
@@ -168,11 +182,12 @@ struct KilnBatchPrefillParams {
   float logit_scale;  // soft cap off: sm_scale * log2(e); on: sm_scale / cap
   float cap_scale;    // soft cap on: cap * log2(e); off: unused
   int window_left;    // < 0: no window; else a query at kv position p sees [p - window_left, p]
-  int pad;
+  int kv_tma;         // 1: the Hopper kernel loads ragged K/V tiles with TMA (k_map, v_map); 0: cp.async
   KilnPrefillSchedule schedule;
 };
-// Under the 4 KiB of kernel parameters every CUDA 12 driver takes.
-static_assert(sizeof(KilnBatchPrefillParams) == 3320, "KilnBatchPrefillParams is 3320 bytes");
+// Under the 4 KiB of kernel parameters every CUDA 12 driver takes (two tensor maps, then 3320
+// bytes, padded to the maps' 64-byte alignment).
+static_assert(sizeof(KilnBatchPrefillParams) == 3584, "KilnBatchPrefillParams is 3584 bytes");
 
 }  // namespace prefill
 }  // namespace kiln

@@ -1,0 +1,82 @@
+// Which ragged prefill calls the Hopper kernel's TMA producer takes (PrefillUsesTmaKv), without
+// a GPU: the Hopper kernel and ragged K/V only, rows a TMA coordinate can name, strides TMA can
+// step, and the diagnostic control KILN_PREFILL_TMA_KV (through its testing override). The maps
+// themselves are encoded by the driver: gpu_prefill_test.cpp runs both producers.
+#include <catch2/catch.hpp>
+
+#include <climits>
+
+#include "client/ops/prefill/prefill_tensor_maps.h"
+#include "kiln/prefill/prefill_contract.h"
+
+namespace {
+
+using kiln::client::PrefillUsesTmaKv;
+using kiln::client::SetPrefillTmaKvForTesting;
+
+// Dense ragged k and v: 1000 rows of 8 heads of 128.
+kiln::prefill::KilnBatchPrefillParams Dense() {
+  kiln::prefill::KilnBatchPrefillParams p = {};
+  p.total_kv = 1000;
+  p.num_kv_heads = 8;
+  p.k_stride_token = p.v_stride_token = 8 * 128;
+  p.k_stride_head = p.v_stride_head = 128;
+  return p;
+}
+
+struct ForceTma {
+  explicit ForceTma(int on) { SetPrefillTmaKvForTesting(on); }
+  ~ForceTma() { SetPrefillTmaKvForTesting(-1); }
+};
+
+TEST_CASE("the prefill TMA producer serves ragged K/V on the Hopper kernel only", "[client][prefill]") {
+  const ForceTma on(1);
+  const int hopper = kiln::prefill::kSm90TileRows, mma = kiln::prefill::kTileRows;
+  CHECK(PrefillUsesTmaKv(false, hopper, Dense()));
+  CHECK_FALSE(PrefillUsesTmaKv(true, hopper, Dense()));  // paged: cp.async, a page table per row
+  CHECK_FALSE(PrefillUsesTmaKv(false, mma, Dense()));    // the mma.sync kernel has no producer
+}
+
+TEST_CASE("the prefill TMA producer needs rows and strides a tensor map can hold", "[client][prefill]") {
+  const ForceTma on(1);
+  const int hopper = kiln::prefill::kSm90TileRows;
+  auto p = Dense();
+  p.total_kv = INT_MAX;
+  CHECK(PrefillUsesTmaKv(false, hopper, p));
+  p.total_kv = static_cast<long long>(INT_MAX) + 1;  // a row coordinate past int32
+  CHECK_FALSE(PrefillUsesTmaKv(false, hopper, p));
+  p.total_kv = 0;
+  CHECK_FALSE(PrefillUsesTmaKv(false, hopper, p));
+
+  p = Dense();
+  p.v_stride_token = 0;  // a broadcast row: TMA strides are positive
+  CHECK_FALSE(PrefillUsesTmaKv(false, hopper, p));
+  p = Dense();
+  p.k_stride_head = 4;  // not a multiple of 16 bytes
+  CHECK_FALSE(PrefillUsesTmaKv(false, hopper, p));
+  p = Dense();
+  p.k_stride_token = 1ll << 39;  // 2^40 bytes: past what a tensor map holds
+  CHECK_FALSE(PrefillUsesTmaKv(false, hopper, p));
+
+  // One head, one row: the stride never stepped over may be anything.
+  p = Dense();
+  p.num_kv_heads = 1;
+  p.k_stride_head = p.v_stride_head = 0;
+  CHECK(PrefillUsesTmaKv(false, hopper, p));
+  p = Dense();
+  p.total_kv = 1;
+  p.k_stride_token = p.v_stride_token = 3;
+  CHECK(PrefillUsesTmaKv(false, hopper, p));
+}
+
+TEST_CASE("KILN_PREFILL_TMA_KV off sends ragged K/V through cp.async", "[client][prefill]") {
+  const int hopper = kiln::prefill::kSm90TileRows;
+  {
+    const ForceTma off(0);
+    CHECK_FALSE(PrefillUsesTmaKv(false, hopper, Dense()));
+  }
+  const ForceTma on(1);
+  CHECK(PrefillUsesTmaKv(false, hopper, Dense()));
+}
+
+}  // namespace
