@@ -7,9 +7,11 @@
 # `bash bench/python_gpu.sh site` (it needs .gpu/python from `bash bench/python_gpu.sh prepare
 # BUILD_DIR`, made beside the bundle, and the bundle's libkiln_client), run with the machine's
 # Python (KILN_GPU_PYTHON, default /opt/torch/.venv/bin/python). Logs and JSON go to $OUT.
-# `tma`: the ragged rows the Hopper kernel serves (head_dim 64 and 128) with its TMA producer
+# `tma`: the rows the Hopper kernel serves with TMA (head_dim 64 and 128; ragged, and the paged
+# rows but speculative verification, which takes the mma.sync kernel) with its TMA producer
 # (KILN_PREFILL_TMA_KV=1, the default) and with cp.async (=0), TMA_ROUNDS times (default 1)
-# alternating, in one kilnd: the evidence for the default.
+# alternating, in one kilnd: the evidence for the default. TMA_ROWS: an extended regex the rows
+# must match (default: all of them).
 #   bash bench/prefill/gpu_round.sh [tests|bench|tma|all]
 set -u
 what=${1:-all}
@@ -45,7 +47,8 @@ fi
 if [[ $what == tma ]]; then
   dir=$(mktemp -d)
   start_kilnd "$dir" "$OUT/kilnd-prefill-tma.log"
-  grep -E "^batch_prefill_ragged .*head_dim=(64|128)," bench/prefill/prefill.list > "$dir/tma.list"
+  grep -E "^batch_prefill_(ragged|paged) .*head_dim=(64|128)," bench/prefill/prefill.list | grep -v verify |
+    grep -E "${TMA_ROWS:-.}" > "$dir/tma.list"
   for round in $(seq "${TMA_ROUNDS:-1}"); do
     for tma in 1 0; do
       KILN_PREFILL_TMA_KV=$tma timeout 240 kiln-bench --list "$dir/tma.list" \

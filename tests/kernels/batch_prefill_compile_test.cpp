@@ -117,8 +117,9 @@ TEST_CASE("every bf16 batch_prefill_ragged specialization compiles for sm_90a wi
 
 TEST_CASE("batch_prefill_paged compiles for every head dim at pages of 1 to 256 tokens without spills",
           "[prefill][compile]") {
+  // 8: the smallest page the TMA producer loads (a load per lane of its warp at head_dim 128).
   for (const char* head_dim : {"64", "128", "256"})
-    for (const char* page_size : {"1", "16", "256"})
+    for (const char* page_size : {"1", "8", "16", "256"})
       for (const char* causal : {"0", "1"})
         CompilesClean("batch_prefill_paged", {{"dtype", "bf16"},
                                               {"head_dim", head_dim},

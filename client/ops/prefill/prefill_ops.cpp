@@ -123,9 +123,11 @@ Status RunBatchPrefill(const BatchPrefillArgs& a, const char* api, void* stream)
                         PrepareOpLaunch(a.paged ? kPagedKernels : kRaggedKernels, spec, plan.device, api));
   const EntryLaunchReady& attend = ready.launch->entry(0);
   const EntryLaunchReady& merge = ready.launch->entry(1);
-  const bool tma_kv = PrefillUsesTmaKv(a.paged, spec.tile_rows, call.params);
+  const int page_size = a.paged ? spec.page_size : 0;
+  const bool tma_kv = PrefillUsesTmaKv(a.paged, page_size, spec.tile_rows, call.params);
   if (tma_kv)
-    KILN_RETURN_IF_ERROR(EncodePrefillKvMaps(*ready.driver, plan.dtype, spec.head_dim, &call.params).WithContext(api));
+    KILN_RETURN_IF_ERROR(
+        EncodePrefillKvMaps(*ready.driver, plan.dtype, spec.head_dim, page_size, &call.params).WithContext(api));
 
   // The schedule is this op's tactic: the call log and dumps name it.
   if (KILN_UNLIKELY(diag::Level() != 0) && diag::InTracedCall())

@@ -1,4 +1,5 @@
-// The tensor maps of the Hopper prefill kernel's TMA producer (ragged K/V): encoded per run
+// The tensor maps of the Hopper prefill kernel's TMA producer (ragged K/V, or the paged caches
+// at pages of 8 and up): encoded per run
 // from the validated call (pointers and strides are the call's, not the plan's), so the run
 // stays free of data-dependent host work and CUDA-graph safe: the maps travel by value in the
 // kernel parameters.
@@ -16,13 +17,16 @@ bool PrefillTmaKvAllowed();
 // 0 or 1: forced; -1: as the environment says again.
 void SetPrefillTmaKvForTesting(int on);
 
-// Whether a ragged call suits TMA: the Hopper kernel (tile_rows 128), the control on, and
-// rows a TMA coordinate can name (k and v rows <= INT_MAX). The call's checks already made the
-// data 16-byte aligned and the strides multiples of 8 elements.
-bool PrefillUsesTmaKv(bool paged, int tile_rows, const prefill::KilnBatchPrefillParams& p);
+// Whether a call suits TMA: the Hopper kernel (tile_rows 128), ragged K/V or pages of
+// prefill::kMinTmaPage positions and up, the control on, and rows (ragged) or pages (paged: one
+// past them names an invalid page) a TMA coordinate can name. The call's checks already made
+// the data 16-byte aligned and the strides multiples of 8 elements; those TMA steps over must
+// also be positive and under 2^40 bytes.
+bool PrefillUsesTmaKv(bool paged, int page_size, int tile_rows, const prefill::KilnBatchPrefillParams& p);
 
-// Encodes k_map and v_map (3-D: head_dim, num_kv_heads, rows; box kPrefillTmaBoxColumns x 1 x
-// kSm90TileKv, 128-byte swizzle) from p's k, v, strides and sizes, and sets kv_tma = 1.
-Status EncodePrefillKvMaps(const CudaDriver& driver, DType dtype, int head_dim, prefill::KilnBatchPrefillParams* p);
+// Encodes k_map and v_map from p's k, v, strides and sizes (prefill_contract.h: 3-D maps of
+// ragged K/V, 4-D maps of the paged caches) and sets kv_tma = 1. page_size 0: ragged.
+Status EncodePrefillKvMaps(const CudaDriver& driver, DType dtype, int head_dim, int page_size,
+                           prefill::KilnBatchPrefillParams* p);
 
 }  // namespace kiln::client

@@ -777,13 +777,13 @@ TEST_CASE("batch_prefill_ragged and batch_prefill_paged agree bit for bit on the
   }
 }
 
-// The Hopper kernel loads ragged K/V tiles with TMA by default (KILN_PREFILL_TMA_KV) and with
-// cp.async when told not to; the tile that crosses a request's kv_len is copied with cp.async
-// either way, zeros past it. Both producers feed the same consumers, so the outputs must agree
-// bit for bit; NaN rows past the last request would reach its outputs were that tile loaded
-// whole (a masked logit gives P = 0, and 0 x NaN is NaN).
-TEST_CASE("ragged K/V through TMA and through cp.async: the same bits, nothing read past kv_len",
-          "[gpu][client][prefill]") {
+// The Hopper kernel loads ragged K/V tiles, and paged ones at pages of 8 and up, with TMA by
+// default (KILN_PREFILL_TMA_KV) and with cp.async when told not to; the tile that crosses a
+// request's kv_len is copied with cp.async either way, zeros past it. Both producers feed the
+// same consumers, so the outputs must agree bit for bit; NaN rows past the last request
+// (ragged) or in the unowned slots of a request's last page (paged) would reach its outputs
+// were that tile loaded whole (a masked logit gives P = 0, and 0 x NaN is NaN).
+TEST_CASE("K/V through TMA and through cp.async: the same bits, nothing read past kv_len", "[gpu][client][prefill]") {
   GpuSession session = HopperSession();
   std::mt19937 rng(90);
   struct Restore {
@@ -794,8 +794,11 @@ TEST_CASE("ragged K/V through TMA and through cp.async: the same bits, nothing r
   // batch (two requests of few row tiles over long KV; 40 queries keep the 128-row tiles).
   const std::vector<Request> mixed = {{13, 300}, {1000, 1000}, {128, 128}, {0, 0}, {7, 7}, {200, 333}};
   const std::vector<Request> split = {{40, 20077}, {3, 9001}};
-  // bf16 d128 g4 causal, non-causal, fp16 d128 g2 causal soft cap, bf16 d64 g2 non-causal.
-  for (const PrefillCase& c : {kRagged[0], kRagged[1], kRagged[8], kRagged[9]}) {
+  // Ragged: bf16 d128 g4 causal, non-causal, fp16 d128 g2 causal soft cap, bf16 d64 g2
+  // non-causal. Paged: bf16 d128 g4 causal at pages of 16 (K and V pages interleaved in one
+  // pool), fp16 d64 g1 non-causal at 64, fp16 d128 g4 causal at 256 (a page holds tiles).
+  const PrefillCase page256 = {DType::kFloat16, 128, 4, true, false, 256};
+  for (const PrefillCase& c : {kRagged[0], kRagged[1], kRagged[8], kRagged[9], kPaged[0], kPaged[2], page256}) {
     const int64_t kv = KvHeadsFor(c), qo = kv * c.group;
     for (const bool with_split : {false, true}) {
       const Problem p = MakeProblem(c.dtype, qo, kv, c.dim, with_split ? split : mixed, rng,
@@ -805,7 +808,7 @@ TEST_CASE("ragged K/V through TMA and through cp.async: the same bits, nothing r
       INFO(plan.status().ToString());
       REQUIRE(plan.ok());
       const RunOptions r = {.options = o,
-                            .layout = {.nan_tail = true},
+                            .layout = {.interleaved = c.page == 16, .nan_tail = c.page == 0},
                             .expect_split = with_split ? 1 : 0,
                             .expect_tile_rows = 128,
                             .tolerance = with_split ? LongTolerance(c.dtype) : Tolerance{0, 0}};

@@ -126,6 +126,16 @@ __device__ __forceinline__ void TmaLoad3d(void* dst, const void* map, unsigned l
       : "memory");
 }
 
+// A 4-D tile at coordinates (x, y, z, w), innermost first; otherwise as TmaLoad2d.
+__device__ __forceinline__ void TmaLoad4d(void* dst, const void* map, unsigned long long* bar, int x, int y, int z,
+                                          int w) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+      "%5}], [%6];" ::"r"(SmemAddress(dst)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(SmemAddress(bar))
+      : "memory");
+}
+
 // TmaLoad2d into the same shared-memory offset of every block of the cluster in `cta_mask`
 // (bit r: the block of rank r), each completing the bytes it receives on its own mbarrier at
 // `bar`'s offset (the .multicast::cluster form of cp.async.bulk.tensor: one L2 read, several

@@ -8,9 +8,9 @@
 // kv head (row r: query r / kGroup, head kv_head * kGroup + r % kGroup). blockIdx.x is walked
 // backwards (item = gridDim.x - 1 - blockIdx.x) so the heaviest row tiles start first.
 //   - warpgroup 0, the producer (setmaxnreg.dec to kProducerRegs = 56), loads the Q tile once,
-//     then K and V tiles of kTileKv = 128 positions into a ring of kStages (2) stages. Ragged
-//     with kv_tma (the host's default): TMA, one warp (ProduceKvTma; the tile that crosses
-//     kv_len by cp.async). Otherwise all with 16-byte cp.async (zero-filled past kv_len or for
+//     then K and V tiles of kTileKv = 128 positions into a ring of kStages (2) stages. Ragged,
+//     or pages of 8 and up, with kv_tma (the host's default): TMA, one warp (ProduceKvTma; the
+//     tile that crosses kv_len by cp.async). Otherwise all with 16-byte cp.async (zero-filled past kv_len or for
 //     invalid pages) whose completion arrives on mbarriers (cp.async.mbarrier.arrive.noinc; 128
 //     arrivals a phase): q_full, k_full[s], v_full[s]. It waits on k_empty[s] / v_empty[s] (one
 //     arrival per consumer warp, 8) before it overwrites a stage. Paged: the producers OR their invalid-page flags
@@ -108,6 +108,9 @@ struct Sm90Shape {
   static constexpr bool kPageHoldsTiles = kPaged && kPageSize % kTileKv == 0;
   // Pages smaller than a tile: one page id per position, staged in shared memory per stage.
   static constexpr bool kPageTable = kPaged && !kPageHoldsTiles;
+  // K/V tiles may come through TMA (when the host sets kv_tma): ragged, or pages of
+  // kMinTmaPage positions and up (a TMA box of whole 1024-byte swizzle atoms per page).
+  static constexpr bool kTmaKv = !kPaged || kPageSize >= prefill::kMinTmaPage;
 
   static_assert(sizeof(T) == 2, "fp16 or bf16");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128 (256 stays on the mma.sync kernel)");
@@ -370,20 +373,37 @@ __device__ __forceinline__ void IssuePV(float (&o)[S::kORegs], const unsigned (&
   }
 }
 
-// The ragged producer with TMA (kv_tma): warp 0 alone walks the tiles, its lane 0 issuing one
-// TMA load per 64-column block of a K or V tile (3-D maps: column, kv head, row) that completes
-// the tile's bytes on the stage's full barrier. TMA fills only rows past the tensor with zeros,
-// so the tile that crosses kv_len (a block's last, EdgeTile) is copied as the cp.async producer
-// does, zeros past kv_len, by the warp's 32 threads standing in for 128; they wait for their
-// copies and lane 0 then arrives, and the consumers fence that tile for the async proxy. Another
-// request's rows never reach the tile, not even as masked values (a NaN there would leak
-// through P = 0). Warps 1-3 only copied Q: they end once those copies have landed.
+// The producer with TMA (kv_tma): warp 0 alone walks the tiles. Ragged: lane 0 issues one TMA
+// load per 64-column block of a K or V tile (a 3-D map: column, kv head, row). Paged, pages of
+// kMinTmaPage positions and up: lane j < kTilePages looks up the tile's page j, and lanes issue
+// one load per (page, column block) of a 4-D map (column, kv head, row in the page, page), an
+// invalid page read at page coordinate total_kv: past the cache, zeros. Either way lane 0 first
+// arrives on the stage's full barrier with the tile's bytes as expected transactions (and,
+// paged, publishes the stage's invalid-page flag with that release).
+//
+// TMA fills only coordinates past the tensor with zeros, so the tile that crosses kv_len (a
+// block's last, EdgeTile) is copied as the cp.async producer does, zeros past kv_len, by the
+// warp's 32 threads standing in for 128: no other request's rows (ragged) or unowned slots of
+// the last page (paged) enter the tile, not even as masked values (a NaN there would leak
+// through P = 0). The copies are waited for before lane 0 arrives, and the consumers fence that
+// tile for the async proxy. Warps 1-3 only copied Q: they end once those copies have landed.
 __device__ __forceinline__ bool EdgeTile(const KvSource& kv, int tile_start) { return tile_start + kTileKv > kv.len; }
+
+template <class S>
+struct TmaShape {
+  static constexpr int kColumnBlocks = S::kHeadDim / prefill::kPrefillTmaBoxColumns;
+  // Paged: rows of one TMA box (a page's, at most a tile's) and the pages of a tile.
+  static constexpr int kBoxRows = S::kPaged ? (S::kPageSize < kTileKv ? S::kPageSize : kTileKv) : kTileKv;
+  static constexpr int kTilePages = kTileKv / kBoxRows;
+  static constexpr int kLoads = kTilePages * kColumnBlocks;  // TMA loads per K or V tile
+  static_assert(!S::kTmaKv || kLoads <= 32, "a load per lane of one warp");
+};
 
 template <class S>
 __device__ __forceinline__ void ProduceKvTma(const KilnBatchPrefillParams& p, Barriers* bars, const KvSource& kv,
                                              int kv_head, int first_tile, int num_tiles, unsigned char* smem,
-                                             int ptid) {
+                                             int* page_ids, int ptid) {
+  using Tma = TmaShape<S>;
   if (ptid >= 32) {
     asm volatile("cp.async.wait_all;" ::: "memory");
     return;
@@ -396,37 +416,82 @@ __device__ __forceinline__ void ProduceKvTma(const KilnBatchPrefillParams& p, Ba
   // K's stages, then V's, after the Q tile (the kernel's layout).
   unsigned char* const k_tiles = smem + S::kQBytes;
   unsigned char* const v_tiles = k_tiles + S::kStages * S::kKvBytes;
+  // This lane's TMA load of a tile: page `load_page` of the tile, column block `load_block`.
+  const int load_page = lane / Tma::kColumnBlocks;
+  const int load_block = lane % Tma::kColumnBlocks;
+  const int column = load_block * prefill::kPrefillTmaBoxColumns;
+  const int box_bytes = load_block * S::kColBlockBytes + load_page * Tma::kBoxRows * 128;
+
+  // Tile `tile_start` of K (map, base, strides) or V into `tile`, completing on `full`; `page`
+  // (paged) is this lane's page of the tile (lanes < kTilePages), looked up once for K and V.
   auto load = [&](const prefill::KilnPrefillTensorMap& map, const void* base, long long stride_token,
-                  long long stride_head, unsigned long long* full, unsigned char* tile, int tile_start) {
+                  long long stride_head, unsigned long long* full, unsigned char* tile, int tile_start, int page,
+                  int stage, bool publish_bad) {
     if (!EdgeTile(kv, tile_start)) {
-      if (lane == 0) {
+      if constexpr (S::kPaged) {
+        const bool bad = __any_sync(0xffffffffu, lane < Tma::kTilePages && page < 0);
+        const int load_id = __shfl_sync(0xffffffffu, page, load_page);
+        if (lane == 0) {
+          if (publish_bad) bars->stage_bad[stage] = bad ? 1 : 0;
+          gemm::BarrierArriveExpectTx(full, S::kKvBytes);
+        }
+        __syncwarp();
+        if (lane < Tma::kLoads) {
+          // An invalid page: coordinate total_kv, past the cache (zeros; the flag masks it).
+          const int page_coord = load_id >= 0 ? load_id : static_cast<int>(p.total_kv);
+          const int row_in_page = S::kPageSize > kTileKv ? tile_start % S::kPageSize : 0;
+          gemm::TmaLoad4d(tile + box_bytes, &map, full, column, kv_head, row_in_page, page_coord);
+        }
+      } else if (lane == 0) {
         gemm::BarrierArriveExpectTx(full, S::kKvBytes);
         const int row = static_cast<int>(kv.begin + tile_start);  // < total_kv <= INT_MAX (the host's check)
 #pragma unroll
-        for (int block = 0; block < S::kHeadDim / prefill::kPrefillTmaBoxColumns; ++block)
+        for (int block = 0; block < Tma::kColumnBlocks; ++block)
           gemm::TmaLoad3d(tile + block * S::kColBlockBytes, &map, full, block * prefill::kPrefillTmaBoxColumns, kv_head,
                           row);
       }
       return;
     }
+    bool bad = false;
+    int* stage_pages = page_ids + stage * kTileKv;
+    if constexpr (S::kPageTable) {
+      // The cp.async copies read each position's page in shared memory (LoadKvTile).
+#pragma unroll 1
+      for (int i = lane; i < kTileKv; i += 32) {
+        const int pos = tile_start + i;
+        const int id = pos < kv.len ? PageOf<S>(p, kv.begin, pos) : -1;
+        stage_pages[i] = id;
+        bad |= pos < kv.len && id < 0;
+      }
+      __syncwarp();
+    }
     const unsigned dst = SmemAddress(tile);
 #pragma unroll 1
     for (int part = 0; part < 4; ++part)
-      LoadKvTile<S>(p, base, stride_token, stride_head, kv, kv_head, tile_start, dst, lane + 32 * part, nullptr);
+      bad |= LoadKvTile<S>(p, base, stride_token, stride_head, kv, kv_head, tile_start, dst, lane + 32 * part,
+                           stage_pages);
+    bad = __any_sync(0xffffffffu, bad);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncwarp();
-    if (lane == 0) BarrierArrive(full);
+    if (lane == 0) {
+      if (S::kPaged && publish_bad) bars->stage_bad[stage] = bad ? 1 : 0;
+      BarrierArrive(full);
+    }
   };
   for (int t = 0; t < num_tiles; ++t) {
     const int stage = t % S::kStages;
     const unsigned phase = (t / S::kStages) & 1;
     const int tile_start = first_tile + t * kTileKv;
+    int page = -1;
+    if constexpr (S::kPaged) {
+      if (lane < Tma::kTilePages) page = PageOf<S>(p, kv.begin, tile_start + lane * Tma::kBoxRows);
+    }
     BarrierWait(&bars->k_empty[stage], phase ^ 1);
     load(p.k_map, p.k, p.k_stride_token, p.k_stride_head, &bars->k_full[stage], k_tiles + stage * S::kKvBytes,
-         tile_start);
+         tile_start, page, stage, true);
     BarrierWait(&bars->v_empty[stage], phase ^ 1);
     load(p.v_map, p.v, p.v_stride_token, p.v_stride_head, &bars->v_full[stage], v_tiles + stage * S::kKvBytes,
-         tile_start);
+         tile_start, page, stage, false);
   }
 }
 
@@ -463,7 +528,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
 
   // Ragged K/V through TMA (the host encoded k_map and v_map): one producer thread arrives on a
   // stage's full barrier, with the tile's bytes as the expected transactions.
-  const bool kv_tma = !S::kPaged && p.kv_tma != 0;
+  const bool kv_tma = S::kTmaKv && p.kv_tma != 0;
   if (threadIdx.x == 0) {
     detail::BarrierInit(&bars->q_full, 128);
     for (int s = 0; s < kStages; ++s) {
@@ -497,9 +562,11 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       }
       detail::CpAsyncArriveNoinc(&bars->q_full);
     }
-    if (kv_tma) {
-      detail::ProduceKvTma<S>(p, bars, kv, kv_head, first_tile, num_tiles, smem, ptid);
-      return;
+    if constexpr (S::kTmaKv) {
+      if (kv_tma) {
+        detail::ProduceKvTma<S>(p, bars, kv, kv_head, first_tile, num_tiles, smem, page_ids, ptid);
+        return;
+      }
     }
     // kPageTable: the page-table entry of position first_tile + t * kTileKv + ptid, loaded one
     // tile ahead and checked only when it is staged, so the load is in flight meanwhile.

@@ -147,10 +147,17 @@ struct alignas(64) KilnPrefillTensorMap {
 };
 static_assert(sizeof(KilnPrefillTensorMap) == 128, "KilnPrefillTensorMap: a CUtensorMap");
 
-// The Hopper kernel's ragged K and V through TMA (kv_tma 1): k_map and v_map are 3-D maps of
-// [rows][num_kv_heads][head_dim] with the tensors' strides, box kPrefillTmaBoxColumns x 1 x
-// kSm90TileKv (one 64-column block of a K/V tile, 128-byte rows) in the 128-byte swizzle.
+// The Hopper kernel's K and V through TMA (kv_tma 1), in the 128-byte swizzle, a box being one
+// 64-column block (128-byte rows):
+//   ragged: k_map and v_map are 3-D maps of [rows][num_kv_heads][head_dim] with the tensors'
+//           strides, box kPrefillTmaBoxColumns x 1 x kSm90TileKv;
+//   paged (page_size >= kMinTmaPage): 4-D maps of the caches [num_pages][page_size]
+//           [num_kv_heads][head_dim] (the page stride k_stride_token / v_stride_token), box
+//           kPrefillTmaBoxColumns x 1 x min(page_size, kSm90TileKv) x 1.
 constexpr int kPrefillTmaBoxColumns = 64;
+// Pages of 8 positions and up: a page's box is whole 1024-byte swizzle atoms, and a tile's
+// loads (16 pages x 2 column blocks at most) one per lane of a warp.
+constexpr int kMinTmaPage = 8;
 
 struct KilnBatchPrefillParams {
   KilnPrefillTensorMap k_map;                   // kv_tma 1: ragged k (above); else unused
@@ -182,7 +189,7 @@ struct KilnBatchPrefillParams {
   float logit_scale;  // soft cap off: sm_scale * log2(e); on: sm_scale / cap
   float cap_scale;    // soft cap on: cap * log2(e); off: unused
   int window_left;    // < 0: no window; else a query at kv position p sees [p - window_left, p]
-  int kv_tma;         // 1: the Hopper kernel loads ragged K/V tiles with TMA (k_map, v_map); 0: cp.async
+  int kv_tma;         // 1: the Hopper kernel loads K/V tiles with TMA (k_map, v_map); 0: cp.async
   KilnPrefillSchedule schedule;
 };
 // Under the 4 KiB of kernel parameters every CUDA 12 driver takes (two tensor maps, then 3320
