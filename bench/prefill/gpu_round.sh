@@ -12,7 +12,9 @@
 # (KILN_PREFILL_TMA_KV=1, the default) and with cp.async (=0), TMA_ROUNDS times (default 1)
 # alternating, in one kilnd: the evidence for the default. TMA_ROWS: an extended regex the rows
 # must match (default: all of them).
-#   bash bench/prefill/gpu_round.sh [tests|bench|tma|all]
+# `persistent`: the same rows with the Hopper kernel's persistent grid (KILN_PREFILL_PERSISTENT=1,
+# the default) and a block per unit (=0).
+#   bash bench/prefill/gpu_round.sh [tests|bench|tma|persistent|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -44,17 +46,19 @@ if [[ $what == bench || $what == all ]]; then
   stop_kilnd
 fi
 
-if [[ $what == tma ]]; then
+if [[ $what == tma || $what == persistent ]]; then
+  variable=KILN_PREFILL_TMA_KV
+  [[ $what == persistent ]] && variable=KILN_PREFILL_PERSISTENT
   dir=$(mktemp -d)
-  start_kilnd "$dir" "$OUT/kilnd-prefill-tma.log"
+  start_kilnd "$dir" "$OUT/kilnd-prefill-$what.log"
   grep -E "^batch_prefill_(ragged|paged) .*head_dim=(64|128)," bench/prefill/prefill.list | grep -v verify |
-    grep -E "${TMA_ROWS:-.}" > "$dir/tma.list"
+    grep -E "${TMA_ROWS:-.}" > "$dir/ab.list"
   for round in $(seq "${TMA_ROUNDS:-1}"); do
-    for tma in 1 0; do
-      KILN_PREFILL_TMA_KV=$tma timeout 240 kiln-bench --list "$dir/tma.list" \
-        --out "$OUT/prefill-tma$tma-round$round.json" > "$OUT/prefill-tma$tma-round$round.log" 2>&1
-      echo "KILN_PREFILL_TMA_KV=$tma round $round rc=$?"
-      grep -vE "^#|^$" "$OUT/prefill-tma$tma-round$round.log" | cut -c1-230
+    for on in 1 0; do
+      env "$variable=$on" timeout 240 kiln-bench --list "$dir/ab.list" \
+        --out "$OUT/prefill-$what$on-round$round.json" > "$OUT/prefill-$what$on-round$round.log" 2>&1
+      echo "$variable=$on round $round rc=$?"
+      grep -vE "^#|^$" "$OUT/prefill-$what$on-round$round.log" | cut -c1-230
     done
   done
   stop_kilnd
