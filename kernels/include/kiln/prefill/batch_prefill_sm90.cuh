@@ -72,7 +72,6 @@ constexpr int kConsumers = 2;
 // Q tiles in shared memory: the producer loads the next unit's while the consumers finish the
 // current one (its epilogue stages O in its Q tile).
 constexpr int kQBuffers = prefill::kSm90QBuffers;
-static_assert((kQBuffers & (kQBuffers - 1)) == 0, "a power of two: the turn is a mask");
 constexpr int kThreads = prefill::kSm90Threads;
 constexpr int kTileKv = prefill::kSm90TileKv;  // kv positions per stage (head_dim 64 and 128)
 static_assert(kThreads == 128 * (1 + kConsumers), "one producer and two consumer warpgroups");
@@ -126,7 +125,7 @@ struct Sm90Shape {
   static_assert(kPaged ? (kPageSize >= 1 && kPageSize <= kMaxPageSize && (kPageSize & (kPageSize - 1)) == 0)
                        : kPageSize == 1,
                 "page_size");
-  static_assert(kStages == 2 || kStages == 4, "stages: a power of two (the ring's turn is a mask), 2 or 4");
+  static_assert(kStages >= 2 && kStages <= 4, "stages");
   static_assert(kSmemBytes <= 232448, "shared memory");
   static_assert(kTileRows == 128 && kTileKv == 128, "the tile tables below assume 128 x 128");
   static_assert(kSmemBytes == prefill::PrefillSmemBytes(kHeadDim, kTileRows) || kStages != prefill::kSm90Stages,
@@ -360,21 +359,14 @@ __device__ __forceinline__ void ConvertP(const float (&s)[S::kSRegs], unsigned (
   }
 }
 
-// `desc` moved on by `offset16` (bytes >> 4) within its start-address field (bits 0-13). Shared
-// addresses stay under 2^18, so the field never carries: a 32-bit add of the low word, the high
-// word (the stride offset and swizzle mode) untouched, where a 64-bit add costs a carry chain
-// and register moves per wgmma.
-__device__ __forceinline__ unsigned long long DescriptorPlus(unsigned long long desc, unsigned offset16) {
-  return (desc & 0xFFFFFFFF00000000ull) | (static_cast<unsigned>(desc) + offset16);
-}
-
 template <class S>
 __device__ __forceinline__ void IssueQK(float (&s)[S::kSRegs], unsigned long long q_desc, unsigned long long k_desc) {
   using T = typename S::T;
 #pragma unroll
   for (int ks = 0; ks < S::kHeadDim / 16; ++ks) {
-    const unsigned offset = static_cast<unsigned>(((ks >> 2) * S::kColBlockBytes + (ks & 3) * 32) >> 4);
-    gemm::Wgmma<T, kTileKv>::Mma(s, DescriptorPlus(q_desc, offset), DescriptorPlus(k_desc, offset), ks > 0);
+    const unsigned long long offset = static_cast<unsigned long long>(((ks >> 2) * S::kColBlockBytes + (ks & 3) * 32) >>
+                                                                      4);
+    gemm::Wgmma<T, kTileKv>::Mma(s, q_desc + offset, k_desc + offset, ks > 0);
   }
 }
 
@@ -385,7 +377,7 @@ __device__ __forceinline__ void IssuePV(float (&o)[S::kORegs], const unsigned (&
 #pragma unroll
   for (int kk = 0; kk < kTileKv / 16; ++kk) {
     // 16 kv rows of 128 bytes per k step: two 1024-byte swizzle atoms.
-    WgmmaRS<T, S::kHeadDim, 1>::Mma(o, pf[kk], DescriptorPlus(v_desc, static_cast<unsigned>((kk * 16 * 128) >> 4)), 1);
+    WgmmaRS<T, S::kHeadDim, 1>::Mma(o, pf[kk], v_desc + static_cast<unsigned long long>((kk * 16 * 128) >> 4), 1);
   }
 }
 
@@ -417,7 +409,7 @@ struct TmaShape {
 
 template <class S>
 __device__ __forceinline__ void ProduceKvTma(const KilnBatchPrefillParams& p, Barriers* bars, const KvSource& kv,
-                                             int kv_head, int first_tile, int num_tiles, unsigned tile_base,
+                                             int kv_head, int first_tile, int num_tiles, int tile_base,
                                              unsigned char* smem, int* page_ids, int lane) {
   using Tma = TmaShape<S>;
   // K's stages, then V's, after the Q tiles (the kernel's layout).
@@ -486,7 +478,7 @@ __device__ __forceinline__ void ProduceKvTma(const KilnBatchPrefillParams& p, Ba
     }
   };
   for (int t = 0; t < num_tiles; ++t) {
-    const int stage = static_cast<int>((tile_base + t) % S::kStages);
+    const int stage = (tile_base + t) % S::kStages;
     const unsigned phase = ((tile_base + t) / S::kStages) & 1;
     const int tile_start = first_tile + t * kTileKv;
     int page = -1;
@@ -566,9 +558,8 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       gemm::TmaPrefetchDescriptor(&p.v_map);
     }
     const T* q = static_cast<const T*>(p.q);
-    // Unsigned: the stage and phase are a mask and a shift (kStages and kQBuffers powers of two).
-    unsigned tile_base = 0;  // K/V tiles loaded for earlier units: the ring's stage and phase go on
-    unsigned q_count = 0;    // Q tiles loaded for earlier units: the Q buffers' turn and phase
+    int tile_base = 0;  // K/V tiles loaded for earlier units: the ring's stage and phase go on
+    int q_count = 0;    // Q tiles loaded for earlier units: the Q buffers' turn and phase
     for (long long k = 0;; ++k) {
       const long long n = unit_of(k);
       if (n >= units) break;
@@ -580,7 +571,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
 
       // Q: into the buffer the consumers released (units q_count - 2 and before are done). The
       // producers stand in for 128 threads: chunk c of rows c / kChunksPerRow + j kRowsPerPass.
-      const int qb = static_cast<int>(q_count % kQBuffers);
+      const int qb = q_count % kQBuffers;
       detail::BarrierWait(&bars->q_empty[qb], ((q_count / kQBuffers) & 1) ^ 1);
       const unsigned q_tile = q_smem0 + qb * S::kQBytes;
 #pragma unroll 1
@@ -604,7 +595,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       if constexpr (S::kTmaKv) {
         if (kv_tma) {
           detail::ProduceKvTma<S>(p, bars, kv, kv_head, first_tile, num_tiles, tile_base, smem, page_ids, ptid);
-          tile_base += static_cast<unsigned>(num_tiles);
+          tile_base += num_tiles;
           continue;
         }
       }
@@ -612,7 +603,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       // tile ahead and checked only when it is staged, so the load is in flight meanwhile.
       int next_entry = S::kPageTable && num_tiles > 0 ? detail::TableEntry<S>(p, kv, first_tile + ptid) : -1;
       for (int t = 0; t < num_tiles; ++t) {
-        const int stage = static_cast<int>((tile_base + t) % kStages);
+        const int stage = (tile_base + t) % kStages;
         const unsigned phase = ((tile_base + t) / kStages) & 1;
         const int tile_start = first_tile + t * kTileKv;
         int* stage_pages = page_ids + stage * kTileKv;
@@ -644,7 +635,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
                               v_smem + stage * S::kKvBytes, ptid, stage_pages);
         detail::CpAsyncArriveNoinc(&bars->v_full[stage]);
       }
-      tile_base += static_cast<unsigned>(num_tiles);
+      tile_base += num_tiles;
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
     return;
@@ -677,7 +668,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
     if (wg == 1) asm volatile("bar.arrive 4, 256;" ::: "memory");
   }
 
-  unsigned tile_base = 0, q_count = 0;  // as the producer's
+  int tile_base = 0, q_count = 0;
   for (long long k = 0;; ++k) {
     const long long n = unit_of(k);
     if (n >= units) break;
@@ -688,7 +679,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
     const int q_len = block.q_len, rows = block.rows, row_begin = block.row_begin, chunks = block.chunks;
     const detail::KvSource kv = block.kv;
     const int first_tile = block.first_tile, num_tiles = block.num_tiles;
-    const int qb = static_cast<int>(q_count % kQBuffers);
+    const int qb = q_count % kQBuffers;
     unsigned char* const q_tile = smem + qb * S::kQBytes;
 
     const int warp_row = row_begin + 64 * wg + 16 * warp;  // request row of the warp's first row
@@ -725,8 +716,8 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
       if (t >= first_fenced_tile) detail::FenceProxyAsync();
     };
     // The ring's stage and phase of the unit's tile t.
-    auto stage_of = [&](int t) { return static_cast<int>((tile_base + t) % kStages); };
-    auto phase_of = [&](int t) { return ((tile_base + t) / kStages) & 1; };
+    auto stage_of = [&](int t) { return (tile_base + t) % kStages; };
+    auto phase_of = [&](int t) { return static_cast<unsigned>(((tile_base + t) / kStages) & 1); };
 
     // Waits for tile t's K and issues S = Q K^T (one wgmma group).
     auto qk_softmax_issue = [&](int t) {
@@ -900,7 +891,7 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
     __syncwarp();
     if (warp_leader) detail::BarrierArrive(&bars->q_empty[qb]);
     ++q_count;
-    tile_base += static_cast<unsigned>(num_tiles);
+    tile_base += num_tiles;
   }
   if constexpr (S::kOverlap && S::kPingpong) {
     if (wg == 0) turn_wait();
