@@ -12,9 +12,7 @@
 # (KILN_PREFILL_TMA_KV=1, the default) and with cp.async (=0), TMA_ROUNDS times (default 1)
 # alternating, in one kilnd: the evidence for the default. TMA_ROWS: an extended regex the rows
 # must match (default: all of them).
-# `persistent`: the same rows with the Hopper kernel's persistent grid (KILN_PREFILL_PERSISTENT=1,
-# the default) and a block per unit (=0).
-#   bash bench/prefill/gpu_round.sh [tests|bench|tma|persistent|all]
+#   bash bench/prefill/gpu_round.sh [tests|bench|tma|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -46,19 +44,17 @@ if [[ $what == bench || $what == all ]]; then
   stop_kilnd
 fi
 
-if [[ $what == tma || $what == persistent ]]; then
-  variable=KILN_PREFILL_TMA_KV
-  [[ $what == persistent ]] && variable=KILN_PREFILL_PERSISTENT
+if [[ $what == tma ]]; then
   dir=$(mktemp -d)
-  start_kilnd "$dir" "$OUT/kilnd-prefill-$what.log"
+  start_kilnd "$dir" "$OUT/kilnd-prefill-tma.log"
   grep -E "^batch_prefill_(ragged|paged) .*head_dim=(64|128)," bench/prefill/prefill.list | grep -v verify |
-    grep -E "${TMA_ROWS:-.}" > "$dir/ab.list"
+    grep -E "${TMA_ROWS:-.}" > "$dir/tma.list"
   for round in $(seq "${TMA_ROUNDS:-1}"); do
-    for on in 1 0; do
-      env "$variable=$on" timeout 240 kiln-bench --list "$dir/ab.list" \
-        --out "$OUT/prefill-$what$on-round$round.json" > "$OUT/prefill-$what$on-round$round.log" 2>&1
-      echo "$variable=$on round $round rc=$?"
-      grep -vE "^#|^$" "$OUT/prefill-$what$on-round$round.log" | cut -c1-230
+    for tma in 1 0; do
+      KILN_PREFILL_TMA_KV=$tma timeout 240 kiln-bench --list "$dir/tma.list" \
+        --out "$OUT/prefill-tma$tma-round$round.json" > "$OUT/prefill-tma$tma-round$round.log" 2>&1
+      echo "KILN_PREFILL_TMA_KV=$tma round $round rc=$?"
+      grep -vE "^#|^$" "$OUT/prefill-tma$tma-round$round.log" | cut -c1-230
     done
   done
   stop_kilnd

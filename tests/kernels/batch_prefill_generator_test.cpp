@@ -89,8 +89,7 @@ TEST_CASE("a batch_prefill spec names its unit, entries, sm_90a and the contract
   const JitSpec sm90 = MustGenerate("batch_prefill_ragged", Prefill("bf16", "128", "4", "1"));
   CHECK(sm90.launch[0].block == prefill::kSm90Threads);
   CHECK(sm90.launch[0].dynamic_smem == prefill::Sm90SmemBytes(128));
-  // Two Q tiles (the persistent kernel loads the next unit's early), two stages of K and V.
-  CHECK(sm90.launch[0].dynamic_smem == 1024 + (2 * 128 + 2 * 2 * 128) * 128 * 2 + 256 + 2 * 128 * 4);
+  CHECK(sm90.launch[0].dynamic_smem == 1024 + (128 + 2 * 2 * 128) * 128 * 2 + 256 + 2 * 128 * 4);
   CHECK(sm90.launch[0].items_per_block == 128);
   CHECK(Contains(sm90.headers[0].content, "#define KILN_PREFILL_TILE_ROWS 128"));
   // tile_rows 64 at head_dim 128: the mma.sync kernel's launch.
@@ -135,25 +134,6 @@ TEST_CASE("batch_prefill refuses what its kernels do not support, naming the par
   Params ragged_with_page = Prefill("bf16", "128", "4", "1");
   ragged_with_page["page_size"] = "16";
   refused("batch_prefill_ragged", ragged_with_page, "page_size");
-}
-
-TEST_CASE("the prefill attention grid: persistent for the Hopper kernel, a block per unit otherwise",
-          "[prefill][generator]") {
-  // 2 x 8k causal, 8 kv heads, on 132 SMs: 128 items x 8 heads = 1024 units on 132 blocks.
-  auto g = prefill::AttentionGrid(prefill::kSm90TileRows, 128, 8, 132);
-  CHECK(g.x == 132);
-  CHECK(g.y == 1);
-  // Fewer units than slots: a block each.
-  g = prefill::AttentionGrid(prefill::kSm90TileRows, 5, 2, 132);
-  CHECK(g.x == 10);
-  CHECK(g.y == 1);
-  // The mma.sync kernel: (items, kv heads), whatever the slots.
-  g = prefill::AttentionGrid(prefill::kTileRows, 300, 8, 264);
-  CHECK(g.x == 300);
-  CHECK(g.y == 8);
-  // Units past 2^31 fit: the grid is the slots.
-  g = prefill::AttentionGrid(prefill::kSm90TileRows, (1ll << 31) - 1, 65535, 132);
-  CHECK(g.x == 132);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // BinarySwitch: a process-wide on/off control from an environment variable ("0" or "1"), read
 // once, for the client's diagnostic controls (KILN_PDL, KILN_GEMM_PDL, KILN_GEMM_TMA_STORE,
-// KILN_GEMM_GEMV, KILN_FUSED_MOE_PDL, KILN_PREFILL_TMA_KV, KILN_PREFILL_PERSISTENT:
-// docs/configuration.md, docs/diagnostic-controls.md). An `auto`-or-number control:
-// AutoNumberControl (auto_number_control.h).
+// KILN_GEMM_GEMV, KILN_FUSED_MOE_PDL, KILN_PREFILL_TMA_KV: docs/configuration.md,
+// docs/diagnostic-controls.md). An `auto`-or-number control: AutoNumberControl
+// (auto_number_control.h).
 #pragma once
 
 #include <atomic>

@@ -16,7 +16,6 @@
 #include "client/ops/attention_args.h"
 #include "client/ops/op_table.h"
 #include "client/ops/prefill/prefill_call.h"
-#include "client/ops/prefill/prefill_grid.h"
 #include "client/ops/prefill/prefill_plan.h"
 #include "client/ops/prefill/prefill_tensor_maps.h"
 #include "kiln/ops/prefill.h"
@@ -138,10 +137,9 @@ Status RunBatchPrefill(const BatchPrefillArgs& a, const char* api, void* stream)
                            : "tiles:" + std::to_string(plan.schedule.num_items) + "-items") +
                       (tma_kv ? "+tma-kv" : ""));
   void* args[] = {&call.params};
-  // items < 2^31 and num_kv_heads <= 65535 (the plan); the persistent grid is at most the slots.
-  const prefill::PrefillGrid grid = PrefillAttentionGrid(
-      static_cast<int>(plan.schedule.tile_rows), plan.schedule.num_items, plan.num_kv_heads, plan.schedule.slots);
-  const LaunchConfig config = EntryLaunchConfig(attend, {static_cast<unsigned>(grid.x), static_cast<unsigned>(grid.y)},
+  const LaunchConfig config = EntryLaunchConfig(attend,
+                                                {static_cast<unsigned>(plan.schedule.num_items),  // < 2^31 (plan)
+                                                 static_cast<unsigned>(plan.num_kv_heads)},       // <= 65535 (plan)
                                                 stream);
   KILN_RETURN_IF_ERROR(LaunchFunction(*ready.driver, attend.function, config, args, prefill::kBatchPrefillEntry,
                                       &ready.launch->library->info)

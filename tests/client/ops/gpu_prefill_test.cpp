@@ -54,7 +54,6 @@
 #include <thread>
 #include <vector>
 
-#include "client/ops/prefill/prefill_grid.h"
 #include "client/ops/prefill/prefill_plan.h"
 #include "client/ops/prefill/prefill_tensor_maps.h"
 #include "kiln/ops/prefill.h"
@@ -788,10 +787,7 @@ TEST_CASE("K/V through TMA and through cp.async: the same bits, nothing read pas
   GpuSession session = HopperSession();
   std::mt19937 rng(90);
   struct Restore {
-    ~Restore() {
-      kiln::client::SetPrefillTmaKvForTesting(-1);
-      kiln::client::SetPrefillPersistentForTesting(-1);
-    }
+    ~Restore() { kiln::client::SetPrefillTmaKvForTesting(-1); }
   } restore;
   // kv lengths on and off the 128-position tile: 300 (edge 256..383), 1000 over 1000, 128, 7,
   // the last request ending mid-tile (its edge tile would reach the NaN rows); and a split
@@ -824,13 +820,6 @@ TEST_CASE("K/V through TMA and through cp.async: the same bits, nothing read pas
       REQUIRE(tma.out.size() == copies.out.size());
       CHECK(std::memcmp(tma.out.data(), copies.out.data(), tma.out.size()) == 0);
       CHECK(std::memcmp(tma.lse.data(), copies.lse.data(), tma.lse.size()) == 0);
-      // A block per unit (KILN_PREFILL_PERSISTENT=0): the same arithmetic, the same bits.
-      kiln::client::SetPrefillTmaKvForTesting(1);
-      kiln::client::SetPrefillPersistentForTesting(0);
-      const RunResult one_unit = RunWithPlan(c, p, *plan, r, rng);
-      kiln::client::SetPrefillPersistentForTesting(-1);
-      CHECK(std::memcmp(tma.out.data(), one_unit.out.data(), tma.out.size()) == 0);
-      CHECK(std::memcmp(tma.lse.data(), one_unit.lse.data(), tma.lse.size()) == 0);
     }
   }
 }

@@ -3,16 +3,12 @@
 // split-chunk workspace, lse in natural log), computed FlashAttention-3 style with wgmma and
 // warp specialization.
 //
-// Persistent: grid = (AttentionGrid: min(units, SMs), 1), kThreads = 384 threads = 3
-// warpgroups, Shape::kSmemBytes of dynamic shared memory. A unit is kTileRows = 128 rows of one
-// request and one kv head (row r: query r / kGroup, head kv_head * kGroup + r % kGroup): item x
-// kv head, schedule.num_items x num_kv_heads of them, ordered so the heaviest row tiles come
-// first; each block walks its share of them (unit_of: a snake over the blocks), and the
-// producer loads the next unit's Q (kQBuffers tiles) and K/V tiles while the consumers finish
-// the current one, its epilogue included. With one unit a block (KILN_PREFILL_PERSISTENT=0) it
-// is the kernel of a block per unit.
-//   - warpgroup 0, the producer (setmaxnreg.dec to kProducerRegs = 56), loads each unit's Q
-//     tile, then K and V tiles of kTileKv = 128 positions into a ring of kStages (2) stages. Ragged,
+// A block (grid = (schedule.num_items, num_kv_heads), kThreads = 384 threads = 3 warpgroups,
+// Shape::kSmemBytes of dynamic shared memory) takes kTileRows = 128 rows of one request and one
+// kv head (row r: query r / kGroup, head kv_head * kGroup + r % kGroup). blockIdx.x is walked
+// backwards (item = gridDim.x - 1 - blockIdx.x) so the heaviest row tiles start first.
+//   - warpgroup 0, the producer (setmaxnreg.dec to kProducerRegs = 56), loads the Q tile once,
+//     then K and V tiles of kTileKv = 128 positions into a ring of kStages (2) stages. Ragged,
 //     or pages of 8 and up, with kv_tma (the host's default): TMA, one warp (ProduceKvTma; the
 //     tile that crosses kv_len by cp.async). Otherwise all with 16-byte cp.async (zero-filled past kv_len or for
 //     invalid pages) whose completion arrives on mbarriers (cp.async.mbarrier.arrive.noinc; 128
@@ -69,9 +65,6 @@ using prefill::KvBase;
 
 constexpr int kTileRows = prefill::kSm90TileRows;  // rows of a block: 2 consumer warpgroups x 64
 constexpr int kConsumers = 2;
-// Q tiles in shared memory: the producer loads the next unit's while the consumers finish the
-// current one (its epilogue stages O in its Q tile).
-constexpr int kQBuffers = prefill::kSm90QBuffers;
 constexpr int kThreads = prefill::kSm90Threads;
 constexpr int kTileKv = prefill::kSm90TileKv;  // kv positions per stage (head_dim 64 and 128)
 static_assert(kThreads == 128 * (1 + kConsumers), "one producer and two consumer warpgroups");
@@ -109,7 +102,7 @@ struct Sm90Shape {
   static constexpr int kKvBytes = kTileKv * kHeadDim * 2;
   static constexpr int kBarrierBytes = 256;
   static constexpr int kPageIdBytes = kStages * kTileKv * 4;  // page ids of each stage's positions
-  static constexpr int kSmemBytes = 1024 + kQBuffers * kQBytes + 2 * kStages * kKvBytes + kBarrierBytes + kPageIdBytes;
+  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + kBarrierBytes + kPageIdBytes;
   static constexpr int kSRegs = kTileKv / 2;   // fp32 S accumulators per consumer thread
   static constexpr int kORegs = kHeadDim / 2;  // fp32 O accumulators per consumer thread
   static constexpr bool kPageHoldsTiles = kPaged && kPageSize % kTileKv == 0;
@@ -152,8 +145,7 @@ using prefill::detail::ValidPage;
 using prefill::detail::VisibleRange;
 
 struct Barriers {
-  unsigned long long q_full[kQBuffers];   // a unit's Q tile has landed
-  unsigned long long q_empty[kQBuffers];  // the consumers are done with it (one arrival per warp, 8)
+  unsigned long long q_full;
   unsigned long long k_full[4];
   unsigned long long v_full[4];
   unsigned long long k_empty[4];
@@ -409,11 +401,20 @@ struct TmaShape {
 
 template <class S>
 __device__ __forceinline__ void ProduceKvTma(const KilnBatchPrefillParams& p, Barriers* bars, const KvSource& kv,
-                                             int kv_head, int first_tile, int num_tiles, int tile_base,
-                                             unsigned char* smem, int* page_ids, int lane) {
+                                             int kv_head, int first_tile, int num_tiles, unsigned char* smem,
+                                             int* page_ids, int ptid) {
   using Tma = TmaShape<S>;
-  // K's stages, then V's, after the Q tiles (the kernel's layout).
-  unsigned char* const k_tiles = smem + kQBuffers * S::kQBytes;
+  if (ptid >= 32) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    return;
+  }
+  const int lane = ptid;
+  if (lane == 0) {
+    gemm::TmaPrefetchDescriptor(&p.k_map);
+    gemm::TmaPrefetchDescriptor(&p.v_map);
+  }
+  // K's stages, then V's, after the Q tile (the kernel's layout).
+  unsigned char* const k_tiles = smem + S::kQBytes;
   unsigned char* const v_tiles = k_tiles + S::kStages * S::kKvBytes;
   // This lane's TMA load of a tile: page `load_page` of the tile, column block `load_block`.
   const int load_page = lane / Tma::kColumnBlocks;
@@ -478,8 +479,8 @@ __device__ __forceinline__ void ProduceKvTma(const KilnBatchPrefillParams& p, Ba
     }
   };
   for (int t = 0; t < num_tiles; ++t) {
-    const int stage = (tile_base + t) % S::kStages;
-    const unsigned phase = ((tile_base + t) / S::kStages) & 1;
+    const int stage = t % S::kStages;
+    const unsigned phase = (t / S::kStages) & 1;
     const int tile_start = first_tile + t * kTileKv;
     int page = -1;
     if constexpr (S::kPaged) {
@@ -505,25 +506,31 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   constexpr int kStages = S::kStages;
   const float kNegInf = detail::NegativeInfinity();
 
+  // Heaviest items (the last row tiles of a request see the most positions) start first.
+  const int item = gridDim.x - 1 - blockIdx.x;
+  const int kv_head = blockIdx.y;
+
+  detail::PrefillBlock block;
+  if (!detail::LocatePrefillBlock<S, kTileRows, kTileKv>(p, item, block)) return;
+  const long long q_begin = block.q_begin;
+  const int q_len = block.q_len, rows = block.rows, row_begin = block.row_begin, chunks = block.chunks;
+  const detail::KvSource kv = block.kv;
+  const int first_tile = block.first_tile, num_tiles = block.num_tiles;
+  const int window_left = p.window_left;
+
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - SmemAddress(smem_raw) % 1024) % 1024);
-  const unsigned q_smem0 = SmemAddress(smem);  // kQBuffers Q tiles, then K's stages, then V's
-  const unsigned k_smem = q_smem0 + kQBuffers * S::kQBytes;
+  const unsigned q_smem = SmemAddress(smem);
+  const unsigned k_smem = q_smem + S::kQBytes;
   const unsigned v_smem = k_smem + kStages * S::kKvBytes;
-  unsigned char* const after_tiles = smem + kQBuffers * S::kQBytes + 2 * kStages * S::kKvBytes;
-  detail::Barriers* bars = reinterpret_cast<detail::Barriers*>(after_tiles);
-  int* page_ids = reinterpret_cast<int*>(after_tiles + S::kBarrierBytes);
+  detail::Barriers* bars = reinterpret_cast<detail::Barriers*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes);
+  int* page_ids = reinterpret_cast<int*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes + S::kBarrierBytes);
 
-  // K/V through TMA (the host encoded k_map and v_map): one producer warp does all the loading,
-  // and one thread arrives on a stage's full barrier with the tile's bytes as the expected
-  // transactions. Otherwise the producer warpgroup's 128 threads copy with cp.async.
+  // Ragged K/V through TMA (the host encoded k_map and v_map): one producer thread arrives on a
+  // stage's full barrier, with the tile's bytes as the expected transactions.
   const bool kv_tma = S::kTmaKv && p.kv_tma != 0;
-  const int producers = kv_tma ? 32 : 128;
   if (threadIdx.x == 0) {
-    for (int b = 0; b < kQBuffers; ++b) {
-      detail::BarrierInit(&bars->q_full[b], producers);
-      detail::BarrierInit(&bars->q_empty[b], kConsumers * 4);
-    }
+    detail::BarrierInit(&bars->q_full, 128);
     for (int s = 0; s < kStages; ++s) {
       detail::BarrierInit(&bars->k_full[s], kv_tma ? 1 : 128 + (S::kPaged ? 1 : 0));
       detail::BarrierInit(&bars->v_full[s], kv_tma ? 1 : 128);
@@ -534,114 +541,74 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   }
   __syncthreads();
 
-  // The block's units, in the same order for the producer and the consumers: unit n is item
-  // num_items - 1 - n / num_kv_heads (the heaviest row tiles first) of kv head n % num_kv_heads;
-  // the block's k-th is n = k * gridDim.x + blockIdx.x, the rank reversed on odd rounds (a
-  // snake: with costs falling along n, each block's total stays level with the others').
-  const long long units = static_cast<long long>(p.schedule.num_items) * p.num_kv_heads;
-  const long long grid = gridDim.x, rank = blockIdx.x;
-  auto unit_of = [&](long long k) { return k * grid + ((k & 1) ? grid - 1 - rank : rank); };
-  auto locate = [&](long long n, int& item, int& kv_head, detail::PrefillBlock& block) {
-    item = p.schedule.num_items - 1 - static_cast<int>(n / p.num_kv_heads);
-    kv_head = static_cast<int>(n % p.num_kv_heads);
-    return detail::LocatePrefillBlock<S, kTileRows, kTileKv>(p, item, block);
-  };
-
   const int warp_group = threadIdx.x / 128;
   if (warp_group == 0) {
     // ---- producer ----
     gemm::ReleaseRegisters<kProducerRegs>();
     const int ptid = threadIdx.x;
-    if (ptid >= producers) return;
-    if (kv_tma && ptid == 0) {
-      gemm::TmaPrefetchDescriptor(&p.k_map);
-      gemm::TmaPrefetchDescriptor(&p.v_map);
-    }
-    const T* q = static_cast<const T*>(p.q);
-    int tile_base = 0;  // K/V tiles loaded for earlier units: the ring's stage and phase go on
-    int q_count = 0;    // Q tiles loaded for earlier units: the Q buffers' turn and phase
-    for (long long k = 0;; ++k) {
-      const long long n = unit_of(k);
-      if (n >= units) break;
-      int item, kv_head;
-      detail::PrefillBlock block;
-      if (!locate(n, item, kv_head, block)) continue;
-      const detail::KvSource kv = block.kv;
-      const int first_tile = block.first_tile, num_tiles = block.num_tiles;
-
-      // Q: into the buffer the consumers released (units q_count - 2 and before are done). The
-      // producers stand in for 128 threads: chunk c of rows c / kChunksPerRow + j kRowsPerPass.
-      const int qb = q_count % kQBuffers;
-      detail::BarrierWait(&bars->q_empty[qb], ((q_count / kQBuffers) & 1) ^ 1);
-      const unsigned q_tile = q_smem0 + qb * S::kQBytes;
-#pragma unroll 1
-      for (int vt = ptid; vt < 128; vt += producers) {
-        const int chunk_q = vt % S::kChunksPerRow;
-        const int row0 = vt / S::kChunksPerRow;
+    {
+      const int chunk_q = ptid % S::kChunksPerRow;
+      const int row0 = ptid / S::kChunksPerRow;
+      const T* q = static_cast<const T*>(p.q);
 #pragma unroll
-        for (int j = 0; j < S::kQPasses; ++j) {
-          const int row = row0 + j * S::kRowsPerPass;
-          const int r = block.row_begin + row;
-          const bool valid = r < block.rows;
-          const long long token = block.q_begin + r / kGroup;
-          const long long head = static_cast<long long>(kv_head) * kGroup + r % kGroup;
-          const T* src = valid ? q + token * p.q_stride_token + head * p.q_stride_head + chunk_q * 8 : q;
-          detail::CpAsync16(q_tile + detail::TileOffset(row, chunk_q), src, valid);
+      for (int j = 0; j < S::kQPasses; ++j) {
+        const int row = row0 + j * S::kRowsPerPass;
+        const int r = row_begin + row;
+        const bool valid = r < rows;
+        const long long token = q_begin + r / kGroup;
+        const long long head = static_cast<long long>(kv_head) * kGroup + r % kGroup;
+        const T* src = valid ? q + token * p.q_stride_token + head * p.q_stride_head + chunk_q * 8 : q;
+        detail::CpAsync16(q_smem + detail::TileOffset(row, chunk_q), src, valid);
+      }
+      detail::CpAsyncArriveNoinc(&bars->q_full);
+    }
+    if constexpr (S::kTmaKv) {
+      if (kv_tma) {
+        detail::ProduceKvTma<S>(p, bars, kv, kv_head, first_tile, num_tiles, smem, page_ids, ptid);
+        return;
+      }
+    }
+    // kPageTable: the page-table entry of position first_tile + t * kTileKv + ptid, loaded one
+    // tile ahead and checked only when it is staged, so the load is in flight meanwhile.
+    int next_entry = S::kPageTable && num_tiles > 0 ? detail::TableEntry<S>(p, kv, first_tile + ptid) : -1;
+    for (int t = 0; t < num_tiles; ++t) {
+      const int stage = t % kStages;
+      const unsigned phase = (t / kStages) & 1;
+      const int tile_start = first_tile + t * kTileKv;
+      int* stage_pages = page_ids + stage * kTileKv;
+      bool table_bad = false;
+      if constexpr (S::kPageTable) {
+        // Safe to overwrite: every producer thread read this stage's ids (tile t - kStages)
+        // before it reached tile t - 1's barrier, which this thread has passed.
+        const int page = detail::ValidPage(p, next_entry);
+        stage_pages[ptid] = page;
+        table_bad = tile_start + ptid < kv.len && page < 0;
+        if (t + 1 < num_tiles) next_entry = detail::TableEntry<S>(p, kv, tile_start + kTileKv + ptid);
+      }
+      detail::BarrierWait(&bars->k_empty[stage], phase ^ 1);
+      // kPageTable: the stage's ids visible to every producer thread, and whether one is bad.
+      const bool table_any = S::kPageTable && detail::BarrierOr(1, 128, table_bad);
+      const bool bad = detail::LoadKvTile<S>(p, p.k, p.k_stride_token, p.k_stride_head, kv, kv_head, tile_start,
+                                             k_smem + stage * S::kKvBytes, ptid, stage_pages);
+      detail::CpAsyncArriveNoinc(&bars->k_full[stage]);
+      if constexpr (S::kPaged) {
+        // The stage's invalid-page flag, published by one extra (release) arrival on k_full.
+        const bool any = S::kPageTable ? table_any : detail::BarrierOr(1, 128, bad);
+        if (ptid == 0) {
+          bars->stage_bad[stage] = any ? 1 : 0;
+          detail::BarrierArrive(&bars->k_full[stage]);
         }
       }
-      detail::CpAsyncArriveNoinc(&bars->q_full[qb]);
-      ++q_count;
-
-      if constexpr (S::kTmaKv) {
-        if (kv_tma) {
-          detail::ProduceKvTma<S>(p, bars, kv, kv_head, first_tile, num_tiles, tile_base, smem, page_ids, ptid);
-          tile_base += num_tiles;
-          continue;
-        }
-      }
-      // kPageTable: the page-table entry of position first_tile + t * kTileKv + ptid, loaded one
-      // tile ahead and checked only when it is staged, so the load is in flight meanwhile.
-      int next_entry = S::kPageTable && num_tiles > 0 ? detail::TableEntry<S>(p, kv, first_tile + ptid) : -1;
-      for (int t = 0; t < num_tiles; ++t) {
-        const int stage = (tile_base + t) % kStages;
-        const unsigned phase = ((tile_base + t) / kStages) & 1;
-        const int tile_start = first_tile + t * kTileKv;
-        int* stage_pages = page_ids + stage * kTileKv;
-        bool table_bad = false;
-        if constexpr (S::kPageTable) {
-          // Safe to overwrite: every producer thread read this stage's ids (kStages tiles ago)
-          // before it reached the previous tile's barrier, which this thread has passed.
-          const int page = detail::ValidPage(p, next_entry);
-          stage_pages[ptid] = page;
-          table_bad = tile_start + ptid < kv.len && page < 0;
-          if (t + 1 < num_tiles) next_entry = detail::TableEntry<S>(p, kv, tile_start + kTileKv + ptid);
-        }
-        detail::BarrierWait(&bars->k_empty[stage], phase ^ 1);
-        // kPageTable: the stage's ids visible to every producer thread, and whether one is bad.
-        const bool table_any = S::kPageTable && detail::BarrierOr(1, 128, table_bad);
-        const bool bad = detail::LoadKvTile<S>(p, p.k, p.k_stride_token, p.k_stride_head, kv, kv_head, tile_start,
-                                               k_smem + stage * S::kKvBytes, ptid, stage_pages);
-        detail::CpAsyncArriveNoinc(&bars->k_full[stage]);
-        if constexpr (S::kPaged) {
-          // The stage's invalid-page flag, published by one extra (release) arrival on k_full.
-          const bool any = S::kPageTable ? table_any : detail::BarrierOr(1, 128, bad);
-          if (ptid == 0) {
-            bars->stage_bad[stage] = any ? 1 : 0;
-            detail::BarrierArrive(&bars->k_full[stage]);
-          }
-        }
-        detail::BarrierWait(&bars->v_empty[stage], phase ^ 1);
-        detail::LoadKvTile<S>(p, p.v, p.v_stride_token, p.v_stride_head, kv, kv_head, tile_start,
-                              v_smem + stage * S::kKvBytes, ptid, stage_pages);
-        detail::CpAsyncArriveNoinc(&bars->v_full[stage]);
-      }
-      tile_base += num_tiles;
+      detail::BarrierWait(&bars->v_empty[stage], phase ^ 1);
+      detail::LoadKvTile<S>(p, p.v, p.v_stride_token, p.v_stride_head, kv, kv_head, tile_start,
+                            v_smem + stage * S::kKvBytes, ptid, stage_pages);
+      detail::CpAsyncArriveNoinc(&bars->v_full[stage]);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
     return;
   }
 
-  // ---- consumers: warpgroup wg owns rows 64 wg .. 64 wg + 63 of each unit's tile ----
+  // ---- consumers: warpgroup wg owns rows 64 wg .. 64 wg + 63 of the tile ----
   gemm::ClaimRegisters<kConsumerRegs>();
   const int wg = warp_group - 1;
   const int tid = threadIdx.x % 128;
@@ -650,251 +617,225 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   const int lane_row = lane / 4;
   const int lane_col = lane % 4;
   const bool warp_leader = lane == 0;
-  const int window_left = p.window_left;
-  const unsigned v_lbo = S::kColBlockBytes;  // V MN-major: LBO = the next 64 dims (a column block)
-  const unsigned v_sbo = 1024;               // SBO = the next 8 kv rows
+  const int warp_row = row_begin + 64 * wg + 16 * warp;  // request row of the warp's first row
+  const bool warp_active = warp_row < rows;
+  const int warp_last = max(min(warp_row + 15, rows - 1), warp_row);
+  const detail::RowRange warp_first_range = detail::VisibleRange<S>(warp_row, kv.len, q_len, window_left);
+  const detail::RowRange warp_last_range = detail::VisibleRange<S>(warp_last, kv.len, q_len, window_left);
+  detail::RowRange range[2];
+  range[0] = detail::VisibleRange<S>(warp_row + lane_row, kv.len, q_len, window_left);
+  range[1] = detail::VisibleRange<S>(warp_row + lane_row + 8, kv.len, q_len, window_left);
 
-  // Ping-pong: warpgroup wg waits on named barrier 4 + wg before it issues a batch of wgmmas
-  // and then arrives on the other's; warpgroup 1 lets warpgroup 0 go first, once for the whole
-  // block: each issues num_tiles + 1 batches a unit, so the turns alternate across units too,
-  // and warpgroup 0 takes the one arrival left over after the last unit.
-  auto turn_wait = [&]() {
-    if constexpr (S::kPingpong) asm volatile("bar.sync %0, 256;" ::"r"(4 + wg) : "memory");
-  };
-  auto turn_pass = [&]() {
-    if constexpr (S::kPingpong) asm volatile("bar.arrive %0, 256;" ::"r"(5 - wg) : "memory");
-  };
-  if constexpr (S::kOverlap && S::kPingpong) {
-    if (wg == 1) asm volatile("bar.arrive 4, 256;" ::: "memory");
-  }
+  // Descriptors: Q (this warpgroup's 64 rows) and K K-major (SBO = 8 rows of 128 bytes); V
+  // MN-major: LBO = the next 64 dims (a column block), SBO = the next 8 kv rows.
+  const unsigned long long q_desc = detail::Descriptor(q_smem + wg * 64 * 128, 16, 1024);
+  const unsigned v_lbo = S::kColBlockBytes;
+  const unsigned v_sbo = 1024;
 
-  int tile_base = 0, q_count = 0;
-  for (long long k = 0;; ++k) {
-    const long long n = unit_of(k);
-    if (n >= units) break;
-    int item, kv_head;
-    detail::PrefillBlock block;
-    if (!locate(n, item, kv_head, block)) continue;
-    const long long q_begin = block.q_begin;
-    const int q_len = block.q_len, rows = block.rows, row_begin = block.row_begin, chunks = block.chunks;
-    const detail::KvSource kv = block.kv;
-    const int first_tile = block.first_tile, num_tiles = block.num_tiles;
-    const int qb = q_count % kQBuffers;
-    unsigned char* const q_tile = smem + qb * S::kQBytes;
-
-    const int warp_row = row_begin + 64 * wg + 16 * warp;  // request row of the warp's first row
-    const bool warp_active = warp_row < rows;
-    const int warp_last = max(min(warp_row + 15, rows - 1), warp_row);
-    const detail::RowRange warp_first_range = detail::VisibleRange<S>(warp_row, kv.len, q_len, window_left);
-    const detail::RowRange warp_last_range = detail::VisibleRange<S>(warp_last, kv.len, q_len, window_left);
-    detail::RowRange range[2];
-    range[0] = detail::VisibleRange<S>(warp_row + lane_row, kv.len, q_len, window_left);
-    range[1] = detail::VisibleRange<S>(warp_row + lane_row + 8, kv.len, q_len, window_left);
-
-    // Q (this warpgroup's 64 rows) and K K-major (SBO = 8 rows of 128 bytes).
-    const unsigned long long q_desc = detail::Descriptor(q_smem0 + qb * S::kQBytes + wg * 64 * 128, 16, 1024);
-
-    float o[S::kORegs];
+  float o[S::kORegs];
 #pragma unroll
-    for (int i = 0; i < S::kORegs; ++i) o[i] = 0.f;
-    float s[S::kSRegs];
+  for (int i = 0; i < S::kORegs; ++i) o[i] = 0.f;
+  float s[S::kSRegs];
 #pragma unroll
-    for (int i = 0; i < S::kSRegs; ++i) s[i] = 0.f;
-    unsigned pf[kTileKv / 16][4];
-    float m[2] = {kNegInf, kNegInf};
-    float l[2] = {0.f, 0.f};
-    float alpha[2];
+  for (int i = 0; i < S::kSRegs; ++i) s[i] = 0.f;
+  unsigned pf[kTileKv / 16][4];
+  float m[2] = {kNegInf, kNegInf};
+  float l[2] = {0.f, 0.f};
+  float alpha[2];
 
-    detail::BarrierWait(&bars->q_full[qb], (q_count / kQBuffers) & 1);
-    // Q came through cp.async (the generic proxy): one fence before any wgmma reads it. K/V tiles
-    // need one each when cp.async wrote them: every tile without kv_tma, the edge tile with it.
-    detail::FenceProxyAsync();
-    const int first_fenced_tile = !kv_tma                                                        ? 0
-                                  : detail::EdgeTile(kv, first_tile + (num_tiles - 1) * kTileKv) ? num_tiles - 1
-                                                                                                 : num_tiles;
-    auto fence_kv = [&](int t) {
-      if (t >= first_fenced_tile) detail::FenceProxyAsync();
-    };
-    // The ring's stage and phase of the unit's tile t.
-    auto stage_of = [&](int t) { return (tile_base + t) % kStages; };
-    auto phase_of = [&](int t) { return static_cast<unsigned>(((tile_base + t) / kStages) & 1); };
+  detail::BarrierWait(&bars->q_full, 0);
+  // Q came through cp.async (the generic proxy): one fence before any wgmma reads it. K/V tiles
+  // need one each when cp.async wrote them: every tile without kv_tma, the edge tile with it.
+  detail::FenceProxyAsync();
+  const int first_fenced_tile = !kv_tma                                                        ? 0
+                                : detail::EdgeTile(kv, first_tile + (num_tiles - 1) * kTileKv) ? num_tiles - 1
+                                                                                               : num_tiles;
+  auto fence_kv = [&](int t) {
+    if (t >= first_fenced_tile) detail::FenceProxyAsync();
+  };
 
-    // Waits for tile t's K and issues S = Q K^T (one wgmma group).
-    auto qk_softmax_issue = [&](int t) {
-      const int stage = stage_of(t);
-      detail::BarrierWait(&bars->k_full[stage], phase_of(t));
-      fence_kv(t);
+  // Waits for tile t's K and issues S = Q K^T (one wgmma group).
+  auto qk_softmax_issue = [&](int t) {
+    const int stage = t % kStages;
+    const unsigned phase = (t / kStages) & 1;
+    detail::BarrierWait(&bars->k_full[stage], phase);
+    fence_kv(t);
+    gemm::FenceAccumulators(s);
+    gemm::WgmmaFence();
+    detail::IssueQK<S>(s, q_desc, detail::Descriptor(k_smem + stage * S::kKvBytes, 16, 1024));
+    gemm::WgmmaCommit();
+  };
+  // Overlapped step: waits for K of tile t and V of tile t - 1 first, so that the one proxy
+  // fence comes before any wgmma of the step is in flight, then issues S = Q K_t^T and
+  // O += P V_{t-1} as two groups.
+  auto qk_pv_issue = [&](int t) {
+    const int k_stage = t % kStages;
+    const int v_stage = (t - 1) % kStages;
+    detail::BarrierWait(&bars->k_full[k_stage], (t / kStages) & 1);
+    detail::BarrierWait(&bars->v_full[v_stage], ((t - 1) / kStages) & 1);
+    fence_kv(t);  // tile t - 1 is never the edge tile (only a block's last tile can be)
+    gemm::FenceAccumulators(s);
+    gemm::FenceAccumulators(o);
+    gemm::WgmmaFence();
+    detail::IssueQK<S>(s, q_desc, detail::Descriptor(k_smem + k_stage * S::kKvBytes, 16, 1024));
+    gemm::WgmmaCommit();
+    detail::IssuePV<S>(o, pf, detail::Descriptor(v_smem + v_stage * S::kKvBytes, v_lbo, v_sbo));
+    gemm::WgmmaCommit();
+  };
+  auto tile_bad_of = [&](int t) -> bool {
+    if constexpr (S::kPaged) return bars->stage_bad[t % kStages] != 0;
+    return false;
+  };
+  auto softmax = [&](int t, bool tile_bad) {
+    const int tile_start = first_tile + t * kTileKv;
+    const int tile_last = tile_start + kTileKv - 1;
+    const bool full = !tile_bad && warp_active && tile_start >= warp_last_range.lo && tile_last <= warp_first_range.hi;
+    if (full) {
+      detail::SoftmaxStep<S, false>(p, s, m, l, alpha, range, tile_start, false, kv.begin);
+    } else {
+      detail::SoftmaxStep<S, true>(p, s, m, l, alpha, range, tile_start, tile_bad, kv.begin);
+    }
+  };
+  auto pv_issue = [&](int t) {
+    const int stage = t % kStages;
+    const unsigned phase = (t / kStages) & 1;
+    detail::BarrierWait(&bars->v_full[stage], phase);
+    fence_kv(t);
+    gemm::FenceAccumulators(o);
+    gemm::WgmmaFence();
+    detail::IssuePV<S>(o, pf, detail::Descriptor(v_smem + stage * S::kKvBytes, v_lbo, v_sbo));
+    gemm::WgmmaCommit();
+  };
+
+  if constexpr (!S::kOverlap) {
+    for (int t = 0; t < num_tiles; ++t) {
+      qk_softmax_issue(t);
+      const bool tile_bad = tile_bad_of(t);  // read before K's stage is released
+      gemm::WgmmaWait<0>();
       gemm::FenceAccumulators(s);
-      gemm::WgmmaFence();
-      detail::IssueQK<S>(s, q_desc, detail::Descriptor(k_smem + stage * S::kKvBytes, 16, 1024));
-      gemm::WgmmaCommit();
-    };
-    // Overlapped step: waits for K of tile t and V of tile t - 1 first, so that the one proxy
-    // fence comes before any wgmma of the step is in flight, then issues S = Q K_t^T and
-    // O += P V_{t-1} as two groups.
-    auto qk_pv_issue = [&](int t) {
-      const int k_stage = stage_of(t);
-      const int v_stage = stage_of(t - 1);
-      detail::BarrierWait(&bars->k_full[k_stage], phase_of(t));
-      detail::BarrierWait(&bars->v_full[v_stage], phase_of(t - 1));
-      fence_kv(t);  // tile t - 1 is never the edge tile (only a unit's last tile can be)
-      gemm::FenceAccumulators(s);
-      gemm::FenceAccumulators(o);
-      gemm::WgmmaFence();
-      detail::IssueQK<S>(s, q_desc, detail::Descriptor(k_smem + k_stage * S::kKvBytes, 16, 1024));
-      gemm::WgmmaCommit();
-      detail::IssuePV<S>(o, pf, detail::Descriptor(v_smem + v_stage * S::kKvBytes, v_lbo, v_sbo));
-      gemm::WgmmaCommit();
-    };
-    auto tile_bad_of = [&](int t) -> bool {
-      if constexpr (S::kPaged) return bars->stage_bad[stage_of(t)] != 0;
-      return false;
-    };
-    auto softmax = [&](int t, bool tile_bad) {
-      const int tile_start = first_tile + t * kTileKv;
-      const int tile_last = tile_start + kTileKv - 1;
-      const bool full = !tile_bad && warp_active && tile_start >= warp_last_range.lo &&
-                        tile_last <= warp_first_range.hi;
-      if (full) {
-        detail::SoftmaxStep<S, false>(p, s, m, l, alpha, range, tile_start, false, kv.begin);
-      } else {
-        detail::SoftmaxStep<S, true>(p, s, m, l, alpha, range, tile_start, tile_bad, kv.begin);
-      }
-    };
-    auto pv_issue = [&](int t) {
-      const int stage = stage_of(t);
-      detail::BarrierWait(&bars->v_full[stage], phase_of(t));
-      fence_kv(t);
-      gemm::FenceAccumulators(o);
-      gemm::WgmmaFence();
-      detail::IssuePV<S>(o, pf, detail::Descriptor(v_smem + stage * S::kKvBytes, v_lbo, v_sbo));
-      gemm::WgmmaCommit();
-    };
-
-    if constexpr (!S::kOverlap) {
-      for (int t = 0; t < num_tiles; ++t) {
-        qk_softmax_issue(t);
-        const bool tile_bad = tile_bad_of(t);  // read before K's stage is released
-        gemm::WgmmaWait<0>();
-        gemm::FenceAccumulators(s);
-        if (warp_leader) detail::BarrierArrive(&bars->k_empty[stage_of(t)]);
-        softmax(t, tile_bad);
-        detail::RescaleO<S>(o, alpha);
-        detail::ConvertP<S>(s, pf);
-        pv_issue(t);
-        gemm::WgmmaWait<0>();
-        gemm::FenceAccumulators(o);
-        if (warp_leader) detail::BarrierArrive(&bars->v_empty[stage_of(t)]);
-      }
-    } else if (num_tiles > 0) {
-      turn_wait();
-      qk_softmax_issue(0);
-      turn_pass();
-      {
-        const bool tile_bad = tile_bad_of(0);
-        gemm::WgmmaWait<0>();
-        gemm::FenceAccumulators(s);
-        if (warp_leader) detail::BarrierArrive(&bars->k_empty[stage_of(0)]);
-        softmax(0, tile_bad);
-        detail::ConvertP<S>(s, pf);  // O is zero: no rescale
-      }
-      for (int t = 1; t < num_tiles; ++t) {
-        turn_wait();
-        qk_pv_issue(t);
-        turn_pass();
-        const bool tile_bad = tile_bad_of(t);
-        gemm::WgmmaWait<1>();  // S of tile t is done; PV of t - 1 may still run
-        gemm::FenceAccumulators(s);
-        if (warp_leader) detail::BarrierArrive(&bars->k_empty[stage_of(t)]);
-        softmax(t, tile_bad);
-        gemm::WgmmaWait<0>();
-        gemm::FenceAccumulators(o);
-        if (warp_leader) detail::BarrierArrive(&bars->v_empty[stage_of(t - 1)]);
-        // Once the row maxima settle most tiles leave them unchanged (alpha == 1 everywhere).
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) detail::RescaleO<S>(o, alpha);
-        detail::ConvertP<S>(s, pf);
-      }
-      turn_wait();
-      pv_issue(num_tiles - 1);
-      turn_pass();
+      if (warp_leader) detail::BarrierArrive(&bars->k_empty[t % kStages]);
+      softmax(t, tile_bad);
+      detail::RescaleO<S>(o, alpha);
+      detail::ConvertP<S>(s, pf);
+      pv_issue(t);
       gemm::WgmmaWait<0>();
       gemm::FenceAccumulators(o);
-      if (warp_leader) detail::BarrierArrive(&bars->v_empty[stage_of(num_tiles - 1)]);
+      if (warp_leader) detail::BarrierArrive(&bars->v_empty[t % kStages]);
     }
+  } else if (num_tiles > 0) {
+    // Ping-pong: warpgroup wg waits on named barrier 4 + wg before it issues a batch of
+    // wgmmas and then arrives on the other's; warpgroup 1 lets warpgroup 0 go first. Each
+    // issues num_tiles + 1 batches; warpgroup 0 takes the one arrival left over at the end.
+    auto turn_wait = [&]() {
+      if constexpr (S::kPingpong) asm volatile("bar.sync %0, 256;" ::"r"(4 + wg) : "memory");
+    };
+    auto turn_pass = [&]() {
+      if constexpr (S::kPingpong) asm volatile("bar.arrive %0, 256;" ::"r"(5 - wg) : "memory");
+    };
+    if constexpr (S::kPingpong) {
+      if (wg == 1) asm volatile("bar.arrive 4, 256;" ::: "memory");
+    }
+    turn_wait();
+    qk_softmax_issue(0);
+    turn_pass();
+    {
+      const bool tile_bad = tile_bad_of(0);
+      gemm::WgmmaWait<0>();
+      gemm::FenceAccumulators(s);
+      if (warp_leader) detail::BarrierArrive(&bars->k_empty[0]);
+      softmax(0, tile_bad);
+      detail::ConvertP<S>(s, pf);  // O is zero: no rescale
+    }
+    for (int t = 1; t < num_tiles; ++t) {
+      turn_wait();
+      qk_pv_issue(t);
+      turn_pass();
+      const bool tile_bad = tile_bad_of(t);
+      gemm::WgmmaWait<1>();  // S of tile t is done; PV of t - 1 may still run
+      gemm::FenceAccumulators(s);
+      if (warp_leader) detail::BarrierArrive(&bars->k_empty[t % kStages]);
+      softmax(t, tile_bad);
+      gemm::WgmmaWait<0>();
+      gemm::FenceAccumulators(o);
+      if (warp_leader) detail::BarrierArrive(&bars->v_empty[(t - 1) % kStages]);
+      // Once the row maxima settle most tiles leave them unchanged (alpha == 1 everywhere).
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) detail::RescaleO<S>(o, alpha);
+      detail::ConvertP<S>(s, pf);
+    }
+    turn_wait();
+    pv_issue(num_tiles - 1);
+    turn_pass();
+    gemm::WgmmaWait<0>();
+    gemm::FenceAccumulators(o);
+    if (warp_leader) detail::BarrierArrive(&bars->v_empty[(num_tiles - 1) % kStages]);
+    if constexpr (S::kPingpong) {
+      if (wg == 0) turn_wait();
+    }
+  }
 
-    // ---- epilogue ----
-    float inv[2], lse2[2];
+  // ---- epilogue ----
+  float inv[2], lse2[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = l[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv[i] = sum > 0.f ? 1.f / sum : 0.f;
+    lse2[i] = sum > 0.f ? m[i] + log2f(sum) : kNegInf;
+  }
+  const int head_base = kv_head * kGroup;
+
+  if (chunks > 1) {
+    if (!warp_active) return;
+    const long long slot0 = (static_cast<long long>(item) * p.num_kv_heads + kv_head) * kTileRows + 64 * wg + 16 * warp;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float sum = l[i];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      inv[i] = sum > 0.f ? 1.f / sum : 0.f;
-      lse2[i] = sum > 0.f ? m[i] + log2f(sum) : kNegInf;
+      const int rr = lane_row + 8 * i;
+      if (warp_row + rr >= rows) continue;
+      float* part = p.partial_out + (slot0 + rr) * kHeadDim + 2 * lane_col;
+#pragma unroll
+      for (int d = 0; d < kHeadDim / 8; ++d) {
+        *reinterpret_cast<float2*>(part + 8 * d) = make_float2(o[4 * d + 2 * i] * inv[i],
+                                                               o[4 * d + 2 * i + 1] * inv[i]);
+      }
+      if (lane_col == 0) p.partial_lse[slot0 + rr] = lse2[i];
     }
-    const int head_base = kv_head * kGroup;
-
-    if (chunks > 1) {
-      if (warp_active) {
-        const long long slot0 = (static_cast<long long>(item) * p.num_kv_heads + kv_head) * kTileRows + 64 * wg +
-                                16 * warp;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int rr = lane_row + 8 * i;
-          if (warp_row + rr >= rows) continue;
-          float* part = p.partial_out + (slot0 + rr) * kHeadDim + 2 * lane_col;
-#pragma unroll
-          for (int d = 0; d < kHeadDim / 8; ++d) {
-            *reinterpret_cast<float2*>(part + 8 * d) = make_float2(o[4 * d + 2 * i] * inv[i],
-                                                                   o[4 * d + 2 * i + 1] * inv[i]);
-          }
-          if (lane_col == 0) p.partial_lse[slot0 + rr] = lse2[i];
-        }
-      }
-    } else {
-      // out: this warpgroup's 64 rows rounded to T into its own rows of the unit's Q tile (only
-      // its own wgmmas read them, and they are complete), then 16-byte stores of whole row chunks.
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int row = 64 * wg + 16 * warp + lane_row + 8 * i;
-#pragma unroll
-        for (int d = 0; d < kHeadDim / 8; ++d) {
-          *reinterpret_cast<Pair*>(q_tile + detail::TileOffset(row, d) + 4 * lane_col) = FromFloat2<Pair>(
-              o[4 * d + 2 * i] * inv[i], o[4 * d + 2 * i + 1] * inv[i]);
-        }
-      }
-      detail::NamedBarrierSync(2 + wg, 128);
-      T* out = static_cast<T*>(p.out);
-      const int wg_row = row_begin + 64 * wg;
-#pragma unroll 4
-      for (int index = tid; index < 64 * S::kChunksPerRow; index += 128) {
-        const int rr = index / S::kChunksPerRow;
-        const int ch = index % S::kChunksPerRow;
-        const int r = wg_row + rr;
-        if (r >= rows) break;
-        const long long token = q_begin + r / kGroup;
-        const long long head = head_base + r % kGroup;
-        const uint4 value = *reinterpret_cast<const uint4*>(q_tile + detail::TileOffset(64 * wg + rr, ch));
-        *reinterpret_cast<uint4*>(out + token * p.out_stride_token + head * p.out_stride_head + ch * 8) = value;
-      }
-      if (p.lse != nullptr && lane_col == 0 && warp_active) {
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int r = warp_row + lane_row + 8 * i;
-          if (r >= rows) continue;
-          const long long token = q_begin + r / kGroup;
-          p.lse[token * p.lse_stride_token + head_base + r % kGroup] = lse2[i] * detail::kLn2;
-        }
-      }
-    }
-    // The Q buffer is free once every warp is done with it (its wgmmas and the staged rows).
-    __syncwarp();
-    if (warp_leader) detail::BarrierArrive(&bars->q_empty[qb]);
-    ++q_count;
-    tile_base += num_tiles;
+    return;
   }
-  if constexpr (S::kOverlap && S::kPingpong) {
-    if (wg == 0) turn_wait();
+
+  // out: this warpgroup's 64 rows rounded to T into its own rows of the Q tile (only its own
+  // wgmmas read them, and they are complete), then 16-byte stores of whole row chunks.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = 64 * wg + 16 * warp + lane_row + 8 * i;
+#pragma unroll
+    for (int d = 0; d < kHeadDim / 8; ++d) {
+      *reinterpret_cast<Pair*>(smem + detail::TileOffset(row, d) + 4 * lane_col) = FromFloat2<Pair>(
+          o[4 * d + 2 * i] * inv[i], o[4 * d + 2 * i + 1] * inv[i]);
+    }
+  }
+  detail::NamedBarrierSync(2 + wg, 128);
+  T* out = static_cast<T*>(p.out);
+  const int wg_row = row_begin + 64 * wg;
+#pragma unroll 4
+  for (int index = tid; index < 64 * S::kChunksPerRow; index += 128) {
+    const int rr = index / S::kChunksPerRow;
+    const int ch = index % S::kChunksPerRow;
+    const int r = wg_row + rr;
+    if (r >= rows) break;
+    const long long token = q_begin + r / kGroup;
+    const long long head = head_base + r % kGroup;
+    const uint4 value = *reinterpret_cast<const uint4*>(smem + detail::TileOffset(64 * wg + rr, ch));
+    *reinterpret_cast<uint4*>(out + token * p.out_stride_token + head * p.out_stride_head + ch * 8) = value;
+  }
+  if (p.lse != nullptr && lane_col == 0 && warp_active) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = warp_row + lane_row + 8 * i;
+      if (r >= rows) continue;
+      const long long token = q_begin + r / kGroup;
+      p.lse[token * p.lse_stride_token + head_base + r % kGroup] = lse2[i] * detail::kLn2;
+    }
   }
 }
 

@@ -32,9 +32,7 @@
 // PrefillThreads and PrefillSmemBytes below size the launch for the plan and the generator.
 //
 // Launch, each entry with the block and dynamic shared memory its hint names:
-//   kiln_batch_prefill        grid = AttentionGrid(...): (schedule.num_items, num_kv_heads) for
-//                             the mma.sync kernel; the Hopper kernel is persistent,
-//                             (min(num_items x num_kv_heads, SMs), 1)
+//   kiln_batch_prefill        grid = (schedule.num_items, num_kv_heads)
 //   kiln_batch_prefill_merge  split schedules only, after it on the same stream:
 //                             grid = (batch, ceil(schedule.merge_max_q_len / items_per_block)),
 //                             items_per_block = query positions per block (all query heads)
@@ -78,12 +76,10 @@ constexpr int kSm90TileRows = 128;
 constexpr int kSm90TileKv = 128;
 constexpr int kSm90Threads = 384;
 constexpr int kSm90Stages = 2;
-constexpr int kSm90QBuffers = 2;  // the next unit's Q tile loads during the current unit
-// 1 KiB of alignment slack + the Q tiles + the K and V stages + 256 bytes of mbarriers + a page
+// 1 KiB of alignment slack + the Q tile + the K and V stages + 256 bytes of mbarriers + a page
 // id per position of each stage (paged, pages smaller than a tile).
 KILN_CONTRACT_FUNCTION int Sm90SmemBytes(int head_dim) {
-  return 1024 + (kSm90QBuffers * kSm90TileRows + 2 * kSm90Stages * kSm90TileKv) * head_dim * 2 + 256 +
-         kSm90Stages * kSm90TileKv * 4;
+  return 1024 + (kSm90TileRows + 2 * kSm90Stages * kSm90TileKv) * head_dim * 2 + 256 + kSm90Stages * kSm90TileKv * 4;
 }
 
 // Which kernel a tile_rows runs, which tile_rows a head_dim allows, and what the host plans and
@@ -102,21 +98,6 @@ KILN_CONTRACT_FUNCTION int TileKv(int head_dim, int tile_rows) {
 KILN_CONTRACT_FUNCTION int PrefillThreads(int tile_rows) { return UsesSm90Kernel(tile_rows) ? kSm90Threads : kThreads; }
 KILN_CONTRACT_FUNCTION int PrefillSmemBytes(int head_dim, int tile_rows) {
   return UsesSm90Kernel(tile_rows) ? Sm90SmemBytes(head_dim) : MmaSmemBytes(head_dim);
-}
-// The attention entry's grid. The Hopper kernel is persistent: min(units, slots) blocks (slots:
-// the blocks the GPU runs at once, one an SM) walk the units (an item of one kv head, num_items
-// x num_kv_heads of them) in the order of kiln/prefill/batch_prefill_sm90.cuh, so the next
-// unit's loads overlap the current unit's last steps and epilogue. The mma.sync kernel: a block
-// per unit, grid (num_items, num_kv_heads).
-struct PrefillGrid {
-  long long x;
-  long long y;
-};
-KILN_CONTRACT_FUNCTION PrefillGrid AttentionGrid(int tile_rows, long long num_items, long long num_kv_heads,
-                                                 long long slots) {
-  if (!UsesSm90Kernel(tile_rows)) return {num_items, num_kv_heads};
-  const long long units = num_items * num_kv_heads;
-  return {units < slots ? units : slots, 1};
 }
 // Query positions per merge block (each over all query heads of the position).
 constexpr int kMergePositions = 4;
