@@ -526,8 +526,9 @@ __device__ __forceinline__ void BatchPrefillSm90(const KilnBatchPrefillParams& p
   detail::Barriers* bars = reinterpret_cast<detail::Barriers*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes);
   int* page_ids = reinterpret_cast<int*>(smem + S::kQBytes + 2 * kStages * S::kKvBytes + S::kBarrierBytes);
 
-  // Ragged K/V through TMA (the host encoded k_map and v_map): one producer thread arrives on a
-  // stage's full barrier, with the tile's bytes as the expected transactions.
+  // K/V through TMA (ragged, or pages of kMinTmaPage and up; the host encoded k_map and v_map):
+  // one producer thread arrives on a stage's full barrier, with the tile's bytes as the expected
+  // transactions (and the edge tile's copies waited for).
   const bool kv_tma = S::kTmaKv && p.kv_tma != 0;
   if (threadIdx.x == 0) {
     detail::BarrierInit(&bars->q_full, 128);
