@@ -1,8 +1,8 @@
 #include "client/ops/prefill/prefill_tensor_maps.h"
 
-#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "client/core/api/binary_switch.h"
@@ -52,44 +52,35 @@ Status Encode(const CudaDriver& driver, DType dtype, const void* data, const Map
   return OkStatus();
 }
 
+// A map of 16-bit elements from its dims and element strides (dims 1.., innermost first) and
+// its box: a 64-column block of one head, PrefillTmaBoxRows rows.
+MapShape Shape(std::initializer_list<long long> dims, std::initializer_list<long long> strides, int box_rows) {
+  const cuuint64_t element_bytes = 2;
+  MapShape m;
+  for (const long long d : dims) m.dims[m.rank++] = static_cast<cuuint64_t>(d);
+  int i = 0;
+  for (const long long s : strides) m.strides[i++] = static_cast<cuuint64_t>(s) * element_bytes;
+  for (int d = 0; d < m.rank; ++d) m.box[d] = 1;
+  m.box[0] = prefill::kPrefillTmaBoxColumns;
+  m.box[2] = static_cast<cuuint32_t>(box_rows);
+  return m;
+}
+
 // Ragged k or v: (head_dim, heads, rows). A stride the call's checks left free (one head, one
 // row) is never stepped over: any valid value serves.
 MapShape RaggedShape(int head_dim, long long rows, int heads, long long token_stride, long long head_stride) {
-  const cuuint64_t element_bytes = 2;
-  MapShape m;
-  m.rank = 3;
-  m.dims[0] = static_cast<cuuint64_t>(head_dim);
-  m.dims[1] = static_cast<cuuint64_t>(heads);
-  m.dims[2] = static_cast<cuuint64_t>(rows);
-  m.strides[0] = (heads > 1 ? static_cast<cuuint64_t>(head_stride) : static_cast<cuuint64_t>(head_dim)) * element_bytes;
-  m.strides[1] = (rows > 1 ? static_cast<cuuint64_t>(token_stride) : static_cast<cuuint64_t>(heads) * head_dim) *
-                 element_bytes;
-  m.box[0] = prefill::kPrefillTmaBoxColumns;
-  m.box[1] = 1;
-  m.box[2] = prefill::kSm90TileKv;
-  return m;
+  return Shape({head_dim, heads, rows},
+               {heads > 1 ? head_stride : head_dim, rows > 1 ? token_stride : static_cast<long long>(heads) * head_dim},
+               prefill::PrefillTmaBoxRows(0));
 }
 
 // A paged cache: (head_dim, heads, page_size, pages), dense inside a page, pages page_stride
 // elements apart (one page: never stepped over).
 MapShape PagedShape(int head_dim, int page_size, long long pages, int heads, long long page_stride) {
-  const cuuint64_t element_bytes = 2;
-  MapShape m;
-  m.rank = 4;
-  m.dims[0] = static_cast<cuuint64_t>(head_dim);
-  m.dims[1] = static_cast<cuuint64_t>(heads);
-  m.dims[2] = static_cast<cuuint64_t>(page_size);
-  m.dims[3] = static_cast<cuuint64_t>(pages);
-  m.strides[0] = static_cast<cuuint64_t>(head_dim) * element_bytes;
-  m.strides[1] = static_cast<cuuint64_t>(heads) * head_dim * element_bytes;
-  m.strides[2] = (pages > 1 ? static_cast<cuuint64_t>(page_stride)
-                            : static_cast<cuuint64_t>(page_size) * heads * head_dim) *
-                 element_bytes;
-  m.box[0] = prefill::kPrefillTmaBoxColumns;
-  m.box[1] = 1;
-  m.box[2] = static_cast<cuuint32_t>(std::min(page_size, prefill::kSm90TileKv));
-  m.box[3] = 1;
-  return m;
+  const long long page_elements = static_cast<long long>(page_size) * heads * head_dim;
+  return Shape({head_dim, heads, page_size, pages},
+               {head_dim, static_cast<long long>(heads) * head_dim, pages > 1 ? page_stride : page_elements},
+               prefill::PrefillTmaBoxRows(page_size));
 }
 
 }  // namespace

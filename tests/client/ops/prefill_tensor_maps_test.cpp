@@ -118,4 +118,13 @@ TEST_CASE("KILN_PREFILL_TMA_KV off sends K/V through cp.async", "[client][prefil
   CHECK(PrefillUsesTmaKv(false, 0, hopper, Dense()));
 }
 
+TEST_CASE("a prefill TMA box holds a K/V tile's rows, or a page's up to a tile", "[client][prefill]") {
+  using kiln::prefill::PrefillTmaBoxRows;
+  CHECK(PrefillTmaBoxRows(0) == kiln::prefill::kSm90TileKv);  // ragged
+  CHECK(PrefillTmaBoxRows(8) == 8);
+  CHECK(PrefillTmaBoxRows(16) == 16);
+  CHECK(PrefillTmaBoxRows(128) == 128);
+  CHECK(PrefillTmaBoxRows(256) == 128);  // a page that holds tiles: a tile's rows at a time
+}
+
 }  // namespace

@@ -393,7 +393,7 @@ template <class S>
 struct TmaShape {
   static constexpr int kColumnBlocks = S::kHeadDim / prefill::kPrefillTmaBoxColumns;
   // Paged: rows of one TMA box (a page's, at most a tile's) and the pages of a tile.
-  static constexpr int kBoxRows = S::kPaged ? (S::kPageSize < kTileKv ? S::kPageSize : kTileKv) : kTileKv;
+  static constexpr int kBoxRows = prefill::PrefillTmaBoxRows(S::kPaged ? S::kPageSize : 0);
   static constexpr int kTilePages = kTileKv / kBoxRows;
   static constexpr int kLoads = kTilePages * kColumnBlocks;  // TMA loads per K or V tile
   static_assert(!S::kTmaKv || kLoads <= 32, "a load per lane of one warp");

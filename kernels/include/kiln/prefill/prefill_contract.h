@@ -158,6 +158,11 @@ constexpr int kPrefillTmaBoxColumns = 64;
 // Pages of 8 positions and up: a page's box is whole 1024-byte swizzle atoms, and a tile's
 // loads (16 pages x 2 column blocks at most) one per lane of a warp.
 constexpr int kMinTmaPage = 8;
+// Rows of one TMA box of K or V: a K/V tile's (ragged: page_size 0), or a page's, at most a
+// tile's (paged). The host's tensor maps and the kernel's loads both take it from here.
+KILN_CONTRACT_FUNCTION int PrefillTmaBoxRows(int page_size) {
+  return page_size > 0 && page_size < kSm90TileKv ? page_size : kSm90TileKv;
+}
 
 struct KilnBatchPrefillParams {
   KilnPrefillTensorMap k_map;                   // kv_tma 1: ragged k (above); else unused
