@@ -480,13 +480,15 @@ class BatchPrefillRagged(Op):
     """batch_prefill_ragged's run step (every request q_len == kv_len as in the trace examples;
     mask 1 causal, 2 none); the plan is made once per case in prepare(). Peers: PyTorch SDPA
     with its flash and its cuDNN backend, each forced, on q as a [B, H, L, D] view and K/V with
-    the kv heads expanded to the query heads once, untimed."""
+    the kv heads expanded to the query heads once, untimed; FlashInfer's ragged prefill wrapper
+    (FA3 on sm_90) on Kiln's own tensors, planned once per case."""
     name, trace, kiln_api = "batch_prefill_ragged", "batch_prefill_ragged", ("BatchPrefillPlan", "batch_prefill_ragged")
     outputs, pure_outputs = ("out", "lse"), ("out", "lse")
     tolerance = {"lse": (1e-3, 1e-5)}
 
     def __init__(self):
         self.plan = None
+        self.fi_peer = None
 
     def make(self, a, dtype, gen):
         self.axes, self.dtype = a, dtype
@@ -498,7 +500,7 @@ class BatchPrefillRagged(Op):
                              "is aligned to the start)")
         q, k, v = (uniform((b * length, h, d), dtype, gen) for h in (hq, hk, hk))
         group = hq // hk
-        return {"out": torch.empty(b * length, hq, d, dtype=dtype, device="cuda"),
+        t = {"out": torch.empty(b * length, hq, d, dtype=dtype, device="cuda"),
                 "lse": torch.empty(b * length, hq, dtype=torch.float32, device="cuda"),
                 "q": q, "k": k, "v": v,
                 "qo_indptr": int32([i * length for i in range(b + 1)]),
@@ -507,6 +509,9 @@ class BatchPrefillRagged(Op):
                 # for its group (made once per case, not timed).
                 "k_rep": k.view(b, length, hk, d).repeat_interleave(group, dim=2),
                 "v_rep": v.view(b, length, hk, d).repeat_interleave(group, dim=2)}
+        self.fi_peer = FI.backends(USE_FLASHINFER,
+                                   lambda: {"peer": FI.PrefillRaggedPeer(torch, t, a, dtype, self.causal)}).get("peer")
+        return t
 
     def prepare(self, t):
         # The schedule from host copies of qo_indptr and kv_indptr (batch = len - 1), as for
@@ -520,6 +525,7 @@ class BatchPrefillRagged(Op):
 
     def release(self):
         self.plan = None  # the package frees the plan (and its workspace) with the object
+        self.fi_peer = None
 
     def kiln(self, t):
         kiln.batch_prefill_ragged(self.plan, t["q"], t["k"], t["v"], t["qo_indptr"], t["kv_indptr"], out=t["out"],
@@ -539,7 +545,8 @@ class BatchPrefillRagged(Op):
                 return (o.transpose(1, 2).reshape(b * length, hq, d),)
             return run
         return {"torch_sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
-                "torch_sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+                "torch_sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+                **(self.fi_peer.backends() if self.fi_peer is not None else {})}
 
     def footprint(self, t):
         return nbytes(t["q"], t["k"], t["v"], t["out"], t["lse"])
@@ -550,6 +557,83 @@ class BatchPrefillRagged(Op):
     def flops(self, t):
         a = self.axes
         pairs = a["batch"] * (a["q_len"] * (a["q_len"] + 1) / 2 if self.causal else a["q_len"] * a["kv_len"])
+        return 4.0 * a["num_qo_heads"] * a["head_dim"] * pairs
+
+
+class BatchPrefillPaged(Op):
+    """batch_prefill_paged's run step on the paged cache of the decode benchmarks (PagedTable:
+    every request kv_len positions in pages of a shuffled pool, the slots no request owns NaN, so
+    a kernel that reads one fails the check) with q_len queries a request, causal aligned to the
+    end (mask 1) or none (2): prefill from the serving cache, chunked prefill, speculative
+    verification. The plan is made once per case in prepare(). Peer: FlashInfer's paged prefill
+    wrapper on the same cache (FA3 on sm_90); SDPA has no paged form (its causal mask is aligned
+    to the start), so no PyTorch backend."""
+    name, trace, kiln_api = "batch_prefill_paged", "batch_prefill_paged", ("BatchPrefillPlan", "batch_prefill_paged")
+    outputs, pure_outputs = ("out", "lse"), ("out", "lse")
+    tolerance = {"lse": (1e-3, 1e-5)}
+
+    def __init__(self):
+        self.plan = None
+        self.fi_peer = None
+
+    def make(self, a, dtype, gen):
+        self.axes, self.dtype = a, dtype
+        self.causal = a["mask"] == 1
+        self.scalars = {"mask": a["mask"]}
+        if a["total_q"] != a["batch"] * a["q_len"]:
+            raise ValueError(f"total_q={a['total_q']} must be batch * q_len = {a['batch'] * a['q_len']}")
+        self.table = table = PAGED.PagedTable(a, seed=gen.initial_seed())
+        hq, hk, d = a["num_qo_heads"], a["num_kv_heads"], a["head_dim"]
+        total = sum(table.lengths)
+        rows = torch.tensor(table.rows(), dtype=torch.int64, device="cuda")
+        shape = (a["num_pages"], a["page_size"], hk, d)
+        k_cache = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+        v_cache = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+        k_cache.view(-1, hk, d)[rows] = uniform((total, hk, d), dtype, gen)
+        v_cache.view(-1, hk, d)[rows] = uniform((total, hk, d), dtype, gen)
+        self.qo = [i * a["q_len"] for i in range(a["batch"] + 1)]
+        t = {"out": torch.empty(a["total_q"], hq, d, dtype=dtype, device="cuda"),
+             "lse": torch.empty(a["total_q"], hq, dtype=torch.float32, device="cuda"),
+             "q": uniform((a["total_q"], hq, d), dtype, gen), "k_cache": k_cache, "v_cache": v_cache,
+             "qo_indptr": int32(self.qo), "kv_indptr": int32(table.indptr), "kv_indices": int32(table.indices),
+             "kv_last_page_len": int32(table.last)}
+        self.fi_peer = FI.backends(USE_FLASHINFER,
+                                   lambda: {"peer": FI.PrefillPagedPeer(torch, t, a, dtype, self.causal)}).get("peer")
+        return t
+
+    def prepare(self, t):
+        # The schedule from the host copies of the indptrs and last-page lengths, the plan's
+        # defaults otherwise (as BatchPrefillRagged).
+        a, table = self.axes, self.table
+        self.plan = kiln.BatchPrefillPlan.paged(self.qo, table.indptr, table.last, a["num_qo_heads"],
+                                                a["num_kv_heads"], a["head_dim"], a["page_size"], self.dtype,
+                                                causal=self.causal, sm_scale=0.0, logits_soft_cap=0.0,
+                                                window_left=-1, device=-1)
+
+    def release(self):
+        self.plan = None
+        self.fi_peer = None
+
+    def kiln(self, t):
+        kiln.batch_prefill_paged(self.plan, t["q"], t["k_cache"], t["v_cache"], t["qo_indptr"], t["kv_indptr"],
+                                 t["kv_indices"], t["kv_last_page_len"], out=t["out"], lse=t["lse"])
+
+    def torch_backends(self):
+        return self.fi_peer.backends() if self.fi_peer is not None else {}
+
+    def footprint(self, t):
+        return self.bytes(t)  # the pool may hold pages no request owns
+
+    def bytes(self, t):
+        kv = 2 * sum(self.table.lengths) * self.axes["num_kv_heads"] * self.axes["head_dim"] * t["q"].element_size()
+        return kv + nbytes(t["q"], t["out"], t["lse"], t["qo_indptr"], t["kv_indptr"], t["kv_indices"],
+                           t["kv_last_page_len"])
+
+    def flops(self, t):
+        a = self.axes
+        q, kv = a["q_len"], a["kv_len"]
+        # Causal aligned to the end: query i sees kv - q + i + 1 positions.
+        pairs = a["batch"] * (q * (kv - q) + q * (q + 1) / 2 if self.causal else q * kv)
         return 4.0 * a["num_qo_heads"] * a["head_dim"] * pairs
 
 
@@ -1028,7 +1112,7 @@ OPS = [RmsNorm(), FusedAddRmsNorm(),
        ActAndMul("silu_and_mul", F.silu), ActAndMul("gelu_and_mul", F.gelu),
        ActAndMul("gelu_tanh_and_mul", lambda x: F.gelu(x, approximate="tanh")),
        ApplyRope(), ApplyRopeWithCosSinCache(),
-       AppendPagedKv(), BatchDecode(), BatchPrefillRagged(),
+       AppendPagedKv(), BatchDecode(), BatchPrefillRagged(), BatchPrefillPaged(),
        Sampler("top_k_sampling", "top_k", ("top_k",), lambda x: SAMPLERS.top_k(x, 50)),
        Sampler("top_p_sampling", "top_p", ("top_p",), lambda x: SAMPLERS.top_p(x, 0.9)),
        Sampler("top_k_top_p_sampling", "top_k_top_p", ("top_k", "top_p"), lambda x: SAMPLERS.top_k_top_p(x, 50, 0.9)),

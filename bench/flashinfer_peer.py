@@ -10,7 +10,8 @@ scaling, positions as given), apply_rope_with_cos_sin_cache (NeoX), append_paged
 (BatchDecodeWithPagedKVCacheWrapper with use_tensor_cores=True, its setting for GQA, planned
 once per case outside the timing; out compared, its lse is base 2), the samplers from
 probabilities with the run's seed (draws checked against the allowed sets, reported like
-PyTorch's), and fused_moe (flashinfer.fused_moe.cutlass_fused_moe, TensorRT-LLM's CUTLASS MoE,
+PyTorch's), batch_prefill_ragged and batch_prefill_paged (BatchPrefillWith{Ragged,Paged}KVCacheWrapper,
+backend auto: FA3 on sm_90; PrefillRaggedPeer, PrefillPagedPeer), and fused_moe (flashinfer.fused_moe.cutlass_fused_moe, TensorRT-LLM's CUTLASS MoE,
 on the same bf16/fp16 weights and routing; FusedMoePeer: tried once per case, "not run: <why>"
 when this FlashInfer lacks it or refuses the case). In-place FlashInfer calls return the tensors
 they wrote.
@@ -87,6 +88,44 @@ class DecodePeer:
 
     def backends(self):
         return {"flashinfer_tensor_cores": lambda t: (self.wrapper.run(t["q"], (t["k_cache"], t["v_cache"])),)}
+
+
+class PrefillRaggedPeer:
+    """A planned BatchPrefillWithRaggedKVCacheWrapper for one batch_prefill_ragged case (made in the
+    op's make(), planned there once, outside the timing): NHD q [total_q, Hq, D] and k, v
+    [total_kv, Hk, D] as Kiln takes them, causal or not, backend "auto" (FlashInfer's choice: FA3
+    on sm_90 where its Hopper kernels serve the case, else FA2; the backend's name says which it
+    took). out and lse are compared (lse asked in base e, [total_q, Hq] as Kiln's). The first run
+    JIT-compiles the module (minutes)."""
+
+    def __init__(self, torch, t, axes, dtype, causal):
+        self.wrapper = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(
+            torch.empty(256 << 20, dtype=torch.uint8, device="cuda"), "NHD", backend="auto")
+        self.wrapper.plan(t["qo_indptr"], t["kv_indptr"], axes["num_qo_heads"], axes["num_kv_heads"],
+                          axes["head_dim"], causal=causal, q_data_type=dtype, kv_data_type=dtype)
+        self.name = f"flashinfer_{getattr(self.wrapper, '_backend', 'auto')}"
+
+    def backends(self):
+        return {self.name: lambda t: tuple(self.wrapper.run(t["q"], t["k"], t["v"], return_lse=True, lse_base="ln"))}
+
+
+class PrefillPagedPeer:
+    """A planned BatchPrefillWithPagedKVCacheWrapper for one batch_prefill_paged case, on the case's
+    cache (k_cache, v_cache [num_pages, page_size, Hk, D]: FlashInfer's NHD) and page table, causal
+    aligned to the end as Kiln's; backend "auto" as PrefillRaggedPeer, out and lse (base e)
+    compared."""
+
+    def __init__(self, torch, t, axes, dtype, causal):
+        self.wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(
+            torch.empty(256 << 20, dtype=torch.uint8, device="cuda"), "NHD", backend="auto")
+        self.wrapper.plan(t["qo_indptr"], t["kv_indptr"], t["kv_indices"], t["kv_last_page_len"],
+                          axes["num_qo_heads"], axes["num_kv_heads"], axes["head_dim"], axes["page_size"],
+                          causal=causal, q_data_type=dtype, kv_data_type=dtype)
+        self.name = f"flashinfer_{getattr(self.wrapper, '_backend', 'auto')}"
+
+    def backends(self):
+        return {self.name: lambda t: tuple(self.wrapper.run(t["q"], (t["k_cache"], t["v_cache"]), return_lse=True,
+                                                            lse_base="ln"))}
 
 
 def sampler(name, params, seed):

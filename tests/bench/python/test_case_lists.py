@@ -1,7 +1,7 @@
 """The repository's kiln-bench test lists (bench/**/*.list) read by bench/case_list.py, as
 compare_torch.py --list reads them: every line parses, names a trace definition of
 kernels/traces, and gives only axes of that definition (ragged decode batches add `ragged`);
-the decode lists' page tables build (bench/decode/paged_table.py)."""
+the decode and paged prefill lists' page tables build (bench/decode/paged_table.py)."""
 import glob
 import json
 import os
@@ -38,7 +38,8 @@ class CaseListsTest(unittest.TestCase):
 
     def test_decode_lists_build_their_page_tables(self):
         for path in lists():
-            for case in case_list.read_cases(path, "batch_decode"):
+            # compare_torch's batch_prefill_paged takes the decode benchmarks' table too.
+            for case in case_list.read_cases(path, "batch_decode") + case_list.read_cases(path, "batch_prefill_paged"):
                 with self.subTest(list=os.path.relpath(path, BENCH_DIR), case=case["name"]):
                     table = paged_table.PagedTable(case["axes"], seed=1234)
                     self.assertEqual(len(table.lengths), case["axes"]["batch"])
