@@ -183,6 +183,23 @@ constexpr TileThroughput kTileThroughput[] = {{128, 256, 1.00}, {128, 128, 0.94}
 // after every measured tile (by the throughput of the next narrower one, 128 wide), so the
 // heuristic never picks them; the tuner times them and a blocklist walk reaches them.
 constexpr TileThroughput kUnmeasuredTiles[] = {{128, 192, 0.94}, {64, 192, 0.74}};
+// From M 1024 on (compute-bound: many tiles, no split), re-measured on an H100 on 2026-12-06
+// (bench/results/2026-12-06-h100-gemm-tiles.md: every large tile at 11 Llama-3.1-8B shapes, M 1024
+// to 16384). Since the TMA-store epilogue (2026-12-03) the tiles that still store from registers
+// (128 x 128 at its 7 stages, the 192-wide ones: no room for a staging buffer) fall behind those
+// that overlap their stores with the next tile: 128 x 128 0.75 where the table above has 0.94,
+// 128 x 192 0.86, 64 x 192 0.62; 64 x 256 and the narrow tiles as above. Below M 1024 the table
+// above stays: the split-K choices it ranks there measured 1.03-1.31x faster than this table's
+// (128 x 128 split against 64 x 256 split at M 65-512, the same run), and the grouped ops were
+// not re-measured.
+constexpr int64_t kLargeMRows = 1024;
+constexpr TileThroughput kLargeMTileThroughput[] = {{128, 256, 1.00}, {64, 256, 0.89}, {128, 192, 0.86},
+                                                    {128, 128, 0.75}, {64, 128, 0.74}, {64, 192, 0.62},
+                                                    {128, 64, 0.60},  {64, 64, 0.46}};
+// The 192-wide tiles' register stores are a fixed cost per tile that only a long K hides: at
+// 1536 x 2048 x 768 the 128 x 192 tile took 1.19x the time of 128 x 256, at K 2048 0.99-1.01x,
+// at K 4096 and more 0.85-0.93x (the same run). Below this K they stay unranked (tuning only).
+constexpr int64_t kWideRegisterTileMinK = 2048;
 
 // Each block of a split-K cluster has at least this many K steps (a shorter pipeline does not
 // reach its steady state), and the cluster's reduction costs about this many K steps.
@@ -272,14 +289,21 @@ std::vector<ScoredTile> RankTiles(int64_t m, int64_t n, int64_t k, int sms) {
     for (int tile_n : {256, 128, 64}) add(wide, 128, tile_n, 2.0 * tile_n);
     std::stable_sort(wide.begin(), wide.end(), by_time);
     scored.insert(scored.end(), wide.begin(), wide.end());
-  } else {
+  } else if (m < kLargeMRows) {
     // Compute-bound: a tile's work over its throughput.
     for (const TileThroughput& t : kTileThroughput) add(scored, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
     std::stable_sort(scored.begin(), scored.end(), by_time);
+  } else {
+    for (const TileThroughput& t : kLargeMTileThroughput)
+      if (t.tile_n != 192 || k >= kWideRegisterTileMinK)
+        add(scored, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
+    std::stable_sort(scored.begin(), scored.end(), by_time);
   }
+  // The 192-wide tiles where the shape's table does not rank them: after every ranked tile.
   std::vector<ScoredTile> unmeasured;
+  const bool wide_ranked = m >= kLargeMRows && k >= kWideRegisterTileMinK;
   for (const TileThroughput& t : kUnmeasuredTiles)
-    add(unmeasured, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
+    if (!wide_ranked) add(unmeasured, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
   std::stable_sort(unmeasured.begin(), unmeasured.end(), by_time);
   scored.insert(scored.end(), unmeasured.begin(), unmeasured.end());
   return scored;

@@ -237,8 +237,16 @@ TEST_CASE("the default gemm tactic follows the shape and the SM count", "[client
   CHECK(ChooseGemmTactic(16384, 6144, 4096, 132).tile_n == 256);
   // One wave either way: 128 tiles of 128x256 (1024 x 4096).
   CHECK(ChooseGemmTactic(1024, 4096, 4096, 132).tile_n == 256);
-  // 1024 x 6144: 192 tiles of 128x256 take 2 waves; 384 of 128x128 take 3 at 0.94 the rate.
-  CHECK(ChooseGemmTactic(1024, 6144, 4096, 132).tile_n == 128);
+  // 1024 x 6144: 192 tiles of 128x256 take 2 waves; 384 of 64x256 take 3 at 0.89 the rate, and
+  // 128x128 (0.75 from M 1024 on) no longer wins (measured: 75.5 against 79.4 us, H100).
+  CHECK(kiln::client::GemmTacticText(ChooseGemmTactic(1024, 6144, 4096, 132)) == "t64x256x64s5g8");
+  // The 192-wide tiles are ranked from M 1024 on where K hides their register stores:
+  // 1536 x 6144 x 4096 takes 384 tiles of 128x192 in 3 waves (110.4 against 129.8 us with
+  // 128x128); at K 768 the same shape class keeps 128x256 (128x192 was 1.19x slower).
+  CHECK(kiln::client::GemmTacticText(ChooseGemmTactic(1536, 6144, 4096, 132)) == "t128x192x64s5g8");
+  CHECK(ChooseGemmTactic(1536, 2048, 768, 132).tile_n == 256);
+  // Below M 1024 the first table stays (its 128x128 split measured best at M 65-512).
+  CHECK(kiln::client::GemmTacticText(ChooseGemmTactic(512, 1536, 2048, 132)) == "t128x128x64s5g8k2");
   // Every choice is in the space.
   for (int64_t m : {1, 16, 64, 65, 256, 1024, 4096, 16384})
     for (int64_t n : {8, 1536, 4096, 6144, 28672}) {
