@@ -1270,22 +1270,40 @@ def copy_bandwidth(reps):
     return 2 * src.numel() * src.element_size() / (best[1] * 1e3), best[1]
 
 
+def read_bandwidth(reps):
+    """The read-only ceiling of the run (issue 17): kernels that only read 1 GiB (fp32) and write
+    one value, timed as the ops are: the faster of torch.sum and torch.amax. Read-mostly ops
+    (decode, speculative verification, the samplers) are bounded by this, not by copy; rows
+    give pct_of_read beside pct_of_copy (kiln-bench's read_gbps is its own kernel's). Torch's
+    reductions are a floor of the true ceiling, so pct_of_read never flatters the ops either."""
+    n = (1 << 30) // 4
+    src = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
+    out = torch.empty((), dtype=torch.float32, device="cuda")
+    best = None
+    for fn in (lambda i: torch.sum(src, dim=0, out=out), lambda i: torch.amax(src, dim=0, out=out)):
+        times, _ = time_calls(fn, 4, reps)
+        median = statistics.median(times)
+        best = median if best is None else min(best, median)
+    return src.numel() * src.element_size() / (best * 1e3), best
+
+
 # ---- main ---------------------------------------------------------------------------------------
 
 
-def run_case(op, trace, label, axes, dtype_name, args, l2_bytes, copy_gbps, failures):
+def run_case(op, trace, label, axes, dtype_name, args, l2_bytes, ceilings, failures):
     dtype = TORCH_DTYPES[dtype_name]
     seed = args.seed + sum(ord(c) for c in f"{op.name}{label}{dtype_name}")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     base = op.make(axes, dtype, gen)
     op.prepare(base)
     try:
-        return measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_gbps, failures)
+        return measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, ceilings, failures)
     finally:
         op.release()
 
 
-def measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_gbps, failures):
+def measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, ceilings, failures):
+    copy_gbps, read_gbps = ceilings
     shape = ",".join(f"{k}={v}" for k, v in axes.items())
     common = {"op": op.name, "case": label, "dtype": dtype_name, "shape": shape,
               "gpu": torch.cuda.get_device_name(), "arch": "sm_%d%d" % torch.cuda.get_device_capability()}
@@ -1386,7 +1404,7 @@ def measure_case(op, trace, label, axes, dtype_name, base, args, l2_bytes, copy_
                          std_us=round(statistics.stdev(times), 3) if len(times) > 1 else 0.0,
                          min_us=round(min(times), 3), reps=args.reps, calls_per_rep=calls, l2=l2,
                          mechanism=mechanism, bytes=op.bytes(base), gbps=round(gbps, 1),
-                         pct_of_copy=round(100 * gbps / copy_gbps, 1),
+                         pct_of_copy=round(100 * gbps / copy_gbps, 1), pct_of_read=round(100 * gbps / read_gbps, 1),
                          time_vs_kiln=round(median / kiln_median, 3),
                          tflops=round(op.flops(base) / (median * 1e6), 1) if hasattr(op, "flops") else None,
                          refcheck="peer disagrees with the references" if disagrees else "pass", checks=checks))
@@ -1453,8 +1471,10 @@ def main():
     props = torch.cuda.get_device_properties(0)
     l2_bytes = getattr(props, "L2_cache_size", 60 << 20)
     copy_gbps, copy_us = copy_bandwidth(args.reps)
+    read_gbps, read_us = read_bandwidth(args.reps)
     print(f"# {props.name}, torch {torch.__version__}, flashinfer {fi_note}, L2 {l2_bytes >> 20} MB; "
-          f"device-to-device copy {copy_gbps:.0f} GB/s ({copy_us:.1f} us per GiB)")
+          f"device-to-device copy {copy_gbps:.0f} GB/s ({copy_us:.1f} us per GiB); "
+          f"read-only {read_gbps:.0f} GB/s ({read_us:.1f} us per GiB read)")
     print(f"# kiln {kiln_version} ({os.path.dirname(kiln.__file__)}): {kiln_mode}")
 
     wanted = None if args.ops == "all" else set(args.ops.split(","))
@@ -1462,7 +1482,7 @@ def main():
     if unknown:
         parser.error(f"--ops: unknown {', '.join(sorted(unknown))}")
     rows, failures, skipped = [], [], []
-    header = f"{'op':30} {'dtype':5} {'case':28} {'backend':20} {'median_us':>10} {'std_us':>8} {'GB/s':>8} {'%copy':>6} {'vs kiln':>8}"
+    header = f"{'op':30} {'dtype':5} {'case':28} {'backend':20} {'median_us':>10} {'std_us':>8} {'GB/s':>8} {'%copy':>6} {'%read':>6} {'vs kiln':>8}"
     print(header)
     for op in OPS:
         if wanted is not None and op.name not in wanted:
@@ -1481,7 +1501,7 @@ def main():
             for dtype_name in (args.dtypes.split(",") if args.dtypes else [example["dtype"]]):
                 try:
                     case_rows = run_case(op, trace, example["name"], example["axes"], dtype_name, args,
-                                         l2_bytes, copy_gbps, failures)
+                                         l2_bytes, (copy_gbps, read_gbps), failures)
                 except kiln.KilnError as e:
                     print(f"ERROR {op.name} {dtype_name} {example['name']}: {e}", file=sys.stderr, flush=True)
                     failures.append(f"{op.name} {dtype_name} {example['name']}: {e}")
@@ -1489,7 +1509,7 @@ def main():
                 for r in case_rows:
                     if "median_us" in r:
                         print(f"{r['op']:30} {r['dtype']:5} {r['case']:28} {r['backend']:20} {r['median_us']:10.2f} "
-                              f"{r['std_us']:8.2f} {r['gbps']:8.1f} {r['pct_of_copy']:6.1f} {r['time_vs_kiln']:8.2f}"
+                              f"{r['std_us']:8.2f} {r['gbps']:8.1f} {r['pct_of_copy']:6.1f} {r['pct_of_read']:6.1f} {r['time_vs_kiln']:8.2f}"
                               + (f" {r['tflops']:8.1f} TFLOP/s" if r.get("tflops") is not None else ""),
                               flush=True)
                     else:
@@ -1500,7 +1520,7 @@ def main():
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "flashinfer": fi_note,
             "kiln": kiln_version, "kiln_mode": kiln_mode, "kiln_package": os.path.dirname(kiln.__file__),
             "gpu": props.name,
-            "command": " ".join(sys.argv), "copy_gbps": round(copy_gbps, 1), "l2_bytes": l2_bytes,
+            "command": " ".join(sys.argv), "copy_gbps": round(copy_gbps, 1), "read_gbps": round(read_gbps, 1), "l2_bytes": l2_bytes,
             "tolerance": {k: 2 * v for k, v in TOLERANCE.items()}, "skipped": skipped, "failures": failures,
             "time_vs_kiln": "backend median / kiln median: above 1, Kiln is faster"}
     write_rows(args.out, meta, rows)
