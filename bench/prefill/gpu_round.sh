@@ -11,8 +11,11 @@
 # rows but speculative verification, which takes the mma.sync kernel) with its TMA producer
 # (KILN_PREFILL_TMA_KV=1, the default) and with cp.async (=0), TMA_ROUNDS times (default 1)
 # alternating, in one kilnd: the evidence for the default. TMA_ROWS: an extended regex the rows
-# must match (default: all of them).
-#   bash bench/prefill/gpu_round.sh [tests|bench|tma|all]
+# must match (default: all of them). `peers`: compare_torch alone on the head_dim 128 ragged rows
+# and the paged rows (batch_prefill_paged), with FlashInfer's prefill wrappers (FA3 on sm_90) when
+# its site is in FISITE (docs/benchmarking.md: the wheel unpacked outside the tree; its first
+# call JIT-compiles the module with the machine's nvcc, about 100 s on 16 cores).
+#   bash bench/prefill/gpu_round.sh [tests|bench|tma|peers|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -57,5 +60,26 @@ if [[ $what == tma ]]; then
       grep -vE "^#|^$" "$OUT/prefill-tma$tma-round$round.log" | cut -c1-230
     done
   done
+  stop_kilnd
+fi
+
+if [[ $what == peers ]]; then
+  dir=$(mktemp -d)
+  start_kilnd "$dir" "$OUT/kilnd-prefill-peers.log"
+  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=/usr/local/cuda/bin:$PATH MAX_JOBS=${MAX_JOBS:-16}
+  grep "^batch_prefill_ragged" bench/prefill/prefill.list | grep "head_dim=128," > "$dir/ragged.list"
+  grep "^batch_prefill_paged" bench/prefill/prefill.list > "$dir/paged.list"
+  if pythonpath=$(bash bench/python_gpu.sh site 2> "$OUT/python-site.log"); then
+    for op in ragged paged; do
+      PYTHONPATH=$pythonpath${FISITE:+:$FISITE} timeout 420 "${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}" \
+        bench/compare_torch.py --socket "$KILN_SOCKET" --ops batch_prefill_$op --list "$dir/$op.list" \
+        --out "$OUT/prefill-peers-$op.json" > "$OUT/prefill-peers-$op.log" 2>&1
+      echo "compare_torch --ops batch_prefill_$op rc=$?"
+      grep -vE "^# kiln" "$OUT/prefill-peers-$op.log" | cut -c1-200
+    done
+  else
+    echo "compare_torch not run: bash bench/python_gpu.sh site failed:"
+    cat "$OUT/python-site.log"
+  fi
   stop_kilnd
 fi
