@@ -501,14 +501,14 @@ class BatchPrefillRagged(Op):
         q, k, v = (uniform((b * length, h, d), dtype, gen) for h in (hq, hk, hk))
         group = hq // hk
         t = {"out": torch.empty(b * length, hq, d, dtype=dtype, device="cuda"),
-                "lse": torch.empty(b * length, hq, dtype=torch.float32, device="cuda"),
-                "q": q, "k": k, "v": v,
-                "qo_indptr": int32([i * length for i in range(b + 1)]),
-                "kv_indptr": int32([i * length for i in range(b + 1)]),
-                # SDPA's operands: [B, H, L, D] views of q and of K/V with every kv head repeated
-                # for its group (made once per case, not timed).
-                "k_rep": k.view(b, length, hk, d).repeat_interleave(group, dim=2),
-                "v_rep": v.view(b, length, hk, d).repeat_interleave(group, dim=2)}
+             "lse": torch.empty(b * length, hq, dtype=torch.float32, device="cuda"),
+             "q": q, "k": k, "v": v,
+             "qo_indptr": int32([i * length for i in range(b + 1)]),
+             "kv_indptr": int32([i * length for i in range(b + 1)]),
+             # SDPA's operands: [B, H, L, D] views of q and of K/V with every kv head repeated
+             # for its group (made once per case, not timed).
+             "k_rep": k.view(b, length, hk, d).repeat_interleave(group, dim=2),
+             "v_rep": v.view(b, length, hk, d).repeat_interleave(group, dim=2)}
         self.fi_peer = FI.backends(USE_FLASHINFER,
                                    lambda: {"peer": FI.PrefillRaggedPeer(torch, t, a, dtype, self.causal)}).get("peer")
         return t

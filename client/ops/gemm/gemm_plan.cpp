@@ -179,9 +179,10 @@ struct TileThroughput {
 };
 constexpr TileThroughput kTileThroughput[] = {{128, 256, 1.00}, {128, 128, 0.94}, {64, 256, 0.89},
                                               {64, 128, 0.74},  {128, 64, 0.60},  {64, 64, 0.46}};
-// Tiles of the space with no figures yet (192 wide, added 2026-12-03 without a GPU): ranked
-// after every measured tile (by the throughput of the next narrower one, 128 wide), so the
-// heuristic never picks them; the tuner times them and a blocklist walk reaches them.
+// The 192-wide tiles (added 2026-12-03) where no table ranks them (below M 1024, and at a K
+// below kWideRegisterTileMinK): after every ranked tile (by the throughput of the next narrower
+// one, 128 wide), so the heuristic does not pick them there; the tuner times them and a
+// blocklist walk reaches them.
 constexpr TileThroughput kUnmeasuredTiles[] = {{128, 192, 0.94}, {64, 192, 0.74}};
 // From M 1024 on (compute-bound: many tiles, no split), re-measured on an H100 on 2026-12-06
 // (bench/results/2026-12-06-h100-gemm-tiles.md: every large tile at 11 Llama-3.1-8B shapes, M 1024
