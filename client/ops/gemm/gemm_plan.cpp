@@ -183,7 +183,7 @@ constexpr TileThroughput kTileThroughput[] = {{128, 256, 1.00}, {128, 128, 0.94}
 // below kWideRegisterTileMinK): after every ranked tile (by the throughput of the next narrower
 // one, 128 wide), so the heuristic does not pick them there; the tuner times them and a
 // blocklist walk reaches them.
-constexpr TileThroughput kUnmeasuredTiles[] = {{128, 192, 0.94}, {64, 192, 0.74}};
+constexpr TileThroughput kUnrankedWideTiles[] = {{128, 192, 0.94}, {64, 192, 0.74}};
 // From M 1024 on (compute-bound: many tiles, no split), re-measured on an H100 on 2026-12-06
 // (bench/results/2026-12-06-h100-gemm-tiles.md: every large tile at 11 Llama-3.1-8B shapes, M 1024
 // to 16384). Since the TMA-store epilogue (2026-12-03) the tiles that still store from registers
@@ -301,12 +301,12 @@ std::vector<ScoredTile> RankTiles(int64_t m, int64_t n, int64_t k, int sms) {
     std::stable_sort(scored.begin(), scored.end(), by_time);
   }
   // The 192-wide tiles where the shape's table does not rank them: after every ranked tile.
-  std::vector<ScoredTile> unmeasured;
+  std::vector<ScoredTile> unranked;
   const bool wide_ranked = m >= kLargeMRows && k >= kWideRegisterTileMinK;
-  for (const TileThroughput& t : kUnmeasuredTiles)
-    if (!wide_ranked) add(unmeasured, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
-  std::stable_sort(unmeasured.begin(), unmeasured.end(), by_time);
-  scored.insert(scored.end(), unmeasured.begin(), unmeasured.end());
+  for (const TileThroughput& t : kUnrankedWideTiles)
+    if (!wide_ranked) add(unranked, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
+  std::stable_sort(unranked.begin(), unranked.end(), by_time);
+  scored.insert(scored.end(), unranked.begin(), unranked.end());
   return scored;
 }
 
