@@ -428,14 +428,7 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
 
   // The rows' sums over their quads; a row that saw nothing has l == 0: out 0, lse -inf.
   float inv[2], lse2[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float sum = l[i];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    inv[i] = sum > 0.f ? 1.f / sum : 0.f;
-    lse2[i] = sum > 0.f ? m[i] + log2f(sum) : kNegInf;
-  }
+  detail::FinishRows(m, l, inv, lse2);
   const int head_base = kv_head * kGroup;
 
   if (chunks > 1) {

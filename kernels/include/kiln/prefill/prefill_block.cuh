@@ -5,6 +5,7 @@
 // request's kv lives, a position's page, a row's visible range.
 #pragma once
 
+#include "kiln/decode/attention_math.cuh"
 #include "kiln/prefill/prefill_contract.h"
 
 namespace kiln {
@@ -129,6 +130,21 @@ __device__ __forceinline__ bool LocatePrefillBlock(const KilnBatchPrefillParams&
   b.first_tile = lo - lo % kTileKv;  // lo >= 0
   b.num_tiles = hi > lo ? (hi - b.first_tile + kTileKv - 1) / kTileKv : 0;
   return true;
+}
+
+// The end of a row tile's online softmax in both kernels, for a lane's two rows: the row's sum
+// over its quad (the 4 lanes that share a row of the C fragment), the factor that normalizes O,
+// and the log2-sum-exp (a factor of 0 and -inf for a row that saw nothing).
+__device__ __forceinline__ void FinishRows(const float (&m)[2], const float (&l)[2], float (&inv)[2],
+                                           float (&lse2)[2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = l[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv[i] = sum > 0.f ? 1.f / sum : 0.f;
+    lse2[i] = sum > 0.f ? m[i] + log2f(sum) : attention::NegativeInfinity();
+  }
 }
 
 }  // namespace detail
