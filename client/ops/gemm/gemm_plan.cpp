@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -290,12 +291,11 @@ std::vector<ScoredTile> RankTiles(int64_t m, int64_t n, int64_t k, int sms) {
     for (int tile_n : {256, 128, 64}) add(wide, 128, tile_n, 2.0 * tile_n);
     std::stable_sort(wide.begin(), wide.end(), by_time);
     scored.insert(scored.end(), wide.begin(), wide.end());
-  } else if (m < kLargeMRows) {
-    // Compute-bound: a tile's work over its throughput.
-    for (const TileThroughput& t : kTileThroughput) add(scored, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
-    std::stable_sort(scored.begin(), scored.end(), by_time);
   } else {
-    for (const TileThroughput& t : kLargeMTileThroughput)
+    // Compute-bound: a tile's work over its throughput, from the table of the shape's M.
+    const std::span<const TileThroughput> table = m < kLargeMRows ? std::span<const TileThroughput>(kTileThroughput)
+                                                                  : kLargeMTileThroughput;
+    for (const TileThroughput& t : table)
       if (t.tile_n != 192 || k >= kWideRegisterTileMinK)
         add(scored, t.tile_m, t.tile_n, t.tile_m * t.tile_n / t.relative);
     std::stable_sort(scored.begin(), scored.end(), by_time);
