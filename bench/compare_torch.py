@@ -476,19 +476,36 @@ class BatchDecode(Op):
         return PAGED.decode_bytes(self.axes, t["q"].element_size(), self.table)
 
 
-class BatchPrefillRagged(Op):
-    """batch_prefill_ragged's run step (every request q_len == kv_len as in the trace examples;
-    mask 1 causal, 2 none); the plan is made once per case in prepare(). Peers: PyTorch SDPA
-    with its flash and its cuDNN backend, each forced, on q as a [B, H, L, D] view and K/V with
-    the kv heads expanded to the query heads once, untimed; FlashInfer's ragged prefill wrapper
-    (FA3 on sm_90) on Kiln's own tensors, planned once per case."""
-    name, trace, kiln_api = "batch_prefill_ragged", "batch_prefill_ragged", ("BatchPrefillPlan", "batch_prefill_ragged")
+class PrefillOp(Op):
+    """What batch_prefill_ragged and batch_prefill_paged share: out and lse (lse against float64
+    at (1e-3, 1e-5)), a plan made once per case in prepare(), and FlashInfer's wrapper for the
+    case (made by make() through set_peer) among the peers."""
     outputs, pure_outputs = ("out", "lse"), ("out", "lse")
     tolerance = {"lse": (1e-3, 1e-5)}
 
     def __init__(self):
         self.plan = None
         self.fi_peer = None
+
+    def set_peer(self, make_peer):
+        """FlashInfer's planned wrapper when it imported and the run wants it, else none."""
+        self.fi_peer = FI.backends(USE_FLASHINFER, lambda: {"peer": make_peer()}).get("peer")
+
+    def peer_backends(self):
+        return self.fi_peer.backends() if self.fi_peer is not None else {}
+
+    def release(self):
+        self.plan = None  # the package frees the plan (and its workspace) with the object
+        self.fi_peer = None
+
+
+class BatchPrefillRagged(PrefillOp):
+    """batch_prefill_ragged's run step (every request q_len == kv_len as in the trace examples;
+    mask 1 causal, 2 none); the plan is made once per case in prepare(). Peers: PyTorch SDPA
+    with its flash and its cuDNN backend, each forced, on q as a [B, H, L, D] view and K/V with
+    the kv heads expanded to the query heads once, untimed; FlashInfer's ragged prefill wrapper
+    (FA3 on sm_90) on Kiln's own tensors, planned once per case."""
+    name, trace, kiln_api = "batch_prefill_ragged", "batch_prefill_ragged", ("BatchPrefillPlan", "batch_prefill_ragged")
 
     def make(self, a, dtype, gen):
         self.axes, self.dtype = a, dtype
@@ -509,8 +526,7 @@ class BatchPrefillRagged(Op):
              # for its group (made once per case, not timed).
              "k_rep": k.view(b, length, hk, d).repeat_interleave(group, dim=2),
              "v_rep": v.view(b, length, hk, d).repeat_interleave(group, dim=2)}
-        self.fi_peer = FI.backends(USE_FLASHINFER,
-                                   lambda: {"peer": FI.PrefillRaggedPeer(torch, t, a, dtype, self.causal)}).get("peer")
+        self.set_peer(lambda: FI.PrefillRaggedPeer(torch, t, a, dtype, self.causal))
         return t
 
     def prepare(self, t):
@@ -522,10 +538,6 @@ class BatchPrefillRagged(Op):
         self.plan = kiln.BatchPrefillPlan.ragged(qo, kv, a["num_qo_heads"], a["num_kv_heads"], a["head_dim"],
                                                  self.dtype, causal=self.causal, sm_scale=0.0, logits_soft_cap=0.0,
                                                  window_left=-1, device=-1)
-
-    def release(self):
-        self.plan = None  # the package frees the plan (and its workspace) with the object
-        self.fi_peer = None
 
     def kiln(self, t):
         kiln.batch_prefill_ragged(self.plan, t["q"], t["k"], t["v"], t["qo_indptr"], t["kv_indptr"], out=t["out"],
@@ -545,8 +557,7 @@ class BatchPrefillRagged(Op):
                 return (o.transpose(1, 2).reshape(b * length, hq, d),)
             return run
         return {"torch_sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
-                "torch_sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
-                **(self.fi_peer.backends() if self.fi_peer is not None else {})}
+                "torch_sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), **self.peer_backends()}
 
     def footprint(self, t):
         return nbytes(t["q"], t["k"], t["v"], t["out"], t["lse"])
@@ -560,7 +571,7 @@ class BatchPrefillRagged(Op):
         return 4.0 * a["num_qo_heads"] * a["head_dim"] * pairs
 
 
-class BatchPrefillPaged(Op):
+class BatchPrefillPaged(PrefillOp):
     """batch_prefill_paged's run step on the paged cache of the decode benchmarks (PagedTable:
     every request kv_len positions in pages of a shuffled pool, the slots no request owns NaN, so
     a kernel that reads one fails the check) with q_len queries a request, causal aligned to the
@@ -569,12 +580,6 @@ class BatchPrefillPaged(Op):
     wrapper on the same cache (FA3 on sm_90); SDPA has no paged form (its causal mask is aligned
     to the start), so no PyTorch backend."""
     name, trace, kiln_api = "batch_prefill_paged", "batch_prefill_paged", ("BatchPrefillPlan", "batch_prefill_paged")
-    outputs, pure_outputs = ("out", "lse"), ("out", "lse")
-    tolerance = {"lse": (1e-3, 1e-5)}
-
-    def __init__(self):
-        self.plan = None
-        self.fi_peer = None
 
     def make(self, a, dtype, gen):
         self.axes, self.dtype = a, dtype
@@ -597,8 +602,7 @@ class BatchPrefillPaged(Op):
              "q": uniform((a["total_q"], hq, d), dtype, gen), "k_cache": k_cache, "v_cache": v_cache,
              "qo_indptr": int32(self.qo), "kv_indptr": int32(table.indptr), "kv_indices": int32(table.indices),
              "kv_last_page_len": int32(table.last)}
-        self.fi_peer = FI.backends(USE_FLASHINFER,
-                                   lambda: {"peer": FI.PrefillPagedPeer(torch, t, a, dtype, self.causal)}).get("peer")
+        self.set_peer(lambda: FI.PrefillPagedPeer(torch, t, a, dtype, self.causal))
         return t
 
     def prepare(self, t):
@@ -610,16 +614,12 @@ class BatchPrefillPaged(Op):
                                                 causal=self.causal, sm_scale=0.0, logits_soft_cap=0.0,
                                                 window_left=-1, device=-1)
 
-    def release(self):
-        self.plan = None
-        self.fi_peer = None
-
     def kiln(self, t):
         kiln.batch_prefill_paged(self.plan, t["q"], t["k_cache"], t["v_cache"], t["qo_indptr"], t["kv_indptr"],
                                  t["kv_indices"], t["kv_last_page_len"], out=t["out"], lse=t["lse"])
 
     def torch_backends(self):
-        return self.fi_peer.backends() if self.fi_peer is not None else {}
+        return self.peer_backends()
 
     def footprint(self, t):
         return self.bytes(t)  # the pool may hold pages no request owns
@@ -1260,14 +1260,13 @@ def copy_bandwidth(reps):
     n = (1 << 30) // 4
     src = torch.empty(n, dtype=torch.float32, device="cuda").fill_(1.0)
     dst = torch.empty_like(src)
-    best = None
-    for what, fn in (("copy_", lambda i: dst.copy_(src)),
-                     ("elementwise kernel", lambda i: torch.mul(src, 1.0, out=dst))):
-        times, _ = time_calls(fn, 4, reps)
-        median = statistics.median(times)
-        if best is None or median < best[1]:
-            best = (what, median)
-    return 2 * src.numel() * src.element_size() / (best[1] * 1e3), best[1]
+    best = fastest_median((lambda i: dst.copy_(src), lambda i: torch.mul(src, 1.0, out=dst)), reps)
+    return 2 * src.numel() * src.element_size() / (best * 1e3), best
+
+
+def fastest_median(fns, reps):
+    """The least median µs per call of the calls fns, each timed as the ops are."""
+    return min(statistics.median(time_calls(fn, 4, reps)[0]) for fn in fns)
 
 
 def read_bandwidth(reps):
@@ -1279,11 +1278,7 @@ def read_bandwidth(reps):
     n = (1 << 30) // 4
     src = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
     out = torch.empty((), dtype=torch.float32, device="cuda")
-    best = None
-    for fn in (lambda i: torch.sum(src, dim=0, out=out), lambda i: torch.amax(src, dim=0, out=out)):
-        times, _ = time_calls(fn, 4, reps)
-        median = statistics.median(times)
-        best = median if best is None else min(best, median)
+    best = fastest_median((lambda i: torch.sum(src, dim=0, out=out), lambda i: torch.amax(src, dim=0, out=out)), reps)
     return src.numel() * src.element_size() / (best * 1e3), best
 
 
