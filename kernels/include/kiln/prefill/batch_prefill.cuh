@@ -20,9 +20,10 @@
 //                                                        which the m16n8k16 C layout hands to
 //                                                        the next mma as its A layout directly;
 //                                                        V with ldmatrix.trans)
-// K and V stream through a kStages = 2 cp.async pipeline (16-byte copies, zero-filled out of
-// range, XOR-swizzled 16-byte chunks so every ldmatrix is free of bank conflicts); the next
-// tile's copies are issued before the current tile is computed. Only tiles that cross a row's
+// K and V stream through a cp.async ring of kStages (MmaStages: 3 at head_dim <= 128, 2 at 256)
+// stages (16-byte copies, zero-filled out of range, XOR-swizzled 16-byte chunks so every
+// ldmatrix is free of bank conflicts); tile t + kStages - 1's copies are issued before tile t is
+// computed, so kStages - 1 tiles are in flight. Only tiles that cross a row's
 // causal / window / kv_len limit take the per-element mask; tiles no row of a warp sees are
 // skipped by that warp, and tiles no row of the block sees are never loaded. A request of one
 // kv chunk writes `out` (rounded to T once, staged through shared memory for 16-byte stores)
@@ -63,6 +64,7 @@ struct PrefillShape {
   static constexpr int kQBytes = kTileRows * kHeadDim * 2;
   static constexpr int kKvTileBytes = kTileKv * kHeadDim * 2;  // one K (or V) tile
   static constexpr int kStageBytes = 2 * kKvTileBytes;
+  static constexpr int kStages = MmaStages(kHeadDim);
   static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
   // D <= 128: the Q fragments (kDimSteps * 4 registers) live in registers for the whole loop;
   // at D = 256 they would be 64 registers next to O's 128, so they are re-read with ldmatrix.
@@ -88,7 +90,7 @@ struct PrefillShape {
                 "the block's threads cover whole rows of the Q and K/V tiles");
   static_assert(kTileRows == 16 * kWarps, "a warp owns the 16 rows of one mma");
   static_assert(kTileKv % 16 == 0, "K/V tiles are whole k steps of P V");
-  static_assert(kStages == 2, "the pipeline below issues tile t + 1 while tile t is computed");
+  static_assert(kStages >= 2 && kStages <= 32, "a ring of stages; the invalid-page flags are a bit each");
   static_assert(kSmemBytes == MmaSmemBytes(kHeadDim), "the host sizes shared memory with PrefillSmemBytes");
 };
 
@@ -310,23 +312,33 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
   const unsigned q_smem = smem_base;
   const unsigned kv_smem = smem_base + Shape::kQBytes;
 
-  // Prologue: the Q tile (its own cp.async group), then K/V tile 0.
+  // Prologue: the Q tile (its own cp.async group), then K/V tiles 0 .. kStages - 2 (a group
+  // each, empty past the last tile, so that group counts stay those of the ring).
+  constexpr int kStages = Shape::kStages;
   detail::LoadQ<Shape>(p, q_begin, row_begin, rows, kv_head, q_smem);
   detail::CpAsyncCommit();
-  bool pending_bad = false;  // tile in flight had an invalid page (among this thread's rows)
+  // Bit s: the tile in flight in stage s had an invalid page (among this thread's rows).
+  unsigned pending_bad = 0;
   // kPrefetchPages: the page-table entries of the next tile to load.
   int entries[Shape::kKvPasses] = {};
   if constexpr (Shape::kPrefetchPages) {
     if (num_tiles > 0) detail::LoadPageEntries<Shape>(p, kv, first_tile, entries);
   }
-  if (num_tiles > 0)
-    pending_bad = detail::LoadKv<Shape>(p, kv, kv_head, first_tile, kv_smem, kv_smem + Shape::kKvTileBytes, entries);
-  if constexpr (Shape::kPrefetchPages) {
-    if (num_tiles > 1) detail::LoadPageEntries<Shape>(p, kv, first_tile + kTileKv, entries);
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < num_tiles) {
+      const unsigned k_dst = kv_smem + i * Shape::kStageBytes;
+      const bool bad = detail::LoadKv<Shape>(p, kv, kv_head, first_tile + i * kTileKv, k_dst,
+                                             k_dst + Shape::kKvTileBytes, entries);
+      pending_bad |= static_cast<unsigned>(bad) << i;
+      if constexpr (Shape::kPrefetchPages) {
+        if (i + 1 < num_tiles) detail::LoadPageEntries<Shape>(p, kv, first_tile + (i + 1) * kTileKv, entries);
+      }
+    }
+    detail::CpAsyncCommit();
   }
-  detail::CpAsyncCommit();
-  detail::CpAsyncWait<1>();  // this thread's Q copies have landed
-  __syncthreads();           // everyone's have
+  detail::CpAsyncWait<kStages - 1>();  // this thread's Q copies have landed
+  __syncthreads();                     // everyone's have
 
   // Q as the A operand of Q K^T, 16 dims per k step; ldmatrix matrices j = lane / 8: rows
   // 8 * (j & 1) + lane % 8, dims 8 * (j >> 1) (a0..a3 of "Matrix fragments for mma.m16n8k16").
@@ -347,28 +359,32 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
   float m[2] = {kNegInf, kNegInf};
   float l[2] = {0.f, 0.f};
 
+  int stage = 0;  // t % kStages
   for (int t = 0; t < num_tiles; ++t) {
-    detail::CpAsyncWait<0>();  // this thread's copies of tile t have landed
-    // Everyone's have; nobody still reads tile t - 1's stage. Paged: also whether any row of
-    // tile t had an invalid page (bar.red.or, the same barrier).
+    detail::CpAsyncWait<kStages - 2>();  // this thread's copies of tile t have landed
+    // Everyone's have; nobody still reads tile t - 1's stage, which tile t + kStages - 1 takes.
+    // Paged: also whether any row of tile t had an invalid page (bar.red.or, the same barrier).
     bool tile_bad = false;
-    if constexpr (Shape::kPaged) tile_bad = __syncthreads_or(pending_bad) != 0;
+    if constexpr (Shape::kPaged) tile_bad = __syncthreads_or((pending_bad >> stage) & 1u) != 0;
     else __syncthreads();
     const int tile_start = first_tile + t * kTileKv;
-    if (t + 1 < num_tiles) {
-      const unsigned k_dst = kv_smem + ((t + 1) % kStages) * Shape::kStageBytes;
-      pending_bad = detail::LoadKv<Shape>(p, kv, kv_head, tile_start + kTileKv, k_dst, k_dst + Shape::kKvTileBytes,
-                                          entries);
+    const int load_stage = stage == 0 ? kStages - 1 : stage - 1;
+    if (t + kStages - 1 < num_tiles) {
+      const unsigned k_dst = kv_smem + load_stage * Shape::kStageBytes;
+      const bool bad = detail::LoadKv<Shape>(p, kv, kv_head, tile_start + (kStages - 1) * kTileKv, k_dst,
+                                             k_dst + Shape::kKvTileBytes, entries);
+      pending_bad = (pending_bad & ~(1u << load_stage)) | (static_cast<unsigned>(bad) << load_stage);
       if constexpr (Shape::kPrefetchPages) {
-        if (t + 2 < num_tiles) detail::LoadPageEntries<Shape>(p, kv, tile_start + 2 * kTileKv, entries);
+        if (t + kStages < num_tiles) detail::LoadPageEntries<Shape>(p, kv, tile_start + kStages * kTileKv, entries);
       }
     }
     detail::CpAsyncCommit();
+    const unsigned k_tile = kv_smem + stage * Shape::kStageBytes;
+    if (++stage == kStages) stage = 0;
 
     // A tile none of the warp's rows sees changes nothing.
     const int tile_last = tile_start + kTileKv - 1;
     if (!warp_active || tile_last < warp_first_range.lo || tile_start > warp_last_range.hi) continue;
-    const unsigned k_tile = kv_smem + (t % kStages) * Shape::kStageBytes;
     const unsigned v_tile = k_tile + Shape::kKvTileBytes;
 
     // S = Q K^T. B (16 dims x 8 positions, "col") of n tile n is K rows 8n.. as they lie in
