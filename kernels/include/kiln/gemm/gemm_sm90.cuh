@@ -134,6 +134,10 @@ struct GemmShape {
   static_assert(kBytesA % 1024 == 0 && kBytesB % 1024 == 0, "stage buffers stay 1024-byte aligned");
 };
 
+// Named barriers of the consumers: 1 + consumer is a consumer's own (the staged epilogue);
+// kTurnBarrier + consumer its turn to issue wgmmas in the fp8 ping-pong.
+constexpr int kTurnBarrier = 3;
+
 namespace detail {
 
 // The tile (row, column) of persistent work item `tile`.
@@ -536,6 +540,19 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   float acc[S::kAccumulators];
 #pragma unroll
   for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
+  // fp8 at 128 x 256: ping-pong (kFp8Pingpong). A consumer waits for its turn (named barrier
+  // kTurnBarrier + consumer) before it issues a batch of wgmmas (a 128-column half of a K block)
+  // and passes the turn to the other (kTurnBarrier + 1 - consumer) once they are issued, so the
+  // tensor cores run one consumer's half while the other promotes its last one into the fp32
+  // accumulators. Both issue the same batches (the same tiles and K blocks); consumer 1 lets
+  // consumer 0 go first, and consumer 0 takes the one arrival left over at the end. Measured on
+  // an H100 (bench/results/2026-12-06-h100-fp8-pingpong.md): fp8_gemm 0.2-6.5 % faster at
+  // 128 x 256 from M 1024 (2.4 % over the issue's shapes from M 4096); 2-8 % slower at 128 x 128
+  // (one batch a K block) and within +-1.6 % on the grouped ops, so only the dense 256-wide tile.
+  constexpr bool kFp8Pingpong = S::kFp8 && !S::kGrouped && S::kConsumers == 2 && S::kTileN == 256;
+  if constexpr (kFp8Pingpong) {
+    if (consumer == 1) NamedBarrierArrive(kTurnBarrier, 256);
+  }
   int stage = 0;
   unsigned phase = 0;
   unsigned tiles_done = 0;  // split-K: the parity of `ready` and `drained`
@@ -586,6 +603,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           FenceAccumulators(block);
+          if constexpr (kFp8Pingpong) NamedBarrierSync(kTurnBarrier + consumer, 256);
           WgmmaFence();
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
@@ -595,6 +613,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
                                      SwizzledKMajorDescriptor(b_tile + h * kBlockN * 128 + kk * 32), kk > 0);
           }
           WgmmaCommit();
+          if constexpr (kFp8Pingpong) NamedBarrierArrive(kTurnBarrier + 1 - consumer, 256);
           WgmmaWait<0>();
           FenceAccumulators(block);
           if (h == kHalves - 1 && warp_leader) BarrierArrive(&empty[stage]);
@@ -700,6 +719,9 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       for (int q = 0; q < S::kSplitK; ++q) ClusterBarrierArrive(ClusterAddress(drained, q));
       ++tiles_done;
     }
+  }
+  if constexpr (kFp8Pingpong) {
+    if (consumer == 0) NamedBarrierSync(kTurnBarrier, 256);  // consumer 1's last pass
   }
   // Split-K: the other blocks may still be reading this block's partials.
   if constexpr (kSplit) {

@@ -179,6 +179,11 @@ __device__ __forceinline__ void FenceProxyAsyncShared() { asm volatile("fence.pr
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives on named barrier `id` for `threads` threads without waiting ("bar.arrive"): the other
+// side of a NamedBarrierSync of another warp-group (threads counts both).
+__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 __device__ __forceinline__ void TmaPrefetchDescriptor(const void* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
