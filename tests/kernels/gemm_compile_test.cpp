@@ -97,9 +97,10 @@ TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with 
   // Multicast's one more barrier costs no stage.
   CHECK(gemm::GemmMaxStages(128, 256, 1, false, 2) == 4);
   CHECK(gemm::GemmMaxStages(128, 128, 1, false, 2) == 7);
-  // Not for the grouped ops nor fp8 (yet).
+  // fp8_gemm's too (not with a split), not the grouped ops'.
   CHECK(!gemm::GemmTacticFits({128, 256, 4, 8, 1, 2}, /*grouped=*/true));
-  CHECK(!gemm::Fp8GemmTacticFits({128, 256, 4, 8, 1, 2}));
+  CHECK(gemm::Fp8GemmTacticFits({128, 256, 4, 8, 1, 2}));
+  CHECK(!gemm::Fp8GemmTacticFits({128, 256, 2, 8, 2, 2}));
   CHECK(gemm::GemmClusterBlocks({128, 256, 4, 8, 1, 2}) == 2);
   CHECK(gemm::GemmClusterBlocks({64, 256, 4, 8, 4, 1}) == 4);
   // Work units: pairs of tile rows with multicast (an odd count rounds up), tiles without.
@@ -324,21 +325,28 @@ TEST_CASE("fp8_gemm compiles every tile and the decode splits for sm_90a without
     for (int tile_m : gemm::kTileMChoices) {
       for (int tile_n : gemm::kTileNChoices) {
         if (std::string(out) == "fp32" && !(tile_m == 128 && tile_n == 256)) continue;
-        // Every split of the 64-row tiles with bf16 out (the memory-bound ones), 2 of the others.
+        // Every split of the 64-row tiles with bf16 out (the memory-bound ones), 2 of the others;
+        // the 128-row tiles as multicast pairs (bf16 out): split 0 below stands for multicast 2.
         std::vector<int> splits = {1};
-        if (std::string(out) == "bf16")
+        if (std::string(out) == "bf16") {
           for (int split : {2, 4, 8})
             if (tile_m == 64 || split == 2) splits.push_back(split);
-        for (int split : splits) {
-          const int stages = gemm::GemmMaxStages(tile_m, tile_n, split);
-          Params params = TacticParams("bf16", out, tile_m, tile_n, stages, 8, split);
+          if (tile_m == 128) splits.push_back(0);
+        }
+        for (int split_or_pair : splits) {
+          const int split = split_or_pair == 0 ? 1 : split_or_pair;
+          const int multicast = split_or_pair == 0 ? 2 : 1;
+          const int stages = gemm::GemmMaxStages(tile_m, tile_n, split, false, multicast);
+          Params params = TacticParams("bf16", out, tile_m, tile_n, stages, 8, split, multicast);
           params.erase("dtype");
           auto spec = OpRegistry::Builtin().Generate("fp8_gemm", params, *Tree());
-          INFO(tile_m << "x" << tile_n << " split " << split << " " << out << ": " << spec.status().ToString());
+          INFO(tile_m << "x" << tile_n << " split " << split << " multicast " << multicast << " " << out << ": "
+                      << spec.status().ToString());
           REQUIRE(spec.ok());
           CHECK(spec->uri == "fp8_gemm_e4m3_o" + std::string(out) + "_t" + std::to_string(tile_m) + "x" +
                                  std::to_string(tile_n) + "x128s" + std::to_string(stages) + "g8" +
-                                 (split > 1 ? "k" + std::to_string(split) : ""));
+                                 (split > 1 ? "k" + std::to_string(split) : "") + (multicast > 1 ? "m2" : ""));
+          CHECK(spec->params.at("multicast") == std::to_string(multicast));
           server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
           auto result = Compiler().Compile(request);
           INFO(result.status().ToString());
@@ -355,7 +363,7 @@ TEST_CASE("fp8_gemm compiles every tile and the decode splits for sm_90a without
       }
     }
   }
-  CHECK(compiled == 8 + 1 + 4 * 3 + 4);
+  CHECK(compiled == 8 + 1 + 4 * 3 + 4 + 4);
 }
 
 TEST_CASE("the generated wgmma header is in step with kernels/tools/gen_wgmma.py", "[gemm][registry]") {

@@ -9,8 +9,9 @@
 // in-block sums, the promotion, and the rounding to bf16.
 //
 // backends: kiln (the op, heuristic tactic), reference (one thread per element of d, fp32 in
-// k order with each block scaled: obviously correct), kiln_t<M>x<N> (the tile forced through
-// the client's internal plan, most stages, group_m 8: a diagnostic tactic control).
+// k order with each block scaled: obviously correct), kiln_t<M>x<N>[m2] (the tile forced through
+// the client's internal plan, most stages, group_m 8, m2 as multicast pairs of the 128-row tiles:
+// a diagnostic tactic control).
 #include <cmath>
 
 #include "bench/op/reference_kernel.h"
@@ -62,11 +63,15 @@ class Fp8GemmRoutine : public Routine {
     for (int tile_m : gemm::kTileMChoices)
       for (int tile_n : gemm::kTileNChoices)
         all.push_back({TileBackend(tile_m, tile_n), "kiln with the tile forced, most stages, group_m 8 (diagnostic)"});
+    for (int tile_n : gemm::kTileNChoices)
+      all.push_back({TileBackend(128, tile_n, 2),
+                     "kiln with the tile forced as multicast pairs sharing B's tile, most stages (diagnostic)"});
     return all;
   }
 
-  static std::string TileBackend(int tile_m, int tile_n) {
-    return "kiln_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n);
+  static std::string TileBackend(int tile_m, int tile_n, int multicast = 1) {
+    return "kiln_t" + std::to_string(tile_m) + "x" + std::to_string(tile_n) +
+           (multicast > 1 ? "m" + std::to_string(multicast) : "");
   }
 
   StatusOr<CaseSpec> Describe(const ShapeAxes& shape, DType dtype) const override {
@@ -160,12 +165,15 @@ class Fp8GemmRoutine : public Routine {
     }
     for (int tile_m : gemm::kTileMChoices) {
       for (int tile_n : gemm::kTileNChoices) {
-        if (backend != TileBackend(tile_m, tile_n)) continue;
-        const gemm::GemmTactic tactic{tile_m, tile_n, gemm::GemmMaxStages(tile_m, tile_n), 8, 1};
-        return BackendFn([tactic](const TensorSet& t, CUstream stream) -> Status {
-          KILN_ASSIGN_OR_RETURN(auto plan, client::PlanFp8Gemm(t[0], t[1], t[2], t[3], t[4], "kiln-bench fp8_gemm"));
-          return client::LaunchFp8GemmPlan(plan, tactic, stream);
-        });
+        for (int multicast : gemm::kMulticastChoices) {
+          if (backend != TileBackend(tile_m, tile_n, multicast)) continue;
+          const gemm::GemmTactic tactic{tile_m, tile_n, gemm::GemmMaxStages(tile_m, tile_n, 1, false, multicast),
+                                        8,      1,      multicast};
+          return BackendFn([tactic](const TensorSet& t, CUstream stream) -> Status {
+            KILN_ASSIGN_OR_RETURN(auto plan, client::PlanFp8Gemm(t[0], t[1], t[2], t[3], t[4], "kiln-bench fp8_gemm"));
+            return client::LaunchFp8GemmPlan(plan, tactic, stream);
+          });
+        }
       }
     }
     return Status(StatusCode::kNotFound, std::string(name()) + " has no backend '" + backend + "'");

@@ -30,12 +30,14 @@ struct Fp8GemmSpec {
   int32_t stages = 0;
   int32_t group_m = 0;
   int32_t split_k = 1;
+  int32_t multicast = 1;
   bool operator==(const Fp8GemmSpec&) const = default;
-  auto Fields() const { return std::tie(out_dtype, tile_m, tile_n, stages, group_m, split_k); }
+  auto Fields() const { return std::tie(out_dtype, tile_m, tile_n, stages, group_m, split_k, multicast); }
   std::map<std::string, std::string> Params() const {
-    return {{gemm::kParamOutDType, DTypeName(out_dtype)},  {gemm::kParamTileM, std::to_string(tile_m)},
-            {gemm::kParamTileN, std::to_string(tile_n)},   {gemm::kParamStages, std::to_string(stages)},
-            {gemm::kParamGroupM, std::to_string(group_m)}, {gemm::kParamSplitK, std::to_string(split_k)}};
+    return {{gemm::kParamOutDType, DTypeName(out_dtype)},      {gemm::kParamTileM, std::to_string(tile_m)},
+            {gemm::kParamTileN, std::to_string(tile_n)},       {gemm::kParamStages, std::to_string(stages)},
+            {gemm::kParamGroupM, std::to_string(group_m)},     {gemm::kParamSplitK, std::to_string(split_k)},
+            {gemm::kParamMulticast, std::to_string(multicast)}};
   }
 };
 
@@ -71,7 +73,8 @@ Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, vo
                           RememberedTactic(key, [&] { return Fp8TacticFor(plan, *device, false); }));
     tactic = chosen.tactic;
   }
-  const Fp8GemmSpec spec{plan.out_dtype, tactic.tile_m, tactic.tile_n, tactic.stages, tactic.group_m, tactic.split_k};
+  const Fp8GemmSpec spec{plan.out_dtype, tactic.tile_m,  tactic.tile_n,   tactic.stages,
+                         tactic.group_m, tactic.split_k, tactic.multicast};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(kFp8GemmKernels, spec, plan.device, plan.api));
   KILN_RETURN_IF_ERROR(CheckGemmBlock(ready.launch->entry().block, tactic.tile_m, plan.api, gemm::kFp8GemmOp));
 

@@ -82,7 +82,8 @@ StatusOr<gemm::GemmTactic> ParseGemmTactic(std::string_view text, std::string_vi
                            " tactic space (tile_m 64 or 128, tile_n 64, 128, 192 or 256, k " + std::to_string(stage_k) +
                            ", stages 2 to the most that fit in shared memory, group_m 1..16, split_k " +
                            (op == gemm::kGemmOp || op == gemm::kFp8GemmOp ? "1, 2, 4 or 8" : "1") + ", multicast " +
-                           (op == gemm::kGemmOp ? "1 or 2, not with a split" : "1") + "; docs/kernels-gemm.md)");
+                           (op == gemm::kGemmOp || op == gemm::kFp8GemmOp ? "1 or 2, not with a split" : "1") +
+                           "; docs/kernels-gemm.md)");
   return t;
 }
 

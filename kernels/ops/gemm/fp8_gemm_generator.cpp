@@ -1,7 +1,7 @@
 // The fp8_gemm generator (family gemm): kernels/src/gemm/fp8_gemm.cu specialized on the output
-// type and the tactic (gemm's tiles, stages and splits), which the URI names:
-// fp8_gemm_e4m3_obf16_t128x256x128s4g8 (K 128 a stage; t64x256x128s4g8k4 split 4 ways). M, N and K are launch
-// arguments. Contract: kiln/gemm/gemm_contract.h; docs/kernels-gemm.md.
+// type and the tactic (gemm's tiles, stages, splits and multicast), which the URI names:
+// fp8_gemm_e4m3_obf16_t128x256x128s4g8 (K 128 a stage; t64x256x128s4g8k4 split 4 ways; ...g8m2 a multicast
+// pair). M, N and K are launch arguments. Contract: kiln/gemm/gemm_contract.h; docs/kernels-gemm.md.
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/gemm/gemm_tactic_params.h"
@@ -28,6 +28,7 @@ class Fp8GemmGenerator : public OpGenerator {
     std::vector<ParamInfo> all = {Fp8GemmOutDTypeParam()};
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
     all.push_back(GemmSplitKParam());
+    all.push_back(GemmMulticastParam());
     return all;
   }
 
@@ -38,7 +39,8 @@ class Fp8GemmGenerator : public OpGenerator {
     const std::string op(name());
     const DTypeInfo& out = *Fp8GemmTypesOf(values).out;
     KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic,
-                               GemmTacticOf(op, values, values.Int(gemm::kParamSplitK), /*grouped=*/false));
+                               GemmTacticOf(op, values, values.Int(gemm::kParamSplitK), /*grouped=*/false,
+                                            values.Int(gemm::kParamMulticast)));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
@@ -46,16 +48,20 @@ class Fp8GemmGenerator : public OpGenerator {
     spec.params = {{gemm::kParamOutDType, out.name}};
     for (auto& [key, value] : GemmTacticSpecParams(tactic)) spec.params[key] = value;
     spec.params[gemm::kParamSplitK] = std::to_string(tactic.split_k);
+    spec.params[gemm::kParamMulticast] = std::to_string(tactic.multicast);
     std::vector<std::pair<std::string, std::string>> defines = {{"KILN_GEMM_TOUT", out.cuda_type}};
     for (auto& d : GemmTacticDefines(tactic)) defines.push_back(d);
     defines.push_back({"KILN_GEMM_SPLIT_K", std::to_string(tactic.split_k)});
+    // Only a multicast tactic defines it (fp8_gemm.cu: 1 otherwise), as gemm's generator does.
+    if (tactic.multicast > 1) defines.push_back({"KILN_GEMM_MULTICAST", std::to_string(tactic.multicast)});
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/gemm/fp8_gemm_generator.cpp", defines));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
     spec.entries = {gemm::kFp8GemmEntry};
     spec.launch = {{.entry = gemm::kFp8GemmEntry,
                     .block = gemm::GemmThreads(tactic.tile_m),
-                    .dynamic_smem = gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, tactic.split_k),
+                    .dynamic_smem = gemm::GemmSmemBytes(tactic.tile_m, tactic.tile_n, tactic.stages, tactic.split_k,
+                                                        /*grouped=*/false, tactic.multicast),
                     .items_per_block = tactic.tile_m * tactic.tile_n}};
     spec.compile_memory_mb = kGemmCompileMemoryMb;
     return spec;

@@ -49,7 +49,7 @@ TEST_CASE("gemm tactic texts round-trip, and only tactics of the space parse", "
   RequireInvalid(ParseGemmTactic("t64x256x64s5g8k8").status(), "'t64x256x64s5g8k8' is not in the gemm tactic space");
   RequireInvalid(ParseGemmTactic("t64x256x64s4g8k3").status(), "split_k 1, 2, 4 or 8");
   RequireInvalid(ParseGemmTactic("t64x256x64s4g8k").status(), "is not a gemm tactic");
-  // Multicast (gemm only, not with a split) names its cluster last too.
+  // Multicast (gemm and fp8_gemm, not with a split) names its cluster last too.
   auto multicast = ParseGemmTactic("t128x256x64s4g8m2");
   REQUIRE(multicast.ok());
   CHECK(multicast->multicast == 2);
@@ -58,7 +58,11 @@ TEST_CASE("gemm tactic texts round-trip, and only tactics of the space parse", "
   RequireInvalid(ParseGemmTactic("t64x256x64s4g8k2m2").status(), "multicast 1 or 2, not with a split");
   RequireInvalid(ParseGemmTactic("t128x256x64s4g8m4").status(), "is not in the gemm tactic space");
   RequireInvalid(ParseGemmTactic("t128x256x64s4g8m2k2").status(), "is not a gemm tactic");
-  RequireInvalid(ParseGemmTactic("t128x256x128s4g8m2", "fp8_gemm").status(), "multicast 1;");
+  auto fp8_pair = ParseGemmTactic("t128x256x128s4g8m2", "fp8_gemm");
+  REQUIRE(fp8_pair.ok());
+  CHECK(fp8_pair->multicast == 2);
+  RequireInvalid(ParseGemmTactic("t64x256x128s4g8k2m2", "fp8_gemm").status(), "multicast 1 or 2, not with a split");
+  RequireInvalid(ParseGemmTactic("t128x256x128s4g8m2", "grouped_fp8_gemm").status(), "multicast 1;");
   RequireInvalid(ParseGemmTactic("t128x256x64s4g8m2", "grouped_gemm").status(),
                  "is not in the grouped_gemm tactic space");
   for (const char* bad : {"", "t128x256", "128x256x64s4g8", "t128x256x64s4g8 ", "t128x256x32s4g8x", "tAx256x64s4g8"})

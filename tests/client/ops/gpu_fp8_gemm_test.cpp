@@ -261,6 +261,18 @@ TEST_CASE("every tactic of the fp8_gemm space is correct at a small shape", "[gp
     }
   }
   CHECK(tactics == 16);
+  // The 128-row tiles as multicast pairs (clusters of two blocks sharing B's tile): an odd count
+  // of tile rows (300 rows: the pair's second tile of the last row past M), N not a multiple.
+  for (int tile_n : kiln::gemm::kTileNChoices) {
+    const kiln::gemm::GemmTactic tactic{128, tile_n, kiln::gemm::GemmMaxStages(128, tile_n, 1, false, 2), 8, 1, 2};
+    REQUIRE(kiln::gemm::Fp8GemmTacticFits(tactic));
+    Case c;
+    c.m = 300;
+    c.n = 392;
+    c.k = 1040;
+    c.tactic = &tactic;
+    Run(c, rng);
+  }
 }
 
 // fp8_gemm stores D through the TMA-store epilogue where the tactic has the staging and D's rows

@@ -22,7 +22,7 @@
 // (kMinStages..kMaxStages, bounded by shared memory), group_m (tile rows per raster group) and
 // split_k (kSplitKChoices: the blocks of a thread-block cluster that share one tile, each
 // multiplying a slice of K; they add their partial sums through distributed shared memory) and
-// multicast (gemm only: 2 pairs the blocks of two vertically adjacent tiles in a cluster, which
+// multicast (gemm and fp8_gemm: 2 pairs the blocks of two vertically adjacent tiles in a cluster, which
 // share their tile of B: each block loads half of it with TMA multicast into both, halving the
 // L2 reads of B).
 // M, N and K are launch arguments: one cubin per (dtype, out_dtype, tactic) serves every shape.
@@ -104,11 +104,12 @@ constexpr int kMaxGroupM = 16;
 // (kiln::tune) is reused only under the version it was measured with. 2: split_k added; 3:
 // multicast added; 4: the TMA-store epilogue (the same tactics, other timings); 5: its staging
 // swizzled (other timings), tile_n 192 added; 6: the grouped kernels' TMA-store epilogue (their
-// tactics, other timings).
-constexpr int kGemmTacticSpaceVersion = 6;
+// tactics, other timings); 7: fp8_gemm's multicast pairs and its consumers' ping-pong at
+// 128 x 256.
+constexpr int kGemmTacticSpaceVersion = 7;
 // Blocks per cluster that split K (1: no split). 8 is the largest portable cluster.
 constexpr int kSplitKChoices[] = {1, 2, 4, 8};
-// Blocks of a cluster that share B's tile through TMA multicast (1: none). gemm only, not with
+// Blocks of a cluster that share B's tile through TMA multicast (1: none). gemm and fp8_gemm, not with
 // a split (docs/kernels-gemm.md, "Multicast").
 constexpr int kMulticastChoices[] = {1, 2};
 // Shared memory one block may have on sm_90 (227 KiB: cudaDevAttrMaxSharedMemoryPerBlockOptin).
@@ -246,11 +247,11 @@ KILN_CONTRACT_FUNCTION bool GemmTacticFits(const GemmTactic& t, bool grouped = f
          t.stages <= GemmMaxStages(t.tile_m, t.tile_n, t.split_k, grouped, t.multicast) && t.group_m >= 1 &&
          t.group_m <= kMaxGroupM;
 }
-// fp8_gemm's space: gemm's, splits included, multicast not yet (a stage holds 128 fp8 elements
-// of K: the same bytes, so the same stage limits; tile_n 256 runs as two 128-column halves,
+// fp8_gemm's space: gemm's, splits and multicast included (a stage holds 128 fp8 elements of
+// K: the same bytes, so the same stage limits; tile_n 256 runs as two 128-column halves,
 // gemm_sm90.cuh; a split block promotes its own K blocks, then the cluster adds the fp32
-// partials as gemm's do).
-KILN_CONTRACT_FUNCTION bool Fp8GemmTacticFits(const GemmTactic& t) { return GemmTacticFits(t) && t.multicast == 1; }
+// partials as gemm's do; a multicast pair shares B's tile and its scales' column block).
+KILN_CONTRACT_FUNCTION bool Fp8GemmTacticFits(const GemmTactic& t) { return GemmTacticFits(t); }
 
 // A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded by the host with
 // cuTensorMapEncodeTiled and read by TMA from the kernel's parameter space (the entry takes

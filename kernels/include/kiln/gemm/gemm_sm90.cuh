@@ -123,7 +123,7 @@ struct GemmShape {
   static_assert(kColumnGroups % kSplitK == 0, "each block of a cluster reduces whole column groups");
   static_assert(!kGrouped || kSplitK == 1, "grouped_gemm does not split K");
   static_assert(kMulticast == 1 || kMulticast == 2, "multicast pairs two blocks or none");
-  static_assert(kMulticast == 1 || (kSplitK == 1 && !kGrouped && !kFp8), "multicast is for the dense 16-bit gemm");
+  static_assert(kMulticast == 1 || (kSplitK == 1 && !kGrouped), "multicast is for the dense gemm and fp8_gemm");
   static_assert(kEpilogue_ == kPlainEpilogue || (kSiluAndMul && kGrouped && !kFp8),
                 "silu_and_mul is an epilogue of the 16-bit grouped gemm");
   static_assert(!kSiluAndMul || (kTileN / 2) % 8 == 0, "each half of B's tile starts on a swizzle atom");
@@ -616,7 +616,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
           if constexpr (kFp8Pingpong) NamedBarrierArrive(kTurnBarrier + 1 - consumer, 256);
           WgmmaWait<0>();
           FenceAccumulators(block);
-          if (h == kHalves - 1 && warp_leader) BarrierArrive(&empty[stage]);
+          if (h == kHalves - 1) release(stage);
           const float s0 = sa0 * sb[h], s1 = sa1 * sb[h];
 #pragma unroll
           for (int j = 0; j < kBlockGroups; ++j) {
