@@ -57,9 +57,6 @@ class GemmGenerator : public OpGenerator {
                                                                 {"KILN_GEMM_TOUT", out.cuda_type}};
     for (auto& d : GemmTacticDefines(tactic)) defines.push_back(d);
     defines.push_back({"KILN_GEMM_SPLIT_K", std::to_string(tactic.split_k)});
-    // Only a multicast tactic defines it (gemm.cu: 1 otherwise), so the configs without stay as
-    // they were.
-    if (tactic.multicast > 1) defines.push_back({"KILN_GEMM_MULTICAST", std::to_string(tactic.multicast)});
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/gemm/gemm_generator.cpp", defines));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};

@@ -131,10 +131,14 @@ std::vector<std::pair<std::string, std::string>> GemmTacticSpecParams(const gemm
 }
 
 std::vector<std::pair<std::string, std::string>> GemmTacticDefines(const gemm::GemmTactic& t) {
-  return {{"KILN_GEMM_TILE_M", std::to_string(t.tile_m)},
-          {"KILN_GEMM_TILE_N", std::to_string(t.tile_n)},
-          {"KILN_GEMM_STAGES", std::to_string(t.stages)},
-          {"KILN_GEMM_GROUP_M", std::to_string(t.group_m)}};
+  std::vector<std::pair<std::string, std::string>> defines = {{"KILN_GEMM_TILE_M", std::to_string(t.tile_m)},
+                                                              {"KILN_GEMM_TILE_N", std::to_string(t.tile_n)},
+                                                              {"KILN_GEMM_STAGES", std::to_string(t.stages)},
+                                                              {"KILN_GEMM_GROUP_M", std::to_string(t.group_m)}};
+  // Only a multicast tactic defines it (split_k_cluster.cuh: 1 otherwise), so the configs without
+  // it, the grouped ops' always, stay as they were.
+  if (t.multicast > 1) defines.push_back({"KILN_GEMM_MULTICAST", std::to_string(t.multicast)});
+  return defines;
 }
 
 }  // namespace kiln::kernels

@@ -15,15 +15,12 @@ namespace kiln_gemm_unit {}
     !defined(KILN_GEMM_STAGES) || !defined(KILN_GEMM_GROUP_M) || !defined(KILN_GEMM_SPLIT_K)
 #error "kiln_config.cuh must define every KILN_GEMM_* parameter (see fp8_gemm_generator.cpp)"
 #endif
-#ifndef KILN_GEMM_MULTICAST
-#define KILN_GEMM_MULTICAST 1
-#endif
+
+#include "kiln/gemm/split_k_cluster.cuh"  // KILN_GEMM_CLUSTER, and KILN_GEMM_MULTICAST 1 unless the config says
 
 using Shape =
     kiln::gemm::GemmShape<__nv_fp8_e4m3, KILN_GEMM_TOUT, KILN_GEMM_TILE_M, KILN_GEMM_TILE_N, KILN_GEMM_STAGES,
                           KILN_GEMM_GROUP_M, KILN_GEMM_SPLIT_K, kiln::gemm::kDenseLayout, KILN_GEMM_MULTICAST>;
-
-#include "kiln/gemm/split_k_cluster.cuh"  // KILN_GEMM_CLUSTER: split-K's and multicast's clusters
 
 // Launch (kiln/gemm/gemm_contract.h): persistent, grid.x = split_k * min(tiles, clusters at
 // once), block.x = GemmThreads(tile_m), dynamic shared memory GemmSmemBytes(...). The parameter
