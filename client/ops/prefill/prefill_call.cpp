@@ -201,6 +201,7 @@ StatusOr<BatchPrefillCall> CheckBatchPrefill(const ops::BatchPrefillPlan& plan, 
   p.schedule.tiles_per_request = static_cast<int32_t>(sched.tiles_per_request);
   p.schedule.merge_max_q_len = static_cast<int32_t>(sched.merge_max_q_len);
   p.schedule.partial_rows = static_cast<int32_t>(s->partial_rows);
+  p.schedule.heads_fastest = sched.heads_fastest ? 1 : 0;
   if (sched.listed) {
     std::memcpy(p.schedule.item_begin, sched.item_begin.data(), sched.item_begin.size() * sizeof(int32_t));
     std::memcpy(p.schedule.kv_chunks, sched.kv_chunks.data(), sched.kv_chunks.size() * sizeof(uint16_t));

@@ -53,6 +53,10 @@ PrefillSchedule SchedulePrefill(const std::vector<PrefillRequest>& requests, int
     if (tiles[b] > 0) longest_kv = std::max(longest_kv, r.kv_len);
   }
 
+  // No two items of one head share K/V rows when no request has two row tiles (its items are
+  // then KV chunks, disjoint): the blocks in flight had better read all heads of the same rows.
+  s.heads_fastest = s.tiles_per_request <= 1;
+
   if (batch > prefill::kMaxListedBatch) {
     s.listed = false;
     s.num_items = batch * s.tiles_per_request;

@@ -131,6 +131,7 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   CHECK(prefill.row_tiles == 16 * 1024 * 4 / 128);
   CHECK(prefill.num_items == prefill.row_tiles);
   CHECK(prefill.item_begin[1] == 32);
+  CHECK(!prefill.heads_fastest);  // 32 row tiles a request read the same K/V: item-fastest
 
   // Speculative verification: 64 requests x 8 queries (32 rows each) over 8k. No request has
   // more than 64 rows: the mma.sync kernel's 64-row tiles, two blocks an SM.
@@ -139,6 +140,7 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   CHECK(verify.slots == 264);
   CHECK(!verify.split);  // 64 tiles x 8 kv heads = 512 blocks fill 264 slots
   CHECK(verify.num_items == 64);
+  CHECK(verify.heads_fastest);  // one row tile a request: the blocks in flight read whole K/V rows
 
   // One request of 8 queries over 100 000 positions: one tile (of 64 rows), its KV cut into
   // chunks whose blocks (x 8 kv heads) make about one wave (the chunk is rounded up to a tile:
@@ -151,6 +153,7 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   CHECK(one_long.item_begin == std::vector<int32_t>{0, 33});
   CHECK(one_long.num_items * 8 <= 264 + 8);
   CHECK(one_long.merge_max_q_len == 8);
+  CHECK(one_long.heads_fastest);  // its items are disjoint KV chunks
 
   // A short KV is never split; an empty request has no item; a window shortens what is split.
   CHECK(!SchedulePrefill({{8, 900}}, 4, 8, 128, true, -1, 132).split);

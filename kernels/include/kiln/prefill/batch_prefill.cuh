@@ -284,8 +284,14 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
   const int lane = threadIdx.x % 32;
   const int lane_row = lane / 4;  // the mma fragments' "group": rows lane_row and lane_row + 8
   const int lane_col = lane % 4;  // the "thread in group": columns 2 * lane_col, +1 of each n tile
-  const int item = blockIdx.x;
-  const int kv_head = blockIdx.y;
+  // The block's (item, kv head): kv-head-fastest where the plan says no two items share K/V
+  // (KilnPrefillSchedule::heads_fastest), so the blocks that run at once read whole K/V rows.
+  int item = blockIdx.x, kv_head = blockIdx.y;
+  if (p.schedule.heads_fastest) {
+    const unsigned linear = blockIdx.y * gridDim.x + blockIdx.x;
+    item = static_cast<int>(linear / gridDim.y);
+    kv_head = static_cast<int>(linear % gridDim.y);
+  }
 
   // The request, row tile and kv chunk of this item, and the kv range its rows see.
   detail::PrefillBlock block;

@@ -130,6 +130,13 @@ KILN_CONTRACT_FUNCTION long long KvBase(long long kv_len, long long q_len, int w
 //    workspace and the merge entry.
 //  listed == 0: item x is request x / tiles_per_request, row tile x % tiles_per_request (items
 //    past a request's row tiles return at once); never split.
+// heads_fastest (read by the mma.sync kernel; the Hopper kernel keeps blockIdx.y): 1 numbers the
+// blocks kv-head-fastest (linear = blockIdx.y * gridDim.x + blockIdx.x; item = linear /
+// gridDim.y, kv head = linear % gridDim.y), 0 uses item = blockIdx.x, kv head = blockIdx.y. The
+// plan sets it where no request has two row tiles, so no two items share K/V rows: blocks in
+// flight together then read every head of the same positions (adjacent in the paged layout)
+// instead of one head of twice as many requests. Where requests have several row tiles, the
+// items of one head read the same K/V and item-fastest keeps them in L2 together.
 struct KilnPrefillSchedule {
   int num_items;
   int listed;
@@ -139,10 +146,11 @@ struct KilnPrefillSchedule {
   int tiles_per_request;  // listed == 0
   int merge_max_q_len;    // split: the longest q_len among the requests with several chunks
   int partial_rows;       // split: rows of the workspace (items * num_kv_heads * tile_rows)
+  int heads_fastest;      // 1: blocks numbered kv-head-fastest (above)
   int item_begin[kMaxListedBatch + 1];
   unsigned short kv_chunks[kMaxListedBatch];
 };
-static_assert(sizeof(KilnPrefillSchedule) == 3108, "KilnPrefillSchedule is 3108 bytes");
+static_assert(sizeof(KilnPrefillSchedule) == 3112, "KilnPrefillSchedule is 3112 bytes");
 
 // A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, encoded on the host with
 // cuTensorMapEncodeTiled and read by TMA from the kernel's parameter space (__grid_constant__).
@@ -201,7 +209,7 @@ struct KilnBatchPrefillParams {
   int kv_tma;         // 1: the Hopper kernel loads K/V tiles with TMA (k_map, v_map); 0: cp.async
   KilnPrefillSchedule schedule;
 };
-// Under the 4 KiB of kernel parameters every CUDA 12 driver takes (two tensor maps, then 3320
+// Under the 4 KiB of kernel parameters every CUDA 12 driver takes (two tensor maps, then 3324
 // bytes, padded to the maps' 64-byte alignment).
 static_assert(sizeof(KilnBatchPrefillParams) == 3584, "KilnBatchPrefillParams is 3584 bytes");
 
