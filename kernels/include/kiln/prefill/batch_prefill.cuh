@@ -28,7 +28,9 @@
 // skipped by that warp, and tiles no row of the block sees are never loaded. A request of one
 // kv chunk writes `out` (rounded to T once, staged through shared memory for 16-byte stores)
 // and `lse`; a chunk of a split request writes its normalized fp32 output and log2-sum-exp to
-// the workspace for kiln/prefill/prefill_merge.cuh.
+// the workspace for kiln/prefill/prefill_merge.cuh. A tile of at most 32 rows splits its warps:
+// warps w and w + 2 own the same rows and take one half of every K/V tile each, merging their
+// softmax states at the end (BatchPrefill), so all four warps run mmas.
 //
 // Safety: q rows, k/v rows (ragged) and page ids (paged) outside what the params say exists
 // are never read; a page-table entry past num_indices or a page id outside [0, total_kv) reads
@@ -197,16 +199,17 @@ __device__ __forceinline__ bool LoadKv(const KilnBatchPrefillParams& p, const Kv
   return bad;
 }
 
-// One warp's online-softmax step over the S tile in `s` (raw q.k sums in, P out, in place):
-// logits in log2 units, masked to -inf where kMasked and the position is not visible to the
-// row, the running maxima m and the lane's partial sums l updated, O rescaled. Lane (g, c) holds
-// rows g (s[n][0], s[n][1]) and g + 8 (s[n][2], s[n][3]), positions tile_start + 8n + 2c, +1.
-template <class Shape, bool kMasked>
-__device__ __forceinline__ void SoftmaxStep(const KilnBatchPrefillParams& p, float (&s)[Shape::kTileKv / 8][4],
+// One warp's online-softmax step over the S tile in `s` (raw q.k sums in, P out, in place) of
+// kCols positions: logits in log2 units, masked to -inf where kMasked and the position is not
+// visible to the row, the running maxima m and the lane's partial sums l updated, O rescaled.
+// Lane (g, c) holds rows g (s[n][0], s[n][1]) and g + 8 (s[n][2], s[n][3]), positions
+// tile_start + 8n + 2c, +1.
+template <class Shape, int kCols, bool kMasked>
+__device__ __forceinline__ void SoftmaxStep(const KilnBatchPrefillParams& p, float (&s)[kCols / 8][4],
                                             float (&o)[Shape::kHeadDim / 8][4], float (&m)[2], float (&l)[2],
                                             const RowRange (&range)[2], int tile_start, bool check_pages,
                                             long long page_begin) {
-  constexpr int kNTiles = Shape::kTileKv / 8;
+  constexpr int kNTiles = kCols / 8;
   static_assert(2 * kNTiles <= 32, "one bit per column of the lane");
   const float kNegInf = NegativeInfinity();
   const int lane_col = threadIdx.x % 4;
@@ -265,6 +268,121 @@ __device__ __forceinline__ void SoftmaxStep(const KilnBatchPrefillParams& p, flo
   }
 }
 
+// One warp's share of a K/V tile: positions tile_start + col0 ... + kCols - 1 (the tile's rows
+// col0 .. in shared memory) against its 16 rows. S = Q K^T, the softmax step, O += P V; nothing
+// when none of the warp's rows sees those positions.
+template <class Shape, int kCols>
+__device__ __forceinline__ void WarpTileStep(const KilnBatchPrefillParams& p, unsigned k_tile, int tile_start, int col0,
+                                             bool tile_bad, bool warp_active, const RowRange& warp_first_range,
+                                             const RowRange& warp_last_range, const RowRange (&range)[2],
+                                             const unsigned (&q_frag)[Shape::kQInRegisters ? Shape::kDimSteps : 1][4],
+                                             unsigned q_smem, int q_row, long long page_begin,
+                                             float (&o)[Shape::kHeadDim / 8][4], float (&m)[2], float (&l)[2]) {
+  using T = typename Shape::T;
+  constexpr int kSteps = kCols / 16;
+  static_assert(kCols % 16 == 0 && Shape::kTileKv % kCols == 0, "whole k steps of P V inside a tile");
+  const int lane = threadIdx.x % 32;
+  const int start = tile_start + col0;
+  const int last = start + kCols - 1;
+  if (!warp_active || last < warp_first_range.lo || start > warp_last_range.hi) return;
+  const unsigned v_tile = k_tile + Shape::kKvTileBytes;
+
+  // S = Q K^T. B (16 dims x 8 positions, "col") of n tile n is K rows col0 + 8n.. as they lie in
+  // memory: ldmatrix matrices j = lane / 8 are positions 16np + 8 * (j >> 1) + lane % 8, dims
+  // 16ks + 8 * (j & 1), i.e. b0, b1 of n tile 2np and b0, b1 of n tile 2np + 1.
+  float s[kCols / 8][4];
+#pragma unroll
+  for (int n = 0; n < kCols / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < Shape::kDimSteps; ++ks) {
+    unsigned a[4];
+    if constexpr (Shape::kQInRegisters) {
+      a[0] = q_frag[ks][0], a[1] = q_frag[ks][1], a[2] = q_frag[ks][2], a[3] = q_frag[ks][3];
+    } else {
+      LdMatrixX4(a, q_smem + SwizzledOffset<Shape>(q_row, 2 * ks + (lane >> 4)));
+    }
+#pragma unroll
+    for (int np = 0; np < kSteps; ++np) {
+      unsigned b[4];
+      const int row = col0 + 16 * np + (lane & 7) + (lane >> 4) * 8;
+      LdMatrixX4(b, k_tile + SwizzledOffset<Shape>(row, 2 * ks + ((lane >> 3) & 1)));
+      Mma16x8x16<T>(s[2 * np], a, b[0], b[1]);
+      Mma16x8x16<T>(s[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+
+  // Per-element masks only where a row's limit cuts these positions (or a page is invalid).
+  const bool full = !tile_bad && start >= warp_last_range.lo && last <= warp_first_range.hi;
+  if (full) {
+    SoftmaxStep<Shape, kCols, false>(p, s, o, m, l, range, start, false, page_begin);
+  } else {
+    SoftmaxStep<Shape, kCols, true>(p, s, o, m, l, range, start, tile_bad, page_begin);
+  }
+
+  // O += P V. A (16 rows x 16 positions) of k step kk is P's n tiles 2kk and 2kk + 1: the C
+  // fragment pairs (row g, cols 2c..; row g + 8, ...) are exactly a0..a3. B (16 positions x 8
+  // dims) is V^T: ldmatrix.trans matrices j = lane / 8 are positions 16kk + 8 * (j & 1) +
+  // lane % 8, dims 16dp + 8 * (j >> 1), i.e. b0, b1 of dim tile 2dp and b0, b1 of 2dp + 1.
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    const unsigned a[4] = {PackPair<T>(s[2 * kk][0], s[2 * kk][1]), PackPair<T>(s[2 * kk][2], s[2 * kk][3]),
+                           PackPair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                           PackPair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    const int row = col0 + 16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int dp = 0; dp < Shape::kDimSteps; ++dp) {
+      unsigned b[4];
+      LdMatrixX4Trans(b, v_tile + SwizzledOffset<Shape>(row, 2 * dp + (lane >> 4)));
+      Mma16x8x16<T>(o[2 * dp], a, b[0], b[1]);
+      Mma16x8x16<T>(o[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// A split block's handoff (BatchPrefill): a lane's softmax state, m[2], l[2] and O, is
+// kStateValues floats; value v of slice s's lane sits at handoff[(v * 2 + s) * 32 + lane]
+// (consecutive lanes in consecutive words: no bank conflicts), in the K/V stages.
+template <class Shape>
+constexpr int kStateValues = 4 + Shape::kHeadDim / 2;
+
+template <class Shape>
+__device__ __forceinline__ void StoreSoftmaxState(float* handoff, int slice, const float (&o)[Shape::kHeadDim / 8][4],
+                                                  const float (&m)[2], const float (&l)[2]) {
+  static_assert(kStateValues<Shape> * 2 * 32 * 4 <= Shape::kStages * Shape::kStageBytes,
+                "the handoff fits the K/V stages");
+  float* at = handoff + slice * 32 + threadIdx.x % 32;
+  at[0] = m[0], at[64] = m[1], at[2 * 64] = l[0], at[3 * 64] = l[1];
+#pragma unroll
+  for (int d = 0; d < Shape::kHeadDim / 8; ++d) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) at[(4 + 4 * d + e) * 64] = o[d][e];
+  }
+}
+
+// Folds the partner's state (StoreSoftmaxState) into this lane's: both are online-softmax states
+// of the same rows over disjoint positions, so each is rescaled to the larger maximum. A row
+// neither saw keeps m = -inf, l = 0.
+template <class Shape>
+__device__ __forceinline__ void MergeSoftmaxState(const float* handoff, int slice, float (&o)[Shape::kHeadDim / 8][4],
+                                                  float (&m)[2], float (&l)[2]) {
+  const float kNegInf = NegativeInfinity();
+  const float* at = handoff + slice * 32 + threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float m_other = at[i * 64];
+    const float m_new = fmaxf(m[i], m_other);
+    const float m_ref = m_new == kNegInf ? 0.f : m_new;
+    const float mine = Exp2(m[i] - m_ref), theirs = Exp2(m_other - m_ref);
+    l[i] = l[i] * mine + at[(2 + i) * 64] * theirs;
+    m[i] = m_new;
+#pragma unroll
+    for (int d = 0; d < Shape::kHeadDim / 8; ++d) {
+      o[d][2 * i] = o[d][2 * i] * mine + at[(4 + 4 * d + 2 * i) * 64] * theirs;
+      o[d][2 * i + 1] = o[d][2 * i + 1] * mine + at[(4 + 4 * d + 2 * i + 1) * 64] * theirs;
+    }
+  }
+}
+
 }  // namespace detail
 
 // One block per (work item, kv head): grid = (schedule.num_items, num_kv_heads), kThreads
@@ -277,7 +395,6 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
   constexpr int kGroup = Shape::kGroup;
   constexpr int kTileKv = Shape::kTileKv;
   constexpr int kDimSteps = Shape::kDimSteps;
-  constexpr int kKvSteps = Shape::kKvSteps;
   const float kNegInf = detail::NegativeInfinity();
 
   const int warp = threadIdx.x / 32;
@@ -302,9 +419,16 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
   const int first_tile = block.first_tile, num_tiles = block.num_tiles;
   const int window_left = p.window_left;
 
+  // Split (a tile of at most 32 rows: verification, decode-like batches): warps w and w + 2 own
+  // the same 16 rows (slice w % 2), and each computes one half of every K/V tile (part w / 2)
+  // with its own softmax state; part 1 hands its state to part 0 at the end. Otherwise warps 2
+  // and 3 would idle while warps 0 and 1 ran every mma on two of the SM's four tensor units.
+  const bool split = rows - row_begin <= kTileRows / 2;
+  const int slice = split ? warp % 2 : warp;
+  const int part = split ? warp / 2 : 0;
   // This warp's rows and the extremes of their visible ranges: the first row has the lowest
   // bounds and the last valid row the highest (both grow with the query position).
-  const int warp_row = row_begin + 16 * warp;
+  const int warp_row = row_begin + 16 * slice;
   const bool warp_active = warp_row < rows;
   const int warp_last = min(warp_row + 15, rows - 1);
   const detail::RowRange warp_first_range = detail::VisibleRange<Shape>(warp_row, kv.len, q_len, window_left);
@@ -348,7 +472,7 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
 
   // Q as the A operand of Q K^T, 16 dims per k step; ldmatrix matrices j = lane / 8: rows
   // 8 * (j & 1) + lane % 8, dims 8 * (j >> 1) (a0..a3 of "Matrix fragments for mma.m16n8k16").
-  const int q_row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int q_row = 16 * slice + (lane & 7) + ((lane >> 3) & 1) * 8;
   unsigned q_frag[Shape::kQInRegisters ? kDimSteps : 1][4];
   if constexpr (Shape::kQInRegisters) {
 #pragma unroll
@@ -388,64 +512,28 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
     const unsigned k_tile = kv_smem + stage * Shape::kStageBytes;
     if (++stage == kStages) stage = 0;
 
-    // A tile none of the warp's rows sees changes nothing.
-    const int tile_last = tile_start + kTileKv - 1;
-    if (!warp_active || tile_last < warp_first_range.lo || tile_start > warp_last_range.hi) continue;
-    const unsigned v_tile = k_tile + Shape::kKvTileBytes;
-
-    // S = Q K^T. B (16 dims x 8 positions, "col") of n tile n is K rows 8n.. as they lie in
-    // memory: ldmatrix matrices j = lane / 8 are positions 16np + 8 * (j >> 1) + lane % 8, dims
-    // 16ks + 8 * (j & 1), i.e. b0, b1 of n tile 2np and b0, b1 of n tile 2np + 1.
-    float s[kTileKv / 8][4];
-#pragma unroll
-    for (int n = 0; n < kTileKv / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < kDimSteps; ++ks) {
-      unsigned a[4];
-      if constexpr (Shape::kQInRegisters) {
-        a[0] = q_frag[ks][0], a[1] = q_frag[ks][1], a[2] = q_frag[ks][2], a[3] = q_frag[ks][3];
-      } else {
-        detail::LdMatrixX4(a, q_smem + detail::SwizzledOffset<Shape>(q_row, 2 * ks + (lane >> 4)));
-      }
-#pragma unroll
-      for (int np = 0; np < kKvSteps; ++np) {
-        unsigned b[4];
-        const int row = 16 * np + (lane & 7) + (lane >> 4) * 8;
-        detail::LdMatrixX4(b, k_tile + detail::SwizzledOffset<Shape>(row, 2 * ks + ((lane >> 3) & 1)));
-        detail::Mma16x8x16<T>(s[2 * np], a, b[0], b[1]);
-        detail::Mma16x8x16<T>(s[2 * np + 1], a, b[2], b[3]);
-      }
-    }
-
-    // Per-element masks only where a row's limit cuts the tile (or a page is invalid).
-    const bool full = !tile_bad && tile_start >= warp_last_range.lo && tile_last <= warp_first_range.hi;
-    if (full) {
-      detail::SoftmaxStep<Shape, false>(p, s, o, m, l, range, tile_start, false, kv.begin);
+    if (split) {
+      detail::WarpTileStep<Shape, kTileKv / 2>(p, k_tile, tile_start, part * (kTileKv / 2), tile_bad, warp_active,
+                                               warp_first_range, warp_last_range, range, q_frag, q_smem, q_row,
+                                               kv.begin, o, m, l);
     } else {
-      detail::SoftmaxStep<Shape, true>(p, s, o, m, l, range, tile_start, tile_bad, kv.begin);
-    }
-
-    // O += P V. A (16 rows x 16 positions) of k step kk is P's n tiles 2kk and 2kk + 1: the C
-    // fragment pairs (row g, cols 2c..; row g + 8, ...) are exactly a0..a3. B (16 positions x 8
-    // dims) is V^T: ldmatrix.trans matrices j = lane / 8 are positions 16kk + 8 * (j & 1) +
-    // lane % 8, dims 16dp + 8 * (j >> 1), i.e. b0, b1 of dim tile 2dp and b0, b1 of 2dp + 1.
-#pragma unroll
-    for (int kk = 0; kk < kKvSteps; ++kk) {
-      const unsigned a[4] = {detail::PackPair<T>(s[2 * kk][0], s[2 * kk][1]),
-                             detail::PackPair<T>(s[2 * kk][2], s[2 * kk][3]),
-                             detail::PackPair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             detail::PackPair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      const int row = 16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-      for (int dp = 0; dp < kDimSteps; ++dp) {
-        unsigned b[4];
-        detail::LdMatrixX4Trans(b, v_tile + detail::SwizzledOffset<Shape>(row, 2 * dp + (lane >> 4)));
-        detail::Mma16x8x16<T>(o[2 * dp], a, b[0], b[1]);
-        detail::Mma16x8x16<T>(o[2 * dp + 1], a, b[2], b[3]);
-      }
+      detail::WarpTileStep<Shape, kTileKv>(p, k_tile, tile_start, 0, tile_bad, warp_active, warp_first_range,
+                                           warp_last_range, range, q_frag, q_smem, q_row, kv.begin, o, m, l);
     }
   }
   detail::CpAsyncWait<0>();  // nothing may still land in shared memory (num_tiles == 0: Q's copies)
+  if (split) {
+    // Part 1's state through the K/V stages (nobody reads them any more) to part 0.
+    __syncthreads();
+    float* handoff = reinterpret_cast<float*>(smem + Shape::kQBytes);
+    if (part == 1) {
+      if (warp_active) detail::StoreSoftmaxState<Shape>(handoff, slice, o, m, l);
+      __syncthreads();
+      return;
+    }
+    __syncthreads();
+    if (warp_active) detail::MergeSoftmaxState<Shape>(handoff, slice, o, m, l);
+  }
   if (!warp_active) return;
 
   // The rows' sums over their quads; a row that saw nothing has l == 0: out 0, lse -inf.
@@ -455,7 +543,7 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
 
   if (chunks > 1) {
     // A chunk of a split request: normalized fp32 rows of the workspace, its log2-sum-exp.
-    const long long slot0 = (static_cast<long long>(item) * p.num_kv_heads + kv_head) * kTileRows + 16 * warp;
+    const long long slot0 = (static_cast<long long>(item) * p.num_kv_heads + kv_head) * kTileRows + 16 * slice;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int rr = lane_row + 8 * i;
@@ -476,7 +564,7 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
   unsigned char* q_tile = smem;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int row = 16 * warp + lane_row + 8 * i;
+    const int row = 16 * slice + lane_row + 8 * i;
 #pragma unroll
     for (int d = 0; d < kHeadDim / 8; ++d) {
       *reinterpret_cast<Pair*>(q_tile + detail::SwizzledOffset<Shape>(row, d) +
@@ -492,7 +580,7 @@ __device__ __forceinline__ void BatchPrefill(const KilnBatchPrefillParams& p, un
     if (r >= rows) break;  // rows only grow with index
     const long long token = q_begin + r / kGroup;
     const long long head = head_base + r % kGroup;
-    const uint4 value = *reinterpret_cast<const uint4*>(q_tile + detail::SwizzledOffset<Shape>(16 * warp + rr, ch));
+    const uint4 value = *reinterpret_cast<const uint4*>(q_tile + detail::SwizzledOffset<Shape>(16 * slice + rr, ch));
     *reinterpret_cast<uint4*>(out + token * p.out_stride_token + head * p.out_stride_head + ch * 8) = value;
   }
   if (p.lse != nullptr && lane_col == 0) {
