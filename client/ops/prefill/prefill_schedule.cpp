@@ -102,11 +102,15 @@ std::string DescribePrefillSchedule(const PrefillSchedule& s, int64_t batch) {
   std::string text = "batch " + std::to_string(batch) + ", " + std::to_string(s.row_tiles) + " row tiles of " +
                      std::to_string(s.tile_rows) + " rows on " + std::to_string(s.slots) + " slots: ";
   if (!s.listed)
-    return text + "dense mapping (" + std::to_string(s.num_items) + " items, " + std::to_string(s.tiles_per_request) +
-           " per request), not split";
-  if (!s.split) return text + std::to_string(s.num_items) + " items, not split";
-  return text + "split into " + std::to_string(s.num_items) + " items (KV chunks of " + std::to_string(s.chunk_tokens) +
-         " positions)";
+    text += "dense mapping (" + std::to_string(s.num_items) + " items, " + std::to_string(s.tiles_per_request) +
+            " per request), not split";
+  else if (!s.split) text += std::to_string(s.num_items) + " items, not split";
+  else
+    text += "split into " + std::to_string(s.num_items) + " items (KV chunks of " + std::to_string(s.chunk_tokens) +
+            " positions)";
+  // Only the mma.sync kernel (64-row tiles) reads the block order.
+  if (s.heads_fastest && s.tile_rows == prefill::kTileRows) text += "; blocks kv-head-fastest";
+  return text;
 }
 
 }  // namespace kiln::client

@@ -188,6 +188,7 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   CHECK(!dense.split);
   CHECK(dense.tiles_per_request == 2);  // 200 rows in tiles of 128
   CHECK(dense.num_items == 1200);
+  CHECK(!dense.heads_fastest);  // two row tiles a request share their K/V
 }
 
 TEST_CASE("BatchPrefillPlan keeps the lengths, the scalars and the workspace of a split", "[client][prefill]") {
@@ -200,9 +201,9 @@ TEST_CASE("BatchPrefillPlan keeps the lengths, the scalars and the workspace of 
   CHECK(s->partial_rows == 33 * 8 * 64);
   CHECK(plan->workspace_bytes() >= static_cast<size_t>(33 * 8 * 64) * (128 + 1) * 4);
   CHECK(s->logit_scale == Approx(1.0 / std::sqrt(128.0) * 1.4426950408889634));
-  CHECK(
-      plan->Describe().find("1 row tiles of 64 rows on 264 slots: split into 33 items (KV chunks of 3072 positions)") !=
-      std::string::npos);
+  CHECK(plan->Describe().find(
+            "1 row tiles of 64 rows on 264 slots: split into 33 items (KV chunks of 3072 positions); blocks "
+            "kv-head-fastest") != std::string::npos);
   // A window past 2^31-1 is the kernel's 2^31-1: the same chunks as no window.
   auto far = Ragged(Batch({{8, 100000}}), 32, 8, 128, {.window_left = int64_t{1} << 40});
   REQUIRE(far.ok());
