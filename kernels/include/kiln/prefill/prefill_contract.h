@@ -58,12 +58,12 @@ constexpr const char* kParamTileRows = "tile_rows";  // 64 (mma.sync kernel) or 
 constexpr int kMaxPageSize = 256;
 constexpr int kMaxGroup = 8;
 
-// The mma.sync kernel's tile: 4 warps of 16 rows each; K/V tiles of kv positions in a ring of
-// MmaStages stages. Three at head_dim <= 128, so that two tiles are in flight while one is
-// computed: speculative verification streams a long KV for few rows and waited on the load
-// latency with one (73 % of the H200's copy rate, 99 % of the H100's); 112 KiB a block at
-// head_dim 128, and two blocks still fit an SM (PrefillBlocksPerSm). Two at head_dim 256, where a
-// third stage would leave one block an SM.
+// The mma.sync kernel's tile: 4 warps of 16 rows each (a tile of at most 32 rows: two warps a
+// row slice, each on half of every K/V tile); K/V tiles of kv positions in a ring of MmaStages
+// stages. Three at head_dim <= 128, so that two tiles are in flight while one is computed:
+// speculative verification streams a long KV for few rows and waited on the load latency with
+// one; 112 KiB a block at head_dim 128, and two blocks still fit an SM (PrefillBlocksPerSm). Two
+// at head_dim 256, where a third stage would leave one block an SM.
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTileRows = 16 * kWarps;
