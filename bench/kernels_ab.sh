@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A/B of two kernel trees on the GPU machine, from the repository root with the bundle in .gpu/
+# (bench/gpu_bundle.sh): the same client and kilnd binaries, one kilnd per tree (--kernels-dir),
+# kiln-bench on LIST against A, then B, ROUNDS times over (A B A B ...: drift of the clock or the
+# temperature falls on both sides alike), refcheck on. Every run's JSON goes to $OUT
+# (ab-a-1.json, ab-b-1.json, ...), then bench/kernels_ab_summary.py prints, per case, the median
+# of the runs' medians for A and B and B / A.
+#
+# A tree is a folder that holds kernels/ (the device headers, sources and generators' inputs);
+# make one from a commit here and carry it (or make it on the machine from the working tree):
+#   mkdir -p /tmp/ab-main && git archive main kernels | tar -x -C /tmp/ab-main
+#   bash bench/kernels_ab.sh /tmp/ab-main . bench/gemm/fp8.list 2
+# The trees must suit the client of the bundle (the same specs and params): an A/B of kernel
+# code, not of the host side.
+#   bash bench/kernels_ab.sh A_TREE B_TREE LIST [ROUNDS]
+set -u
+if [[ $# -lt 3 ]]; then
+  echo "usage: bash bench/kernels_ab.sh A_TREE B_TREE LIST [ROUNDS]" >&2
+  exit 2
+fi
+a_tree=$(cd "$1" && pwd) b_tree=$(cd "$2" && pwd) list=$3 rounds=${4:-2}
+for tree in "$a_tree" "$b_tree"; do
+  [[ -d $tree/kernels/include ]] || { echo "kernels_ab: $tree holds no kernels/include" >&2; exit 2; }
+done
+[[ -f $list ]] || { echo "kernels_ab: no list $list" >&2; exit 2; }
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "kernels_ab: ROUNDS must be a positive integer, found $rounds" >&2; exit 2; }
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+source .gpu/env.sh  # PATH, LD_LIBRARY_PATH of the bundle
+chmod -R a+rX "$a_tree/kernels" "$b_tree/kernels"
+
+# One kilnd per tree, each with its own cache, up for the whole A/B (the first run of each
+# compiles; kiln-bench's warm-up and its median keep the compile out of the figures).
+declare -A socket pid
+for side in a b; do
+  tree=$a_tree
+  [[ $side == b ]] && tree=$b_tree
+  dir=$(mktemp -d "/tmp/kiln-ab-$side-XXXXXX")
+  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" --kernels-dir "$tree/kernels" \
+    > "$OUT/ab-kilnd-$side.log" 2>&1 &
+  pid[$side]=$!
+  socket[$side]=$dir/kilnd.sock
+  for _ in $(seq 100); do [[ -S ${socket[$side]} ]] && break; sleep 0.1; done
+  [[ -S ${socket[$side]} ]] || { echo "kernels_ab: kilnd for $tree did not start:"; cat "$OUT/ab-kilnd-$side.log"; exit 1; }
+done
+trap 'kill ${pid[a]} ${pid[b]} 2>/dev/null' EXIT
+
+runs=()
+for round in $(seq "$rounds"); do
+  for side in a b; do
+    json=$OUT/ab-$side-$round.json
+    KILN_SOCKET=${socket[$side]} timeout 280 kiln-bench --list "$list" --out "$json" > "$OUT/ab-$side-$round.log" 2>&1
+    echo "kiln-bench ($side, round $round) rc=$?"
+    grep -E "FAIL|fail|error" "$OUT/ab-$side-$round.log" | head -5
+    runs+=("$side=$json")
+  done
+done
+python3 bench/kernels_ab_summary.py "${runs[@]}"

@@ -1,0 +1,61 @@
+"""bench/kernels_ab_summary.py, the table of a kernel-tree A/B: medians over a side's runs, B / A
+per case and its geometric mean, refcheck failures and cases one side lacks named, and bad
+arguments refused. kiln-bench JSON written here by hand in its format (meta + rows)."""
+import json
+import os
+import tempfile
+import unittest
+
+from bench_modules import load
+
+summary = load("kernels_ab_summary.py")
+
+
+def row(label, median_us, refcheck="pass", status="ok"):
+    return {"label": label, "backend": "kiln", "routine": "fp8_gemm", "shape": "m=1", "median_us": median_us,
+            "refcheck": refcheck, "status": status}
+
+
+class KernelsAbSummaryTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, rows):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            json.dump({"meta": {}, "rows": rows}, f)
+        return path
+
+    def test_medians_ratios_and_geomean(self):
+        a1 = self.write("a1.json", [row("x", 100.0), row("y", 10.0)])
+        a2 = self.write("a2.json", [row("x", 110.0), row("y", 12.0)])
+        a3 = self.write("a3.json", [row("x", 90.0), row("y", 11.0)])
+        b1 = self.write("b1.json", [row("x", 80.0), row("y", 22.0)])
+        text = summary.table(summary.load([f"a={a1}", f"a={a2}", f"a={a3}", f"b={b1}"]))
+        self.assertIn("| x | kiln | 100.00 | 80.00 | 0.800 | pass / pass |", text)
+        self.assertIn("| y | kiln | 11.00 | 22.00 | 2.000 | pass / pass |", text)
+        # sqrt(0.8 * 2.0) = 1.265
+        self.assertIn("geometric mean of B / A over 2 cases: 1.265", text)
+
+    def test_missing_and_failed_cases_are_named(self):
+        a = self.write("a.json", [row("x", 100.0), row("only-a", 5.0)])
+        b = self.write("b.json", [row("x", 90.0, refcheck="FAIL"), row("broken", None, refcheck="", status="error")])
+        text = summary.table(summary.load([f"a={a}", f"b={b}"]))
+        self.assertIn("| x | kiln | 100.00 | 90.00 | 0.900 | pass / FAIL |", text)
+        self.assertIn("| only-a | kiln | 5.00 | missing | n/a | pass / none |", text)
+        self.assertIn("| broken | kiln | missing | missing | n/a | none / error |", text)
+        self.assertIn("over 1 cases: 0.900", text)
+
+    def test_bad_arguments_are_refused(self):
+        with self.assertRaises(SystemExit) as raised:
+            summary.load(["c=whatever.json"])
+        self.assertIn("expected a=PATH or b=PATH, found 'c=whatever.json'", str(raised.exception))
+        with self.assertRaises(SystemExit):
+            summary.load(["no-side.json"])
+
+
+if __name__ == "__main__":
+    unittest.main()
