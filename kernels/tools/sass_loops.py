@@ -69,10 +69,16 @@ def parse(sass_text):
     return kernels
 
 
+# What a spin-wait loop is made of: an mbarrier try-wait (SYNCS), a YIELD or NOP, the branch.
+_WAIT_OPCODES = {"SYNCS", "YIELD", "NOP", "BRA"}
+
+
 def loops(instructions):
     """Innermost loops: (first address, branch address) of each backward branch whose range holds
-    no other backward branch's range, in address order. A branch to itself (the `BRA` that pads
-    a kernel after its EXIT) is not a loop."""
+    no other backward branch's range, in address order. A spin-wait loop (only a try-wait, YIELD
+    or NOP and its branch) that ptxas placed inside a loop does not make that loop an outer one:
+    a main loop that waits for its pipeline stage in line is still the loop to read. A branch to
+    itself (the `BRA` that pads a kernel after its EXIT) is not a loop."""
     ranges = []
     for address, opcode, _, operands in instructions:
         if opcode != "BRA":
@@ -80,7 +86,14 @@ def loops(instructions):
         target = _BRANCH_TARGET.search(operands)
         if target and target.group(1).startswith("0x") and int(target.group(1), 16) < address:
             ranges.append((int(target.group(1), 16), address))
-    inner = [r for r in ranges if not any(o != r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)]
+
+    def is_wait(r):
+        return all(i[1] in _WAIT_OPCODES for i in instructions if r[0] <= i[0] <= r[1])
+
+    def holds_another(r):
+        return any(o != r and r[0] <= o[0] and o[1] <= r[1] and not is_wait(o) for o in ranges)
+
+    inner = [r for r in ranges if not holds_another(r)]
     return sorted(set(inner))
 
 

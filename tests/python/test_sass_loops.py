@@ -81,6 +81,20 @@ def test_marks_keep_the_tensor_core_and_barrier_instructions_in_order():
     assert len(loop["mix"]) == 2  # --top
 
 
+def test_an_inline_spin_wait_does_not_hide_the_main_loop():
+    # ptxas may place a stage's try-wait loop inside the main loop: both are reported, the main
+    # loop with the wait's instructions in it. An inner loop that does work still hides its outer one.
+    text = NVDISASM_FORM.replace("""        /*0040*/                   FFMA R4, R4, R4, R4 ;
+        /*0050*/                   MUFU.EX2 R5, R4 ;""", """        /*0040*/                   YIELD ;
+        /*0050*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR4], R6 ;""")
+    kernel = sass_loops.summarize(sass_loops.parse(text), top=12)[0]
+    assert [(loop["first"], loop["last"]) for loop in kernel["loops"]] == [("0x20", "0x80"), ("0x40", "0x60")]
+    main = kernel["loops"][0]
+    assert main["instructions"] == 7
+    assert main["marks"] == ["SYNCS.PHASECHK.TRANS64.TRYWAIT", "HGMMA.64x128x16.F32.BF16"]
+    assert kernel["loops"][1]["mix"] == {"YIELD": 1, "SYNCS": 1, "BRA": 1}
+
+
 def run(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
 
