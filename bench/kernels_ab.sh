@@ -11,7 +11,9 @@
 #   mkdir -p /tmp/ab-main && git archive main kernels | tar -x -C /tmp/ab-main
 #   bash bench/kernels_ab.sh /tmp/ab-main . bench/gemm/fp8.list 2
 # The trees must suit the client of the bundle (the same specs and params): an A/B of kernel
-# code, not of the host side.
+# code, not of the host side. A device command runs at most 10 minutes: each kiln-bench run is
+# cut at AB_RUN_SECONDS (default 280; the first run of a side compiles its kernels), so choose
+# the list and ROUNDS to fit, or split them over commands while the machine stays warm.
 #   bash bench/kernels_ab.sh A_TREE B_TREE LIST [ROUNDS]
 set -u
 if [[ $# -lt 3 ]]; then
@@ -24,6 +26,8 @@ for tree in "$a_tree" "$b_tree"; do
 done
 [[ -f $list ]] || { echo "kernels_ab: no list $list" >&2; exit 2; }
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "kernels_ab: ROUNDS must be a positive integer, found $rounds" >&2; exit 2; }
+run_seconds=${AB_RUN_SECONDS:-280}
+[[ $run_seconds =~ ^[1-9][0-9]*$ ]] || { echo "kernels_ab: AB_RUN_SECONDS must be a positive integer, found $run_seconds" >&2; exit 2; }
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh  # PATH, LD_LIBRARY_PATH of the bundle
@@ -49,7 +53,7 @@ runs=()
 for round in $(seq "$rounds"); do
   for side in a b; do
     json=$OUT/ab-$side-$round.json
-    KILN_SOCKET=${socket[$side]} timeout 280 kiln-bench --list "$list" --out "$json" > "$OUT/ab-$side-$round.log" 2>&1
+    KILN_SOCKET=${socket[$side]} timeout "$run_seconds" kiln-bench --list "$list" --out "$json" > "$OUT/ab-$side-$round.log" 2>&1
     echo "kiln-bench ($side, round $round) rc=$?"
     grep -E "FAIL|fail|error" "$OUT/ab-$side-$round.log" | head -5
     runs+=("$side=$json")
