@@ -36,6 +36,7 @@ chmod -R a+rX "$a_tree/kernels" "$b_tree/kernels"
 # One kilnd per tree, each with its own cache, up for the whole A/B (the first run of each
 # compiles; kiln-bench's warm-up and its median keep the compile out of the figures).
 declare -A socket pid
+trap 'for p in "${pid[@]}"; do kill "$p" 2> /dev/null; done' EXIT
 for side in a b; do
   tree=$a_tree
   [[ $side == b ]] && tree=$b_tree
@@ -47,16 +48,21 @@ for side in a b; do
   for _ in $(seq 100); do [[ -S ${socket[$side]} ]] && break; sleep 0.1; done
   [[ -S ${socket[$side]} ]] || { echo "kernels_ab: kilnd for $tree did not start:"; cat "$OUT/ab-kilnd-$side.log"; exit 1; }
 done
-trap 'kill ${pid[a]} ${pid[b]} 2>/dev/null' EXIT
 
 runs=()
 for round in $(seq "$rounds"); do
   for side in a b; do
     json=$OUT/ab-$side-$round.json
+    rm -f "$json"  # a file from an earlier A/B in the same $OUT is not this run's
     KILN_SOCKET=${socket[$side]} timeout "$run_seconds" kiln-bench --list "$list" --out "$json" > "$OUT/ab-$side-$round.log" 2>&1
     echo "kiln-bench ($side, round $round) rc=$?"
     grep -E "FAIL|fail|error" "$OUT/ab-$side-$round.log" | head -5
-    runs+=("$side=$json")
+    # A run cut short writes no JSON: its cases count as missing on that side.
+    if [[ -f $json ]]; then runs+=("$side=$json"); else echo "kernels_ab: no $json (see $OUT/ab-$side-$round.log)"; fi
   done
 done
+if [[ ${#runs[@]} -eq 0 ]]; then
+  echo "kernels_ab: no run wrote its JSON" >&2
+  exit 1
+fi
 python3 bench/kernels_ab_summary.py "${runs[@]}"
