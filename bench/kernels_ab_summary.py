@@ -25,8 +25,11 @@ def load(arguments):
         side, sep, path = argument.partition("=")
         if not sep or side not in sides:
             raise SystemExit(f"kernels_ab_summary: expected a=PATH or b=PATH, found {argument!r}")
-        with open(path) as f:
-            rows = json.load(f).get("rows", [])
+        try:
+            with open(path) as f:
+                rows = json.load(f).get("rows", [])
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"kernels_ab_summary: cannot read {path}: {e}")
         for row in rows:
             entry = sides[side].setdefault(case_key(row), {"us": [], "refcheck": []})
             if row.get("status") == "ok" and row.get("median_us") is not None:

@@ -55,6 +55,13 @@ class KernelsAbSummaryTest(unittest.TestCase):
         self.assertIn("expected a=PATH or b=PATH, found 'c=whatever.json'", str(raised.exception))
         with self.assertRaises(SystemExit):
             summary.load(["no-side.json"])
+        truncated = os.path.join(self.dir.name, "cut.json")
+        with open(truncated, "w") as f:
+            f.write('{"meta": {}, "rows": [')
+        for path in (truncated, os.path.join(self.dir.name, "absent.json")):
+            with self.assertRaises(SystemExit) as raised:
+                summary.load([f"a={path}"])
+            self.assertIn(f"cannot read {path}", str(raised.exception))
 
 
 if __name__ == "__main__":
