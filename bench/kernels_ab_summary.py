@@ -3,7 +3,9 @@
 SIDE=PATH (SIDE a or b, several runs a side), and per case (label, else routine and shape) and
 backend: the median over a side's runs of each run's median µs, B / A (below 1: B faster), and
 whether every run's refcheck passed. A case missing on one side, or failed there, is listed
-with what is missing; the geometric mean of B / A is over the cases both sides ran.
+with what is missing; the geometric mean of B / A is over the cases both sides ran with every
+refcheck passed (or `baseline`: a peer's row, which has no check of its own): no speed figure
+stands on a wrong result.
 
     python3 bench/kernels_ab_summary.py a=ab-a-1.json b=ab-b-1.json a=ab-a-2.json b=ab-b-2.json
 """
@@ -11,6 +13,10 @@ import json
 import math
 import statistics
 import sys
+
+
+# Refcheck values a row may count with: Kiln's checked result, or a peer's row (no check of its own).
+CHECKED = {"pass", "baseline"}
 
 
 def case_key(row):
@@ -47,19 +53,23 @@ def table(sides):
         cells = []
         for entry in (a, b):
             cells.append(f"{statistics.median(entry['us']):.2f}" if entry and entry["us"] else "missing")
-        ratio = "n/a"
-        if a and b and a["us"] and b["us"]:
-            r = statistics.median(b["us"]) / statistics.median(a["us"])
-            ratios.append(r)
-            ratio = f"{r:.3f}"
         checks = []
         for entry in (a, b):
             checks.append("none" if not entry else ("pass" if all(c == "pass" for c in entry["refcheck"]) else
                                                     ",".join(sorted(set(entry["refcheck"])))))
+        checked = all(entry and all(c in CHECKED for c in entry["refcheck"]) for entry in (a, b))
+        ratio = "n/a"
+        if a and b and a["us"] and b["us"]:
+            r = statistics.median(b["us"]) / statistics.median(a["us"])
+            ratio = f"{r:.3f}"
+            if checked:
+                ratios.append(r)
+            else:
+                ratio += " (unchecked)"
         lines.append(f"| {key[0]} | {key[1]} | {cells[0]} | {cells[1]} | {ratio} | {checks[0]} / {checks[1]} |")
     if ratios:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        lines.append(f"\ngeometric mean of B / A over {len(ratios)} cases: {geomean:.3f}")
+        lines.append(f"\ngeometric mean of B / A over {len(ratios)} cases whose refchecks passed: {geomean:.3f}")
     return "\n".join(lines)
 
 

@@ -38,16 +38,23 @@ class KernelsAbSummaryTest(unittest.TestCase):
         self.assertIn("| x | kiln | 100.00 | 80.00 | 0.800 | pass / pass |", text)
         self.assertIn("| y | kiln | 11.00 | 22.00 | 2.000 | pass / pass |", text)
         # sqrt(0.8 * 2.0) = 1.265
-        self.assertIn("geometric mean of B / A over 2 cases: 1.265", text)
+        self.assertIn("geometric mean of B / A over 2 cases whose refchecks passed: 1.265", text)
 
     def test_missing_and_failed_cases_are_named(self):
         a = self.write("a.json", [row("x", 100.0), row("only-a", 5.0)])
         b = self.write("b.json", [row("x", 90.0, refcheck="FAIL"), row("broken", None, refcheck="", status="error")])
         text = summary.table(summary.load([f"a={a}", f"b={b}"]))
-        self.assertIn("| x | kiln | 100.00 | 90.00 | 0.900 | pass / FAIL |", text)
+        self.assertIn("| x | kiln | 100.00 | 90.00 | 0.900 (unchecked) | pass / FAIL |", text)
         self.assertIn("| only-a | kiln | 5.00 | missing | n/a | pass / none |", text)
         self.assertIn("| broken | kiln | missing | missing | n/a | none / error |", text)
-        self.assertIn("over 1 cases: 0.900", text)
+        # A failed refcheck keeps its case out of the geometric mean: no case is left for one.
+        self.assertNotIn("geometric mean", text)
+        # A peer's row (refcheck "baseline") counts.
+        a2 = self.write("a2.json", [row("peer", 10.0, refcheck="baseline")])
+        b2 = self.write("b2.json", [row("peer", 11.0, refcheck="baseline")])
+        text = summary.table(summary.load([f"a={a2}", f"b={b2}"]))
+        self.assertIn("| peer | kiln | 10.00 | 11.00 | 1.100 | baseline / baseline |", text)
+        self.assertIn("over 1 cases whose refchecks passed: 1.100", text)
 
     def test_bad_arguments_are_refused(self):
         with self.assertRaises(SystemExit) as raised:
