@@ -55,7 +55,8 @@ PrefillSchedule SchedulePrefill(const std::vector<PrefillRequest>& requests, int
 
   // No two items of one head share K/V rows when no request has two row tiles (its items are
   // then KV chunks, disjoint): the blocks in flight had better read all heads of the same rows.
-  s.heads_fastest = s.tiles_per_request <= 1;
+  // Only the mma.sync kernel (64-row tiles) reads it; the Hopper kernel keeps blockIdx.y.
+  s.heads_fastest = s.tiles_per_request <= 1 && tile_rows == prefill::kTileRows;
 
   if (batch > prefill::kMaxListedBatch) {
     s.listed = false;
@@ -108,8 +109,7 @@ std::string DescribePrefillSchedule(const PrefillSchedule& s, int64_t batch) {
   else
     text += "split into " + std::to_string(s.num_items) + " items (KV chunks of " + std::to_string(s.chunk_tokens) +
             " positions)";
-  // Only the mma.sync kernel (64-row tiles) reads the block order.
-  if (s.heads_fastest && s.tile_rows == prefill::kTileRows) text += "; blocks kv-head-fastest";
+  if (s.heads_fastest) text += "; blocks kv-head-fastest";
   return text;
 }
 

@@ -38,7 +38,7 @@ struct PrefillSchedule {
   int64_t chunk_tokens = 0;         // split: positions per chunk (a multiple of the K/V tile); else 0
   int64_t tiles_per_request = 0;    // not listed: the most row tiles of any request
   int64_t merge_max_q_len = 0;      // split: the longest q_len of a request with several chunks
-  bool heads_fastest = false;       // no request has two row tiles: blocks kv-head-fastest (contract)
+  bool heads_fastest = false;       // mma.sync kernel, no request has two row tiles: blocks kv-head-fastest
   std::vector<int32_t> item_begin;  // listed: batch + 1 prefix offsets of each request's items
   std::vector<uint16_t> kv_chunks;  // listed: chunks of each request (1: not split)
   int64_t slots = 0;                // blocks the GPU runs at once: PrefillBlocksPerSm * SMs

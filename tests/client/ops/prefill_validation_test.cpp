@@ -189,6 +189,12 @@ TEST_CASE("prefill tiles fill the GPU, and few queries over a long KV are split"
   CHECK(dense.tiles_per_request == 2);  // 200 rows in tiles of 128
   CHECK(dense.num_items == 1200);
   CHECK(!dense.heads_fastest);  // two row tiles a request share their K/V
+
+  // One 128-row tile a request runs on the Hopper kernel, which keeps blockIdx.y: not set.
+  const auto hopper = SchedulePrefill({{16, 4096}, {16, 4096}}, 8, 8, 128, true, -1, 132);
+  CHECK(hopper.tile_rows == 128);
+  CHECK(hopper.tiles_per_request == 1);
+  CHECK(!hopper.heads_fastest);
 }
 
 TEST_CASE("BatchPrefillPlan keeps the lengths, the scalars and the workspace of a split", "[client][prefill]") {
