@@ -3,9 +3,10 @@
 # bundle's environment (.gpu/env.sh), the bundle and the kernels tree readable by kilnd, and $py,
 # the machine's Python (KILN_GPU_PYTHON, default /opt/torch/.venv/bin/python). Then a kilnd of
 # the round's own:
-#   start_kilnd DIR LOG   a daemon with its socket, cache and gen dir in DIR and this tree's
-#                         kernels, its output in LOG; waits for the socket (up to 10 s) and
-#                         exports KILN_SOCKET
+#   start_kilnd DIR LOG [KERNELS]
+#                         a daemon with its socket, cache and gen dir in DIR and this tree's
+#                         kernels (or the KERNELS folder: bench/kernels_ab.sh), its output in
+#                         LOG; waits for the socket (up to 10 s) and exports KILN_SOCKET
 #   stop_kilnd            ends it (nothing when none was started)
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
@@ -15,7 +16,8 @@ py=${KILN_GPU_PYTHON:-/opt/torch/.venv/bin/python}
 
 kilnd_pid=
 start_kilnd() {
-  kilnd --socket "$1/kilnd.sock" --cache-dir "$1/cache" --gen-dir "$1/gen" --kernels-dir "$PWD/kernels" > "$2" 2>&1 &
+  kilnd --socket "$1/kilnd.sock" --cache-dir "$1/cache" --gen-dir "$1/gen" --kernels-dir "${3:-$PWD/kernels}" \
+    > "$2" 2>&1 &
   kilnd_pid=$!
   for _ in $(seq 100); do [[ -S $1/kilnd.sock ]] && break; sleep 0.1; done
   export KILN_SOCKET=$1/kilnd.sock

@@ -28,9 +28,7 @@ done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "kernels_ab: ROUNDS must be a positive integer, found $rounds" >&2; exit 2; }
 run_seconds=${AB_RUN_SECONDS:-280}
 [[ $run_seconds =~ ^[1-9][0-9]*$ ]] || { echo "kernels_ab: AB_RUN_SECONDS must be a positive integer, found $run_seconds" >&2; exit 2; }
-OUT=${OUT:-/tmp/kiln-out}
-mkdir -p "$OUT"
-source .gpu/env.sh  # PATH, LD_LIBRARY_PATH of the bundle
+source bench/gpu_kilnd.sh  # $OUT, the bundle's environment, start_kilnd
 chmod -R a+rX "$a_tree/kernels" "$b_tree/kernels"
 
 # One kilnd per tree, each with its own cache, up for the whole A/B (the first run of each
@@ -40,12 +38,9 @@ trap 'for p in "${pid[@]}"; do kill "$p" 2> /dev/null; done' EXIT
 for side in a b; do
   tree=$a_tree
   [[ $side == b ]] && tree=$b_tree
-  dir=$(mktemp -d "/tmp/kiln-ab-$side-XXXXXX")
-  kilnd --socket "$dir/kilnd.sock" --cache-dir "$dir/cache" --gen-dir "$dir/gen" --kernels-dir "$tree/kernels" \
-    > "$OUT/ab-kilnd-$side.log" 2>&1 &
-  pid[$side]=$!
-  socket[$side]=$dir/kilnd.sock
-  for _ in $(seq 100); do [[ -S ${socket[$side]} ]] && break; sleep 0.1; done
+  start_kilnd "$(mktemp -d "/tmp/kiln-ab-$side-XXXXXX")" "$OUT/ab-kilnd-$side.log" "$tree/kernels"
+  pid[$side]=$kilnd_pid
+  socket[$side]=$KILN_SOCKET
   [[ -S ${socket[$side]} ]] || { echo "kernels_ab: kilnd for $tree did not start:"; cat "$OUT/ab-kilnd-$side.log"; exit 1; }
 done
 
