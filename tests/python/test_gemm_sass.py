@@ -18,16 +18,18 @@ _spec = importlib.util.spec_from_file_location("sass_loops", os.path.join(ROOT, 
 sass_loops = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sass_loops)
 
-# (spec as `kiln get` takes it, most instructions the K loop may have). Measured 2026-12-06
-# (nvdisasm 13.5): 71, 253, 145, 238, 144, 66; before the uniform K loop 98, 343, 202, 318, 200, 96
-# with 8-32 R2UR each.
+# (spec as `kiln get` takes it, most instructions the K loop may have, R2UR it may have).
+# Measured 2026-12-06 (nvdisasm 13.5): 71, 261, 141, 246, 150, 66; before the uniform K loop 98,
+# 343, 202, 318, 200, 96 with 8-32 R2UR each. The fp8 tiles of two 128-column halves have 2:
+# the halves' B scales, read a K block ahead (one value for the whole tile), moved to uniform
+# registers for their products; no descriptor or ring value.
 CASES = [
-    (["gemm", "dtype=bf16", "tile_n=256"], 75),
-    (["fp8_gemm", "tile_n=256"], 266),
-    (["fp8_gemm", "tile_n=128"], 153),
-    (["grouped_fp8_gemm", "tile_n=256"], 250),
-    (["grouped_fp8_gemm_masked", "tile_m=64", "tile_n=128"], 152),
-    (["grouped_gemm", "dtype=bf16", "tile_n=256"], 70),
+    (["gemm", "dtype=bf16", "tile_n=256"], 75, 0),
+    (["fp8_gemm", "tile_n=256"], 274, 2),
+    (["fp8_gemm", "tile_n=128"], 148, 0),
+    (["grouped_fp8_gemm", "tile_n=256"], 258, 2),
+    (["grouped_fp8_gemm_masked", "tile_m=64", "tile_n=128"], 158, 0),
+    (["grouped_gemm", "dtype=bf16", "tile_n=256"], 70, 0),
 ]
 
 
@@ -41,8 +43,8 @@ def k_loop(cubin, nvdisasm):
     return min(loops, key=lambda loop: loop["instructions"])
 
 
-@pytest.mark.parametrize("spec,budget", CASES, ids=[" ".join(c[0]) for c in CASES])
-def test_the_k_loop_stays_uniform_and_within_budget(kilnd, tmp_path, spec, budget):
+@pytest.mark.parametrize("spec,budget,r2ur", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_the_k_loop_stays_uniform_and_within_budget(kilnd, tmp_path, spec, budget, r2ur):
     nvdisasm = os.environ.get("KILN_NVDISASM") or sass_loops.locate_nvdisasm()
     if nvdisasm is None:
         pytest.skip("no nvdisasm: python3 -m pip install nvidia-cuda-nvdisasm (as .ci/run does)")
@@ -54,5 +56,5 @@ def test_the_k_loop_stays_uniform_and_within_budget(kilnd, tmp_path, spec, budge
                              text=True, env={**os.environ, "KILN_SOCKET": kilnd}, timeout=300)
     assert fetched.returncode == 0, fetched.stderr
     loop = k_loop(cubin, nvdisasm)
-    assert loop["mix"].get("R2UR", 0) == 0, loop["mix"]
+    assert loop["mix"].get("R2UR", 0) <= r2ur, loop["mix"]
     assert loop["instructions"] <= budget, (loop["instructions"], loop["mix"])

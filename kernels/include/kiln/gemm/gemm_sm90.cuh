@@ -602,13 +602,26 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
         const long long block_col = (col < p.n ? col : p.n - 1) / kFp8ScaleBlock;
         b_scale[h] = static_cast<int>((b_scale_base + block_col) * p.b_scale_stride);
       }
-      for (int ks = k_begin; ks < k_end; ++ks) {
-        // The block's scales, read before waiting for its stage.
-        const float sa0 = p.a_scales[a_scale0 + ks];
-        const float sa1 = p.a_scales[a_scale1 + ks];
-        float sb[kHalves];
+      // A K block's scales are read one block ahead: ptxas may place their products before the
+      // block's wgmmas, which would then wait for the loads, and where a tile's scale rows do not
+      // fit the L1 left beside the stages (K 14336: 448 bytes a row) that wait is an L2 latency.
+      float sa0 = 0.0f, sa1 = 0.0f, sb[kHalves];
 #pragma unroll
-        for (int h = 0; h < kHalves; ++h) sb[h] = p.b_scales[b_scale[h] + ks];
+      for (int h = 0; h < kHalves; ++h) sb[h] = 0.0f;
+      if (k_begin < k_end) {  // a split-K block may have no K blocks: nothing to read
+        sa0 = p.a_scales[a_scale0 + k_begin];
+        sa1 = p.a_scales[a_scale1 + k_begin];
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) sb[h] = p.b_scales[b_scale[h] + k_begin];
+      }
+      for (int ks = k_begin; ks < k_end; ++ks) {
+        // The next block's scales (the last block reads its own again: nothing past the row).
+        const int k_next = ks + 1 < k_end ? ks + 1 : ks;
+        const float next_sa0 = p.a_scales[a_scale0 + k_next];
+        const float next_sa1 = p.a_scales[a_scale1 + k_next];
+        float next_sb[kHalves];
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) next_sb[h] = p.b_scales[b_scale[h] + k_next];
         BarrierWait(&full[stage], phase);
         const unsigned long long a_desc = SwizzledKMajorDescriptor(smem_a + stage * S::kBytesA +
                                                                    consumer * kRowsPerConsumer * 128);
@@ -640,6 +653,10 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
             out[3] = fmaf(block[4 * j + 3], s1, out[3]);
           }
         }
+        sa0 = next_sa0;
+        sa1 = next_sa1;
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) sb[h] = next_sb[h];
         if (++stage == S::kStages) {
           stage = 0;
           phase ^= 1;
