@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The table of a kernel-tree A/B (bench/kernels_ab.sh): kiln-bench JSON files given as
-SIDE=PATH (SIDE a or b, several runs a side), and per case (label, else routine and shape) and
-backend: the median over a side's runs of each run's median µs, B / A (below 1: B faster), and
+SIDE=PATH (SIDE a or b, several runs a side), and per case (label, else shape), routine and
+backend (lists that share labels across routines, fp8_gemm's and gemm's, can run as one): the median over a side's runs of each run's median µs, B / A (below 1: B faster), and
 whether every run's refcheck passed. A case missing on one side, or failed there, is listed
 with what is missing; the geometric mean of B / A is over the cases both sides ran with every
 refcheck passed (or `baseline`: a peer's row, which has no check of its own): no speed figure
@@ -20,8 +20,7 @@ CHECKED = {"pass", "baseline"}
 
 
 def case_key(row):
-    name = row.get("label") or (row.get("routine", "?") + " " + row.get("shape", ""))
-    return name, row.get("backend", "kiln")
+    return row.get("label") or row.get("shape", "?"), row.get("routine", "?"), row.get("backend", "kiln")
 
 
 def load(arguments):
@@ -36,8 +35,15 @@ def load(arguments):
                 rows = json.load(f).get("rows", [])
         except (OSError, ValueError) as e:
             raise SystemExit(f"kernels_ab_summary: cannot read {path}: {e}")
+        seen = set()
         for row in rows:
-            entry = sides[side].setdefault(case_key(row), {"us": [], "refcheck": []})
+            key = case_key(row)
+            # Two rows of one run under one key would be taken for two runs of one case.
+            if key in seen:
+                raise SystemExit(f"kernels_ab_summary: {path} has two rows for case {key[0]!r}, routine {key[1]!r}, "
+                                 f"backend {key[2]!r}: give the list's rows distinct labels")
+            seen.add(key)
+            entry = sides[side].setdefault(key, {"us": [], "refcheck": []})
             if row.get("status") == "ok" and row.get("median_us") is not None:
                 entry["us"].append(float(row["median_us"]))
             # A run that did not finish has no refcheck: its status stands there instead.
@@ -46,7 +52,8 @@ def load(arguments):
 
 
 def table(sides):
-    lines = ["| case | backend | A µs | B µs | B / A | refcheck A / B |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| case | routine | backend | A µs | B µs | B / A | refcheck A / B |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     ratios = []
     for key in sorted(set(sides["a"]) | set(sides["b"])):
         a, b = sides["a"].get(key), sides["b"].get(key)
@@ -66,7 +73,7 @@ def table(sides):
                 ratios.append(r)
             else:
                 ratio += " (unchecked)"
-        lines.append(f"| {key[0]} | {key[1]} | {cells[0]} | {cells[1]} | {ratio} | {checks[0]} / {checks[1]} |")
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {cells[0]} | {cells[1]} | {ratio} | {checks[0]} / {checks[1]} |")
     if ratios:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         lines.append(f"\ngeometric mean of B / A over {len(ratios)} cases whose refchecks passed: {geomean:.3f}")
