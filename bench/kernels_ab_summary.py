@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The table of a kernel-tree A/B (bench/kernels_ab.sh): kiln-bench JSON files given as
 SIDE=PATH (SIDE a or b, several runs a side), and per case (label, else shape), routine and
-backend (lists that share labels across routines, fp8_gemm's and gemm's, can run as one): the median over a side's runs of each run's median µs, B / A (below 1: B faster), and
+backend (so lists that share labels across routines, fp8_gemm's and gemm's, can run as one):
+the median over a side's runs of each run's median µs, B / A (below 1: B faster), and
 whether every run's refcheck passed. A case missing on one side, or failed there, is listed
 with what is missing; the geometric mean of B / A is over the cases both sides ran with every
 refcheck passed (or `baseline`: a peer's row, which has no check of its own): no speed figure
