@@ -132,6 +132,24 @@ TEST_CASE("fp8_gemm refuses bad dtypes, shapes, scales and layouts", "[client][o
                  }),
                  "b_scales: expected shape [ceil(N / 128), ceil(K / 128)] = [3, 4], found [264, 4]");
   RequireInvalid(with([](Args& x) { x.sb = TensorView::Strided(At(kSb), kF32, {3, 4}, {4, 2}); }), "b_scales");
+  // The kernel reads scales at 32-bit offsets: rows spanning 2^31 elements (a view into a far
+  // larger buffer) are refused; just below is taken.
+  RequireInvalid(with([](Args& x) {
+                   x.sa = TensorView::Strided(At(kSa), kF32, {100, 4}, {22'000'000, 1});
+                 }),
+                 "a_scales: its 100 rows 22000000 elements apart span 2178000004 elements; the kernels index scales "
+                 "with 32-bit offsets (below 2^31)");
+  RequireInvalid(with([](Args& x) {
+                   x.sb = TensorView::Strided(At(kSb), kF32, {3, 4}, {1'100'000'000, 1});
+                 }),
+                 "b_scales: its 3 rows 1100000000 elements apart span 2200000004 elements");
+  {
+    Args below;
+    below.sa = TensorView::Strided(At(kSa), kF32, {100, 4}, {21'000'000, 1});
+    const auto plan = kiln::client::PlanFp8Gemm(below.d, below.a, below.b, below.sa, below.sb, "test");
+    REQUIRE(plan.ok());
+    CHECK(plan->a_scale_stride == 21'000'000);
+  }
   // TMA: 16-byte aligned starts and rows of whole 16 bytes (16 fp8 elements).
   RequireInvalid(with([](Args& x) { x.a = T(kA + 8, kFp8, {100, 400}); }), "a: data pointer");
   RequireInvalid(with([](Args& x) {

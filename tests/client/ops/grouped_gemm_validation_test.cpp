@@ -143,6 +143,9 @@ TEST_CASE("grouped_fp8_gemm and grouped_fp8_gemm_masked refuse bad dtypes, K and
                  "b_scales: expected shape [E, ceil(N / 128), ceil(K / 128)]");
   RequireInvalid(call(d, a, b, sa, T(kSb, DType::kBFloat16, {4, 3, 4})), "b_scales: expected dtype fp32, found bf16");
   RequireInvalid(call(d, a, b, T(kD + 64, f32, {100, 4}), sb), "overlap");
+  // Scales read at 32-bit offsets: rows spanning 2^31 elements are refused.
+  RequireInvalid(call(d, a, b, TensorView::Strided(At(kSa), f32, {100, 4}, {22'000'000, 1}), sb),
+                 "a_scales: its 100 rows 22000000 elements apart span 2178000004 elements");
   // The bf16 op refuses fp8 inputs (they need scales: the fp8 op).
   RequireInvalid(kiln::ops::grouped_gemm(d, a, b, indptr), "a: dtype fp8_e4m3 is not supported; expected bf16 or fp16");
 

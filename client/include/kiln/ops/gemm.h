@@ -50,7 +50,8 @@
 //   a_scales  [..., ceil(K / 128)]  fp32, a's leading dims: one scale per row and 128 of K
 //   b_scales  [ceil(N / 128), ceil(K / 128)]  fp32: one scale per 128 x 128 block of b
 //   d         [..., N]   bf16 or fp32; as gemm's d
-//   N         a multiple of 8; K a multiple of 16; M, N, K < 2^31
+//   N         a multiple of 8; K a multiple of 16; M, N, K < 2^31; each scale tensor's rows
+//             (padded rows allowed) span fewer than 2^31 elements
 //
 // The tensor cores add the products of one 128-wide block of K; the block's sum is then scaled
 // and added into fp32 registers (docs/kernels-gemm.md: the error stays that of a bf16 GEMM on

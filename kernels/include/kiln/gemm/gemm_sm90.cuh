@@ -436,7 +436,9 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   // grouped (never split): each group's first tile row, where split-K would keep its barriers.
   int* group_table = reinterpret_cast<int*>(empty + S::kStages);
 
-  const int warp_group = threadIdx.x / 128;
+  // Read through a shuffle so the compiler knows it is the same in every lane of a warp (uniform
+  // registers for what is computed from it: the wgmma descriptors of the consumers).
+  const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (threadIdx.x == 0) {
     TmaPrefetchDescriptor(&p.a_map);
     TmaPrefetchDescriptor(&p.b_map);
@@ -586,20 +588,44 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       float block[kBlockN / 2];
 #pragma unroll
       for (int i = 0; i < S::kAccumulators; ++i) acc[i] = 0.0f;
-      for (int ks = k_begin; ks < k_end; ++ks) {
-        // The block's scales, read before waiting for its stage (rows and columns past the
-        // matrix scale by 0: their scales are not there to read).
-        const float sa0 = row_base < p.m ? p.a_scales[row_base * p.a_scale_stride + ks] : 0.0f;
-        const float sa1 = row_base + 8 < p.m ? p.a_scales[(row_base + 8) * p.a_scale_stride + ks] : 0.0f;
-        float sb[kHalves];
+      // This tile's scale rows, found once, as 32-bit element offsets (the plan refuses scales
+      // that span 2^31 elements). A row or column past the matrix reads the last one's scale
+      // instead of a bounds test in the loop: its products are never stored, and an output
+      // element depends only on its own row's and column's scales.
+      const long long last_row = p.m - 1;
+      const int a_scale0 = static_cast<int>((row_base < last_row ? row_base : last_row) * p.a_scale_stride);
+      const int a_scale1 = static_cast<int>((row_base + 8 < last_row ? row_base + 8 : last_row) * p.a_scale_stride);
+      int b_scale[kHalves];
 #pragma unroll
-        for (int h = 0; h < kHalves; ++h) {
-          const long long col = col_base + h * kBlockN;
-          sb[h] = col < p.n ? p.b_scales[(b_scale_base + col / kFp8ScaleBlock) * p.b_scale_stride + ks] : 0.0f;
-        }
+      for (int h = 0; h < kHalves; ++h) {
+        const long long col = col_base + h * kBlockN;
+        const long long block_col = (col < p.n ? col : p.n - 1) / kFp8ScaleBlock;
+        b_scale[h] = static_cast<int>((b_scale_base + block_col) * p.b_scale_stride);
+      }
+      // A K block's scales are read one block ahead: ptxas may place their products before the
+      // block's wgmmas, which would then wait for the loads, and where a tile's scale rows do not
+      // fit the L1 left beside the stages (K 14336: 448 bytes a row) that wait is an L2 latency.
+      float sa0 = 0.0f, sa1 = 0.0f, sb[kHalves];
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) sb[h] = 0.0f;
+      if (k_begin < k_end) {  // a split-K block may have no K blocks: nothing to read
+        sa0 = p.a_scales[a_scale0 + k_begin];
+        sa1 = p.a_scales[a_scale1 + k_begin];
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) sb[h] = p.b_scales[b_scale[h] + k_begin];
+      }
+      for (int ks = k_begin; ks < k_end; ++ks) {
+        // The next block's scales (the last block reads its own again: nothing past the row).
+        const int k_next = ks + 1 < k_end ? ks + 1 : ks;
+        const float next_sa0 = p.a_scales[a_scale0 + k_next];
+        const float next_sa1 = p.a_scales[a_scale1 + k_next];
+        float next_sb[kHalves];
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) next_sb[h] = p.b_scales[b_scale[h] + k_next];
         BarrierWait(&full[stage], phase);
-        const unsigned char* a_tile = smem_a + stage * S::kBytesA + consumer * kRowsPerConsumer * 128;
-        const unsigned char* b_tile = smem_b + stage * S::kBytesB;
+        const unsigned long long a_desc = SwizzledKMajorDescriptor(smem_a + stage * S::kBytesA +
+                                                                   consumer * kRowsPerConsumer * 128);
+        const unsigned long long b_desc = SwizzledKMajorDescriptor(smem_b + stage * S::kBytesB);
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           FenceAccumulators(block);
@@ -609,8 +635,8 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
           for (int kk = 0; kk < 4; ++kk) {
             // B's rows h * 128 onwards start h * 128 rows of 128 bytes in: a whole number of
             // swizzle atoms (8 rows), so the descriptor just moves.
-            Wgmma<TIn, kBlockN>::Mma(block, SwizzledKMajorDescriptor(a_tile + kk * 32),
-                                     SwizzledKMajorDescriptor(b_tile + h * kBlockN * 128 + kk * 32), kk > 0);
+            Wgmma<TIn, kBlockN>::Mma(block, DescriptorPlus(a_desc, kk * 32),
+                                     DescriptorPlus(b_desc, h * kBlockN * 128 + kk * 32), kk > 0);
           }
           WgmmaCommit();
           if constexpr (kFp8Pingpong) NamedBarrierArrive(kTurnBarrier + 1 - consumer, 256);
@@ -627,6 +653,10 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
             out[3] = fmaf(block[4 * j + 3], s1, out[3]);
           }
         }
+        sa0 = next_sa0;
+        sa1 = next_sa1;
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) sb[h] = next_sb[h];
         if (++stage == S::kStages) {
           stage = 0;
           phase ^= 1;
@@ -635,14 +665,15 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     } else {
       for (int ks = k_begin; ks < k_end; ++ks) {
         BarrierWait(&full[stage], phase);
-        const unsigned char* a_tile = smem_a + stage * S::kBytesA + consumer * kRowsPerConsumer * kTileK * 2;
-        const unsigned char* b_tile = smem_b + stage * S::kBytesB;
+        const unsigned long long a_desc = SwizzledKMajorDescriptor(smem_a + stage * S::kBytesA +
+                                                                   consumer * kRowsPerConsumer * kTileK * 2);
+        const unsigned long long b_desc = SwizzledKMajorDescriptor(smem_b + stage * S::kBytesB);
         FenceAccumulators(acc);
         WgmmaFence();
 #pragma unroll
         for (int kk = 0; kk < kTileK / 16; ++kk) {
-          Wgmma<TIn, S::kTileN>::Mma(acc, SwizzledKMajorDescriptor(a_tile + kk * 32),
-                                     SwizzledKMajorDescriptor(b_tile + kk * 32), ks > k_begin || kk > 0);
+          Wgmma<TIn, S::kTileN>::Mma(acc, DescriptorPlus(a_desc, kk * 32), DescriptorPlus(b_desc, kk * 32),
+                                     ks > k_begin || kk > 0);
         }
         WgmmaCommit();
         FenceAccumulators(acc);

@@ -201,6 +201,16 @@ __device__ __forceinline__ unsigned long long SwizzledKMajorDescriptor(const voi
   return ((address & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
 }
 
+// `descriptor` moved on by `bytes` (a multiple of 16) inside the same shared-memory buffer: a
+// 32-bit add of bytes >> 4 to the start-address field. The field (address >> 4 in bits 0-13)
+// never reaches 2^14 (shared memory is below 256 KiB), so the add never carries out of it and
+// the high word (stride offset, swizzle) stays as it is: the compiler keeps it in one register
+// for every wgmma instead of masking and shifting each address anew.
+__device__ __forceinline__ unsigned long long DescriptorPlus(unsigned long long descriptor, unsigned bytes) {
+  const unsigned low = static_cast<unsigned>(descriptor) + (bytes >> 4);
+  return (descriptor & 0xFFFFFFFF00000000ull) | low;
+}
+
 // Orders this thread's register and shared-memory accesses before the warpgroup's next wgmma.
 __device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
