@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "client/core/api/float16.h"
@@ -52,6 +53,12 @@ GpuSession::GpuSession(int min_cc, int max_cc) : gpu_(RequireGpu(min_cc, max_cc)
   KILN_CU(d.cuCtxSetCurrent(context_));
   DaemonOptions options;
   options.root = dir_.path();
+  // A session's daemon compiles into a fresh cache unless KILN_TEST_CACHE_DIR names one to share:
+  // then a kernel that several test cases (or later runs on the same machine) use compiles once.
+  // The cache key names the generated sources, the options and the toolchain, so a changed
+  // kernel or generator gets its own entry, never an old cubin.
+  if (const char* shared = std::getenv("KILN_TEST_CACHE_DIR"); shared != nullptr && *shared != '\0')
+    options.cache_dir = shared;
   daemon_ = std::make_unique<DaemonProcess>(options);
   ClientOptions client;
   client.socket = daemon_->socket();

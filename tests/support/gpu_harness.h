@@ -48,6 +48,8 @@ class CapturedCall {
   Status status_;
 };
 
+// A test case's GPU: the context current, and a kilnd of its own that the client is configured
+// to use (its cache fresh, or KILN_TEST_CACHE_DIR's when set).
 class GpuSession {
  public:
   explicit GpuSession(int min_cc = 80, int max_cc = 0);  // rmsnorm's bf16 needs sm_80; see RequireGpu
