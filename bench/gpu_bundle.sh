@@ -65,10 +65,10 @@ export KILN_TEST_DIAG_CHILD="$bundle/bin/kiln_diag_child" KILN_TEST_LAUNCH="$bun
 export KILN_TEST_EMBEDDED_CHILD="$bundle/bin/kiln_embedded_child"
 export KILN_TEST_COMM_RANK_TESTS="$bundle/bin/kiln_comm_rank_tests" KILN_TEST_KILN_BENCH="$bundle/bin/kiln-bench"
 export KILN_TEST_KERNELS_DIR="$(cd "$bundle/.." && pwd)/kernels"
-# One compile cache for every test case's kilnd, kept in /tmp (which outlives a device command
-# while the machine stays warm): a kernel compiles once, not once a test case and run. Set it
-# empty for a fresh cache per test case.
-export KILN_TEST_CACHE_DIR="${KILN_TEST_CACHE_DIR-/tmp/kiln-test-cache}"
+# One compile cache for every test case's kilnd and every round's (bench/gpu_kilnd.sh), kept in
+# /tmp (which outlives a device command while the machine stays warm): a kernel compiles once,
+# not once a test case, round and command. Set it empty for a fresh cache each time.
+export KILN_TEST_CACHE_DIR="${KILN_TEST_CACHE_DIR-/tmp/kiln-cache}"
 ENV
 unresolved=$(for e in "$out"/bin/*; do
   [[ -L $e ]] && continue

@@ -31,8 +31,10 @@ run_seconds=${AB_RUN_SECONDS:-280}
 source bench/gpu_kilnd.sh  # $OUT, the bundle's environment, start_kilnd
 chmod -R a+rX "$a_tree/kernels" "$b_tree/kernels"
 
-# One kilnd per tree, each with its own cache, up for the whole A/B (the first run of each
-# compiles; kiln-bench's warm-up and its median keep the compile out of the figures).
+# One kilnd per tree, up for the whole A/B, both on the machine's shared compile cache
+# (start_kilnd; the key names the sources, so each tree gets its own kernels and a kernel the
+# trees share compiles once). The first run of each compiles what the cache lacks; kiln-bench's
+# warm-up and its median keep the compile out of the figures.
 declare -A socket pid
 trap 'for p in "${pid[@]}"; do kill "$p" 2> /dev/null; done' EXIT
 for side in a b; do
