@@ -39,9 +39,9 @@
 //
 // Cost on an H200: about 32 NVRTC compiles (each GpuSession starts its own kilnd, so without
 // KILN_TEST_CACHE_DIR a specialization used by several TEST_CASEs compiles in each; 0.5-2 s
-// each) and ~20 s of host
-// work (random data, the references on all cores): about 1.5 minutes, well under 2.5. The
-// largest buffers are ~250 MB (K and V of 2 x 60 000 positions, 2 heads of 256).
+// each) and ~20 s of host work (random data, the references on all cores): about 1.5 minutes,
+// well under 2.5. The largest buffers are ~250 MB (K and V of 2 x 60 000 positions, 2 heads of
+// 256).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
