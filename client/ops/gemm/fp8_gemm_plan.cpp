@@ -51,13 +51,14 @@ StatusOr<RowView> ViewAScales(const TensorView& sa_t, const TensorView& a_t, int
   return sa;
 }
 
-Status CheckScaleSpan(const RowView& scales, int64_t row_stride, const char* name) {
+StatusOr<int64_t> KernelScaleStride(const RowView& scales, int64_t k_blocks, const char* name) {
+  const int64_t row_stride = scales.rows > 1 ? scales.row_stride : k_blocks;
   const int64_t span = (scales.rows - 1) * row_stride + scales.hidden;
   if (scales.rows > 0 && span > std::numeric_limits<int32_t>::max())
     return InvalidArgument(std::string(name) + ": its " + Str(scales.rows) + " rows " + Str(row_stride) +
                            " elements apart span " + Str(span) +
                            " elements; the kernels index scales with 32-bit offsets (below 2^31)");
-  return OkStatus();
+  return row_stride;
 }
 
 namespace {
@@ -106,10 +107,8 @@ StatusOr<Fp8GemmPlan> Plan(const TensorView& d_t, const TensorView& a_t, const T
   plan.a_row_stride = a.rows > 1 ? a.row_stride : k;
   plan.b_row_stride = b.rows > 1 ? b.row_stride : k;
   plan.d_row_stride = d.row_stride;
-  plan.a_scale_stride = sa.rows > 1 ? sa.row_stride : kb;
-  plan.b_scale_stride = sb.rows > 1 ? sb.row_stride : kb;
-  KILN_RETURN_IF_ERROR(CheckScaleSpan(sa, plan.a_scale_stride, "a_scales"));
-  KILN_RETURN_IF_ERROR(CheckScaleSpan(sb, plan.b_scale_stride, "b_scales"));
+  KILN_ASSIGN_OR_RETURN(plan.a_scale_stride, KernelScaleStride(sa, kb, "a_scales"));
+  KILN_ASSIGN_OR_RETURN(plan.b_scale_stride, KernelScaleStride(sb, kb, "b_scales"));
   return plan;
 }
 

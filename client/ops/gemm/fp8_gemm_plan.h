@@ -37,11 +37,12 @@ Status CheckFp8GemmDTypes(const TensorView& d, const TensorView& a, const Tensor
 // `scales` fp32 with a's leading dims and ceil(K / 128) last, on a's device, seen as rows (one
 // per row of a). INVALID_ARGUMENT "a_scales: ..." otherwise.
 StatusOr<RowView> ViewAScales(const TensorView& scales, const TensorView& a, int64_t k);
-// The gemm kernels read a scale at a 32-bit element offset (row x row stride + block of K, found
-// once per tile: kiln/gemm/gemm_sm90.cuh). INVALID_ARGUMENT "<name>: ..." when the scales' rows
+// The row stride, in elements, at which the gemm kernels read `scales` (its own, or `k_blocks` for
+// a single row). They read a scale at a 32-bit element offset (row x row stride + block of K,
+// found once per tile: kiln/gemm/gemm_sm90.cuh), so INVALID_ARGUMENT "<name>: ..." when the rows
 // span 2^31 elements or more (only a view into a far larger buffer can: the scales of a real
 // operand are 1/128 of its size).
-Status CheckScaleSpan(const RowView& scales, int64_t row_stride, const char* name);
+StatusOr<int64_t> KernelScaleStride(const RowView& scales, int64_t k_blocks, const char* name);
 
 // d [..., N], a [..., K], b [N, K], a_scales [..., ceil(K / 128)] (a's leading dims), b_scales
 // [ceil(N / 128), ceil(K / 128)] (kiln/ops/gemm.h). INVALID_ARGUMENT "<api>: <argument>:

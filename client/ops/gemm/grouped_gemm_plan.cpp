@@ -96,10 +96,8 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
     KILN_RETURN_IF_ERROR(CheckNoOverlap(d, sb, false));
     plan->a_scales = reinterpret_cast<const float*>(sa.data);
     plan->b_scales = reinterpret_cast<const float*>(sb.data);
-    plan->a_scale_stride = sa.rows > 1 ? sa.row_stride : kb;
-    plan->b_scale_stride = sb.rows > 1 ? sb.row_stride : kb;
-    KILN_RETURN_IF_ERROR(CheckScaleSpan(sa, plan->a_scale_stride, "a_scales"));
-    KILN_RETURN_IF_ERROR(CheckScaleSpan(sb, plan->b_scale_stride, "b_scales"));
+    KILN_ASSIGN_OR_RETURN(plan->a_scale_stride, KernelScaleStride(sa, kb, "a_scales"));
+    KILN_ASSIGN_OR_RETURN(plan->b_scale_stride, KernelScaleStride(sb, kb, "b_scales"));
   }
   plan->dtype = a_t.dtype;
   plan->out_dtype = d_t.dtype;
