@@ -14,7 +14,10 @@
 # libkiln_client) and run with the machine's Python (KILN_GPU_PYTHON). Logs and JSON go to $OUT.
 # `small-m`: bench/gemm/small_m.list (M 1-32) by default, with KILN_GEMM_GEMV_WIDE=1 (the wide GEMV
 # kernel at M 17-32) and with KILN_GEMM_GEMV=0 (the tile kernel), side by side (not part of all).
-#   bash bench/gemm/gpu_round.sh [tests|bench|fp8|small-m|all]
+# `fp8-small-m`: bench/gemm/fp8_small_m.list (fp8_gemm, M 1-16) by default, with each k-part count
+# of the GEMV kernel forced and with KILN_FP8_GEMM_GEMV=0 (the tile kernel), side by side (not
+# part of all).
+#   bash bench/gemm/gpu_round.sh [tests|bench|fp8|small-m|fp8-small-m|all]
 set -u
 what=${1:-all}
 source bench/gpu_kilnd.sh
@@ -52,34 +55,51 @@ if [[ $what == fp8 ]]; then
   stop_kilnd
 fi
 
-if [[ $what == small-m ]]; then
+# kiln-bench on LIST once per variant (NAME or NAME=VAR=VALUE: that environment), with one kilnd,
+# then the rows side by side (µs and % of copy per variant).
+small_m_round() {
+  local tag=$1 list=$2
+  shift 2
+  local dir names=()
   dir=$(mktemp -d)
-  start_kilnd "$dir" "$OUT/kilnd-small-m.log"
-  for variant in default wide tile; do
-    case $variant in
-      default) env_args=() ;;
-      wide) env_args=(KILN_GEMM_GEMV_WIDE=1) ;;
-      tile) env_args=(KILN_GEMM_GEMV=0) ;;
-    esac
-    env "${env_args[@]}" timeout 200 kiln-bench --list bench/gemm/small_m.list --out "$OUT/gemm-small-m-$variant.json" \
-      > "$OUT/gemm-small-m-$variant.log" 2>&1
-    echo "kiln-bench small_m.list, $variant: rc=$?"
+  start_kilnd "$dir" "$OUT/kilnd-$tag.log"
+  for variant in "$@"; do
+    local name=${variant%%=*} env_args=()
+    [[ $variant == *=* ]] && env_args=("${variant#*=}")
+    names+=("$name")
+    env "${env_args[@]}" timeout 150 kiln-bench --list "$list" --out "$OUT/$tag-$name.json" > "$OUT/$tag-$name.log" 2>&1
+    echo "kiln-bench $list, $name (${env_args[*]:-defaults}): rc=$?"
   done
   stop_kilnd
-  "$py" - "$OUT" <<'PY' || true
+  "$py" - "$OUT" "$tag" "${names[@]}" <<'PY' || true
 import json, sys
-out = sys.argv[1]
+out, tag, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
 rows = {}
-for variant in ("default", "wide", "tile"):
-    for row in json.load(open(f"{out}/gemm-small-m-{variant}.json"))["rows"]:
+for variant in variants:
+    try:
+        data = json.load(open(f"{out}/{tag}-{variant}.json"))["rows"]
+    except (OSError, ValueError):
+        continue
+    for row in data:
         if row.get("backend") == "kiln" and row.get("status") == "ok":
-            rows.setdefault(row.get("label") or row.get("shape"), {})[variant] = (row["median_us"], row["pct_of_copy"])
-print(f"{'case':30}" + "".join(f" {v + ' us':>12} {'%copy':>6}" for v in ("default", "wide", "tile")))
+            rows.setdefault(row.get("label") or row.get("shape"), {})[variant] = (row["median_us"], row["pct_of_copy"],
+                                                                               row.get("refcheck"))
+print(f"{'case':30}" + "".join(f" {v + ' us':>12} {'%copy':>6}" for v in variants))
+nan = (float("nan"), float("nan"), None)
 for case, v in rows.items():
-    cells = "".join(f" {v.get(k, (float('nan'),) * 2)[0]:12.2f} {v.get(k, (float('nan'),) * 2)[1]:6.1f}"
-                    for k in ("default", "wide", "tile"))
-    print(f"{case:30}{cells}")
+    cells = "".join(f" {v.get(k, nan)[0]:12.2f} {v.get(k, nan)[1]:6.1f}" for k in variants)
+    checks = {v.get(k, nan)[2] for k in variants}
+    print(f"{case:30}{cells}  refcheck {'/'.join(sorted(str(c) for c in checks))}")
 PY
+}
+
+if [[ $what == small-m ]]; then
+  small_m_round gemm-small-m bench/gemm/small_m.list default wide=KILN_GEMM_GEMV_WIDE=1 tile=KILN_GEMM_GEMV=0
+fi
+
+if [[ $what == fp8-small-m ]]; then
+  small_m_round fp8-small-m bench/gemm/fp8_small_m.list default parts2=KILN_FP8_GEMM_GEMV_K_PARTS=2 \
+    parts4=KILN_FP8_GEMM_GEMV_K_PARTS=4 parts8=KILN_FP8_GEMM_GEMV_K_PARTS=8 tile=KILN_FP8_GEMM_GEMV=0
 fi
 
 if [[ $what == bench || $what == all ]]; then

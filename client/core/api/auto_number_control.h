@@ -1,6 +1,7 @@
 // AutoNumberControl: a diagnostic control whose value is `auto` (or unset: the library decides)
 // or a whole number in a range (KILN_DECODE_CHUNK, KILN_SAMPLING_CLUSTER,
-// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS, KILN_FUSED_MOE_FP8_PREFETCH, KILN_FUSED_MOE_FP8_K_PARTS:
+// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS, KILN_FUSED_MOE_FP8_PREFETCH, KILN_FUSED_MOE_FP8_K_PARTS,
+// KILN_FP8_GEMM_GEMV_K_PARTS:
 // docs/configuration.md, docs/diagnostic-controls.md); the sibling of BinarySwitch
 // (binary_switch.h) for on/off controls. AutoNumberSetting reads one once per process, says a
 // number once on stderr and takes a test override; the bare parse serves callers that keep

@@ -1,7 +1,7 @@
 // The gemm family's block-scaled fp8 op, fp8_gemm (kiln/ops/gemm.h): its entry in the op table,
 // the tactic, the tensor maps, the launch, and the C++ and C APIs. Validation and the heuristic
 // are fp8_gemm_plan.h's; the kernel contract kiln/gemm/gemm_contract.h (the gemm kernel with
-// e4m3 inputs: kiln/gemm/gemm_sm90.cuh).
+// e4m3 inputs: kiln/gemm/gemm_sm90.cuh; at small M the GEMV kernel: fp8_gemm_gemv.h).
 #include <algorithm>
 #include <map>
 #include <string>
@@ -10,6 +10,7 @@
 #include "client/core/api/invalid_argument.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/launch_preparation.h"
+#include "client/ops/gemm/fp8_gemm_gemv.h"
 #include "client/ops/gemm/fp8_gemm_ops.h"
 #include "client/ops/gemm/fp8_gemm_plan.h"
 #include "client/ops/gemm/gemm_launch.h"
@@ -63,6 +64,12 @@ Status LaunchFp8Gemm(const Fp8GemmPlan& plan, const gemm::GemmTactic* forced, vo
   auto driver = CudaDriver::Get();
   if (!driver.ok()) return driver.status().WithContext(plan.api);
   KILN_ASSIGN_OR_RETURN(const GemmDeviceFacts* device, GemmFactsOf(**driver, plan.device));
+  // Small M: the GEMV kernel where it wins, unless a tactic is forced (fp8_gemm_gemv.h).
+  if (forced == nullptr && Fp8GemmTakesGemv(plan, device->sms)) {
+    const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
+    if (!controls.ok()) return controls.status().WithContext(plan.api);
+    if (controls->Forced(gemm::kFp8GemmOp) == nullptr) return LaunchFp8GemmGemv(plan, device->sms, stream);
+  }
   gemm::GemmTactic tactic{};
   if (forced != nullptr) {
     tactic = *forced;

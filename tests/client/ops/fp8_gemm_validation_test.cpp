@@ -1,12 +1,14 @@
 // kiln::ops::fp8_gemm refuses every bad argument before touching the driver, naming the
 // argument, what was expected and what was found; the plan carries what the kernel takes; the
 // fp8 heuristic (ChooseFp8GemmTactic) stays inside fp8_gemm's tactic space and picks what
-// docs/kernels-gemm.md says; a forced tactic outside the space is refused. Without a GPU: the
+// docs/kernels-gemm.md says; a forced tactic outside the space is refused; the small-M GEMV
+// kernel takes the shapes its rule names, and its own entry refuses the others. Without a GPU: the
 // pointers are never dereferenced.
 #include <catch2/catch.hpp>
 
 #include <string>
 
+#include "client/ops/gemm/fp8_gemm_gemv.h"
 #include "client/ops/gemm/fp8_gemm_ops.h"
 #include "client/ops/gemm/fp8_gemm_plan.h"
 #include "kiln/ops/gemm.h"
@@ -206,6 +208,48 @@ TEST_CASE("fp8_gemm's heuristic stays in its tactic space, and a forced tactic o
   CHECK(kiln::gemm::Fp8GemmTacticFits({64, 256, kiln::gemm::GemmMaxStages(64, 256, 8), 8, 8}));  // splits are in
   CHECK_FALSE(kiln::gemm::Fp8GemmTacticFits({128, 128, 8, 8, 1}));  // 8 stages of 32 KiB: over 227 KiB
   CHECK(kiln::gemm::Fp8GemmTacticFits({128, 128, 7, 8, 1}));
+}
+
+// The GEMV kernel's shapes: M 1 to 16, N a multiple of 16 (a warp's 16 rows of b all inside);
+// the rule's: one pass of 8 rows whose blocks fit on the SMs.
+TEST_CASE("fp8_gemm's GEMV kernel takes M 1 to 16 with N a multiple of 16 and refuses other shapes",
+          "[client][ops][validation][gemm]") {
+  using kiln::client::Fp8GemmGemvSuits;
+  for (int64_t m = 1; m <= kiln::gemm::kFp8GemvMaxRows; ++m) {
+    CHECK(Fp8GemmGemvSuits(m, 16));
+    CHECK(Fp8GemmGemvSuits(m, 6144));
+    CHECK(Fp8GemmGemvSuits(m, 28672));
+    CHECK_FALSE(Fp8GemmGemvSuits(m, 264));  // 264 = 16 * 16 + 8
+    CHECK_FALSE(Fp8GemmGemvSuits(m, 8));
+  }
+  CHECK_FALSE(Fp8GemmGemvSuits(0, 4096));
+  CHECK_FALSE(Fp8GemmGemvSuits(17, 4096));
+  // Where it wins (132 SMs): one pass of 8 rows while the blocks fit on the SMs at once.
+  using kiln::client::Fp8GemmGemvWins;
+  for (int64_t m = 1; m <= 8; ++m) {
+    CHECK(Fp8GemmGemvWins(m, 6144, 132));         // qkv: 192 blocks of 32 rows
+    CHECK(Fp8GemmGemvWins(m, 4096, 132));         // o, down: 256 blocks of 16 rows
+    CHECK_FALSE(Fp8GemmGemvWins(m, 28672, 132));  // gate-up: 448 blocks of 64 rows, 264 places
+    CHECK_FALSE(Fp8GemmGemvWins(m, 264, 132));
+  }
+  for (int64_t m = 9; m <= 16; ++m) CHECK_FALSE(Fp8GemmGemvWins(m, 4096, 132));  // a second pass over B
+  CHECK(Fp8GemmGemvWins(1, 2 * 64 * 132, 132));
+  CHECK_FALSE(Fp8GemmGemvWins(1, 2 * 64 * 132 + 64, 132));
+  // Fp8GemmGemv refuses a shape the kernel does not take before it asks for a driver.
+  Args x;  // M 100, N 264
+  const kiln::Status wide = kiln::client::Fp8GemmGemv(x.d, x.a, x.b, x.sa, x.sb, nullptr);
+  RequireInvalid(wide, "kiln::client::Fp8GemmGemv: the fp8 GEMV kernel takes 1 to 16 rows of a");
+  CHECK(wide.message().find("found M 100 and N 264") != std::string::npos);
+  Args narrow;
+  narrow.d = T(kD, DType::kBFloat16, {4, 264});
+  narrow.a = T(kA, kFp8, {4, 400});
+  narrow.sa = T(kSa, kF32, {4, 4});
+  RequireInvalid(kiln::client::Fp8GemmGemv(narrow.d, narrow.a, narrow.b, narrow.sa, narrow.sb, nullptr),
+                 "found M 4 and N 264");
+  // Its arguments are fp8_gemm's, checked the same way.
+  Args bad;
+  bad.a = T(kA, DType::kBFloat16, {100, 400});
+  RequireInvalid(kiln::client::Fp8GemmGemv(bad.d, bad.a, bad.b, bad.sa, bad.sb, nullptr), "a:");
 }
 
 }  // namespace

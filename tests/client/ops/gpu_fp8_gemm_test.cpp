@@ -1,7 +1,8 @@
 // [gpu][gemm] kiln::ops::fp8_gemm on a real sm_90a GPU (H100/H200; skipped visibly elsewhere)
 // against the float64 product of the dequantized matrices: bf16 and fp32 outputs, M 1 / 7 / 64
 // / 127 / 1000 / 4097, N and K that no tile or scale block divides, padded rows of a, d and the
-// scales, a 3-D a, every tile of fp8_gemm's space (fewest and most stages) at a small shape, the C ABI; and the
+// scales, a 3-D a, every tile of fp8_gemm's space (fewest and most stages) at a small shape, the
+// small-M GEMV kernel (M 1 to 16, each k-part count, the same bits every call), the C ABI; and the
 // error of the block-scaled product measured against a bf16 GEMM's on the same data. Fresh
 // random data each case (scales too), d poisoned (NaN) before each launch, d's padding checked
 // untouched.
@@ -18,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "client/ops/gemm/fp8_gemm_gemv.h"
 #include "client/ops/gemm/fp8_gemm_ops.h"
 #include "client/ops/gemm/fp8_gemm_plan.h"
 #include "client/ops/gemm/gemm_tactic_controls.h"
@@ -49,13 +51,14 @@ struct Case {
   bool power_of_two_scales = false;
   const kiln::gemm::GemmTactic* tactic = nullptr;  // null: the op's heuristic
   bool c_api = false;
+  bool gemv = false;  // kiln::client::Fp8GemmGemv: the small-M kernel whatever the switch says
 
   std::string Describe() const {
     std::string s = std::string("fp8->") + kiln::DTypeName(out) + " m=" + std::to_string(m) +
                     " n=" + std::to_string(n) + " k=" + std::to_string(k) + " pads=" + std::to_string(a_pad) + "/" +
                     std::to_string(d_pad) + "/" + std::to_string(scale_pad) + (three_d ? " 3-D" : "");
     if (tactic != nullptr) s += " tactic " + kiln::client::GemmTacticText(*tactic);
-    return s + (c_api ? " (C ABI)" : "");
+    return s + (c_api ? " (C ABI)" : "") + (gemv ? " (Fp8GemmGemv)" : "");
   }
 };
 
@@ -150,6 +153,8 @@ HostTensor Launch(const Case& c, const Inputs& in) {
     const kiln_status rc = kiln_fp8_gemm(&dl_d, &dl_a, &dl_b, &dl_sa, &dl_sb, nullptr);
     INFO(kiln_last_error());
     REQUIRE(rc == KILN_OK);
+  } else if (c.gemv) {
+    status = kiln::client::Fp8GemmGemv(td, ta, tb, tsa, tsb, nullptr);
   } else if (c.tactic != nullptr) {
     auto plan = kiln::client::PlanFp8Gemm(td, ta, tb, tsa, tsb, "gpu_fp8_gemm_test");
     INFO(plan.status().ToString());
@@ -163,6 +168,15 @@ HostTensor Launch(const Case& c, const Inputs& in) {
   KILN_CU(kiln::testing::Driver().cuCtxSynchronize());
   return HostTensor{c.out, dd.Download()};
 }
+
+// The GEMV path off for a scope (KILN_FP8_GEMM_GEMV=0's effect): fp8_gemm runs its tile kernel at
+// every M.
+struct Fp8GemvOff {
+  Fp8GemvOff() { kiln::client::SetFp8GemmGemvForTesting(0); }
+  ~Fp8GemvOff() { kiln::client::SetFp8GemmGemvForTesting(-1); }
+  Fp8GemvOff(const Fp8GemvOff&) = delete;
+  Fp8GemvOff& operator=(const Fp8GemvOff&) = delete;
+};
 
 void Run(const Case& c, std::mt19937& rng) {
   INFO(c.Describe());
@@ -355,7 +369,8 @@ TEST_CASE("split-K fp8_gemm: every split of the decode tiles, blocks without K s
   }
   CHECK(runs == 2 * 3 * static_cast<int>(std::size(kiln::gemm::kTileNChoices)));  // every tile_n, split, K
   // The heuristic splits a decode row of the Llama-3.1-8B shapes (4 ways at N 6144, K 4096) and
-  // the result holds, fp32 out too.
+  // the result holds, fp32 out too: with the GEMV path off, which takes such rows by default.
+  const Fp8GemvOff tile_kernel_only;
   const int sms = kiln::testing::RequireGpu().multiprocessors;
   for (auto [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 14336}}) {
     for (DType out : {DType::kBFloat16, DType::kFloat32}) {
@@ -369,6 +384,127 @@ TEST_CASE("split-K fp8_gemm: every split of the decode tiles, blocks without K s
       CHECK(kiln::client::ChooseFp8GemmTactic(c.m, n, k, sms).split_k > 1);
       Run(c, rng);
     }
+  }
+}
+
+// The small-M GEMV kernel through Fp8GemmGemv (the kernel whatever the rule says) and through
+// kiln::ops::fp8_gemm where the rule takes it (M 1-8): every M to 16 (one pass of 8 rows of a, or
+// two), N from one warp's 16
+// rows to many blocks, so each k-part count runs (8 at N 16; 4 and 2 at N of 32 and 64 rows an
+// SM), K not a multiple of 128 (a partial last scale block) and of one block; fp32 out,
+// padded rows and scales, a 3-D a.
+TEST_CASE("fp8_gemm's GEMV kernel for M <= 16 matches the dequantized float64 product", "[gpu][gemm][fp8]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(20261206);
+  const int sms = kiln::testing::RequireGpu().multiprocessors;
+  for (int64_t m = 1; m <= kiln::gemm::kFp8GemvMaxRows; ++m) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{16, 16}, {48, 144}, {4096, 1040}}) {
+      Case c;
+      c.m = m;
+      c.n = n;
+      c.k = k;
+      c.gemv = true;
+      REQUIRE(kiln::client::Fp8GemmGemvSuits(m, n));
+      Run(c, rng);
+    }
+  }
+  // N of 32 and 64 rows a multiprocessor: 4 and 2 k parts (the fewest whose blocks cover the SMs).
+  const int64_t n_four = 32 * int64_t{sms}, n_two = 64 * int64_t{sms};
+  CHECK(kiln::gemm::Fp8GemvKParts(n_four, sms) == 4);
+  CHECK(kiln::gemm::Fp8GemvKParts(n_two, sms) == 2);
+  CHECK(kiln::gemm::Fp8GemvKParts(4096, sms) == (4096 / 32 >= sms ? 4 : 8));
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{n_four, 4096}, {n_two, 528}}) {
+    for (int64_t m : {1, 8, 9, 16}) {
+      Case c;
+      c.m = m;
+      c.n = n;
+      c.k = k;
+      c.gemv = true;
+      Run(c, rng);
+    }
+  }
+  // Each k-part count forced at one shape (KILN_FP8_GEMM_GEMV_K_PARTS's effect): 64, 32 and 16
+  // rows a block, K over 2, 4 and 8 warps, the last part shorter.
+  for (int parts : {2, 4, 8}) {
+    kiln::client::SetFp8GemmGemvKPartsForTesting(parts);
+    INFO("k parts " << parts);
+    Case c;
+    c.m = 3;
+    c.n = 4096 + 48;
+    c.k = 1040;
+    c.gemv = true;
+    Run(c, rng);
+  }
+  kiln::client::SetFp8GemmGemvKPartsForTesting(0);  // the environment's (auto) again
+  for (DType out : {DType::kBFloat16, DType::kFloat32}) {
+    Case c;
+    c.out = out;
+    c.m = 10;
+    c.n = 400;
+    c.k = 400;
+    c.a_pad = 16;
+    c.d_pad = 8;
+    c.scale_pad = 3;
+    c.gemv = true;
+    Run(c, rng);
+    c.three_d = true;
+    Run(c, rng);
+    // Through kiln::ops::fp8_gemm and kiln_fp8_gemm, whose rule takes M 8 at N 400.
+    c.three_d = false;
+    c.gemv = false;
+    c.m = 8;
+    REQUIRE(kiln::client::Fp8GemmGemvWins(c.m, c.n, sms));
+    Run(c, rng);
+    c.three_d = true;
+    Run(c, rng);
+    c.three_d = false;
+    c.c_api = true;
+    Run(c, rng);
+  }
+  // The Llama-3.1-8B decode shapes the rule takes, through the op (qkv, o, down at M 1-8).
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 14336}}) {
+    for (int64_t m : {1, 5, 8}) {
+      Case c;
+      c.m = m;
+      c.n = n;
+      c.k = k;
+      INFO("the rule takes it on " << sms << " SMs: " << kiln::client::Fp8GemmGemvWins(m, n, sms));
+      Run(c, rng);
+    }
+  }
+}
+
+TEST_CASE("fp8_gemm's GEMV kernel gives the same bits every call and refuses shapes it does not take",
+          "[gpu][gemm][fp8]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(23);
+  Case c;
+  c.m = 13;
+  c.n = 6144;
+  c.k = 4096;
+  c.gemv = true;
+  const Inputs in = Draw(c, rng);
+  const HostTensor first = Launch(c, in), second = Launch(c, in);
+  CHECK(first.bytes == second.bytes);
+  // The switch off: the tile kernel, within the same tolerance of the same reference (Run).
+  {
+    const Fp8GemvOff tile_kernel_only;
+    c.gemv = false;
+    c.m = 4;
+    Run(c, rng);
+  }
+  // More rows than the kernel takes, and N not a multiple of 16: refused before any launch.
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{17, 64}, {4, 24}}) {
+    DeviceBuffer da(static_cast<size_t>(m * 128)), db(static_cast<size_t>(n * 128)), dsa(static_cast<size_t>(m) * 4),
+        dsb(4), dd(static_cast<size_t>(m * n) * 2);
+    const auto status = kiln::client::Fp8GemmGemv(TensorView::Contiguous(dd.data(), DType::kBFloat16, {m, n}),
+                                                  TensorView::Contiguous(da.data(), kFp8, {m, 128}),
+                                                  TensorView::Contiguous(db.data(), kFp8, {n, 128}),
+                                                  TensorView::Contiguous(dsa.data(), DType::kFloat32, {m, 1}),
+                                                  TensorView::Contiguous(dsb.data(), DType::kFloat32, {1, 1}), nullptr);
+    INFO(status.ToString());
+    CHECK(status.code() == kiln::StatusCode::kInvalidArgument);
+    CHECK(status.message().find("the fp8 GEMV kernel takes 1 to 16 rows") != std::string::npos);
   }
 }
 

@@ -354,5 +354,60 @@ struct GemmGemvParams {
   float beta;  // D = ... + beta * C when c is set
 };
 
+// fp8_gemm's small-M kernel (op kFp8GemmGemvOp, its own generator; docs/kernels-gemm.md, "Small
+// M on fp8: the GEMV kernel"). As for gemm, at M <= kFp8GemvMaxRows a call's time is B streaming
+// from memory; the tile kernel's 64-row tiles reach about half the copy rate there. The GEMV
+// reads each e4m3 row of B once: a block of kGemvThreads takes Fp8GemvBlockRows(k_parts) rows
+// of B; its warps take 16 rows each (kFp8GemvRowsPerWarp, the MMA's m), k_parts warps sharing
+// a group of 16 rows, each over its share of K's scale blocks, and multiply them with A's rows, 8
+// a pass (kFp8GemvInputsPerPass, the MMA's n), on fp8 tensor cores (mma.sync m16n8k32, one scale
+// block at a time, promoted into fp32 totals with both scales: fp8_gemm's promotion interval; the
+// pieces are fused_moe_fp8's decode GEMVs', kiln/gemm/fp8_gemv_block.cuh). The parts' totals
+// are added in part order (deterministic), one rounding to D's type. N must be a multiple of 16
+// (a warp's rows all in or all out); the host keeps other N on the tile kernel.
+// Fp8GemmGemvParams by value; grid.x = ceil(N / Fp8GemvBlockRows(k_parts)), block kGemvThreads,
+// no dynamic shared memory; it waits for the previous kernel first (griddepcontrol).
+constexpr const char* kFp8GemmGemvOp = "fp8_gemm_gemv";
+constexpr const char* kFp8GemmGemvEntry = "kiln_fp8_gemm_gemv";
+constexpr int kFp8GemvMaxRows = 16;  // two passes of kFp8GemvInputsPerPass
+constexpr int kFp8GemvRowsPerWarp = 16;
+constexpr int kFp8GemvInputsPerPass = 8;
+// The blocks an SM holds at once (the entry's __launch_bounds__ minimum): two k blocks' operands
+// in registers (one loading while the other multiplies), as fused_moe_fp8's GEMVs.
+constexpr int kFp8GemvBlocksPerSm = 2;
+constexpr int kFp8GemvMinKParts = 2;
+constexpr int kFp8GemvMaxKParts = 8;
+KILN_CONTRACT_FUNCTION int Fp8GemvBlockRows(int k_parts) { return kGemvWarps / k_parts * kFp8GemvRowsPerWarp; }
+// The fewest parts whose grid gives every one of `sms` SMs a block over N = `n` rows of B (more
+// parts, more and shorter blocks: a narrow B spreads its bytes over more SMs); the most where
+// none does.
+KILN_CONTRACT_FUNCTION int Fp8GemvKParts(long long n, long long sms) {
+  for (int parts = kFp8GemvMinKParts; parts < kFp8GemvMaxKParts; parts *= 2) {
+    const long long rows = Fp8GemvBlockRows(parts);
+    if ((n + rows - 1) / rows >= sms) return parts;
+  }
+  return kFp8GemvMaxKParts;
+}
+
+// kiln_fp8_gemm_gemv's parameter: fp8_gemm's operands (strides in elements; e4m3 rows of A and B
+// start 16-byte aligned, K a multiple of 16).
+struct Fp8GemmGemvParams {
+  void* d;                // D [m, n] bf16 or fp32, rows d_row_stride apart
+  const void* a;          // A [m, k] e4m3, rows a_row_stride apart
+  const void* b;          // B [n, k] e4m3, rows b_row_stride apart
+  const float* a_scales;  // [m, ceil(k / 128)], rows a_scale_stride apart
+  const float* b_scales;  // [ceil(n / 128), ceil(k / 128)], rows b_scale_stride apart
+  long long m;            // 1 .. kFp8GemvMaxRows
+  long long n;            // a multiple of kFp8GemvRowsPerWarp
+  long long k;
+  long long a_row_stride;
+  long long b_row_stride;
+  long long d_row_stride;
+  long long a_scale_stride;
+  long long b_scale_stride;
+  int k_parts;  // kFp8GemvMinKParts, 4 or kFp8GemvMaxKParts (Fp8GemvKParts)
+};
+static_assert(sizeof(Fp8GemmGemvParams) == 112, "Fp8GemmGemvParams: 5 pointers, 8 long longs, an int (padded)");
+
 }  // namespace gemm
 }  // namespace kiln

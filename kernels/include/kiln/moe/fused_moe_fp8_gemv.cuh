@@ -8,19 +8,10 @@
 //   down     out[s, h] = the same with w2, in and in_scale by slot                  h < H
 //
 // out is bf16 by slot (the gate and up rows the silu-and-quantize kernel reads, then y for the
-// combine), rounded once. The products are fp8 tensor-core MMAs (PTX ISA, "Warp-level matrix
-// multiply-accumulate instructions", mma.sync.aligned.m16n8k32 with .e4m3 A and B and .f32
-// accumulators, sm_89+; "Matrix fragments for mma.m16n8k32"): A is 16 weight rows, B the input
-// rows of up to 8 slots (the columns), so a pass over the weights serves 8 slots of the expert
-// and the weight bytes go to the MMA as loaded, with no conversion to floats. Each 128-column k
-// block is summed in a fresh accumulator and then added, scaled, into fp32 totals: the grouped
-// fp8 GEMM's promotion interval, so the two paths' errors are alike.
-//
-// The k order inside a k32 MMA is free as long as A and B agree: thread t of a lane quad loads
-// the 16 bytes at k = 16 t of a 64-byte step of its weight rows and of its slot's input row, and
-// feeds words 0-1 to the step's first MMA and words 2-3 to its second (the fragment's k 4t..4t+3
-// and 16+4t..16+4t+3 are then actual k 16t..16t+7 and 16t+8..16t+15). A step is half a k block,
-// so a k block is two steps, four MMAs.
+// combine), rounded once. The products are fp8 tensor-core MMAs over one k block at a time, A 16
+// weight rows and B the input rows of up to 8 slots (the columns), so a pass over the weights
+// serves 8 slots of the expert: kiln/gemm/fp8_gemv_block.cuh, which fp8_gemm's small-M kernel
+// shares, says how.
 //
 // A block (kGemvBlock threads, FindExpertSlots' prologue) takes one chosen expert (blockIdx.y-th
 // in id order) and FusedMoeFp8GemvRows(P) weight rows (blockIdx.x), P = k_parts (2, 4 or 8): with
@@ -35,50 +26,22 @@
 #include "kiln/common/grid_dependency.cuh"
 #include "kiln/common/numeric.cuh"
 #include "kiln/common/stream_dot.cuh"
+#include "kiln/gemm/fp8_gemv_block.cuh"
 #include "kiln/moe/fused_moe_gemv.cuh"
 #include "kiln/moe/moe_contract.h"
 
 namespace kiln {
 namespace moe {
 
-constexpr int kFp8GemvRowsPerWarp = 16;  // the MMA's m
-constexpr int kFp8GemvSlotsPerPass = 8;  // the MMA's n
+using gemm::AddFp8Block;
+using gemm::Fp8GemvBlockLoad;
+using gemm::Fp8GemvSources;
+using gemm::kFp8GemvRowsPerWarp;
+using gemm::LoadFp8Block;
+constexpr int kFp8GemvSlotsPerPass = gemm::kFp8GemvInputsPerPass;
 static_assert(FusedMoeFp8GemvRows(kFp8GemvMinKParts) == kFp8GemvColumns, "the widest block is the entries' hint");
 static_assert(FusedMoeFp8GemvRows(kFp8GemvMaxKParts) == kFp8GemvRowsPerWarp, "at most 8 parts: one row group");
-static_assert(kFp8QuantGroup == 128, "a k block is two 64-byte steps");
-
-// D = A . B + C for one m16n8k32 e4m3 MMA.
-__device__ __forceinline__ void MmaE4m3(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                        unsigned b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-// One k block's operands of a thread: its two weight rows' and its slot's 16 bytes of each step,
-// and the input scales of the two slots its accumulators hold.
-struct Fp8GemvBlockLoad {
-  uint4 w_lo[2];  // row g, steps 0 and 1
-  uint4 w_hi[2];  // row g + 8
-  uint4 x[2];     // slot g's input row
-  float x_scale[2];
-  float w_scale;
-};
-
-// Where a thread's loads come from, fixed for a pass.
-struct Fp8GemvSources {
-  const unsigned char* w_lo;  // row g of the warp's rows, at byte 16 t
-  const unsigned char* w_hi;  // row g + 8
-  const unsigned char* x;     // slot g's input row at byte 16 t (null: no slot, zeros)
-  const float* x_scales[2];   // slots 2t, 2t + 1's input scale rows (null: no slot)
-  const float* w_scales;      // the warp's rows' scale row: [ceil(k / 128)]
-  int k;                      // bytes of a row
-  int t;                      // the lane's place in its quad
-  int prefetch;               // k blocks ahead asked of L2 (FusedMoeFp8GemvScales::prefetch_blocks)
-};
+static_assert(kFp8QuantGroup == gemm::kFp8ScaleBlock, "a k block is one scale block: two 64-byte steps");
 
 // Lane 0 of each quad asks L2 for k block kb of its two weight rows (the part of the block inside
 // the row; w_lo and w_hi are the rows' starts for that lane), nothing when kb is at or past `end`.
@@ -88,36 +51,6 @@ __device__ __forceinline__ void PrefetchFp8Block(const Fp8GemvSources& src, int 
   const unsigned bytes = static_cast<unsigned>(min(kFp8QuantGroup, src.k - begin));  // a multiple of 16
   PrefetchRowToL2(src.w_lo + begin, bytes);
   PrefetchRowToL2(src.w_hi + begin, bytes);
-}
-
-__device__ __forceinline__ void LoadFp8Block(const Fp8GemvSources& src, int kb, Fp8GemvBlockLoad& l) {
-#pragma unroll
-  for (int step = 0; step < 2; ++step) {
-    const int byte = kb * kFp8QuantGroup + step * 64 + 16 * src.t;
-    const bool inside = byte < src.k;  // k is a multiple of 16: a thread's 16 bytes are all in or all out
-    l.w_lo[step] = inside ? LoadStreamed(src.w_lo + kb * kFp8QuantGroup + step * 64) : make_uint4(0, 0, 0, 0);
-    l.w_hi[step] = inside ? LoadStreamed(src.w_hi + kb * kFp8QuantGroup + step * 64) : make_uint4(0, 0, 0, 0);
-    l.x[step] = inside && src.x != nullptr
-                    ? __ldg(reinterpret_cast<const uint4*>(src.x + kb * kFp8QuantGroup + step * 64))
-                    : make_uint4(0, 0, 0, 0);
-  }
-#pragma unroll
-  for (int e = 0; e < 2; ++e) l.x_scale[e] = src.x_scales[e] != nullptr ? __ldg(src.x_scales[e] + kb) : 0.0f;
-  l.w_scale = __ldg(src.w_scales + kb);
-}
-
-// total += (the k block's four MMAs) * w_scale * x_scale of each accumulator's slot.
-__device__ __forceinline__ void AddFp8Block(const Fp8GemvBlockLoad& l, float (&total)[4]) {
-  float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-  for (int step = 0; step < 2; ++step) {
-    const uint4 lo = l.w_lo[step], hi = l.w_hi[step], x = l.x[step];
-    MmaE4m3(block, lo.x, hi.x, lo.y, hi.y, x.x, x.y);
-    MmaE4m3(block, lo.z, hi.z, lo.w, hi.w, x.z, x.w);
-  }
-  // Accumulator q: row g (q < 2) or g + 8, slot 2t + (q & 1).
-#pragma unroll
-  for (int q = 0; q < 4; ++q) total[q] = fmaf(block[q], l.w_scale * l.x_scale[q & 1], total[q]);
 }
 
 // Shared memory of a block: the expert and its slots, and each warp's totals (part 0's warps add

@@ -1,0 +1,96 @@
+// fp8_gemm's small-M kernel (kiln/gemm/gemm_contract.h, Fp8GemmGemvParams; docs/kernels-gemm.md,
+// "Small M on fp8: the GEMV kernel"):
+//
+//   d[i, j] = sum over k blocks b of a_scales[i, b] * b_scales[j / 128, b] * (a[i, :] . b[j, :] over block b)
+//
+// for i < m <= kFp8GemvMaxRows, on fp8 tensor cores one scale block at a time
+// (kiln/gemm/fp8_gemv_block.cuh), each row of b read once from memory.
+//
+// A block (kGemvThreads) takes Fp8GemvBlockRows(P) rows of b (blockIdx.x), P = k_parts (2, 4 or
+// 8): with G = 8 / P row groups, warp w takes rows 16 (w % G) .. + 15 and part w / G of the k
+// blocks; the other parts' totals meet part 0's in shared memory, added in part order (a fixed
+// order: deterministic for a given P, and P depends only on N and the SM count). Weight loads are
+// ld.global.nc.L1::no_allocate (read once), one k block ahead of the MMAs. Rows of a beyond the
+// first 8 take a second pass over the block's rows of b, read again from L2.
+#pragma once
+
+#include "kiln/common/grid_dependency.cuh"
+#include "kiln/common/numeric.cuh"
+#include "kiln/gemm/fp8_gemv_block.cuh"
+#include "kiln/gemm/gemm_contract.h"
+
+namespace kiln {
+namespace gemm {
+
+template <typename TOut>
+__device__ __forceinline__ void Fp8GemmGemv(const Fp8GemmGemvParams& p) {
+  __shared__ float part_totals[kGemvWarps][32][4];  // parts 1.. of each row group, for part 0
+  // A programmatic dependent waits for the kernels before it (it reads their A and scales and
+  // writes what they may read); the next kernel may be scheduled at once and waits in turn.
+  GridDependencyBegin();
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int parts = p.k_parts;  // 2, 4 or 8 (host-checked)
+  const int groups = kGemvWarps / parts;
+  const int group = warp % groups, part = warp / groups;
+  const int g = lane >> 2, t = lane & 3;
+  const long long row0 = static_cast<long long>(blockIdx.x) * (groups * kFp8GemvRowsPerWarp) +
+                         group * kFp8GemvRowsPerWarp;
+  // n is a multiple of 16: a warp's 16 rows are all in or all out. Every warp reaches the
+  // barriers below: a warp without rows skips only its loads and MMAs.
+  const bool rows_in = row0 < p.n;
+  const int k = static_cast<int>(p.k);
+  const int k_blocks = (k + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+  const int kb_share = (k_blocks + parts - 1) / parts;
+  const int kb_begin = min(part * kb_share, k_blocks), kb_end = min(kb_begin + kb_share, k_blocks);
+  Fp8GemvSources src;
+  src.w_lo = static_cast<const unsigned char*>(p.b) + (rows_in ? row0 + g : 0) * p.b_row_stride + 16 * t;
+  src.w_hi = src.w_lo + 8 * p.b_row_stride;
+  src.w_scales = p.b_scales + (rows_in ? row0 / kFp8ScaleBlock : 0) * p.b_scale_stride;
+  src.k = k;
+  src.t = t;
+  src.prefetch = 0;
+  const unsigned char* a = static_cast<const unsigned char*>(p.a);
+  const int m = static_cast<int>(p.m);
+  for (int first = 0; first < m; first += kFp8GemvInputsPerPass) {
+    src.x = first + g < m ? a + (first + g) * p.a_row_stride + 16 * t : nullptr;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int row = first + 2 * t + q;
+      src.x_scales[q] = row < m ? p.a_scales + row * p.a_scale_stride : nullptr;
+    }
+    float total[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (rows_in && kb_begin < kb_end) {
+      // Two buffers taking turns, each loaded a k block before its MMAs.
+      Fp8GemvBlockLoad x, y;
+      LoadFp8Block(src, kb_begin, x);
+#pragma unroll 1
+      for (int kb = kb_begin; kb < kb_end; kb += 2) {
+        if (kb + 1 < kb_end) LoadFp8Block(src, kb + 1, y);
+        AddFp8Block(x, total);
+        if (kb + 1 >= kb_end) break;
+        if (kb + 2 < kb_end) LoadFp8Block(src, kb + 2, x);
+        AddFp8Block(y, total);
+      }
+    }
+    // The other parts' totals join part 0's: part 0 + part 1 + ..., always in that order.
+    if (part > 0) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) part_totals[warp][lane][q] = total[q];
+    }
+    __syncthreads();
+    if (part == 0 && rows_in) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int row = first + 2 * t + (q & 1);  // accumulator q: a's row 2t + (q & 1), b's row g or g + 8
+        if (row >= m) continue;
+        float v = total[q];
+        for (int other = 1; other < parts; ++other) v += part_totals[group + other * groups][lane][q];
+        static_cast<TOut*>(p.d)[row * p.d_row_stride + row0 + g + 8 * (q >> 1)] = FromFloat<TOut>(v);
+      }
+    }
+    __syncthreads();  // part_totals is rewritten by the next pass
+  }
+}
+
+}  // namespace gemm
+}  // namespace kiln
