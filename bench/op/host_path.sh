@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions Kiln's host path runs per call, without a GPU (docs/benchmarking.md): the calls of
 # kiln-host-path against the no-op CUDA driver (null_cuda_driver.cpp), counted by callgrind as
-# (CALLS calls) - (0 calls) over CALLS. The ops (silu_and_mul, rms_norm, apply_rope, gemm at M 1)
+# (CALLS calls) - (0 calls) over CALLS. The ops (silu_and_mul, rms_norm, apply_rope, gemm and
+# fp8_gemm at M 1: their GEMV kernels)
 # get their kernels from the embedded engine into a fresh cache (filled by one run outside
 # valgrind, so that the counted runs only read it); load_source (a warm fetch + verify + load,
 # 40-kernel source) asks a kilnd of the build started on a fresh cache, over the same-node
@@ -22,12 +23,12 @@ command -v valgrind > /dev/null || { echo "host_path.sh: needs valgrind" >&2; ex
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export LD_LIBRARY_PATH=$drv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export KILN_MODE=embedded KILN_CACHE_DIR=$work/cache KILN_KERNELS_DIR=$PWD/kernels KILN_GEMM_GEMV=1
+export KILN_MODE=embedded KILN_CACHE_DIR=$work/cache KILN_KERNELS_DIR=$PWD/kernels KILN_GEMM_GEMV=1 KILN_FP8_GEMM_GEMV=1
 count() {  # count OP N: instructions of a run of N calls
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1.$2" "$bin" "$1" "$2" 2>&1 |
     awk '/Collected :/ {print $4}'
 }
-for op in silu_and_mul rms_norm apply_rope gemm; do
+for op in silu_and_mul rms_norm apply_rope gemm fp8_gemm; do
   "$bin" "$op" 1  # compiles the op's kernel into the cache
   many=$(count "$op" "$calls")
   none=$(count "$op" 0)
