@@ -15,8 +15,8 @@
 # `small-m`: bench/gemm/small_m.list (M 1-32) by default, with KILN_GEMM_GEMV_WIDE=1 (the wide GEMV
 # kernel at M 17-32) and with KILN_GEMM_GEMV=0 (the tile kernel), side by side (not part of all).
 # `fp8-small-m`: bench/gemm/fp8_small_m.list (fp8_gemm, M 1-16) by default, with each k-part count
-# of the GEMV kernel forced and with KILN_FP8_GEMM_GEMV=0 (the tile kernel), side by side (not
-# part of all).
+# of the GEMV kernel forced and with KILN_FP8_GEMM_GEMV=0 (the tile kernel), side by side, then
+# compare_torch against torch._scaled_mm on the same list (not part of all).
 #   bash bench/gemm/gpu_round.sh [tests|bench|fp8|small-m|fp8-small-m|all]
 set -u
 what=${1:-all}
@@ -100,6 +100,17 @@ fi
 if [[ $what == fp8-small-m ]]; then
   small_m_round fp8-small-m bench/gemm/fp8_small_m.list default parts2=KILN_FP8_GEMM_GEMV_K_PARTS=2 \
     parts4=KILN_FP8_GEMM_GEMV_K_PARTS=4 parts8=KILN_FP8_GEMM_GEMV_K_PARTS=8 tile=KILN_FP8_GEMM_GEMV=0
+  # The same shapes against torch._scaled_mm (per-tensor scales, cuBLASLt), Kiln with its defaults.
+  if python_site; then
+    dir=$(mktemp -d)
+    start_kilnd "$dir" "$OUT/kilnd-fp8-small-m-torch.log"
+    PYTHONPATH=$pythonpath timeout 200 "$py" bench/compare_torch.py --socket "$KILN_SOCKET" --ops fp8_gemm \
+      --list bench/gemm/fp8_small_m.list --out "$OUT/fp8-small-m-compare-torch.json" \
+      > "$OUT/fp8-small-m-compare-torch.log" 2>&1
+    echo "compare_torch --ops fp8_gemm --list bench/gemm/fp8_small_m.list rc=$?"
+    cat "$OUT/fp8-small-m-compare-torch.log"
+    stop_kilnd
+  fi
 fi
 
 if [[ $what == bench || $what == all ]]; then
