@@ -378,13 +378,14 @@ constexpr int kFp8GemvBlocksPerSm = 2;
 constexpr int kFp8GemvMinKParts = 2;
 constexpr int kFp8GemvMaxKParts = 8;
 KILN_CONTRACT_FUNCTION int Fp8GemvBlockRows(int k_parts) { return kGemvWarps / k_parts * kFp8GemvRowsPerWarp; }
-// The fewest parts whose grid gives every one of `sms` SMs a block over N = `n` rows of B (more
-// parts, more and shorter blocks: a narrow B spreads its bytes over more SMs); the most where
-// none does.
-KILN_CONTRACT_FUNCTION int Fp8GemvKParts(long long n, long long sms) {
+// The fewest parts whose grid (ceil(n / Fp8GemvBlockRows) x grid_y blocks) gives every one of
+// `sms` SMs a block over N = `n` rows of B (more parts, more and shorter blocks: a narrow B spreads
+// its bytes over more SMs); the most where none does. grid_y: fused_moe_fp8's expert blocks (its
+// decode GEMVs share this kernel's k-block code and rule), 1 for fp8_gemm.
+KILN_CONTRACT_FUNCTION int Fp8GemvKParts(long long n, long long sms, long long grid_y = 1) {
   for (int parts = kFp8GemvMinKParts; parts < kFp8GemvMaxKParts; parts *= 2) {
     const long long rows = Fp8GemvBlockRows(parts);
-    if ((n + rows - 1) / rows >= sms) return parts;
+    if ((n + rows - 1) / rows * grid_y >= sms) return parts;
   }
   return kFp8GemvMaxKParts;
 }

@@ -41,6 +41,7 @@
 #pragma once
 
 #include "kiln/common/op_contract.h"
+#include "kiln/gemm/gemm_contract.h"
 
 namespace kiln {
 namespace moe {
@@ -343,25 +344,24 @@ static_assert(sizeof(FusedMoeFp8QuantParams) == 88, "FusedMoeFp8QuantParams: 5 p
 constexpr const char* kFusedMoeFp8GateUpEntry = "kiln_fused_moe_fp8_gate_up";
 constexpr const char* kFusedMoeFp8DownEntry = "kiln_fused_moe_fp8_down";
 constexpr int kFp8GemvColumns = 64;
-// The blocks an SM holds at once (the entries' __launch_bounds__ minimum): two operand sets of a
-// k block in registers (one loading while the other multiplies) need more than fused_moe's 85.
-constexpr int kFp8GemvBlocksPerSm = 2;
-// A block's warps take 16 weight rows each (the MMA's m); k_parts warps share a group of 16 rows,
-// each summing its share of the k blocks (FusedMoeFp8GemvScales::k_parts: 2, 4 or 8), so that a
-// block takes 8 / k_parts row groups: 64, 32 or 16 rows. More parts, more blocks: a GEMV whose grid
-// would leave SMs idle (Mixtral's down at one token: 64 row blocks x 2 experts on 132 SMs) spreads
-// its weight bytes over more of them, each warp streaming fewer k blocks.
-constexpr int kFp8GemvMinKParts = 2;
-constexpr int kFp8GemvMaxKParts = 8;
-KILN_CONTRACT_FUNCTION int FusedMoeFp8GemvRows(int k_parts) { return kGemvWarps / k_parts * 16; }
+// The blocks an SM holds at once (the entries' __launch_bounds__ minimum), the k parts and a
+// block's rows: fp8_gemm's small-M kernel's (kiln/gemm/gemm_contract.h), whose k-block code these
+// GEMVs share. Two operand sets of a k block in registers (one loading while the other
+// multiplies) need more than fused_moe's 85, so 2 blocks an SM. A block's warps take 16 weight
+// rows each (the MMA's m); k_parts warps share a group of 16 rows, each summing its share of the
+// k blocks (FusedMoeFp8GemvScales::k_parts: 2, 4 or 8), so that a block takes 8 / k_parts row
+// groups: 64, 32 or 16 rows. More parts, more blocks: a GEMV whose grid would leave SMs idle
+// (Mixtral's down at one token: 64 row blocks x 2 experts on 132 SMs) spreads its weight bytes
+// over more of them, each warp streaming fewer k blocks.
+static_assert(kGemvWarps == gemm::kGemvWarps, "fused_moe's GEMV blocks are the gemm GEMVs' 8 warps");
+constexpr int kFp8GemvBlocksPerSm = gemm::kFp8GemvBlocksPerSm;
+constexpr int kFp8GemvMinKParts = gemm::kFp8GemvMinKParts;
+constexpr int kFp8GemvMaxKParts = gemm::kFp8GemvMaxKParts;
+KILN_CONTRACT_FUNCTION int FusedMoeFp8GemvRows(int k_parts) { return gemm::Fp8GemvBlockRows(k_parts); }
 // The fewest parts whose grid gives every SM a block (`rows` = n, `expert_blocks` = grid.y, on
-// `sms` SMs); the most parts where none does.
+// `sms` SMs); the most parts where none does: gemm::Fp8GemvKParts with grid.y.
 KILN_CONTRACT_FUNCTION int FusedMoeFp8GemvKParts(long long rows, long long expert_blocks, long long sms) {
-  for (int parts = kFp8GemvMinKParts; parts < kFp8GemvMaxKParts; parts *= 2) {
-    const long long block_rows = FusedMoeFp8GemvRows(parts);
-    if ((rows + block_rows - 1) / block_rows * expert_blocks >= sms) return parts;
-  }
-  return kFp8GemvMaxKParts;
+  return gemm::Fp8GemvKParts(rows, sms, expert_blocks);
 }
 // The most k blocks ahead the GEMVs ask L2 for (FusedMoeFp8GemvScales::prefetch_blocks).
 constexpr int kMaxFp8GemvPrefetchBlocks = 8;
