@@ -10,14 +10,15 @@
 // (with KILN_GEMM_GEMV_WIDE=1) its wide form. fp8_gemm is the same projection at one token on
 // block-scaled e4m3 (a [1, 4096], b [6144, 4096], scales per 128): fp8_gemm's small-M GEMV kernel
 // (kiln/gemm/fp8_gemv.cuh; with KILN_FP8_GEMM_GEMV=0 the tile kernel's split-K clusters, which the
-// no-op driver's occupancy query refuses).
+// no-op driver's occupancy query refuses); fp8_gemm_m16 at 16 rows, its wide entry.
 // fused_moe is Qwen3-30B-A3B's expert layer at one token (E 128, top-8, H 2048, I 768): the
 // decode path's GEMVs and the combine (two launches with KILN_FUSED_MOE_FOLD=1). fused_moe_fp8 is
 // the same layer on block-scaled fp8 experts: with KILN_FUSED_MOE_PATH=gemv its decode path's five
 // launches (x quantized, the two fp8 GEMVs with the silu-and-quantize between, the combine), with
 // =grouped its grouped path's six (unset: the decode path, the default at one token).
-//   kiln-host-path silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fp8_gemm|fused_moe|fused_moe_fp8|load_source
-//   CALLS
+//   kiln-host-path OP CALLS
+// OP: silu_and_mul, rms_norm, apply_rope, gemm, gemm_m8, gemm_m24, fp8_gemm, fp8_gemm_m16,
+// fused_moe, fused_moe_fp8 or load_source.
 // Exit status 0 when every call returned OK, 1 otherwise (the first error on stderr), 2 on bad
 // usage.
 #include <cstdint>
@@ -46,15 +47,16 @@ int main(int argc, char** argv) {
   const bool gemm1 = argc == 3 && std::strcmp(argv[1], "gemm") == 0;
   const bool gemm8 = argc == 3 && std::strcmp(argv[1], "gemm_m8") == 0;
   const bool gemm24 = argc == 3 && std::strcmp(argv[1], "gemm_m24") == 0;
-  const bool fp8_gemm = argc == 3 && std::strcmp(argv[1], "fp8_gemm") == 0;
+  const bool fp8_gemm1 = argc == 3 && std::strcmp(argv[1], "fp8_gemm") == 0;
+  const bool fp8_gemm16 = argc == 3 && std::strcmp(argv[1], "fp8_gemm_m16") == 0;
+  const bool fp8_gemm = fp8_gemm1 || fp8_gemm16;
   const bool moe = argc == 3 && std::strcmp(argv[1], "fused_moe") == 0;
   const bool moe_fp8 = argc == 3 && std::strcmp(argv[1], "fused_moe_fp8") == 0;
   if ((!silu && !rms && !rope && !load && !gemm1 && !gemm8 && !gemm24 && !fp8_gemm && !moe && !moe_fp8) ||
       end == argv[2] || *end != '\0' || calls < 0) {
-    std::fprintf(
-        stderr,
-        "usage: kiln-host-path "
-        "silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fp8_gemm|fused_moe|fused_moe_fp8|load_source CALLS\n");
+    std::fprintf(stderr, "usage: kiln-host-path "
+                         "silu_and_mul|rms_norm|apply_rope|gemm|gemm_m8|gemm_m24|fp8_gemm|fp8_gemm_m16|fused_moe|fused_"
+                         "moe_fp8|load_source CALLS\n");
     return 2;
   }
   if (load) {
@@ -112,11 +114,12 @@ int main(int argc, char** argv) {
   const kiln::TensorView fp8_workspace = typed(0x7fe000000000, kiln::DType::kUInt8,
                                                {kiln::ops::fused_moe_fp8_workspace_bytes(1, 8, 128, 2048, 768)});
   // fp8_gemm's operands: Llama-3.1-8B's qkv projection at one token.
-  const kiln::TensorView fp8_a = typed(0x7f6000000000, kiln::DType::kFloat8E4M3, {1, 4096});
+  const int64_t fp8_m = fp8_gemm16 ? 16 : 1;
+  const kiln::TensorView fp8_a = typed(0x7f6000000000, kiln::DType::kFloat8E4M3, {fp8_m, 4096});
   const kiln::TensorView fp8_b = typed(0x7f7000000000, kiln::DType::kFloat8E4M3, {6144, 4096});
-  const kiln::TensorView fp8_a_scales = typed(0x7f7800000000, kiln::DType::kFloat32, {1, 32});
+  const kiln::TensorView fp8_a_scales = typed(0x7f7800000000, kiln::DType::kFloat32, {fp8_m, 32});
   const kiln::TensorView fp8_b_scales = typed(0x7f7900000000, kiln::DType::kFloat32, {48, 32});
-  const kiln::TensorView fp8_d = fake(0x7f8000000000, {1, 6144});
+  const kiln::TensorView fp8_d = fake(0x7f8000000000, {fp8_m, 6144});
   // The first call fetches and loads the module (not what is counted: the script subtracts a
   // run of 0 calls, which makes this one too).
   for (long i = 0; i <= calls; ++i) {

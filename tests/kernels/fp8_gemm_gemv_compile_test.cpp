@@ -22,21 +22,25 @@ TEST_CASE("every fp8_gemm_gemv specialization compiles for sm_90a without spills
   for (const char* out : {"bf16", "fp32"}) {
     const CompiledSpec c = GenerateAndCompile("fp8_gemm_gemv", {{"out_dtype", out}}, "sm_90a");
     CHECK(c.spec.uri == std::string("fp8_gemm_gemv_e4m3_o") + out);
-    REQUIRE(c.result.kernels.size() == 1);
-    REQUIRE(c.spec.launch.size() == 1);
-    const server::KernelAttributes& k = c.result.kernels[0];
-    INFO(c.spec.uri << " " << k.name << ": registers " << k.registers << " stack " << k.stack_bytes << " spills "
-                    << k.spill_store_bytes << "/" << k.spill_load_bytes << " static smem " << k.static_shared_bytes);
-    CHECK(k.name == gemm::kFp8GemmGemvEntry);
-    CHECK(k.stack_bytes == 0);
-    CHECK(k.spill_store_bytes == 0);
-    CHECK(k.spill_load_bytes == 0);
-    // The k parts' totals: 8 warps x 32 lanes x 4 floats.
-    CHECK(k.static_shared_bytes == gemm::kGemvWarps * 32 * 4 * 4);
-    CHECK(k.max_threads_per_block >= gemm::kGemvThreads);
-    CHECK(k.registers * gemm::kGemvThreads * gemm::kFp8GemvBlocksPerSm <= 65536);
-    CHECK(c.spec.launch[0].block == gemm::kGemvThreads);
-    CHECK(c.spec.launch[0].items_per_block == gemm::Fp8GemvBlockRows(gemm::kFp8GemvMinKParts));
+    REQUIRE(c.result.kernels.size() == 2);
+    REQUIRE(c.spec.launch.size() == 2);
+    for (const server::KernelAttributes& k : c.result.kernels) {
+      INFO(c.spec.uri << " " << k.name << ": registers " << k.registers << " stack " << k.stack_bytes << " spills "
+                      << k.spill_store_bytes << "/" << k.spill_load_bytes << " static smem " << k.static_shared_bytes);
+      const bool wide = k.name == gemm::kFp8GemmGemvWideEntry;
+      CHECK((wide || k.name == gemm::kFp8GemmGemvEntry));
+      CHECK(k.stack_bytes == 0);
+      CHECK(k.spill_store_bytes == 0);
+      CHECK(k.spill_load_bytes == 0);
+      // The k parts' totals: 8 warps x 32 lanes x 4 floats an n-tile.
+      CHECK(k.static_shared_bytes == gemm::kGemvWarps * 32 * 4 * 4 * (wide ? 2 : 1));
+      CHECK(k.max_threads_per_block >= gemm::kGemvThreads);
+      CHECK(k.registers * gemm::kGemvThreads * gemm::kFp8GemvBlocksPerSm <= 65536);
+    }
+    for (const auto& launch : c.spec.launch) {
+      CHECK(launch.block == gemm::kGemvThreads);
+      CHECK(launch.items_per_block == gemm::Fp8GemvBlockRows(gemm::kFp8GemvMinKParts));
+    }
     ++compiled;
   }
   CHECK(compiled == 2);

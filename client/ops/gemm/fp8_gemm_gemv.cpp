@@ -24,8 +24,14 @@ struct Fp8GemmGemvSpec {
   std::map<std::string, std::string> Params() const { return {{gemm::kParamOutDType, DTypeName(out_dtype)}}; }
 };
 
+// Entry 0 for M up to kFp8GemvInputsPerPass (one pass of 8 rows of a), entry 1 above (16 rows in
+// one pass).
 const OpKernels kFp8GemmGemvKernels = {gemm::kFp8GemmGemvOp,
                                        {{{.name = gemm::kFp8GemmGemvEntry,
+                                          .min_block = gemm::kGemvThreads,
+                                          .uses_items_per_block = true,
+                                          .waits_first = true},
+                                         {.name = gemm::kFp8GemmGemvWideEntry,
                                           .min_block = gemm::kGemvThreads,
                                           .uses_items_per_block = true,
                                           .waits_first = true}}}};
@@ -70,7 +76,7 @@ bool Fp8GemmGemvSuits(int64_t m, int64_t n) {
 }
 
 bool Fp8GemmGemvWins(int64_t m, int64_t n, int sms) {
-  if (!Fp8GemmGemvSuits(m, n) || m > gemm::kFp8GemvInputsPerPass) return false;
+  if (!Fp8GemmGemvSuits(m, n)) return false;
   if (sms < 1) sms = 1;
   const int rows = gemm::Fp8GemvBlockRows(gemm::Fp8GemvKParts(n, sms));
   return (n + rows - 1) / rows <= static_cast<int64_t>(gemm::kFp8GemvBlocksPerSm) * sms;
@@ -87,16 +93,18 @@ Status LaunchFp8GemmGemv(const Fp8GemmPlan& plan, int sms, void* stream) {
   KILN_RETURN_IF_ERROR(CheckGemvShape(plan));
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready,
                         PrepareOpLaunch(kFp8GemmGemvKernels, Fp8GemmGemvSpec{plan.out_dtype}, plan.device, plan.api));
-  const EntryLaunchReady& e = ready.launch->entry(0);
+  const int index = plan.m <= gemm::kFp8GemvInputsPerPass ? 0 : 1;
+  const char* entry = kFp8GemmGemvKernels.entries[index].name;
+  const EntryLaunchReady& e = ready.launch->entry(index);
   // The grid comes from the contract's rows per block: a daemon whose kernels tree says
   // otherwise would leave rows unwritten.
   const int widest = gemm::Fp8GemvBlockRows(gemm::kFp8GemvMinKParts);
   if (e.block != static_cast<unsigned>(gemm::kGemvThreads) || e.items_per_block != widest)
     return Status(StatusCode::kFailedPrecondition,
-                  std::string(plan.api) + ": the daemon's " + gemm::kFp8GemmGemvEntry + " has a block of " +
-                      std::to_string(e.block) + " threads and " + std::to_string(e.items_per_block) +
-                      " rows per block; the contract says " + std::to_string(gemm::kGemvThreads) + " and " +
-                      std::to_string(widest) + " (kernels tree and client out of step)");
+                  std::string(plan.api) + ": the daemon's " + entry + " has a block of " + std::to_string(e.block) +
+                      " threads and " + std::to_string(e.items_per_block) + " rows per block; the contract says " +
+                      std::to_string(gemm::kGemvThreads) + " and " + std::to_string(widest) +
+                      " (kernels tree and client out of step)");
   gemm::Fp8GemmGemvParams params{};
   params.d = plan.d;
   params.a = plan.a;
@@ -117,7 +125,7 @@ Status LaunchFp8GemmGemv(const Fp8GemmPlan& plan, int sms, void* stream) {
   LaunchConfig config = EntryLaunchConfig(e, {blocks}, stream);
   config.programmatic_dependent_launch = GemmProgrammaticLaunch();  // the gemm family's switch, not KILN_PDL
   void* args[] = {&params};
-  return LaunchFunction(*ready.driver, e.function, config, args, gemm::kFp8GemmGemvEntry, &ready.launch->library->info);
+  return LaunchFunction(*ready.driver, e.function, config, args, entry, &ready.launch->library->info);
 }
 
 Status Fp8GemmGemv(const TensorView& d, const TensorView& a, const TensorView& b, const TensorView& a_scales,

@@ -17,11 +17,12 @@ namespace kiln::client {
 // The shapes the GEMV kernel takes: 1 <= M <= kFp8GemvMaxRows and N a multiple of
 // kFp8GemvRowsPerWarp (a warp's rows of B all inside).
 bool Fp8GemmGemvSuits(int64_t m, int64_t n);
-// The shapes the kernel wins on a device of `sms` multiprocessors (H200, 2026-12-06, against the
-// tile kernel's heuristic tactic): M up to kFp8GemvInputsPerPass (one pass over B; a second pass
-// reads B again and lost 1.3-2.9x at M 9-16) while the blocks of the rule's k parts fit on the
-// SMs at once (Fp8GemvKParts, kFp8GemvBlocksPerSm: qkv, o and down of Llama-3.1-8B 1.25-1.55x
-// faster at M 1-8; gate-up, N 28672, 448 blocks on 264 places, 1-3 % slower).
+// The shapes the kernels win on a device of `sms` multiprocessors: M 1-16 (8 rows of a a pass up
+// to M 8; the wide entry's one pass of 16 rows above: branch fp8-gemv-two-tiles, NOT YET MEASURED:
+// before it a second pass lost 1.3-2.9x to the tile kernel at M 9-16) while the blocks of the
+// rule's k parts fit on the SMs at once (Fp8GemvKParts, kFp8GemvBlocksPerSm: qkv, o and down of
+// Llama-3.1-8B 1.18-1.55x faster at M 1-8 on the H200; gate-up, N 28672, 448 blocks on 264
+// places, 1-3 % slower).
 bool Fp8GemmGemvWins(int64_t m, int64_t n, int sms);
 // Whether a call of `plan` takes the GEMV kernel when no tactic is forced: Fp8GemmGemvSuits,
 // Fp8GemmGemvWins and the path on (KILN_FP8_GEMM_GEMV, on unless 0).

@@ -1,6 +1,7 @@
 // The generator of fp8_gemm's small-M kernel (op fp8_gemm_gemv, the gemm family; internal:
 // kiln::ops::fp8_gemm launches it for small M, client/ops/gemm/fp8_gemm_gemv.h): one compilation
-// unit (kernels/src/gemm/fp8_gemv.cu) with one entry, specialized on the output type,
+// unit (kernels/src/gemm/fp8_gemv.cu) with two entries (8 rows of a a pass; 16 in one pass for M
+// 9-16), specialized on the output type,
 // fp8_gemm_gemv_e4m3_obf16; M, N, K and the k parts are launch arguments, and there is no
 // tactic. Contract: kiln/gemm/gemm_contract.h (Fp8GemmGemvParams), kiln/gemm/fp8_gemv.cuh;
 // docs/kernels-gemm.md, "Small M on fp8: the GEMV kernel".
@@ -51,10 +52,13 @@ class Fp8GemmGemvGenerator : public OpGenerator {
                                         {{"KILN_GEMM_TOUT", out.cuda_type}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
-    spec.entries = {gemm::kFp8GemmGemvEntry};
+    spec.entries = {gemm::kFp8GemmGemvEntry, gemm::kFp8GemmGemvWideEntry};
     // items_per_block: rows of B per block at the fewest k parts; the client sizes the grid from
     // the parts it passes (Fp8GemvBlockRows).
     spec.launch = {{.entry = gemm::kFp8GemmGemvEntry,
+                    .block = gemm::kGemvThreads,
+                    .items_per_block = gemm::Fp8GemvBlockRows(gemm::kFp8GemvMinKParts)},
+                   {.entry = gemm::kFp8GemmGemvWideEntry,
                     .block = gemm::kGemvThreads,
                     .items_per_block = gemm::Fp8GemvBlockRows(gemm::kFp8GemvMinKParts)}};
     spec.compile_memory_mb = kCompileMemoryMb;

@@ -1,4 +1,5 @@
-// The compilation unit of fp8_gemm's small-M kernel (op fp8_gemm_gemv, entry kiln_fp8_gemm_gemv).
+// The compilation unit of fp8_gemm's small-M kernels (op fp8_gemm_gemv, entries kiln_fp8_gemm_gemv
+// and kiln_fp8_gemm_gemv_wide).
 // kiln_config.cuh, rendered per specialization by kernels/ops/gemm/fp8_gemm_gemv_generator.cpp,
 // chooses the output type; M, N, K and the k parts are launch arguments. Contract:
 // kiln/gemm/gemm_contract.h (Fp8GemmGemvParams), kiln/gemm/fp8_gemv.cuh.
@@ -19,4 +20,10 @@ namespace kiln_fp8_gemm_gemv_unit {}
 extern "C" __global__ void __launch_bounds__(kiln::gemm::kGemvThreads, kiln::gemm::kFp8GemvBlocksPerSm)
     kiln_fp8_gemm_gemv(const kiln::gemm::Fp8GemmGemvParams p) {
   kiln::gemm::Fp8GemmGemv<KILN_GEMM_TOUT>(p);
+}
+
+// M 9-16 in one pass: the same launch.
+extern "C" __global__ void __launch_bounds__(kiln::gemm::kGemvThreads, kiln::gemm::kFp8GemvBlocksPerSm)
+    kiln_fp8_gemm_gemv_wide(const kiln::gemm::Fp8GemmGemvParams p) {
+  kiln::gemm::Fp8GemmGemvWide<KILN_GEMM_TOUT>(p);
 }

@@ -461,9 +461,10 @@ TEST_CASE("fp8_gemm's GEMV kernel for M <= 16 matches the dequantized float64 pr
     c.c_api = true;
     Run(c, rng);
   }
-  // The Llama-3.1-8B decode shapes the rule takes, through the op (qkv, o, down at M 1-8).
+  // The Llama-3.1-8B decode shapes the rule takes, through the op (qkv, o, down at M 1-16: the
+  // wide entry from M 9).
   for (auto [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 14336}}) {
-    for (int64_t m : {1, 5, 8}) {
+    for (int64_t m : {1, 5, 8, 9, 12, 16}) {
       Case c;
       c.m = m;
       c.n = n;

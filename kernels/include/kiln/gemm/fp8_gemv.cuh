@@ -11,7 +11,8 @@
 // blocks; the other parts' totals meet part 0's in shared memory, added in part order (a fixed
 // order: deterministic for a given P, and P depends only on N and the SM count). Weight loads are
 // ld.global.nc.L1::no_allocate (read once), one k block ahead of the MMAs. Rows of a beyond the
-// first 8 take a second pass over the block's rows of b, read again from L2.
+// first 8 take a second pass over the block's rows of b, read again from memory; the wide entry
+// (Fp8GemmGemvWide, below) takes M 9-16 in one pass instead.
 #pragma once
 
 #include "kiln/common/grid_dependency.cuh"
@@ -89,6 +90,97 @@ __device__ __forceinline__ void Fp8GemmGemv(const Fp8GemmGemvParams& p) {
       }
     }
     __syncthreads();  // part_totals is rewritten by the next pass
+  }
+}
+
+// kiln_fp8_gemm_gemv_wide: M 9-16 in one pass, two n-tiles of 8 rows of a on the same weight
+// registers (eight MMAs a k block). Only the weights are loaded a k block ahead; both tiles'
+// inputs come just before their MMAs, at addresses made from one row pointer and the strides,
+// which keeps the kernel within kFp8GemvBlocksPerSm blocks' registers.
+template <typename TOut>
+__device__ __forceinline__ void Fp8GemmGemvWide(const Fp8GemmGemvParams& p) {
+  __shared__ float part_totals[kGemvWarps][32][8];  // parts 1.. of each row group, for part 0
+  GridDependencyBegin();
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int parts = p.k_parts;  // 2, 4 or 8 (host-checked)
+  const int groups = kGemvWarps / parts;
+  const int group = warp % groups, part = warp / groups;
+  const int g = lane >> 2, t = lane & 3;
+  const long long row0 = static_cast<long long>(blockIdx.x) * (groups * kFp8GemvRowsPerWarp) +
+                         group * kFp8GemvRowsPerWarp;
+  const bool rows_in = row0 < p.n;
+  const int k = static_cast<int>(p.k);
+  const int m = static_cast<int>(p.m);  // 9 .. 16 (host-checked): one pass
+  const int k_blocks = (k + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+  const int kb_share = (k_blocks + parts - 1) / parts;
+  const int kb_begin = min(part * kb_share, k_blocks), kb_end = min(kb_begin + kb_share, k_blocks);
+  // The weights alone through the shared loader (no input row: it loads none and leaves zeros).
+  Fp8GemvSources weights;
+  weights.w_lo = static_cast<const unsigned char*>(p.b) + (rows_in ? row0 + g : 0) * p.b_row_stride + 16 * t;
+  weights.w_hi = weights.w_lo + 8 * p.b_row_stride;
+  weights.w_scales = p.b_scales + (rows_in ? row0 / kFp8ScaleBlock : 0) * p.b_scale_stride;
+  weights.x = nullptr;
+  weights.x_scales[0] = weights.x_scales[1] = nullptr;
+  weights.k = k;
+  weights.t = t;
+  weights.prefetch = 0;
+  // Tile i's input row g and scale rows 2t, 2t + 1: 8 i rows on from tile 0's (rows < 8 < m).
+  const unsigned char* x0 = static_cast<const unsigned char*>(p.a) + g * p.a_row_stride + 16 * t;
+  const float* s0 = p.a_scales + 2 * t * p.a_scale_stride;
+  const long long x_tile = 8 * p.a_row_stride, s_row = p.a_scale_stride;
+  const bool x1_in = 8 + g < m, s1_in[2] = {8 + 2 * t < m, 9 + 2 * t < m};
+  float total[2][4] = {};
+  if (rows_in && kb_begin < kb_end) {
+    // The weights two buffers taking turns, a k block ahead as in Fp8GemmGemv; both tiles' inputs
+    // are loaded just before their MMAs (L1 hits after the first row group: every row group of
+    // the block reads the same rows of a), onto the weight registers of the block in hand.
+    auto add = [&](int kb, Fp8GemvBlockLoad& l) {
+#pragma unroll 1  // one tile's inputs in registers at a time (unrolled, ptxas keeps both: spills)
+      for (int i = 0; i < 2; ++i) {
+        const bool x_in = i == 0 || x1_in;
+#pragma unroll
+        for (int step = 0; step < 2; ++step) {
+          const int byte = kb * kFp8ScaleBlock + step * 64 + 16 * t;
+          l.x[step] = byte < k && x_in
+                          ? __ldg(reinterpret_cast<const uint4*>(x0 + i * x_tile + kb * kFp8ScaleBlock + step * 64))
+                          : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) l.x_scale[e] = i == 0 || s1_in[e] ? __ldg(s0 + (8 * i + e) * s_row + kb) : 0.0f;
+        AddFp8Block(l, total[i]);
+      }
+    };
+    Fp8GemvBlockLoad x, y;
+    LoadFp8Block(weights, kb_begin, x);
+#pragma unroll 1
+    for (int kb = kb_begin; kb < kb_end; kb += 2) {
+      if (kb + 1 < kb_end) LoadFp8Block(weights, kb + 1, y);
+      add(kb, x);
+      if (kb + 1 >= kb_end) break;
+      if (kb + 2 < kb_end) LoadFp8Block(weights, kb + 2, x);
+      add(kb + 1, y);
+    }
+  }
+  // The other parts' totals join part 0's: part 0 + part 1 + ..., always in that order.
+  if (part > 0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) part_totals[warp][lane][4 * i + q] = total[i][q];
+  }
+  __syncthreads();
+  if (part == 0 && rows_in) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int row = 8 * i + 2 * t + (q & 1);  // accumulator q of tile i; b's row g or g + 8
+        if (row >= m) continue;
+        float v = total[i][q];
+        for (int other = 1; other < parts; ++other) v += part_totals[group + other * groups][lane][4 * i + q];
+        static_cast<TOut*>(p.d)[row * p.d_row_stride + row0 + g + 8 * (q >> 1)] = FromFloat<TOut>(v);
+      }
+    }
   }
 }
 
