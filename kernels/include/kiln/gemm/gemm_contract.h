@@ -371,7 +371,7 @@ constexpr const char* kFp8GemmGemvOp = "fp8_gemm_gemv";
 constexpr const char* kFp8GemmGemvEntry = "kiln_fp8_gemm_gemv";
 // M above kFp8GemvInputsPerPass: the rows of a in one pass, two n-tiles on the same weights.
 constexpr const char* kFp8GemmGemvWideEntry = "kiln_fp8_gemm_gemv_wide";
-constexpr int kFp8GemvMaxRows = 16;  // two passes of kFp8GemvInputsPerPass
+constexpr int kFp8GemvMaxRows = 16;  // the wide entry's two n-tiles of kFp8GemvInputsPerPass
 constexpr int kFp8GemvRowsPerWarp = 16;
 constexpr int kFp8GemvInputsPerPass = 8;
 // The blocks an SM holds at once (the entry's __launch_bounds__ minimum): two k blocks' operands
