@@ -23,33 +23,64 @@
 namespace kiln {
 namespace gemm {
 
+// Where a warp of either entry works: its lane and quad place, its 16-row group of b (row0;
+// rows_in: n is a multiple of 16, so a warp's rows are all in or all out) and its part's share
+// of K's scale blocks [kb_begin, kb_end).
+struct Fp8GemvWarpWork {
+  int lane, warp, parts, groups, group, part, g, t;
+  long long row0;
+  bool rows_in;
+  int k, kb_begin, kb_end;
+};
+
+__device__ __forceinline__ Fp8GemvWarpWork Fp8GemvWarpWorkOf(const Fp8GemmGemvParams& p) {
+  Fp8GemvWarpWork w;
+  w.lane = static_cast<int>(threadIdx.x) & 31;
+  w.warp = static_cast<int>(threadIdx.x) >> 5;
+  w.parts = p.k_parts;  // 2, 4 or 8 (host-checked)
+  w.groups = kGemvWarps / w.parts;
+  w.group = w.warp % w.groups;
+  w.part = w.warp / w.groups;
+  w.g = w.lane >> 2;
+  w.t = w.lane & 3;
+  w.row0 = static_cast<long long>(blockIdx.x) * (w.groups * kFp8GemvRowsPerWarp) + w.group * kFp8GemvRowsPerWarp;
+  w.rows_in = w.row0 < p.n;
+  w.k = static_cast<int>(p.k);
+  const int k_blocks = (w.k + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+  const int kb_share = (k_blocks + w.parts - 1) / w.parts;
+  w.kb_begin = min(w.part * kb_share, k_blocks);
+  w.kb_end = min(w.kb_begin + kb_share, k_blocks);
+  return w;
+}
+
+// The warp's weight rows g and g + 8 and their scale row for the shared loader, no input yet
+// (no input row: it loads none and leaves zeros).
+__device__ __forceinline__ Fp8GemvSources Fp8GemvWeightSources(const Fp8GemmGemvParams& p, const Fp8GemvWarpWork& w) {
+  Fp8GemvSources src;
+  src.w_lo = static_cast<const unsigned char*>(p.b) + (w.rows_in ? w.row0 + w.g : 0) * p.b_row_stride + 16 * w.t;
+  src.w_hi = src.w_lo + 8 * p.b_row_stride;
+  src.w_scales = p.b_scales + (w.rows_in ? w.row0 / kFp8ScaleBlock : 0) * p.b_scale_stride;
+  src.x = nullptr;
+  src.x_scales[0] = src.x_scales[1] = nullptr;
+  src.k = w.k;
+  src.t = w.t;
+  src.prefetch = 0;
+  return src;
+}
+
 template <typename TOut>
 __device__ __forceinline__ void Fp8GemmGemv(const Fp8GemmGemvParams& p) {
   __shared__ float part_totals[kGemvWarps][32][4];  // parts 1.. of each row group, for part 0
   // A programmatic dependent waits for the kernels before it (it reads their A and scales and
   // writes what they may read); the next kernel may be scheduled at once and waits in turn.
   GridDependencyBegin();
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int parts = p.k_parts;  // 2, 4 or 8 (host-checked)
-  const int groups = kGemvWarps / parts;
-  const int group = warp % groups, part = warp / groups;
-  const int g = lane >> 2, t = lane & 3;
-  const long long row0 = static_cast<long long>(blockIdx.x) * (groups * kFp8GemvRowsPerWarp) +
-                         group * kFp8GemvRowsPerWarp;
-  // n is a multiple of 16: a warp's 16 rows are all in or all out. Every warp reaches the
-  // barriers below: a warp without rows skips only its loads and MMAs.
-  const bool rows_in = row0 < p.n;
-  const int k = static_cast<int>(p.k);
-  const int k_blocks = (k + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
-  const int kb_share = (k_blocks + parts - 1) / parts;
-  const int kb_begin = min(part * kb_share, k_blocks), kb_end = min(kb_begin + kb_share, k_blocks);
-  Fp8GemvSources src;
-  src.w_lo = static_cast<const unsigned char*>(p.b) + (rows_in ? row0 + g : 0) * p.b_row_stride + 16 * t;
-  src.w_hi = src.w_lo + 8 * p.b_row_stride;
-  src.w_scales = p.b_scales + (rows_in ? row0 / kFp8ScaleBlock : 0) * p.b_scale_stride;
-  src.k = k;
-  src.t = t;
-  src.prefetch = 0;
+  // Every warp reaches the barriers below: a warp without rows skips only its loads and MMAs.
+  const Fp8GemvWarpWork w = Fp8GemvWarpWorkOf(p);
+  const int lane = w.lane, warp = w.warp, parts = w.parts, groups = w.groups, group = w.group, part = w.part;
+  const int g = w.g, t = w.t, kb_begin = w.kb_begin, kb_end = w.kb_end;
+  const long long row0 = w.row0;
+  const bool rows_in = w.rows_in;
+  Fp8GemvSources src = Fp8GemvWeightSources(p, w);
   const unsigned char* a = static_cast<const unsigned char*>(p.a);
   const int m = static_cast<int>(p.m);
   for (int first = 0; first < m; first += kFp8GemvInputsPerPass) {
@@ -101,29 +132,14 @@ template <typename TOut>
 __device__ __forceinline__ void Fp8GemmGemvWide(const Fp8GemmGemvParams& p) {
   __shared__ float part_totals[kGemvWarps][32][8];  // parts 1.. of each row group, for part 0
   GridDependencyBegin();
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int parts = p.k_parts;  // 2, 4 or 8 (host-checked)
-  const int groups = kGemvWarps / parts;
-  const int group = warp % groups, part = warp / groups;
-  const int g = lane >> 2, t = lane & 3;
-  const long long row0 = static_cast<long long>(blockIdx.x) * (groups * kFp8GemvRowsPerWarp) +
-                         group * kFp8GemvRowsPerWarp;
-  const bool rows_in = row0 < p.n;
-  const int k = static_cast<int>(p.k);
+  const Fp8GemvWarpWork w = Fp8GemvWarpWorkOf(p);
+  const int lane = w.lane, warp = w.warp, parts = w.parts, groups = w.groups, group = w.group, part = w.part;
+  const int g = w.g, t = w.t, k = w.k, kb_begin = w.kb_begin, kb_end = w.kb_end;
+  const long long row0 = w.row0;
+  const bool rows_in = w.rows_in;
   const int m = static_cast<int>(p.m);  // 9 .. 16 (host-checked): one pass
-  const int k_blocks = (k + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
-  const int kb_share = (k_blocks + parts - 1) / parts;
-  const int kb_begin = min(part * kb_share, k_blocks), kb_end = min(kb_begin + kb_share, k_blocks);
-  // The weights alone through the shared loader (no input row: it loads none and leaves zeros).
-  Fp8GemvSources weights;
-  weights.w_lo = static_cast<const unsigned char*>(p.b) + (rows_in ? row0 + g : 0) * p.b_row_stride + 16 * t;
-  weights.w_hi = weights.w_lo + 8 * p.b_row_stride;
-  weights.w_scales = p.b_scales + (rows_in ? row0 / kFp8ScaleBlock : 0) * p.b_scale_stride;
-  weights.x = nullptr;
-  weights.x_scales[0] = weights.x_scales[1] = nullptr;
-  weights.k = k;
-  weights.t = t;
-  weights.prefetch = 0;
+  // The weights alone through the shared loader.
+  const Fp8GemvSources weights = Fp8GemvWeightSources(p, w);
   // Tile i's input row g and scale rows 2t, 2t + 1: 8 i rows on from tile 0's (rows < 8 < m).
   const unsigned char* x0 = static_cast<const unsigned char*>(p.a) + g * p.a_row_stride + 16 * t;
   const float* s0 = p.a_scales + 2 * t * p.a_scale_stride;
