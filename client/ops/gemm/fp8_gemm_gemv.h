@@ -19,7 +19,7 @@ namespace kiln::client {
 bool Fp8GemmGemvSuits(int64_t m, int64_t n);
 // The shapes the kernels win on a device of `sms` multiprocessors: M 1-16 (8 rows of a a pass up
 // to M 8, the wide entry's one pass of 16 rows above: on an H100, 2026-12-06, qkv, o and down of
-// Llama-3.1-8B 1.20-1.61x the tile kernel's heuristic tactic at M 1-8 and 0.99-1.28x at M 9-16)
+// Llama-3.1-8B 1.18-1.61x the tile kernel's heuristic tactic at M 1-8 and 0.99-1.28x at M 9-16)
 // while the blocks of the rule's k parts fit on the SMs at once (Fp8GemvKParts,
 // kFp8GemvBlocksPerSm; gate-up, N 28672, 448 blocks on 264 places, stays on the tile kernel:
 // within 1 % there, 1-3 % slower on the H200).
