@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   const kiln::TensorView fp8_w2_scales = typed(0x7fb800000000, kiln::DType::kFloat32, {128, 16, 6});
   const kiln::TensorView fp8_workspace = typed(0x7fe000000000, kiln::DType::kUInt8,
                                                {kiln::ops::fused_moe_fp8_workspace_bytes(1, 8, 128, 2048, 768)});
-  // fp8_gemm's operands: Llama-3.1-8B's qkv projection at one token.
+  // fp8_gemm's operands: Llama-3.1-8B's qkv projection at one token (16 for fp8_gemm_m16).
   const int64_t fp8_m = fp8_gemm16 ? 16 : 1;
   const kiln::TensorView fp8_a = typed(0x7f6000000000, kiln::DType::kFloat8E4M3, {fp8_m, 4096});
   const kiln::TensorView fp8_b = typed(0x7f7000000000, kiln::DType::kFloat8E4M3, {6144, 4096});
