@@ -169,14 +169,19 @@ __device__ __forceinline__ void StoreGroup(const GemmParams& p, const float (&v)
   TOut* d = static_cast<TOut*>(p.d);
   const TOut* c = static_cast<const TOut*>(p.c);
   const TBias* bias = static_cast<const TBias*>(p.bias);
+  // Without a bias nothing is added, not even 0 (which would turn a -0 sum into +0): the same
+  // bits as Epilogue's common case and StagedEpilogue.
   float bias0 = 0.0f, bias1 = 0.0f;
   if (bias != nullptr) LoadPair(bias + col, bias0, bias1);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long row = row_base + 8 * h;
     if (row >= row_end) continue;
-    float v0 = v[2 * h] + bias0;
-    float v1 = v[2 * h + 1] + bias1;
+    float v0 = v[2 * h], v1 = v[2 * h + 1];
+    if (bias != nullptr) {
+      v0 += bias0;
+      v1 += bias1;
+    }
     if (c != nullptr) {
       float c0, c1;
       LoadPair(c + row * p.c_row_stride + col, c0, c1);
@@ -331,7 +336,7 @@ __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float 
           if constexpr (S::kSiluAndMul) {
             v[e] = activation::Silu::Apply(x) * acc[4 * (j + kHalfGroups) + 2 * h + e];
           } else {
-            v[e] = x + (e == 0 ? bias0 : bias1);
+            v[e] = bias != nullptr ? x + (e == 0 ? bias0 : bias1) : x;  // no bias: x itself (a -0 stays -0)
           }
         }
         TOut* slot = reinterpret_cast<TOut*>(staging + StagingOffset<S>(row + 8 * h, 8 * jj + pair));
