@@ -1,4 +1,4 @@
-"""The gemm kernels' K loop in machine code: cubins the session's kilnd compiles with NVRTC,
+"""The gemm kernels' K loop and epilogue in machine code: cubins the session's kilnd compiles with NVRTC,
 fetched with the `kiln get` CLI of the build tree, summarized by kernels/tools/sass_loops.py.
 The loop that issues the wgmmas keeps its descriptors and ring arithmetic in uniform registers
 (no R2UR in it: a value ptxas cannot prove warp-uniform moves them to vector registers, as the
@@ -7,6 +7,7 @@ of docs/kernels-gemm.md, about 5 % above what CUDA 13.0's NVRTC makes). Needs nv
 (NVIDIA's wheel, which .ci/run installs) and the CLI: skipped, with the reason, without."""
 import importlib.util
 import os
+import re
 import subprocess
 
 import pytest
@@ -58,3 +59,38 @@ def test_the_k_loop_stays_uniform_and_within_budget(kilnd, tmp_path, spec, budge
     loop = k_loop(cubin, nvdisasm)
     assert loop["mix"].get("R2UR", 0) <= r2ur, loop["mix"]
     assert loop["instructions"] <= budget, (loop["instructions"], loop["mix"])
+
+
+# The register epilogue's common case (gemm_sm90.cuh, Epilogue: no bias or C, rows and columns
+# inside): a 128 x 256 consumer's 128 values go out as 64 STG through two row pointers at fixed
+# offsets, one per row of the thread: two base registers that each store at 0, 0x10, .., 0x1f0
+# (32 column groups of 8 16-bit values). The general loop computes every address.
+EPILOGUE_CASES = [["grouped_fp8_gemm", "tile_n=256"], ["grouped_gemm", "dtype=bf16", "tile_n=256"]]
+
+
+def stores_by_base(cubin, nvdisasm):
+    """{base register: [STG offsets]} over the cubin's kernel."""
+    run = subprocess.run([nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True)
+    by_base = {}
+    for line in run.stdout.splitlines():
+        match = re.search(r"\bSTG\.E\S*\s+desc\[UR\d+\]\[(R\d+)\.64(?:\+(0x[0-9a-f]+))?\]", line)
+        if match:
+            by_base.setdefault(match.group(1), []).append(int(match.group(2) or "0", 16))
+    return by_base
+
+
+@pytest.mark.parametrize("spec", EPILOGUE_CASES, ids=[" ".join(c) for c in EPILOGUE_CASES])
+def test_the_common_epilogue_stores_at_fixed_offsets(kilnd, tmp_path, spec):
+    nvdisasm = os.environ.get("KILN_NVDISASM") or sass_loops.locate_nvdisasm()
+    if nvdisasm is None:
+        pytest.skip("no nvdisasm: python3 -m pip install nvidia-cuda-nvdisasm (as .ci/run does)")
+    cli = os.path.join(_build_info.BUILD_DIR, "client", "kiln") if _build_info.BUILD_DIR else ""
+    if not os.access(cli, os.X_OK):
+        pytest.skip(f"no kiln CLI in the build tree ({cli!r}): the package was not built from one")
+    cubin = tmp_path / "k.cubin"
+    fetched = subprocess.run([cli, "get", *spec, "--arch", "sm_90a", "--out", str(cubin)], capture_output=True,
+                             text=True, env={**os.environ, "KILN_SOCKET": kilnd}, timeout=300)
+    assert fetched.returncode == 0, fetched.stderr
+    by_base = stores_by_base(cubin, nvdisasm)
+    fixed = [base for base, offsets in by_base.items() if {16 * j for j in range(32)} <= set(offsets)]
+    assert len(fixed) >= 2, {base: sorted(offsets) for base, offsets in by_base.items()}
