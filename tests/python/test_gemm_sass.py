@@ -44,8 +44,9 @@ def k_loop(cubin, nvdisasm):
     return min(loops, key=lambda loop: loop["instructions"])
 
 
-@pytest.mark.parametrize("spec,budget,r2ur", CASES, ids=[" ".join(c[0]) for c in CASES])
-def test_the_k_loop_stays_uniform_and_within_budget(kilnd, tmp_path, spec, budget, r2ur):
+def fetch_cubin(kilnd, tmp_path, spec):
+    """(the sm_90a cubin of `spec` from the session's kilnd, nvdisasm); skips, with the reason,
+    without nvdisasm or the build tree's CLI."""
     nvdisasm = os.environ.get("KILN_NVDISASM") or sass_loops.locate_nvdisasm()
     if nvdisasm is None:
         pytest.skip("no nvdisasm: python3 -m pip install nvidia-cuda-nvdisasm (as .ci/run does)")
@@ -56,6 +57,12 @@ def test_the_k_loop_stays_uniform_and_within_budget(kilnd, tmp_path, spec, budge
     fetched = subprocess.run([cli, "get", *spec, "--arch", "sm_90a", "--out", str(cubin)], capture_output=True,
                              text=True, env={**os.environ, "KILN_SOCKET": kilnd}, timeout=300)
     assert fetched.returncode == 0, fetched.stderr
+    return cubin, nvdisasm
+
+
+@pytest.mark.parametrize("spec,budget,r2ur", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_the_k_loop_stays_uniform_and_within_budget(kilnd, tmp_path, spec, budget, r2ur):
+    cubin, nvdisasm = fetch_cubin(kilnd, tmp_path, spec)
     loop = k_loop(cubin, nvdisasm)
     assert loop["mix"].get("R2UR", 0) <= r2ur, loop["mix"]
     assert loop["instructions"] <= budget, (loop["instructions"], loop["mix"])
@@ -81,16 +88,7 @@ def stores_by_base(cubin, nvdisasm):
 
 @pytest.mark.parametrize("spec", EPILOGUE_CASES, ids=[" ".join(c) for c in EPILOGUE_CASES])
 def test_the_common_epilogue_stores_at_fixed_offsets(kilnd, tmp_path, spec):
-    nvdisasm = os.environ.get("KILN_NVDISASM") or sass_loops.locate_nvdisasm()
-    if nvdisasm is None:
-        pytest.skip("no nvdisasm: python3 -m pip install nvidia-cuda-nvdisasm (as .ci/run does)")
-    cli = os.path.join(_build_info.BUILD_DIR, "client", "kiln") if _build_info.BUILD_DIR else ""
-    if not os.access(cli, os.X_OK):
-        pytest.skip(f"no kiln CLI in the build tree ({cli!r}): the package was not built from one")
-    cubin = tmp_path / "k.cubin"
-    fetched = subprocess.run([cli, "get", *spec, "--arch", "sm_90a", "--out", str(cubin)], capture_output=True,
-                             text=True, env={**os.environ, "KILN_SOCKET": kilnd}, timeout=300)
-    assert fetched.returncode == 0, fetched.stderr
+    cubin, nvdisasm = fetch_cubin(kilnd, tmp_path, spec)
     by_base = stores_by_base(cubin, nvdisasm)
     fixed = [base for base, offsets in by_base.items() if {16 * j for j in range(32)} <= set(offsets)]
     assert len(fixed) >= 2, {base: sorted(offsets) for base, offsets in by_base.items()}
