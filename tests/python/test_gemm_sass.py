@@ -68,11 +68,13 @@ def test_the_k_loop_stays_uniform_and_within_budget(kilnd, tmp_path, spec, budge
     assert loop["instructions"] <= budget, (loop["instructions"], loop["mix"])
 
 
-# The register epilogue's common case (gemm_sm90.cuh, Epilogue: no bias or C, rows and columns
-# inside): a 128 x 256 consumer's 128 values go out as 64 STG through two row pointers at fixed
-# offsets, one per row of the thread: two base registers that each store at 0, 0x10, .., 0x1f0
-# (32 column groups of 8 16-bit values). The general loop computes every address.
-EPILOGUE_CASES = [["grouped_fp8_gemm", "tile_n=256"], ["grouped_gemm", "dtype=bf16", "tile_n=256"]]
+# The register epilogue's common case (gemm_sm90.cuh, Epilogue: the grouped fp8 kernels, no bias or
+# C, rows and columns inside): a consumer's values go out through two row pointers at fixed
+# offsets, one per row of the thread: two base registers that each store at 0, 0x10, .. (a column
+# group of 8 16-bit values each 16 bytes on: 32 groups at tile_n 256, 16 at 128). The general
+# loop computes every address. (spec, column groups of the tile)
+EPILOGUE_CASES = [(["grouped_fp8_gemm", "tile_n=256"], 32),
+                  (["grouped_fp8_gemm_masked", "tile_m=64", "tile_n=128"], 16)]
 
 
 def stores_by_base(cubin, nvdisasm):
@@ -86,9 +88,9 @@ def stores_by_base(cubin, nvdisasm):
     return by_base
 
 
-@pytest.mark.parametrize("spec", EPILOGUE_CASES, ids=[" ".join(c) for c in EPILOGUE_CASES])
-def test_the_common_epilogue_stores_at_fixed_offsets(kilnd, tmp_path, spec):
+@pytest.mark.parametrize("spec,groups", EPILOGUE_CASES, ids=[" ".join(c[0]) for c in EPILOGUE_CASES])
+def test_the_common_epilogue_stores_at_fixed_offsets(kilnd, tmp_path, spec, groups):
     cubin, nvdisasm = fetch_cubin(kilnd, tmp_path, spec)
     by_base = stores_by_base(cubin, nvdisasm)
-    fixed = [base for base, offsets in by_base.items() if {16 * j for j in range(32)} <= set(offsets)]
+    fixed = [base for base, offsets in by_base.items() if {16 * j for j in range(groups)} <= set(offsets)]
     assert len(fixed) >= 2, {base: sorted(offsets) for base, offsets in by_base.items()}

@@ -169,19 +169,17 @@ __device__ __forceinline__ void StoreGroup(const GemmParams& p, const float (&v)
   TOut* d = static_cast<TOut*>(p.d);
   const TOut* c = static_cast<const TOut*>(p.c);
   const TBias* bias = static_cast<const TBias*>(p.bias);
-  // Without a bias nothing is added, not even 0 (which would turn a -0 sum into +0): the same
-  // bits as Epilogue's common case and StagedEpilogue.
-  float bias0 = 0.0f, bias1 = 0.0f;
+  // Without a bias -0 is added, which leaves every sum as it is (+0 would turn a -0 sum into
+  // +0): the same bits as Epilogue's common case, which adds nothing, at no cost beyond the add
+  // itself.
+  float bias0 = -0.0f, bias1 = -0.0f;
   if (bias != nullptr) LoadPair(bias + col, bias0, bias1);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long row = row_base + 8 * h;
     if (row >= row_end) continue;
-    float v0 = v[2 * h], v1 = v[2 * h + 1];
-    if (bias != nullptr) {
-      v0 += bias0;
-      v1 += bias1;
-    }
+    float v0 = v[2 * h] + bias0;
+    float v1 = v[2 * h + 1] + bias1;
     if (c != nullptr) {
       float c0, c1;
       LoadPair(c + row * p.c_row_stride + col, c0, c1);
@@ -199,27 +197,34 @@ __device__ __forceinline__ long long FragmentRow(long long row0) {
 }
 __device__ __forceinline__ long long FragmentColumn(long long col0) { return col0 + 2 * ((threadIdx.x % 128) % 4); }
 
-// A consumer's whole fragment to D (no split). The common case first: no bias or C (the grouped
-// ops have neither), both of this thread's rows inside and the tile's columns all inside D. Its
-// stores are two row pointers at fixed offsets, a conversion and a store a pair; the general
-// loop below tests each column group's column, the bias and C pointers and each row, and
-// computes each address (about 25 instructions a group against 4: at Qwen3-30B-A3B's K 768, six
-// K blocks a tile, that was most of a grouped tile's instructions beside its K loop's).
+// A consumer's whole fragment to D (no split). The grouped fp8 kernels (which always store from
+// registers) take a common case first: no bias or C (the grouped ops have neither), both of this
+// thread's rows inside and the tile's columns all inside D. Its stores are two row pointers at
+// fixed offsets, a conversion and a store a pair; the general loop below tests each column
+// group's column, the bias and C pointers and each row, and computes each address (about 25
+// instructions a group against 4: at Qwen3-30B-A3B's K 768, six K blocks a tile, that was most
+// of a grouped tile's instructions beside its K loop's). Measured on an H100 against the general
+// loop alone (bench/results/2026-12-07-h100-grouped-epilogue.md): grouped fp8 Qwen3 w2 7.7 %
+// faster, w13 and Mixtral w2 2 %, Mixtral w13 1.4 % slower; the 16-bit grouped gemm, which
+// took it too on the branch, was 3-4 % slower at both models' w13 with the same K loop (its
+// kernel 8 % longer), so the others keep the general loop.
 template <class S>
 __device__ __forceinline__ void Epilogue(const GemmParams& p, const float (&acc)[S::kAccumulators], long long row0,
                                          long long col0, long long row_end) {
   const long long row_base = FragmentRow(row0);
   const long long col_base = FragmentColumn(col0);
-  if (p.bias == nullptr && p.c == nullptr && row_base + 8 < row_end && col0 + S::kTileN <= p.n) {
-    using TOut = typename S::TOut;
-    TOut* d0 = static_cast<TOut*>(p.d) + row_base * p.d_row_stride + col_base;
-    TOut* d1 = d0 + 8 * p.d_row_stride;
+  if constexpr (S::kGrouped && S::kFp8) {
+    if (p.bias == nullptr && p.c == nullptr && row_base + 8 < row_end && col0 + S::kTileN <= p.n) {
+      using TOut = typename S::TOut;
+      TOut* d0 = static_cast<TOut*>(p.d) + row_base * p.d_row_stride + col_base;
+      TOut* d1 = d0 + 8 * p.d_row_stride;
 #pragma unroll
-    for (int j = 0; j < S::kColumnGroups; ++j) {
-      StorePair(d0 + 8 * j, acc[4 * j], acc[4 * j + 1]);
-      StorePair(d1 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
+      for (int j = 0; j < S::kColumnGroups; ++j) {
+        StorePair(d0 + 8 * j, acc[4 * j], acc[4 * j + 1]);
+        StorePair(d1 + 8 * j, acc[4 * j + 2], acc[4 * j + 3]);
+      }
+      return;
     }
-    return;
   }
 #pragma unroll
   for (int j = 0; j < S::kColumnGroups; ++j) {
@@ -241,20 +246,6 @@ __device__ __forceinline__ void SiluAndMulEpilogue(const GemmParams& p, const fl
   const long long n_out = p.n / 2;
   using TOut = typename S::TOut;
   TOut* d = static_cast<TOut*>(p.d);
-  // Both rows and every column inside: two row pointers at fixed offsets (as Epilogue's).
-  if (row_base + 8 < row_end && col0 + kHalfGroups * 8 <= n_out) {
-    TOut* d0 = d + row_base * p.d_row_stride + col_base;
-    TOut* d1 = d0 + 8 * p.d_row_stride;
-#pragma unroll
-    for (int j = 0; j < kHalfGroups; ++j) {
-      float v[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = activation::Silu::Apply(acc[4 * j + e]) * acc[4 * (j + kHalfGroups) + e];
-      StorePair(d0 + 8 * j, v[0], v[1]);
-      StorePair(d1 + 8 * j, v[2], v[3]);
-    }
-    return;
-  }
 #pragma unroll
   for (int j = 0; j < kHalfGroups; ++j) {
     const long long col = col_base + 8 * j;
@@ -322,7 +313,7 @@ __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float 
 #pragma unroll
     for (int jj = 0; jj < kGroupsPerChunk; ++jj) {
       const int j = c * kGroupsPerChunk + jj;
-      float bias0 = 0.0f, bias1 = 0.0f;
+      float bias0 = -0.0f, bias1 = -0.0f;  // no bias: -0, which changes no sum (StoreGroup)
       if (!S::kSiluAndMul && bias != nullptr) {
         const long long col = chunk_col + 8 * jj + pair;
         if (col < p.n) LoadPair(bias + col, bias0, bias1);
@@ -336,7 +327,7 @@ __device__ __forceinline__ void StagedEpilogue(const GemmParams& p, const float 
           if constexpr (S::kSiluAndMul) {
             v[e] = activation::Silu::Apply(x) * acc[4 * (j + kHalfGroups) + 2 * h + e];
           } else {
-            v[e] = bias != nullptr ? x + (e == 0 ? bias0 : bias1) : x;  // no bias: x itself (a -0 stays -0)
+            v[e] = x + (e == 0 ? bias0 : bias1);
           }
         }
         TOut* slot = reinterpret_cast<TOut*>(staging + StagingOffset<S>(row + 8 * h, 8 * jj + pair));
