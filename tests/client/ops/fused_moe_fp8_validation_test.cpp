@@ -298,10 +298,10 @@ TEST_CASE("fused_moe_fp8 refuses what its steps cannot take, naming the argument
     CHECK(Contains(c.Refusal(), "out: expected dtype bf16, found fp16"));
   }
   {
-    // 4.8 M rows of 4096 warps' columns: 2.46e9 blocks of 8 warps, past the grid's 2^31 - 1.
-    const Call c(600000, 8, 8, 1 << 20, 208);
-    CHECK(Contains(c.Refusal(), "topk_ids: T 600000 x top_k 8 rows of up to 1048576 columns exceed the quantizing "
-                                "kernels' grid (2^31 - 1 blocks of 8 x 256 columns); split the call"));
+    // 17.6 M rows of 1024 warps' columns: 2.25e9 blocks of 8 warps, past the grid's 2^31 - 1.
+    const Call c(2200000, 8, 8, 1 << 20, 208);
+    CHECK(Contains(c.Refusal(), "topk_ids: T 2200000 x top_k 8 rows of up to 1048576 columns exceed the quantizing "
+                                "kernels' grid (2^31 - 1 blocks of 8 x 1024 columns); split the call"));
   }
 }
 

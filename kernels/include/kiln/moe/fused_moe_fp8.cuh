@@ -9,14 +9,19 @@
 // The decode path uses both by token (quantize: row r is x's row r) and by slot (silu: a row whose
 // slot_to_row entry is -1 is skipped); kiln/moe/fused_moe_fp8_gemv.cuh multiplies what they write.
 //
-// One warp per 256 columns of a row (kFp8QuantColumnsPerWarp: two scale groups), so that a row's
-// chunks run side by side: a warp walking a whole row chained one load's latency per 256 columns,
-// which at one token (the decode path) or a few slots made these kernels the longest step of the
-// layer (Mixtral's silu over I 14336: 56 steps). A lane takes 8 consecutive columns (16 bytes of
-// bf16): lanes 0-15 one scale group, lanes 16-31 the next. The group's amax is a butterfly over its
-// 16 lanes (the same order every time: deterministic), then each lane converts its 8 values with 4
-// cvt.rn.satfinite.e4m3x2.f32 and stores 8 bytes; the group's first lane stores the scale. The
-// division is IEEE (not a multiply by the reciprocal), so the host reference reproduces every code.
+// One warp per 1024 columns of a row (kFp8QuantColumnsPerWarp): kFp8QuantPasses passes of 256
+// columns (two scale groups), all of their loads issued before the first conversion, so that a
+// row's chunks and a chunk's passes run side by side (a warp walking a whole row, one load after
+// the other, chained a load's latency per 256 columns: at one token, the decode path, or a few
+// slots that made these kernels the layer's longest step, Mixtral's silu over I 14336 56 steps).
+// In a pass a lane takes 8 consecutive columns (16 bytes of bf16): lanes 0-15 one scale group,
+// lanes 16-31 the next. A group's amax is a butterfly over its 16 lanes (the same order every
+// time: deterministic), then each lane converts its 8 values with 4 cvt.rn.satfinite.e4m3x2.f32
+// and stores 8 bytes; the group's first lane stores the scale. The codes are those of an IEEE
+// division v / scale (the host reference divides), computed from the scale's reciprocal once a
+// group (QuotientByScale, kiln/moe/moe_contract.h). One warp per 256 columns with a division each (about ten
+// instructions) left both kernels bound by instruction issue on an H100: 250 instructions a
+// warp, 85 us to gather and quantize Qwen3-30B-A3B's 32768 rows of 2048 (2026-12-07).
 // Rows from m_indptr[experts] on (and the row_to_slot -1 padding rows, which fused_moe_fp8's layout
 // has none of) are the GEMM's business: not written, or written as zeros.
 #pragma once
@@ -30,7 +35,8 @@ namespace kiln {
 namespace moe {
 
 static_assert(kFp8QuantGroup == 16 * 8, "a scale group is 16 lanes of 8 columns");
-static_assert(kFp8QuantColumnsPerWarp == 2 * kFp8QuantGroup, "a warp is two scale groups");
+static_assert(kFp8QuantPassColumns == 2 * kFp8QuantGroup, "a pass is two scale groups");
+static_assert(kFp8QuantColumnsPerWarp == kFp8QuantPasses * kFp8QuantPassColumns, "a warp is whole passes");
 
 // Two fp32 values to two e4m3 codes, `low` in the low byte (PTX ISA, cvt: the first source
 // goes to the upper half of the result).
@@ -48,6 +54,16 @@ __device__ __forceinline__ void Widen8(const uint4& raw, float (&v)[8]) {
   for (int i = 0; i < 8; ++i) v[i] = ToFloat(e[i]);
 }
 
+// The largest finite fp32: a scale above it is an infinite amax's.
+constexpr float kFloatMax = 3.40282347e+38f;
+
+// rcp.approx of a normal scale (MUFU.RCP: within an ulp), for RefinedReciprocal.
+__device__ __forceinline__ float ApproxReciprocal(float scale) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(scale));
+  return r;
+}
+
 // It waits for the kernel before it (griddepcontrol.wait: a no-op in plain stream order) before
 // its first global access, then lets the next kernel be scheduled, so the decode path launches it
 // as a programmatic dependent; the grouped path launches it in plain stream order.
@@ -56,7 +72,7 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  // This warp's item: (row, chunk) in row-major order, chunks = ceil(columns / 256) a row.
+  // This warp's item: (row, chunk) in row-major order, chunks = ceil(columns / 1024) a row.
   const long long chunks = (p.columns + kFp8QuantColumnsPerWarp - 1) / kFp8QuantColumnsPerWarp;
   const long long item = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
   const long long row = item / chunks;
@@ -74,34 +90,59 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   }
   unsigned char* q = static_cast<unsigned char*>(p.q) + row * p.q_stride;
   float* scales = p.scales + row * p.scale_stride;
-  // Every lane runs the butterfly (it needs the whole half-warp); a lane past the row's end
-  // contributes zeros and stores nothing.
-  const int c = static_cast<int>(item - row * chunks) * kFp8QuantColumnsPerWarp + lane * 8;
-  const bool inside = c < p.columns;
-  float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  if (inside && in != nullptr) {
-    Widen8<T>(__ldg(reinterpret_cast<const uint4*>(in + c)), v);
-    if (kSiluAndMul) {
-      float up[8];
-      Widen8<T>(__ldg(reinterpret_cast<const uint4*>(in + p.columns + c)), up);
+  // Column of this lane in pass 0; pass i is kFp8QuantPassColumns * i further. A lane past the
+  // row's end contributes zeros to its group's butterfly (every lane runs it) and stores nothing.
+  const int c0 = static_cast<int>(item - row * chunks) * kFp8QuantColumnsPerWarp + lane * 8;
+  uint4 raw[kFp8QuantPasses], raw_up[kFp8QuantPasses];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = activation::Silu::Apply(v[i]) * up[i];
+  for (int i = 0; i < kFp8QuantPasses; ++i) {
+    const int c = c0 + i * kFp8QuantPassColumns;
+    raw[i] = raw_up[i] = make_uint4(0u, 0u, 0u, 0u);  // bf16 / fp16 zeros
+    if (c < p.columns && in != nullptr) {
+      raw[i] = __ldg(reinterpret_cast<const uint4*>(in + c));
+      if (kSiluAndMul) raw_up[i] = __ldg(reinterpret_cast<const uint4*>(in + p.columns + c));
     }
   }
-  float amax = 0.f;
+  float v[kFp8QuantPasses][8], amax[kFp8QuantPasses];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  for (int i = 0; i < kFp8QuantPasses; ++i) {
+    Widen8<T>(raw[i], v[i]);
+    if (kSiluAndMul) {
+      float up[8];
+      Widen8<T>(raw_up[i], up);
 #pragma unroll
-  for (int offset = 8; offset >= 1; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-  const float scale = fmaxf(amax, kFp8MinAmax) / kFp8E4M3Max;
-  if (!inside) return;
-  uint2 codes;
-  codes.x = static_cast<unsigned>(ToE4m3x2(v[0] / scale, v[1] / scale)) |
-            (static_cast<unsigned>(ToE4m3x2(v[2] / scale, v[3] / scale)) << 16);
-  codes.y = static_cast<unsigned>(ToE4m3x2(v[4] / scale, v[5] / scale)) |
-            (static_cast<unsigned>(ToE4m3x2(v[6] / scale, v[7] / scale)) << 16);
-  *reinterpret_cast<uint2*>(q + c) = codes;
-  if ((lane & 15) == 0) scales[c / kFp8QuantGroup] = scale;
+      for (int e = 0; e < 8; ++e) v[i][e] = activation::Silu::Apply(v[i][e]) * up[e];
+    }
+    amax[i] = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) amax[i] = fmaxf(amax[i], fabsf(v[i][e]));
+  }
+#pragma unroll
+  for (int offset = 8; offset >= 1; offset >>= 1)
+#pragma unroll
+    for (int i = 0; i < kFp8QuantPasses; ++i) amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], offset));
+#pragma unroll
+  for (int i = 0; i < kFp8QuantPasses; ++i) {
+    const int c = c0 + i * kFp8QuantPassColumns;
+    if (c >= p.columns) break;  // this lane's later passes are past the row's end too
+    const float scale = fmaxf(amax[i], kFp8MinAmax) / kFp8E4M3Max;
+    float x[8];
+    if (scale <= kFloatMax) {
+      const float r = RefinedReciprocal(scale, ApproxReciprocal(scale));
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[e] = QuotientByScale(v[i][e], scale, r);
+    } else {
+#pragma unroll
+      // An infinite amax: v * rcp(+inf) = v * +0 is what the division gives there (finite v: a
+      // zero of v's sign; an infinity: NaN; NaN: NaN).
+      for (int e = 0; e < 8; ++e) x[e] = __fdividef(v[i][e], scale);
+    }
+    uint2 codes;
+    codes.x = static_cast<unsigned>(ToE4m3x2(x[0], x[1])) | (static_cast<unsigned>(ToE4m3x2(x[2], x[3])) << 16);
+    codes.y = static_cast<unsigned>(ToE4m3x2(x[4], x[5])) | (static_cast<unsigned>(ToE4m3x2(x[6], x[7])) << 16);
+    *reinterpret_cast<uint2*>(q + c) = codes;
+    if ((lane & 15) == 0) scales[c / kFp8QuantGroup] = scale;
+  }
 }
 
 }  // namespace moe

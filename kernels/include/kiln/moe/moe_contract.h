@@ -292,8 +292,11 @@ constexpr int kFp8QuantWarps = 8;
 constexpr int kFp8QuantBlock = 32 * kFp8QuantWarps;
 // Columns per activation scale: grouped_fp8_gemm's a_scales block (gemm::kFp8ScaleBlock).
 constexpr int kFp8QuantGroup = 128;
-// Columns per warp: two scale groups, 8 columns (16 bytes of bf16) a lane.
-constexpr int kFp8QuantColumnsPerWarp = 2 * kFp8QuantGroup;
+// Columns per warp: kFp8QuantPasses passes of two scale groups, 8 columns (16 bytes of bf16) a
+// lane in each.
+constexpr int kFp8QuantPassColumns = 2 * kFp8QuantGroup;
+constexpr int kFp8QuantPasses = 4;
+constexpr int kFp8QuantColumnsPerWarp = kFp8QuantPasses * kFp8QuantPassColumns;
 // The quantizing entries' grid.x for `rows` rows of `columns` columns (int64: the caller refuses
 // a count past 2^31 - 1, the grid's limit).
 KILN_CONTRACT_FUNCTION long long FusedMoeFp8QuantBlocks(long long rows, long long columns) {
@@ -302,6 +305,71 @@ KILN_CONTRACT_FUNCTION long long FusedMoeFp8QuantBlocks(long long rows, long lon
 }
 constexpr float kFp8E4M3Max = 448.0f;
 constexpr float kFp8MinAmax = 1e-10f;
+
+// The quantizers' quotient v / scale (kiln/moe/fused_moe_fp8.cuh), from a reciprocal of the
+// scale computed once per scale group, with the IEEE division's bits: the device's codes and the
+// host reference's agree through it, so it is part of the contract.
+//
+// An fp32 division compiles to a fast path and a guarded slow one. The fast path refines
+// r0 = rcp.approx(s) once, r = r0 + r0 (1 - s r0), then takes q0 = v r, e = v - s q0 and
+// q = q0 + r e, all as fused multiply-adds. FCHK sends an operand pair whose exponents the fast
+// path cannot serve to the slow path: denormals, infinities, quotients near the ends of the
+// range. Each division in the quantizers compiled to about ten instructions: the reciprocal
+// again, the check, a branch and the guard's reconvergence. Across a row's values the divisor is
+// one scale, so here the reciprocal is refined once and each value costs the last three steps,
+// the same operations in the same order (bit for bit the fast path's quotient).
+//
+// What the check guarded cannot happen where it matters. A quantizer's scale is
+// max(amax, 1e-10) / 448, finite and normal when amax is finite, so s and r are normal (an
+// infinite amax gives an infinite scale, which the kernels take as v · rcp(+inf) = v · +0: the
+// division's own results there, a zero of v's sign, or NaN for an infinite or NaN v). A
+// quotient that can become a nonzero e4m3 code is at least 2^-10 (half the smallest subnormal,
+// 2^-9, rounds to even: 0). Then |v| >= 2^-10 s, over 2^-53, and v, q0 and the residual e
+// (about 2^-24 |v|) are all normal: the fast path is exact there. A smaller quotient gives the
+// code 0 either way: the computed q is within a few ulps of the true one (a subnormal v only
+// loses bits below 2^-126) and cannot cross 2^-10. The sign is v's: the sequence runs on |v|
+// and copies v's sign back, since the fast path turns -0 into +0 (q0 = -0 · r + 0), which
+// would change -0's code (0x80) to 0x00.
+//
+// tests/client/ops/fused_moe_fp8_quotient_test.cpp checks these functions on the host against
+// IEEE division (r0 anywhere within an ulp of 1 / s, as rcp.approx's error allows), and
+// tests/client/ops/gpu_fused_moe_fp8_quantize_test.cpp the kernels' codes against it. Plain C++
+// like the rest of the contract: the compiler's builtins on the host, CUDA's functions on the
+// device (a contract includes nothing).
+#if defined(__CUDACC__)
+#define KILN_FP8_QUOTIENT_FUNCTION __host__ __device__ inline
+#define KILN_FP8_FMA fmaf
+#define KILN_FP8_ABS fabsf
+#define KILN_FP8_COPYSIGN copysignf
+#else
+#define KILN_FP8_QUOTIENT_FUNCTION inline
+#define KILN_FP8_FMA __builtin_fmaf
+#define KILN_FP8_ABS __builtin_fabsf
+#define KILN_FP8_COPYSIGN __builtin_copysignf
+#endif
+
+// 1 / scale from an approximation r0 within an ulp of it: one Newton step, as the division's fast
+// path takes it.
+KILN_FP8_QUOTIENT_FUNCTION float RefinedReciprocal(float scale, float r0) {
+  return KILN_FP8_FMA(r0, KILN_FP8_FMA(-scale, r0, 1.0f), r0);
+}
+
+// v / scale from r = RefinedReciprocal(scale, ...): the fast path's last three steps on |v|, v's
+// sign copied back. The IEEE quotient wherever it can round to a nonzero e4m3 code (above).
+KILN_FP8_QUOTIENT_FUNCTION float QuotientByScale(float v, float scale, float r) {
+  const float a = KILN_FP8_ABS(v);
+#if defined(__CUDA_ARCH__)
+  const float q0 = __fmul_rn(a, r);  // not contracted into the next step
+#else
+  const float q0 = a * r;
+#endif
+  return KILN_FP8_COPYSIGN(KILN_FP8_FMA(r, KILN_FP8_FMA(-scale, q0, a), q0), v);
+}
+
+#undef KILN_FP8_QUOTIENT_FUNCTION
+#undef KILN_FP8_FMA
+#undef KILN_FP8_ABS
+#undef KILN_FP8_COPYSIGN
 
 // The parameter of both quantizing entries. q's and scales' rows are the grouped layout's (r <
 // rows); `in`'s are x's tokens (quantize: row r reads token row_to_slot[r] / top_k, a row without
