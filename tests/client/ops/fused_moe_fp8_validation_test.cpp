@@ -105,7 +105,7 @@ TEST_CASE("fused_moe_fp8 plans the grouped path's six steps over the workspace",
   CHECK(plan->quantize.params.columns == 272);
   CHECK(plan->quantize.params.scale_stride == 3);
   CHECK(plan->quantize.params.row_to_slot == reinterpret_cast<const int*>(base + w.row_to_slot));
-  CHECK(plan->quantize.blocks == 4);  // 14 rows of 2 chunks (272 columns, 256 a warp), 8 warps a block
+  CHECK(plan->quantize.blocks == 2);  // 14 rows of 1 chunk (272 columns, 1024 a warp), 8 warps a block
   CHECK(plan->gate_up.dtype == DType::kFloat8E4M3);
   CHECK(plan->gate_up.out_dtype == DType::kBFloat16);
   CHECK(plan->gate_up.n == 416);
@@ -131,7 +131,7 @@ TEST_CASE("fused_moe_fp8 plans the decode path's five steps by token and by slot
     const char* base = static_cast<const char*>(c.workspace.data);
     const auto& w = plan->workspace;
     const auto& q = plan->quantize;  // x by token
-    CHECK(q.blocks == 2);            // 7 rows of 2 chunks (272 columns, 256 a warp), 8 warps a block
+    CHECK(q.blocks == 1);            // 7 rows of 1 chunk (272 columns, 1024 a warp), 8 warps a block
     CHECK(q.params.rows == 7);
     CHECK(q.params.row_to_slot == nullptr);
     CHECK(q.params.m_indptr == nullptr);
