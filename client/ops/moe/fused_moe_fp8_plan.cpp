@@ -33,10 +33,13 @@ Status CheckScales(const TensorView& t, const char* name, const char* weight, in
   return OkStatus();
 }
 
-moe::FusedMoeFp8QuantParams QuantParams(void* q, float* scales, const void* in, int64_t in_stride, int64_t rows,
-                                        int64_t columns, const int* row_to_slot, const int* m_indptr, int64_t top_k,
-                                        int64_t experts) {
-  moe::FusedMoeFp8QuantParams p = {};
+// One quantizing launch over `rows` rows of `columns` columns: its parameter and grid, a warp's
+// passes as the contract's rule gives them for the path (FusedMoeFp8QuantPasses).
+FusedMoeFp8QuantizePlan QuantizeLaunch(bool decode_path, void* q, float* scales, const void* in, int64_t in_stride,
+                                       int64_t rows, int64_t columns, const int* row_to_slot, const int* m_indptr,
+                                       int64_t top_k, int64_t experts) {
+  FusedMoeFp8QuantizePlan plan;
+  moe::FusedMoeFp8QuantParams& p = plan.params;
   p.q = q;
   p.scales = scales;
   p.in = in;
@@ -49,16 +52,15 @@ moe::FusedMoeFp8QuantParams QuantParams(void* q, float* scales, const void* in, 
   p.columns = static_cast<int>(columns);
   p.top_k = static_cast<int>(top_k);
   p.experts = static_cast<int>(experts);
-  return p;
+  p.passes = moe::FusedMoeFp8QuantPasses(decode_path, columns);
+  // Within the grid's limit: Plan refuses larger calls (QuantGridFits) before any step is planned.
+  plan.blocks = static_cast<unsigned>(moe::FusedMoeFp8QuantBlocks(rows, columns, p.passes));
+  return plan;
 }
 
-// Within the grid's limit: Plan refuses larger calls (QuantGridFits) before any step is planned.
-unsigned QuantBlocks(int64_t rows, int64_t columns) {
-  return static_cast<unsigned>(moe::FusedMoeFp8QuantBlocks(rows, columns));
-}
-
+// One pass a warp needs the most blocks: what either path may launch.
 bool QuantGridFits(int64_t rows, int64_t hidden, int64_t intermediate) {
-  return moe::FusedMoeFp8QuantBlocks(rows, std::max(hidden, intermediate)) <= INT_MAX;
+  return moe::FusedMoeFp8QuantBlocks(rows, std::max(hidden, intermediate), 1) <= INT_MAX;
 }
 
 // One decode GEMV: `weight` [E, n, k] e4m3 with its scales `scales` [E, ceil(n / 128), ceil(k /
@@ -128,12 +130,10 @@ void PlanDecodeSteps(const RowView (&rows)[kWorkspace], const FusedMoeFp8Workspa
   void* act_q = base + layout.act_q;
   float* act_scales = reinterpret_cast<float*>(base + layout.act_scales);
   int* slot_to_row = reinterpret_cast<int*>(base + layout.slot_to_row);
-  plan->quantize.blocks = QuantBlocks(tokens, hidden);
-  plan->quantize.params = QuantParams(x_q, x_scales, x.data, x.row_stride, tokens, hidden, nullptr, nullptr, top_k,
-                                      experts);
-  plan->silu.blocks = QuantBlocks(slots, intermediate);
-  plan->silu.params = QuantParams(act_q, act_scales, gate_up_rows, gate_up, slots, intermediate, slot_to_row, nullptr,
-                                  top_k, experts);
+  plan->quantize = QuantizeLaunch(/*decode_path=*/true, x_q, x_scales, x.data, x.row_stride, tokens, hidden, nullptr,
+                                  nullptr, top_k, experts);
+  plan->silu = QuantizeLaunch(/*decode_path=*/true, act_q, act_scales, gate_up_rows, gate_up, slots, intermediate,
+                              slot_to_row, nullptr, top_k, experts);
   FusedMoeFp8GemvPlan& g = plan->gemvs;
   g.expert_blocks = static_cast<unsigned>(moe::FusedMoeGemvExpertBlocks(experts, slots));
   moe::FusedMoeGemvParams common = {};
@@ -210,7 +210,7 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
     return InvalidArgument("topk_ids", "T " + Str(tokens) + " x top_k " + Str(top_k) + " rows of up to " +
                                            Str(std::max(hidden, intermediate)) +
                                            " columns exceed the quantizing kernels' grid (2^31 - 1 blocks of " +
-                                           Str(moe::kFp8QuantWarps) + " x " + Str(moe::kFp8QuantColumnsPerWarp) +
+                                           Str(moe::kFp8QuantWarps) + " x " + Str(moe::kFp8QuantPassColumns) +
                                            " columns); split the call");
 
   const TensorView& ws_t = *a.workspace;
@@ -263,14 +263,12 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
   KILN_ASSIGN_OR_RETURN(plan.permute, PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v, nullptr,
                                                       a.topk_ids, nullptr, /*align=*/1},
                                                      kFusedMoeFp8PermuteStep));
-  plan.quantize.blocks = QuantBlocks(rows, hidden);
-  plan.quantize.params = QuantParams(x_q_v.data, static_cast<float*>(x_scales_v.data), x.data, x.row_stride, rows,
-                                     hidden, row_to_slot, m_indptr, top_k, experts);
+  plan.quantize = QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data), x.data,
+                                 x.row_stride, rows, hidden, row_to_slot, m_indptr, top_k, experts);
   KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8Gemm(gate_up_v, x_q_v, *a.w13, x_scales_v, *a.w13_scales, indptr_v,
                                                          kFusedMoeFp8GateUpStep));
-  plan.silu.blocks = QuantBlocks(rows, intermediate);
-  plan.silu.params = QuantParams(act_q_v.data, static_cast<float*>(act_scales_v.data), gate_up_v.data, gate_up, rows,
-                                 intermediate, nullptr, m_indptr, top_k, experts);
+  plan.silu = QuantizeLaunch(/*decode_path=*/false, act_q_v.data, static_cast<float*>(act_scales_v.data),
+                             gate_up_v.data, gate_up, rows, intermediate, nullptr, m_indptr, top_k, experts);
   KILN_ASSIGN_OR_RETURN(plan.down, PlanGroupedFp8Gemm(expert_out_v, act_q_v, *a.w2, act_scales_v, *a.w2_scales,
                                                       indptr_v, kFusedMoeFp8DownStep));
   KILN_ASSIGN_OR_RETURN(plan.unpermute, PlanMoeUnpermute({a.out, &expert_out_v, &slot_to_row_v, a.topk_weights},

@@ -105,7 +105,8 @@ TEST_CASE("fused_moe_fp8 plans the grouped path's six steps over the workspace",
   CHECK(plan->quantize.params.columns == 272);
   CHECK(plan->quantize.params.scale_stride == 3);
   CHECK(plan->quantize.params.row_to_slot == reinterpret_cast<const int*>(base + w.row_to_slot));
-  CHECK(plan->quantize.blocks == 2);  // 14 rows of 1 chunk (272 columns, 1024 a warp), 8 warps a block
+  CHECK(plan->quantize.params.passes == 2);  // 272 columns: two passes of 256
+  CHECK(plan->quantize.blocks == 2);         // 14 rows of 1 chunk, 8 warps a block
   CHECK(plan->gate_up.dtype == DType::kFloat8E4M3);
   CHECK(plan->gate_up.out_dtype == DType::kBFloat16);
   CHECK(plan->gate_up.n == 416);
@@ -114,6 +115,7 @@ TEST_CASE("fused_moe_fp8 plans the grouped path's six steps over the workspace",
   CHECK(plan->silu.params.in_stride == 416);
   CHECK(plan->silu.params.columns == 208);
   CHECK(plan->silu.params.row_to_slot == nullptr);
+  CHECK(plan->silu.params.passes == 1);
   CHECK(plan->silu.blocks == 2);  // 14 rows of 1 chunk (208 columns)
   CHECK(plan->down.a == base + w.act_q);
   CHECK(plan->down.d == base + w.expert_out);
@@ -131,7 +133,8 @@ TEST_CASE("fused_moe_fp8 plans the decode path's five steps by token and by slot
     const char* base = static_cast<const char*>(c.workspace.data);
     const auto& w = plan->workspace;
     const auto& q = plan->quantize;  // x by token
-    CHECK(q.blocks == 1);            // 7 rows of 1 chunk (272 columns, 1024 a warp), 8 warps a block
+    CHECK(q.params.passes == 1);     // the decode path: a pass a warp
+    CHECK(q.blocks == 2);            // 7 rows of 2 chunks (272 columns, 256 a warp), 8 warps a block
     CHECK(q.params.rows == 7);
     CHECK(q.params.row_to_slot == nullptr);
     CHECK(q.params.m_indptr == nullptr);
@@ -298,10 +301,11 @@ TEST_CASE("fused_moe_fp8 refuses what its steps cannot take, naming the argument
     CHECK(Contains(c.Refusal(), "out: expected dtype bf16, found fp16"));
   }
   {
-    // 17.6 M rows of 1024 warps' columns: 2.25e9 blocks of 8 warps, past the grid's 2^31 - 1.
-    const Call c(2200000, 8, 8, 1 << 20, 208);
-    CHECK(Contains(c.Refusal(), "topk_ids: T 2200000 x top_k 8 rows of up to 1048576 columns exceed the quantizing "
-                                "kernels' grid (2^31 - 1 blocks of 8 x 1024 columns); split the call"));
+    // 4.8 M rows of 4096 warps' columns at a pass a warp: 2.46e9 blocks of 8 warps, past the grid's
+    // 2^31 - 1.
+    const Call c(600000, 8, 8, 1 << 20, 208);
+    CHECK(Contains(c.Refusal(), "topk_ids: T 600000 x top_k 8 rows of up to 1048576 columns exceed the quantizing "
+                                "kernels' grid (2^31 - 1 blocks of 8 x 256 columns); split the call"));
   }
 }
 

@@ -9,8 +9,8 @@
 // The decode path uses both by token (quantize: row r is x's row r) and by slot (silu: a row whose
 // slot_to_row entry is -1 is skipped); kiln/moe/fused_moe_fp8_gemv.cuh multiplies what they write.
 //
-// One warp per 1024 columns of a row (kFp8QuantColumnsPerWarp): kFp8QuantPasses passes of 256
-// columns (two scale groups), all of their loads issued before the first conversion, so that a
+// One warp per `passes` x 256 columns of a row (FusedMoeFp8QuantPasses: one pass at decode, up to
+// four for the grouped path), every pass's loads issued before the first conversion, so that a
 // row's chunks and a chunk's passes run side by side (a warp walking a whole row, one load after
 // the other, chained a load's latency per 256 columns: at one token, the decode path, or a few
 // slots that made these kernels the layer's longest step, Mixtral's silu over I 14336 56 steps).
@@ -36,7 +36,6 @@ namespace moe {
 
 static_assert(kFp8QuantGroup == 16 * 8, "a scale group is 16 lanes of 8 columns");
 static_assert(kFp8QuantPassColumns == 2 * kFp8QuantGroup, "a pass is two scale groups");
-static_assert(kFp8QuantColumnsPerWarp == kFp8QuantPasses * kFp8QuantPassColumns, "a warp is whole passes");
 
 // Two fp32 values to two e4m3 codes, `low` in the low byte (PTX ISA, cvt: the first source
 // goes to the upper half of the result).
@@ -72,8 +71,11 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  // This warp's item: (row, chunk) in row-major order, chunks = ceil(columns / 1024) a row.
-  const long long chunks = (p.columns + kFp8QuantColumnsPerWarp - 1) / kFp8QuantColumnsPerWarp;
+  // This warp's item: (row, chunk) in row-major order, chunks = ceil(columns / (passes x 256)) a
+  // row. A pass past `passes` is skipped (uniform over the warp).
+  const int passes = p.passes;
+  const int warp_columns = passes * kFp8QuantPassColumns;
+  const long long chunks = (p.columns + warp_columns - 1) / warp_columns;
   const long long item = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
   const long long row = item / chunks;
   if (row >= p.rows || (p.m_indptr != nullptr && row >= p.m_indptr[p.experts])) return;  // warp-uniform
@@ -92,13 +94,13 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   float* scales = p.scales + row * p.scale_stride;
   // Column of this lane in pass 0; pass i is kFp8QuantPassColumns * i further. A lane past the
   // row's end contributes zeros to its group's butterfly (every lane runs it) and stores nothing.
-  const int c0 = static_cast<int>(item - row * chunks) * kFp8QuantColumnsPerWarp + lane * 8;
+  const int c0 = static_cast<int>(item - row * chunks) * warp_columns + lane * 8;
   uint4 raw[kFp8QuantPasses], raw_up[kFp8QuantPasses];
 #pragma unroll
   for (int i = 0; i < kFp8QuantPasses; ++i) {
     const int c = c0 + i * kFp8QuantPassColumns;
     raw[i] = raw_up[i] = make_uint4(0u, 0u, 0u, 0u);  // bf16 / fp16 zeros
-    if (c < p.columns && in != nullptr) {
+    if (i < passes && c < p.columns && in != nullptr) {
       raw[i] = __ldg(reinterpret_cast<const uint4*>(in + c));
       if (kSiluAndMul) raw_up[i] = __ldg(reinterpret_cast<const uint4*>(in + p.columns + c));
     }
@@ -120,11 +122,12 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
 #pragma unroll
   for (int offset = 8; offset >= 1; offset >>= 1)
 #pragma unroll
-    for (int i = 0; i < kFp8QuantPasses; ++i) amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], offset));
+    for (int i = 0; i < kFp8QuantPasses; ++i)
+      if (i < passes) amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], offset));
 #pragma unroll
   for (int i = 0; i < kFp8QuantPasses; ++i) {
     const int c = c0 + i * kFp8QuantPassColumns;
-    if (c >= p.columns) break;  // this lane's later passes are past the row's end too
+    if (i >= passes || c >= p.columns) break;  // this lane's later passes are past its chunk too
     const float scale = fmaxf(amax[i], kFp8MinAmax) / kFp8E4M3Max;
     float x[8];
     if (scale <= kFloatMax) {

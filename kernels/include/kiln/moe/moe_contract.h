@@ -275,11 +275,12 @@ static_assert(sizeof(FusedMoeFoldParams) == 48, "FusedMoeFoldParams: 3 pointers,
 constexpr const char* kFusedMoeFp8Op = "fused_moe_fp8";
 
 // fused_moe_fp8's params: dtype (bf16: x's and out's type; grouped_fp8_gemm writes bf16 or fp32).
-// Its two entries, one warp per item: kFp8QuantColumnsPerWarp columns of one row of the grouped
-// layout, items row-major (row r's chunk j is item r * ceil(columns / kFp8QuantColumnsPerWarp) + j),
-// kFp8QuantWarps items a block (items_per_block = kFp8QuantWarps), grid.x = ceil(items /
-// items_per_block) = FusedMoeFp8QuantBlocks, block kFp8QuantBlock threads, no dynamic shared
-// memory; rows from m_indptr[experts] on are not written:
+// Its two entries, one warp per item: `passes` x kFp8QuantPassColumns columns of one row of the
+// grouped layout (passes a launch argument, 1..kFp8QuantPasses), items row-major (row r's chunk
+// j is item r * ceil(columns / (passes * kFp8QuantPassColumns)) + j), kFp8QuantWarps items a
+// block (items_per_block = kFp8QuantWarps), grid.x = ceil(items / items_per_block) =
+// FusedMoeFp8QuantBlocks, block kFp8QuantBlock threads, no dynamic shared memory; rows from
+// m_indptr[experts] on are not written:
 //   kiln_fused_moe_fp8_quantize                v = x[row_to_slot[r] / top_k, :]
 //   kiln_fused_moe_fp8_silu_and_mul_quantize   v = silu(in[r, :I]) * in[r, I:] in fp32
 // then per group g of kFp8QuantGroup columns: scale[r, g] = max(amax |v| over the group,
@@ -292,15 +293,24 @@ constexpr int kFp8QuantWarps = 8;
 constexpr int kFp8QuantBlock = 32 * kFp8QuantWarps;
 // Columns per activation scale: grouped_fp8_gemm's a_scales block (gemm::kFp8ScaleBlock).
 constexpr int kFp8QuantGroup = 128;
-// Columns per warp: kFp8QuantPasses passes of two scale groups, 8 columns (16 bytes of bf16) a
-// lane in each.
+// A warp's columns: `passes` passes (at most kFp8QuantPasses) of two scale groups, 8 columns (16
+// bytes of bf16) a lane in each, every pass's loads issued before the first conversion.
 constexpr int kFp8QuantPassColumns = 2 * kFp8QuantGroup;
 constexpr int kFp8QuantPasses = 4;
-constexpr int kFp8QuantColumnsPerWarp = kFp8QuantPasses * kFp8QuantPassColumns;
-// The quantizing entries' grid.x for `rows` rows of `columns` columns (int64: the caller refuses
-// a count past 2^31 - 1, the grid's limit).
-KILN_CONTRACT_FUNCTION long long FusedMoeFp8QuantBlocks(long long rows, long long columns) {
-  const long long chunks = (columns + kFp8QuantColumnsPerWarp - 1) / kFp8QuantColumnsPerWarp;
+// The passes a warp takes: one for the decode path's few rows (its warps side by side: at one
+// token four passes a warp made Qwen3-30B-A3B's layer 1.4 us slower on an H100), as many as a row
+// has up to kFp8QuantPasses for the grouped path's thousands (a warp's fixed instructions spread
+// over more columns: the gather-and-quantize of 32768 rows of 2048 took 64 us instead of 85).
+KILN_CONTRACT_FUNCTION int FusedMoeFp8QuantPasses(bool decode_path, long long columns) {
+  if (decode_path) return 1;
+  const long long passes = (columns + kFp8QuantPassColumns - 1) / kFp8QuantPassColumns;
+  return passes < 1 ? 1 : (passes > kFp8QuantPasses ? kFp8QuantPasses : static_cast<int>(passes));
+}
+// The quantizing entries' grid.x for `rows` rows of `columns` columns, `passes` a warp (int64:
+// the caller refuses a count past 2^31 - 1, the grid's limit).
+KILN_CONTRACT_FUNCTION long long FusedMoeFp8QuantBlocks(long long rows, long long columns, int passes) {
+  const long long warp_columns = static_cast<long long>(passes) * kFp8QuantPassColumns;
+  const long long chunks = (columns + warp_columns - 1) / warp_columns;
   return (rows * chunks + kFp8QuantWarps - 1) / kFp8QuantWarps;
 }
 constexpr float kFp8E4M3Max = 448.0f;
@@ -390,7 +400,7 @@ struct FusedMoeFp8QuantParams {
   int columns;  // H (quantize) or I (silu): a multiple of 8
   int top_k;    // quantize: slot s is token s / top_k
   int experts;
-  int reserved;  // 0
+  int passes;  // a warp's passes, 1..kFp8QuantPasses (FusedMoeFp8QuantPasses)
 };
 static_assert(sizeof(FusedMoeFp8QuantParams) == 88, "FusedMoeFp8QuantParams: 5 pointers, 4 longs, 4 ints");
 
