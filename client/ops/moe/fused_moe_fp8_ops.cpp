@@ -97,7 +97,7 @@ Status LaunchEntry(const PreparedLaunch& ready, int entry, unsigned block, int64
   return LaunchFunction(*ready.driver, e.function, config, args, name, &ready.launch->library->info);
 }
 
-// One launch of a quantizing entry: a warp per 1024 columns of a row, the contract's warps a block.
+// One launch of a quantizing entry: a warp per passes x 256 columns of a row, the contract's warps a block.
 Status LaunchQuantize(const PreparedLaunch& ready, const FusedMoeFp8QuantizePlan& q, QuantizeEntry entry,
                       const char* step, void* stream, bool programmatic = false) {
   if (q.blocks == 0) return OkStatus();

@@ -17,8 +17,8 @@ namespace kiln_fused_moe_fp8_unit {}
 #error "kiln_config.cuh must define KILN_FUSED_MOE_FP8_T (see fused_moe_fp8_generator.cpp)"
 #endif
 
-// Launch (kiln/moe/moe_contract.h): block.x = kFp8QuantBlock, a warp per 1024 columns of a row,
-// grid.x = FusedMoeFp8QuantBlocks(rows, columns); no dynamic shared memory.
+// Launch (kiln/moe/moe_contract.h): block.x = kFp8QuantBlock, a warp per p.passes x 256 columns
+// of a row, grid.x = FusedMoeFp8QuantBlocks(rows, columns, p.passes); no dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(kiln::moe::kFp8QuantBlock)
     kiln_fused_moe_fp8_quantize(const kiln::moe::FusedMoeFp8QuantParams p) {
   kiln::moe::QuantizeRow<KILN_FUSED_MOE_FP8_T, false>(p);

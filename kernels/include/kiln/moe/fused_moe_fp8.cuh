@@ -63,19 +63,16 @@ __device__ __forceinline__ float ApproxReciprocal(float scale) {
   return r;
 }
 
-// It waits for the kernel before it (griddepcontrol.wait: a no-op in plain stream order) before
-// its first global access, then lets the next kernel be scheduled, so the decode path launches it
-// as a programmatic dependent; the grouped path launches it in plain stream order.
-template <typename T, bool kSiluAndMul>
-__device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
-  GridDependencyWait();
-  GridDependencyLaunchDependents();
+// One warp's item: kPasses passes of 256 columns of one row (items row-major, chunks =
+// ceil(columns / (kPasses x 256)) a row). A lane past the row's end contributes zeros to its
+// group's butterfly (every lane runs it) and stores nothing. The pass count is a template
+// argument, so that a one-pass warp (the decode path) runs no instruction for passes it does not
+// have, and the chunk arithmetic divides by a constant.
+template <typename T, bool kSiluAndMul, int kPasses>
+__device__ __forceinline__ void QuantizeItem(const FusedMoeFp8QuantParams& p) {
+  constexpr int kWarpColumns = kPasses * kFp8QuantPassColumns;
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  // This warp's item: (row, chunk) in row-major order, chunks = ceil(columns / (passes x 256)) a
-  // row. A pass past `passes` is skipped (uniform over the warp).
-  const int passes = p.passes;
-  const int warp_columns = passes * kFp8QuantPassColumns;
-  const long long chunks = (p.columns + warp_columns - 1) / warp_columns;
+  const long long chunks = (p.columns + kWarpColumns - 1) / kWarpColumns;
   const long long item = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
   const long long row = item / chunks;
   if (row >= p.rows || (p.m_indptr != nullptr && row >= p.m_indptr[p.experts])) return;  // warp-uniform
@@ -92,22 +89,21 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   }
   unsigned char* q = static_cast<unsigned char*>(p.q) + row * p.q_stride;
   float* scales = p.scales + row * p.scale_stride;
-  // Column of this lane in pass 0; pass i is kFp8QuantPassColumns * i further. A lane past the
-  // row's end contributes zeros to its group's butterfly (every lane runs it) and stores nothing.
-  const int c0 = static_cast<int>(item - row * chunks) * warp_columns + lane * 8;
-  uint4 raw[kFp8QuantPasses], raw_up[kFp8QuantPasses];
+  // This lane's column in pass 0; pass i is kFp8QuantPassColumns * i further.
+  const int c0 = static_cast<int>(item - row * chunks) * kWarpColumns + lane * 8;
+  uint4 raw[kPasses], raw_up[kPasses];
 #pragma unroll
-  for (int i = 0; i < kFp8QuantPasses; ++i) {
+  for (int i = 0; i < kPasses; ++i) {
     const int c = c0 + i * kFp8QuantPassColumns;
     raw[i] = raw_up[i] = make_uint4(0u, 0u, 0u, 0u);  // bf16 / fp16 zeros
-    if (i < passes && c < p.columns && in != nullptr) {
+    if (c < p.columns && in != nullptr) {
       raw[i] = __ldg(reinterpret_cast<const uint4*>(in + c));
       if (kSiluAndMul) raw_up[i] = __ldg(reinterpret_cast<const uint4*>(in + p.columns + c));
     }
   }
-  float v[kFp8QuantPasses][8], amax[kFp8QuantPasses];
+  float v[kPasses][8], amax[kPasses];
 #pragma unroll
-  for (int i = 0; i < kFp8QuantPasses; ++i) {
+  for (int i = 0; i < kPasses; ++i) {
     Widen8<T>(raw[i], v[i]);
     if (kSiluAndMul) {
       float up[8];
@@ -122,12 +118,11 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
 #pragma unroll
   for (int offset = 8; offset >= 1; offset >>= 1)
 #pragma unroll
-    for (int i = 0; i < kFp8QuantPasses; ++i)
-      if (i < passes) amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], offset));
+    for (int i = 0; i < kPasses; ++i) amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], offset));
 #pragma unroll
-  for (int i = 0; i < kFp8QuantPasses; ++i) {
+  for (int i = 0; i < kPasses; ++i) {
     const int c = c0 + i * kFp8QuantPassColumns;
-    if (i >= passes || c >= p.columns) break;  // this lane's later passes are past its chunk too
+    if (c >= p.columns) break;  // this lane's later passes are past the row's end too
     const float scale = fmaxf(amax[i], kFp8MinAmax) / kFp8E4M3Max;
     float x[8];
     if (scale <= kFloatMax) {
@@ -135,9 +130,9 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[e] = QuotientByScale(v[i][e], scale, r);
     } else {
-#pragma unroll
       // An infinite amax: v * rcp(+inf) = v * +0 is what the division gives there (finite v: a
       // zero of v's sign; an infinity: NaN; NaN: NaN).
+#pragma unroll
       for (int e = 0; e < 8; ++e) x[e] = __fdividef(v[i][e], scale);
     }
     uint2 codes;
@@ -145,6 +140,22 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
     codes.y = static_cast<unsigned>(ToE4m3x2(x[4], x[5])) | (static_cast<unsigned>(ToE4m3x2(x[6], x[7])) << 16);
     *reinterpret_cast<uint2*>(q + c) = codes;
     if ((lane & 15) == 0) scales[c / kFp8QuantGroup] = scale;
+  }
+}
+
+// It waits for the kernel before it (griddepcontrol.wait: a no-op in plain stream order) before
+// its first global access, then lets the next kernel be scheduled, so the decode path launches it
+// as a programmatic dependent; the grouped path launches it in plain stream order.
+template <typename T, bool kSiluAndMul>
+__device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
+  static_assert(kFp8QuantPasses == 4, "QuantizeRow dispatches one to four passes");
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  switch (p.passes) {  // uniform over the grid
+    case 1: QuantizeItem<T, kSiluAndMul, 1>(p); break;
+    case 2: QuantizeItem<T, kSiluAndMul, 2>(p); break;
+    case 3: QuantizeItem<T, kSiluAndMul, 3>(p); break;
+    default: QuantizeItem<T, kSiluAndMul, 4>(p); break;
   }
 }
 
