@@ -32,9 +32,8 @@ class FusedMoeFp8Generator : public OpGenerator {
            "into the grouped layout, and silu(gate) * up of the gate-and-up GEMM's rows, each quantized to e4m3 with "
            "an fp32 scale per row and 128 columns (max |v| / 448, an IEEE division, round to nearest even, "
            "saturated); a warp per 256 to 1024 columns of a row, deterministic. grouped_fp8_gemm multiplies what they "
-           "write; "
-           "at decode, two GEMVs over each chosen expert's slots multiply it instead (fp8 MMAs, each 128-column k "
-           "block promoted into fp32)";
+           "write; at decode, two GEMVs over each chosen expert's slots multiply it instead (fp8 MMAs, each "
+           "128-column k block promoted into fp32)";
   }
 
   std::vector<ParamInfo> params() const override {
