@@ -92,7 +92,7 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
 // 64 x 256 on six of seven decode shapes (fp8 and bf16, Qwen3-30B-A3B and DeepSeek-V3), 1 %
 // slower on Mixtral's bf16 w13 at M_max 64.
 gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms,
-                                         bool masked = false);
+                                         bool masked);
 
 // Whether a grouped product stores D through TMA by default (where the tactic has the staging
 // buffers): from kGroupedTmaStoreMinRows rows a group on. Measured on the H100 (2026-12-05,
