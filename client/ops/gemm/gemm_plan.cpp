@@ -373,13 +373,16 @@ gemm::GemmTactic ChooseGemmTactic(int64_t m, int64_t n, int64_t k, int sms) {
   return AsMulticastPair(m, RankTiles(m, n, k, sms).front().tile);
 }
 
-gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms) {
+gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms,
+                                         bool masked) {
   (void)k;  // every tile streams the same K
   if (sms < 1) sms = 1;
   if (groups < 1) groups = 1;
   if (rows_per_group < 1) rows_per_group = 1;
+  const gemm::GemmTactic narrow{64, 128, gemm::GemmMaxStages(64, 128, 1, true), 8, 1};
+  if (masked && rows_per_group <= 64) return narrow;  // weight streaming (gemm_plan.h)
   double best = std::numeric_limits<double>::infinity();
-  gemm::GemmTactic chosen{64, 128, gemm::GemmMaxStages(64, 128, 1, true), 8, 1};
+  gemm::GemmTactic chosen = narrow;
   for (const TileThroughput& t : kTileThroughput) {
     if (rows_per_group <= 64 && t.tile_m != 64) continue;  // one consumer: no idle half
     const long long tiles = static_cast<long long>(groups) * ((rows_per_group + t.tile_m - 1) / t.tile_m) *

@@ -85,8 +85,14 @@ std::vector<gemm::GemmTactic> RankGemmTactics(int64_t m, int64_t n, int64_t k, i
 // The default tactic for `groups` groups of about `rows_per_group` rows each (contiguous: T / E;
 // masked: M_max, the capacity) on `sms` SMs, with no tuning: tile_m 64 up to 64 rows a group,
 // else the tile of least predicted time (waves of the groups' tiles x the tile's area over its
-// relative throughput, as gemm's), the most stages, raster groups of 8; never a split.
-gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms);
+// relative throughput, as gemm's), the most stages, raster groups of 8; never a split. The masked
+// layout up to 64 rows a group (a decode step: every group's weights streamed once, bound by
+// memory, not by the tensor cores the throughput table ranks) takes 64 x 128: on an H100
+// (2026-12-07, bench/results/2026-12-07-h100-fp8-quantize.md) 1.3-7.3 % faster than the ranked
+// 64 x 256 on six of seven decode shapes (fp8 and bf16, Qwen3-30B-A3B and DeepSeek-V3), 1 %
+// slower on Mixtral's bf16 w13 at M_max 64.
+gemm::GemmTactic ChooseGroupedGemmTactic(int64_t rows_per_group, int groups, int64_t n, int64_t k, int sms,
+                                         bool masked);
 
 // Whether a grouped product stores D through TMA by default (where the tactic has the staging
 // buffers): from kGroupedTmaStoreMinRows rows a group on. Measured on the H100 (2026-12-05,

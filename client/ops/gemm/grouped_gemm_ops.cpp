@@ -95,7 +95,8 @@ StatusOr<ChosenGemmTactic> GroupedTacticFor(const GroupedGemmPlan& plan, const G
                    .device = &device,
                    .api = plan.api,
                    .bucket = BucketOf(plan, rows_per_group),
-                   .heuristic = ChooseGroupedGemmTactic(rows_per_group, BusyGroups(plan), plan.n, plan.k, device.sms)};
+                   .heuristic = ChooseGroupedGemmTactic(rows_per_group, BusyGroups(plan), plan.n, plan.k, device.sms,
+                                                        plan.masked)};
   return ChooseTactic(q, *controls, skip_tuned);
 }
 

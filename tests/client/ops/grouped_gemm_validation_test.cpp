@@ -102,16 +102,26 @@ TEST_CASE("grouped_gemm plans what the kernel takes, and its default tiles", "[c
                  "test: tactic 64x128 with 8 stages, group_m 8, split_k 2 is not in the grouped_gemm tactic space");
 
   using kiln::client::ChooseGroupedGemmTactic;
-  // Decode-like groups (<= 64 rows): one consumer.
-  CHECK(ChooseGroupedGemmTactic(16, 128, 1536, 2048, 132).tile_m == 64);
+  // Decode-like groups (<= 64 rows): one consumer; the masked layout's weight streaming 64 x 128
+  // (64 x 256 ranked first by throughput was slower there), the contiguous layout's the ranking's.
+  CHECK(ChooseGroupedGemmTactic(16, 128, 1536, 2048, 132, /*masked=*/false).tile_m == 64);
+  CHECK(ChooseGroupedGemmTactic(16, 128, 1536, 2048, 132, /*masked=*/false).tile_n == 256);
+  for (int64_t rows : {1, 16, 64}) {
+    const auto masked_decode = ChooseGroupedGemmTactic(rows, 128, 1536, 2048, 132, /*masked=*/true);
+    CHECK(masked_decode.tile_m == 64);
+    CHECK(masked_decode.tile_n == 128);
+    CHECK(masked_decode.stages == kiln::gemm::GemmMaxStages(64, 128, 1, true));
+  }
+  CHECK(ChooseGroupedGemmTactic(65, 128, 1536, 2048, 132, /*masked=*/true).tile_m == 128);  // ranked again
   // Mixtral prefill: 8 experts of ~1024 rows, N 28672: the big tile.
-  const auto mixtral = ChooseGroupedGemmTactic(1024, 8, 28672, 4096, 132);
+  const auto mixtral = ChooseGroupedGemmTactic(1024, 8, 28672, 4096, 132, /*masked=*/false);
   CHECK(mixtral.tile_m == 128);
   CHECK(mixtral.tile_n == 256);
   CHECK(mixtral.split_k == 1);
   for (int64_t rows : {1, 64, 65, 256, 4096})
     for (int groups : {1, 8, 128, 256})
-      CHECK(kiln::gemm::GemmTacticFits(ChooseGroupedGemmTactic(rows, groups, 1536, 2048, 132), true));
+      for (bool masked : {false, true})
+        CHECK(kiln::gemm::GemmTacticFits(ChooseGroupedGemmTactic(rows, groups, 1536, 2048, 132, masked), true));
 }
 
 TEST_CASE("grouped_fp8_gemm and grouped_fp8_gemm_masked refuse bad dtypes, K and scales",
