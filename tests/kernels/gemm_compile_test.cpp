@@ -269,7 +269,7 @@ TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for s
 }
 
 TEST_CASE("grouped_gemm's silu_and_mul epilogue: every tile generates, the URI names it, both layouts compile "
-          "for sm_90a without spills, and the fp8 ops do not take it",
+          "for sm_90a without spills, and the fp8 ops take it only into e4m3",
           "[gemm][compile]") {
   int compiled = 0;
   for (const char* op : {"grouped_gemm", "grouped_gemm_masked"}) {
@@ -316,7 +316,55 @@ TEST_CASE("grouped_gemm's silu_and_mul epilogue: every tile generates, the URI n
   CHECK(std::string(bad.status().message()).find("epilogue") != std::string::npos);
   auto fp8 = OpRegistry::Builtin().Generate("grouped_fp8_gemm", {{"epilogue", "silu_and_mul"}}, *Tree());
   REQUIRE(!fp8.ok());
-  CHECK(std::string(fp8.status().message()).find("epilogue") != std::string::npos);
+  CHECK(std::string(fp8.status().message()) ==
+        "grouped_fp8_gemm: param 'out_dtype' = 'bf16' is not allowed with epilogue silu_and_mul: on fp8 inputs it "
+        "writes e4m3 codes and scales (out_dtype fp8_e4m3)");
+}
+
+TEST_CASE("grouped_fp8_gemm's silu_and_mul epilogue into e4m3: both 256-wide tiles generate and compile for sm_90a "
+          "without spills; other tiles, outputs and layouts are refused with the reason",
+          "[gemm][compile]") {
+  for (int tile_m : gemm::kTileMChoices) {
+    const int stages = gemm::GemmMaxStages(tile_m, 256, 1, /*grouped=*/true);
+    Params params = TacticParams("bf16", "fp8_e4m3", tile_m, 256, stages);
+    params.erase("split_k");
+    params.erase("dtype");
+    params["epilogue"] = "silu_and_mul";
+    auto spec = OpRegistry::Builtin().Generate("grouped_fp8_gemm", params, *Tree());
+    INFO(tile_m << "x256: " << spec.status().ToString());
+    REQUIRE(spec.ok());
+    CHECK(spec->uri == "grouped_fp8_gemm_e4m3_ofp8_e4m3_t" + std::to_string(tile_m) + "x256x128s" +
+                           std::to_string(stages) + "g8_silu_and_mul");
+    CHECK(spec->params.at("out_dtype") == "fp8_e4m3");
+    CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, 256, stages, 1, /*grouped=*/true));
+    server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+    auto result = Compiler().Compile(request);
+    INFO(result.status().ToString());
+    REQUIRE(result.ok());
+    REQUIRE(result->kernels.size() == 1);
+    CHECK(result->kernels[0].spill_store_bytes == 0);
+    CHECK(result->kernels[0].spill_load_bytes == 0);
+    CHECK(result->kernels[0].stack_bytes == 0);
+  }
+  const auto refusal = [](const char* op, Params params) {
+    auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
+    REQUIRE(!spec.ok());
+    return std::string(spec.status().message());
+  };
+  CHECK(refusal("grouped_fp8_gemm", {{"out_dtype", "fp8_e4m3"}, {"epilogue", "silu_and_mul"}, {"tile_n", "128"}}) ==
+        "grouped_fp8_gemm: param 'tile_n' = '128' is not allowed with epilogue silu_and_mul: a tile's 128 columns of "
+        "D are one scale group (tile_n 256)");
+  CHECK(refusal("grouped_fp8_gemm", {{"out_dtype", "fp8_e4m3"}, {"tile_n", "256"}}) ==
+        "grouped_fp8_gemm: param 'out_dtype' = 'fp8_e4m3' is the silu_and_mul epilogue's output (codes and a scale "
+        "per row and 128 columns); set epilogue=silu_and_mul");
+  CHECK(refusal("grouped_fp8_gemm_masked", {{"out_dtype", "fp8_e4m3"}, {"tile_n", "256"}}) ==
+        "grouped_fp8_gemm_masked: param 'out_dtype' = 'fp8_e4m3' is the silu_and_mul epilogue's output (codes and a "
+        "scale per row and 128 columns), which this op does not have");
+  CHECK(refusal("grouped_fp8_gemm_masked", {{"epilogue", "silu_and_mul"}}).find("epilogue") != std::string::npos);
+  // Neither the 16-bit ops nor fp8_gemm write e4m3.
+  CHECK(refusal("grouped_gemm", {{"dtype", "bf16"}, {"out_dtype", "fp8_e4m3"}, {"epilogue", "silu_and_mul"}})
+            .find("out_dtype") != std::string::npos);
+  CHECK(refusal("fp8_gemm", {{"out_dtype", "fp8_e4m3"}}).find("out_dtype") != std::string::npos);
 }
 
 TEST_CASE("fp8_gemm compiles every tile and the decode splits for sm_90a without spills", "[gemm][compile]") {

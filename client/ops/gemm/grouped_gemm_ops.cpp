@@ -84,19 +84,31 @@ std::string BucketOf(const GroupedGemmPlan& plan, int64_t rows_per_group) {
   return bucket;
 }
 
+// D as e4m3 codes and scales (the fp8 silu_and_mul epilogue).
+bool CodesOut(const GroupedGemmPlan& plan) { return plan.out_dtype == DType::kFloat8E4M3; }
+
+// The fp8 silu_and_mul epilogue quantizes a tile's 128 columns of D as one scale group: tile_n
+// 256 whatever the heuristic's ranking, its tile_m and raster group, the most stages that fit.
+gemm::GemmTactic WithCodesTile(gemm::GemmTactic t) {
+  t.tile_n = 2 * gemm::kFp8ScaleBlock;
+  t.stages = gemm::GemmMaxStages(t.tile_m, t.tile_n, 1, /*grouped=*/true, 1);
+  return t;
+}
+
 // The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked).
 StatusOr<ChosenGemmTactic> GroupedTacticFor(const GroupedGemmPlan& plan, const GemmDeviceFacts& device,
                                             bool skip_tuned) {
   const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
   if (!controls.ok()) return controls.status().WithContext(plan.api);
   const int64_t rows_per_group = RowsPerGroup(plan);
+  const gemm::GemmTactic heuristic = ChooseGroupedGemmTactic(rows_per_group, BusyGroups(plan), plan.n, plan.k,
+                                                             device.sms, plan.masked);
   TacticQuestion q{.op = KernelsOf(plan).op,
                    .device_ordinal = plan.device,
                    .device = &device,
                    .api = plan.api,
                    .bucket = BucketOf(plan, rows_per_group),
-                   .heuristic = ChooseGroupedGemmTactic(rows_per_group, BusyGroups(plan), plan.n, plan.k, device.sms,
-                                                        plan.masked)};
+                   .heuristic = CodesOut(plan) ? WithCodesTile(heuristic) : heuristic};
   return ChooseTactic(q, *controls, skip_tuned);
 }
 
@@ -146,12 +158,14 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   params.b_scales = plan.b_scales;
   params.a_scale_stride = plan.a_scale_stride;
   params.b_scale_stride = plan.b_scale_stride;
+  params.d_scales = plan.d_scales;
+  params.d_scale_stride = plan.d_scale_stride;
   // D as rows of all groups (masked: E * M_max rows), n / 2 columns with silu_and_mul; through
   // TMA where the plan says so (by default from kGroupedTmaStoreMinRows rows a group).
   const bool tma_store = plan.stores == GroupedGemmPlan::Stores::kByRows
                              ? GroupedGemmStoresThroughTma(RowsPerGroup(plan))
                              : plan.stores == GroupedGemmPlan::Stores::kThroughTma;
-  if (tma_store)
+  if (tma_store && !CodesOut(plan))  // codes: stored from registers with their scales
     KILN_RETURN_IF_ERROR(EncodeGemmOutput(**driver, tactic,
                                           {.dtype = plan.out_dtype,
                                            .d = plan.d,

@@ -36,18 +36,59 @@ StatusOr<const int32_t*> GroupRowsOf(const TensorView& t, const char* name, int6
   return static_cast<const int32_t*>(t.data);
 }
 
-// The scales of the fp8 forms (null: the bf16/fp16 ops).
+// The scales of the fp8 forms (null: the bf16/fp16 ops); d's with silu_and_mul into e4m3.
 struct Fp8Scales {
   const TensorView* a = nullptr;
   const TensorView* b = nullptr;
+  const TensorView* d = nullptr;
 };
+
+// The fp8 silu_and_mul epilogue's types: e4m3 a, b and d (its codes).
+Status CheckFp8CodesDTypes(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t) {
+  for (const auto& [t, name] : {std::pair{&a_t, "a"}, std::pair{&b_t, "b"}})
+    if (t->dtype != DType::kFloat8E4M3)
+      return InvalidArgument(std::string(name) + ": expected dtype fp8_e4m3, found " + DTypeName(t->dtype));
+  if (d_t.dtype != DType::kFloat8E4M3)
+    return InvalidArgument(std::string("d: expected dtype fp8_e4m3 (the codes of silu(gate) * up), found ") +
+                           DTypeName(d_t.dtype));
+  return OkStatus();
+}
+
+// d's scales of the fp8 silu_and_mul epilogue: fp32 [rows, d_columns / 128] on a's device, apart
+// from d, a and b (the kernel writes them while it reads a and b and writes d).
+Status CheckCodesScales(const TensorView& sd_t, const TensorView& d_t, const RowView& d, const RowView& a,
+                        const RowView& b, const RowView& a_scales, int64_t d_columns, GroupedGemmPlan* plan) {
+  if (d_columns % gemm::kFp8ScaleBlock != 0)
+    return InvalidArgument("b: N / 2 (the gate rows of a group) must be a multiple of " + Str(gemm::kFp8ScaleBlock) +
+                           " (a tile's 128 columns of d are one scale group, and the up rows start a scale block of "
+                           "b), found " +
+                           Str(d_columns));
+  const int64_t blocks = d_columns / gemm::kFp8ScaleBlock;
+  if (sd_t.ndim != 2 || sd_t.shape[0] != d_t.shape[0] || sd_t.shape[1] != blocks)
+    return InvalidArgument("d_scales: expected shape [" + Str(d_t.shape[0]) + ", " + Str(blocks) +
+                           "] (d's rows, N / 2 / 128), found " + RankText(sd_t));
+  if (sd_t.dtype != DType::kFloat32)
+    return InvalidArgument(std::string("d_scales: expected dtype fp32, found ") + DTypeName(sd_t.dtype));
+  KILN_ASSIGN_OR_RETURN(const RowView sd, ViewAsRows(sd_t, "d_scales"));
+  KILN_RETURN_IF_ERROR(CheckSameDevice(sd_t, "d_scales", d_t.device, "d"));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(sd, d, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(sd, a, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(sd, b, false));
+  KILN_RETURN_IF_ERROR(CheckNoOverlap(sd, a_scales, false));
+  plan->d_scales = reinterpret_cast<float*>(sd.data);
+  plan->d_scale_stride = sd.rows > 1 ? sd.row_stride : blocks;
+  return OkStatus();
+}
 
 // What both layouts check: dtypes, b [E, N, K] as E * N rows, N and K, d's rows, alignment and
 // overlaps; fp8, the scales. `a` and `d` are already viewed as rows (rows of all groups). With
 // silu_and_mul, b's N rows per group are [gate; up] and d has N / 2 columns.
 Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t, const RowView& a,
                    const RowView& d, const Fp8Scales* fp8, bool silu_and_mul, GroupedGemmPlan* plan) {
-  KILN_RETURN_IF_ERROR(fp8 != nullptr ? CheckFp8GemmDTypes(d_t, a_t, b_t) : CheckGemmDTypes(d_t, a_t, b_t));
+  const bool codes = fp8 != nullptr && fp8->d != nullptr;
+  KILN_RETURN_IF_ERROR(codes            ? CheckFp8CodesDTypes(d_t, a_t, b_t)
+                       : fp8 != nullptr ? CheckFp8GemmDTypes(d_t, a_t, b_t)
+                                        : CheckGemmDTypes(d_t, a_t, b_t));
   if (b_t.ndim != 3) return InvalidArgument("b: expected a 3-D tensor [E, N, K], found " + RankText(b_t));
   KILN_ASSIGN_OR_RETURN(const RowView b, ViewAsRows(b_t, "b"));
   const int64_t groups = b_t.shape[0], n = b_t.shape[1], k = a.hidden;
@@ -98,6 +139,9 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
     plan->b_scales = reinterpret_cast<const float*>(sb.data);
     KILN_ASSIGN_OR_RETURN(plan->a_scale_stride, KernelScaleStride(sa, kb, "a_scales"));
     KILN_ASSIGN_OR_RETURN(plan->b_scale_stride, KernelScaleStride(sb, kb, "b_scales"));
+    if (codes) {
+      KILN_RETURN_IF_ERROR(CheckCodesScales(*fp8->d, d_t, d, a, b, sa, d_columns, plan));
+    }
   }
   plan->dtype = a_t.dtype;
   plan->out_dtype = d_t.dtype;
@@ -191,6 +235,19 @@ StatusOr<GroupedGemmPlan> PlanGroupedFp8Gemm(const TensorView& d, const TensorVi
   const Fp8Scales scales{&a_scales, &b_scales};
   auto plan = Contiguous(d, a, b, m_indptr, &scales);
   if (!plan.ok()) return plan.status().WithContext(api);
+  plan->api = api;
+  return plan;
+}
+
+StatusOr<GroupedGemmPlan> PlanGroupedFp8GemmSiluAndMul(const TensorView& d, const TensorView& d_scales,
+                                                       const TensorView& a, const TensorView& b,
+                                                       const TensorView& a_scales, const TensorView& b_scales,
+                                                       const TensorView& m_indptr, const char* api) {
+  const Fp8Scales scales{&a_scales, &b_scales, &d_scales};
+  auto plan = Contiguous(d, a, b, m_indptr, &scales, /*silu_and_mul=*/true);
+  if (!plan.ok()) return plan.status().WithContext(api);
+  // The kernel writes the scales while it reads the table.
+  if (Status s = CheckDisjoint(d_scales, "d_scales", m_indptr, "m_indptr"); !s.ok()) return s.WithContext(api);
   plan->api = api;
   return plan;
 }

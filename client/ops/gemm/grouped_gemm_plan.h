@@ -25,8 +25,9 @@ struct GroupedGemmPlan {
   int64_t group_stride = 0;  // masked: M_max
   int64_t n = 0;             // b's rows per group
   int64_t k = 0;
-  // The silu_and_mul epilogue (gemm::kSiluAndMulEpilogue; contiguous 16-bit only): b's n rows per
-  // group are [gate; up] and d has n / 2 columns, silu(gate) * up.
+  // The silu_and_mul epilogue (gemm::kSiluAndMulEpilogue; contiguous only): b's n rows per group
+  // are [gate; up] and d has n / 2 columns, silu(gate) * up; on fp8 inputs as e4m3 codes
+  // (out_dtype fp8_e4m3) with their scales in d_scales.
   bool silu_and_mul = false;
   // How the kernel stores D: by the rows a group has (GroupedGemmStoresThroughTma, gemm_plan.h),
   // or forced either way (the tests, which cover both stores on small groups).
@@ -45,6 +46,9 @@ struct GroupedGemmPlan {
   const float* b_scales = nullptr;
   int64_t a_scale_stride = 0;
   int64_t b_scale_stride = 0;
+  // fp8 silu_and_mul (null otherwise): d's scales [rows, (n / 2) / 128], rows d_scale_stride apart.
+  float* d_scales = nullptr;
+  int64_t d_scale_stride = 0;
 };
 
 // contiguous: d [T, N], a [T, K], b [E, N, K], m_indptr [E + 1] int32 (device).
@@ -63,6 +67,15 @@ StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const Tenso
 StatusOr<GroupedGemmPlan> PlanGroupedFp8Gemm(const TensorView& d, const TensorView& a, const TensorView& b,
                                              const TensorView& a_scales, const TensorView& b_scales,
                                              const TensorView& m_indptr, const char* api);
+// contiguous fp8 with the silu_and_mul epilogue into e4m3 (fused_moe_fp8's gate-and-up GEMM): b [E,
+// N, K] e4m3 with each group's rows [gate; up] (N / 2 a multiple of 128: a tile's 128 columns of d
+// are one scale group and the up rows start a scale block of b), d [T, N / 2] e4m3 codes and
+// d_scales [T, N / 256] fp32, quantized per row and 128 columns by fused_moe_fp8's rule
+// (kiln/moe/moe_contract.h).
+StatusOr<GroupedGemmPlan> PlanGroupedFp8GemmSiluAndMul(const TensorView& d, const TensorView& d_scales,
+                                                       const TensorView& a, const TensorView& b,
+                                                       const TensorView& a_scales, const TensorView& b_scales,
+                                                       const TensorView& m_indptr, const char* api);
 StatusOr<GroupedGemmPlan> PlanGroupedFp8GemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
                                                    const TensorView& a_scales, const TensorView& b_scales,
                                                    const TensorView& masked_m, const char* api);

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "client/core/api/auto_number_control.h"
+#include "client/core/api/binary_switch.h"
 #include "client/core/capi/c_status.h"
 #include "client/core/loader/entry_launch_config.h"
 #include "client/core/loader/kernel_launch.h"
@@ -68,7 +69,13 @@ const OpKernels kFusedMoeFp8Kernels = {
 enum QuantizeEntry { kQuantizeEntry = 0, kSiluAndMulQuantizeEntry = 1 };
 enum GemvEntry { kGateUpEntry = 2, kDownEntry = 3 };
 
-// KILN_FUSED_MOE_FP8_PREFETCH and KILN_FUSED_MOE_FP8_K_PARTS (diagnostic controls, read once).
+// KILN_FUSED_MOE_FP8_SILU_EPILOGUE, KILN_FUSED_MOE_FP8_PREFETCH and KILN_FUSED_MOE_FP8_K_PARTS
+// (diagnostic controls, read once).
+constinit BinarySwitch g_silu_epilogue(
+    "KILN_FUSED_MOE_FP8_SILU_EPILOGUE", true,
+    "fused_moe_fp8's grouped path quantizes silu(gate) * up in a kernel of its own after "
+    "the gate-and-up GEMM in this process (a diagnostic control; by default the GEMM's "
+    "epilogue does, docs/kernels-moe.md)");
 constinit AutoNumberSetting g_prefetch_blocks(
     {"KILN_FUSED_MOE_FP8_PREFETCH", 1, moe::kMaxFp8GemvPrefetchBlocks, "auto or 1 to 8"},
     "fused_moe_fp8's decode GEMVs ask L2 for their weight rows {} k block(s) ahead in this process "
@@ -165,8 +172,9 @@ Status RunFusedMoeFp8(const FusedMoeFp8Call& call, const char* api, void* stream
   KILN_RETURN_IF_ERROR(
       LaunchQuantize(ready, plan.quantize, kQuantizeEntry, kFusedMoeFp8QuantizeStep, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(LaunchGroupedGemmPlanOfCall(plan.gate_up, stream).WithContext(api));
-  KILN_RETURN_IF_ERROR(
-      LaunchQuantize(ready, plan.silu, kSiluAndMulQuantizeEntry, kFusedMoeFp8SiluStep, stream).WithContext(api));
+  if (!plan.silu_in_gate_up)
+    KILN_RETURN_IF_ERROR(
+        LaunchQuantize(ready, plan.silu, kSiluAndMulQuantizeEntry, kFusedMoeFp8SiluStep, stream).WithContext(api));
   KILN_RETURN_IF_ERROR(LaunchGroupedGemmPlanOfCall(plan.down, stream).WithContext(api));
   return LaunchMoeUnpermutePlan(plan.unpermute, kFusedMoeFp8CombineStep, stream).WithContext(api);
 }
@@ -203,6 +211,10 @@ const OpDescriptor kFusedMoeFp8 = {.name = "fused_moe_fp8",
 KILN_REGISTER_OP(kFusedMoeFp8);
 
 }  // namespace
+
+bool FusedMoeFp8SiluEpilogue() { return g_silu_epilogue.On(); }
+
+void SetFusedMoeFp8SiluEpilogueForTesting(int on) { g_silu_epilogue.SetForTesting(on); }
 
 int FusedMoeFp8PrefetchBlocks() { return static_cast<int>(g_prefetch_blocks.Value()); }
 

@@ -265,8 +265,16 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
                                                      kFusedMoeFp8PermuteStep));
   plan.quantize = QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data), x.data,
                                  x.row_stride, rows, hidden, row_to_slot, m_indptr, top_k, experts);
-  KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8Gemm(gate_up_v, x_q_v, *a.w13, x_scales_v, *a.w13_scales, indptr_v,
-                                                         kFusedMoeFp8GateUpStep));
+  // The gate-and-up GEMM quantizes silu(gate) * up itself where each tile's 128 columns are one
+  // scale group (I a multiple of 128); else it writes bf16 rows for the silu-and-quantize.
+  plan.silu_in_gate_up = intermediate % gemm::kFp8ScaleBlock == 0 && FusedMoeFp8SiluEpilogue();
+  if (plan.silu_in_gate_up) {
+    KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8GemmSiluAndMul(act_q_v, act_scales_v, x_q_v, *a.w13, x_scales_v,
+                                                                     *a.w13_scales, indptr_v, kFusedMoeFp8GateUpStep));
+  } else {
+    KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8Gemm(gate_up_v, x_q_v, *a.w13, x_scales_v, *a.w13_scales,
+                                                           indptr_v, kFusedMoeFp8GateUpStep));
+  }
   plan.silu = QuantizeLaunch(/*decode_path=*/false, act_q_v.data, static_cast<float*>(act_scales_v.data),
                              gate_up_v.data, gate_up, rows, intermediate, nullptr, m_indptr, top_k, experts);
   KILN_ASSIGN_OR_RETURN(plan.down, PlanGroupedFp8Gemm(expert_out_v, act_q_v, *a.w2, act_scales_v, *a.w2_scales,

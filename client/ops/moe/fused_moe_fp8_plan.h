@@ -96,10 +96,14 @@ struct FusedMoeFp8Plan {
   FusedMoeFp8Workspace workspace;
   MoePermutePlan permute;            // the tables only
   FusedMoeFp8QuantizePlan quantize;  // x -> x_q, x_scales (grouped: rows gathered; decode: by token)
-  GroupedGemmPlan gate_up;           // x_q . w13 -> gate_up [rows, 2I] bf16
+  GroupedGemmPlan gate_up;           // x_q . w13 -> gate_up [rows, 2I] bf16 (or act_q, act_scales)
   FusedMoeFp8QuantizePlan silu;      // gate_up -> act_q, act_scales
-  GroupedGemmPlan down;              // act_q . w2 -> expert_out [rows, H] bf16
-  FusedMoeFp8GemvPlan gemvs;         // the decode path's products
+  // The grouped path's gate-and-up GEMM writes act_q and act_scales itself (its silu_and_mul
+  // epilogue into e4m3: I a multiple of 128, FusedMoeFp8SiluEpilogue), and the silu-and-quantize
+  // is not launched there; the decode path launches it either way.
+  bool silu_in_gate_up = false;
+  GroupedGemmPlan down;       // act_q . w2 -> expert_out [rows, H] bf16
+  FusedMoeFp8GemvPlan gemvs;  // the decode path's products
   MoeUnpermutePlan unpermute;
 };
 
@@ -110,6 +114,13 @@ struct FusedMoeFp8Plan {
 // docs/kernels-moe.md, "The fp8 decode path").
 // The default choice (kAuto); KILN_FUSED_MOE_PATH forces either path.
 bool FusedMoeFp8GemvSuits(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate);
+
+// Whether the grouped path may quantize silu(gate) * up in the gate-and-up GEMM's epilogue (on
+// unless KILN_FUSED_MOE_FP8_SILU_EPILOGUE=0, a diagnostic control to measure the separate
+// silu-and-quantize against it; read once per process, said once on stderr).
+// SetFusedMoeFp8SiluEpilogueForTesting(0 / 1) overrides the environment, -1 returns to it.
+bool FusedMoeFp8SiluEpilogue();
+void SetFusedMoeFp8SiluEpilogueForTesting(int on);
 
 // How many k blocks ahead of their register loads the decode GEMVs ask L2 for their weight rows
 // (FusedMoeFp8GemvScales::prefetch_blocks): 0 (none) unless KILN_FUSED_MOE_FP8_PREFETCH=1..8 (a

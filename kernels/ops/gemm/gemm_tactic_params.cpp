@@ -117,6 +117,18 @@ GemmTypes Fp8GemmTypesOf(const ParamValues& values) {
   return {&kE4m3Info, &FindDType(kFp8GemmOutTypes, values.Text(gemm::kParamOutDType))};
 }
 
+ParamInfo GroupedFp8GemmOutDTypeParam() {
+  return {.name = gemm::kParamOutDType,
+          .help = "element type of D; fp8_e4m3 (with epilogue silu_and_mul only): codes, and a scale per row "
+                  "and 128 columns",
+          .choices = DTypeNames(kGroupedFp8GemmOutTypes),
+          .default_value = "bf16"};
+}
+
+GemmTypes GroupedFp8GemmTypesOf(const ParamValues& values) {
+  return {&kE4m3Info, &FindDType(kGroupedFp8GemmOutTypes, values.Text(gemm::kParamOutDType))};
+}
+
 std::string GemmTacticUri(const gemm::GemmTactic& t, bool fp8) {
   return absl::StrCat("t", t.tile_m, "x", t.tile_n, "x", fp8 ? gemm::kFp8ScaleBlock : gemm::kTileK, "s", t.stages, "g",
                       t.group_m, t.split_k > 1 ? absl::StrCat("k", t.split_k) : "",

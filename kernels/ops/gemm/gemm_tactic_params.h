@@ -35,6 +35,12 @@ inline constexpr DTypeInfo kE4m3Info = {"e4m3", "__nv_fp8_e4m3", 1};
 inline constexpr DTypeInfo kFp8GemmOutTypes[] = {kBf16Info, kFp32Info};
 ParamInfo Fp8GemmOutDTypeParam();
 GemmTypes Fp8GemmTypesOf(const ParamValues& values);
+// The grouped fp8 ops' D also as e4m3 codes with a scale per row and 128 columns: only with the
+// silu_and_mul epilogue (gemm_contract.h, GemmEpilogue), which the generator checks.
+inline constexpr DTypeInfo kFp8CodesInfo = {"fp8_e4m3", "__nv_fp8_e4m3", 1};
+inline constexpr DTypeInfo kGroupedFp8GemmOutTypes[] = {kBf16Info, kFp32Info, kFp8CodesInfo};
+ParamInfo GroupedFp8GemmOutDTypeParam();
+GemmTypes GroupedFp8GemmTypesOf(const ParamValues& values);
 
 // tile_m, tile_n, stages, group_m, in that order.
 std::vector<ParamInfo> GemmTacticParams();

@@ -3,10 +3,12 @@
 // specialized on the input and output types, the layout of the groups' rows (contiguous,
 // m_indptr; masked: [E, M_max] with a count per group) and the tactic, which the URI names:
 // grouped_gemm_bf16_obf16_t128x256x64s4g8, grouped_fp8_gemm_e4m3_obf16_t128x256x128s4g8 (fp8:
-// K 128 a stage). The bf16/fp16 ops also take an epilogue, silu_and_mul (fused_moe's gate-and-up
+// K 128 a stage). The contiguous ops also take an epilogue, silu_and_mul (fused_moe's gate-and-up
 // GEMM: D = silu(gate) * up of each group's [gate; up] rows of B), which the URI ends with:
-// grouped_gemm_bf16_obf16_t128x256x64s4g8_silu_and_mul. The groups, their rows, N and K are
-// launch arguments. Contract: kiln/gemm/gemm_contract.h;
+// grouped_gemm_bf16_obf16_t128x256x64s4g8_silu_and_mul; on fp8 inputs only into e4m3 codes with a
+// scale per row and 128 columns (out_dtype fp8_e4m3, tile_n 256: fused_moe_fp8's),
+// grouped_fp8_gemm_e4m3_ofp8_e4m3_t128x256x128s4g8_silu_and_mul. The groups, their rows, N and K
+// are launch arguments. Contract: kiln/gemm/gemm_contract.h;
 // docs/kernels-gemm.md.
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
@@ -45,13 +47,16 @@ class GroupedGemmGenerator : public OpGenerator {
   }
 
   std::vector<ParamInfo> params() const override {
-    std::vector<ParamInfo> all = kFp8 ? std::vector<ParamInfo>{Fp8GemmOutDTypeParam()}
+    std::vector<ParamInfo> all = kFp8 ? std::vector<ParamInfo>{GroupedFp8GemmOutDTypeParam()}
                                       : GemmDTypeParams("element type of A and B", "element type of D. auto: dtype");
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
-    if (!kFp8)
+    if (HasEpilogueParam())
       all.push_back({.name = gemm::kParamEpilogue,
-                     .help = "what D is: none, the product; silu_and_mul, silu(gate) * up where each group's N rows "
-                             "of B are [gate; up] and D has N / 2 columns (fused_moe)",
+                     .help = kFp8 ? "what D is: none, the product; silu_and_mul, silu(gate) * up where each group's N "
+                                    "rows of B are [gate; up] and D has N / 2 columns, as e4m3 codes with a scale per "
+                                    "row and 128 columns (out_dtype fp8_e4m3, tile_n 256; fused_moe_fp8)"
+                                  : "what D is: none, the product; silu_and_mul, silu(gate) * up where each group's N "
+                                    "rows of B are [gate; up] and D has N / 2 columns (fused_moe)",
                      .choices = {gemm::kGemmEpilogueNames[gemm::kPlainEpilogue],
                                  gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue]},
                      .default_value = gemm::kGemmEpilogueNames[gemm::kPlainEpilogue]});
@@ -61,17 +66,44 @@ class GroupedGemmGenerator : public OpGenerator {
   std::vector<ArchFamily> arch_families() const override { return {FamilyArchSpecific(90)}; }
 
  protected:
+  // The epilogue param: the 16-bit ops and the contiguous fp8 op (fused_moe's and fused_moe_fp8's
+  // gate-and-up GEMMs are contiguous).
+  static constexpr bool HasEpilogueParam() { return !kFp8 || kLayout == gemm::kContiguousLayout; }
+
+  // On fp8 inputs silu_and_mul and e4m3 D go together, at tile_n 256 (a tile's 128 columns of D
+  // are one scale group).
+  static absl::Status CheckFp8Epilogue(const std::string& op, bool silu_and_mul, const DTypeInfo& out,
+                                       const gemm::GemmTactic& tactic) {
+    const bool codes = std::string_view(out.name) == kFp8CodesInfo.name;
+    if (codes && !silu_and_mul)
+      return absl::InvalidArgumentError(absl::StrCat(
+          op,
+          ": param 'out_dtype' = 'fp8_e4m3' is the silu_and_mul epilogue's output (codes and a scale per row "
+          "and 128 columns)",
+          HasEpilogueParam() ? "; set epilogue=silu_and_mul" : ", which this op does not have"));
+    if (silu_and_mul && !codes)
+      return absl::InvalidArgumentError(absl::StrCat(op, ": param 'out_dtype' = '", out.name,
+                                                     "' is not allowed with epilogue silu_and_mul: on fp8 inputs it "
+                                                     "writes e4m3 codes and scales (out_dtype fp8_e4m3)"));
+    if (silu_and_mul && tactic.tile_n != 2 * gemm::kFp8ScaleBlock)
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": param 'tile_n' = '", tactic.tile_n, "' is not allowed with epilogue silu_and_mul: a tile's ",
+          gemm::kFp8ScaleBlock, " columns of D are one scale group (tile_n 256)"));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    const GemmTypes types = kFp8 ? Fp8GemmTypesOf(values) : GemmTypesOf(values);
+    const GemmTypes types = kFp8 ? GroupedFp8GemmTypesOf(values) : GemmTypesOf(values);
     const DTypeInfo& in = *types.in;
     const DTypeInfo& out = *types.out;
     KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic, GemmTacticOf(op, values, 1, /*grouped=*/true));
     KILN_ABSL_ASSIGN_OR_RETURN(SourceFile unit, UnitFromTree(op, tree, kUnitPath));
 
     JitSpec spec;
-    const bool silu_and_mul = !kFp8 &&
+    const bool silu_and_mul = HasEpilogueParam() &&
                               values.Text(gemm::kParamEpilogue) == gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue];
+    if (kFp8) KILN_ABSL_RETURN_IF_ERROR(CheckFp8Epilogue(op, silu_and_mul, out, tactic));
     spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic, kFp8),
                             silu_and_mul ? "_silu_and_mul" : "");
     spec.params = {{gemm::kParamOutDType, out.name}};
@@ -81,7 +113,7 @@ class GroupedGemmGenerator : public OpGenerator {
                                                                 {"KILN_GEMM_TOUT", out.cuda_type},
                                                                 {"KILN_GEMM_LAYOUT", std::to_string(kLayout)}};
     for (auto& d : GemmTacticDefines(tactic)) defines.push_back(d);
-    if (!kFp8) spec.params[gemm::kParamEpilogue] = values.Text(gemm::kParamEpilogue);
+    if (HasEpilogueParam()) spec.params[gemm::kParamEpilogue] = values.Text(gemm::kParamEpilogue);
     // Only silu_and_mul defines it (grouped_gemm.cu: plain otherwise), so the configs of the plain
     // kernels stay as they were.
     if (silu_and_mul) defines.push_back({"KILN_GEMM_EPILOGUE", "kiln::gemm::kSiluAndMulEpilogue"});

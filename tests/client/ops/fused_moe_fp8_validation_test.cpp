@@ -121,6 +121,38 @@ TEST_CASE("fused_moe_fp8 plans the grouped path's six steps over the workspace",
   CHECK(plan->down.d == base + w.expert_out);
   CHECK(plan->down.k == 208);
   CHECK(plan->unpermute.params.expert_out == base + w.expert_out);
+  CHECK(!plan->silu_in_gate_up);  // I 208: a tile of the e4m3 epilogue would cross scale groups
+}
+
+TEST_CASE("fused_moe_fp8's grouped path quantizes silu(gate) * up in the gate-and-up GEMM where I is a multiple of "
+          "128, unless KILN_FUSED_MOE_FP8_SILU_EPILOGUE turns it off",
+          "[client][ops][validation][moe]") {
+  const Call c(100, 8, 16, 512, 384);
+  auto plan = PlanFusedMoeFp8(c.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  const char* base = static_cast<const char*>(c.workspace.data);
+  const auto& w = plan->workspace;
+  CHECK(plan->silu_in_gate_up);
+  CHECK(plan->gate_up.silu_and_mul);
+  CHECK(plan->gate_up.out_dtype == DType::kFloat8E4M3);
+  CHECK(plan->gate_up.n == 768);
+  CHECK(plan->gate_up.d == base + w.act_q);
+  CHECK(plan->gate_up.d_row_stride == 384);
+  CHECK(plan->gate_up.d_scales == reinterpret_cast<const float*>(base + w.act_scales));
+  CHECK(plan->gate_up.d_scale_stride == 3);
+  CHECK(plan->down.a == base + w.act_q);
+  CHECK(plan->down.a_scales == reinterpret_cast<const float*>(base + w.act_scales));
+  // Off: the bf16 rows and the silu-and-quantize, as for any I.
+  kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(0);
+  auto separate = PlanFusedMoeFp8(c.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
+  kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(-1);
+  REQUIRE(separate.ok());
+  CHECK(!separate->silu_in_gate_up);
+  CHECK(!separate->gate_up.silu_and_mul);
+  CHECK(separate->gate_up.out_dtype == DType::kBFloat16);
+  CHECK(separate->gate_up.d == base + w.gate_up);
+  CHECK(separate->silu.params.in == base + w.gate_up);
 }
 
 TEST_CASE("fused_moe_fp8 plans the decode path's five steps by token and by slot", "[client][ops][validation][moe]") {

@@ -170,4 +170,43 @@ TEST_CASE("grouped_fp8_gemm and grouped_fp8_gemm_masked refuse bad dtypes, K and
                  "is not in the grouped_fp8_gemm tactic space");
 }
 
+TEST_CASE("grouped fp8 with the silu_and_mul epilogue into e4m3 plans codes and scales, and refuses what its tiles "
+          "cannot quantize",
+          "[client][ops][validation][gemm]") {
+  const DType fp8 = DType::kFloat8E4M3, f32 = DType::kFloat32;
+  constexpr uintptr_t kSa = kA + (uintptr_t{4} << 34), kSb = kA + (uintptr_t{5} << 34), kSd = kA + (uintptr_t{6} << 34);
+  // T 100, E 4, N 768 ([gate; up] of I 384), K 400: kb 4, nb 6; d [100, 384] and 3 scales a row.
+  const TensorView a = T(kA, fp8, {100, 400}), b = T(kB, fp8, {4, 768, 400}), d = T(kD, fp8, {100, 384});
+  const TensorView sa = T(kSa, f32, {100, 4}), sb = T(kSb, f32, {4, 6, 4}), sd = T(kSd, f32, {100, 3});
+  const TensorView indptr = T(kRows, DType::kInt32, {5});
+  const auto plan = [&](const TensorView& d2, const TensorView& sd2, const TensorView& b2, const TensorView& sb2) {
+    return kiln::client::PlanGroupedFp8GemmSiluAndMul(d2, sd2, a, b2, sa, sb2, indptr, "fused");
+  };
+  const auto status = [&](const TensorView& d2, const TensorView& sd2, const TensorView& b2, const TensorView& sb2) {
+    return plan(d2, sd2, b2, sb2).status();
+  };
+  const auto ok = plan(d, sd, b, sb);
+  REQUIRE(ok.ok());
+  CHECK(ok->silu_and_mul);
+  CHECK(ok->out_dtype == fp8);
+  CHECK(ok->n == 768);
+  CHECK(ok->d_scales == At(kSd));
+  CHECK(ok->d_scale_stride == 3);
+  CHECK(plan(d, TensorView::Strided(At(kSd), f32, {100, 3}, {8, 1}), b, sb)->d_scale_stride == 8);
+  // I = 320: a tile's 128 columns would cross from one scale group (and one scale block of b's up
+  // rows) into the next.
+  RequireInvalid(status(T(kD, fp8, {100, 320}), T(kSd, f32, {100, 3}), T(kB, fp8, {4, 640, 400}),
+                        T(kSb, f32, {4, 5, 4})),
+                 "fused: b: N / 2 (the gate rows of a group) must be a multiple of 128 (a tile's 128 columns of d are "
+                 "one scale group, and the up rows start a scale block of b), found 320");
+  RequireInvalid(status(T(kD, kBf16, {100, 384}), sd, b, sb),
+                 "d: expected dtype fp8_e4m3 (the codes of silu(gate) * up), found bf16");
+  RequireInvalid(status(T(kD, fp8, {100, 768}), sd, b, sb), "d: expected N / 2 = 384 (b's dim 1, halved) last");
+  RequireInvalid(status(d, T(kSd, f32, {100, 6}), b, sb), "d_scales: expected shape [100, 3] (d's rows, N / 2 / 128)");
+  RequireInvalid(status(d, T(kSd, DType::kBFloat16, {100, 3}), b, sb), "d_scales: expected dtype fp32, found bf16");
+  RequireInvalid(status(d, T(kD + 64, f32, {100, 3}), b, sb), "overlap");
+  RequireInvalid(status(d, T(kSa + 16, f32, {100, 3}), b, sb), "overlap");
+  RequireInvalid(status(d, T(kRows, f32, {100, 3}), b, sb), "d_scales");
+}
+
 }  // namespace

@@ -74,7 +74,10 @@ enum GemmLayout : int { kDenseLayout = 0, kContiguousLayout = 1, kMaskedLayout =
 // are [gate; up], n / 2 of each, and D has n / 2 columns, D[r, c] = silu(P[r, c]) * P[r, n/2 + c]
 // in fp32 (silu(x) = x / (1 + exp(-x)), as silu_and_mul computes it), rounded once: a tile's B
 // stage holds tile_n / 2 gate rows and the same up rows, so a consumer thread holds both
-// factors of each of its outputs (docs/kernels-moe.md, "fused_moe").
+// factors of each of its outputs (docs/kernels-moe.md, "fused_moe"). The grouped fp8 gemm has it
+// with e4m3 output only (out_dtype fp8_e4m3, contiguous, tile_n 256; fused_moe_fp8's gate-and-up
+// GEMM): a tile's 128 columns of D are one scale group, quantized by fused_moe_fp8's rule
+// (kiln/moe/moe_contract.h) from the fp32 values into codes D and a scale per row in d_scales.
 enum GemmEpilogue : int { kPlainEpilogue = 0, kSiluAndMulEpilogue = 1 };
 constexpr const char* kGemmEpilogueNames[] = {"none", "silu_and_mul"};
 // grouped_gemm: at most this many groups (the block keeps a table of their tile rows in shared
@@ -295,9 +298,14 @@ struct GemmParams {
   // GemmStoreBoxColumns x 64 rows, 128-byte swizzle. d_store 0: the consumers store D themselves.
   GemmTensorMap d_map;
   int d_store;
+  // The grouped fp8 silu_and_mul epilogue with e4m3 output (null otherwise): D holds the codes
+  // [m, n / 2] (d_row_stride bytes apart) and d_scales their fp32 scales [m, (n / 2) / 128], rows
+  // d_scale_stride apart.
+  float* d_scales;
+  long long d_scale_stride;
 };
 static_assert(sizeof(GemmParams) == 576,
-              "GemmParams: 3 tensor maps, 6 pointers, 8 long longs, a float, two ints (padded to 64 bytes)");
+              "GemmParams: 3 tensor maps, 7 pointers, 9 long longs, a float, two ints (padded to 64 bytes)");
 
 // gemm's small-M kernels (op kGemmGemvOp, its own generator; docs/kernels-gemm.md, "Small M:
 // the GEMV kernels"). For M <= kGemvMaxRows a call's time is B streaming from memory, and a

@@ -54,7 +54,10 @@
 // stage the tile's tile_n / 2 gate rows and, from n / 2 rows further, the same up rows (two TMA
 // loads), so one wgmma of width tile_n computes both, and the consumer thread that holds gate
 // column c holds up column c in the same register of the other half: D = silu(gate) * up in
-// fp32, rounded once, with no pass over an intermediate [rows, n] tensor.
+// fp32, rounded once, with no pass over an intermediate [rows, n] tensor. On fp8 inputs (e4m3 D,
+// tile_n 256: fused_moe_fp8's gate-and-up GEMM) the tile's 128 columns of D are one scale group:
+// each row's silu(gate) * up is quantized there, by fused_moe_fp8's rule, into codes and a scale
+// (SiluAndMulE4m3Epilogue), so the layer's separate silu-and-quantize pass is not needed.
 #pragma once
 
 #include "kiln/activation/act_and_mul.cuh"
@@ -63,6 +66,7 @@
 #include "kiln/gemm/gemm_contract.h"
 #include "kiln/gemm/hopper.cuh"
 #include "kiln/gemm/wgmma_calls.cuh"
+#include "kiln/moe/fp8_group_quant.cuh"
 
 namespace kiln {
 namespace gemm {
@@ -94,6 +98,8 @@ struct GemmShape {
   // the same up rows, and the tile makes tile_n / 2 columns of D.
   static constexpr bool kSiluAndMul = kEpilogue_ == kSiluAndMulEpilogue;
   static constexpr int kOutTileN = kSiluAndMul ? kTileN_ / 2 : kTileN_;  // columns of D a tile makes
+  // silu_and_mul into e4m3 codes and a scale per row and 128 columns (the grouped fp8 gemm's).
+  static constexpr bool kE4m3Out = sizeof(TOut_) == 1;
   // fp8 (e4m3) inputs: block-scaled (fp8_gemm). A stage holds 128 bytes of K either way: 64
   // elements of a 16-bit type, 128 of fp8 (one scale block).
   static constexpr bool kFp8 = sizeof(TIn_) == 1;
@@ -124,8 +130,10 @@ struct GemmShape {
   static_assert(!kGrouped || kSplitK == 1, "grouped_gemm does not split K");
   static_assert(kMulticast == 1 || kMulticast == 2, "multicast pairs two blocks or none");
   static_assert(kMulticast == 1 || (kSplitK == 1 && !kGrouped), "multicast is for the dense gemm and fp8_gemm");
-  static_assert(kEpilogue_ == kPlainEpilogue || (kSiluAndMul && kGrouped && !kFp8),
-                "silu_and_mul is an epilogue of the 16-bit grouped gemm");
+  static_assert(kEpilogue_ == kPlainEpilogue || (kSiluAndMul && kGrouped && kFp8 == kE4m3Out),
+                "silu_and_mul is an epilogue of the grouped gemm: 16-bit D on 16-bit inputs, e4m3 D on fp8");
+  static_assert(!kE4m3Out || (kSiluAndMul && kTileN == 256 && kOutTileN == kFp8ScaleBlock),
+                "e4m3 D is the fp8 silu_and_mul epilogue's, whose tile's 128 columns are one scale group");
   static_assert(!kSiluAndMul || (kTileN / 2) % 8 == 0, "each half of B's tile starts on a swizzle atom");
   static_assert(kBytesBPart % 1024 == 0, "each block's part of B starts on a swizzle atom");
   static_assert(kMaxGroups % 32 == 0, "the group table is built by one warp, kMaxGroups / 32 groups a lane");
@@ -260,6 +268,46 @@ __device__ __forceinline__ void SiluAndMulEpilogue(const GemmParams& p, const fl
         v[e] = activation::Silu::Apply(acc[4 * j + 2 * h + e]) * acc[4 * (j + kHalfGroups) + 2 * h + e];
       StorePair(d + row * p.d_row_stride + col, v[0], v[1]);
     }
+  }
+}
+
+// silu_and_mul into e4m3 (S::kE4m3Out, fp8 inputs, tile_n 256): the tile's 128 columns of D are
+// one scale group. Per row of its fragment (h), a thread holds 32 of the row's 128 values
+// (SiluAndMulEpilogue's silu(gate) * up in fp32, not rounded); the row's other values are in the
+// three lanes of its quad (l / 4 equal), so two butterfly steps give every lane the row's amax in
+// the same order each time (deterministic). Then scale and codes as fused_moe_fp8's quantizers
+// (kiln/moe/fp8_group_quant.cuh), a code pair a 16-bit store, the scale from the quad's first
+// lane. The shuffles run in every lane; the stores only for rows < row_end.
+template <class S>
+__device__ __forceinline__ void SiluAndMulE4m3Epilogue(const GemmParams& p, const float (&acc)[S::kAccumulators],
+                                                       long long row0, long long col0, long long row_end) {
+  constexpr int kHalfGroups = S::kColumnGroups / 2;  // 16: 8 columns each, two of them this thread's
+  const long long row_base = FragmentRow(row0);
+  const long long col_base = FragmentColumn(col0);
+  unsigned char* d = static_cast<unsigned char*>(p.d);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float v[2 * kHalfGroups];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kHalfGroups; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        v[2 * j + e] = activation::Silu::Apply(acc[4 * j + 2 * h + e]) * acc[4 * (j + kHalfGroups) + 2 * h + e];
+        amax = fmaxf(amax, fabsf(v[2 * j + e]));
+      }
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const long long row = row_base + 8 * h;
+    if (row >= row_end) continue;
+    const float scale = moe::Fp8GroupScale(amax);
+    float x[2 * kHalfGroups];
+    moe::QuotientsByScale(v, scale, x);
+    unsigned char* out = d + row * p.d_row_stride + col_base;
+#pragma unroll
+    for (int j = 0; j < kHalfGroups; ++j)
+      *reinterpret_cast<unsigned short*>(out + 8 * j) = moe::ToE4m3x2(x[2 * j], x[2 * j + 1]);
+    if (threadIdx.x % 4 == 0) p.d_scales[row * p.d_scale_stride + col0 / kFp8ScaleBlock] = scale;
   }
 }
 
@@ -624,7 +672,8 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       int b_scale[kHalves];
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
-        const long long col = col_base + h * kBlockN;
+        // silu_and_mul: the up half's rows start n / 2 further (a multiple of 128: plan-checked).
+        const long long col = col_base + (S::kSiluAndMul ? h * (p.n / 2) : h * kBlockN);
         const long long block_col = (col < p.n ? col : p.n - 1) / kFp8ScaleBlock;
         b_scale[h] = static_cast<int>((b_scale_base + block_col) * p.b_scale_stride);
       }
@@ -728,7 +777,9 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
         }
       }
       if (!staged) {
-        if constexpr (S::kSiluAndMul) {
+        if constexpr (S::kE4m3Out) {
+          detail::SiluAndMulE4m3Epilogue<S>(p, acc, row0, tn * S::kOutTileN, rows.d_end);
+        } else if constexpr (S::kSiluAndMul) {
           detail::SiluAndMulEpilogue<S>(p, acc, row0, tn * S::kOutTileN, rows.d_end);
         } else {
           detail::Epilogue<S>(p, acc, row0, tn * S::kTileN, rows.d_end);

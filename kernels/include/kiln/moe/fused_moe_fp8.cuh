@@ -29,6 +29,7 @@
 #include "kiln/activation/act_and_mul.cuh"
 #include "kiln/common/grid_dependency.cuh"
 #include "kiln/common/numeric.cuh"
+#include "kiln/moe/fp8_group_quant.cuh"
 #include "kiln/moe/moe_contract.h"
 
 namespace kiln {
@@ -37,30 +38,12 @@ namespace moe {
 static_assert(kFp8QuantGroup == 16 * 8, "a scale group is 16 lanes of 8 columns");
 static_assert(kFp8QuantPassColumns == 2 * kFp8QuantGroup, "a pass is two scale groups");
 
-// Two fp32 values to two e4m3 codes, `low` in the low byte (PTX ISA, cvt: the first source
-// goes to the upper half of the result).
-__device__ __forceinline__ unsigned short ToE4m3x2(float low, float high) {
-  unsigned short packed;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(high), "f"(low));
-  return packed;
-}
-
 // 8 bf16 (or fp16) of a 16-byte load, widened.
 template <typename T>
 __device__ __forceinline__ void Widen8(const uint4& raw, float (&v)[8]) {
   const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = ToFloat(e[i]);
-}
-
-// The largest finite fp32: a scale above it is an infinite amax's.
-constexpr float kFloatMax = 3.40282347e+38f;
-
-// rcp.approx of a normal scale (MUFU.RCP: within an ulp), for RefinedReciprocal.
-__device__ __forceinline__ float ApproxReciprocal(float scale) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(scale));
-  return r;
 }
 
 // One warp's item: kPasses passes of 256 columns of one row (items row-major, chunks =
@@ -123,18 +106,9 @@ __device__ __forceinline__ void QuantizeItem(const FusedMoeFp8QuantParams& p) {
   for (int i = 0; i < kPasses; ++i) {
     const int c = c0 + i * kFp8QuantPassColumns;
     if (c >= p.columns) break;  // this lane's later passes are past the row's end too
-    const float scale = fmaxf(amax[i], kFp8MinAmax) / kFp8E4M3Max;
+    const float scale = Fp8GroupScale(amax[i]);
     float x[8];
-    if (scale <= kFloatMax) {
-      const float r = RefinedReciprocal(scale, ApproxReciprocal(scale));
-#pragma unroll
-      for (int e = 0; e < 8; ++e) x[e] = QuotientByScale(v[i][e], scale, r);
-    } else {
-      // An infinite amax: v * rcp(+inf) = v * +0 is what the division gives there (finite v: a
-      // zero of v's sign; an infinity: NaN; NaN: NaN).
-#pragma unroll
-      for (int e = 0; e < 8; ++e) x[e] = __fdividef(v[i][e], scale);
-    }
+    QuotientsByScale(v[i], scale, x);
     uint2 codes;
     codes.x = static_cast<unsigned>(ToE4m3x2(x[0], x[1])) | (static_cast<unsigned>(ToE4m3x2(x[2], x[3])) << 16);
     codes.y = static_cast<unsigned>(ToE4m3x2(x[4], x[5])) | (static_cast<unsigned>(ToE4m3x2(x[6], x[7])) << 16);
