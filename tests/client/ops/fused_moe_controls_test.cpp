@@ -1,6 +1,7 @@
 // fused_moe's process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped),
 // KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1), KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) and
-// fused_moe_fp8's KILN_FUSED_MOE_FP8_PREFETCH (auto, 1..8) and KILN_FUSED_MOE_FP8_K_PARTS (auto, 2, 4, 8) read once
+// fused_moe_fp8's KILN_FUSED_MOE_FP8_PREFETCH (auto, 1..8), KILN_FUSED_MOE_FP8_K_PARTS (auto, 2, 4, 8) and
+// KILN_FUSED_MOE_FP8_SILU_EPILOGUE (1, 0) read once
 // per process, said once on stderr when they change the default, a bad value reported and the default used; the
 // testing overrides on top of them. This binary is run again as a child with the variables set (the environment is
 // read once per process).
@@ -42,6 +43,11 @@ TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   kiln::client::SetFusedMoeFp8GemvKPartsForTesting(8);
   std::printf("fp8 k parts forced: %d\n", kiln::client::FusedMoeFp8GemvKPartsFor(1536, 8, 132));
   kiln::client::SetFusedMoeFp8GemvKPartsForTesting(0);
+  std::printf("fp8 silu epilogue: %d\n", kiln::client::FusedMoeFp8SiluEpilogue() ? 1 : 0);
+  kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(kiln::client::FusedMoeFp8SiluEpilogue() ? 0 : 1);
+  std::printf("fp8 silu epilogue flipped: %d\n", kiln::client::FusedMoeFp8SiluEpilogue() ? 1 : 0);
+  kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(-1);
+  std::printf("fp8 silu epilogue back: %d\n", kiln::client::FusedMoeFp8SiluEpilogue() ? 1 : 0);
   std::printf("pdl: %d\n", kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
   std::printf("fold: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
   kiln::client::SetFusedMoeFoldedCombineForTesting(kiln::client::FusedMoeFoldedCombine() ? 0 : 1);
@@ -78,6 +84,8 @@ struct Case {
   int want_prefetch = 0;
   const char* k_parts = nullptr;  // KILN_FUSED_MOE_FP8_K_PARTS, null: unset
   const char* want_k_parts = "4 2";
+  const char* silu = nullptr;  // KILN_FUSED_MOE_FP8_SILU_EPILOGUE, null: unset
+  int want_silu = 1;
 };
 
 void RunChild(const Case& c) {
@@ -98,6 +106,8 @@ void RunChild(const Case& c) {
   else options.unset_env.push_back("KILN_FUSED_MOE_FP8_PREFETCH");
   if (c.k_parts != nullptr) options.set_env["KILN_FUSED_MOE_FP8_K_PARTS"] = c.k_parts;
   else options.unset_env.push_back("KILN_FUSED_MOE_FP8_K_PARTS");
+  if (c.silu != nullptr) options.set_env["KILN_FUSED_MOE_FP8_SILU_EPILOGUE"] = c.silu;
+  else options.unset_env.push_back("KILN_FUSED_MOE_FP8_SILU_EPILOGUE");
   kiln::testing::Subprocess child(options);
   REQUIRE(child.Wait() == 0);
   const std::string out = child.Output();
@@ -116,6 +126,9 @@ void RunChild(const Case& c) {
   CHECK(out.find("fp8 prefetch back: " + std::to_string(c.want_prefetch) + "\n") != std::string::npos);
   CHECK(out.find(std::string("fp8 k parts: ") + c.want_k_parts + "\n") != std::string::npos);
   CHECK(out.find("fp8 k parts forced: 8\n") != std::string::npos);
+  CHECK(out.find("fp8 silu epilogue: " + std::to_string(c.want_silu) + "\n") != std::string::npos);
+  CHECK(out.find("fp8 silu epilogue flipped: " + std::to_string(1 - c.want_silu) + "\n") != std::string::npos);
+  CHECK(out.find("fp8 silu epilogue back: " + std::to_string(c.want_silu) + "\n") != std::string::npos);
   if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
   else CHECK(out.find("KILN_FUSED_MOE") == std::string::npos);
 }
@@ -214,3 +227,19 @@ TEST_CASE("KILN_FUSED_MOE_FP8_K_PARTS: the rule's by default, 2, 4 or 8 forces t
 }
 
 }  // namespace
+
+TEST_CASE("KILN_FUSED_MOE_FP8_SILU_EPILOGUE: on by default, 0 quantizes silu(gate) * up in a kernel of its own and "
+          "says so, a bad value is reported",
+          "[client][ops][moe]") {
+  Case on = {nullptr, nullptr, "auto", 1, nullptr};
+  on.silu = "1";
+  Case off = {nullptr, nullptr, "auto", 1,
+              "kiln: KILN_FUSED_MOE_FP8_SILU_EPILOGUE=0: fused_moe_fp8's grouped path quantizes silu(gate) * up in a "
+              "kernel of its own after the gate-and-up GEMM in this process"};
+  off.silu = "0";
+  off.want_silu = 0;
+  Case bad = {nullptr, nullptr, "auto", 1,
+              "kiln: KILN_FUSED_MOE_FP8_SILU_EPILOGUE='no' is not valid: expected 0 or 1; the default (1) is used"};
+  bad.silu = "no";
+  for (const Case& c : {on, off, bad}) RunChild(c);
+}
