@@ -47,7 +47,8 @@ class GroupedGemmGenerator : public OpGenerator {
   }
 
   std::vector<ParamInfo> params() const override {
-    std::vector<ParamInfo> all = kFp8 ? std::vector<ParamInfo>{GroupedFp8GemmOutDTypeParam()}
+    std::vector<ParamInfo> all = kFp8 ? std::vector<ParamInfo>{HasEpilogueParam() ? GroupedFp8GemmOutDTypeParam()
+                                                                                  : Fp8GemmOutDTypeParam()}
                                       : GemmDTypeParams("element type of A and B", "element type of D. auto: dtype");
     for (ParamInfo& p : GemmTacticParams()) all.push_back(std::move(p));
     if (HasEpilogueParam())
@@ -77,10 +78,8 @@ class GroupedGemmGenerator : public OpGenerator {
     const bool codes = std::string_view(out.name) == kFp8CodesInfo.name;
     if (codes && !silu_and_mul)
       return absl::InvalidArgumentError(absl::StrCat(
-          op,
-          ": param 'out_dtype' = 'fp8_e4m3' is the silu_and_mul epilogue's output (codes and a scale per row "
-          "and 128 columns)",
-          HasEpilogueParam() ? "; set epilogue=silu_and_mul" : ", which this op does not have"));
+          op, ": param 'out_dtype' = 'fp8_e4m3' is the silu_and_mul epilogue's output (codes and a scale per row "
+              "and 128 columns); set epilogue=silu_and_mul"));
     if (silu_and_mul && !codes)
       return absl::InvalidArgumentError(absl::StrCat(op, ": param 'out_dtype' = '", out.name,
                                                      "' is not allowed with epilogue silu_and_mul: on fp8 inputs it "
@@ -94,7 +93,9 @@ class GroupedGemmGenerator : public OpGenerator {
 
   absl::StatusOr<JitSpec> Build(const ParamValues& values, const TreeSnapshot& tree) const override {
     const std::string op(name());
-    const GemmTypes types = kFp8 ? GroupedFp8GemmTypesOf(values) : GemmTypesOf(values);
+    const GemmTypes types = !kFp8                ? GemmTypesOf(values)
+                            : HasEpilogueParam() ? GroupedFp8GemmTypesOf(values)
+                                                 : Fp8GemmTypesOf(values);
     const DTypeInfo& in = *types.in;
     const DTypeInfo& out = *types.out;
     KILN_ABSL_ASSIGN_OR_RETURN(const gemm::GemmTactic tactic, GemmTacticOf(op, values, 1, /*grouped=*/true));
