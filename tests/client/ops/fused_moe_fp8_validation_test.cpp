@@ -127,6 +127,13 @@ TEST_CASE("fused_moe_fp8 plans the grouped path's six steps over the workspace",
 TEST_CASE("fused_moe_fp8's grouped path quantizes silu(gate) * up in the gate-and-up GEMM where I is a multiple of "
           "128, unless KILN_FUSED_MOE_FP8_SILU_EPILOGUE turns it off",
           "[client][ops][validation][moe]") {
+  // Qwen3-30B-A3B's prefill (4096 tokens, 128 experts, top 8, H 2048, I 768) and DeepSeek-V3's.
+  for (const Call& big : {Call(4096, 8, 128, 2048, 768), Call(4096, 8, 256, 7168, 2048)}) {
+    auto p = PlanFusedMoeFp8(big.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
+    INFO(p.status().ToString());
+    REQUIRE(p.ok());
+    CHECK(p->silu_in_gate_up);
+  }
   const Call c(100, 8, 16, 512, 384);
   auto plan = PlanFusedMoeFp8(c.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
   INFO(plan.status().ToString());

@@ -272,12 +272,16 @@ __device__ __forceinline__ void SiluAndMulEpilogue(const GemmParams& p, const fl
 }
 
 // silu_and_mul into e4m3 (S::kE4m3Out, fp8 inputs, tile_n 256): the tile's 128 columns of D are
-// one scale group. Per row of its fragment (h), a thread holds 32 of the row's 128 values
-// (SiluAndMulEpilogue's silu(gate) * up in fp32, not rounded); the row's other values are in the
-// three lanes of its quad (l / 4 equal), so two butterfly steps give every lane the row's amax in
-// the same order each time (deterministic). Then scale and codes as fused_moe_fp8's quantizers
-// (kiln/moe/fp8_group_quant.cuh), a code pair a 16-bit store, the scale from the quad's first
-// lane. The shuffles run in every lane; the stores only for rows < row_end.
+// one scale group. Per row of its fragment (h), a thread holds 32 of the row's 128 values; the
+// row's other values are in the three lanes of its quad (l / 4 equal), so two butterfly steps give
+// every lane the row's amax. Each value is what fused_moe_fp8's separate path makes of the same
+// accumulators: gate and up rounded to bf16 (the plain kernel's store; the fp8 K loop computes
+// each accumulator alike at any tile column, m64n128k32 a half), silu(gate) * up in fp32 as its
+// silu-and-quantize does, then scale and codes by the same functions
+// (kiln/moe/fp8_group_quant.cuh; a maximum does not depend on its order): the codes and scales are
+// that path's, bit for bit (tested on the GPU), so the layer's result does not depend on which
+// path quantized. A code pair is a 16-bit store, the scale comes from the quad's first lane. The
+// shuffles run in every lane; the stores only for rows < row_end.
 template <class S>
 __device__ __forceinline__ void SiluAndMulE4m3Epilogue(const GemmParams& p, const float (&acc)[S::kAccumulators],
                                                        long long row0, long long col0, long long row_end) {
@@ -293,7 +297,9 @@ __device__ __forceinline__ void SiluAndMulE4m3Epilogue(const GemmParams& p, cons
     for (int j = 0; j < kHalfGroups; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        v[2 * j + e] = activation::Silu::Apply(acc[4 * j + 2 * h + e]) * acc[4 * (j + kHalfGroups) + 2 * h + e];
+        const float gate = ToFloat(FromFloat<__nv_bfloat16>(acc[4 * j + 2 * h + e]));
+        const float up = ToFloat(FromFloat<__nv_bfloat16>(acc[4 * (j + kHalfGroups) + 2 * h + e]));
+        v[2 * j + e] = activation::Silu::Apply(gate) * up;
         amax = fmaxf(amax, fabsf(v[2 * j + e]));
       }
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
