@@ -11,6 +11,8 @@
 #                         kernels (or the KERNELS folder: bench/kernels_ab.sh), its output in
 #                         LOG; waits for the socket (up to 10 s) and exports KILN_SOCKET
 #   stop_kilnd            ends it (nothing when none was started)
+# A daemon started with & is one of the script's jobs: a bare `wait` (for other background work)
+# waits for it too, until the call's time limit. Wait for the PIDs you mean (`wait "$pid"`).
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
 source .gpu/env.sh
