@@ -58,6 +58,10 @@ __device__ __forceinline__ void QuantizeItem(const FusedMoeFp8QuantParams& p) {
   const long long chunks = (p.columns + kWarpColumns - 1) / kWarpColumns;
   const long long item = static_cast<long long>(blockIdx.x) * kFp8QuantWarps + (threadIdx.x >> 5);
   const long long row = item / chunks;
+  // Everything above reads the parameters alone, so under a programmatic launch (the decode path)
+  // it runs while the kernel before finishes; only what that kernel wrote waits.
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   if (row >= p.rows || (p.m_indptr != nullptr && row >= p.m_indptr[p.experts])) return;  // warp-uniform
   const T* in = nullptr;
   if (kSiluAndMul) {
@@ -117,14 +121,14 @@ __device__ __forceinline__ void QuantizeItem(const FusedMoeFp8QuantParams& p) {
   }
 }
 
-// It waits for the kernel before it (griddepcontrol.wait: a no-op in plain stream order) before
-// its first global access, then lets the next kernel be scheduled, so the decode path launches it
-// as a programmatic dependent; the grouped path launches it in plain stream order.
+// A warp waits for the kernel before it (griddepcontrol.wait: a no-op in plain stream order)
+// before its first global access, then lets the next kernel be scheduled, so the decode path
+// launches it as a programmatic dependent; the grouped path launches it in plain stream order. The
+// pass dispatch and the item's arithmetic come before the wait, so that at one token they overlap
+// the kernel before instead of lengthening the decode layer's chain of dependent kernels.
 template <typename T, bool kSiluAndMul>
 __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   static_assert(kFp8QuantPasses == 4, "QuantizeRow dispatches one to four passes");
-  GridDependencyWait();
-  GridDependencyLaunchDependents();
   switch (p.passes) {  // uniform over the grid
     case 1: QuantizeItem<T, kSiluAndMul, 1>(p); break;
     case 2: QuantizeItem<T, kSiluAndMul, 2>(p); break;
