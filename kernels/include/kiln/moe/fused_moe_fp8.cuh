@@ -129,10 +129,14 @@ __device__ __forceinline__ void QuantizeItem(const FusedMoeFp8QuantParams& p) {
 template <typename T, bool kSiluAndMul>
 __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   static_assert(kFp8QuantPasses == 4, "QuantizeRow dispatches one to four passes");
-  switch (p.passes) {  // uniform over the grid
-    case 1: QuantizeItem<T, kSiluAndMul, 1>(p); break;
+  // Uniform over the grid. Switched on 4 - passes because NVCC lays the largest case out first,
+  // right after the dispatch, and the rest after it: the one-pass form (the decode path's, where a
+  // kernel lasts about 2 us) then runs from where the instruction fetch already is, not from 28 KB
+  // further on behind the three wide forms (measured 0.28 us slower at one token, H100).
+  switch (kFp8QuantPasses - p.passes) {
+    case 3: QuantizeItem<T, kSiluAndMul, 1>(p); break;
     case 2: QuantizeItem<T, kSiluAndMul, 2>(p); break;
-    case 3: QuantizeItem<T, kSiluAndMul, 3>(p); break;
+    case 1: QuantizeItem<T, kSiluAndMul, 3>(p); break;
     default: QuantizeItem<T, kSiluAndMul, 4>(p); break;
   }
 }
