@@ -132,7 +132,9 @@ __device__ __forceinline__ void QuantizeRow(const FusedMoeFp8QuantParams& p) {
   // Uniform over the grid. Switched on 4 - passes because NVCC lays the largest case out first,
   // right after the dispatch, and the rest after it: the one-pass form (the decode path's, where a
   // kernel lasts about 2 us) then runs from where the instruction fetch already is, not from 28 KB
-  // further on behind the three wide forms (measured 0.28 us slower at one token, H100).
+  // further on behind the three wide forms. With the wait first and this form last, Qwen3-30B-A3B's
+  // layer at one token was 0.5 us slower than with main's one-pass-only kernels; with both
+  // changes, the same (H100, 2026-12-07, bench/results/2026-12-07-h100-silu-epilogue-ab.md).
   switch (kFp8QuantPasses - p.passes) {
     case 3: QuantizeItem<T, kSiluAndMul, 1>(p); break;
     case 2: QuantizeItem<T, kSiluAndMul, 2>(p); break;
