@@ -90,12 +90,14 @@ bool CodesOut(const GroupedGemmPlan& plan) { return plan.out_dtype == DType::kFl
 // The fp8 silu_and_mul epilogue quantizes a tile's 128 columns of D as one scale group: tile_n
 // 256 whatever the heuristic's ranking, its tile_m and raster group, the most stages that fit.
 gemm::GemmTactic WithCodesTile(gemm::GemmTactic t) {
-  t.tile_n = 2 * gemm::kFp8ScaleBlock;
+  t.tile_n = kCodesTileN;
   t.stages = gemm::GemmMaxStages(t.tile_m, t.tile_n, 1, /*grouped=*/true, 1);
   return t;
 }
 
-// The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked).
+// The tactic of a call (ChooseTactic: forced, tuned, the heuristic's first unblocked). With codes
+// out, a blocklisted 256-wide heuristic falls back to other 256-wide tactics only, and a forced
+// narrower tile is refused here, by name, rather than by the generator.
 StatusOr<ChosenGemmTactic> GroupedTacticFor(const GroupedGemmPlan& plan, const GemmDeviceFacts& device,
                                             bool skip_tuned) {
   const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
@@ -103,12 +105,26 @@ StatusOr<ChosenGemmTactic> GroupedTacticFor(const GroupedGemmPlan& plan, const G
   const int64_t rows_per_group = RowsPerGroup(plan);
   const gemm::GemmTactic heuristic = ChooseGroupedGemmTactic(rows_per_group, BusyGroups(plan), plan.n, plan.k,
                                                              device.sms, plan.masked);
-  TacticQuestion q{.op = KernelsOf(plan).op,
+  const char* op = KernelsOf(plan).op;
+  TacticQuestion q{.op = op,
                    .device_ordinal = plan.device,
                    .device = &device,
                    .api = plan.api,
                    .bucket = BucketOf(plan, rows_per_group),
                    .heuristic = CodesOut(plan) ? WithCodesTile(heuristic) : heuristic};
+  if (!CodesOut(plan)) return ChooseTactic(q, *controls, skip_tuned);
+  if (!CodesTileAllowedBy(*controls))
+    return InvalidArgument("KILN_FORCE_TACTIC", std::string("forces ") + op + " to tile_n " +
+                                                    std::to_string(controls->Forced(op)->tile_n) +
+                                                    "; its silu_and_mul epilogue into e4m3 takes tile_n " +
+                                                    std::to_string(kCodesTileN) + " only")
+        .WithContext(plan.api);
+  q.ranked = [&] {
+    std::vector<gemm::GemmTactic> wide;
+    for (const gemm::GemmTactic& t : FallbackTactics(op, q.heuristic))
+      if (t.tile_n == kCodesTileN) wide.push_back(t);
+    return wide;
+  };
   return ChooseTactic(q, *controls, skip_tuned);
 }
 
@@ -253,6 +269,16 @@ KILN_REGISTER_OP(kGroupedFp8Gemm);
 KILN_REGISTER_OP(kGroupedFp8GemmMasked);
 
 }  // namespace
+
+bool CodesTileAllowedBy(const GemmTacticControls& controls) {
+  const gemm::GemmTactic* forced = controls.Forced(gemm::kGroupedFp8GemmOp);
+  return forced == nullptr || forced->tile_n == kCodesTileN;
+}
+
+bool GroupedFp8CodesTileAllowed() {
+  const StatusOr<GemmTacticControls>& controls = GemmTacticControlsFromEnvironment();
+  return !controls.ok() || CodesTileAllowedBy(*controls);  // a bad value fails the GEMM's call itself
+}
 
 StatusOr<ChosenGemmTactic> GroupedGemmTacticOfCall(const GroupedGemmPlan& plan, bool skip_tuned) {
   KILN_ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Get());

@@ -7,6 +7,7 @@
 
 #include "client/core/api/invalid_argument.h"
 #include "client/core/api/message_text.h"
+#include "client/ops/gemm/grouped_gemm_ops.h"
 #include "client/ops/moe/moe_layer_checks.h"
 #include "client/ops/plan_memo.h"
 #include "client/ops/row_view.h"
@@ -266,8 +267,10 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
   plan.quantize = QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data), x.data,
                                  x.row_stride, rows, hidden, row_to_slot, m_indptr, top_k, experts);
   // The gate-and-up GEMM quantizes silu(gate) * up itself where each tile's 128 columns are one
-  // scale group (I a multiple of 128); else it writes bf16 rows for the silu-and-quantize.
-  plan.silu_in_gate_up = intermediate % gemm::kFp8ScaleBlock == 0 && FusedMoeFp8SiluEpilogue();
+  // scale group (I a multiple of 128) and no forced tactic narrows its tile; else it writes bf16
+  // rows for the silu-and-quantize.
+  plan.silu_in_gate_up = intermediate % gemm::kFp8ScaleBlock == 0 && FusedMoeFp8SiluEpilogue() &&
+                         GroupedFp8CodesTileAllowed();
   if (plan.silu_in_gate_up) {
     KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8GemmSiluAndMul(act_q_v, act_scales_v, x_q_v, *a.w13, x_scales_v,
                                                                      *a.w13_scales, indptr_v, kFusedMoeFp8GateUpStep));

@@ -99,7 +99,8 @@ struct FusedMoeFp8Plan {
   GroupedGemmPlan gate_up;           // x_q . w13 -> gate_up [rows, 2I] bf16 (or act_q, act_scales)
   FusedMoeFp8QuantizePlan silu;      // gate_up -> act_q, act_scales
   // The grouped path's gate-and-up GEMM writes act_q and act_scales itself (its silu_and_mul
-  // epilogue into e4m3: I a multiple of 128, FusedMoeFp8SiluEpilogue), and the silu-and-quantize
+  // epilogue into e4m3: I a multiple of 128, FusedMoeFp8SiluEpilogue, no KILN_FORCE_TACTIC of
+  // another tile width: GroupedFp8CodesTileAllowed), and the silu-and-quantize
   // is not launched there; the decode path launches it either way.
   bool silu_in_gate_up = false;
   GroupedGemmPlan down;       // act_q . w2 -> expert_out [rows, H] bf16

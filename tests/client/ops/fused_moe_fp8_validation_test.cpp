@@ -7,11 +7,15 @@
 // definition does not allow, a null, host or misaligned pointer, are every_op_validation_test's).
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <filesystem>
 #include <string>
 
+#include "client/ops/gemm/grouped_gemm_ops.h"
 #include "client/ops/moe/fused_moe_fp8_plan.h"
 #include "kiln/ops/moe.h"
 #include "tests/support/fake_device.h"
+#include "tests/support/subprocess.h"
 
 namespace {
 
@@ -160,6 +164,54 @@ TEST_CASE("fused_moe_fp8's grouped path quantizes silu(gate) * up in the gate-an
   CHECK(separate->gate_up.out_dtype == DType::kBFloat16);
   CHECK(separate->gate_up.d == base + w.gate_up);
   CHECK(separate->silu.params.in == base + w.gate_up);
+}
+
+// Run only as the child of the test below ([.] keeps it out of a plain run): Qwen3-30B-A3B's
+// prefill planned under the tactic controls the parent set.
+TEST_CASE("child: fused_moe_fp8's grouped plan under the process's tactic controls", "[.fused-moe-fp8-force-child]") {
+  const Call qwen3(4096, 8, 128, 2048, 768);
+  auto p = PlanFusedMoeFp8(qwen3.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
+  if (!p.ok()) {
+    std::printf("status: %s\n", p.status().ToString().c_str());
+    return;
+  }
+  std::printf("codes tile allowed: %d\n", kiln::client::GroupedFp8CodesTileAllowed() ? 1 : 0);
+  std::printf("silu in gate_up: %d, gate_up out %s\n", p->silu_in_gate_up ? 1 : 0,
+              p->gate_up.out_dtype == DType::kFloat8E4M3 ? "e4m3" : "bf16");
+}
+
+TEST_CASE("fused_moe_fp8 quantizes silu(gate) * up in its own kernel where KILN_FORCE_TACTIC forces the grouped fp8 "
+          "GEMM to a tile the epilogue cannot take",
+          "[client][ops][validation][moe]") {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  struct Case {
+    const char* force;  // KILN_FORCE_TACTIC, null: unset
+    const char* want;
+  };
+  const Case cases[] = {
+      {nullptr, "codes tile allowed: 1\nsilu in gate_up: 1, gate_up out e4m3\n"},
+      // 256 wide: the epilogue's own width, any tile_m
+      {"grouped_fp8_gemm:t64x256x128s4g8", "codes tile allowed: 1\nsilu in gate_up: 1, gate_up out e4m3\n"},
+      // narrower: both GEMMs take the forced tile, the silu has its kernel
+      {"grouped_fp8_gemm:t128x128x128s6g8", "codes tile allowed: 0\nsilu in gate_up: 0, gate_up out bf16\n"},
+      // another op's tactic changes nothing here
+      {"fp8_gemm:t128x128x128s6g8,grouped_fp8_gemm_masked:t64x128x128s4g8",
+       "codes tile allowed: 1\nsilu in gate_up: 1, gate_up out e4m3\n"},
+      // a bad value: the plan keeps the epilogue; the GEMM's call reports the variable (gemm's test)
+      {"grouped_fp8_gemm:t128x100x128s4g8", "codes tile allowed: 1\nsilu in gate_up: 1, gate_up out e4m3\n"},
+  };
+  for (const Case& c : cases) {
+    INFO("KILN_FORCE_TACTIC=" << (c.force ? c.force : "(unset)"));
+    kiln::testing::SubprocessOptions options;
+    options.argv = {self, "child: fused_moe_fp8's grouped plan under the process's tactic controls"};
+    options.unset_env = {"KILN_TACTIC_BLOCKLIST", "KILN_FUSED_MOE_FP8_SILU_EPILOGUE"};
+    if (c.force != nullptr) options.set_env["KILN_FORCE_TACTIC"] = c.force;
+    else options.unset_env.push_back("KILN_FORCE_TACTIC");
+    kiln::testing::Subprocess child(options);
+    REQUIRE(child.Wait() == 0);
+    INFO(child.Output());
+    CHECK(child.Output().find(c.want) != std::string::npos);
+  }
 }
 
 TEST_CASE("fused_moe_fp8 plans the decode path's five steps by token and by slot", "[client][ops][validation][moe]") {
