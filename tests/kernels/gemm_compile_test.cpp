@@ -367,6 +367,70 @@ TEST_CASE("grouped_fp8_gemm's silu_and_mul epilogue into e4m3: both 256-wide til
   CHECK(refusal("fp8_gemm", {{"out_dtype", "fp8_e4m3"}}).find("out_dtype") != std::string::npos);
 }
 
+TEST_CASE("the contiguous grouped ops' gathered A (a_gather 1): the URI and params name it, every fp8 tile and "
+          "the 16-bit and silu_and_mul prefill tiles compile for sm_90a without spills, the masked ops refuse it",
+          "[gemm][compile]") {
+  int compiled = 0;
+  struct Variant {
+    const char* op;
+    const char* out;
+    bool silu_and_mul;
+  };
+  for (const Variant& v : {Variant{"grouped_fp8_gemm", "bf16", false}, Variant{"grouped_gemm", "bf16", false},
+                           Variant{"grouped_gemm", "bf16", true}, Variant{"grouped_fp8_gemm", "fp8_e4m3", true}}) {
+    const bool fp8 = std::string(v.op).find("fp8") != std::string::npos;
+    for (int tile_m : gemm::kTileMChoices) {
+      for (int tile_n : gemm::kTileNChoices) {
+        // Every tile of grouped_fp8_gemm (fused_moe_fp8's gate-and-up GEMM where I is not a
+        // multiple of 128); the others at their prefill tiles.
+        const bool every = fp8 && !v.silu_and_mul;
+        if (!every && !(tile_n == 256 && (tile_m == 128 || !v.silu_and_mul)) && !(tile_m == 128 && tile_n == 128))
+          continue;
+        if (fp8 && v.silu_and_mul && tile_n != 256) continue;
+        const int stages = gemm::GemmMaxStages(tile_m, tile_n, 1, /*grouped=*/true);
+        Params params = TacticParams("bf16", v.out, tile_m, tile_n, stages);
+        params.erase("split_k");
+        if (fp8) params.erase("dtype");
+        if (v.silu_and_mul) params["epilogue"] = "silu_and_mul";
+        params["a_gather"] = "1";
+        auto spec = OpRegistry::Builtin().Generate(v.op, params, *Tree());
+        INFO(v.op << " " << v.out << " " << tile_m << "x" << tile_n << (v.silu_and_mul ? " silu_and_mul" : "") << ": "
+                  << spec.status().ToString());
+        REQUIRE(spec.ok());
+        CHECK(spec->uri.size() > 3);
+        CHECK(spec->uri.substr(spec->uri.size() - 3) == "_ga");
+        CHECK(spec->params.at("a_gather") == "1");
+        // The same shared memory as the kernel that loads A with TMA.
+        CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, tile_n, stages, 1, /*grouped=*/true));
+        // Without it, the URI is as before and the spec says 0.
+        params.erase("a_gather");
+        auto in_place = OpRegistry::Builtin().Generate(v.op, params, *Tree());
+        REQUIRE(in_place.ok());
+        CHECK(in_place->uri + "_ga" == spec->uri);
+        CHECK(in_place->params.at("a_gather") == "0");
+        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+        auto result = Compiler().Compile(request);
+        INFO(result.status().ToString());
+        REQUIRE(result.ok());
+        ++compiled;
+        REQUIRE(result->kernels.size() == 1);
+        CHECK(result->kernels[0].spill_store_bytes == 0);
+        CHECK(result->kernels[0].spill_load_bytes == 0);
+        CHECK(result->kernels[0].stack_bytes == 0);
+      }
+    }
+  }
+  CHECK(compiled == 8 + 3 + 2 + 1);
+  for (const char* masked : {"grouped_gemm_masked", "grouped_fp8_gemm_masked"}) {
+    Params params = {{"a_gather", "1"}};
+    if (std::string(masked) == "grouped_gemm_masked") params["dtype"] = "bf16";
+    auto spec = OpRegistry::Builtin().Generate(masked, params, *Tree());
+    INFO(masked);
+    REQUIRE(!spec.ok());
+    CHECK(std::string(spec.status().message()).find("a_gather") != std::string::npos);
+  }
+}
+
 TEST_CASE("fp8_gemm compiles every tile and the decode splits for sm_90a without spills", "[gemm][compile]") {
   int compiled = 0;
   for (const char* out : {"bf16", "fp32"}) {

@@ -103,6 +103,14 @@ constinit AutoNumberSetting g_down_column_groups(
     {"KILN_FUSED_MOE_DOWN_COLUMN_GROUPS", 1, moe::kMaxFoldedColumnGroups, "auto or 1 to 2"},
     "fused_moe's folded down GEMV takes {} column group(s) a block in this process (docs/kernels-moe.md)");
 
+BinarySwitch& FusedMoeGatherSwitch() {
+  static BinarySwitch s("KILN_FUSED_MOE_GATHER", true,
+                        "fused_moe's and fused_moe_fp8's grouped paths copy x's rows (fp8: their codes) into the "
+                        "grouped layout for the gate-and-up GEMM in this process, instead of that GEMM gathering "
+                        "them by token (a diagnostic control, docs/kernels-moe.md)");
+  return s;
+}
+
 BinarySwitch& FusedMoeProgrammaticLaunchSwitch() {
   static BinarySwitch s("KILN_FUSED_MOE_PDL", true,
                         "fused_moe's and fused_moe_fp8's decode paths launch in plain stream order in this process "
@@ -226,6 +234,10 @@ void SetFusedMoePathForTesting(int path) { g_path.store(path, std::memory_order_
 bool FusedMoeProgrammaticLaunch() { return FusedMoeProgrammaticLaunchSwitch().On(); }
 
 bool FusedMoeFoldedCombine() { return FusedMoeFoldSwitch().On(); }
+
+bool FusedMoeGatherX() { return FusedMoeGatherSwitch().On(); }
+
+void SetFusedMoeGatherXForTesting(int on) { FusedMoeGatherSwitch().SetForTesting(on); }
 
 void SetFusedMoeFoldedCombineForTesting(int on) { FusedMoeFoldSwitch().SetForTesting(on); }
 
