@@ -66,8 +66,9 @@ class GroupedGemmGenerator : public OpGenerator {
     if (kLayout == gemm::kContiguousLayout)
       all.push_back({.name = gemm::kParamAGather,
                      .help = "1: row r of A is row a_rows[r] / a_row_divisor of the matrix given (launch arguments), "
-                             "copied by the producer warp with cp.async (fused_moe's gate-and-up GEMM reads x by "
-                             "moe_permute's row_to_slot, no gathered copy); 0: A's rows in place, through TMA",
+                             "copied by the producer warps with cp.async (fused_moe's and fused_moe_fp8's gate-and-up "
+                             "GEMMs read x by moe_permute's row_to_slot, no gathered copy); 0: A's rows in place, "
+                             "through TMA",
                      .choices = {"0", "1"},
                      .default_value = "0"});
     return all;
