@@ -152,7 +152,7 @@ struct GemmShape {
   static_assert(!kSiluAndMul || (kTileN / 2) % 8 == 0, "each half of B's tile starts on a swizzle atom");
   static_assert(kBytesBPart % 1024 == 0, "each block's part of B starts on a swizzle atom");
   static_assert(!kAGather || kLayout == kContiguousLayout, "a_gather is for the contiguous grouped ops");
-  static_assert(kTileM % 32 == 0 && kTileM <= 128, "a gathered tile is 32 rows a producer warp");
+  static_assert(!kAGather || (kTileM % 32 == 0 && kTileM <= 128), "a gathered tile is 32 rows a producer warp");
   static_assert(kMaxGroups % 32 == 0, "the group table is built by one warp, kMaxGroups / 32 groups a lane");
   static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK, kGrouped, kMulticast) <= kMaxSmemBytes,
                 "the stages exceed shared memory");
