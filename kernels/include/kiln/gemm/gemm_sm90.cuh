@@ -66,14 +66,11 @@
 // warps keep the producer's registers within its 40; one warp holding four rows a lane spilled):
 // per stage a warp copies its 32 rows 16 bytes a lane with cp.async into the layout TMA's
 // 128-byte swizzle would have made (16-byte unit u of row r at unit u ^ (r % 8)), zeros for rows
-// past the group, bad entries and K past the end, one cp.async group a stage. cp.async writes
-// shared memory through the generic proxy and wgmma reads it through the async proxy, so a lane
-// signals a stage kStages - 2 stages later: it waits for that group (cp.async.wait_group), fences
-// the proxies (fence.proxy.async) and arrives on the stage's `full` barrier (kTileM arrivals
-// beside the one that expects B's TMA bytes). With the fence in the consumers instead, after
-// their wait, the bf16 kernels lost the overlap of one wgmma group with the next stage's
-// (Mixtral's w13 34 % slower on an H100). fp8 A scales are read by the same map, each tile's
-// entries one tile ahead.
+// past the group, bad entries and K past the end; each lane's copies then arrive on the stage's
+// `full` barrier (cp.async.mbarrier.arrive.noinc: kTileM arrivals beside the one that expects
+// B's TMA bytes). cp.async writes shared memory through the generic proxy and wgmma reads it
+// through the async proxy, so a consumer fences the proxies (fence.proxy.async) after
+// its wait, before its wgmmas. fp8 A scales are read by the same map.
 #pragma once
 
 #include "kiln/activation/act_and_mul.cuh"
@@ -504,34 +501,22 @@ __device__ __forceinline__ TileRows Locate(const GemmParams& p, const int* table
 
 // Gathered A: the row of `a` that row `row` of the groups' rows (< m) reads, or -1 (zeros) for
 // an entry outside [0, a_row_count * a_row_divisor).
-__device__ __forceinline__ int SourceOfEntry(const GemmParams& p, int entry) {
+__device__ __forceinline__ int GatheredRow(const GemmParams& p, long long row) {
+  const int entry = p.a_rows[row];
   if (entry < 0) return -1;
   const int source = entry / p.a_row_divisor;
   return source < p.a_row_count ? source : -1;
-}
-__device__ __forceinline__ int GatheredRow(const GemmParams& p, long long row) {
-  return SourceOfEntry(p, p.a_rows[row]);
-}
-
-// Gathered fp8: the a_rows entries of this consumer thread's two fragment rows (clamped into the
-// groups' rows, as the scale rows are) in tile (tm, tn).
-template <class S>
-__device__ __forceinline__ void FragmentEntries(const GemmParams& p, const int* table, long long tm, long long tn,
-                                                int consumer, int& entry0, int& entry1) {
-  const TileRows rows = Locate<S>(p, table, tm, tn);
-  const long long row_base = FragmentRow(rows.a + consumer * kRowsPerConsumer);
-  const long long last_row = p.m - 1;
-  entry0 = p.a_rows[row_base < last_row ? row_base : last_row];
-  entry1 = p.a_rows[row_base + 8 < last_row ? row_base + 8 : last_row];
 }
 
 // Gathered A: one producer warp's copies of one stage, 32 of the tile's rows (`rows`: the first
 // of them in the stage buffer) of 128 bytes from byte `col` of their source rows (`source`: lane
 // l's row's, -1 for zeros), a pass 4 rows x 8 units of 16 bytes (lane l: row 4 i + l / 8 of the
 // 32, unit l % 8; each row's 128 bytes in one pass), in the 128-byte swizzle (the 32 rows start
-// on a swizzle atom, so a row's place in it is its index mod 8), committed as one cp.async group.
+// on a swizzle atom, so a row's place in it is its index mod 8); then this lane's arrival on
+// `full` once they land.
 template <class S>
-__device__ __forceinline__ void GatherStage(const GemmParams& p, int source, unsigned char* rows, long long col) {
+__device__ __forceinline__ void GatherStage(const GemmParams& p, int source, unsigned char* rows, long long col,
+                                            unsigned long long* full) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int unit = lane % 8;
   const unsigned char* a = static_cast<const unsigned char*>(p.a) + col + 16 * unit;
@@ -543,7 +528,7 @@ __device__ __forceinline__ void GatherStage(const GemmParams& p, int source, uns
     const bool valid = col_inside && from >= 0;
     CpAsync16(rows + row * 128 + ((unit ^ (row % 8)) << 4), valid ? a + from * p.a_row_stride : p.a, valid);
   }
-  CpAsyncCommit();
+  CpAsyncBarrierArrive(full);
 }
 
 // The split-K partial buffer of a block: per consumer, per column group j, per thread t of the
@@ -587,7 +572,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     if constexpr (!S::kAGather) TmaPrefetchDescriptor(&p.a_map);
     TmaPrefetchDescriptor(&p.b_map);
     for (int s = 0; s < S::kStages; ++s) {
-      BarrierInit(&full[s], S::kAGather ? 1 + S::kTileM : 1);  // gathered: each copying lane's too
+      BarrierInit(&full[s], S::kAGather ? 1 + S::kTileM : 1);  // gathered: a copying lane's a row
       BarrierInit(&empty[s], S::kConsumers * 4 * S::kMulticast);
     }
     if constexpr (kMulticast) BarrierInit(done, S::kConsumers * 4);
@@ -643,13 +628,6 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       const int warp = static_cast<int>(threadIdx.x / 32);
       if (warp >= S::kTileM / 32) return;
       unsigned char* my_rows = smem_a + warp * 32 * 128;
-      // A stage is signaled kLag stages after its copies were issued: this lane waits until they
-      // have landed (cp.async.wait_group), makes them visible to the async proxy that wgmma reads
-      // through (fence.proxy.async) and arrives on the stage's `full`. At most kStages - 2: the
-      // consumers release a stage only after the next one is full (their one wgmma group in
-      // flight), and this warp waits for a stage's release kStages stages after issuing it.
-      constexpr int kLag = S::kStages - 2;
-      int signal = 0, unsignaled = 0;  // the oldest stage not yet signaled, and how many
       for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
         long long tm, tn;
         detail::TileOf<S>(tile, units_m, tiles_n, tm, tn);
@@ -669,27 +647,15 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
               TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
             }
           }
-          detail::GatherStage<S>(p, source, my_rows + stage * S::kBytesA, static_cast<long long>(ks) * 128);
-          if (unsignaled == kLag) {
-            CpAsyncWaitGroup<kLag>();
-            FenceProxyAsyncShared();
-            BarrierArrive(&full[signal]);
-            signal = signal + 1 == S::kStages ? 0 : signal + 1;
-          } else {
-            ++unsignaled;
-          }
+          detail::GatherStage<S>(p, source, my_rows + stage * S::kBytesA, static_cast<long long>(ks) * 128,
+                                 &full[stage]);
           if (++stage == S::kStages) {
             stage = 0;
             phase ^= 1;
           }
         }
       }
-      CpAsyncWaitAll();  // the last stages' copies, then their signals
-      FenceProxyAsyncShared();
-      for (; unsignaled > 0; --unsignaled) {
-        BarrierArrive(&full[signal]);
-        signal = signal + 1 == S::kStages ? 0 : signal + 1;
-      }
+      CpAsyncWaitAll();  // the block's shared memory outlives the copies
       return;
     }
     if (threadIdx.x != 0) return;
@@ -757,16 +723,6 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   int stage = 0;
   unsigned phase = 0;
   unsigned tiles_done = 0;  // split-K: the parity of `ready` and `drained`
-  // Gathered fp8: the next tile's a_rows entries of this thread's rows, read during this tile (a
-  // tile's first promotion would otherwise wait for the entry's load and then for its scale's).
-  int next_entry0 = 0, next_entry1 = 0;
-  if constexpr (S::kFp8 && S::kAGather) {
-    if (first_tile < tiles) {
-      long long tm, tn;
-      detail::TileOf<S>(first_tile, units_m, tiles_n, tm, tn);
-      detail::FragmentEntries<S>(p, group_table, tm, tn, consumer, next_entry0, next_entry1);
-    }
-  }
   for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
     long long tm, tn;
     detail::TileOf<S>(tile, units_m, tiles_n, tm, tn);
@@ -805,14 +761,9 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       long long scale_row0 = row_base < last_row ? row_base : last_row;
       long long scale_row1 = row_base + 8 < last_row ? row_base + 8 : last_row;
       if constexpr (S::kAGather) {  // a's rows, by the same map (a bad entry: row 0, its products zeros)
-        const int from0 = detail::SourceOfEntry(p, next_entry0), from1 = detail::SourceOfEntry(p, next_entry1);
+        const int from0 = detail::GatheredRow(p, scale_row0), from1 = detail::GatheredRow(p, scale_row1);
         scale_row0 = from0 < 0 ? 0 : from0;
         scale_row1 = from1 < 0 ? 0 : from1;
-        if (tile + tile_stride < tiles) {
-          long long next_tm, next_tn;
-          detail::TileOf<S>(tile + tile_stride, units_m, tiles_n, next_tm, next_tn);
-          detail::FragmentEntries<S>(p, group_table, next_tm, next_tn, consumer, next_entry0, next_entry1);
-        }
       }
       const int a_scale0 = static_cast<int>(scale_row0 * p.a_scale_stride);
       const int a_scale1 = static_cast<int>(scale_row1 * p.a_scale_stride);
@@ -845,6 +796,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) next_sb[h] = p.b_scales[b_scale[h] + k_next];
         BarrierWait(&full[stage], phase);
+        if constexpr (S::kAGather) FenceProxyAsyncShared();  // cp.async's writes, for wgmma's reads
         const unsigned long long a_desc = SwizzledKMajorDescriptor(smem_a + stage * S::kBytesA +
                                                                    consumer * kRowsPerConsumer * 128);
         const unsigned long long b_desc = SwizzledKMajorDescriptor(smem_b + stage * S::kBytesB);
@@ -887,6 +839,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     } else {
       for (int ks = k_begin; ks < k_end; ++ks) {
         BarrierWait(&full[stage], phase);
+        if constexpr (S::kAGather) FenceProxyAsyncShared();  // cp.async's writes, for wgmma's reads
         const unsigned long long a_desc = SwizzledKMajorDescriptor(smem_a + stage * S::kBytesA +
                                                                    consumer * kRowsPerConsumer * kTileK * 2);
         const unsigned long long b_desc = SwizzledKMajorDescriptor(smem_b + stage * S::kBytesB);
