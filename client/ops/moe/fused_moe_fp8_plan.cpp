@@ -254,7 +254,7 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
                                                           device);
   // x's codes: by token where the gate-and-up GEMM gathers its rows (FusedMoeGatherX: T rows,
   // quantized once each), else in the grouped layout (rows, each a gathered copy of its token's).
-  const bool gather = FusedMoeGatherX();
+  const bool gather = FusedMoeGatherX(intermediate);
   const int64_t x_q_rows = gather ? tokens : rows;
   const TensorView x_q_v = TensorView::Contiguous(base + layout.x_q, DType::kFloat8E4M3, {x_q_rows, hidden}, device);
   const TensorView x_scales_v = TensorView::Contiguous(base + layout.x_scales, DType::kFloat32, {x_q_rows, kb_h},

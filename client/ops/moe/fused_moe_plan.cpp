@@ -188,7 +188,7 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path, AcceptedDe
   // The gate-and-up GEMM gathers x's rows itself (by row_to_slot: slot t * top_k + j is token t)
   // where x's rows suit its 16-byte copies and FusedMoeGatherX allows; else the permutation copies
   // them into the grouped layout (permuted_x) for it.
-  const bool gather = FusedMoeGatherX() && MoeRowsAligned16(x);
+  const bool gather = FusedMoeGatherX(intermediate) && MoeRowsAligned16(x);
   const GroupedGemmGather by_slot{&row_to_slot_v, top_k};
   KILN_ASSIGN_OR_RETURN(plan.permute,
                         PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v,

@@ -135,11 +135,20 @@ void SetFusedMoeProgrammaticLaunchForTesting(int on);
 // Whether the grouped paths' gate-and-up GEMMs gather x's rows by moe_permute's row_to_slot
 // (a_gather, gemm_contract.h): fused_moe's reads x in place (where its rows are 16-byte aligned)
 // instead of the permutation copying them into the grouped layout, and fused_moe_fp8 quantizes x
-// once a token instead of once a row of that layout. On unless KILN_FUSED_MOE_GATHER=0 (a
-// diagnostic control to measure the copy against it; read once per process, said once on
-// stderr). SetFusedMoeGatherXForTesting(0 / 1) overrides the environment, -1 returns to it.
-bool FusedMoeGatherX();
-void SetFusedMoeGatherXForTesting(int on);
+// once a token instead of once a row of that layout. The rule (FusedMoeGatherSuits): where the
+// GEMM's N, 2I, is at most kFusedMoeGatherMaxGateUp. Measured on an H100 (docs/kernels-moe.md,
+// "Gathering x"): the gathering GEMM is slower than the one that reads copied rows with TMA (10 %
+// at Qwen3-30B-A3B's 2I 1536, 35 % at Mixtral-8x7B's 28672, where it is compute-bound for long),
+// which the copy (and fp8's quantization of top_k copies) pays for only at small 2I: Qwen3 4-5 %
+// faster with the gather, DeepSeek-V3 fp8 (2I 4096) 6 %, Mixtral 20 % slower.
+// KILN_FUSED_MOE_GATHER (auto, 0 never, 1 wherever x's rows allow; read once per process, said
+// once on stderr unless auto; another value is reported and auto used) overrides the rule;
+// SetFusedMoeGatherXForTesting(0 / 1, or 2 for the rule) overrides both, -1 returns to the
+// environment.
+inline constexpr int64_t kFusedMoeGatherMaxGateUp = 8192;
+bool FusedMoeGatherSuits(int64_t intermediate);
+bool FusedMoeGatherX(int64_t intermediate);
+void SetFusedMoeGatherXForTesting(int gather);
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem. Every
 // argument is checked the same way whichever path `path` (or kAuto's rule) picks; kGemv where

@@ -48,11 +48,18 @@ TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   std::printf("fp8 silu epilogue flipped: %d\n", kiln::client::FusedMoeFp8SiluEpilogue() ? 1 : 0);
   kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(-1);
   std::printf("fp8 silu epilogue back: %d\n", kiln::client::FusedMoeFp8SiluEpilogue() ? 1 : 0);
-  std::printf("gather: %d\n", kiln::client::FusedMoeGatherX() ? 1 : 0);
-  kiln::client::SetFusedMoeGatherXForTesting(kiln::client::FusedMoeGatherX() ? 0 : 1);
-  std::printf("gather flipped: %d\n", kiln::client::FusedMoeGatherX() ? 1 : 0);
+  // Qwen3-30B-A3B's I 768 (the rule gathers) and Mixtral-8x7B's 14336 (it copies).
+  const auto gather = [] {
+    return std::to_string(kiln::client::FusedMoeGatherX(768) ? 1 : 0) + " " +
+           std::to_string(kiln::client::FusedMoeGatherX(14336) ? 1 : 0);
+  };
+  std::printf("gather: %s\n", gather().c_str());
+  for (int forced : {0, 1, 2}) {
+    kiln::client::SetFusedMoeGatherXForTesting(forced);
+    std::printf("gather forced %d: %s\n", forced, gather().c_str());
+  }
   kiln::client::SetFusedMoeGatherXForTesting(-1);
-  std::printf("gather back: %d\n", kiln::client::FusedMoeGatherX() ? 1 : 0);
+  std::printf("gather back: %s\n", gather().c_str());
   std::printf("pdl: %d\n", kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
   std::printf("fold: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
   kiln::client::SetFusedMoeFoldedCombineForTesting(kiln::client::FusedMoeFoldedCombine() ? 0 : 1);
@@ -92,7 +99,7 @@ struct Case {
   const char* silu = nullptr;  // KILN_FUSED_MOE_FP8_SILU_EPILOGUE, null: unset
   int want_silu = 1;
   const char* gather = nullptr;  // KILN_FUSED_MOE_GATHER, null: unset
-  int want_gather = 1;
+  const char* want_gather = "1 0";
 };
 
 void RunChild(const Case& c) {
@@ -138,9 +145,11 @@ void RunChild(const Case& c) {
   CHECK(out.find("fp8 silu epilogue: " + std::to_string(c.want_silu) + "\n") != std::string::npos);
   CHECK(out.find("fp8 silu epilogue flipped: " + std::to_string(1 - c.want_silu) + "\n") != std::string::npos);
   CHECK(out.find("fp8 silu epilogue back: " + std::to_string(c.want_silu) + "\n") != std::string::npos);
-  CHECK(out.find("gather: " + std::to_string(c.want_gather) + "\n") != std::string::npos);
-  CHECK(out.find("gather flipped: " + std::to_string(1 - c.want_gather) + "\n") != std::string::npos);
-  CHECK(out.find("gather back: " + std::to_string(c.want_gather) + "\n") != std::string::npos);
+  CHECK(out.find(std::string("gather: ") + c.want_gather + "\n") != std::string::npos);
+  CHECK(out.find("gather forced 0: 0 0\n") != std::string::npos);
+  CHECK(out.find("gather forced 1: 1 1\n") != std::string::npos);
+  CHECK(out.find("gather forced 2: 1 0\n") != std::string::npos);
+  CHECK(out.find(std::string("gather back: ") + c.want_gather + "\n") != std::string::npos);
   if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
   else CHECK(out.find("KILN_FUSED_MOE") == std::string::npos);
 }
@@ -256,18 +265,23 @@ TEST_CASE("KILN_FUSED_MOE_FP8_SILU_EPILOGUE: on by default, 0 quantizes silu(gat
   for (const Case& c : {on, off, bad}) RunChild(c);
 }
 
-TEST_CASE("KILN_FUSED_MOE_GATHER: on by default, 0 copies x's rows into the grouped layout and says so, a bad value "
-          "is reported",
+TEST_CASE("KILN_FUSED_MOE_GATHER: the rule by default (auto), 0 never and 1 always gather and say so, a bad value is "
+          "reported",
           "[client][ops][moe]") {
-  Case on = {nullptr, nullptr, "auto", 1, nullptr};
-  on.gather = "1";
-  Case off = {nullptr, nullptr, "auto", 1,
-              "kiln: KILN_FUSED_MOE_GATHER=0: fused_moe's and fused_moe_fp8's grouped paths copy x's rows (fp8: their "
-              "codes) into the grouped layout for the gate-and-up GEMM in this process"};
-  off.gather = "0";
-  off.want_gather = 0;
+  Case automatic = {nullptr, nullptr, "auto", 1, nullptr};
+  automatic.gather = "auto";
+  Case never = {nullptr, nullptr, "auto", 1,
+                "kiln: KILN_FUSED_MOE_GATHER=0: fused_moe's and fused_moe_fp8's grouped paths copy x's rows (fp8: "
+                "their codes) into the grouped layout for the gate-and-up GEMM in this process"};
+  never.gather = "0";
+  never.want_gather = "0 0";
+  Case always = {nullptr, nullptr, "auto", 1,
+                 "kiln: KILN_FUSED_MOE_GATHER=1: fused_moe's and fused_moe_fp8's gate-and-up GEMMs gather x's rows "
+                 "wherever they can in this process, whatever I"};
+  always.gather = "1";
+  always.want_gather = "1 1";
   Case bad = {nullptr, nullptr, "auto", 1,
-              "kiln: KILN_FUSED_MOE_GATHER='2' is not valid: expected 0 or 1; the default (1) is used"};
+              "kiln: KILN_FUSED_MOE_GATHER='2' is not valid: expected auto, 0 or 1; auto is used"};
   bad.gather = "2";
-  for (const Case& c : {on, off, bad}) RunChild(c);
+  for (const Case& c : {automatic, never, always, bad}) RunChild(c);
 }

@@ -131,6 +131,12 @@ TEST_CASE("fused_moe_fp8 plans the grouped path's six steps over the workspace",
   CHECK(copied->quantize.blocks == 2);  // 14 rows of 1 chunk
   CHECK(copied->gate_up.a_rows == nullptr);
   CHECK(copied->gate_up.rows == 14);
+  // The rule: no gather where 2I passes kFusedMoeGatherMaxGateUp (8192): I 4608 copies.
+  const Call wide(7, 2, 8, 272, 4608);
+  auto wide_plan = PlanFusedMoeFp8(wide.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
+  REQUIRE(wide_plan.ok());
+  CHECK(wide_plan->gate_up.a_rows == nullptr);
+  CHECK(wide_plan->quantize.params.rows == 14);
   CHECK(plan->gate_up.dtype == DType::kFloat8E4M3);
   CHECK(plan->gate_up.out_dtype == DType::kBFloat16);
   CHECK(plan->gate_up.n == 416);

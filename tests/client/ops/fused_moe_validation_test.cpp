@@ -330,7 +330,7 @@ TEST_CASE("fused_moe refuses an out overlapping anything but x itself, and a wor
   CHECK(in_place->gate_up.a == FakeDeviceAddress(kXSlot));
   CHECK(!in_place->permute.gather);
   kiln::client::SetFusedMoeGatherXForTesting(0);
-  auto copied = PlanFusedMoe(c.Args(), "test");
+  auto copied = kiln::client::PlanFusedMoeFully(c.Args(), "test");
   kiln::client::SetFusedMoeGatherXForTesting(-1);
   REQUIRE(copied.ok());
   CHECK(copied->permute.gather_params.x == FakeDeviceAddress(kXSlot));
@@ -552,13 +552,25 @@ TEST_CASE("fused_moe plans its steps over the workspace: Mixtral and Qwen3 at 1 
         CHECK(p.params.rows == rows);
         CHECK(p.params.ids_stride == m.top_k);
         CHECK(p.params.slot_to_row_stride == m.top_k);
-        // The permutation does not gather x: the next GEMM reads x's rows by the row map.
-        CHECK_FALSE(p.gather);
-        // With KILN_FUSED_MOE_GATHER=0 it copies them into permuted_x, which that GEMM reads.
+        // The rule: the next GEMM reads x's rows by the row map at Qwen3's 2I 1536, the
+        // permutation copies them at Mixtral's 28672.
+        const bool gathers = 2 * m.inter <= kiln::client::kFusedMoeGatherMaxGateUp;
+        CHECK(p.gather == !gathers);
+        // Forced: KILN_FUSED_MOE_GATHER=0 copies them into permuted_x, which that GEMM reads; 1 has
+        // the GEMM gather them.
         kiln::client::SetFusedMoeGatherXForTesting(0);
         auto copied = kiln::client::PlanFusedMoeFully(c.Args(), "test");
+        kiln::client::SetFusedMoeGatherXForTesting(1);
+        auto gathered = kiln::client::PlanFusedMoeFully(c.Args(), "test");
         kiln::client::SetFusedMoeGatherXForTesting(-1);
         REQUIRE(copied.ok());
+        REQUIRE(gathered.ok());
+        CHECK_FALSE(gathered->permute.gather);
+        CHECK(gathered->gate_up.a == FakeDeviceAddress(kXSlot));
+        CHECK(gathered->gate_up.a_rows == WorkspaceAt(w.row_to_slot));
+        CHECK(gathered->gate_up.a_row_divisor == m.top_k);
+        CHECK(gathered->gate_up.a_source_rows == tokens);
+        CHECK(gathered->gate_up.rows == rows);
         const auto& cp = copied->permute;
         REQUIRE(cp.gather);
         CHECK(cp.gather_params.permuted_x == WorkspaceAt(w.permuted_x));
@@ -573,8 +585,8 @@ TEST_CASE("fused_moe plans its steps over the workspace: Mixtral and Qwen3 at 1 
         CHECK(copied->gate_up.a == WorkspaceAt(w.permuted_x));
         CHECK(copied->gate_up.a_rows == nullptr);
 
-        // 2. The gate-and-up GEMM: x's rows by row_to_slot (slot / top_k) . w13 -> [rows, I],
-        // silu_and_mul.
+        // 2. The gate-and-up GEMM: x's rows (by row_to_slot, slot / top_k, or copied) . w13 ->
+        // [rows, I], silu_and_mul.
         const auto& g = plan.gate_up;
         CHECK(g.silu_and_mul);
         CHECK_FALSE(g.masked);
@@ -584,10 +596,8 @@ TEST_CASE("fused_moe plans its steps over the workspace: Mixtral and Qwen3 at 1 
         CHECK(g.rows == rows);
         CHECK(g.n == 2 * m.inter);
         CHECK(g.k == m.hidden);
-        CHECK(g.a == FakeDeviceAddress(kXSlot));
-        CHECK(g.a_rows == WorkspaceAt(w.row_to_slot));
-        CHECK(g.a_row_divisor == m.top_k);
-        CHECK(g.a_source_rows == tokens);
+        CHECK(g.a == (gathers ? FakeDeviceAddress(kXSlot) : WorkspaceAt(w.permuted_x)));
+        CHECK(g.a_rows == (gathers ? WorkspaceAt(w.row_to_slot) : nullptr));
         CHECK(g.b == FakeDeviceAddress(kW13Slot));
         CHECK(g.d == WorkspaceAt(w.activation));
         CHECK(g.group_rows == WorkspaceAt(w.m_indptr));
@@ -772,7 +782,7 @@ TEST_CASE("fused_moe plans padded rows of x, out and the routing", "[client][ops
   CHECK(plan->gate_up.a_row_divisor == 8);
   // KILN_FUSED_MOE_GATHER=0: the permutation copies them into the grouped layout instead.
   kiln::client::SetFusedMoeGatherXForTesting(0);
-  auto copied = PlanFusedMoe(c.Args(), "test");
+  auto copied = kiln::client::PlanFusedMoeFully(c.Args(), "test");
   kiln::client::SetFusedMoeGatherXForTesting(-1);
   REQUIRE(copied.ok());
   CHECK(copied->permute.gather);
