@@ -70,7 +70,12 @@
 // `full` barrier (cp.async.mbarrier.arrive.noinc: kTileM arrivals beside the one that expects
 // B's TMA bytes). cp.async writes shared memory through the generic proxy and wgmma reads it
 // through the async proxy, so a consumer fences the proxies (fence.proxy.async) after
-// its wait, before its wgmmas. fp8 A scales are read by the same map.
+// its wait, before its wgmmas. fp8 A scales are read by the same map. Measured on an H100
+// (bench/results/2026-12-07-h100-gather.md): 8-10 % slower than the TMA kernel on copied rows at
+// Qwen3-30B-A3B's w13, 34 % at Mixtral-8x7B's, faster where the copied rows overflow L2
+// (DeepSeek-V3 fp8); signalling from the copying lanes after their own wait and fence instead was
+// slower still (the loads' latency, not the fence, limits it). fused_moe gathers only where that
+// pays (FusedMoeGatherSuits).
 #pragma once
 
 #include "kiln/activation/act_and_mul.cuh"
