@@ -33,6 +33,19 @@ Params TacticParams(const std::string& dtype, const std::string& out, int tile_m
   return params;
 }
 
+// `spec` compiles for sm_90a into its one grouped kernel, without spills or a stack.
+void CompilesOneGroupedKernelWithoutSpills(const JitSpec& spec) {
+  server::CompileRequest request{&spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+  auto result = Compiler().Compile(request);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  REQUIRE(result->kernels.size() == 1);
+  CHECK(result->kernels[0].name == "kiln_grouped_gemm");
+  CHECK(result->kernels[0].spill_store_bytes == 0);
+  CHECK(result->kernels[0].spill_load_bytes == 0);
+  CHECK(result->kernels[0].stack_bytes == 0);
+}
+
 TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with the limit", "[gemm][registry]") {
   int generated = 0, refused = 0;
   for (int tile_m : gemm::kTileMChoices) {
@@ -235,16 +248,8 @@ TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for s
         // Every tile compiles at its most stages in one layout of each type; the other at two.
         const bool every = std::string(op) == (fp8 ? "grouped_fp8_gemm" : "grouped_gemm_masked");
         if (!every && !(tile_m == 128 && (tile_n == 128 || tile_n == 256))) continue;
-        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-        auto result = Compiler().Compile(request);
-        INFO(result.status().ToString());
-        REQUIRE(result.ok());
+        CompilesOneGroupedKernelWithoutSpills(*spec);
         ++compiled;
-        REQUIRE(result->kernels.size() == 1);
-        CHECK(result->kernels[0].name == "kiln_grouped_gemm");
-        CHECK(result->kernels[0].spill_store_bytes == 0);
-        CHECK(result->kernels[0].spill_load_bytes == 0);
-        CHECK(result->kernels[0].stack_bytes == 0);
       }
     }
   }
@@ -298,15 +303,8 @@ TEST_CASE("grouped_gemm's silu_and_mul epilogue: every tile generates, the URI n
         CHECK(plain->params.at("epilogue") == "none");
         // Every tile of the contiguous layout (fused_moe's), two of the masked one.
         if (std::string(op) == "grouped_gemm_masked" && !(tile_m == 128 && (tile_n == 128 || tile_n == 256))) continue;
-        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-        auto result = Compiler().Compile(request);
-        INFO(result.status().ToString());
-        REQUIRE(result.ok());
+        CompilesOneGroupedKernelWithoutSpills(*spec);
         ++compiled;
-        REQUIRE(result->kernels.size() == 1);
-        CHECK(result->kernels[0].spill_store_bytes == 0);
-        CHECK(result->kernels[0].spill_load_bytes == 0);
-        CHECK(result->kernels[0].stack_bytes == 0);
       }
     }
   }
@@ -337,14 +335,7 @@ TEST_CASE("grouped_fp8_gemm's silu_and_mul epilogue into e4m3: both 256-wide til
                            std::to_string(stages) + "g8_silu_and_mul");
     CHECK(spec->params.at("out_dtype") == "fp8_e4m3");
     CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, 256, stages, 1, /*grouped=*/true));
-    server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-    auto result = Compiler().Compile(request);
-    INFO(result.status().ToString());
-    REQUIRE(result.ok());
-    REQUIRE(result->kernels.size() == 1);
-    CHECK(result->kernels[0].spill_store_bytes == 0);
-    CHECK(result->kernels[0].spill_load_bytes == 0);
-    CHECK(result->kernels[0].stack_bytes == 0);
+    CompilesOneGroupedKernelWithoutSpills(*spec);
   }
   const auto refusal = [](const char* op, Params params) {
     auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
@@ -408,15 +399,8 @@ TEST_CASE("the contiguous grouped ops' gathered A (a_gather 1): the URI and para
         REQUIRE(in_place.ok());
         CHECK(in_place->uri + "_ga" == spec->uri);
         CHECK(in_place->params.at("a_gather") == "0");
-        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-        auto result = Compiler().Compile(request);
-        INFO(result.status().ToString());
-        REQUIRE(result.ok());
+        CompilesOneGroupedKernelWithoutSpills(*spec);
         ++compiled;
-        REQUIRE(result->kernels.size() == 1);
-        CHECK(result->kernels[0].spill_store_bytes == 0);
-        CHECK(result->kernels[0].spill_load_bytes == 0);
-        CHECK(result->kernels[0].stack_bytes == 0);
       }
     }
   }
