@@ -278,6 +278,16 @@ std::vector<int64_t> RandomCounts(int64_t e, int64_t t, std::mt19937& rng) {
 // The output of a case of inputs `in`: the same 16-bit type, or bf16 for fp8.
 DType OutOf(DType in) { return in == kFp8 ? DType::kBFloat16 : in; }
 
+// `run(tactic)` for every tile of the grouped space at its fewest and its most stages (raster
+// groups of 3 tile rows).
+template <typename Run>
+void ForEveryGroupedTile(Run run) {
+  for (int tile_m : kiln::gemm::kTileMChoices)
+    for (int tile_n : kiln::gemm::kTileNChoices)
+      for (int stages : {kiln::gemm::kMinStages, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true)})
+        run(kiln::gemm::GemmTactic{tile_m, tile_n, stages, 3, 1});
+}
+
 TEST_CASE("grouped_gemm (contiguous) and grouped_fp8_gemm match float64: empty and one-row groups, 1..256 groups",
           "[gpu][gemm][fp8]") {
   GpuSession session = HopperSession();
@@ -333,23 +343,18 @@ TEST_CASE("grouped_gemm: every tile is correct (bf16 and fp8), and a table out o
   std::mt19937 rng(29);
   for (DType in : {DType::kBFloat16, kFp8}) {
     for (bool masked : {false, true}) {
-      for (int tile_m : kiln::gemm::kTileMChoices) {
-        for (int tile_n : kiln::gemm::kTileNChoices) {
-          for (int stages : {kiln::gemm::kMinStages, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true)}) {
-            const kiln::gemm::GemmTactic tactic{tile_m, tile_n, stages, 3, 1};
-            Case c;
-            c.in = in;
-            c.out = OutOf(in);
-            c.masked = masked;
-            c.counts = masked ? std::vector<int64_t>{0, 70, 130, 1} : std::vector<int64_t>{70, 0, 131, 1, 64};
-            c.m_max = 130;
-            c.n = 392;
-            c.k = 400;  // K 400: 4 scale blocks, the last partial
-            c.tactic = &tactic;
-            Run(c, rng);
-          }
-        }
-      }
+      ForEveryGroupedTile([&](const kiln::gemm::GemmTactic& tactic) {
+        Case c;
+        c.in = in;
+        c.out = OutOf(in);
+        c.masked = masked;
+        c.counts = masked ? std::vector<int64_t>{0, 70, 130, 1} : std::vector<int64_t>{70, 0, 131, 1, 64};
+        c.m_max = 130;
+        c.n = 392;
+        c.k = 400;  // K 400: 4 scale blocks, the last partial
+        c.tactic = &tactic;
+        Run(c, rng);
+      });
     }
   }
   // Out of range: negative, past T, decreasing. Clamped into [0, T] and each end to at least its
@@ -395,24 +400,19 @@ TEST_CASE("grouped_gemm and grouped_fp8_gemm gather A's rows through a table: ev
   GpuSession session = HopperSession();
   std::mt19937 rng(20261207);
   for (DType in : {DType::kBFloat16, kFp8}) {
-    for (int tile_m : kiln::gemm::kTileMChoices) {
-      for (int tile_n : kiln::gemm::kTileNChoices) {
-        for (int stages : {kiln::gemm::kMinStages, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true)}) {
-          const kiln::gemm::GemmTactic tactic{tile_m, tile_n, stages, 3, 1};
-          Case c;
-          c.in = in;
-          c.out = OutOf(in);
-          c.counts = {70, 0, 131, 1, 64};
-          c.n = 392;
-          c.k = in == kFp8 ? 272 : 200;  // the last stage holds 16 bytes of K: units 1..7 zeros
-          c.divisor = 3;
-          c.source_rows = 100;
-          c.gather = GatherTable(266, c.source_rows, c.divisor, rng);
-          c.tactic = &tactic;
-          Run(c, rng);
-        }
-      }
-    }
+    ForEveryGroupedTile([&](const kiln::gemm::GemmTactic& tactic) {
+      Case c;
+      c.in = in;
+      c.out = OutOf(in);
+      c.counts = {70, 0, 131, 1, 64};
+      c.n = 392;
+      c.k = in == kFp8 ? 272 : 200;  // the last stage holds 16 bytes of K: units 1..7 zeros
+      c.divisor = 3;
+      c.source_rows = 100;
+      c.gather = GatherTable(266, c.source_rows, c.divisor, rng);
+      c.tactic = &tactic;
+      Run(c, rng);
+    });
   }
   // The call's own tactic (the heuristic's), MoE-like: 128 groups, a top-8 row map over 125
   // tokens; bf16's silu_and_mul epilogue too; one source row for all.
