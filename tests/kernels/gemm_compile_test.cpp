@@ -33,6 +33,19 @@ Params TacticParams(const std::string& dtype, const std::string& out, int tile_m
   return params;
 }
 
+// `spec` compiles for sm_90a into its one grouped kernel, without spills or a stack.
+void CompilesOneGroupedKernelWithoutSpills(const JitSpec& spec) {
+  server::CompileRequest request{&spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
+  auto result = Compiler().Compile(request);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  REQUIRE(result->kernels.size() == 1);
+  CHECK(result->kernels[0].name == "kiln_grouped_gemm");
+  CHECK(result->kernels[0].spill_store_bytes == 0);
+  CHECK(result->kernels[0].spill_load_bytes == 0);
+  CHECK(result->kernels[0].stack_bytes == 0);
+}
+
 TEST_CASE("the gemm tactic space: what fits is generated, the rest refused with the limit", "[gemm][registry]") {
   int generated = 0, refused = 0;
   for (int tile_m : gemm::kTileMChoices) {
@@ -235,16 +248,8 @@ TEST_CASE("grouped_gemm and grouped fp8: both layouts generate and compile for s
         // Every tile compiles at its most stages in one layout of each type; the other at two.
         const bool every = std::string(op) == (fp8 ? "grouped_fp8_gemm" : "grouped_gemm_masked");
         if (!every && !(tile_m == 128 && (tile_n == 128 || tile_n == 256))) continue;
-        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-        auto result = Compiler().Compile(request);
-        INFO(result.status().ToString());
-        REQUIRE(result.ok());
+        CompilesOneGroupedKernelWithoutSpills(*spec);
         ++compiled;
-        REQUIRE(result->kernels.size() == 1);
-        CHECK(result->kernels[0].name == "kiln_grouped_gemm");
-        CHECK(result->kernels[0].spill_store_bytes == 0);
-        CHECK(result->kernels[0].spill_load_bytes == 0);
-        CHECK(result->kernels[0].stack_bytes == 0);
       }
     }
   }
@@ -298,15 +303,8 @@ TEST_CASE("grouped_gemm's silu_and_mul epilogue: every tile generates, the URI n
         CHECK(plain->params.at("epilogue") == "none");
         // Every tile of the contiguous layout (fused_moe's), two of the masked one.
         if (std::string(op) == "grouped_gemm_masked" && !(tile_m == 128 && (tile_n == 128 || tile_n == 256))) continue;
-        server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-        auto result = Compiler().Compile(request);
-        INFO(result.status().ToString());
-        REQUIRE(result.ok());
+        CompilesOneGroupedKernelWithoutSpills(*spec);
         ++compiled;
-        REQUIRE(result->kernels.size() == 1);
-        CHECK(result->kernels[0].spill_store_bytes == 0);
-        CHECK(result->kernels[0].spill_load_bytes == 0);
-        CHECK(result->kernels[0].stack_bytes == 0);
       }
     }
   }
@@ -337,14 +335,7 @@ TEST_CASE("grouped_fp8_gemm's silu_and_mul epilogue into e4m3: both 256-wide til
                            std::to_string(stages) + "g8_silu_and_mul");
     CHECK(spec->params.at("out_dtype") == "fp8_e4m3");
     CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, 256, stages, 1, /*grouped=*/true));
-    server::CompileRequest request{&*spec, Tree().get(), *GpuArch::Parse("sm_90a"), {}, false, ""};
-    auto result = Compiler().Compile(request);
-    INFO(result.status().ToString());
-    REQUIRE(result.ok());
-    REQUIRE(result->kernels.size() == 1);
-    CHECK(result->kernels[0].spill_store_bytes == 0);
-    CHECK(result->kernels[0].spill_load_bytes == 0);
-    CHECK(result->kernels[0].stack_bytes == 0);
+    CompilesOneGroupedKernelWithoutSpills(*spec);
   }
   const auto refusal = [](const char* op, Params params) {
     auto spec = OpRegistry::Builtin().Generate(op, params, *Tree());
@@ -365,6 +356,63 @@ TEST_CASE("grouped_fp8_gemm's silu_and_mul epilogue into e4m3: both 256-wide til
   CHECK(refusal("grouped_gemm", {{"dtype", "bf16"}, {"out_dtype", "fp8_e4m3"}, {"epilogue", "silu_and_mul"}})
             .find("out_dtype") != std::string::npos);
   CHECK(refusal("fp8_gemm", {{"out_dtype", "fp8_e4m3"}}).find("out_dtype") != std::string::npos);
+}
+
+TEST_CASE("the contiguous grouped ops' gathered A (a_gather 1): the URI and params name it, every fp8 tile and "
+          "the 16-bit and silu_and_mul prefill tiles compile for sm_90a without spills, the masked ops refuse it",
+          "[gemm][compile]") {
+  int compiled = 0;
+  struct Variant {
+    const char* op;
+    const char* out;
+    bool silu_and_mul;
+  };
+  for (const Variant& v : {Variant{"grouped_fp8_gemm", "bf16", false}, Variant{"grouped_gemm", "bf16", false},
+                           Variant{"grouped_gemm", "bf16", true}, Variant{"grouped_fp8_gemm", "fp8_e4m3", true}}) {
+    const bool fp8 = std::string(v.op).find("fp8") != std::string::npos;
+    for (int tile_m : gemm::kTileMChoices) {
+      for (int tile_n : gemm::kTileNChoices) {
+        // Every tile of grouped_fp8_gemm (fused_moe_fp8's gate-and-up GEMM where I is not a
+        // multiple of 128); the others at their prefill tiles.
+        const bool every = fp8 && !v.silu_and_mul;
+        if (!every && !(tile_n == 256 && (tile_m == 128 || !v.silu_and_mul)) && !(tile_m == 128 && tile_n == 128))
+          continue;
+        if (fp8 && v.silu_and_mul && tile_n != 256) continue;
+        const int stages = gemm::GemmMaxStages(tile_m, tile_n, 1, /*grouped=*/true);
+        Params params = TacticParams("bf16", v.out, tile_m, tile_n, stages);
+        params.erase("split_k");
+        if (fp8) params.erase("dtype");
+        if (v.silu_and_mul) params["epilogue"] = "silu_and_mul";
+        params["a_gather"] = "1";
+        auto spec = OpRegistry::Builtin().Generate(v.op, params, *Tree());
+        INFO(v.op << " " << v.out << " " << tile_m << "x" << tile_n << (v.silu_and_mul ? " silu_and_mul" : "") << ": "
+                  << spec.status().ToString());
+        REQUIRE(spec.ok());
+        CHECK(spec->uri.size() > 3);
+        CHECK(spec->uri.substr(spec->uri.size() - 3) == "_ga");
+        CHECK(spec->params.at("a_gather") == "1");
+        // The same shared memory as the kernel that loads A with TMA.
+        CHECK(spec->launch[0].dynamic_smem == gemm::GemmSmemBytes(tile_m, tile_n, stages, 1, /*grouped=*/true));
+        // Without it, the URI is as before and the spec says 0.
+        params.erase("a_gather");
+        auto in_place = OpRegistry::Builtin().Generate(v.op, params, *Tree());
+        REQUIRE(in_place.ok());
+        CHECK(in_place->uri + "_ga" == spec->uri);
+        CHECK(in_place->params.at("a_gather") == "0");
+        CompilesOneGroupedKernelWithoutSpills(*spec);
+        ++compiled;
+      }
+    }
+  }
+  CHECK(compiled == 8 + 3 + 2 + 1);
+  for (const char* masked : {"grouped_gemm_masked", "grouped_fp8_gemm_masked"}) {
+    Params params = {{"a_gather", "1"}};
+    if (std::string(masked) == "grouped_gemm_masked") params["dtype"] = "bf16";
+    auto spec = OpRegistry::Builtin().Generate(masked, params, *Tree());
+    INFO(masked);
+    REQUIRE(!spec.ok());
+    CHECK(std::string(spec.status().message()).find("a_gather") != std::string::npos);
+  }
 }
 
 TEST_CASE("fp8_gemm compiles every tile and the decode splits for sm_90a without spills", "[gemm][compile]") {

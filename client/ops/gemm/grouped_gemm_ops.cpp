@@ -33,8 +33,9 @@ struct GroupedGemmSpec {
   int32_t stages = 0;
   int32_t group_m = 0;
   bool silu_and_mul = false;
+  bool a_gather = false;  // A's rows through GemmParams::a_rows (contiguous only)
   bool operator==(const GroupedGemmSpec&) const = default;
-  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m, silu_and_mul); }
+  auto Fields() const { return std::tie(dtype, out_dtype, tile_m, tile_n, stages, group_m, silu_and_mul, a_gather); }
   std::map<std::string, std::string> Params() const {
     std::map<std::string, std::string> params = {{gemm::kParamOutDType, DTypeName(out_dtype)},
                                                  {gemm::kParamTileM, std::to_string(tile_m)},
@@ -43,6 +44,7 @@ struct GroupedGemmSpec {
                                                  {gemm::kParamGroupM, std::to_string(group_m)}};
     if (dtype != DType::kFloat8E4M3) params[kParamDType] = DTypeName(dtype);  // the fp8 ops' inputs are e4m3
     if (silu_and_mul) params[gemm::kParamEpilogue] = gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue];
+    if (a_gather) params[gemm::kParamAGather] = "1";
     return params;
   }
 };
@@ -151,15 +153,16 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
                           RememberedTactic(key, [&] { return GroupedTacticFor(plan, *device, false); }));
     tactic = chosen.tactic;
   }
-  const GroupedGemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m,    tactic.tile_n,
-                             tactic.stages, tactic.group_m, plan.silu_and_mul};
+  const bool a_gather = plan.a_rows != nullptr;
+  const GroupedGemmSpec spec{plan.dtype,    plan.out_dtype, tactic.tile_m,     tactic.tile_n,
+                             tactic.stages, tactic.group_m, plan.silu_and_mul, a_gather};
   KILN_ASSIGN_OR_RETURN(const PreparedLaunch ready, PrepareOpLaunch(KernelsOf(plan), spec, plan.device, plan.api));
   KILN_RETURN_IF_ERROR(CheckGemmBlock(ready.launch->entry().block, tactic.tile_m, plan.api, KernelsOf(plan).op));
 
   gemm::GemmParams params{};
   KILN_RETURN_IF_ERROR(EncodeGemmOperands(**driver,
-                                          {plan.dtype, plan.a, plan.rows, plan.a_row_stride, plan.b,
-                                           plan.groups * plan.n, plan.b_row_stride, plan.k,
+                                          {plan.dtype, plan.a, a_gather ? plan.a_source_rows : plan.rows,
+                                           plan.a_row_stride, plan.b, plan.groups * plan.n, plan.b_row_stride, plan.k,
                                            /*b_halves=*/plan.silu_and_mul ? 2 : 1},
                                           tactic, &params));
   params.d = plan.d;
@@ -176,6 +179,13 @@ Status LaunchGrouped(const GroupedGemmPlan& plan, const gemm::GemmTactic* forced
   params.b_scale_stride = plan.b_scale_stride;
   params.d_scales = plan.d_scales;
   params.d_scale_stride = plan.d_scale_stride;
+  if (a_gather) {  // the producer warp copies A's rows by the table (its map describes a, unread)
+    params.a = plan.a;
+    params.a_rows = plan.a_rows;
+    params.a_row_stride = plan.a_row_stride * static_cast<int64_t>(DTypeSize(plan.dtype));
+    params.a_row_divisor = plan.a_row_divisor;
+    params.a_row_count = static_cast<int>(plan.a_source_rows);
+  }
   // D as rows of all groups (masked: E * M_max rows), n / 2 columns with silu_and_mul; through
   // TMA where the plan says so (by default from kGroupedTmaStoreMinRows rows a group).
   const bool tma_store = plan.stores == GroupedGemmPlan::Stores::kByRows

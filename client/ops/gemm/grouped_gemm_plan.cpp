@@ -160,19 +160,47 @@ Status CheckCommon(const TensorView& d_t, const TensorView& a_t, const TensorVie
   return OkStatus();
 }
 
+// A gathered A's row table: int32 [T] (d's rows) on a's device, apart from d; its divisor. Sets
+// the plan's gather fields and its rows (d's: a has its own).
+Status CheckGather(const GroupedGemmGather& gather, const TensorView& d_t, const TensorView& a_t,
+                   GroupedGemmPlan* plan) {
+  if (gather.a_rows == nullptr) return InvalidArgument("a_rows: the gathered A's row table is missing (NULL)");
+  const int64_t rows = d_t.shape[0];
+  KILN_ASSIGN_OR_RETURN(plan->a_rows,
+                        GroupRowsOf(*gather.a_rows, "a_rows", rows,
+                                    "d's rows: row r of the groups is row a_rows[r] / divisor of a", a_t));
+  if (gather.divisor < 1 || gather.divisor > INT_MAX)
+    return InvalidArgument("a_rows: the divisor of its entries must be 1.." + Str(INT_MAX) + ", found " +
+                           Str(gather.divisor));
+  if (rows > INT_MAX) return InvalidArgument("d: the rows of the groups must be below 2^31, found " + Str(rows));
+  // The kernel reads the table while it writes d.
+  KILN_RETURN_IF_ERROR(CheckDisjoint(d_t, "d", *gather.a_rows, "a_rows"));
+  plan->a_row_divisor = static_cast<int>(gather.divisor);
+  plan->a_source_rows = plan->rows;
+  plan->rows = rows;
+  return OkStatus();
+}
+
 StatusOr<GroupedGemmPlan> Contiguous(const TensorView& d_t, const TensorView& a_t, const TensorView& b_t,
-                                     const TensorView& m_indptr, const Fp8Scales* fp8, bool silu_and_mul = false) {
+                                     const TensorView& m_indptr, const Fp8Scales* fp8, bool silu_and_mul = false,
+                                     const GroupedGemmGather* gather = nullptr) {
   if (a_t.ndim != 2)
-    return InvalidArgument("a: expected a 2-D tensor [T, K] (the rows of every group), found " + RankText(a_t));
+    return InvalidArgument(
+        std::string("a: expected a 2-D tensor ") +
+        (gather != nullptr ? "[S, K] (the rows the groups gather)" : "[T, K] (the rows of every group)") + ", found " +
+        RankText(a_t));
   if (d_t.ndim != 2)
     return InvalidArgument(std::string("d: expected a 2-D tensor [T, ") + (silu_and_mul ? "N / 2" : "N") + "], found " +
                            RankText(d_t));
   KILN_ASSIGN_OR_RETURN(const RowView a, ViewAsRows(a_t, "a"));
   KILN_ASSIGN_OR_RETURN(const RowView d, ViewAsRows(d_t, "d"));
-  if (d_t.shape[0] != a_t.shape[0])
+  if (gather == nullptr && d_t.shape[0] != a_t.shape[0])
     return InvalidArgument("d: expected " + Str(a_t.shape[0]) + " rows (a's T), found " + ShapeText(d_t));
+  if (gather != nullptr && a_t.shape[0] == 0 && d_t.shape[0] > 0)
+    return InvalidArgument("a: a gathered A needs at least one row where d has rows, found " + ShapeText(a_t));
   GroupedGemmPlan plan;
   KILN_RETURN_IF_ERROR(CheckCommon(d_t, a_t, b_t, a, d, fp8, silu_and_mul, &plan));
+  if (gather != nullptr) KILN_RETURN_IF_ERROR(CheckGather(*gather, d_t, a_t, &plan));
   KILN_ASSIGN_OR_RETURN(plan.group_rows, GroupRowsOf(m_indptr, "m_indptr", plan.groups + 1,
                                                      "E + 1: group e is rows m_indptr[e] .. "
                                                      "m_indptr[e + 1] - 1",
@@ -206,16 +234,18 @@ StatusOr<GroupedGemmPlan> Masked(const TensorView& d_t, const TensorView& a_t, c
 }  // namespace
 
 StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView& a, const TensorView& b,
-                                          const TensorView& m_indptr, const char* api) {
-  auto plan = Contiguous(d, a, b, m_indptr, nullptr);
+                                          const TensorView& m_indptr, const char* api,
+                                          const GroupedGemmGather* gather) {
+  auto plan = Contiguous(d, a, b, m_indptr, nullptr, false, gather);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;
 }
 
 StatusOr<GroupedGemmPlan> PlanGroupedGemmSiluAndMul(const TensorView& d, const TensorView& a, const TensorView& b,
-                                                    const TensorView& m_indptr, const char* api) {
-  auto plan = Contiguous(d, a, b, m_indptr, nullptr, /*silu_and_mul=*/true);
+                                                    const TensorView& m_indptr, const char* api,
+                                                    const GroupedGemmGather* gather) {
+  auto plan = Contiguous(d, a, b, m_indptr, nullptr, /*silu_and_mul=*/true, gather);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;
@@ -231,9 +261,10 @@ StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const Tenso
 
 StatusOr<GroupedGemmPlan> PlanGroupedFp8Gemm(const TensorView& d, const TensorView& a, const TensorView& b,
                                              const TensorView& a_scales, const TensorView& b_scales,
-                                             const TensorView& m_indptr, const char* api) {
+                                             const TensorView& m_indptr, const char* api,
+                                             const GroupedGemmGather* gather) {
   const Fp8Scales scales{&a_scales, &b_scales};
-  auto plan = Contiguous(d, a, b, m_indptr, &scales);
+  auto plan = Contiguous(d, a, b, m_indptr, &scales, false, gather);
   if (!plan.ok()) return plan.status().WithContext(api);
   plan->api = api;
   return plan;
@@ -242,12 +273,15 @@ StatusOr<GroupedGemmPlan> PlanGroupedFp8Gemm(const TensorView& d, const TensorVi
 StatusOr<GroupedGemmPlan> PlanGroupedFp8GemmSiluAndMul(const TensorView& d, const TensorView& d_scales,
                                                        const TensorView& a, const TensorView& b,
                                                        const TensorView& a_scales, const TensorView& b_scales,
-                                                       const TensorView& m_indptr, const char* api) {
+                                                       const TensorView& m_indptr, const char* api,
+                                                       const GroupedGemmGather* gather) {
   const Fp8Scales scales{&a_scales, &b_scales, &d_scales};
-  auto plan = Contiguous(d, a, b, m_indptr, &scales, /*silu_and_mul=*/true);
+  auto plan = Contiguous(d, a, b, m_indptr, &scales, /*silu_and_mul=*/true, gather);
   if (!plan.ok()) return plan.status().WithContext(api);
   // The kernel writes the scales while it reads the table.
   if (Status s = CheckDisjoint(d_scales, "d_scales", m_indptr, "m_indptr"); !s.ok()) return s.WithContext(api);
+  if (gather != nullptr)
+    if (Status s = CheckDisjoint(d_scales, "d_scales", *gather->a_rows, "a_rows"); !s.ok()) return s.WithContext(api);
   plan->api = api;
   return plan;
 }

@@ -21,7 +21,7 @@ struct GroupedGemmPlan {
   DType out_dtype = DType::kBFloat16;  // d
   int device = 0;
   int groups = 0;            // E
-  int64_t rows = 0;          // rows of a and d in all: contiguous T, masked E * M_max
+  int64_t rows = 0;          // rows of d (and of a unless gathered) in all: contiguous T, masked E * M_max
   int64_t group_stride = 0;  // masked: M_max
   int64_t n = 0;             // b's rows per group
   int64_t k = 0;
@@ -49,16 +49,33 @@ struct GroupedGemmPlan {
   // fp8 silu_and_mul (null otherwise): d's scales [rows, (n / 2) / 128], rows d_scale_stride apart.
   float* d_scales = nullptr;
   int64_t d_scale_stride = 0;
+  // A's rows gathered (contiguous only; null: a's rows in place): row r of the groups is row
+  // a_rows[r] / a_row_divisor of a, which has a_source_rows rows (fp8: a_scales one per row of a);
+  // an entry outside [0, a_source_rows * a_row_divisor) reads zeros (gemm_contract.h, GemmParams).
+  const int32_t* a_rows = nullptr;
+  int a_row_divisor = 1;
+  int64_t a_source_rows = 0;
 };
 
-// contiguous: d [T, N], a [T, K], b [E, N, K], m_indptr [E + 1] int32 (device).
+// The row table of a gathered A (the Plan functions' `gather`): a_rows int32 [T] (T = d's rows, a
+// device vector) and the divisor of its entries, 1..2^31 - 1 (fused_moe: row_to_slot and top_k).
+// a is then [S, K], any S >= 1 rows, and a_scales (fp8) [S, ceil(K / 128)].
+struct GroupedGemmGather {
+  const TensorView* a_rows = nullptr;
+  int64_t divisor = 1;
+};
+
+// contiguous: d [T, N], a [T, K], b [E, N, K], m_indptr [E + 1] int32 (device). The contiguous
+// forms take `gather` (GroupedGemmGather): a's rows by a row table, a [S, K].
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem.
 StatusOr<GroupedGemmPlan> PlanGroupedGemm(const TensorView& d, const TensorView& a, const TensorView& b,
-                                          const TensorView& m_indptr, const char* api);
+                                          const TensorView& m_indptr, const char* api,
+                                          const GroupedGemmGather* gather = nullptr);
 // contiguous with the silu_and_mul epilogue (fused_moe's gate-and-up GEMM): b [E, N, K] with
 // each group's rows [gate; up] (N a multiple of 16), d [T, N / 2] = silu(a . gate^T) * (a . up^T).
 StatusOr<GroupedGemmPlan> PlanGroupedGemmSiluAndMul(const TensorView& d, const TensorView& a, const TensorView& b,
-                                                    const TensorView& m_indptr, const char* api);
+                                                    const TensorView& m_indptr, const char* api,
+                                                    const GroupedGemmGather* gather = nullptr);
 // masked: d [E, M_max, N], a [E, M_max, K], b [E, N, K], masked_m [E] int32 (device).
 StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
                                                 const TensorView& masked_m, const char* api);
@@ -66,7 +83,8 @@ StatusOr<GroupedGemmPlan> PlanGroupedGemmMasked(const TensorView& d, const Tenso
 // leading dims and ceil(K / 128) last, b_scales fp32 [E, ceil(N / 128), ceil(K / 128)].
 StatusOr<GroupedGemmPlan> PlanGroupedFp8Gemm(const TensorView& d, const TensorView& a, const TensorView& b,
                                              const TensorView& a_scales, const TensorView& b_scales,
-                                             const TensorView& m_indptr, const char* api);
+                                             const TensorView& m_indptr, const char* api,
+                                             const GroupedGemmGather* gather = nullptr);
 // contiguous fp8 with the silu_and_mul epilogue into e4m3 (fused_moe_fp8's gate-and-up GEMM): b [E,
 // N, K] e4m3 with each group's rows [gate; up] (N / 2 a multiple of 128: a tile's 128 columns of d
 // are one scale group and the up rows start a scale block of b), d [T, N / 2] e4m3 codes and
@@ -75,7 +93,8 @@ StatusOr<GroupedGemmPlan> PlanGroupedFp8Gemm(const TensorView& d, const TensorVi
 StatusOr<GroupedGemmPlan> PlanGroupedFp8GemmSiluAndMul(const TensorView& d, const TensorView& d_scales,
                                                        const TensorView& a, const TensorView& b,
                                                        const TensorView& a_scales, const TensorView& b_scales,
-                                                       const TensorView& m_indptr, const char* api);
+                                                       const TensorView& m_indptr, const char* api,
+                                                       const GroupedGemmGather* gather = nullptr);
 StatusOr<GroupedGemmPlan> PlanGroupedFp8GemmMasked(const TensorView& d, const TensorView& a, const TensorView& b,
                                                    const TensorView& a_scales, const TensorView& b_scales,
                                                    const TensorView& masked_m, const char* api);

@@ -252,8 +252,13 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
   const TensorView row_to_slot_v = TensorView::Contiguous(base + layout.row_to_slot, DType::kInt32, {rows}, device);
   const TensorView slot_to_row_v = TensorView::Contiguous(base + layout.slot_to_row, DType::kInt32, {tokens, top_k},
                                                           device);
-  const TensorView x_q_v = view(layout.x_q, DType::kFloat8E4M3, hidden);
-  const TensorView x_scales_v = view(layout.x_scales, DType::kFloat32, kb_h);
+  // x's codes: by token where the gate-and-up GEMM gathers its rows (FusedMoeGatherX: T rows,
+  // quantized once each), else in the grouped layout (rows, each a gathered copy of its token's).
+  const bool gather = FusedMoeGatherX(intermediate);
+  const int64_t x_q_rows = gather ? tokens : rows;
+  const TensorView x_q_v = TensorView::Contiguous(base + layout.x_q, DType::kFloat8E4M3, {x_q_rows, hidden}, device);
+  const TensorView x_scales_v = TensorView::Contiguous(base + layout.x_scales, DType::kFloat32, {x_q_rows, kb_h},
+                                                       device);
   const TensorView gate_up_v = view(layout.gate_up, DType::kBFloat16, gate_up);
   const TensorView act_q_v = view(layout.act_q, DType::kFloat8E4M3, intermediate);
   const TensorView act_scales_v = view(layout.act_scales, DType::kFloat32, kb_i);
@@ -264,19 +269,25 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
   KILN_ASSIGN_OR_RETURN(plan.permute, PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v, nullptr,
                                                       a.topk_ids, nullptr, /*align=*/1},
                                                      kFusedMoeFp8PermuteStep));
-  plan.quantize = QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data), x.data,
-                                 x.row_stride, rows, hidden, row_to_slot, m_indptr, top_k, experts);
+  plan.quantize = gather ? QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data),
+                                          x.data, x.row_stride, tokens, hidden, nullptr, nullptr, top_k, experts)
+                         : QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data),
+                                          x.data, x.row_stride, rows, hidden, row_to_slot, m_indptr, top_k, experts);
+  // Gathered: row r of the groups is x_q's row row_to_slot[r] / top_k (slot t * top_k + j).
+  const GroupedGemmGather by_slot{&row_to_slot_v, top_k};
+  const GroupedGemmGather* x_rows = gather ? &by_slot : nullptr;
   // The gate-and-up GEMM quantizes silu(gate) * up itself where each tile's 128 columns are one
   // scale group (I a multiple of 128) and no forced tactic narrows its tile; else it writes bf16
   // rows for the silu-and-quantize.
   plan.silu_in_gate_up = intermediate % gemm::kFp8ScaleBlock == 0 && FusedMoeFp8SiluEpilogue() &&
                          GroupedFp8CodesTileAllowed();
   if (plan.silu_in_gate_up) {
-    KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8GemmSiluAndMul(act_q_v, act_scales_v, x_q_v, *a.w13, x_scales_v,
-                                                                     *a.w13_scales, indptr_v, kFusedMoeFp8GateUpStep));
+    KILN_ASSIGN_OR_RETURN(plan.gate_up,
+                          PlanGroupedFp8GemmSiluAndMul(act_q_v, act_scales_v, x_q_v, *a.w13, x_scales_v, *a.w13_scales,
+                                                       indptr_v, kFusedMoeFp8GateUpStep, x_rows));
   } else {
     KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedFp8Gemm(gate_up_v, x_q_v, *a.w13, x_scales_v, *a.w13_scales,
-                                                           indptr_v, kFusedMoeFp8GateUpStep));
+                                                           indptr_v, kFusedMoeFp8GateUpStep, x_rows));
   }
   plan.silu = QuantizeLaunch(/*decode_path=*/false, act_q_v.data, static_cast<float*>(act_scales_v.data),
                              gate_up_v.data, gate_up, rows, intermediate, nullptr, m_indptr, top_k, experts);

@@ -1,7 +1,10 @@
 // FusedMoeFp8Plan: the arguments of fused_moe_fp8 (kiln/ops/moe.h) validated and turned into the
-// steps of one of two paths. The grouped path's six: moe_permute (the tables, no gather), the
-// gather-and-quantize (fused_moe_fp8's own kernel), grouped_fp8_gemm with w13 into bf16 rows, the
-// silu-and-quantize (its other kernel), grouped_fp8_gemm with w2 into bf16 rows, and moe_unpermute.
+// steps of one of two paths. The grouped path's six: moe_permute (the tables, no gather), x
+// quantized (fused_moe_fp8's own kernel: once a token where the next GEMM gathers its rows,
+// FusedMoeGatherX, else once a row of the grouped layout), grouped_fp8_gemm with w13 into bf16
+// rows (or, where I is a multiple of 128, into the activations' codes: its silu_and_mul epilogue),
+// the silu-and-quantize (its other kernel; not where the GEMM quantized), grouped_fp8_gemm with w2
+// into bf16 rows, and moe_unpermute.
 // The decode path's five: x quantized by token, the gate-up GEMV by slot, the silu-and-quantize by
 // slot, the down GEMV by slot, and moe_unpermute. The intermediate tensors are views of
 // the caller's workspace (FusedMoeFp8Workspace). Pure: no driver call, so every check runs, and is
@@ -23,7 +26,7 @@ namespace kiln::client {
 // plan keeps its api pointer.
 inline constexpr const char* kFusedMoeFp8PermuteStep = "fused_moe_fp8: the permutation (moe_permute of topk_ids)";
 inline constexpr const char* kFusedMoeFp8QuantizeStep =
-    "fused_moe_fp8: the gather of x quantized to e4m3 (kiln_fused_moe_fp8_quantize)";
+    "fused_moe_fp8: x quantized to e4m3 (kiln_fused_moe_fp8_quantize)";
 inline constexpr const char* kFusedMoeFp8GateUpStep = "fused_moe_fp8: the gate-and-up GEMM (grouped_fp8_gemm, b = w13)";
 inline constexpr const char* kFusedMoeFp8SiluStep =
     "fused_moe_fp8: silu(gate) * up quantized to e4m3 (kiln_fused_moe_fp8_silu_and_mul_quantize)";
@@ -56,7 +59,7 @@ struct FusedMoeFp8Workspace {
   int64_t m_indptr = 0;       // int32 [E + 1]
   int64_t row_to_slot = 0;    // int32 [rows]
   int64_t slot_to_row = 0;    // int32 [T, top_k]
-  int64_t x_q = 0;            // e4m3 [rows, H]: the gathered x
+  int64_t x_q = 0;            // e4m3 [rows, H]: x by row of the grouped layout, or its first T rows by token
   int64_t x_scales = 0;       // fp32 [rows, ceil(H / 128)]
   int64_t gate_up = 0;        // bf16 [rows, 2I]: the w13 GEMM's rows
   int64_t expert_out = 0;     // bf16 [rows, H]: the w2 GEMM's rows, at x_q's offset
@@ -95,7 +98,7 @@ struct FusedMoeFp8Plan {
   bool gemv = false;
   FusedMoeFp8Workspace workspace;
   MoePermutePlan permute;            // the tables only
-  FusedMoeFp8QuantizePlan quantize;  // x -> x_q, x_scales (grouped: rows gathered; decode: by token)
+  FusedMoeFp8QuantizePlan quantize;  // x -> x_q, x_scales (by token; grouped without the gather: by row)
   GroupedGemmPlan gate_up;           // x_q . w13 -> gate_up [rows, 2I] bf16 (or act_q, act_scales)
   FusedMoeFp8QuantizePlan silu;      // gate_up -> act_q, act_scales
   // The grouped path's gate-and-up GEMM writes act_q and act_scales itself (its silu_and_mul

@@ -185,11 +185,19 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path, AcceptedDe
   const TensorView permuted_v = TensorView::Contiguous(base + layout.permuted_x, dtype, {rows, hidden}, device);
   const TensorView act_v = TensorView::Contiguous(base + layout.activation, dtype, {rows, intermediate}, device);
 
-  KILN_ASSIGN_OR_RETURN(plan.permute, PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v, &permuted_v,
-                                                      a.topk_ids, a.x, /*align=*/1},
-                                                     kFusedMoePermuteStep));
+  // The gate-and-up GEMM gathers x's rows itself (by row_to_slot: slot t * top_k + j is token t)
+  // where x's rows suit its 16-byte copies and FusedMoeGatherX allows; else the permutation copies
+  // them into the grouped layout (permuted_x) for it.
+  const bool gather = FusedMoeGatherX(intermediate) && MoeRowsAligned16(x);
+  const GroupedGemmGather by_slot{&row_to_slot_v, top_k};
+  KILN_ASSIGN_OR_RETURN(plan.permute,
+                        PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v,
+                                        gather ? nullptr : &permuted_v, a.topk_ids, gather ? nullptr : a.x,
+                                        /*align=*/1},
+                                       kFusedMoePermuteStep));
   KILN_ASSIGN_OR_RETURN(plan.gate_up,
-                        PlanGroupedGemmSiluAndMul(act_v, permuted_v, *a.w13, indptr_v, kFusedMoeGateUpStep));
+                        gather ? PlanGroupedGemmSiluAndMul(act_v, x_t, *a.w13, indptr_v, kFusedMoeGateUpStep, &by_slot)
+                               : PlanGroupedGemmSiluAndMul(act_v, permuted_v, *a.w13, indptr_v, kFusedMoeGateUpStep));
   // The experts' outputs over the gathered rows (dead after the first GEMM).
   KILN_ASSIGN_OR_RETURN(plan.down, PlanGroupedGemm(permuted_v, act_v, *a.w2, indptr_v, kFusedMoeDownStep));
   KILN_ASSIGN_OR_RETURN(plan.unpermute,

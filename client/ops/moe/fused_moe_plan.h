@@ -1,6 +1,7 @@
 // FusedMoePlan: the arguments of fused_moe (kiln/ops/moe.h) validated and turned into its steps.
-// The grouped path's steps are plans of ops the library already has: moe_permute with the
-// gather (x into the grouped layout), the grouped GEMM with w13 and the silu_and_mul epilogue,
+// The grouped path's steps are plans of ops the library already has: moe_permute (the tables; with
+// the gather of x into the grouped layout only where the next GEMM cannot gather x's rows itself,
+// FusedMoeGatherX), the grouped GEMM with w13 and the silu_and_mul epilogue,
 // the grouped GEMM with w2, and moe_unpermute; the decode path's are fused_moe's own two GEMVs,
 // then the same moe_unpermute. Their intermediate tensors are views of the caller's workspace
 // (FusedMoeWorkspace). Pure: no driver call, so every check runs, and is tested, without a GPU.
@@ -17,7 +18,7 @@ namespace kiln::client {
 
 // The steps' names, as their plans' messages (and launch errors) begin: string literals, since
 // a plan keeps its api pointer.
-inline constexpr const char* kFusedMoePermuteStep = "fused_moe: the permutation (moe_permute of topk_ids, gathering x)";
+inline constexpr const char* kFusedMoePermuteStep = "fused_moe: the permutation (moe_permute of topk_ids)";
 inline constexpr const char* kFusedMoeGateUpStep =
     "fused_moe: the gate-and-up GEMM (grouped_gemm, b = w13, silu_and_mul)";
 inline constexpr const char* kFusedMoeDownStep = "fused_moe: the down GEMM (grouped_gemm, b = w2)";
@@ -26,8 +27,8 @@ inline constexpr const char* kFusedMoeGateUpGemvStep =
     "fused_moe: the gate-and-up GEMV (kiln_fused_moe_gate_up, w13, silu_and_mul)";
 inline constexpr const char* kFusedMoeDownGemvStep = "fused_moe: the down GEMV (kiln_fused_moe_down, w2)";
 
-// Which of the two ways a call runs (docs/kernels-moe.md): the grouped path (moe_permute with
-// the gather, two grouped GEMMs, the combine) or the decode path (two GEMVs over each chosen
+// Which of the two ways a call runs (docs/kernels-moe.md): the grouped path (moe_permute, two
+// grouped GEMMs, the first gathering x's rows, the combine) or the decode path (two GEMVs over each chosen
 // expert's slots, the combine). kAuto: FusedMoeGemvByDefault decides, where the decode path can
 // take the call (FusedMoeGemvPossible).
 enum class FusedMoePath { kAuto, kGemv, kGrouped };
@@ -63,7 +64,7 @@ struct FusedMoeWorkspace {
   int64_t m_indptr = 0;       // int32 [E + 1]
   int64_t row_to_slot = 0;    // int32 [rows]
   int64_t slot_to_row = 0;    // int32 [T, top_k]
-  int64_t permuted_x = 0;     // [rows, H]: the gathered x, then the experts' outputs
+  int64_t permuted_x = 0;     // [rows, H]: the gathered x (when copied), then the experts' outputs
   int64_t activation = 0;     // [rows, I]: silu(gate) * up
   int64_t arrivals = 0;       // uint32 [ceil(H / kGemvDownColumns)]: the folded combine's counters
   int64_t bytes = 0;          // the end of the last region
@@ -130,6 +131,24 @@ int FusedMoeDownColumnGroupsFor(int64_t column_blocks, int64_t expert_blocks, in
 // environment, -1 returns to it.
 bool FusedMoeProgrammaticLaunch();
 void SetFusedMoeProgrammaticLaunchForTesting(int on);
+
+// Whether the grouped paths' gate-and-up GEMMs gather x's rows by moe_permute's row_to_slot
+// (a_gather, gemm_contract.h): fused_moe's reads x in place (where its rows are 16-byte aligned)
+// instead of the permutation copying them into the grouped layout, and fused_moe_fp8 quantizes x
+// once a token instead of once a row of that layout. The rule (FusedMoeGatherSuits): where the
+// GEMM's N, 2I, is at most kFusedMoeGatherMaxGateUp. Measured on an H100 (docs/kernels-moe.md,
+// "Gathering x"): the gathering GEMM is slower than the one that reads copied rows with TMA (10 %
+// at Qwen3-30B-A3B's 2I 1536, 35 % at Mixtral-8x7B's 28672, where it is compute-bound for long),
+// which the copy (and fp8's quantization of top_k copies) pays for only at small 2I: Qwen3 4-5 %
+// faster with the gather, DeepSeek-V3 fp8 (2I 4096) 6 %, Mixtral 20 % slower.
+// KILN_FUSED_MOE_GATHER (auto, 0 never, 1 wherever x's rows allow; read once per process, said
+// once on stderr unless auto; another value is reported and auto used) overrides the rule;
+// SetFusedMoeGatherXForTesting(0 / 1, or 2 for the rule) overrides both, -1 returns to the
+// environment.
+inline constexpr int64_t kFusedMoeGatherMaxGateUp = 8192;
+bool FusedMoeGatherSuits(int64_t intermediate);
+bool FusedMoeGatherX(int64_t intermediate);
+void SetFusedMoeGatherXForTesting(int gather);
 
 // INVALID_ARGUMENT "<api>: <argument>: <expected>, found <found>" on the first problem. Every
 // argument is checked the same way whichever path `path` (or kAuto's rule) picks; kGemv where

@@ -7,8 +7,10 @@
 // GEMM: D = silu(gate) * up of each group's [gate; up] rows of B), which the URI ends with:
 // grouped_gemm_bf16_obf16_t128x256x64s4g8_silu_and_mul; on fp8 inputs only into e4m3 codes with a
 // scale per row and 128 columns (out_dtype fp8_e4m3, tile_n 256: fused_moe_fp8's),
-// grouped_fp8_gemm_e4m3_ofp8_e4m3_t128x256x128s4g8_silu_and_mul. The groups, their rows, N and K
-// are launch arguments. Contract: kiln/gemm/gemm_contract.h;
+// grouped_fp8_gemm_e4m3_ofp8_e4m3_t128x256x128s4g8_silu_and_mul. The contiguous ops also take
+// a_gather (1: A's rows gathered through a row table, GemmParams::a_rows; fused_moe's and
+// fused_moe_fp8's gate-and-up GEMMs read x by moe_permute's row_to_slot), which the URI ends with:
+// ..._silu_and_mul_ga. The groups, their rows, N and K are launch arguments. Contract: kiln/gemm/gemm_contract.h;
 // docs/kernels-gemm.md.
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
@@ -61,6 +63,14 @@ class GroupedGemmGenerator : public OpGenerator {
                      .choices = {gemm::kGemmEpilogueNames[gemm::kPlainEpilogue],
                                  gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue]},
                      .default_value = gemm::kGemmEpilogueNames[gemm::kPlainEpilogue]});
+    if (kLayout == gemm::kContiguousLayout)
+      all.push_back({.name = gemm::kParamAGather,
+                     .help = "1: row r of A is row a_rows[r] / a_row_divisor of the matrix given (launch arguments), "
+                             "copied by the producer warps with cp.async (fused_moe's and fused_moe_fp8's gate-and-up "
+                             "GEMMs read x by moe_permute's row_to_slot, no gathered copy); 0: A's rows in place, "
+                             "through TMA",
+                     .choices = {"0", "1"},
+                     .default_value = "0"});
     return all;
   }
 
@@ -105,8 +115,9 @@ class GroupedGemmGenerator : public OpGenerator {
     const bool silu_and_mul = HasEpilogueParam() &&
                               values.Text(gemm::kParamEpilogue) == gemm::kGemmEpilogueNames[gemm::kSiluAndMulEpilogue];
     if (kFp8) KILN_ABSL_RETURN_IF_ERROR(CheckFp8Epilogue(op, silu_and_mul, out, tactic));
+    const bool a_gather = kLayout == gemm::kContiguousLayout && values.Text(gemm::kParamAGather) == "1";
     spec.uri = absl::StrCat(op, "_", in.name, "_o", out.name, "_", GemmTacticUri(tactic, kFp8),
-                            silu_and_mul ? "_silu_and_mul" : "");
+                            silu_and_mul ? "_silu_and_mul" : "", a_gather ? "_ga" : "");
     spec.params = {{gemm::kParamOutDType, out.name}};
     if (!kFp8) spec.params[kParamDType] = in.name;
     for (auto& [key, value] : GemmTacticSpecParams(tactic)) spec.params[key] = value;
@@ -118,6 +129,8 @@ class GroupedGemmGenerator : public OpGenerator {
     // Only silu_and_mul defines it (grouped_gemm.cu: plain otherwise), so the configs of the plain
     // kernels stay as they were.
     if (silu_and_mul) defines.push_back({"KILN_GEMM_EPILOGUE", "kiln::gemm::kSiluAndMulEpilogue"});
+    if (kLayout == gemm::kContiguousLayout) spec.params[gemm::kParamAGather] = a_gather ? "1" : "0";
+    if (a_gather) defines.push_back({"KILN_GEMM_A_GATHER", "true"});
     spec.headers.push_back(ConfigHeader(op, spec.uri, "kernels/ops/gemm/grouped_gemm_generator.cpp", defines));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};

@@ -1,7 +1,7 @@
 // fused_moe's process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped),
 // KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1), KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) and
 // fused_moe_fp8's KILN_FUSED_MOE_FP8_PREFETCH (auto, 1..8), KILN_FUSED_MOE_FP8_K_PARTS (auto, 2, 4, 8) and
-// KILN_FUSED_MOE_FP8_SILU_EPILOGUE (1, 0) read once
+// KILN_FUSED_MOE_FP8_SILU_EPILOGUE (1, 0), and both layers' KILN_FUSED_MOE_GATHER (1, 0) read once
 // per process, said once on stderr when they change the default, a bad value reported and the default used; the
 // testing overrides on top of them. This binary is run again as a child with the variables set (the environment is
 // read once per process).
@@ -48,6 +48,18 @@ TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   std::printf("fp8 silu epilogue flipped: %d\n", kiln::client::FusedMoeFp8SiluEpilogue() ? 1 : 0);
   kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(-1);
   std::printf("fp8 silu epilogue back: %d\n", kiln::client::FusedMoeFp8SiluEpilogue() ? 1 : 0);
+  // Qwen3-30B-A3B's I 768 (the rule gathers) and Mixtral-8x7B's 14336 (it copies).
+  const auto gather = [] {
+    return std::to_string(kiln::client::FusedMoeGatherX(768) ? 1 : 0) + " " +
+           std::to_string(kiln::client::FusedMoeGatherX(14336) ? 1 : 0);
+  };
+  std::printf("gather: %s\n", gather().c_str());
+  for (int forced : {0, 1, 2}) {
+    kiln::client::SetFusedMoeGatherXForTesting(forced);
+    std::printf("gather forced %d: %s\n", forced, gather().c_str());
+  }
+  kiln::client::SetFusedMoeGatherXForTesting(-1);
+  std::printf("gather back: %s\n", gather().c_str());
   std::printf("pdl: %d\n", kiln::client::FusedMoeProgrammaticLaunch() ? 1 : 0);
   std::printf("fold: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
   kiln::client::SetFusedMoeFoldedCombineForTesting(kiln::client::FusedMoeFoldedCombine() ? 0 : 1);
@@ -86,6 +98,8 @@ struct Case {
   const char* want_k_parts = "4 2";
   const char* silu = nullptr;  // KILN_FUSED_MOE_FP8_SILU_EPILOGUE, null: unset
   int want_silu = 1;
+  const char* gather = nullptr;  // KILN_FUSED_MOE_GATHER, null: unset
+  const char* want_gather = "1 0";
 };
 
 void RunChild(const Case& c) {
@@ -108,6 +122,8 @@ void RunChild(const Case& c) {
   else options.unset_env.push_back("KILN_FUSED_MOE_FP8_K_PARTS");
   if (c.silu != nullptr) options.set_env["KILN_FUSED_MOE_FP8_SILU_EPILOGUE"] = c.silu;
   else options.unset_env.push_back("KILN_FUSED_MOE_FP8_SILU_EPILOGUE");
+  if (c.gather != nullptr) options.set_env["KILN_FUSED_MOE_GATHER"] = c.gather;
+  else options.unset_env.push_back("KILN_FUSED_MOE_GATHER");
   kiln::testing::Subprocess child(options);
   REQUIRE(child.Wait() == 0);
   const std::string out = child.Output();
@@ -129,6 +145,11 @@ void RunChild(const Case& c) {
   CHECK(out.find("fp8 silu epilogue: " + std::to_string(c.want_silu) + "\n") != std::string::npos);
   CHECK(out.find("fp8 silu epilogue flipped: " + std::to_string(1 - c.want_silu) + "\n") != std::string::npos);
   CHECK(out.find("fp8 silu epilogue back: " + std::to_string(c.want_silu) + "\n") != std::string::npos);
+  CHECK(out.find(std::string("gather: ") + c.want_gather + "\n") != std::string::npos);
+  CHECK(out.find("gather forced 0: 0 0\n") != std::string::npos);
+  CHECK(out.find("gather forced 1: 1 1\n") != std::string::npos);
+  CHECK(out.find("gather forced 2: 1 0\n") != std::string::npos);
+  CHECK(out.find(std::string("gather back: ") + c.want_gather + "\n") != std::string::npos);
   if (c.said != nullptr) CHECK(out.find(c.said) != std::string::npos);
   else CHECK(out.find("KILN_FUSED_MOE") == std::string::npos);
 }
@@ -242,4 +263,25 @@ TEST_CASE("KILN_FUSED_MOE_FP8_SILU_EPILOGUE: on by default, 0 quantizes silu(gat
               "kiln: KILN_FUSED_MOE_FP8_SILU_EPILOGUE='no' is not valid: expected 0 or 1; the default (1) is used"};
   bad.silu = "no";
   for (const Case& c : {on, off, bad}) RunChild(c);
+}
+
+TEST_CASE("KILN_FUSED_MOE_GATHER: the rule by default (auto), 0 never and 1 always gather and say so, a bad value is "
+          "reported",
+          "[client][ops][moe]") {
+  Case automatic = {nullptr, nullptr, "auto", 1, nullptr};
+  automatic.gather = "auto";
+  Case never = {nullptr, nullptr, "auto", 1,
+                "kiln: KILN_FUSED_MOE_GATHER=0: fused_moe's and fused_moe_fp8's grouped paths copy x's rows (fp8: "
+                "their codes) into the grouped layout for the gate-and-up GEMM in this process"};
+  never.gather = "0";
+  never.want_gather = "0 0";
+  Case always = {nullptr, nullptr, "auto", 1,
+                 "kiln: KILN_FUSED_MOE_GATHER=1: fused_moe's and fused_moe_fp8's gate-and-up GEMMs gather x's rows "
+                 "wherever they can in this process, whatever I"};
+  always.gather = "1";
+  always.want_gather = "1 1";
+  Case bad = {nullptr, nullptr, "auto", 1,
+              "kiln: KILN_FUSED_MOE_GATHER='2' is not valid: expected auto, 0 or 1; auto is used"};
+  bad.gather = "2";
+  for (const Case& c : {automatic, never, always, bad}) RunChild(c);
 }

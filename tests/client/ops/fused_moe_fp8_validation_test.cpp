@@ -105,12 +105,38 @@ TEST_CASE("fused_moe_fp8 plans the grouped path's six steps over the workspace",
   const char* base = static_cast<const char*>(c.workspace.data);
   const auto& w = plan->workspace;
   CHECK(plan->permute.gather == false);
+  // x quantized once a token (7 rows), the gate-and-up GEMM gathering the codes by the row map.
   CHECK(plan->quantize.params.q == base + w.x_q);
   CHECK(plan->quantize.params.columns == 272);
   CHECK(plan->quantize.params.scale_stride == 3);
-  CHECK(plan->quantize.params.row_to_slot == reinterpret_cast<const int*>(base + w.row_to_slot));
+  CHECK(plan->quantize.params.row_to_slot == nullptr);
+  CHECK(plan->quantize.params.m_indptr == nullptr);
+  CHECK(plan->quantize.params.rows == 7);
   CHECK(plan->quantize.params.passes == 2);  // 272 columns: two passes of 256
-  CHECK(plan->quantize.blocks == 2);         // 14 rows of 1 chunk, 8 warps a block
+  CHECK(plan->quantize.blocks == 1);         // 7 rows of 1 chunk, 8 warps a block
+  CHECK(plan->gate_up.a == base + w.x_q);
+  CHECK(plan->gate_up.a_scales == reinterpret_cast<const float*>(base + w.x_scales));
+  CHECK(plan->gate_up.a_rows == reinterpret_cast<const int32_t*>(base + w.row_to_slot));
+  CHECK(plan->gate_up.a_row_divisor == 2);
+  CHECK(plan->gate_up.a_source_rows == 7);
+  CHECK(plan->gate_up.rows == 14);
+  // KILN_FUSED_MOE_GATHER=0: a quantized copy of x per row of the grouped layout (14 rows).
+  kiln::client::SetFusedMoeGatherXForTesting(0);
+  auto copied = PlanFusedMoeFp8(c.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
+  kiln::client::SetFusedMoeGatherXForTesting(-1);
+  REQUIRE(copied.ok());
+  CHECK(copied->quantize.params.row_to_slot == reinterpret_cast<const int*>(base + w.row_to_slot));
+  CHECK(copied->quantize.params.m_indptr == reinterpret_cast<const int*>(base + w.m_indptr));
+  CHECK(copied->quantize.params.rows == 14);
+  CHECK(copied->quantize.blocks == 2);  // 14 rows of 1 chunk
+  CHECK(copied->gate_up.a_rows == nullptr);
+  CHECK(copied->gate_up.rows == 14);
+  // The rule: no gather where 2I passes kFusedMoeGatherMaxGateUp (8192): I 4608 copies.
+  const Call wide(7, 2, 8, 272, 4608);
+  auto wide_plan = PlanFusedMoeFp8(wide.Args(), "kiln::ops::fused_moe_fp8", FusedMoePath::kGrouped);
+  REQUIRE(wide_plan.ok());
+  CHECK(wide_plan->gate_up.a_rows == nullptr);
+  CHECK(wide_plan->quantize.params.rows == 14);
   CHECK(plan->gate_up.dtype == DType::kFloat8E4M3);
   CHECK(plan->gate_up.out_dtype == DType::kBFloat16);
   CHECK(plan->gate_up.n == 416);

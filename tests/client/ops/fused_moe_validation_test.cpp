@@ -319,14 +319,21 @@ TEST_CASE("fused_moe refuses an out overlapping anything but x itself, and a wor
   auto padded_in_place = PlanFusedMoe(c.Args(), "test");
   INFO(padded_in_place.status().ToString());
   CHECK(padded_in_place.ok());
-  // x itself: accepted (x is gathered by the first launch, out written by the last).
+  // x itself: accepted (x is read by the gate-and-up GEMM, or gathered by the permutation, out
+  // written by the last launch).
   c = Call();
   c.out = c.x;
   auto in_place = PlanFusedMoe(c.Args(), "test");
   INFO(in_place.status().ToString());
   REQUIRE(in_place.ok());
   CHECK(in_place->unpermute.params.out == FakeDeviceAddress(kXSlot));
-  CHECK(in_place->permute.gather_params.x == FakeDeviceAddress(kXSlot));
+  CHECK(in_place->gate_up.a == FakeDeviceAddress(kXSlot));
+  CHECK(!in_place->permute.gather);
+  kiln::client::SetFusedMoeGatherXForTesting(0);
+  auto copied = kiln::client::PlanFusedMoeFully(c.Args(), "test");
+  kiln::client::SetFusedMoeGatherXForTesting(-1);
+  REQUIRE(copied.ok());
+  CHECK(copied->permute.gather_params.x == FakeDeviceAddress(kXSlot));
   // The two halves of one [T, 2H] buffer share no element: accepted.
   c = Call();
   c.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {7, 64}, {128, 1});
@@ -545,18 +552,41 @@ TEST_CASE("fused_moe plans its steps over the workspace: Mixtral and Qwen3 at 1 
         CHECK(p.params.rows == rows);
         CHECK(p.params.ids_stride == m.top_k);
         CHECK(p.params.slot_to_row_stride == m.top_k);
-        REQUIRE(p.gather);
-        CHECK(p.gather_params.permuted_x == WorkspaceAt(w.permuted_x));
-        CHECK(p.gather_params.x == FakeDeviceAddress(kXSlot));
-        CHECK(p.gather_params.row_to_slot == p.params.row_to_slot);
-        CHECK(p.gather_params.m_indptr == p.params.m_indptr);
-        CHECK(p.gather_params.rows == rows);
-        CHECK(p.gather_params.row_bytes == 2 * m.hidden);
-        CHECK(p.gather_params.x_stride_bytes == 2 * m.hidden);
-        CHECK(p.gather_params.out_stride_bytes == 2 * m.hidden);
-        CHECK(p.gather_params.unit_bytes == 16);
+        // The rule: the next GEMM reads x's rows by the row map at Qwen3's 2I 1536, the
+        // permutation copies them at Mixtral's 28672.
+        const bool gathers = 2 * m.inter <= kiln::client::kFusedMoeGatherMaxGateUp;
+        CHECK(p.gather == !gathers);
+        // Forced: KILN_FUSED_MOE_GATHER=0 copies them into permuted_x, which that GEMM reads; 1 has
+        // the GEMM gather them.
+        kiln::client::SetFusedMoeGatherXForTesting(0);
+        auto copied = kiln::client::PlanFusedMoeFully(c.Args(), "test");
+        kiln::client::SetFusedMoeGatherXForTesting(1);
+        auto gathered = kiln::client::PlanFusedMoeFully(c.Args(), "test");
+        kiln::client::SetFusedMoeGatherXForTesting(-1);
+        REQUIRE(copied.ok());
+        REQUIRE(gathered.ok());
+        CHECK_FALSE(gathered->permute.gather);
+        CHECK(gathered->gate_up.a == FakeDeviceAddress(kXSlot));
+        CHECK(gathered->gate_up.a_rows == WorkspaceAt(w.row_to_slot));
+        CHECK(gathered->gate_up.a_row_divisor == m.top_k);
+        CHECK(gathered->gate_up.a_source_rows == tokens);
+        CHECK(gathered->gate_up.rows == rows);
+        const auto& cp = copied->permute;
+        REQUIRE(cp.gather);
+        CHECK(cp.gather_params.permuted_x == WorkspaceAt(w.permuted_x));
+        CHECK(cp.gather_params.x == FakeDeviceAddress(kXSlot));
+        CHECK(cp.gather_params.row_to_slot == cp.params.row_to_slot);
+        CHECK(cp.gather_params.m_indptr == cp.params.m_indptr);
+        CHECK(cp.gather_params.rows == rows);
+        CHECK(cp.gather_params.row_bytes == 2 * m.hidden);
+        CHECK(cp.gather_params.x_stride_bytes == 2 * m.hidden);
+        CHECK(cp.gather_params.out_stride_bytes == 2 * m.hidden);
+        CHECK(cp.gather_params.unit_bytes == 16);
+        CHECK(copied->gate_up.a == WorkspaceAt(w.permuted_x));
+        CHECK(copied->gate_up.a_rows == nullptr);
 
-        // 2. The gate-and-up GEMM: [rows, H] . w13 -> [rows, I], silu_and_mul.
+        // 2. The gate-and-up GEMM: x's rows (by row_to_slot, slot / top_k, or copied) . w13 ->
+        // [rows, I], silu_and_mul.
         const auto& g = plan.gate_up;
         CHECK(g.silu_and_mul);
         CHECK_FALSE(g.masked);
@@ -566,7 +596,8 @@ TEST_CASE("fused_moe plans its steps over the workspace: Mixtral and Qwen3 at 1 
         CHECK(g.rows == rows);
         CHECK(g.n == 2 * m.inter);
         CHECK(g.k == m.hidden);
-        CHECK(g.a == WorkspaceAt(w.permuted_x));
+        CHECK(g.a == (gathers ? FakeDeviceAddress(kXSlot) : WorkspaceAt(w.permuted_x)));
+        CHECK(g.a_rows == (gathers ? WorkspaceAt(w.row_to_slot) : nullptr));
         CHECK(g.b == FakeDeviceAddress(kW13Slot));
         CHECK(g.d == WorkspaceAt(w.activation));
         CHECK(g.group_rows == WorkspaceAt(w.m_indptr));
@@ -740,8 +771,33 @@ TEST_CASE("fused_moe plans padded rows of x, out and the routing", "[client][ops
   auto plan = PlanFusedMoe(c.Args(), "test");
   INFO(plan.status().ToString());
   REQUIRE(plan.ok());
-  CHECK(plan->permute.gather_params.x_stride_bytes == 2056 * 2);
-  CHECK(plan->permute.gather_params.out_stride_bytes == 2048 * 2);  // the workspace's rows are dense
+  // The gate-and-up GEMM gathers x's padded rows (4112 bytes apart: 16-byte copies) by the row map.
+  const char* base = static_cast<const char*>(c.workspace.data);
+  CHECK(!plan->permute.gather);
+  CHECK(plan->gate_up.a == FakeDeviceAddress(kXSlot));
+  CHECK(plan->gate_up.a_row_stride == 2056);
+  CHECK(plan->gate_up.a_source_rows == 64);
+  CHECK(plan->gate_up.rows == 64 * 8);
+  CHECK(plan->gate_up.a_rows == reinterpret_cast<const int32_t*>(base + plan->workspace.row_to_slot));
+  CHECK(plan->gate_up.a_row_divisor == 8);
+  // KILN_FUSED_MOE_GATHER=0: the permutation copies them into the grouped layout instead.
+  kiln::client::SetFusedMoeGatherXForTesting(0);
+  auto copied = kiln::client::PlanFusedMoeFully(c.Args(), "test");
+  kiln::client::SetFusedMoeGatherXForTesting(-1);
+  REQUIRE(copied.ok());
+  CHECK(copied->permute.gather);
+  CHECK(copied->gate_up.a_rows == nullptr);
+  CHECK(copied->gate_up.a == base + copied->workspace.permuted_x);
+  CHECK(copied->permute.gather_params.x_stride_bytes == 2056 * 2);
+  CHECK(copied->permute.gather_params.out_stride_bytes == 2048 * 2);  // the workspace's rows are dense
+  // Rows 16-byte copies cannot read (2052 elements apart): the permutation copies them.
+  Call odd = c;
+  odd.x = TensorView::Strided(FakeDeviceAddress(kXSlot), DType::kBFloat16, {64, 2048}, {2052, 1});
+  odd.out = c.out;
+  auto misaligned = PlanFusedMoe(odd.Args(), "test");
+  REQUIRE(misaligned.ok());
+  CHECK(misaligned->permute.gather);
+  CHECK(misaligned->gate_up.a_rows == nullptr);
   CHECK(plan->permute.params.ids_stride == 12);
   CHECK(plan->unpermute.params.out_stride_bytes == 2080 * 2);
   CHECK(plan->unpermute.params.weights_stride == 16);

@@ -575,27 +575,36 @@ TEST_CASE("fused_moe_fp8 gives the same bits in place, twice, through the C ABI,
 }
 
 TEST_CASE("fused_moe_fp8's grouped path quantizes silu(gate) * up in the gate-and-up GEMM or in its own kernel, "
-          "with the same bits",
+          "and gathers x's codes by token in that GEMM or copies them per row, with the same bits",
           "[gpu][moe][fused][fp8]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(29);
   const PathScope scope(FusedMoePath::kGrouped);
   // I 128 and 384 (one and three tiles of the epilogue a row), partial and empty groups, one
-  // expert for all (a group of every row), dropped ids.
-  for (const Case& c : {Make(1000, 64, 8, 256, 128), Make(777, 16, 2, 512, 384),
-                        Make(300, 8, 8, 256, 128, Ids::kOneExpert), Make(333, 256, 8, 256, 384, Ids::kDropped)}) {
+  // expert for all (a group of every row), dropped ids (row_to_slot -1: rows the gather fills
+  // with zeros), H 272 (a stage past K's end: the gather's zero-filled units).
+  for (const Case& c :
+       {Make(1000, 64, 8, 256, 128), Make(777, 16, 2, 512, 384), Make(300, 8, 8, 256, 128, Ids::kOneExpert),
+        Make(333, 256, 8, 256, 384, Ids::kDropped), Make(411, 32, 4, 272, 208)}) {
     Layer layer(c, rng);
-    std::vector<uint16_t> results[2];
-    for (int fused : {1, 0}) {
-      kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(fused);
-      INFO((fused ? "silu in the GEMM's epilogue" : "silu in its own kernel"));
-      results[fused] = layer.Run();
-      layer.Check(results[fused]);
-      CHECK(layer.Run() == results[fused]);
-    }
+    std::vector<uint16_t> results[2][2];  // [silu in the epilogue][gathered]
+    for (int fused : {1, 0})
+      for (int gather : {1, 0}) {
+        kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(fused);
+        kiln::client::SetFusedMoeGatherXForTesting(gather);
+        INFO((fused ? "silu in the GEMM's epilogue" : "silu in its own kernel")
+             << (gather ? ", x's codes gathered by the GEMM" : ", x's codes copied per row"));
+        results[fused][gather] = layer.Run();
+        layer.Check(results[fused][gather]);
+        CHECK(layer.Run() == results[fused][gather]);
+      }
     kiln::client::SetFusedMoeFp8SiluEpilogueForTesting(-1);
-    // The same accumulators, the same roundings and functions: the same codes, scales and out.
-    CHECK(results[1] == results[0]);
+    kiln::client::SetFusedMoeGatherXForTesting(-1);
+    // The same accumulators, the same roundings and functions: the same codes, scales and out (a
+    // token's codes do not depend on which rows copy them).
+    CHECK(results[1][0] == results[1][1]);
+    CHECK(results[0][1] == results[1][1]);
+    CHECK(results[0][0] == results[1][1]);
   }
 }
 

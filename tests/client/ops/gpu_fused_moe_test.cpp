@@ -559,6 +559,35 @@ TEST_CASE("fused_moe's folded combine gives the separate combine's bits: every c
   }
 }
 
+TEST_CASE("fused_moe's grouped path gathers x's rows in its gate-and-up GEMM or copies them in the permutation, "
+          "with the same bits",
+          "[gpu][moe][fused]") {
+  kiln::testing::GpuSession session = kiln::testing::HopperSession();
+  std::mt19937 rng(1207);
+  const PathScope scope(FusedMoePath::kGrouped);
+  std::vector<Case> cases = {
+      Make(1000, 64, 8, 256, 128, kBf16),
+      Make(333, 256, 8, 256, 128, kFp16, Ids::kDropped),  // dropped ids: row_to_slot -1 past the groups
+      Make(300, 8, 8, 256, 128, kBf16, Ids::kOneExpert),  // one group of every row
+      Make(100, 8, 2, 136, 200, kBf16),                   // H 136: a stage past K's end
+      Make(64, 8, 2, 256, 128, kFp16),
+  };
+  cases[4].x_pad = 24;  // x rows 560 bytes apart: still 16-byte copies
+  for (const Case& c : cases) {
+    Layer layer(c, rng);
+    Result results[2];
+    for (int gather : {1, 0}) {
+      kiln::client::SetFusedMoeGatherXForTesting(gather);
+      INFO(Describe(c) << (gather ? ": x gathered by the GEMM" : ": x copied by the permutation"));
+      results[gather] = layer.Run();
+      layer.Check(results[gather]);
+    }
+    kiln::client::SetFusedMoeGatherXForTesting(-1);
+    INFO(Describe(c));
+    CHECK(layer.Rows(results[1]) == layer.Rows(results[0]));
+  }
+}
+
 TEST_CASE("fused_moe in place (out == x) gives the same bits as into a separate out", "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(5);

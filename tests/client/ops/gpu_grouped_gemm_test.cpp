@@ -5,7 +5,8 @@
 // divides, 1 to 256 groups, every tile forced, masked counts of 0 and M_max, rows outside the
 // groups untouched, tables out of range clamped (no write outside d), the C ABI; the contiguous
 // layout's silu_and_mul epilogue (fused_moe's gate-and-up GEMM, every tile); forced tiles store
-// through TMA where they can (the interior of a group), the default by the groups' rows. Fresh random
+// through TMA where they can (the interior of a group), the default by the groups' rows; A's rows
+// gathered through a row table (every tile, bad entries read zeros). Fresh random
 // data (and scales) each case, d poisoned (NaN) before each launch. Tolerance as
 // gpu_gemm_test.cpp's (fp8: as gpu_fp8_gemm_test.cpp's, 2^-12 of the block terms' magnitude).
 #include <catch2/catch.hpp>
@@ -52,6 +53,12 @@ struct Case {
   // contiguous: the silu_and_mul epilogue: each group's n rows of b are [gate; up], d has n / 2
   // columns silu(gate) * up.
   bool silu_and_mul = false;
+  // contiguous: A's rows gathered (GroupedGemmGather): row r of the groups is row gather[r] /
+  // divisor of a [source_rows, k], zeros for an entry outside [0, source_rows * divisor). Empty:
+  // a's rows in place.
+  std::vector<int32_t> gather;
+  int64_t divisor = 1;
+  int64_t source_rows = 0;
 
   std::string Describe() const {
     std::string s = std::string(masked ? "masked" : "contiguous") + " " + kiln::DTypeName(in) + "->" +
@@ -59,7 +66,9 @@ struct Case {
                     " k=" + std::to_string(k) + (masked ? " m_max=" + std::to_string(m_max) : "") + " counts";
     for (size_t i = 0; i < counts.size() && i < 12; ++i) s += " " + std::to_string(counts[i]);
     if (tactic != nullptr) s += " tile " + std::to_string(tactic->tile_m) + "x" + std::to_string(tactic->tile_n);
-    return s + (c_api ? " (C ABI)" : "") + (silu_and_mul ? " silu_and_mul" : "");
+    return s + (c_api ? " (C ABI)" : "") + (silu_and_mul ? " silu_and_mul" : "") +
+           (gather.empty() ? ""
+                           : " gathered from " + std::to_string(source_rows) + " rows / " + std::to_string(divisor));
   }
 };
 
@@ -96,7 +105,15 @@ void Run(const Case& c, std::mt19937& rng) {
   const int64_t d_cols = c.silu_and_mul ? c.n / 2 : c.n;
   const bool fp8 = c.in == kFp8;
   const int64_t kb = kiln::gemm::Fp8ScaleBlocks(c.k), nb = kiln::gemm::Fp8ScaleBlocks(c.n);
-  const size_t arows = static_cast<size_t>(std::max<int64_t>(rows, 1));
+  const bool gathered = !c.gather.empty();
+  if (gathered) REQUIRE(static_cast<int64_t>(c.gather.size()) == rows);
+  // The row of a that row r of the groups reads, or -1 (zeros).
+  auto source_of = [&](int64_t r) -> int64_t {
+    if (!gathered) return r;
+    const int64_t entry = c.gather[static_cast<size_t>(r)];
+    return entry >= 0 && entry / c.divisor < c.source_rows ? entry / c.divisor : -1;
+  };
+  const size_t arows = static_cast<size_t>(std::max<int64_t>(gathered ? c.source_rows : rows, 1));
   HostTensor a = kiln::testing::RandomTensor(c.in, arows * static_cast<size_t>(c.k), rng, -1.f, 1.f);
   HostTensor b = kiln::testing::RandomTensor(c.in, static_cast<size_t>(e * c.n * c.k), rng, -1.f, 1.f);
   // fp8's scales (a row per row of a; ceil(n / 128) rows per group), drawn for every case.
@@ -105,7 +122,7 @@ void Run(const Case& c, std::mt19937& rng) {
   // d with 64 guard rows after it: a write outside d lands there.
   const size_t d_bytes = static_cast<size_t>(rows * d_cols) * out_es, guard = static_cast<size_t>(64 * d_cols) * out_es;
   DeviceBuffer da(a.bytes.size()), db(b.bytes.size()), dd(d_bytes + guard), dtable(table.size() * 4 + 4),
-      dsa(sa.bytes.size()), dsb(sb.bytes.size());
+      dsa(sa.bytes.size()), dsb(sb.bytes.size()), dgather(c.gather.size() * 4 + 4);
   da.Upload(a.bytes);
   db.Upload(b.bytes);
   dsa.Upload(sa.bytes);
@@ -114,18 +131,37 @@ void Run(const Case& c, std::mt19937& rng) {
   std::vector<uint8_t> table_bytes(table.size() * 4);
   std::memcpy(table_bytes.data(), table.data(), table_bytes.size());
   dtable.Upload(table_bytes);
+  if (gathered) {
+    std::vector<uint8_t> gather_bytes(c.gather.size() * 4);
+    std::memcpy(gather_bytes.data(), c.gather.data(), gather_bytes.size());
+    dgather.Upload(gather_bytes);
+  }
 
+  const int64_t a_rows = gathered ? c.source_rows : rows;
   const auto ta = c.masked ? TensorView::Contiguous(da.data(), c.in, {e, c.m_max, c.k})
-                           : TensorView::Contiguous(da.data(), c.in, {rows, c.k});
+                           : TensorView::Contiguous(da.data(), c.in, {a_rows, c.k});
   const auto tb = TensorView::Contiguous(db.data(), c.in, {e, c.n, c.k});
   const auto td = c.masked ? TensorView::Contiguous(dd.data(), c.out, {e, c.m_max, d_cols})
                            : TensorView::Contiguous(dd.data(), c.out, {rows, d_cols});
   const auto tt = TensorView::Contiguous(dtable.data(), DType::kInt32, {static_cast<int64_t>(table.size())});
   const auto tsa = c.masked ? TensorView::Contiguous(dsa.data(), DType::kFloat32, {e, c.m_max, kb})
-                            : TensorView::Contiguous(dsa.data(), DType::kFloat32, {rows, kb});
+                            : TensorView::Contiguous(dsa.data(), DType::kFloat32, {a_rows, kb});
   const auto tsb = TensorView::Contiguous(dsb.data(), DType::kFloat32, {e, nb, kb});
+  const auto tgather = TensorView::Contiguous(dgather.data(), DType::kInt32, {rows});
+  const kiln::client::GroupedGemmGather gather{&tgather, c.divisor};
   kiln::Status status;
-  if (c.silu_and_mul) {
+  if (gathered) {
+    // No public op of its own (fused_moe's and fused_moe_fp8's gate-and-up GEMMs): the client's
+    // plans, then the call's tactic or the forced one.
+    auto plan = c.silu_and_mul ? kiln::client::PlanGroupedGemmSiluAndMul(td, ta, tb, tt, "test", &gather)
+                : fp8          ? kiln::client::PlanGroupedFp8Gemm(td, ta, tb, tsa, tsb, tt, "test", &gather)
+                               : kiln::client::PlanGroupedGemm(td, ta, tb, tt, "test", &gather);
+    INFO(plan.status().ToString());
+    REQUIRE(plan.ok());
+    if (c.tactic != nullptr) plan->stores = kiln::client::GroupedGemmPlan::Stores::kThroughTma;
+    status = c.tactic != nullptr ? kiln::client::LaunchGroupedGemmPlan(*plan, *c.tactic, nullptr)
+                                 : kiln::client::LaunchGroupedGemmPlanOfCall(*plan, nullptr);
+  } else if (c.silu_and_mul) {
     // No public op of its own (fused_moe's step): the client's plan, then the call's tactic or
     // the forced one.
     auto plan = kiln::client::PlanGroupedGemmSiluAndMul(td, ta, tb, tt, "test");
@@ -179,9 +215,11 @@ void Run(const Case& c, std::mt19937& rng) {
   int64_t bad = 0, touched = 0;
   std::string first_bad;
   // Column j of row r's product (and the sum of its terms' magnitudes).
-  auto product = [&](int64_t r, int64_t g, int64_t j, double* magnitude) {
+  auto product = [&](int64_t row, int64_t g, int64_t j, double* magnitude) {
     double sum = 0;
     *magnitude = 0;
+    const int64_t r = source_of(row);
+    if (r < 0) return sum;  // a gathered row of zeros
     for (int64_t l = 0; l < c.k; ++l) {
       double p = a.Get(static_cast<size_t>(r * c.k + l)) * b.Get(static_cast<size_t>((g * c.n + j) * c.k + l));
       if (fp8)
@@ -240,6 +278,16 @@ std::vector<int64_t> RandomCounts(int64_t e, int64_t t, std::mt19937& rng) {
 // The output of a case of inputs `in`: the same 16-bit type, or bf16 for fp8.
 DType OutOf(DType in) { return in == kFp8 ? DType::kBFloat16 : in; }
 
+// `run(tactic)` for every tile of the grouped space at its fewest and its most stages (raster
+// groups of 3 tile rows).
+template <typename Run>
+void ForEveryGroupedTile(Run run) {
+  for (int tile_m : kiln::gemm::kTileMChoices)
+    for (int tile_n : kiln::gemm::kTileNChoices)
+      for (int stages : {kiln::gemm::kMinStages, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true)})
+        run(kiln::gemm::GemmTactic{tile_m, tile_n, stages, 3, 1});
+}
+
 TEST_CASE("grouped_gemm (contiguous) and grouped_fp8_gemm match float64: empty and one-row groups, 1..256 groups",
           "[gpu][gemm][fp8]") {
   GpuSession session = HopperSession();
@@ -295,23 +343,18 @@ TEST_CASE("grouped_gemm: every tile is correct (bf16 and fp8), and a table out o
   std::mt19937 rng(29);
   for (DType in : {DType::kBFloat16, kFp8}) {
     for (bool masked : {false, true}) {
-      for (int tile_m : kiln::gemm::kTileMChoices) {
-        for (int tile_n : kiln::gemm::kTileNChoices) {
-          for (int stages : {kiln::gemm::kMinStages, kiln::gemm::GemmMaxStages(tile_m, tile_n, 1, true)}) {
-            const kiln::gemm::GemmTactic tactic{tile_m, tile_n, stages, 3, 1};
-            Case c;
-            c.in = in;
-            c.out = OutOf(in);
-            c.masked = masked;
-            c.counts = masked ? std::vector<int64_t>{0, 70, 130, 1} : std::vector<int64_t>{70, 0, 131, 1, 64};
-            c.m_max = 130;
-            c.n = 392;
-            c.k = 400;  // K 400: 4 scale blocks, the last partial
-            c.tactic = &tactic;
-            Run(c, rng);
-          }
-        }
-      }
+      ForEveryGroupedTile([&](const kiln::gemm::GemmTactic& tactic) {
+        Case c;
+        c.in = in;
+        c.out = OutOf(in);
+        c.masked = masked;
+        c.counts = masked ? std::vector<int64_t>{0, 70, 130, 1} : std::vector<int64_t>{70, 0, 131, 1, 64};
+        c.m_max = 130;
+        c.n = 392;
+        c.k = 400;  // K 400: 4 scale blocks, the last partial
+        c.tactic = &tactic;
+        Run(c, rng);
+      });
     }
   }
   // Out of range: negative, past T, decreasing. Clamped into [0, T] and each end to at least its
@@ -334,6 +377,68 @@ TEST_CASE("grouped_gemm: every tile is correct (bf16 and fp8), and a table out o
   masked_bad.n = 64;
   masked_bad.k = 64;
   Run(masked_bad, rng);
+}
+
+// A gather table of `rows` entries into `source_rows` rows by `divisor`: mostly entries in range
+// (repeats included: several rows read one source row), every 17th negative and every 23rd past
+// the last source row (rows of zeros).
+std::vector<int32_t> GatherTable(int64_t rows, int64_t source_rows, int64_t divisor, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(source_rows * divisor - 1));
+  std::vector<int32_t> table(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t v = pick(rng);
+    if (r % 17 == 5) v = -1 - static_cast<int32_t>(r);
+    if (r % 23 == 7) v = static_cast<int32_t>(source_rows * divisor + r);
+    table[static_cast<size_t>(r)] = v;
+  }
+  return table;
+}
+
+TEST_CASE("grouped_gemm and grouped_fp8_gemm gather A's rows through a table: every tile, repeated, negative "
+          "and out-of-range entries, K past a stage's end",
+          "[gpu][gemm][fp8]") {
+  GpuSession session = HopperSession();
+  std::mt19937 rng(20261207);
+  for (DType in : {DType::kBFloat16, kFp8}) {
+    ForEveryGroupedTile([&](const kiln::gemm::GemmTactic& tactic) {
+      Case c;
+      c.in = in;
+      c.out = OutOf(in);
+      c.counts = {70, 0, 131, 1, 64};
+      c.n = 392;
+      c.k = in == kFp8 ? 272 : 200;  // the last stage holds 16 bytes of K: units 1..7 zeros
+      c.divisor = 3;
+      c.source_rows = 100;
+      c.gather = GatherTable(266, c.source_rows, c.divisor, rng);
+      c.tactic = &tactic;
+      Run(c, rng);
+    });
+  }
+  // The call's own tactic (the heuristic's), MoE-like: 128 groups, a top-8 row map over 125
+  // tokens; bf16's silu_and_mul epilogue too; one source row for all.
+  for (DType in : {DType::kBFloat16, DType::kFloat16, kFp8}) {
+    Case c;
+    c.in = in;
+    c.out = OutOf(in);
+    c.counts = RandomCounts(128, 1000, rng);
+    c.n = 256;
+    c.k = 512;
+    c.divisor = 8;
+    c.source_rows = 125;
+    c.gather = GatherTable(1000, c.source_rows, c.divisor, rng);
+    Run(c, rng);
+    if (in != kFp8) {
+      c.silu_and_mul = true;
+      Run(c, rng);
+    }
+  }
+  Case one;
+  one.counts = {40, 300};
+  one.n = 128;
+  one.k = 64;
+  one.source_rows = 1;
+  one.gather = std::vector<int32_t>(340, 0);
+  Run(one, rng);
 }
 
 TEST_CASE("grouped_gemm_masked and grouped_fp8_gemm_masked match float64: counts of 0 and M_max, untouched rows",

@@ -209,4 +209,70 @@ TEST_CASE("grouped fp8 with the silu_and_mul epilogue into e4m3 plans codes and 
   RequireInvalid(status(d, T(kRows, f32, {100, 3}), b, sb), "d_scales");
 }
 
+TEST_CASE("the contiguous grouped plans gather A's rows through a table, and refuse a bad table or divisor",
+          "[client][ops][validation][gemm]") {
+  const DType fp8 = DType::kFloat8E4M3, f32 = DType::kFloat32;
+  constexpr uintptr_t kSa = kA + (uintptr_t{4} << 34), kSb = kA + (uintptr_t{5} << 34), kSd = kA + (uintptr_t{6} << 34);
+  constexpr uintptr_t kMap = kA + (uintptr_t{7} << 34);
+  // 30 source rows, 240 rows of the groups (top 8), E 4, N 768, K 400.
+  const TensorView a = T(kA, kBf16, {30, 400}), b = T(kB, kBf16, {4, 768, 400}), d = T(kD, kBf16, {240, 768});
+  const TensorView indptr = T(kRows, DType::kInt32, {5}), map = T(kMap, DType::kInt32, {240});
+  const kiln::client::GroupedGemmGather by_slot{&map, 8};
+  const auto plain = kiln::client::PlanGroupedGemm(d, a, b, indptr, "gathered", &by_slot);
+  REQUIRE(plain.ok());
+  CHECK(plain->rows == 240);
+  CHECK(plain->a_source_rows == 30);
+  CHECK(plain->a_rows == At(kMap));
+  CHECK(plain->a_row_divisor == 8);
+  // Without a table: a's rows are d's, as always.
+  RequireInvalid(kiln::client::PlanGroupedGemm(d, a, b, indptr, "in place").status(), "d: expected 30 rows (a's T)");
+  CHECK(kiln::client::PlanGroupedGemm(T(kD, kBf16, {30, 768}), a, b, indptr, "in place")->a_rows == nullptr);
+  const TensorView d_half = T(kD, kBf16, {240, 384});
+  const auto silu = kiln::client::PlanGroupedGemmSiluAndMul(d_half, a, b, indptr, "gathered", &by_slot);
+  REQUIRE(silu.ok());
+  CHECK(silu->silu_and_mul);
+  CHECK(silu->a_row_divisor == 8);
+  // fp8: a_scales a row per source row.
+  const TensorView a8 = T(kA, fp8, {30, 400}), b8 = T(kB, fp8, {4, 768, 400}), sa = T(kSa, f32, {30, 4}),
+                   sb = T(kSb, f32, {4, 6, 4});
+  const auto codes = kiln::client::PlanGroupedFp8GemmSiluAndMul(T(kD, fp8, {240, 384}), T(kSd, f32, {240, 3}), a8, b8,
+                                                                sa, sb, indptr, "gathered", &by_slot);
+  REQUIRE(codes.ok());
+  CHECK(codes->a_source_rows == 30);
+  CHECK(codes->rows == 240);
+  const auto fp8_plain = kiln::client::PlanGroupedFp8Gemm(d, a8, b8, sa, sb, indptr, "gathered", &by_slot);
+  REQUIRE(fp8_plain.ok());
+  RequireInvalid(
+      kiln::client::PlanGroupedFp8Gemm(d, a8, b8, T(kSa, f32, {240, 4}), sb, indptr, "gathered", &by_slot).status(),
+      "a_scales: expected a's leading dims");
+  // The table: shape, dtype, stride, alignment, overlap with d (or d_scales), divisor.
+  const auto refuse = [&](const kiln::client::GroupedGemmGather& g, const std::string& want) {
+    RequireInvalid(kiln::client::PlanGroupedGemm(d, a, b, indptr, "gathered", &g).status(), want);
+  };
+  const TensorView short_map = T(kMap, DType::kInt32, {239}), long_map = T(kMap, DType::kInt32, {240});
+  refuse({&short_map, 8}, "gathered: a_rows: expected shape [240] (d's rows: row r of the groups is row a_rows[r] / "
+                          "divisor of a), found rank 1 [239]");
+  const TensorView wide = T(kMap, DType::kInt64, {240});
+  refuse({&wide, 8}, "a_rows: expected dtype int32, found int64");
+  const TensorView strided = TensorView::Strided(At(kMap), DType::kInt32, {240}, {2});
+  refuse({&strided, 8}, "a_rows: must be contiguous (stride 1), found stride 2");
+  const TensorView odd = T(kMap + 2, DType::kInt32, {240});
+  refuse({&odd, 8}, "a_rows: data pointer");
+  refuse({&long_map, 0}, "a_rows: the divisor of its entries must be 1..2147483647, found 0");
+  refuse({&long_map, int64_t{1} << 31}, "found 2147483648");
+  refuse({nullptr, 8}, "a_rows: the gathered A's row table is missing (NULL)");
+  const TensorView inside_d = T(kD + 256, DType::kInt32, {240});
+  refuse({&inside_d, 8}, "overlap");
+  RequireInvalid(kiln::client::PlanGroupedGemm(d, T(kA, kBf16, {0, 400}), b, indptr, "gathered", &by_slot).status(),
+                 "a: a gathered A needs at least one row where d has rows");
+  // No rows at all (T 0): planned, nothing to launch.
+  const TensorView no_rows = T(kMap, DType::kInt32, {0});
+  const kiln::client::GroupedGemmGather none{&no_rows, 8};
+  CHECK(kiln::client::PlanGroupedGemm(T(kD, kBf16, {0, 768}), T(kA, kBf16, {0, 400}), b, indptr, "empty", &none).ok());
+  RequireInvalid(kiln::client::PlanGroupedFp8GemmSiluAndMul(T(kD, fp8, {240, 384}), T(kMap + 512, f32, {240, 3}), a8,
+                                                            b8, sa, sb, indptr, "gathered", &by_slot)
+                     .status(),
+                 "d_scales");
+}
+
 }  // namespace

@@ -86,8 +86,9 @@
 // for few tokens (T * top_k <= E, at most 1024), two GEMVs over each chosen expert's slots
 // (gate and up with silu_and_mul, then down) and moe_unpermute, three launches (two with
 // KILN_FUSED_MOE_FOLD=1: the down GEMV's last block at each column block combines); otherwise
-// moe_permute (gather x) -> grouped GEMM with w13 whose epilogue applies silu_and_mul in fp32 ->
-// grouped GEMM with w2 -> moe_unpermute, five launches (the permutation and its gather are two).
+// moe_permute -> grouped GEMM with w13 reading x's rows by the permutation's row map, whose epilogue
+// applies silu_and_mul in fp32 -> grouped GEMM with w2 -> moe_unpermute, four launches (five where
+// x's rows are not 16-byte aligned: the permutation then gathers x into the workspace first).
 // All on the caller's stream, no host sync, no data-dependent host work (capturable in a CUDA
 // graph). Only the experts some token chose are read from memory. The activation
 // silu(gate) * up and each expert's output row are rounded to x's dtype, as a layer of separate
@@ -110,8 +111,10 @@
 // 1e-10 / 448), multiplied with w13 (bf16 rows), silu(gate) * up is computed in fp32 from those
 // rows and quantized the same way, multiplied with w2 (bf16 rows), and moe_unpermute weights and
 // sums each token's rows in fp32. Two paths compute it (the same quantization; only the order of
-// the products' sums differs): six launches (moe_permute, the gather-and-quantize, two
-// grouped_fp8_gemm with the silu-and-quantize between, the combine), or a decode path of five
+// the products' sums differs): a grouped path of five steps (moe_permute, x quantized by token,
+// two grouped_fp8_gemm, the first reading x's codes by the permutation's row map and quantizing
+// silu(gate) * up in its epilogue where I is a multiple of 128, else followed by a
+// silu-and-quantize step, the combine), or a decode path of five
 // (x quantized by token, two GEMVs on fp8 tensor cores over each chosen expert's slots with the
 // silu-and-quantize between, the combine) for few tokens (docs/kernels-moe.md, "The fp8 decode
 // path"). Either: no host sync (capturable in a CUDA graph),

@@ -65,6 +65,9 @@ constexpr const char* kParamGroupM = "group_m";
 constexpr const char* kParamSplitK = "split_k";
 constexpr const char* kParamMulticast = "multicast";
 constexpr const char* kParamEpilogue = "epilogue";
+// The contiguous grouped ops: 1 gathers A's rows through GemmParams::a_rows (cp.async), 0 reads
+// them in place (TMA).
+constexpr const char* kParamAGather = "a_gather";
 
 // Where the rows of D come from: one matrix (gemm), or groups (grouped_gemm: contiguous;
 // grouped_gemm_masked: masked).
@@ -303,9 +306,21 @@ struct GemmParams {
   // d_scale_stride apart.
   float* d_scales;
   long long d_scale_stride;
+  // The contiguous grouped ops with a gathered A (kernel param a_gather 1; null otherwise): row r
+  // of the groups' rows is row a_rows[r] / a_row_divisor of `a` (a_row_count rows of k elements,
+  // a_row_stride bytes apart, 16-byte aligned), copied into the stage by the producer warp
+  // (cp.async) instead of TMA: fused_moe's and fused_moe_fp8's gate-and-up GEMMs read x (or its
+  // codes) by moe_permute's row_to_slot (a slot t * top_k + j: divisor top_k), so no gathered copy
+  // of x is written. An entry below 0 or at a_row_count * a_row_divisor and beyond reads zeros. fp8:
+  // a_scales has a row per row of `a`, found the same way. a_map still describes `a` (unread).
+  const void* a;
+  const int* a_rows;
+  long long a_row_stride;
+  int a_row_divisor;
+  int a_row_count;
 };
 static_assert(sizeof(GemmParams) == 576,
-              "GemmParams: 3 tensor maps, 7 pointers, 9 long longs, a float, two ints (padded to 64 bytes)");
+              "GemmParams: 3 tensor maps, 9 pointers, 10 long longs, a float, four ints (padded to 64 bytes)");
 
 // gemm's small-M kernels (op kGemmGemvOp, its own generator; docs/kernels-gemm.md, "Small M:
 // the GEMV kernels"). For M <= kGemvMaxRows a call's time is B streaming from memory, and a

@@ -58,6 +58,24 @@
 // tile_n 256: fused_moe_fp8's gate-and-up GEMM) the tile's 128 columns of D are one scale group:
 // each row's silu(gate) * up is quantized there, by fused_moe_fp8's rule, into codes and a scale
 // (SiluAndMulE4m3Epilogue), so the layer's separate silu-and-quantize pass is not needed.
+//
+// Gathered A (kAGather, contiguous grouped only: fused_moe's gate-and-up GEMMs): row r of the
+// groups' rows is row a_rows[r] / a_row_divisor of `a` (x, or its codes, by moe_permute's
+// row_to_slot), which TMA cannot address (a box is rows of one stride). The producer warp-group
+// loads A instead, kTileM / 32 of its warps (each lane finds one row's source per tile: four
+// warps keep the producer's registers within its 40; one warp holding four rows a lane spilled):
+// per stage a warp copies its 32 rows 16 bytes a lane with cp.async into the layout TMA's
+// 128-byte swizzle would have made (16-byte unit u of row r at unit u ^ (r % 8)), zeros for rows
+// past the group, bad entries and K past the end; each lane's copies then arrive on the stage's
+// `full` barrier (cp.async.mbarrier.arrive.noinc: kTileM arrivals beside the one that expects
+// B's TMA bytes). cp.async writes shared memory through the generic proxy and wgmma reads it
+// through the async proxy, so a consumer fences the proxies (fence.proxy.async) after
+// its wait, before its wgmmas. fp8 A scales are read by the same map. Measured on an H100
+// (bench/results/2026-12-07-h100-gather.md): 8-10 % slower than the TMA kernel on copied rows at
+// Qwen3-30B-A3B's w13, 34 % at Mixtral-8x7B's, faster where the copied rows overflow L2
+// (DeepSeek-V3 fp8); signalling from the copying lanes after their own wait and fence instead was
+// slower still (the loads' latency, not the fence, limits it). fused_moe gathers only where that
+// pays (FusedMoeGatherSuits).
 #pragma once
 
 #include "kiln/activation/act_and_mul.cuh"
@@ -82,7 +100,7 @@ struct Choose<false, A, B> {
 };
 
 template <typename TIn_, typename TOut_, int kTileM_, int kTileN_, int kStages_, int kGroupM_, int kSplitK_ = 1,
-          int kLayout_ = kDenseLayout, int kMulticast_ = 1, int kEpilogue_ = kPlainEpilogue>
+          int kLayout_ = kDenseLayout, int kMulticast_ = 1, int kEpilogue_ = kPlainEpilogue, bool kAGather_ = false>
 struct GemmShape {
   using TIn = TIn_;
   using TOut = TOut_;
@@ -94,6 +112,8 @@ struct GemmShape {
   static constexpr int kLayout = kLayout_;
   static constexpr int kMulticast = kMulticast_;
   static constexpr bool kGrouped = kLayout != kDenseLayout;
+  // A's rows gathered through GemmParams::a_rows by the producer warp (cp.async), not TMA.
+  static constexpr bool kAGather = kAGather_;
   // silu_and_mul (gemm_contract.h, GemmEpilogue): a tile's B stage is tile_n / 2 gate rows then
   // the same up rows, and the tile makes tile_n / 2 columns of D.
   static constexpr bool kSiluAndMul = kEpilogue_ == kSiluAndMulEpilogue;
@@ -136,6 +156,8 @@ struct GemmShape {
                 "e4m3 D is the fp8 silu_and_mul epilogue's, whose tile's 128 columns are one scale group");
   static_assert(!kSiluAndMul || (kTileN / 2) % 8 == 0, "each half of B's tile starts on a swizzle atom");
   static_assert(kBytesBPart % 1024 == 0, "each block's part of B starts on a swizzle atom");
+  static_assert(!kAGather || kLayout == kContiguousLayout, "a_gather is for the contiguous grouped ops");
+  static_assert(!kAGather || (kTileM % 32 == 0 && kTileM <= 128), "a gathered tile is 32 rows a producer warp");
   static_assert(kMaxGroups % 32 == 0, "the group table is built by one warp, kMaxGroups / 32 groups a lane");
   static_assert(GemmSmemBytes(kTileM, kTileN, kStages, kSplitK, kGrouped, kMulticast) <= kMaxSmemBytes,
                 "the stages exceed shared memory");
@@ -482,6 +504,38 @@ __device__ __forceinline__ TileRows Locate(const GemmParams& p, const int* table
   }
 }
 
+// Gathered A: the row of `a` that row `row` of the groups' rows (< m) reads, or -1 (zeros) for
+// an entry outside [0, a_row_count * a_row_divisor).
+__device__ __forceinline__ int GatheredRow(const GemmParams& p, long long row) {
+  const int entry = p.a_rows[row];
+  if (entry < 0) return -1;
+  const int source = entry / p.a_row_divisor;
+  return source < p.a_row_count ? source : -1;
+}
+
+// Gathered A: one producer warp's copies of one stage, 32 of the tile's rows (`rows`: the first
+// of them in the stage buffer) of 128 bytes from byte `col` of their source rows (`source`: lane
+// l's row's, -1 for zeros), a pass 4 rows x 8 units of 16 bytes (lane l: row 4 i + l / 8 of the
+// 32, unit l % 8; each row's 128 bytes in one pass), in the 128-byte swizzle (the 32 rows start
+// on a swizzle atom, so a row's place in it is its index mod 8); then this lane's arrival on
+// `full` once they land.
+template <class S>
+__device__ __forceinline__ void GatherStage(const GemmParams& p, int source, unsigned char* rows, long long col,
+                                            unsigned long long* full) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int unit = lane % 8;
+  const unsigned char* a = static_cast<const unsigned char*>(p.a) + col + 16 * unit;
+  const bool col_inside = col + 16 * unit < p.k * static_cast<long long>(sizeof(typename S::TIn));
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int row = 4 * i + lane / 8;
+    const int from = __shfl_sync(0xffffffffu, source, row);
+    const bool valid = col_inside && from >= 0;
+    CpAsync16(rows + row * 128 + ((unit ^ (row % 8)) << 4), valid ? a + from * p.a_row_stride : p.a, valid);
+  }
+  CpAsyncBarrierArrive(full);
+}
+
 // The split-K partial buffer of a block: per consumer, per column group j, per thread t of the
 // warp-group, the 4 accumulators of j (16 bytes): a warp reads or writes 512 contiguous bytes.
 template <class S>
@@ -520,10 +574,10 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
   // registers for what is computed from it: the wgmma descriptors of the consumers).
   const int warp_group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (threadIdx.x == 0) {
-    TmaPrefetchDescriptor(&p.a_map);
+    if constexpr (!S::kAGather) TmaPrefetchDescriptor(&p.a_map);
     TmaPrefetchDescriptor(&p.b_map);
     for (int s = 0; s < S::kStages; ++s) {
-      BarrierInit(&full[s], 1);
+      BarrierInit(&full[s], S::kAGather ? 1 + S::kTileM : 1);  // gathered: a copying lane's a row
       BarrierInit(&empty[s], S::kConsumers * 4 * S::kMulticast);
     }
     if constexpr (kMulticast) BarrierInit(done, S::kConsumers * 4);
@@ -571,9 +625,45 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     // Producer. With two consumers the block has 384 threads (168 registers each at launch);
     // the producer needs few, the consumers' 64 x 256 fragments many.
     if constexpr (S::kConsumers == 2) ReleaseRegisters<40>();
-    if (threadIdx.x != 0) return;
     int stage = 0;
     unsigned phase = 0;
+    if constexpr (S::kAGather) {
+      // kTileM / 32 warps, each copying 32 of a tile's rows of A (lane l finds row l's source);
+      // thread 0 also has TMA load B.
+      const int warp = static_cast<int>(threadIdx.x / 32);
+      if (warp >= S::kTileM / 32) return;
+      unsigned char* my_rows = smem_a + warp * 32 * 128;
+      for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
+        long long tm, tn;
+        detail::TileOf<S>(tile, units_m, tiles_n, tm, tn);
+        const detail::TileRows rows = detail::Locate<S>(p, group_table, tm, tn);
+        const long long row = rows.a + threadIdx.x;  // warp w's rows are the tile's 32 w ..
+        const int source = row < rows.d_end ? detail::GatheredRow(p, row) : -1;
+        const int row_b = static_cast<int>(rows.b);
+        for (int ks = k_begin; ks < k_end; ++ks) {
+          BarrierWait(&empty[stage], phase ^ 1);
+          if (threadIdx.x == 0) {
+            BarrierArriveExpectTx(&full[stage], S::kBytesB);
+            if constexpr (S::kSiluAndMul) {
+              TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
+              TmaLoad2d(smem_b + stage * S::kBytesB + S::kBytesB / 2, &p.b_map, &full[stage], ks * S::kStageK,
+                        row_b + static_cast<int>(p.n / 2));
+            } else {
+              TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
+            }
+          }
+          detail::GatherStage<S>(p, source, my_rows + stage * S::kBytesA, static_cast<long long>(ks) * 128,
+                                 &full[stage]);
+          if (++stage == S::kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+      CpAsyncWaitAll();  // the block's shared memory outlives the copies
+      return;
+    }
+    if (threadIdx.x != 0) return;
     for (long long tile = first_tile; tile < tiles; tile += tile_stride) {
       long long tm, tn;
       detail::TileOf<S>(tile, units_m, tiles_n, tm, tn);
@@ -673,8 +763,15 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
       // instead of a bounds test in the loop: its products are never stored, and an output
       // element depends only on its own row's and column's scales.
       const long long last_row = p.m - 1;
-      const int a_scale0 = static_cast<int>((row_base < last_row ? row_base : last_row) * p.a_scale_stride);
-      const int a_scale1 = static_cast<int>((row_base + 8 < last_row ? row_base + 8 : last_row) * p.a_scale_stride);
+      long long scale_row0 = row_base < last_row ? row_base : last_row;
+      long long scale_row1 = row_base + 8 < last_row ? row_base + 8 : last_row;
+      if constexpr (S::kAGather) {  // a's rows, by the same map (a bad entry: row 0, its products zeros)
+        const int from0 = detail::GatheredRow(p, scale_row0), from1 = detail::GatheredRow(p, scale_row1);
+        scale_row0 = from0 < 0 ? 0 : from0;
+        scale_row1 = from1 < 0 ? 0 : from1;
+      }
+      const int a_scale0 = static_cast<int>(scale_row0 * p.a_scale_stride);
+      const int a_scale1 = static_cast<int>(scale_row1 * p.a_scale_stride);
       int b_scale[kHalves];
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
@@ -704,6 +801,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) next_sb[h] = p.b_scales[b_scale[h] + k_next];
         BarrierWait(&full[stage], phase);
+        if constexpr (S::kAGather) FenceProxyAsyncShared();  // cp.async's writes, for wgmma's reads
         const unsigned long long a_desc = SwizzledKMajorDescriptor(smem_a + stage * S::kBytesA +
                                                                    consumer * kRowsPerConsumer * 128);
         const unsigned long long b_desc = SwizzledKMajorDescriptor(smem_b + stage * S::kBytesB);
@@ -746,6 +844,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
     } else {
       for (int ks = k_begin; ks < k_end; ++ks) {
         BarrierWait(&full[stage], phase);
+        if constexpr (S::kAGather) FenceProxyAsyncShared();  // cp.async's writes, for wgmma's reads
         const unsigned long long a_desc = SwizzledKMajorDescriptor(smem_a + stage * S::kBytesA +
                                                                    consumer * kRowsPerConsumer * kTileK * 2);
         const unsigned long long b_desc = SwizzledKMajorDescriptor(smem_b + stage * S::kBytesB);

@@ -4,6 +4,8 @@
 //   mbarrier            "Parallel Synchronization and Communication Instructions: mbarrier"
 //   TMA loads, stores   "Data Movement and Conversion Instructions: cp.async.bulk.tensor",
 //                       "cp.async.bulk.commit_group", "cp.async.bulk.wait_group"
+//   row gathers         "Data Movement and Conversion Instructions: cp.async",
+//                       "cp.async.mbarrier.arrive", "cp.async.wait_all"
 //   proxy fence         "Memory Consistency Model: Proxies", "membar/fence" (fence.proxy.async)
 //   named barriers      "Parallel Synchronization and Communication Instructions: bar/barrier"
 //   wgmma               "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"
@@ -184,6 +186,24 @@ __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
 __device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+
+// ---- cp.async (non-bulk; PTX ISA "cp.async", "cp.async.mbarrier.arrive") ----
+
+// 16 bytes from global `src` to shared `dst`, asynchronously, through L2 only (.cg); with
+// `valid` false no byte is read and the 16 are zeros (src-size 0: the rest of cp-size is
+// zero-filled), as TMA fills a box past the tensor's edge.
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(SmemAddress(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+// One arrival on `bar` once every cp.async this thread issued before it has written shared
+// memory; .noinc: the arrival is one of the barrier's expected count (BarrierInit counts it), not
+// added to it.
+__device__ __forceinline__ void CpAsyncBarrierArrive(unsigned long long* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SmemAddress(bar)) : "memory");
+}
+// Waits until this thread's cp.async copies are all done ("cp.async.wait_all").
+__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 __device__ __forceinline__ void TmaPrefetchDescriptor(const void* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
