@@ -269,10 +269,9 @@ StatusOr<FusedMoeFp8Plan> Plan(const FusedMoeFp8Args& a, FusedMoePath path, Acce
   KILN_ASSIGN_OR_RETURN(plan.permute, PlanMoePermute({&counts_v, &indptr_v, &row_to_slot_v, &slot_to_row_v, nullptr,
                                                       a.topk_ids, nullptr, /*align=*/1},
                                                      kFusedMoeFp8PermuteStep));
-  plan.quantize = gather ? QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data),
-                                          x.data, x.row_stride, tokens, hidden, nullptr, nullptr, top_k, experts)
-                         : QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data),
-                                          x.data, x.row_stride, rows, hidden, row_to_slot, m_indptr, top_k, experts);
+  plan.quantize = QuantizeLaunch(/*decode_path=*/false, x_q_v.data, static_cast<float*>(x_scales_v.data), x.data,
+                                 x.row_stride, x_q_rows, hidden, gather ? nullptr : row_to_slot,
+                                 gather ? nullptr : m_indptr, top_k, experts);
   // Gathered: row r of the groups is x_q's row row_to_slot[r] / top_k (slot t * top_k + j).
   const GroupedGemmGather by_slot{&row_to_slot_v, top_k};
   const GroupedGemmGather* x_rows = gather ? &by_slot : nullptr;

@@ -103,13 +103,14 @@ constinit AutoNumberSetting g_down_column_groups(
     {"KILN_FUSED_MOE_DOWN_COLUMN_GROUPS", 1, moe::kMaxFoldedColumnGroups, "auto or 1 to 2"},
     "fused_moe's folded down GEMV takes {} column group(s) a block in this process (docs/kernels-moe.md)");
 
-// KILN_FUSED_MOE_GATHER (read once): -1 auto (the rule), 0 never, 1 wherever x's rows allow.
-// g_gather: what a test set (0, 1, or 2: auto), -1 the environment's.
+// KILN_FUSED_MOE_GATHER (read once): auto (the rule), 0 never, 1 wherever x's rows allow.
+enum class GatherChoice { kAuto, kNever, kAlways };
+// A GatherChoice a test set, or -1: the environment's.
 std::atomic<int> g_gather{-1};
-int GatherFromEnvironment() {
-  static const int gather = [] {
+GatherChoice GatherFromEnvironment() {
+  static const GatherChoice gather = [] {
     const char* text = std::getenv("KILN_FUSED_MOE_GATHER");
-    if (text == nullptr || std::string(text) == "auto") return -1;
+    if (text == nullptr || std::string(text) == "auto") return GatherChoice::kAuto;
     const std::string value(text);
     if (value == "0" || value == "1") {
       std::fprintf(stderr,
@@ -119,11 +120,11 @@ int GatherFromEnvironment() {
                          "(docs/kernels-moe.md)\n"
                        : "kiln: KILN_FUSED_MOE_GATHER=1: fused_moe's and fused_moe_fp8's gate-and-up GEMMs gather x's "
                          "rows wherever they can in this process, whatever I (docs/kernels-moe.md)\n");
-      return value == "0" ? 0 : 1;
+      return value == "0" ? GatherChoice::kNever : GatherChoice::kAlways;
     }
     std::fprintf(stderr, "kiln: KILN_FUSED_MOE_GATHER='%.64s' is not valid: expected auto, 0 or 1; auto is used\n",
                  text);
-    return -1;
+    return GatherChoice::kAuto;
   }();
   return gather;
 }
@@ -256,12 +257,13 @@ bool FusedMoeGatherSuits(int64_t intermediate) { return 2 * intermediate <= kFus
 
 bool FusedMoeGatherX(int64_t intermediate) {
   const int set = g_gather.load(std::memory_order_relaxed);
-  const int gather = set >= 0 ? (set == 2 ? -1 : set) : GatherFromEnvironment();
-  return gather < 0 ? FusedMoeGatherSuits(intermediate) : gather == 1;
+  const GatherChoice gather = set >= 0 ? static_cast<GatherChoice>(set) : GatherFromEnvironment();
+  return gather == GatherChoice::kAuto ? FusedMoeGatherSuits(intermediate) : gather == GatherChoice::kAlways;
 }
 
 void SetFusedMoeGatherXForTesting(int gather) {
-  g_gather.store(gather >= 0 && gather <= 2 ? gather : -1, std::memory_order_relaxed);
+  constexpr GatherChoice kByValue[] = {GatherChoice::kNever, GatherChoice::kAlways, GatherChoice::kAuto};
+  g_gather.store(gather >= 0 && gather <= 2 ? static_cast<int>(kByValue[gather]) : -1, std::memory_order_relaxed);
 }
 
 void SetFusedMoeFoldedCombineForTesting(int on) { FusedMoeFoldSwitch().SetForTesting(on); }

@@ -195,9 +195,8 @@ StatusOr<FusedMoePlan> Plan(const FusedMoeArgs& a, FusedMoePath path, AcceptedDe
                                         gather ? nullptr : &permuted_v, a.topk_ids, gather ? nullptr : a.x,
                                         /*align=*/1},
                                        kFusedMoePermuteStep));
-  KILN_ASSIGN_OR_RETURN(plan.gate_up,
-                        gather ? PlanGroupedGemmSiluAndMul(act_v, x_t, *a.w13, indptr_v, kFusedMoeGateUpStep, &by_slot)
-                               : PlanGroupedGemmSiluAndMul(act_v, permuted_v, *a.w13, indptr_v, kFusedMoeGateUpStep));
+  KILN_ASSIGN_OR_RETURN(plan.gate_up, PlanGroupedGemmSiluAndMul(act_v, gather ? x_t : permuted_v, *a.w13, indptr_v,
+                                                                kFusedMoeGateUpStep, gather ? &by_slot : nullptr));
   // The experts' outputs over the gathered rows (dead after the first GEMM).
   KILN_ASSIGN_OR_RETURN(plan.down, PlanGroupedGemm(permuted_v, act_v, *a.w2, indptr_v, kFusedMoeDownStep));
   KILN_ASSIGN_OR_RETURN(plan.unpermute,
