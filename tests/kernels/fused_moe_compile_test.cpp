@@ -1,4 +1,5 @@
-// Real NVRTC compiles of fused_moe's own kernels (the decode path's GEMVs, plain and folded): both dtypes for
+// Real NVRTC compiles of fused_moe's own kernels (the decode path's GEMVs, plain, folded and in one
+// grid, and the one grid's preparing block): both dtypes for
 // sm_90a, with ptxas' attributes checked against the launch hints (256 threads without spills or
 // stack, the prologue's tables the only shared memory, registers that let kGemvBlocksPerSm blocks
 // share an SM); both share one PCH folder; any other target is refused (the op is sm_90a only, as
@@ -21,8 +22,8 @@ using namespace compile_test;
 void CompileAndCheck(const char* arch_name, const char* dtype) {
   const CompiledSpec compiled = GenerateAndCompile("fused_moe", {{"dtype", dtype}}, arch_name);
   const server::CompileResult& result = compiled.result;
-  REQUIRE(result.kernels.size() == 4);
-  REQUIRE(compiled.spec.launch.size() == 4);
+  REQUIRE(result.kernels.size() == 6);
+  REQUIRE(compiled.spec.launch.size() == 6);
   std::set<std::string> names;
   for (const server::KernelAttributes& k : result.kernels) {
     INFO(arch_name << " " << dtype << " " << k.name << ": registers " << k.registers << " stack " << k.stack_bytes
@@ -33,6 +34,11 @@ void CompileAndCheck(const char* arch_name, const char* dtype) {
     CHECK(k.spill_store_bytes == 0);
     CHECK(k.spill_load_bytes == 0);
     CHECK(k.max_threads_per_block >= moe::kGemvBlock);
+    // The preparing block only zeroes counters and writes slot_to_row: no tables.
+    if (k.name == moe::kFusedMoeOneGridPrepareEntry) {
+      CHECK(k.static_shared_bytes == 0);
+      continue;
+    }
     // ids, the slots of the block's expert, first slots per expert, counts: under 10 KiB.
     CHECK(k.static_shared_bytes >= 4 * (2 * moe::kMaxGemvSlots + moe::kMaxExperts));
     CHECK(k.static_shared_bytes <= 10 * 1024);
@@ -41,7 +47,8 @@ void CompileAndCheck(const char* arch_name, const char* dtype) {
     CHECK(k.registers * moe::kGemvBlock * moe::kGemvBlocksPerSm <= 65536);
   }
   CHECK(names == std::set<std::string>{moe::kFusedMoeGateUpEntry, moe::kFusedMoeDownEntry,
-                                       moe::kFusedMoeGateUpFoldedEntry, moe::kFusedMoeDownFoldedEntry});
+                                       moe::kFusedMoeGateUpFoldedEntry, moe::kFusedMoeDownFoldedEntry,
+                                       moe::kFusedMoeOneGridPrepareEntry, moe::kFusedMoeOneGridEntry});
   for (const auto& launch : compiled.spec.launch) CHECK(launch.block == moe::kGemvBlock);
 }
 

@@ -24,7 +24,8 @@ TEST_CASE("the builtin registry serves fused_moe with the param dtype", "[moe]")
   CHECK(op->params()[0].choices == std::vector<std::string>{"fp16", "bf16"});
 }
 
-TEST_CASE("fused_moe URIs are readable and one per dtype, with both GEMVs, their folded forms and their hints",
+TEST_CASE("fused_moe URIs are readable and one per dtype, with both GEMVs, their folded and one-grid forms and their "
+          "hints",
           "[moe]") {
   const JitSpec spec = MustGenerate("fused_moe", {{"dtype", "bf16"}});
   CHECK(spec.uri == "fused_moe_bf16");
@@ -32,8 +33,9 @@ TEST_CASE("fused_moe URIs are readable and one per dtype, with both GEMVs, their
   REQUIRE(spec.headers.size() == 1);
   CHECK(Contains(spec.headers[0].content, "#define KILN_FUSED_MOE_T __nv_bfloat16"));
   CHECK(spec.entries == std::vector<std::string>{"kiln_fused_moe_gate_up", "kiln_fused_moe_down",
-                                                 "kiln_fused_moe_gate_up_folded", "kiln_fused_moe_down_folded"});
-  REQUIRE(spec.launch.size() == 4);
+                                                 "kiln_fused_moe_gate_up_folded", "kiln_fused_moe_down_folded",
+                                                 "kiln_fused_moe_one_grid_prepare", "kiln_fused_moe_one_grid"});
+  REQUIRE(spec.launch.size() == 6);
   CHECK(spec.launch[0].entry == moe::kFusedMoeGateUpEntry);
   CHECK(spec.launch[0].block == moe::kGemvBlock);
   CHECK(spec.launch[0].items_per_block == moe::kGemvGateUpColumns);  // columns of act per block
@@ -45,6 +47,11 @@ TEST_CASE("fused_moe URIs are readable and one per dtype, with both GEMVs, their
   CHECK(spec.launch[2].items_per_block == moe::kGemvGateUpColumns);
   CHECK(spec.launch[3].entry == moe::kFusedMoeDownFoldedEntry);
   CHECK(spec.launch[3].items_per_block == moe::kGemvDownColumns);
+  // The one-grid form: a block's columns come from its ticket, so no items per block.
+  CHECK(spec.launch[4].entry == moe::kFusedMoeOneGridPrepareEntry);
+  CHECK(spec.launch[4].items_per_block == 0);
+  CHECK(spec.launch[5].entry == moe::kFusedMoeOneGridEntry);
+  CHECK(spec.launch[5].items_per_block == 0);
   for (const auto& launch : spec.launch) CHECK(launch.block == moe::kGemvBlock);
   for (const auto& launch : spec.launch) CHECK(launch.dynamic_smem == 0);
 

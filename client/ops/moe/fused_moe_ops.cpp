@@ -2,9 +2,10 @@
 // from the caller's arguments and workspace (fused_moe_plan.h) as one of two paths: the grouped
 // path, five launches of kernels the library already has (moe_permute and its gather, the
 // grouped GEMM with the silu_and_mul epilogue, the grouped GEMM, moe_unpermute), or the decode
-// path, fused_moe's own two GEMVs and moe_unpermute (or, folded, the two GEMVs alone). Its entry
-// in the op table, the decode path's launches, the KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL,
-// KILN_FUSED_MOE_FOLD and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS controls, and its C++ and C APIs.
+// path, fused_moe's own two GEMVs and moe_unpermute (or, folded, the two GEMVs alone; or the two
+// in one grid after a preparing block, then moe_unpermute). Its entry in the op table, the decode
+// path's launches, the KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL, KILN_FUSED_MOE_FOLD,
+// KILN_FUSED_MOE_ONE_GRID and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS controls, and its C++ and C APIs.
 // docs/kernels-moe.md, "fused_moe".
 #include <atomic>
 #include <cstdio>
@@ -51,8 +52,9 @@ struct FusedMoeCall {
   }
 };
 
-// fused_moe's own kernels, one cubin per dtype: the decode path's GEMVs and their folded forms
-// (the block and the columns per block are the contract's), in the generator's entry order.
+// fused_moe's own kernels, one cubin per dtype: the decode path's GEMVs, their folded forms (the
+// block and the columns per block are the contract's) and the one-grid form's two entries, in
+// the generator's entry order.
 struct FusedMoeSpec {
   DType dtype = DType::kBFloat16;
   bool operator==(const FusedMoeSpec&) const = default;
@@ -64,8 +66,17 @@ const OpKernels kFusedMoeKernels = {
     {{{.name = moe::kFusedMoeGateUpEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true},
       {.name = moe::kFusedMoeDownEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true},
       {.name = moe::kFusedMoeGateUpFoldedEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true},
-      {.name = moe::kFusedMoeDownFoldedEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true}}}};
-enum GemvEntry { kGateUpEntry = 0, kDownEntry = 1, kGateUpFoldedEntry = 2, kDownFoldedEntry = 3 };
+      {.name = moe::kFusedMoeDownFoldedEntry, .min_block = moe::kGemvBlock, .uses_items_per_block = true},
+      {.name = moe::kFusedMoeOneGridPrepareEntry, .min_block = moe::kGemvBlock},
+      {.name = moe::kFusedMoeOneGridEntry, .min_block = moe::kGemvBlock}}}};
+enum GemvEntry {
+  kGateUpEntry = 0,
+  kDownEntry = 1,
+  kGateUpFoldedEntry = 2,
+  kDownFoldedEntry = 3,
+  kOneGridPrepareEntry = 4,
+  kOneGridEntry = 5
+};
 
 // -1: as KILN_FUSED_MOE_PATH says (read once); else a FusedMoePath set by the tests.
 std::atomic<int> g_path{-1};
@@ -87,6 +98,12 @@ FusedMoePath PathFromEnvironment() {
     return FusedMoePath::kAuto;
   }();
   return path;
+}
+
+BinarySwitch& FusedMoeOneGridSwitch() {
+  static BinarySwitch s("KILN_FUSED_MOE_ONE_GRID", false,
+                        "fused_moe's decode path runs its two GEMVs in one grid in this process (docs/kernels-moe.md)");
+  return s;
 }
 
 BinarySwitch& FusedMoeFoldSwitch() {
@@ -142,8 +159,10 @@ Status LaunchGemv(const PreparedLaunch& ready, GemvEntry entry, unsigned blocks_
   const EntryLaunchReady& e = ready.launch->entry(entry);
   const char* name = kFusedMoeKernels.entries[entry].name;
   const bool gate_up = entry == kGateUpEntry || entry == kGateUpFoldedEntry;
-  const int64_t columns = gate_up ? moe::kGemvGateUpColumns : moe::kGemvDownColumns;
-  // The grid comes from the contract's columns; a daemon whose kernels tree says otherwise
+  const bool one_grid = entry == kOneGridPrepareEntry || entry == kOneGridEntry;
+  const int64_t columns = one_grid ? 0 : gate_up ? moe::kGemvGateUpColumns : moe::kGemvDownColumns;
+  // The grid comes from the contract's columns (none for the one-grid form's entries, whose
+  // blocks take their columns from their tickets); a daemon whose kernels tree says otherwise
   // serves a kernel built for another shape.
   if (e.block != static_cast<unsigned>(moe::kGemvBlock) || e.items_per_block != columns)
     return Status(StatusCode::kFailedPrecondition,
@@ -169,8 +188,18 @@ Status LaunchGemvs(const FusedMoeGemvPlan& g, void* stream, bool* programmatic, 
                                                         },
                                                         g.device, kFusedMoeGateUpGemvStep));
   *programmatic = FusedMoeProgrammaticLaunch();
-  *folded = g.foldable && FusedMoeFoldedCombine();
   moe::FusedMoeGemvParams gate_up = g.gate_up, down = g.down;
+  if (FusedMoeOneGrid()) {
+    *folded = false;
+    moe::FusedMoeOneGridParams one_grid = g.one_grid;
+    void* prepare_args[] = {&gate_up, &one_grid};
+    KILN_RETURN_IF_ERROR(
+        LaunchGemv(ready, kOneGridPrepareEntry, 1, 1, prepare_args, *programmatic, kFusedMoeOneGridStep, stream));
+    void* args[] = {&gate_up, &down, &one_grid};
+    const unsigned blocks = (g.gate_up_blocks + g.down_blocks) * g.expert_blocks;
+    return LaunchGemv(ready, kOneGridEntry, blocks, 1, args, *programmatic, kFusedMoeOneGridStep, stream);
+  }
+  *folded = g.foldable && FusedMoeFoldedCombine();
   if (!*folded) {
     void* gate_up_args[] = {&gate_up};
     KILN_RETURN_IF_ERROR(LaunchGemv(ready, kGateUpEntry, g.gate_up_blocks, g.expert_blocks, gate_up_args, *programmatic,
@@ -252,6 +281,10 @@ void SetFusedMoePathForTesting(int path) { g_path.store(path, std::memory_order_
 bool FusedMoeProgrammaticLaunch() { return FusedMoeProgrammaticLaunchSwitch().On(); }
 
 bool FusedMoeFoldedCombine() { return FusedMoeFoldSwitch().On(); }
+
+bool FusedMoeOneGrid() { return FusedMoeOneGridSwitch().On(); }
+
+void SetFusedMoeOneGridForTesting(int on) { FusedMoeOneGridSwitch().SetForTesting(on); }
 
 bool FusedMoeGatherSuits(int64_t intermediate) { return 2 * intermediate <= kFusedMoeGatherMaxGateUp; }
 

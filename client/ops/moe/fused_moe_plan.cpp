@@ -70,6 +70,14 @@ FusedMoeGemvPlan PlanGemvs(const RowView& x, const RowView& w13, const RowView& 
   g.fold.weights_stride = weights.row_stride;
   g.fold.column_groups = 1;
   g.fold.arrival_count = static_cast<int>(g.down_blocks);
+
+  // The one-grid form's ticket and arrival counts: 1 + expert_blocks <= E + 1 uint32, in the
+  // region of moe_permute's m_indptr (int32 [E + 1]), which the decode path has no other use for.
+  static_assert(sizeof(unsigned) == sizeof(int32_t), "the counters take m_indptr's entries");
+  g.one_grid.counters = reinterpret_cast<unsigned*>(base + layout.m_indptr);
+  g.one_grid.gate_up_blocks = static_cast<int>(g.gate_up_blocks);
+  g.one_grid.down_blocks = static_cast<int>(g.down_blocks);
+  g.one_grid.expert_blocks = static_cast<int>(g.expert_blocks);
   return g;
 }
 

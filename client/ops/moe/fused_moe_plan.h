@@ -26,6 +26,8 @@ inline constexpr const char* kFusedMoeCombineStep = "fused_moe: the combine (moe
 inline constexpr const char* kFusedMoeGateUpGemvStep =
     "fused_moe: the gate-and-up GEMV (kiln_fused_moe_gate_up, w13, silu_and_mul)";
 inline constexpr const char* kFusedMoeDownGemvStep = "fused_moe: the down GEMV (kiln_fused_moe_down, w2)";
+inline constexpr const char* kFusedMoeOneGridStep =
+    "fused_moe: the two GEMVs in one grid (kiln_fused_moe_one_grid_prepare, kiln_fused_moe_one_grid)";
 
 // Which of the two ways a call runs (docs/kernels-moe.md): the grouped path (moe_permute, two
 // grouped GEMMs, the first gathering x's rows, the combine) or the decode path (two GEMVs over each chosen
@@ -89,6 +91,10 @@ struct FusedMoeGemvPlan {
   moe::FusedMoeGemvParams down = {};
   bool foldable = false;  // out's rows 16-byte aligned (the folded combine's stores)
   moe::FusedMoeFoldParams fold = {};
+  // The one-grid form (FusedMoeOneGrid()): the prepare launch, then one grid of
+  // (gate_up_blocks + down_blocks) x expert_blocks blocks with gate_up, down and these; its
+  // counters in the workspace's m_indptr region (unused by the decode path otherwise).
+  moe::FusedMoeOneGridParams one_grid = {};
 };
 
 struct FusedMoePlan {
@@ -122,6 +128,15 @@ void SetFusedMoeDownColumnGroupsForTesting(int groups);
 // The folded down GEMV's column groups a block, for `column_blocks` (ceil(H / 32)) by
 // `expert_blocks` on a device of `sms` SMs, as the launch takes them (the order above).
 int FusedMoeDownColumnGroupsFor(int64_t column_blocks, int64_t expert_blocks, int sms);
+
+// Whether the decode path runs its two GEMVs as one grid (kiln_fused_moe_one_grid, after the
+// one-block kiln_fused_moe_one_grid_prepare; docs/kernels-moe.md, "One grid"): down blocks stream
+// w2 while other experts' gate-up blocks stream w13, the same bits. On with
+// KILN_FUSED_MOE_ONE_GRID=1 (read once per process; said once on stderr; off by default until
+// measured faster); it takes precedence over the folded combine. SetFusedMoeOneGridForTesting(1 /
+// 0) overrides the environment, -1 returns to it.
+bool FusedMoeOneGrid();
+void SetFusedMoeOneGridForTesting(int on);
 
 // Whether the decode path's three launches are programmatic dependents (the down GEMV prefetches
 // its weights while the gate-up GEMV ends; the kernels wait with griddepcontrol.wait either way),

@@ -1,9 +1,9 @@
 // The generator of fused_moe (the moe family): its own kernels, the decode path's two GEMVs (gate
-// and up with silu_and_mul, then down; each also in its form for the folded combine), one
-// compilation unit (kernels/src/moe/fused_moe.cu) specialized on the element type; tokens, top_k,
-// E, H and I are launch arguments, so one cubin per dtype serves every model. The grouped path
-// launches moe_permute's, grouped_gemm's and moe_unpermute's kernels (the trace definition's
-// composed_of). Contract: kiln/moe/moe_contract.h, docs/kernels-moe.md.
+// and up with silu_and_mul, then down; each also in its form for the folded combine; both in one
+// grid after a preparing block), one compilation unit (kernels/src/moe/fused_moe.cu) specialized
+// on the element type; tokens, top_k, E, H and I are launch arguments, so one cubin per dtype
+// serves every model. The grouped path launches moe_permute's, grouped_gemm's and
+// moe_unpermute's kernels (the trace definition's composed_of). Contract: kiln/moe/moe_contract.h, docs/kernels-moe.md.
 #include "absl/strings/str_cat.h"
 #include "kernels/jit/op_generator.h"
 #include "kernels/ops/generator_support.h"
@@ -54,8 +54,8 @@ class FusedMoeGenerator : public OpGenerator {
         ConfigHeader(op, spec.uri, "kernels/ops/moe/fused_moe_generator.cpp", {{"KILN_FUSED_MOE_T", dtype.cuda_type}}));
     spec.units.push_back(std::move(unit));
     spec.nvrtc_options = {"-std=c++17"};
-    spec.entries = {moe::kFusedMoeGateUpEntry, moe::kFusedMoeDownEntry, moe::kFusedMoeGateUpFoldedEntry,
-                    moe::kFusedMoeDownFoldedEntry};
+    spec.entries = {moe::kFusedMoeGateUpEntry,     moe::kFusedMoeDownEntry,           moe::kFusedMoeGateUpFoldedEntry,
+                    moe::kFusedMoeDownFoldedEntry, moe::kFusedMoeOneGridPrepareEntry, moe::kFusedMoeOneGridEntry};
     // items_per_block: output columns per block (grid.x = ceil(columns / items_per_block)); the
     // folded down GEMV's: per column group (grid.x also divides by its column_groups).
     spec.launch = {
@@ -64,7 +64,10 @@ class FusedMoeGenerator : public OpGenerator {
         {.entry = moe::kFusedMoeGateUpFoldedEntry,
          .block = moe::kGemvBlock,
          .items_per_block = moe::kGemvGateUpColumns},
-        {.entry = moe::kFusedMoeDownFoldedEntry, .block = moe::kGemvBlock, .items_per_block = moe::kGemvDownColumns}};
+        {.entry = moe::kFusedMoeDownFoldedEntry, .block = moe::kGemvBlock, .items_per_block = moe::kGemvDownColumns},
+        // The one-grid form: a block's columns depend on its role (its ticket), so no items.
+        {.entry = moe::kFusedMoeOneGridPrepareEntry, .block = moe::kGemvBlock},
+        {.entry = moe::kFusedMoeOneGridEntry, .block = moe::kGemvBlock}};
     spec.compile_memory_mb = kCompileMemoryMb;
     return spec;
   }

@@ -1,5 +1,6 @@
 // fused_moe's process controls without a GPU: KILN_FUSED_MOE_PATH (auto, gemv, grouped),
-// KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1), KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) and
+// KILN_FUSED_MOE_PDL (1, 0), KILN_FUSED_MOE_FOLD (0, 1), KILN_FUSED_MOE_ONE_GRID (0, 1),
+// KILN_FUSED_MOE_DOWN_COLUMN_GROUPS (auto, 1, 2) and
 // fused_moe_fp8's KILN_FUSED_MOE_FP8_PREFETCH (auto, 1..8), KILN_FUSED_MOE_FP8_K_PARTS (auto, 2, 4, 8) and
 // KILN_FUSED_MOE_FP8_SILU_EPILOGUE (1, 0), and both layers' KILN_FUSED_MOE_GATHER (1, 0) read once
 // per process, said once on stderr when they change the default, a bad value reported and the default used; the
@@ -66,6 +67,11 @@ TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   std::printf("fold flipped: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
   kiln::client::SetFusedMoeFoldedCombineForTesting(-1);
   std::printf("fold back: %d\n", kiln::client::FusedMoeFoldedCombine() ? 1 : 0);
+  std::printf("one grid: %d\n", kiln::client::FusedMoeOneGrid() ? 1 : 0);
+  kiln::client::SetFusedMoeOneGridForTesting(kiln::client::FusedMoeOneGrid() ? 0 : 1);
+  std::printf("one grid flipped: %d\n", kiln::client::FusedMoeOneGrid() ? 1 : 0);
+  kiln::client::SetFusedMoeOneGridForTesting(-1);
+  std::printf("one grid back: %d\n", kiln::client::FusedMoeOneGrid() ? 1 : 0);
   // Qwen3-30B-A3B at one token on 132 SMs (the rule: 2) and Mixtral at one (128 column blocks x 2: 1).
   std::printf("groups: %d %d\n", kiln::client::FusedMoeDownColumnGroupsFor(64, 8, 132),
               kiln::client::FusedMoeDownColumnGroupsFor(128, 2, 132));
@@ -100,6 +106,8 @@ struct Case {
   int want_silu = 1;
   const char* gather = nullptr;  // KILN_FUSED_MOE_GATHER, null: unset
   const char* want_gather = "1 0";
+  const char* one_grid = nullptr;  // KILN_FUSED_MOE_ONE_GRID, null: unset
+  int want_one_grid = 0;
 };
 
 void RunChild(const Case& c) {
@@ -124,6 +132,8 @@ void RunChild(const Case& c) {
   else options.unset_env.push_back("KILN_FUSED_MOE_FP8_SILU_EPILOGUE");
   if (c.gather != nullptr) options.set_env["KILN_FUSED_MOE_GATHER"] = c.gather;
   else options.unset_env.push_back("KILN_FUSED_MOE_GATHER");
+  if (c.one_grid != nullptr) options.set_env["KILN_FUSED_MOE_ONE_GRID"] = c.one_grid;
+  else options.unset_env.push_back("KILN_FUSED_MOE_ONE_GRID");
   kiln::testing::Subprocess child(options);
   REQUIRE(child.Wait() == 0);
   const std::string out = child.Output();
@@ -135,6 +145,9 @@ void RunChild(const Case& c) {
   CHECK(out.find("fold: " + std::to_string(c.want_fold) + "\n") != std::string::npos);
   CHECK(out.find("fold flipped: " + std::to_string(1 - c.want_fold) + "\n") != std::string::npos);
   CHECK(out.find("fold back: " + std::to_string(c.want_fold) + "\n") != std::string::npos);
+  CHECK(out.find("one grid: " + std::to_string(c.want_one_grid) + "\n") != std::string::npos);
+  CHECK(out.find("one grid flipped: " + std::to_string(1 - c.want_one_grid) + "\n") != std::string::npos);
+  CHECK(out.find("one grid back: " + std::to_string(c.want_one_grid) + "\n") != std::string::npos);
   CHECK(out.find(std::string("groups: ") + c.want_groups + "\n") != std::string::npos);
   CHECK(out.find("groups forced: 2\n") != std::string::npos);
   CHECK(out.find("fp8 prefetch: " + std::to_string(c.want_prefetch) + "\n") != std::string::npos);
@@ -194,6 +207,21 @@ TEST_CASE("KILN_FUSED_MOE_FOLD: off by default, 1 folds the combine and says so,
        "kiln: KILN_FUSED_MOE_FOLD='yes' is not valid: expected 0 or 1; the default (0) is used", "yes", 0},
   };
   for (const Case& c : cases) RunChild(c);
+}
+
+TEST_CASE("KILN_FUSED_MOE_ONE_GRID: off by default, 1 runs the two GEMVs in one grid and says so, a bad value is "
+          "reported",
+          "[client][ops][moe]") {
+  Case off{nullptr, nullptr, "auto", 1, nullptr};
+  off.one_grid = "0";
+  Case on{nullptr, nullptr, "auto", 1,
+          "kiln: KILN_FUSED_MOE_ONE_GRID=1: fused_moe's decode path runs its two GEMVs in one grid in this process"};
+  on.one_grid = "1";
+  on.want_one_grid = 1;
+  Case bad{nullptr, nullptr, "auto", 1,
+           "kiln: KILN_FUSED_MOE_ONE_GRID='2' is not valid: expected 0 or 1; the default (0) is used"};
+  bad.one_grid = "2";
+  for (const Case& c : {off, on, bad}) RunChild(c);
 }
 
 TEST_CASE("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS: the rule by default, 1 or 2 forces the folded down GEMV's groups and "

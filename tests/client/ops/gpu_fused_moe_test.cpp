@@ -18,6 +18,10 @@
 //  - the decode path's folded combine (SetFusedMoeFoldedCombineForTesting, every column grouping)
 //    against the separate one, bit for bit, in plain stream order, in place, on a workspace the last
 //    call left, after a call with real choices and in a graph;
+//  - the decode path's one-grid form (SetFusedMoeOneGridForTesting) against its two GEMV launches,
+//    bit for bit, at the model widths, in plain stream order, in place, on a workspace the last call
+//    left (its counters not zero) and on a poisoned one, with the folded combine asked for too, and
+//    in a graph;
 //  - both paths (the grouped one and the decode path's GEMVs, forced with
 //    SetFusedMoePathForTesting) on every case of the grid and the edge cases (the decode path
 //    takes up to 1024 slots with aligned rows; beyond, or on x rows 8 bytes off 16, the call runs
@@ -434,6 +438,15 @@ struct FoldScope {
   FoldScope& operator=(const FoldScope&) = delete;
 };
 
+// Calls in its scope run the decode path's two GEMVs in one grid (on 1, off 0); the environment's
+// choice again after it.
+struct OneGridScope {
+  explicit OneGridScope(int on) { kiln::client::SetFusedMoeOneGridForTesting(on); }
+  ~OneGridScope() { kiln::client::SetFusedMoeOneGridForTesting(-1); }
+  OneGridScope(const OneGridScope&) = delete;
+  OneGridScope& operator=(const OneGridScope&) = delete;
+};
+
 TEST_CASE("fused_moe matches the float64 reference over tokens, experts, top_k and dtypes", "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
   std::mt19937 rng(20261203);
@@ -559,6 +572,55 @@ TEST_CASE("fused_moe's folded combine gives the separate combine's bits: every c
   }
 }
 
+TEST_CASE("fused_moe's one-grid form gives the two GEMV launches' bits: model widths, in plain stream order, in "
+          "place, after a call that left its counters, with the fold asked for too",
+          "[gpu][moe][fused]") {
+  kiln::testing::GpuSession session = kiln::testing::HopperSession();
+  std::mt19937 rng(1207);
+  Case padded = Make(7, 64, 2, 256, 128, kFp16);
+  padded.out_pad = 8;
+  padded.x_pad = 8;
+  std::vector<Case> cases = {
+      Make(1, 128, 8, 2048, 768),                         // Qwen3-30B-A3B at one token: 8 x (48 + 64) tickets
+      Make(8, 128, 8, 2048, 768),                         // Qwen3-30B-A3B at 8 tokens
+      Make(1, 8, 2, 4096, 14336),                         // Mixtral-8x7B at one token: 2 x (896 + 128)
+      Make(3, 32, 8, 7168, 256),                          // DeepSeek-V3's H: 224 down blocks an expert
+      Make(6, 64, 2, 136, 200, kBf16, Ids::kFewExperts),  // I 200, H 136: partial column blocks of both
+      Make(5, 64, 8, 256, 128, kBf16, Ids::kDropped),     // dropped ids, a token with none (zeros)
+      Make(64, 8, 1, 256, 128, kBf16, Ids::kOneExpert),   // one expert, 64 slots: 32 passes, 7 ranks without one
+      Make(128, 256, 8, 256, 128, kFp16),                 // 1024 slots
+      padded,
+  };
+  const PathScope scope(FusedMoePath::kGemv);
+  for (const Case& c : cases) {
+    Layer layer(c, rng);
+    INFO(Describe(c));
+    const OneGridScope two_launches(0);
+    const Result separate = layer.Run();
+    layer.Check(separate);
+    const std::vector<uint8_t> want = layer.Rows(separate);
+    {
+      const OneGridScope one_grid(1);
+      const Result merged = layer.Run();  // on a poisoned workspace: the counters hold NaN bits
+      layer.Check(merged);                // also: the padding and the guard row stay poisoned
+      CHECK(layer.Rows(merged) == want);
+      kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
+      const Result ordered = layer.Run();
+      kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
+      CHECK(layer.Rows(ordered) == want);
+      // The workspace as the last call left it: the ticket at the grid's size, every count full.
+      const Result again = layer.Run(false, nullptr, /*keep_workspace=*/true);
+      CHECK(layer.Rows(again) == want);
+      const FoldScope fold(1, 0);  // the one grid takes precedence over the fold
+      const Result with_fold = layer.Run();
+      CHECK(layer.Rows(with_fold) == want);
+      const Result in_place = layer.Run(/*in_place=*/true);
+      layer.Check(in_place);
+      CHECK(layer.Rows(in_place) == want);
+    }
+  }
+}
+
 TEST_CASE("fused_moe's grouped path gathers x's rows in its gate-and-up GEMM or copies them in the permutation, "
           "with the same bits",
           "[gpu][moe][fused]") {
@@ -657,11 +719,18 @@ void ReplayInGraph();
 
 TEST_CASE("fused_moe replays in a CUDA graph on new ids and new x", "[gpu][moe][fused]") {
   kiln::testing::GpuSession session = kiln::testing::HopperSession();
-  for (const auto& [path, fold] :
-       {std::pair{FusedMoePath::kGemv, 0}, {FusedMoePath::kGemv, 1}, {FusedMoePath::kGrouped, 0}}) {
-    const PathScope scope(path);
-    const FoldScope folding(fold, 0);
-    INFO(PathName(path) << (fold ? ", folded" : ""));
+  struct Form {
+    FusedMoePath path;
+    int fold, one_grid;
+  };
+  for (const Form form : {Form{FusedMoePath::kGemv, 0, 0},
+                          {FusedMoePath::kGemv, 1, 0},
+                          {FusedMoePath::kGemv, 0, 1},
+                          {FusedMoePath::kGrouped, 0, 0}}) {
+    const PathScope scope(form.path);
+    const FoldScope folding(form.fold, 0);
+    const OneGridScope one_grid(form.one_grid);
+    INFO(PathName(form.path) << (form.fold ? ", folded" : "") << (form.one_grid ? ", one grid" : ""));
     ReplayInGraph();
   }
 }

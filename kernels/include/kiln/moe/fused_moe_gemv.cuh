@@ -58,14 +58,14 @@ struct GemvShared {
 
 __device__ __forceinline__ unsigned LowerLanes(int lane) { return (1u << lane) - 1u; }
 
-// The block's expert (block-uniform), or -1 when fewer experts were chosen than its rank; its
-// slots are sh.slots[0 .. sh.count). The first block of gate_up also writes slot_to_row for the
-// combine (every slot: s, or -1 without a row).
-__device__ __forceinline__ int FindExpertSlots(const FusedMoeGemvParams& p, GemvShared& sh) {
+// The expert of rank `rank` among the chosen ones (block-uniform), or -1 when fewer experts were
+// chosen; its slots are sh.slots[0 .. sh.count). With `write_rows` the block also writes
+// slot_to_row for the combine (every slot: s, or -1 without a row).
+__device__ __forceinline__ int FindExpertSlotsOfRank(const FusedMoeGemvParams& p, GemvShared& sh, int rank_wanted,
+                                                     bool write_rows) {
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
   const int slots = static_cast<int>(p.tokens) * p.top_k;  // <= kMaxGemvSlots (host-checked)
-  const bool write_rows = p.slot_to_row != nullptr && blockIdx.x == 0 && blockIdx.y == 0;
   if (tid < p.experts) sh.first[tid] = kGemvNoSlot;
   if (tid == 0) sh.expert = -1;
   for (int s = tid; s < slots; s += kGemvBlock) {
@@ -89,7 +89,7 @@ __device__ __forceinline__ int FindExpertSlots(const FusedMoeGemvParams& p, Gemv
   __syncthreads();
   int rank = __popc(chosen_lanes & LowerLanes(lane));
   for (int w = 0; w < warp; ++w) rank += sh.warp_counts[w];
-  if (chosen && rank == static_cast<int>(blockIdx.y)) sh.expert = tid;
+  if (chosen && rank == rank_wanted) sh.expert = tid;
   __syncthreads();
   const int e = sh.expert;
   if (e < 0) return -1;
@@ -118,8 +118,18 @@ __device__ __forceinline__ int FindExpertSlots(const FusedMoeGemvParams& p, Gemv
   return e;
 }
 
-// One pass: the warp's kGemvWeightRows weight rows `w` times the input rows of R slots.
-template <typename T, bool kGateUp, int R>
+// The GEMV launches' form: the expert of rank blockIdx.y; the first block of gate_up also writes
+// slot_to_row.
+__device__ __forceinline__ int FindExpertSlots(const FusedMoeGemvParams& p, GemvShared& sh) {
+  return FindExpertSlotsOfRank(p, sh, static_cast<int>(blockIdx.y),
+                               p.slot_to_row != nullptr && blockIdx.x == 0 && blockIdx.y == 0);
+}
+
+// One pass: the warp's kGemvWeightRows weight rows `w` times the input rows of R slots. The input
+// rows come through the read-only path (ld.global.nc), or from L2 (ld.global.cg) with
+// kInWrittenInGrid: act that other blocks of the same grid wrote (the one-grid form), which the
+// non-coherent path must not read.
+template <typename T, bool kGateUp, int R, bool kInWrittenInGrid = false>
 __device__ __forceinline__ void GemvPass(const FusedMoeGemvParams& p, const char* const (&w)[kGemvWeightRows],
                                          const int* slots, int col0, int lane) {
   const char* in[R];
@@ -150,7 +160,8 @@ __device__ __forceinline__ void GemvPass(const FusedMoeGemvParams& p, const char
       if (c < chunks) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(in[r] + 16LL * c));
+          const uint4* unit = reinterpret_cast<const uint4*>(in[r] + 16LL * c);
+          const uint4 xv = kInWrittenInGrid ? __ldcg(unit) : __ldg(unit);
 #pragma unroll
           for (int i = 0; i < kGemvWeightRows; ++i) Dot8<T>(acc[i][r], wv[u][i], xv);
         }
@@ -201,16 +212,37 @@ __device__ __forceinline__ unsigned DownPrefetchBytes(const FusedMoeGemvParams& 
   return row_bytes < kGemvPrefetchBytes ? row_bytes : kGemvPrefetchBytes;
 }
 
+// The warp's first output column in column block `block_x` (kGemvGateUpColumns of act or
+// kGemvDownColumns of y a block), and its kGemvWeightRows weight rows of expert e (any valid
+// expert where the warp has no work): gate_up's gate rows col0, col0 + 1, then their up rows n
+// further; down's rows col0 .. col0 + 3.
+template <typename T, bool kGateUp>
+__device__ __forceinline__ int WarpWeightRows(const FusedMoeGemvParams& p, int e, int block_x, int warp,
+                                              const char* (&w)[kGemvWeightRows]) {
+  constexpr int kWarpColumns = kGateUp ? kGemvWeightRows / 2 : kGemvWeightRows;
+  constexpr int kColumns = kGemvWarps * kWarpColumns;
+  static_assert(kColumns == (kGateUp ? kGemvGateUpColumns : kGemvDownColumns), "the contract's columns");
+  const int col0 = block_x * kColumns + warp * kWarpColumns;
+  const char* expert = static_cast<const char*>(p.weight) +
+                       static_cast<long long>(e) * p.weight_expert_stride * static_cast<long long>(sizeof(T));
+#pragma unroll
+  for (int i = 0; i < kGemvWeightRows; ++i) {
+    const int row = kGateUp ? col0 + (i & 1) + (i >> 1) * p.n : col0 + i;
+    w[i] = expert + static_cast<long long>(row) * p.weight_row_stride * static_cast<long long>(sizeof(T));
+  }
+  return col0;
+}
+
 // Every slot of the block's expert (sh.slots[0 .. sh.count)) times the warp's weight rows `w`,
 // kGemvPasses slots a pass.
-template <typename T, bool kGateUp>
+template <typename T, bool kGateUp, bool kInWrittenInGrid = false>
 __device__ __forceinline__ void ExpertPasses(const FusedMoeGemvParams& p, const GemvShared& sh,
                                              const char* const (&w)[kGemvWeightRows], int col0, int lane) {
   const int count = sh.count;
   for (int first = 0; first < count; first += kGemvPasses) {
     const int* slots = sh.slots + first;
-    if (count - first >= 2) GemvPass<T, kGateUp, 2>(p, w, slots, col0, lane);
-    else GemvPass<T, kGateUp, 1>(p, w, slots, col0, lane);
+    if (count - first >= 2) GemvPass<T, kGateUp, 2, kInWrittenInGrid>(p, w, slots, col0, lane);
+    else GemvPass<T, kGateUp, 1, kInWrittenInGrid>(p, w, slots, col0, lane);
   }
 }
 
@@ -244,22 +276,10 @@ __device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p, const Fu
   const int e = FindExpertSlots(p, sh);
   if constexpr (!kGateUp) GridDependencyLaunchDependents();
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  constexpr int kWarpColumns = kGateUp ? kGemvWeightRows / 2 : kGemvWeightRows;
-  constexpr int kColumns = kGemvWarps * kWarpColumns;
-  static_assert(kColumns == (kGateUp ? kGemvGateUpColumns : kGemvDownColumns), "the contract's columns");
-  const int col0 = static_cast<int>(blockIdx.x) * kColumns + warp * kWarpColumns;
+  const char* w[kGemvWeightRows];
+  const int col0 = WarpWeightRows<T, kGateUp>(p, e >= 0 ? e : 0, static_cast<int>(blockIdx.x), warp, w);
   // n is a multiple of 8 and a warp's columns (2 or 4) divide 8: a warp's columns are all in or all out.
   const bool works = e >= 0 && col0 < p.n;
-  const char* expert = static_cast<const char*>(p.weight) + static_cast<long long>(works ? e : 0) *
-                                                                p.weight_expert_stride *
-                                                                static_cast<long long>(sizeof(T));
-  const char* w[kGemvWeightRows];
-#pragma unroll
-  for (int i = 0; i < kGemvWeightRows; ++i) {
-    // gate_up: gate rows col0, col0 + 1, then their up rows n further; down: rows col0 .. col0 + 3.
-    const int row = kGateUp ? col0 + (i & 1) + (i >> 1) * p.n : col0 + i;
-    w[i] = expert + static_cast<long long>(row) * p.weight_row_stride * static_cast<long long>(sizeof(T));
-  }
   if constexpr (!kGateUp) {
     if (works) {
       const unsigned prefetch = DownPrefetchBytes<T>(p);

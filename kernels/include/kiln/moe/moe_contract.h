@@ -196,6 +196,22 @@ constexpr const char* kFusedMoeDownEntry = "kiln_fused_moe_down";
 //                                  moe_unpermute's arithmetic; no third launch.
 constexpr const char* kFusedMoeGateUpFoldedEntry = "kiln_fused_moe_gate_up_folded";
 constexpr const char* kFusedMoeDownFoldedEntry = "kiln_fused_moe_down_folded";
+// The same two products in one grid (FusedMoeOneGridParams, a third parameter; docs/kernels-moe.md,
+// "One grid"), after a one-block launch that prepares it, then moe_unpermute's:
+//   kiln_fused_moe_one_grid_prepare  one block: zeroes counters[0 .. 1 + expert_blocks) and writes
+//                                    slot_to_row (the gate-up parameter's), as gate_up's first block does
+//   kiln_fused_moe_one_grid          (gate_up_blocks + down_blocks) x expert_blocks blocks in one
+//                                    dimension: a block takes a ticket (counters[0]); ticket t is
+//                                    block t % (gate_up_blocks + down_blocks) of the expert of rank
+//                                    t / (gate_up_blocks + down_blocks), a gate-up block below
+//                                    gate_up_blocks (kiln_fused_moe_gate_up's block of that x), a
+//                                    down block above (kiln_fused_moe_down's, x - gate_up_blocks);
+//                                    a gate-up block counts itself in counters[1 + rank] once its
+//                                    act is visible; a down block waits there for gate_up_blocks.
+// The tickets, not blockIdx, give the order, so a down block only runs once every gate-up block of
+// its expert has been taken by a running block: it cannot wait for one that never starts.
+constexpr const char* kFusedMoeOneGridPrepareEntry = "kiln_fused_moe_one_grid_prepare";
+constexpr const char* kFusedMoeOneGridEntry = "kiln_fused_moe_one_grid";
 constexpr int kGemvWarps = 8;
 constexpr int kGemvBlock = 32 * kGemvWarps;
 // The blocks an SM holds at once (the entries' __launch_bounds__ minimum): at most 85 registers a
@@ -264,6 +280,18 @@ struct FusedMoeFoldParams {
   int column_groups;  // down: groups of kGemvDownColumns columns a block, 1 .. kMaxFoldedColumnGroups
 };
 static_assert(sizeof(FusedMoeFoldParams) == 48, "FusedMoeFoldParams: 3 pointers, 2 longs, 2 ints");
+
+// kiln_fused_moe_one_grid's third parameter and kiln_fused_moe_one_grid_prepare's second.
+// counters: 1 + expert_blocks uint32 (the ticket, then one arrival count per expert rank), which
+// the prepare launch zeroes every call (the workspace holds anything before it).
+struct FusedMoeOneGridParams {
+  unsigned* counters;
+  int gate_up_blocks;  // kiln_fused_moe_gate_up's grid.x: ceil(I / kGemvGateUpColumns)
+  int down_blocks;     // kiln_fused_moe_down's grid.x: ceil(H / kGemvDownColumns)
+  int expert_blocks;   // FusedMoeGemvExpertBlocks(E, slots)
+  int unused;
+};
+static_assert(sizeof(FusedMoeOneGridParams) == 24, "FusedMoeOneGridParams: a pointer, 4 ints");
 
 // fused_moe_fp8: fused_moe on block-scaled fp8 experts (DeepSeek-V3's recipe: e4m3 weights with
 // an fp32 scale per 128 x 128 block, activations quantized per token and 128 columns). Its steps:
