@@ -80,9 +80,15 @@ __device__ __forceinline__ void OneGridGateUp(const FusedMoeGemvParams& p, const
   const char* w[kGemvWeightRows];
   const int col0 = WarpWeightRows<T, true>(p, e, block_x, warp, w);
   if (col0 < p.n) ExpertPasses<T, true>(p, sh, w, col0, lane);
+  // Each thread's fence makes its stores visible device-wide before the barrier (the fold's
+  // pattern); thread 0's fence after the barrier makes its add a release of every thread's stores
+  // in the PTX memory model's terms too (they precede it through the barrier).
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) atomicAdd(g.counters + 1 + rank, 1u);
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(g.counters + 1 + rank, 1u);
+  }
 }
 
 // kiln_fused_moe_one_grid's block. It waits for the prepare launch (and through it for the
