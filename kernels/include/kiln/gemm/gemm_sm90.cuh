@@ -504,6 +504,20 @@ __device__ __forceinline__ TileRows Locate(const GemmParams& p, const int* table
   }
 }
 
+// B's part of K step ks for the tile whose B rows start at row_b, by TMA into `stage_b` (both
+// producers' load, the gathering one's and the TMA one's without multicast): with the silu_and_mul
+// epilogue the gate rows, then the up rows n / 2 further (B's map: boxes of tile_n / 2 rows).
+template <typename S>
+__device__ __forceinline__ void LoadStageB(const GemmParams& p, unsigned char* stage_b, unsigned long long* full,
+                                           int ks, int row_b) {
+  if constexpr (S::kSiluAndMul) {
+    TmaLoad2d(stage_b, &p.b_map, full, ks * S::kStageK, row_b);
+    TmaLoad2d(stage_b + S::kBytesB / 2, &p.b_map, full, ks * S::kStageK, row_b + static_cast<int>(p.n / 2));
+  } else {
+    TmaLoad2d(stage_b, &p.b_map, full, ks * S::kStageK, row_b);
+  }
+}
+
 // Gathered A: the row of `a` that row `row` of the groups' rows (< m) reads, or -1 (zeros) for
 // an entry outside [0, a_row_count * a_row_divisor).
 __device__ __forceinline__ int GatheredRow(const GemmParams& p, long long row) {
@@ -644,13 +658,7 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
           BarrierWait(&empty[stage], phase ^ 1);
           if (threadIdx.x == 0) {
             BarrierArriveExpectTx(&full[stage], S::kBytesB);
-            if constexpr (S::kSiluAndMul) {
-              TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
-              TmaLoad2d(smem_b + stage * S::kBytesB + S::kBytesB / 2, &p.b_map, &full[stage], ks * S::kStageK,
-                        row_b + static_cast<int>(p.n / 2));
-            } else {
-              TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
-            }
+            detail::LoadStageB<S>(p, smem_b + stage * S::kBytesB, &full[stage], ks, row_b);
           }
           detail::GatherStage<S>(p, source, my_rows + stage * S::kBytesA, static_cast<long long>(ks) * 128,
                                  &full[stage]);
@@ -681,13 +689,8 @@ __device__ __forceinline__ void Gemm(const GemmParams& p) {
           TmaLoad2dMulticast(smem_b + stage * S::kBytesB + rank * S::kBytesBPart, &p.b_map, &full[stage],
                              ks * S::kStageK, row_b + static_cast<int>(rank) * (S::kTileN / S::kMulticast),
                              static_cast<unsigned short>((1u << S::kMulticast) - 1));
-        } else if constexpr (S::kSiluAndMul) {
-          // The gate rows, then the up rows n / 2 further (B's map: boxes of tile_n / 2 rows).
-          TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
-          TmaLoad2d(smem_b + stage * S::kBytesB + S::kBytesB / 2, &p.b_map, &full[stage], ks * S::kStageK,
-                    row_b + static_cast<int>(p.n / 2));
         } else {
-          TmaLoad2d(smem_b + stage * S::kBytesB, &p.b_map, &full[stage], ks * S::kStageK, row_b);
+          detail::LoadStageB<S>(p, smem_b + stage * S::kBytesB, &full[stage], ks, row_b);
         }
         if (++stage == S::kStages) {
           stage = 0;
