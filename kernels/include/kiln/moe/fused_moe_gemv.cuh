@@ -58,14 +58,16 @@ struct GemvShared {
 
 __device__ __forceinline__ unsigned LowerLanes(int lane) { return (1u << lane) - 1u; }
 
-// The expert of rank `rank` among the chosen ones (block-uniform), or -1 when fewer experts were
-// chosen; its slots are sh.slots[0 .. sh.count). With `write_rows` the block also writes
-// slot_to_row for the combine (every slot: s, or -1 without a row).
-__device__ __forceinline__ int FindExpertSlotsOfRank(const FusedMoeGemvParams& p, GemvShared& sh, int rank_wanted,
-                                                     bool write_rows) {
+// The block's expert (block-uniform), or -1 when fewer experts were chosen than its rank; its
+// slots are sh.slots[0 .. sh.count). The rank is blockIdx.y, and the first block of gate_up also
+// writes slot_to_row for the combine (every slot: s, or -1 without a row); kOneGrid: the rank is
+// `one_grid_rank` (the block's ticket's) and no block writes slot_to_row (the preparing one does).
+template <bool kOneGrid = false>
+__device__ __forceinline__ int FindExpertSlots(const FusedMoeGemvParams& p, GemvShared& sh, int one_grid_rank = 0) {
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
   const int slots = static_cast<int>(p.tokens) * p.top_k;  // <= kMaxGemvSlots (host-checked)
+  const bool write_rows = !kOneGrid && p.slot_to_row != nullptr && blockIdx.x == 0 && blockIdx.y == 0;
   if (tid < p.experts) sh.first[tid] = kGemvNoSlot;
   if (tid == 0) sh.expert = -1;
   for (int s = tid; s < slots; s += kGemvBlock) {
@@ -89,7 +91,7 @@ __device__ __forceinline__ int FindExpertSlotsOfRank(const FusedMoeGemvParams& p
   __syncthreads();
   int rank = __popc(chosen_lanes & LowerLanes(lane));
   for (int w = 0; w < warp; ++w) rank += sh.warp_counts[w];
-  if (chosen && rank == rank_wanted) sh.expert = tid;
+  if (chosen && rank == (kOneGrid ? one_grid_rank : static_cast<int>(blockIdx.y))) sh.expert = tid;
   __syncthreads();
   const int e = sh.expert;
   if (e < 0) return -1;
@@ -116,13 +118,6 @@ __device__ __forceinline__ int FindExpertSlotsOfRank(const FusedMoeGemvParams& p
   }
   __syncthreads();
   return e;
-}
-
-// The GEMV launches' form: the expert of rank blockIdx.y; the first block of gate_up also writes
-// slot_to_row.
-__device__ __forceinline__ int FindExpertSlots(const FusedMoeGemvParams& p, GemvShared& sh) {
-  return FindExpertSlotsOfRank(p, sh, static_cast<int>(blockIdx.y),
-                               p.slot_to_row != nullptr && blockIdx.x == 0 && blockIdx.y == 0);
 }
 
 // One pass: the warp's kGemvWeightRows weight rows `w` times the input rows of R slots. The input
@@ -213,16 +208,21 @@ __device__ __forceinline__ unsigned DownPrefetchBytes(const FusedMoeGemvParams& 
 }
 
 // The warp's first output column in column block `block_x` (kGemvGateUpColumns of act or
-// kGemvDownColumns of y a block), and its kGemvWeightRows weight rows of expert e (any valid
-// expert where the warp has no work): gate_up's gate rows col0, col0 + 1, then their up rows n
-// further; down's rows col0 .. col0 + 3.
-template <typename T, bool kGateUp>
-__device__ __forceinline__ int WarpWeightRows(const FusedMoeGemvParams& p, int e, int block_x, int warp,
-                                              const char* (&w)[kGemvWeightRows]) {
+// kGemvDownColumns of y a block).
+template <bool kGateUp>
+__device__ __forceinline__ int WarpFirstColumn(int block_x, int warp) {
   constexpr int kWarpColumns = kGateUp ? kGemvWeightRows / 2 : kGemvWeightRows;
   constexpr int kColumns = kGemvWarps * kWarpColumns;
   static_assert(kColumns == (kGateUp ? kGemvGateUpColumns : kGemvDownColumns), "the contract's columns");
-  const int col0 = block_x * kColumns + warp * kWarpColumns;
+  return block_x * kColumns + warp * kWarpColumns;
+}
+
+// The warp's kGemvWeightRows weight rows of expert e from column col0 (any valid expert where the
+// warp has no work): gate_up's gate rows col0, col0 + 1, then their up rows n further; down's
+// rows col0 .. col0 + 3.
+template <typename T, bool kGateUp>
+__device__ __forceinline__ void WarpWeightRows(const FusedMoeGemvParams& p, int e, int col0,
+                                               const char* (&w)[kGemvWeightRows]) {
   const char* expert = static_cast<const char*>(p.weight) +
                        static_cast<long long>(e) * p.weight_expert_stride * static_cast<long long>(sizeof(T));
 #pragma unroll
@@ -230,7 +230,6 @@ __device__ __forceinline__ int WarpWeightRows(const FusedMoeGemvParams& p, int e
     const int row = kGateUp ? col0 + (i & 1) + (i >> 1) * p.n : col0 + i;
     w[i] = expert + static_cast<long long>(row) * p.weight_row_stride * static_cast<long long>(sizeof(T));
   }
-  return col0;
 }
 
 // Every slot of the block's expert (sh.slots[0 .. sh.count)) times the warp's weight rows `w`,
@@ -276,10 +275,11 @@ __device__ __forceinline__ void ExpertGemv(const FusedMoeGemvParams& p, const Fu
   const int e = FindExpertSlots(p, sh);
   if constexpr (!kGateUp) GridDependencyLaunchDependents();
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const char* w[kGemvWeightRows];
-  const int col0 = WarpWeightRows<T, kGateUp>(p, e >= 0 ? e : 0, static_cast<int>(blockIdx.x), warp, w);
+  const int col0 = WarpFirstColumn<kGateUp>(static_cast<int>(blockIdx.x), warp);
   // n is a multiple of 8 and a warp's columns (2 or 4) divide 8: a warp's columns are all in or all out.
   const bool works = e >= 0 && col0 < p.n;
+  const char* w[kGemvWeightRows];
+  WarpWeightRows<T, kGateUp>(p, works ? e : 0, col0, w);
   if constexpr (!kGateUp) {
     if (works) {
       const unsigned prefetch = DownPrefetchBytes<T>(p);

@@ -54,9 +54,10 @@ template <typename T>
 __device__ __forceinline__ void OneGridDown(const FusedMoeGemvParams& p, const FusedMoeOneGridParams& g,
                                             const GemvShared& sh, int e, int rank, int block_x) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const char* w[kGemvWeightRows];
-  const int col0 = WarpWeightRows<T, false>(p, e, block_x, warp, w);
+  const int col0 = WarpFirstColumn<false>(block_x, warp);
   const bool works = col0 < p.n;  // n is a multiple of 8: a warp's 4 columns are all in or all out
+  const char* w[kGemvWeightRows];
+  WarpWeightRows<T, false>(p, e, col0, w);
   if (works) {
     const unsigned prefetch = DownPrefetchBytes<T>(p);
 #pragma unroll
@@ -77,8 +78,9 @@ template <typename T>
 __device__ __forceinline__ void OneGridGateUp(const FusedMoeGemvParams& p, const FusedMoeOneGridParams& g,
                                               const GemvShared& sh, int e, int rank, int block_x) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int col0 = WarpFirstColumn<true>(block_x, warp);
   const char* w[kGemvWeightRows];
-  const int col0 = WarpWeightRows<T, true>(p, e, block_x, warp, w);
+  WarpWeightRows<T, true>(p, e, col0, w);
   if (col0 < p.n) ExpertPasses<T, true>(p, sh, w, col0, lane);
   // Each thread's fence makes its stores visible device-wide before the barrier (the fold's
   // pattern); thread 0's fence after the barrier makes its add a release of every thread's stores
@@ -109,7 +111,7 @@ __device__ __forceinline__ void OneGridGemvs(const FusedMoeGemvParams& gate_up, 
   const int per_expert = g.gate_up_blocks + g.down_blocks;
   const int rank = static_cast<int>(ticket) / per_expert;  // < expert_blocks: the grid has that many tickets
   const int block_x = static_cast<int>(ticket) - rank * per_expert;
-  const int e = FindExpertSlotsOfRank(gate_up, sh, rank, false);
+  const int e = FindExpertSlots<true>(gate_up, sh, rank);
   if (e < 0) return;  // no expert of this rank: none of its blocks works or waits
   if (block_x < g.gate_up_blocks) OneGridGateUp<T>(gate_up, g, sh, e, rank, block_x);
   else OneGridDown<T>(down, g, sh, e, rank, block_x - g.gate_up_blocks);
