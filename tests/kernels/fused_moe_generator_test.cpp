@@ -2,7 +2,10 @@
 // param, readable URIs (one per dtype), the config it renders, the launch hints the contract
 // states, the contract's expert-block rule, and every bad or missing param refused by name.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/jit/op_generator.h"
 #include "kiln/moe/moe_contract.h"
@@ -86,6 +89,48 @@ TEST_CASE("fused_moe's GEMVs launch a block per expert that some slot may have c
   // A warp's columns divide 8, so a multiple of 8 columns never splits a warp.
   STATIC_REQUIRE(moe::kGemvGateUpColumns % 8 == 0);
   STATIC_REQUIRE(moe::kGemvDownColumns % 8 == 0);
+}
+
+TEST_CASE("the one grid's tickets give every block of every expert once, each expert's down blocks after all of "
+          "its gate-up blocks, in the order the lag says",
+          "[moe]") {
+  struct Shape {
+    int g, d, r;
+  };
+  // Qwen3-30B-A3B at one token (48 gate-up, 64 down blocks, 8 experts), Mixtral at one (896, 128,
+  // 2), a single expert, more down than gate-up blocks, DeepSeek-V3's widths at 256 experts.
+  for (const Shape s : {Shape{48, 64, 8}, {896, 128, 2}, {3, 5, 1}, {1, 7, 4}, {128, 224, 256}}) {
+    for (int lag : {0, 1, 2, s.r}) {
+      if (lag > s.r) continue;  // the host caps down_lag at the chosen experts
+      INFO("g " << s.g << " d " << s.d << " r " << s.r << " lag " << lag);
+      const long long tickets = static_cast<long long>(s.g + s.d) * s.r;
+      std::vector<int> seen(tickets, 0);
+      std::vector<long long> last_gate_up(s.r, -1), first_down(s.r, tickets);
+      std::vector<int> rank_order;  // the ranks whose first down ticket comes, in ticket order
+      bool in_range = true;
+      for (long long t = 0; t < tickets; ++t) {
+        bool gate_up = false;
+        int rank = -1, block_x = -1;
+        moe::OneGridWork(t, s.g, s.d, s.r, lag, &gate_up, &rank, &block_x);
+        if (rank < 0 || rank >= s.r || block_x < 0 || block_x >= (gate_up ? s.g : s.d)) {
+          in_range = false;
+          break;
+        }
+        ++seen[static_cast<long long>(rank) * (s.g + s.d) + (gate_up ? 0 : s.g) + block_x];
+        if (gate_up) last_gate_up[rank] = t;
+        else if (first_down[rank] == tickets) first_down[rank] = t;
+      }
+      REQUIRE(in_range);
+      CHECK(std::count(seen.begin(), seen.end(), 1) == tickets);  // each block once
+      for (int k = 0; k < s.r; ++k) {
+        CHECK(last_gate_up[k] < first_down[k]);  // so no down block waits for one not yet taken
+        // The down blocks of rank k start after the gate-up blocks of rank k + lag (or the last).
+        const int after = std::min(k + lag, s.r - 1);
+        CHECK(first_down[k] > last_gate_up[after]);
+        if (k + lag + 1 < s.r) CHECK(first_down[k] < last_gate_up[k + lag + 1]);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // path's launches, the KILN_FUSED_MOE_PATH, KILN_FUSED_MOE_PDL, KILN_FUSED_MOE_FOLD,
 // KILN_FUSED_MOE_ONE_GRID and KILN_FUSED_MOE_DOWN_COLUMN_GROUPS controls, and its C++ and C APIs.
 // docs/kernels-moe.md, "fused_moe".
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -120,6 +121,15 @@ constinit AutoNumberSetting g_down_column_groups(
     {"KILN_FUSED_MOE_DOWN_COLUMN_GROUPS", 1, moe::kMaxFoldedColumnGroups, "auto or 1 to 2"},
     "fused_moe's folded down GEMV takes {} column group(s) a block in this process (docs/kernels-moe.md)");
 
+// KILN_FUSED_MOE_ONE_GRID_LAG (a diagnostic control, read once): how many experts' gate-up blocks
+// the one grid's down blocks of an expert trail (FusedMoeOneGridParams::down_lag), 1 .. 256
+// (capped at the chosen experts: every gate-up block first); 0 (unset or auto): none, each
+// expert's down blocks right after its gate-up blocks.
+constinit AutoNumberSetting g_one_grid_lag({"KILN_FUSED_MOE_ONE_GRID_LAG", 1, moe::kMaxExperts, "auto or 1 to 256"},
+                                           "fused_moe's one grid runs an expert's down blocks {} experts' gate-up "
+                                           "blocks later in this process (docs/kernels-moe.md)");
+static_assert(moe::kMaxExperts == 256, "KILN_FUSED_MOE_ONE_GRID_LAG's refusal says 1 to 256");
+
 // KILN_FUSED_MOE_GATHER (read once): auto (the rule), 0 never, 1 wherever x's rows allow.
 enum class GatherChoice { kAuto, kNever, kAlways };
 // A GatherChoice a test set, or -1: the environment's.
@@ -192,6 +202,7 @@ Status LaunchGemvs(const FusedMoeGemvPlan& g, void* stream, bool* programmatic, 
   if (FusedMoeOneGrid()) {
     *folded = false;
     moe::FusedMoeOneGridParams one_grid = g.one_grid;
+    one_grid.down_lag = FusedMoeOneGridLagFor(g.expert_blocks);
     void* prepare_args[] = {&gate_up, &one_grid};
     KILN_RETURN_IF_ERROR(
         LaunchGemv(ready, kOneGridPrepareEntry, 1, 1, prepare_args, *programmatic, kFusedMoeOneGridStep, stream));
@@ -285,6 +296,12 @@ bool FusedMoeFoldedCombine() { return FusedMoeFoldSwitch().On(); }
 bool FusedMoeOneGrid() { return FusedMoeOneGridSwitch().On(); }
 
 void SetFusedMoeOneGridForTesting(int on) { FusedMoeOneGridSwitch().SetForTesting(on); }
+
+int FusedMoeOneGridLagFor(int64_t expert_blocks) {
+  return static_cast<int>(std::min<int64_t>(g_one_grid_lag.Value(), expert_blocks));
+}
+
+void SetFusedMoeOneGridLagForTesting(int lag) { g_one_grid_lag.SetForTesting(lag > 0 ? lag : -1); }
 
 bool FusedMoeGatherSuits(int64_t intermediate) { return 2 * intermediate <= kFusedMoeGatherMaxGateUp; }
 

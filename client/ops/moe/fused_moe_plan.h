@@ -137,6 +137,12 @@ int FusedMoeDownColumnGroupsFor(int64_t column_blocks, int64_t expert_blocks, in
 // 0) overrides the environment, -1 returns to it.
 bool FusedMoeOneGrid();
 void SetFusedMoeOneGridForTesting(int on);
+// The one grid's down_lag for `expert_blocks` chosen-expert ranks (FusedMoeOneGridParams):
+// KILN_FUSED_MOE_ONE_GRID_LAG's (a diagnostic control, read once; 1 .. 256) capped at
+// expert_blocks, or 0 (each expert's down blocks right after its gate-up blocks) where unset;
+// SetFusedMoeOneGridLagForTesting(n > 0) forces n, 0 returns to the environment.
+int FusedMoeOneGridLagFor(int64_t expert_blocks);
+void SetFusedMoeOneGridLagForTesting(int lag);
 
 // Whether the decode path's three launches are programmatic dependents (the down GEMV prefetches
 // its weights while the gate-up GEMV ends; the kernels wait with griddepcontrol.wait either way),

@@ -72,6 +72,13 @@ TEST_CASE("child: fused_moe's controls", "[.fused-moe-controls-child]") {
   std::printf("one grid flipped: %d\n", kiln::client::FusedMoeOneGrid() ? 1 : 0);
   kiln::client::SetFusedMoeOneGridForTesting(-1);
   std::printf("one grid back: %d\n", kiln::client::FusedMoeOneGrid() ? 1 : 0);
+  // Qwen3-30B-A3B at one token (8 experts) and DeepSeek-V3 at 64 (256).
+  std::printf("one grid lag: %d %d\n", kiln::client::FusedMoeOneGridLagFor(8),
+              kiln::client::FusedMoeOneGridLagFor(256));
+  kiln::client::SetFusedMoeOneGridLagForTesting(3);
+  std::printf("one grid lag forced: %d %d\n", kiln::client::FusedMoeOneGridLagFor(8),
+              kiln::client::FusedMoeOneGridLagFor(2));
+  kiln::client::SetFusedMoeOneGridLagForTesting(0);
   // Qwen3-30B-A3B at one token on 132 SMs (the rule: 2) and Mixtral at one (128 column blocks x 2: 1).
   std::printf("groups: %d %d\n", kiln::client::FusedMoeDownColumnGroupsFor(64, 8, 132),
               kiln::client::FusedMoeDownColumnGroupsFor(128, 2, 132));
@@ -108,6 +115,8 @@ struct Case {
   const char* want_gather = "1 0";
   const char* one_grid = nullptr;  // KILN_FUSED_MOE_ONE_GRID, null: unset
   int want_one_grid = 0;
+  const char* lag = nullptr;  // KILN_FUSED_MOE_ONE_GRID_LAG, null: unset
+  const char* want_lag = "0 0";
 };
 
 void RunChild(const Case& c) {
@@ -134,6 +143,8 @@ void RunChild(const Case& c) {
   else options.unset_env.push_back("KILN_FUSED_MOE_GATHER");
   if (c.one_grid != nullptr) options.set_env["KILN_FUSED_MOE_ONE_GRID"] = c.one_grid;
   else options.unset_env.push_back("KILN_FUSED_MOE_ONE_GRID");
+  if (c.lag != nullptr) options.set_env["KILN_FUSED_MOE_ONE_GRID_LAG"] = c.lag;
+  else options.unset_env.push_back("KILN_FUSED_MOE_ONE_GRID_LAG");
   kiln::testing::Subprocess child(options);
   REQUIRE(child.Wait() == 0);
   const std::string out = child.Output();
@@ -148,6 +159,8 @@ void RunChild(const Case& c) {
   CHECK(out.find("one grid: " + std::to_string(c.want_one_grid) + "\n") != std::string::npos);
   CHECK(out.find("one grid flipped: " + std::to_string(1 - c.want_one_grid) + "\n") != std::string::npos);
   CHECK(out.find("one grid back: " + std::to_string(c.want_one_grid) + "\n") != std::string::npos);
+  CHECK(out.find(std::string("one grid lag: ") + c.want_lag + "\n") != std::string::npos);
+  CHECK(out.find("one grid lag forced: 3 2\n") != std::string::npos);
   CHECK(out.find(std::string("groups: ") + c.want_groups + "\n") != std::string::npos);
   CHECK(out.find("groups forced: 2\n") != std::string::npos);
   CHECK(out.find("fp8 prefetch: " + std::to_string(c.want_prefetch) + "\n") != std::string::npos);
@@ -222,6 +235,23 @@ TEST_CASE("KILN_FUSED_MOE_ONE_GRID: off by default, 1 runs the two GEMVs in one 
            "kiln: KILN_FUSED_MOE_ONE_GRID='2' is not valid: expected 0 or 1; the default (0) is used"};
   bad.one_grid = "2";
   for (const Case& c : {off, on, bad}) RunChild(c);
+}
+
+TEST_CASE("KILN_FUSED_MOE_ONE_GRID_LAG: none by default, 1 to 256 (capped at the chosen experts) and says so, a bad "
+          "value is reported",
+          "[client][ops][moe]") {
+  Case two{nullptr, nullptr, "auto", 1,
+           "kiln: KILN_FUSED_MOE_ONE_GRID_LAG=2: fused_moe's one grid runs an expert's down blocks 2 experts' gate-up "
+           "blocks later in this process"};
+  two.lag = "2";
+  two.want_lag = "2 2";
+  Case all{nullptr, nullptr, "auto", 1, "KILN_FUSED_MOE_ONE_GRID_LAG=256"};
+  all.lag = "256";
+  all.want_lag = "8 256";
+  Case bad{nullptr, nullptr, "auto", 1,
+           "kiln: KILN_FUSED_MOE_ONE_GRID_LAG='257' is not valid: expected auto or 1 to 256; auto is used"};
+  bad.lag = "257";
+  for (const Case& c : {two, all, bad}) RunChild(c);
 }
 
 TEST_CASE("KILN_FUSED_MOE_DOWN_COLUMN_GROUPS: the rule by default, 1 or 2 forces the folded down GEMV's groups and "

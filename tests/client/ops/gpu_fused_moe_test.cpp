@@ -19,9 +19,9 @@
 //    against the separate one, bit for bit, in plain stream order, in place, on a workspace the last
 //    call left, after a call with real choices and in a graph;
 //  - the decode path's one-grid form (SetFusedMoeOneGridForTesting) against its two GEMV launches,
-//    bit for bit, at the model widths, in plain stream order, in place, on a workspace the last call
-//    left (its counters not zero) and on a poisoned one, with the folded combine asked for too, and
-//    in a graph;
+//    bit for bit, at the model widths and three ticket orders (SetFusedMoeOneGridLagForTesting), in plain stream order,
+//    in place, on a workspace the last call left (its counters not zero) and on a poisoned one, with the folded combine
+//    asked for too, and in a graph;
 //  - both paths (the grouped one and the decode path's GEMVs, forced with
 //    SetFusedMoePathForTesting) on every case of the grid and the edge cases (the decode path
 //    takes up to 1024 slots with aligned rows; beyond, or on x rows 8 bytes off 16, the call runs
@@ -601,9 +601,16 @@ TEST_CASE("fused_moe's one-grid form gives the two GEMV launches' bits: model wi
     const std::vector<uint8_t> want = layer.Rows(separate);
     {
       const OneGridScope one_grid(1);
-      const Result merged = layer.Run();  // on a poisoned workspace: the counters hold NaN bits
-      layer.Check(merged);                // also: the padding and the guard row stay poisoned
-      CHECK(layer.Rows(merged) == want);
+      // Each expert's down blocks right after its gate-up blocks (0, the default), one expert
+      // later, and after every gate-up block (256: capped at the chosen experts).
+      for (int lag : {0, 1, 256}) {
+        kiln::client::SetFusedMoeOneGridLagForTesting(lag);
+        INFO("down lag " << lag);
+        const Result merged = layer.Run();  // on a poisoned workspace: the counters hold NaN bits
+        layer.Check(merged);                // also: the padding and the guard row stay poisoned
+        CHECK(layer.Rows(merged) == want);
+      }
+      kiln::client::SetFusedMoeOneGridLagForTesting(0);
       kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
       const Result ordered = layer.Run();
       kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);

@@ -6,12 +6,12 @@
 // At one token of Qwen3-30B-A3B (8 experts of 9.4 MB) the two launches spend about 9 us of an
 // H200's 25 on the down GEMV's 25 MB (6 us of copy): its 512 blocks are resident only as the
 // gate-up GEMV's 384 leave, then a second wave of 116 follows that could not prefetch. Here every
-// block's work comes from a ticket in launch order of the tickets: per chosen expert, its gate-up
-// blocks, then its down blocks. A down block asks L2 for its rows, then waits (one thread,
-// ld.acquire.gpu) until its expert's gate-up blocks have all counted themselves, each after its
-// act stores and a fence (the "last block" pattern of the CUDA C++ Programming Guide, "Memory
-// Fence Functions"), then reads act from L2 (ld.global.cg: written in this grid). The products
-// and their order are those of the two GEMV launches: the same bits.
+// block's work comes from a ticket, taken in order (OneGridWork, moe_contract.h): per chosen
+// expert by rank, its gate-up blocks, then the down blocks of the expert down_lag ranks before. A down block asks L2
+// for its rows, then waits (one thread, ld.acquire.gpu) until its expert's gate-up blocks have all counted themselves,
+// each after its act stores and a fence (the "last block" pattern of the CUDA C++ Programming Guide, "Memory Fence
+// Functions"), then reads act from L2 (ld.global.cg: written in this grid). The products and their order are those of
+// the two GEMV launches: the same bits.
 //
 // The tickets keep it from deadlock whatever order the hardware starts blocks in: a block holds a
 // down ticket of an expert only after every gate-up ticket of that expert went to a block that is
@@ -108,13 +108,13 @@ __device__ __forceinline__ void OneGridGemvs(const FusedMoeGemvParams& gate_up, 
   GridDependencyLaunchDependents();
   if (threadIdx.x == 0) ticket = atomicAdd(g.counters, 1u);
   __syncthreads();
-  const int per_expert = g.gate_up_blocks + g.down_blocks;
-  const int rank = static_cast<int>(ticket) / per_expert;  // < expert_blocks: the grid has that many tickets
-  const int block_x = static_cast<int>(ticket) - rank * per_expert;
+  bool is_gate_up;
+  int rank, block_x;  // rank < expert_blocks: the grid has (gate_up_blocks + down_blocks) x expert_blocks tickets
+  OneGridWork(ticket, g.gate_up_blocks, g.down_blocks, g.expert_blocks, g.down_lag, &is_gate_up, &rank, &block_x);
   const int e = FindExpertSlots<true>(gate_up, sh, rank);
   if (e < 0) return;  // no expert of this rank: none of its blocks works or waits
-  if (block_x < g.gate_up_blocks) OneGridGateUp<T>(gate_up, g, sh, e, rank, block_x);
-  else OneGridDown<T>(down, g, sh, e, rank, block_x - g.gate_up_blocks);
+  if (is_gate_up) OneGridGateUp<T>(gate_up, g, sh, e, rank, block_x);
+  else OneGridDown<T>(down, g, sh, e, rank, block_x);
 }
 
 }  // namespace moe

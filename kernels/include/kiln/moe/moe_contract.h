@@ -201,13 +201,13 @@ constexpr const char* kFusedMoeDownFoldedEntry = "kiln_fused_moe_down_folded";
 //   kiln_fused_moe_one_grid_prepare  one block: zeroes counters[0 .. 1 + expert_blocks) and writes
 //                                    slot_to_row (the gate-up parameter's), as gate_up's first block does
 //   kiln_fused_moe_one_grid          (gate_up_blocks + down_blocks) x expert_blocks blocks in one
-//                                    dimension: a block takes a ticket (counters[0]); ticket t is
-//                                    block t % (gate_up_blocks + down_blocks) of the expert of rank
-//                                    t / (gate_up_blocks + down_blocks), a gate-up block below
-//                                    gate_up_blocks (kiln_fused_moe_gate_up's block of that x), a
-//                                    down block above (kiln_fused_moe_down's, x - gate_up_blocks);
-//                                    a gate-up block counts itself in counters[1 + rank] once its
-//                                    act is visible; a down block waits there for gate_up_blocks.
+//                                    dimension: a block takes a ticket (counters[0]) and the ticket
+//                                    its work (OneGridWork): the tickets run through the experts by
+//                                    rank, each expert's gate-up blocks (kiln_fused_moe_gate_up's of
+//                                    each x), then the down blocks (kiln_fused_moe_down's) of the
+//                                    expert down_lag ranks before (0: its own); a gate-up block
+//                                    counts itself in counters[1 + rank] once its act is visible; a
+//                                    down block waits there for gate_up_blocks.
 // The tickets, not blockIdx, give the order, so a down block only runs once every gate-up block of
 // its expert has been taken by a running block: it cannot wait for one that never starts.
 constexpr const char* kFusedMoeOneGridPrepareEntry = "kiln_fused_moe_one_grid_prepare";
@@ -289,8 +289,37 @@ struct FusedMoeOneGridParams {
   int gate_up_blocks;  // kiln_fused_moe_gate_up's grid.x: ceil(I / kGemvGateUpColumns)
   int down_blocks;     // kiln_fused_moe_down's grid.x: ceil(H / kGemvDownColumns)
   int expert_blocks;   // FusedMoeGemvExpertBlocks(E, slots)
-  int unused;
+  int down_lag;        // 0 .. expert_blocks: how many experts' gate-up blocks an expert's down blocks trail
 };
+
+// What ticket t of the one grid does (g: gate_up_blocks, d: down_blocks, r: expert_blocks, lag:
+// down_lag, at most r): step k = 0, 1, .. r + lag - 1 holds the gate-up blocks of rank k (k < r),
+// then the down blocks of rank k - lag (k >= lag). *gate_up says which; *rank and *block_x the
+// expert's rank and the block's column block. Every down ticket of a rank comes after all of its
+// gate-up tickets.
+KILN_CONTRACT_FUNCTION void OneGridWork(long long t, long long g, long long d, long long r, long long lag,
+                                        bool* gate_up, int* rank, int* block_x) {
+  const long long lead = lag * g;  // steps 0 .. lag - 1: gate-up blocks only
+  if (t < lead) {
+    *gate_up = true;
+    *rank = static_cast<int>(t / g);
+    *block_x = static_cast<int>(t % g);
+    return;
+  }
+  t -= lead;
+  const long long both = (r - lag) * (g + d);  // steps lag .. r - 1: gate-up, then down blocks
+  if (t < both) {
+    const long long k = lag + t / (g + d), within = t % (g + d);
+    *gate_up = within < g;
+    *rank = static_cast<int>(*gate_up ? k : k - lag);
+    *block_x = static_cast<int>(*gate_up ? within : within - g);
+    return;
+  }
+  t -= both;  // steps r .. r + lag - 1: down blocks only
+  *gate_up = false;
+  *rank = static_cast<int>(r - lag + t / d);
+  *block_x = static_cast<int>(t % d);
+}
 static_assert(sizeof(FusedMoeOneGridParams) == 24, "FusedMoeOneGridParams: a pointer, 4 ints");
 
 // fused_moe_fp8: fused_moe on block-scaled fp8 experts (DeepSeek-V3's recipe: e4m3 weights with
