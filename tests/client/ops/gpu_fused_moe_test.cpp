@@ -438,6 +438,18 @@ struct FoldScope {
   FoldScope& operator=(const FoldScope&) = delete;
 };
 
+// The layer run again in plain stream order, then on the workspace as that call left it: `want`'s
+// bits both times (the launches change, not the arithmetic; what a call leaves in the workspace
+// does not matter to the next).
+void CheckPlainOrderAndLeftWorkspace(Layer& layer, const std::vector<uint8_t>& want) {
+  kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
+  const Result ordered = layer.Run();
+  kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
+  CHECK(layer.Rows(ordered) == want);
+  const Result again = layer.Run(false, nullptr, /*keep_workspace=*/true);
+  CHECK(layer.Rows(again) == want);
+}
+
 // Calls in its scope run the decode path's two GEMVs in one grid (on 1, off 0); the environment's
 // choice again after it.
 struct OneGridScope {
@@ -557,13 +569,8 @@ TEST_CASE("fused_moe's folded combine gives the separate combine's bits: every c
       const Result folded = layer.Run();
       layer.Check(folded);  // also: the padding and the guard row stay poisoned
       CHECK(layer.Rows(folded) == want);
-      kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
-      const Result ordered = layer.Run();
-      kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
-      CHECK(layer.Rows(ordered) == want);
-      // The workspace as the last call left it: every counter at its grid's height, zeroed again.
-      const Result again = layer.Run(false, nullptr, /*keep_workspace=*/true);
-      CHECK(layer.Rows(again) == want);
+      // The second run: every counter at its grid's height, zeroed again.
+      CheckPlainOrderAndLeftWorkspace(layer, want);
     }
     const FoldScope fold(1, 0);
     const Result in_place = layer.Run(/*in_place=*/true);
@@ -611,13 +618,8 @@ TEST_CASE("fused_moe's one-grid form gives the two GEMV launches' bits: model wi
         CHECK(layer.Rows(merged) == want);
       }
       kiln::client::SetFusedMoeOneGridLagForTesting(0);
-      kiln::client::SetFusedMoeProgrammaticLaunchForTesting(0);
-      const Result ordered = layer.Run();
-      kiln::client::SetFusedMoeProgrammaticLaunchForTesting(-1);
-      CHECK(layer.Rows(ordered) == want);
-      // The workspace as the last call left it: the ticket at the grid's size, every count full.
-      const Result again = layer.Run(false, nullptr, /*keep_workspace=*/true);
-      CHECK(layer.Rows(again) == want);
+      // The second run: the ticket at the grid's size and every count full, zeroed again.
+      CheckPlainOrderAndLeftWorkspace(layer, want);
       const FoldScope fold(1, 0);  // the one grid takes precedence over the fold
       const Result with_fold = layer.Run();
       CHECK(layer.Rows(with_fold) == want);
