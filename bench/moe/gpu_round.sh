@@ -12,9 +12,9 @@
 # (default 1), alternating: the evidence for the default rule and for KILN_FUSED_MOE_PDL
 # (PATH_VARIANTS: words of a path, gemv or grouped, with -nopdl (KILN_FUSED_MOE_PDL=0) and/or -fold
 # (KILN_FUSED_MOE_FOLD=1) appended, then -g1 or -g2 forcing the folded down GEMV's column groups
-# (KILN_FUSED_MOE_DOWN_COLUMN_GROUPS), or -onegrid (KILN_FUSED_MOE_ONE_GRID=1); default "gemv
-# grouped gemv-nopdl"; "gemv gemv-fold gemv-fold-g1" for the folded combine, "gemv gemv-onegrid"
-# for the one-grid form). `permute`: moe_permute across its
+# (KILN_FUSED_MOE_DOWN_COLUMN_GROUPS), or -onegrid (KILN_FUSED_MOE_ONE_GRID=1) with an optional
+# -lagN (KILN_FUSED_MOE_ONE_GRID_LAG=N); default "gemv grouped gemv-nopdl"; "gemv gemv-fold
+# gemv-fold-g1" for the folded combine, "gemv gemv-onegrid gemv-onegrid-lag256" for the one grid). `permute`: moe_permute across its
 # single-block/multi-block threshold and up to 131k slots (bench/moe/permute_sizes.list).
 # `prefill`: the prefill layers and their grouped GEMMs (bench/moe/prefill_grouped.list) with the
 # grouped TMA stores as the rule has them and with KILN_GEMM_TMA_STORE=0, PATH_ROUNDS times
@@ -60,18 +60,20 @@ if [[ $what == bench || $what == measure || $what == all ]]; then
 fi
 
 if [[ $what == paths || $what == all ]]; then
-  # variant = KILN_FUSED_MOE_PATH[-nopdl][-fold[-g1|-g2]][-onegrid]; rounds alternate the variants (PATH_ROUNDS,
-  # default 1).
+  # variant = KILN_FUSED_MOE_PATH[-nopdl][-fold[-g1|-g2]][-onegrid[-lagN]]; rounds alternate the variants
+  # (PATH_ROUNDS, default 1).
   read -r -a variants <<< "${PATH_VARIANTS:-gemv grouped gemv-nopdl}"
   for round in $(seq "${PATH_ROUNDS:-1}"); do
     for variant in "${variants[@]}"; do
-      pdl=1 fold=0 groups=auto one_grid=0
+      pdl=1 fold=0 groups=auto one_grid=0 lag=auto
       [[ $variant == *-nopdl* ]] && pdl=0
       [[ $variant == *-fold* ]] && fold=1
       [[ $variant == *-g1* ]] && groups=1
       [[ $variant == *-g2* ]] && groups=2
       [[ $variant == *-onegrid* ]] && one_grid=1
+      [[ $variant =~ -lag([0-9]+) ]] && lag=${BASH_REMATCH[1]}
       KILN_FUSED_MOE_PATH=${variant%%-*} KILN_FUSED_MOE_PDL=$pdl KILN_FUSED_MOE_FOLD=$fold KILN_FUSED_MOE_ONE_GRID=$one_grid \
+        KILN_FUSED_MOE_ONE_GRID_LAG=$lag \
         KILN_FUSED_MOE_DOWN_COLUMN_GROUPS=$groups timeout 200 kiln-bench \
         --list "${PATH_LIST:-bench/moe/decode_paths.list}" --out "$OUT/fused-moe-$variant-$round.json" \
         > "$OUT/fused-moe-$variant-$round.log" 2>&1

@@ -132,9 +132,9 @@ int FusedMoeDownColumnGroupsFor(int64_t column_blocks, int64_t expert_blocks, in
 // Whether the decode path runs its two GEMVs as one grid (kiln_fused_moe_one_grid, after the
 // one-block kiln_fused_moe_one_grid_prepare; docs/kernels-moe.md, "One grid"): down blocks stream
 // w2 while other experts' gate-up blocks stream w13, the same bits. On with
-// KILN_FUSED_MOE_ONE_GRID=1 (read once per process; said once on stderr; off by default until
-// measured faster); it takes precedence over the folded combine. SetFusedMoeOneGridForTesting(1 /
-// 0) overrides the environment, -1 returns to it.
+// KILN_FUSED_MOE_ONE_GRID=1 (read once per process; said once on stderr; off by default: slower
+// on an H100, docs/kernels-moe.md); it takes precedence over the folded combine.
+// SetFusedMoeOneGridForTesting(1 / 0) overrides the environment, -1 returns to it.
 bool FusedMoeOneGrid();
 void SetFusedMoeOneGridForTesting(int on);
 // The one grid's down_lag for `expert_blocks` chosen-expert ranks (FusedMoeOneGridParams):

@@ -7,11 +7,16 @@
 // H200's 25 on the down GEMV's 25 MB (6 us of copy): its 512 blocks are resident only as the
 // gate-up GEMV's 384 leave, then a second wave of 116 follows that could not prefetch. Here every
 // block's work comes from a ticket, taken in order (OneGridWork, moe_contract.h): per chosen
-// expert by rank, its gate-up blocks, then the down blocks of the expert down_lag ranks before. A down block asks L2
-// for its rows, then waits (one thread, ld.acquire.gpu) until its expert's gate-up blocks have all counted themselves,
-// each after its act stores and a fence (the "last block" pattern of the CUDA C++ Programming Guide, "Memory Fence
-// Functions"), then reads act from L2 (ld.global.cg: written in this grid). The products and their order are those of
-// the two GEMV launches: the same bits.
+// expert by rank, its gate-up blocks, then the down blocks of the expert down_lag ranks before.
+// A down block asks L2 for its rows, then waits (one thread, ld.acquire.gpu) until its expert's
+// gate-up blocks have all counted themselves, each after its act stores and a fence (the "last
+// block" pattern of the CUDA C++ Programming Guide, "Memory Fence Functions"), then reads act from
+// L2 (ld.global.cg: written in this grid). The products and their order are those of the two GEMV
+// launches: the same bits.
+//
+// Measured on an H100 (2026-12-07): slower than the two launches at every order (Qwen3-30B-A3B at
+// one token 30.1 -> 35.2-38.3 us): waiting down blocks hold slots the gate-up blocks need, and each
+// block's prologue runs after it gets its slot. Off by default (KILN_FUSED_MOE_ONE_GRID).
 //
 // The tickets keep it from deadlock whatever order the hardware starts blocks in: a block holds a
 // down ticket of an expert only after every gate-up ticket of that expert went to a block that is
